@@ -1,0 +1,244 @@
+"""The ``gpu-triage`` command: argument parsing and dispatch. Heavy modules are imported lazily so that
+``--help`` and the headless subcommands start fast and never import the UI they do not need.
+
+Every handler returns an exit status. A :class:`UserError` anywhere becomes one line on stderr and its
+exit status; Ctrl-C exits 130 quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpu_triage import __version__
+from gpu_triage.errors import UserError
+
+SCENARIOS = (
+    "healthy",
+    "data_pipeline",
+    "too_few_workers",
+    "storage_io",
+    "communication",
+    "single_card_busy",
+    "imbalanced",
+    "launch_overhead",
+    "memory_idle",
+    "periodic_stall",
+)
+
+DESCRIPTION = """\
+A terminal dashboard that tells why your GPUs are idle. It watches every GPU, every CPU core and every
+disk side by side (a tick every 2 s over a 5-minute window) and reads the shape of the waveforms: GPU low
+with the CPU full is the data pipeline; GPU jumping with disks saturated is storage; GPU busy on paper with
+SMs idle and links busy is communication; one card busy and the rest idle is every rank on cuda:0.
+
+With no subcommand it starts the live dashboard. Without an NVIDIA driver it still starts (host only)
+and says so; `gpu-triage demo` shows a recorded H200 session or a simulated 8-GPU server.
+"""
+
+EPILOG = """\
+examples:
+  gpu-triage                         live dashboard, 2 s ticks, 5-minute window
+  gpu-triage --record run1.parquet   live, recording every tick
+  gpu-triage demo                    replay a real H200 recording on a loop
+  gpu-triage demo data_pipeline      a simulated 8-GPU server starved by its DataLoader
+  gpu-triage record -o run.parquet --duration 600
+  gpu-triage replay run.parquet --speed 4
+  gpu-triage diagnose run.parquet --json
+  gpu-triage compare before.parquet after.parquet
+  gpu-triage doctor
+
+keys in the dashboard: q quit, p pause, ? help, arrows move, Enter card detail, Esc back, r record, d doctor
+"""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return v
+
+
+def _gpu_count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= v <= 16:
+        raise argparse.ArgumentTypeError(f"{v} cards: the simulated server has 1 to 16")
+    return v
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--interval",
+        type=_positive_float,
+        metavar="S",
+        help="seconds between ticks (default 2, from the config file if set)",
+    )
+    p.add_argument(
+        "--window",
+        type=_positive_float,
+        metavar="S",
+        help="seconds of history the waveforms and the diagnosis look at (default 300)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-triage",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpu-triage {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (default: $GPU_TRIAGE_CONFIG, then ~/.config/gpu-triage/config.toml)",
+    )
+    _add_sampling(parser)
+    parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser(
+        "live",
+        help="the live dashboard (the default)",
+        description="Watch this machine's GPUs, CPU cores and disks live.",
+    )
+    _add_sampling(p)
+    p.add_argument("--record", metavar="FILE", help="record every tick to FILE (Parquet)")
+
+    p = sub.add_parser(
+        "demo",
+        help="the dashboard on a recorded H200 session or a simulated server",
+        description=(
+            "With no SCENARIO: replay the real H200 recording bundled with gpu-triage, on a loop. "
+            "With a SCENARIO: a simulated server (deterministic from --seed) that reproduces one case "
+            "of the method."
+        ),
+    )
+    p.add_argument("scenario", nargs="?", choices=SCENARIOS, metavar="SCENARIO", help=", ".join(SCENARIOS))
+    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="simulated cards, 1-16 (default 8)")
+    p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores (default 32)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the simulation (default 0)")
+    _add_sampling(p)
+
+    p = sub.add_parser(
+        "record",
+        help="record ticks to a Parquet file, headless (tmux, nohup, systemd)",
+        description=(
+            "Record without a screen. Each tick is appended to a crash-safe stream beside FILE; a clean stop "
+            "(--duration reached, Ctrl-C, SIGTERM) turns it into FILE. After a crash, `gpu-triage recover`."
+        ),
+    )
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (default: until stopped)")
+    p.add_argument(
+        "--source",
+        default="live",
+        metavar="SRC",
+        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
+    )
+    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    p.add_argument("--interval", type=_positive_float, metavar="S", help="seconds between ticks (default 2)")
+
+    p = sub.add_parser(
+        "replay",
+        help="play a recording back through the same dashboard",
+        description="Replay FILE (Parquet, or a crash leftover .arrows stream) in the dashboard.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
+    p.add_argument("--window", type=_positive_float, metavar="S", help="seconds of history shown (default 300)")
+
+    p = sub.add_parser(
+        "recover",
+        help="turn the stream left by a killed recorder into a Parquet file",
+        description="Read FILE.arrows (what a killed recorder leaves) and write every complete tick to Parquet.",
+    )
+    p.add_argument("file", metavar="FILE", help="the .arrows stream, or the Parquet path it was recording to")
+    p.add_argument("-o", "--output", metavar="OUT", help="the Parquet file to write (default: the recording's name)")
+
+    p = sub.add_parser(
+        "diagnose",
+        help="diagnose a recording offline, segment by segment",
+        description="Run the two-minute method over FILE and print each segment's pattern, bottleneck and advice.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...]}) for scripts")
+    p.add_argument("--window", type=_positive_float, metavar="S", help="seconds of history each verdict looks at")
+
+    p = sub.add_parser(
+        "compare",
+        help="compare two recordings: before and after a tuning change",
+        description="Per card and overall, side by side with the change: utilisation, stalls, diagnoses, links, host.",
+    )
+    p.add_argument("before", metavar="BEFORE")
+    p.add_argument("after", metavar="AFTER")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    p = sub.add_parser(
+        "doctor",
+        help="check the machine before the first training step",
+        description="GPUs, topology, host and software, each ok / warn / fail with what to do. Exit 1 if a check fails.",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--params", type=float, metavar="N", help="model parameters (e.g. 7e9): estimate gradient traffic")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return dispatch(args)
+    except UserError as err:
+        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    from gpu_triage.config import load_config
+
+    config = load_config(getattr(args, "config", None))
+    if getattr(args, "interval", None):
+        config.interval_s = args.interval
+    if getattr(args, "window", None):
+        config.window_s = args.window
+    command = args.command or "live"
+
+    if command in ("live", "demo", "replay"):
+        from gpu_triage.ui.run import run_dashboard
+
+        return run_dashboard(command, args, config)
+    if command == "record":
+        from gpu_triage.trace.record import run_record
+
+        return run_record(args, config)
+    if command == "recover":
+        from gpu_triage.trace.recover import run_recover
+
+        return run_recover(args)
+    if command == "diagnose":
+        from gpu_triage.diagnosis.offline import run_diagnose
+
+        return run_diagnose(args, config)
+    if command == "compare":
+        from gpu_triage.trace.compare import run_compare
+
+        return run_compare(args, config)
+    if command == "doctor":
+        from gpu_triage.doctor.run import run_doctor
+
+        return run_doctor(args, config)
+    raise AssertionError(command)

@@ -1,0 +1,153 @@
+"""Configuration: built-in defaults, overridden by one TOML file.
+
+Which file: ``--config FILE``, else ``$GPU_TRIAGE_CONFIG``, else ``$XDG_CONFIG_HOME/gpu-triage/config.toml``
+(``~/.config/gpu-triage/config.toml``), else none. Command-line options override the file.
+A bad value raises :class:`~gpu_triage.errors.UserError` naming the file, the key and what is allowed.
+See config.example.toml for every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.errors import UserError
+
+THEMES = (
+    "textual-dark",
+    "textual-light",
+    "nord",
+    "gruvbox",
+    "dracula",
+    "monokai",
+    "tokyo-night",
+    "catppuccin-mocha",
+    "solarized-light",
+)
+
+
+@dataclass(slots=True)
+class Config:
+    interval_s: float = 2.0
+    window_s: float = 300.0
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    theme: str = "textual-dark"
+    color_gpu: str = "green"  # GPU-Util waveform
+    color_sm: str = "cyan"  # SM activity waveform
+    color_alert: str = "red"
+    recording_dir: Path = Path("~/.local/share/gpu-triage/recordings").expanduser()
+    path: Path | None = None  # the file these values came from, if any
+
+    @property
+    def window_ticks(self) -> int:
+        return max(2, round(self.window_s / self.interval_s))
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpu-triage" / "config.toml"
+
+
+def find_config_file(cli_path: str | None) -> Path | None:
+    if cli_path:
+        p = Path(cli_path).expanduser()
+        if not p.is_file():
+            raise UserError(f"config file {p} does not exist: check the path given to --config")
+        return p
+    env = os.environ.get("GPU_TRIAGE_CONFIG")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise UserError(f"config file {p} (from $GPU_TRIAGE_CONFIG) does not exist: fix or unset the variable")
+        return p
+    p = default_config_path()
+    return p if p.is_file() else None
+
+
+def load_config(cli_path: str | None = None) -> Config:
+    path = find_config_file(cli_path)
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML ({exc}): fix the file or remove it") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from exc
+    return parse_config(data, path)
+
+
+_SECTIONS = {
+    "sampling": {"interval_s", "window_s"},
+    "diagnosis": set(Thresholds.keys()),
+    "ui": {"theme", "color_gpu", "color_sm", "color_alert"},
+    "recording": {"directory"},
+}
+
+
+def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
+    where = str(path) if path else "config"
+    cfg = Config(path=path)
+
+    def bad(key: str, allowed: str) -> UserError:
+        return UserError(f"{where}: key {key} is invalid: {allowed}")
+
+    for section, table in data.items():
+        if section not in _SECTIONS:
+            raise bad(section, f"unknown section; allowed sections: {', '.join(_SECTIONS)}")
+        if not isinstance(table, dict):
+            raise bad(section, "must be a table like [" + section + "]")
+        for key in table:
+            if key not in _SECTIONS[section]:
+                raise bad(f"{section}.{key}", f"unknown key; allowed: {', '.join(sorted(_SECTIONS[section]))}")
+
+    sampling = data.get("sampling", {})
+    for key, lo, hi in (("interval_s", 0.05, 3600.0), ("window_s", 1.0, 7 * 86400.0)):
+        if key in sampling:
+            v = sampling[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise bad(f"sampling.{key}", f"must be a number of seconds between {lo:g} and {hi:g}, got {v!r}")
+            setattr(cfg, key, float(v))
+    if cfg.window_s < cfg.interval_s * 2:
+        raise bad("sampling.window_s", "must hold at least two ticks (window_s >= 2 * interval_s)")
+
+    diag = data.get("diagnosis", {})
+    values: dict[str, float] = {}
+    for key, v in diag.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise bad(f"diagnosis.{key}", f"must be a non-negative number, got {v!r}")
+        values[key] = float(v)
+    if values:
+        cfg.thresholds = dataclasses.replace(Thresholds(), **values)
+
+    ui = data.get("ui", {})
+    if "theme" in ui:
+        if ui["theme"] not in THEMES:
+            raise bad("ui.theme", f"must be one of {', '.join(THEMES)}, got {ui['theme']!r}")
+        cfg.theme = ui["theme"]
+    for key in ("color_gpu", "color_sm", "color_alert"):
+        if key in ui:
+            v = ui[key]
+            if not isinstance(v, str) or not _is_colour(v):
+                raise bad(f"ui.{key}", f"must be a colour name or #rrggbb, got {v!r}")
+            setattr(cfg, key, v)
+
+    rec = data.get("recording", {})
+    if "directory" in rec:
+        v = rec["directory"]
+        if not isinstance(v, str) or not v:
+            raise bad("recording.directory", f"must be a path string, got {v!r}")
+        cfg.recording_dir = Path(v).expanduser()
+    return cfg
+
+
+def _is_colour(value: str) -> bool:
+    if value.startswith("#"):
+        body = value[1:]
+        return len(body) in (3, 6) and all(c in "0123456789abcdefABCDEF" for c in body)
+    return value.replace("_", "").replace("-", "").isalnum()

@@ -1,0 +1,1 @@
+"""Doctor: the single-machine check-up before the first training step."""

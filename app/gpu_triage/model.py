@@ -1,0 +1,174 @@
+"""The tick: everything the dashboard knows at the end of one sampling interval.
+
+These classes mirror trace v1 (docs/trace-v1.md in the shared folder, summarised in docs/architecture.md)
+field for field, so that a live tick, a simulated tick and a replayed tick are the same object and
+`Tick.to_row()` is exactly one Parquet row. A value the hardware does not give is ``None`` (shown "n/a"),
+never 0.
+
+Host facts that do not change per tick (names, UUIDs, topology) live in :class:`HostInfo`, which the
+recorder writes as file metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass(slots=True)
+class GpuSample:
+    index: int
+    util_pct: float | None = None
+    util_min_pct: float | None = None
+    util_max_pct: float | None = None
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+
+
+@dataclass(slots=True)
+class DiskSample:
+    name: str
+    busy_pct: float | None = None
+    await_ms: float | None = None
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+    reads_per_s: float | None = None
+    writes_per_s: float | None = None
+
+
+@dataclass(slots=True)
+class ProcSample:
+    pid: int
+    gpu_index: int
+    name: str | None = None
+    gpu_mem_bytes: int | None = None
+    cpu_pct: float | None = None
+    workers: int | None = None
+    workers_cpu_pct: list[float] = field(default_factory=list)
+    worker_pids: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Tick:
+    ts: datetime  # timezone-aware UTC: end of the interval this tick covers
+    interval_s: float  # actual length of the interval
+    gpus: list[GpuSample] = field(default_factory=list)
+    cpu_pct: list[float] = field(default_factory=list)
+    iowait_pct: float | None = None
+    host_mem_used_bytes: int | None = None
+    host_mem_total_bytes: int | None = None
+    disks: list[DiskSample] = field(default_factory=list)
+    procs: list[ProcSample] = field(default_factory=list)
+
+    def to_row(self) -> dict[str, Any]:
+        """This tick as one trace-v1 row (plain dicts and lists)."""
+        return {
+            "ts": self.ts,
+            "interval_s": self.interval_s,
+            "gpus": [_asdict(g) for g in self.gpus],
+            "cpu_pct": list(self.cpu_pct),
+            "iowait_pct": self.iowait_pct,
+            "host_mem_used_bytes": self.host_mem_used_bytes,
+            "host_mem_total_bytes": self.host_mem_total_bytes,
+            "disks": [_asdict(d) for d in self.disks],
+            "procs": [_asdict(p) for p in self.procs],
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Tick:
+        """Build a tick from a trace-v1 row; unknown keys are ignored, missing optional ones are None."""
+        return cls(
+            ts=row["ts"],
+            interval_s=row.get("interval_s"),
+            gpus=[_build(GpuSample, g) for g in (row.get("gpus") or [])],
+            cpu_pct=list(row.get("cpu_pct") or []),
+            iowait_pct=row.get("iowait_pct"),
+            host_mem_used_bytes=row.get("host_mem_used_bytes"),
+            host_mem_total_bytes=row.get("host_mem_total_bytes"),
+            disks=[_build(DiskSample, d) for d in (row.get("disks") or [])],
+            procs=[_build(ProcSample, p) for p in (row.get("procs") or [])],
+        )
+
+
+@dataclass(slots=True)
+class GpuInfo:
+    """Static facts about one card, read once."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    mem_total_bytes: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+
+
+@dataclass(slots=True)
+class HostInfo:
+    """Static facts about the machine; written as the trace's ``gpu_triage.host`` metadata."""
+
+    hostname: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    cpu_count: int | None = None
+    gpus: list[GpuInfo] = field(default_factory=list)
+    topology: list[list[str]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # tool version, env vars, kernel, source
+
+    def to_json_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "hostname": self.hostname,
+            "driver_version": self.driver_version,
+            "cuda_driver_version": self.cuda_driver_version,
+            "cpu_count": self.cpu_count,
+            "gpus": [_asdict(g) for g in self.gpus],
+            "topology": [list(r) for r in self.topology],
+        }
+        obj.update(self.extra)
+        return obj
+
+    @classmethod
+    def from_json_obj(cls, obj: dict[str, Any]) -> HostInfo:
+        known = {"hostname", "driver_version", "cuda_driver_version", "cpu_count", "gpus", "topology"}
+        return cls(
+            hostname=obj.get("hostname"),
+            driver_version=obj.get("driver_version"),
+            cuda_driver_version=obj.get("cuda_driver_version"),
+            cpu_count=obj.get("cpu_count"),
+            gpus=[_build(GpuInfo, g) for g in (obj.get("gpus") or [])],
+            topology=[list(r) for r in (obj.get("topology") or [])],
+            extra={k: v for k, v in obj.items() if k not in known},
+        )
+
+
+def _asdict(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _build(kind: type, data: dict[str, Any]) -> Any:
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = frozenset(f.name for f in dataclasses.fields(kind))
+    kwargs = {k: v for k, v in data.items() if k in names}
+    for list_field in ("workers_cpu_pct", "worker_pids"):
+        if list_field in names and kwargs.get(list_field) is None:
+            kwargs[list_field] = []
+    return kind(**kwargs)

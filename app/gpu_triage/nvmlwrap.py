@@ -1,0 +1,97 @@
+"""Safe access to NVML through the ``pynvml`` module of nvidia-ml-py.
+
+Every call goes through :meth:`Nvml.call`, which turns "this card or driver does not do that" into
+``None`` (shown "n/a") instead of an exception, and turns "the card fell off the bus" into
+:class:`GpuLost` so that the caller can mark that one card lost and keep the others updating.
+
+The module object is injected, so tests pass a fake NVML module (the outside world) and exercise this
+code for real.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+# Error codes from nvml.h; read from the module when it has them.
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_NOT_FOUND = 6
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_INVALID_ARGUMENT = 2
+_ARGUMENT_VERSION_MISMATCH = 25
+
+
+class NvmlUnavailable(Exception):
+    """No NVML library, no driver, or nvmlInit failed: run host-only."""
+
+
+class GpuLost(Exception):
+    """The card stopped answering (NVML_ERROR_GPU_IS_LOST)."""
+
+
+class Nvml:
+    """A thin wrapper around an initialised NVML module."""
+
+    def __init__(self, module: Any) -> None:
+        self.m = module
+        self._error_type: type[BaseException] = getattr(module, "NVMLError", Exception)
+        code = lambda name, dflt: getattr(module, name, dflt)  # noqa: E731
+        self._na_codes = {
+            code("NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED),
+            code("NVML_ERROR_NO_PERMISSION", _NO_PERMISSION),
+            code("NVML_ERROR_NOT_FOUND", _NOT_FOUND),
+            code("NVML_ERROR_FUNCTION_NOT_FOUND", _FUNCTION_NOT_FOUND),
+            code("NVML_ERROR_INVALID_ARGUMENT", _INVALID_ARGUMENT),
+            code("NVML_ERROR_ARGUMENT_VERSION_MISMATCH", _ARGUMENT_VERSION_MISMATCH),
+        }
+        self._lost_code = code("NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST)
+        self.failures: dict[str, int] = {}  # function name -> times it failed for another reason
+
+    def error_code(self, exc: BaseException) -> int | None:
+        return getattr(exc, "value", None)
+
+    def call(self, fn: str, *args: Any) -> Any:
+        """``module.fn(*args)``; ``None`` when unsupported or failing; raises :class:`GpuLost`."""
+        func: Callable[..., Any] | None = getattr(self.m, fn, None)
+        if func is None:  # an older binding without this function
+            return None
+        try:
+            return func(*args)
+        except self._error_type as exc:
+            code = self.error_code(exc)
+            if code == self._lost_code:
+                raise GpuLost(fn) from exc
+            if code not in self._na_codes:
+                self.failures[fn] = self.failures.get(fn, 0) + 1
+            return None
+
+    def text(self, fn: str, *args: Any) -> str | None:
+        """A call that returns a string (older bindings return bytes)."""
+        value = self.call(fn, *args)
+        if isinstance(value, bytes):
+            return value.decode(errors="replace")
+        return value
+
+    def shutdown(self) -> None:
+        try:
+            self.m.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down must never fail the program
+            pass
+
+
+def load_nvml(module: Any | None = None) -> Nvml:
+    """Import and initialise NVML. Raises :class:`NvmlUnavailable` with a plain reason."""
+    if module is None:
+        try:
+            module = importlib.import_module("pynvml")
+        except ImportError as exc:
+            raise NvmlUnavailable("the nvidia-ml-py package (pynvml) is not installed") from exc
+    try:
+        module.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        reason = str(exc) or type(exc).__name__
+        raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?") from exc
+    return Nvml(module)

@@ -1,0 +1,1 @@
+"""Sources of ticks: live (NVML + psutil), simulated, replay. See base.Source."""

@@ -1,0 +1,35 @@
+"""The one interface every source of ticks implements: NVML+host (live), simulated, and replay.
+
+A source is sampled from a worker thread (never the UI thread) by :class:`gpu_triage.sampler.Sampler`.
+``sample()`` returns a :class:`~gpu_triage.model.Tick` covering the time since the previous call; it may
+block for the time the hardware takes, but must not sleep to pace itself: the sampler paces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from gpu_triage.model import HostInfo, Tick
+
+
+@dataclass(slots=True)
+class SourceStatus:
+    """What a source wants the user to know beside the numbers."""
+
+    gpu_available: bool = True  # False: no driver / no NVML; the dashboard runs host-only
+    lost_gpus: set[int] = field(default_factory=set)  # NVML indexes that fell off the bus
+    messages: list[str] = field(default_factory=list)  # plain one-line notices for the banner
+
+
+@runtime_checkable
+class Source(Protocol):
+    name: str  # "live", "sim:data_pipeline", "replay:FILE"
+
+    def host_info(self) -> HostInfo: ...
+
+    def sample(self) -> Tick: ...
+
+    def status(self) -> SourceStatus: ...
+
+    def close(self) -> None: ...

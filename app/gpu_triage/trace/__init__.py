@@ -1,0 +1,1 @@
+"""Trace v1 files: schema, crash-safe recorder, reader, recover, compare."""

@@ -1,0 +1,1 @@
+"""The Textual user interface. The only package that imports textual."""

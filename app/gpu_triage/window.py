@@ -1,0 +1,200 @@
+"""The rolling window: the last N ticks, kept as numpy ring buffers so that diagnosis and drawing read
+columns (time × card, time × core, time × disk) without walking Python objects on every tick.
+
+Memory is bounded by the capacity whatever the run length: appending is O(cards + cores + disks).
+Missing values (None in the tick) are NaN here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from gpu_triage.model import ProcSample, Tick
+
+GPU_FIELDS = (
+    "util_pct",
+    "util_min_pct",
+    "util_max_pct",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "nvlink_tx_bytes_per_s",
+    "nvlink_rx_bytes_per_s",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+)
+DISK_FIELDS = (
+    "busy_pct",
+    "await_ms",
+    "read_bytes_per_s",
+    "write_bytes_per_s",
+    "reads_per_s",
+    "writes_per_s",
+)
+
+_NAN = float("nan")
+
+
+def _f(v: float | int | None) -> float:
+    return _NAN if v is None else float(v)
+
+
+@dataclass(slots=True)
+class WindowView:
+    """An ordered snapshot of the window (oldest first). Arrays are copies: safe to keep."""
+
+    t: np.ndarray  # (T,) seconds since the epoch, end of each tick
+    interval_s: np.ndarray  # (T,)
+    gpu: dict[str, np.ndarray]  # field -> (T, G)
+    gpu_indexes: list[int]  # column j of gpu arrays is NVML index gpu_indexes[j]
+    cpu: np.ndarray  # (T, C) busy % per core
+    iowait: np.ndarray  # (T,)
+    host_mem_used: np.ndarray  # (T,)
+    host_mem_total: np.ndarray  # (T,)
+    disk: dict[str, np.ndarray]  # field -> (T, D)
+    disk_names: list[str]
+    procs: list[list[ProcSample]]  # per tick
+
+    @property
+    def n(self) -> int:
+        return int(self.t.shape[0])
+
+    @property
+    def n_gpus(self) -> int:
+        return len(self.gpu_indexes)
+
+
+class RollingWindow:
+    """The last ``capacity`` ticks. ``capacity`` is window length / interval (300 s / 2 s = 150)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("window capacity must be at least one tick")
+        self.capacity = capacity
+        self._count = 0  # ticks appended ever
+        self._t = np.full(capacity, _NAN)
+        self._interval = np.full(capacity, _NAN)
+        self._iowait = np.full(capacity, _NAN)
+        self._mem_used = np.full(capacity, _NAN)
+        self._mem_total = np.full(capacity, _NAN)
+        self._gpu_cols: dict[int, int] = {}  # NVML index -> column
+        self._gpu = {f: np.full((capacity, 0), _NAN) for f in GPU_FIELDS}
+        self._cpu = np.full((capacity, 0), _NAN)
+        self._disk_cols: dict[str, int] = {}
+        self._disk = {f: np.full((capacity, 0), _NAN) for f in DISK_FIELDS}
+        self._procs: deque[list[ProcSample]] = deque(maxlen=capacity)
+        self._last: Tick | None = None
+
+    # -- writing -------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.__init__(self.capacity)  # type: ignore[misc]
+
+    def extend(self, ticks: list[Tick]) -> None:
+        for tick in ticks[-self.capacity :]:
+            self.append(tick)
+
+    def append(self, tick: Tick) -> None:
+        row = self._count % self.capacity
+        self._count += 1
+        self._last = tick
+        self._t[row] = tick.ts.timestamp()
+        self._interval[row] = _f(tick.interval_s)
+        self._iowait[row] = _f(tick.iowait_pct)
+        self._mem_used[row] = _f(tick.host_mem_used_bytes)
+        self._mem_total[row] = _f(tick.host_mem_total_bytes)
+
+        for f in GPU_FIELDS:
+            self._gpu[f][row, :] = _NAN
+        for g in tick.gpus:
+            col = self._gpu_cols.get(g.index)
+            if col is None:
+                col = self._add_gpu(g.index)
+            for f in GPU_FIELDS:
+                self._gpu[f][row, col] = _f(getattr(g, f))
+
+        ncpu = len(tick.cpu_pct)
+        if ncpu > self._cpu.shape[1]:
+            self._cpu = _widen(self._cpu, ncpu)
+        self._cpu[row, :] = _NAN
+        if ncpu:
+            self._cpu[row, :ncpu] = np.asarray(tick.cpu_pct, dtype=float)
+
+        for f in DISK_FIELDS:
+            self._disk[f][row, :] = _NAN
+        for d in tick.disks:
+            col = self._disk_cols.get(d.name)
+            if col is None:
+                col = self._add_disk(d.name)
+            for f in DISK_FIELDS:
+                self._disk[f][row, col] = _f(getattr(d, f))
+
+        self._procs.append(tick.procs)
+
+    def _add_gpu(self, index: int) -> int:
+        col = len(self._gpu_cols)
+        self._gpu_cols[index] = col
+        for f in GPU_FIELDS:
+            self._gpu[f] = _widen(self._gpu[f], col + 1)
+        return col
+
+    def _add_disk(self, name: str) -> int:
+        col = len(self._disk_cols)
+        self._disk_cols[name] = col
+        for f in DISK_FIELDS:
+            self._disk[f] = _widen(self._disk[f], col + 1)
+        return col
+
+    # -- reading -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return min(self._count, self.capacity)
+
+    @property
+    def last(self) -> Tick | None:
+        return self._last
+
+    @property
+    def last_time(self) -> datetime | None:
+        return None if self._last is None else self._last.ts
+
+    def _order(self) -> np.ndarray:
+        n = len(self)
+        if self._count <= self.capacity:
+            return np.arange(n)
+        start = self._count % self.capacity
+        return (np.arange(n) + start) % self.capacity
+
+    def view(self) -> WindowView:
+        idx = self._order()
+        gpu_indexes = sorted(self._gpu_cols, key=self._gpu_cols.__getitem__)
+        # present GPU columns in NVML index order
+        order = np.argsort(np.asarray(gpu_indexes, dtype=int), kind="stable") if gpu_indexes else np.arange(0)
+        gpu_sorted = [gpu_indexes[i] for i in order]
+        return WindowView(
+            t=self._t[idx],
+            interval_s=self._interval[idx],
+            gpu={f: a[idx][:, order] for f, a in self._gpu.items()},
+            gpu_indexes=gpu_sorted,
+            cpu=self._cpu[idx],
+            iowait=self._iowait[idx],
+            host_mem_used=self._mem_used[idx],
+            host_mem_total=self._mem_total[idx],
+            disk={f: a[idx] for f, a in self._disk.items()},
+            disk_names=sorted(self._disk_cols, key=self._disk_cols.__getitem__),
+            procs=list(self._procs),
+        )
+
+
+def _widen(a: np.ndarray, cols: int) -> np.ndarray:
+    out = np.full((a.shape[0], cols), _NAN)
+    out[:, : a.shape[1]] = a
+    return out

@@ -1,0 +1,41 @@
+"""The data flows one way and only ui/ imports textual: checked by import-linter's contracts in
+pyproject.toml, and by a direct scan so a new module cannot slip past the contract's module list."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "app" / "gpu_triage"
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_ui_imports_textual() -> None:
+    offenders = [
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        if "ui" not in p.relative_to(PKG).parts[:1]
+        and _imports(p) & {"textual", "textual_plotext", "plotext"}
+    ]
+    assert offenders == []
+
+
+def test_import_linter_contracts_hold() -> None:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe, "import-linter is a test dependency"
+    root = PKG.parents[1]
+    result = subprocess.run([exe], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(PKG.parent), "PATH": ""})
+    assert result.returncode == 0, result.stdout + result.stderr
