@@ -1,0 +1,85 @@
+"""Config precedence and validation: a bad value is one line naming the file, the key and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config, load_config, parse_config
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.errors import UserError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.toml"
+
+
+def test_example_file_lists_every_key_with_its_default() -> None:
+    cfg = load_config(str(EXAMPLE))
+    defaults = Config()
+    assert cfg.interval_s == defaults.interval_s
+    assert cfg.window_s == defaults.window_s
+    assert cfg.thresholds == defaults.thresholds
+    assert cfg.theme == defaults.theme
+    assert cfg.recording_dir == defaults.recording_dir
+    text = EXAMPLE.read_text()
+    for key in Thresholds.keys():
+        assert f"\n{key} =" in text, f"config.example.toml misses diagnosis.{key}"
+
+
+def test_precedence_cli_then_env_then_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    xdg = tmp_path / "xdg"
+    (xdg / "gpu-triage").mkdir(parents=True)
+    (xdg / "gpu-triage" / "config.toml").write_text("[sampling]\ninterval_s = 1.0\n")
+    env_file = tmp_path / "env.toml"
+    env_file.write_text("[sampling]\ninterval_s = 0.5\n")
+    cli_file = tmp_path / "cli.toml"
+    cli_file.write_text("[sampling]\ninterval_s = 0.25\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.delenv("GPU_TRIAGE_CONFIG", raising=False)
+    assert load_config(None).interval_s == 1.0
+    monkeypatch.setenv("GPU_TRIAGE_CONFIG", str(env_file))
+    assert load_config(None).interval_s == 0.5
+    assert load_config(str(cli_file)).interval_s == 0.25
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    monkeypatch.delenv("GPU_TRIAGE_CONFIG")
+    assert load_config(None) == Config()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[sampling]\ninterval_s = -1\n", "sampling.interval_s"),
+        ("[sampling]\ninterval_s = 'fast'\n", "sampling.interval_s"),
+        ("[sampling]\nwindow_s = 1\ninterval_s = 2\n", "sampling.window_s"),
+        ("[diagnosis]\nno_such = 1\n", "diagnosis.no_such"),
+        ("[diagnosis]\nidle_util_pct = true\n", "diagnosis.idle_util_pct"),
+        ("[ui]\ntheme = 'pink'\n", "ui.theme"),
+        ("[ui]\ncolor_gpu = 'not a colour!'\n", "ui.color_gpu"),
+        ("[colours]\nx = 1\n", "colours"),
+        ("[recording]\ndirectory = 3\n", "recording.directory"),
+    ],
+)
+def test_bad_value_names_file_and_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_config(str(path))
+    message = str(err.value)
+    assert str(path) in message and key in message
+    assert "\n" not in message
+
+
+def test_thresholds_override(tmp_path: Path) -> None:
+    cfg = parse_config({"diagnosis": {"idle_util_pct": 3, "hold_s": 6}})
+    assert cfg.thresholds.idle_util_pct == 3.0 and cfg.thresholds.hold_s == 6.0
+    assert cfg.thresholds.stall_util_pct == Thresholds().stall_util_pct
+
+
+def test_cli_reports_bad_config_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[sampling\n")
+    assert main(["--config", str(path), "doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+    assert main(["--config", str(tmp_path / "missing.toml"), "doctor"]) == 2
