@@ -1,0 +1,66 @@
+"""The sampler thread calls the source once per interval and survives a failing sample."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.sampler import Sampler
+from gpu_triage.sources.base import SourceStatus
+
+
+class CountingSource:
+    """An outside source that fails on its third call."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def host_info(self) -> HostInfo:
+        return HostInfo()
+
+    def sample(self) -> Tick:
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("driver hiccup")
+        return Tick(ts=datetime.now(UTC), interval_s=0.01)
+
+    def status(self) -> SourceStatus:
+        return SourceStatus()
+
+    def close(self) -> None:
+        pass
+
+
+def test_ticks_arrive_off_the_calling_thread_and_errors_do_not_stop_it() -> None:
+    source = CountingSource()
+    got: list[Tick] = []
+    threads: set[str] = set()
+    errors: list[BaseException] = []
+    enough = threading.Event()
+
+    def on_tick(t: Tick) -> None:
+        got.append(t)
+        threads.add(threading.current_thread().name)
+        if len(got) >= 5:
+            enough.set()
+
+    sampler = Sampler(source, 0.005, on_tick, errors.append)
+    sampler.start()
+    assert enough.wait(10), "the sampler stopped producing ticks"
+    sampler.stop()
+    assert not sampler.running
+    assert threading.current_thread().name not in threads
+    assert [str(e) for e in errors] == ["driver hiccup"]
+    assert sampler.ticks >= 5
+
+
+def test_stop_before_first_tick_produces_nothing() -> None:
+    source = CountingSource()
+    got: list[Tick] = []
+    sampler = Sampler(source, 60.0, got.append)
+    sampler.start()
+    sampler.stop()
+    assert got == [] and source.calls == 0
