@@ -1,0 +1,75 @@
+"""topology_matrix against fake NVML machines: the labels nvidia-smi topo -m would print."""
+
+from __future__ import annotations
+
+from fake_nvml_topology import FakeCard, FakeLink, bus, hgx_8, hgx_ancestor, make_module, pcie_4_two_sockets
+
+from gpu_triage.nvmlwrap import load_nvml
+from gpu_triage.topology import (
+    nccl_level_for,
+    normalise_bus_id,
+    nvlink_count,
+    path_rank,
+    topology_matrix,
+)
+
+
+def _matrix(module) -> list[list[str]]:
+    nvml = load_nvml(module)
+    return topology_matrix(nvml, list(range(len(module.cards))))
+
+
+def test_hgx_all_pairs_nv18_through_nvswitch() -> None:
+    m = _matrix(make_module(hgx_8(), hgx_ancestor))
+    assert len(m) == 8 and all(len(row) == 8 for row in m)
+    for i in range(8):
+        for j in range(8):
+            assert m[i][j] == ("X" if i == j else "NV18")
+
+
+def test_pcie_switches_and_sockets_with_an_nvlink_bridge() -> None:
+    cards, ancestor = pcie_4_two_sockets()
+    m = _matrix(make_module(cards, ancestor))
+    assert m == [
+        ["X", "NV4", "SYS", "SYS"],
+        ["NV4", "X", "SYS", "SYS"],
+        ["SYS", "SYS", "X", "PXB"],
+        ["SYS", "SYS", "PXB", "X"],
+    ]
+
+
+def test_ancestor_levels_map_to_nvidia_smi_labels() -> None:
+    levels = {(0, 1): "PIX", (0, 2): "PXB", (0, 3): "PHB", (1, 2): "NODE", (1, 3): "SYS", (2, 3): None}
+    cards = [FakeCard(bus_id=bus(i)) for i in range(4)]
+    m = _matrix(make_module(cards, lambda i, j: levels[tuple(sorted((i, j)))]))
+    assert [m[0][1], m[0][2], m[0][3], m[1][2], m[1][3]] == ["PIX", "PXB", "PHB", "NODE", "SYS"]
+    assert m[2][3] == m[3][2] == "n/a"  # unsupported is n/a, never a guess
+
+
+def test_inactive_links_are_not_counted() -> None:
+    cards = [FakeCard(bus_id=bus(0)), FakeCard(bus_id=bus(1))]
+    cards[0].links = [FakeLink(bus(1)), FakeLink(bus(1), active=False)]
+    cards[1].links = [FakeLink(bus(0)), FakeLink(bus(0), active=False)]
+    assert _matrix(make_module(cards, lambda i, j: "SYS"))[0][1] == "NV1"
+
+
+def test_lost_card_gives_na_and_the_others_keep_their_labels() -> None:
+    cards = [FakeCard(bus_id=bus(i)) for i in range(3)]
+    cards[2].lost = True
+    m = _matrix(make_module(cards, lambda i, j: "PXB"))
+    assert m[0][1] == "PXB"
+    assert m[0][2] == m[2][1] == "n/a"
+
+
+def test_single_card_is_just_x() -> None:
+    assert _matrix(make_module([FakeCard(bus_id=bus(0))])) == [["X"]]
+
+
+def test_label_helpers() -> None:
+    assert normalise_bus_id(b"00000000:17:00.0") == "0000:17:00.0"
+    assert normalise_bus_id("0000:17:00.0") == "0000:17:00.0"
+    assert normalise_bus_id(None) is None
+    assert nvlink_count("NV18") == 18 and nvlink_count("NODE") is None and nvlink_count("NV") is None
+    assert path_rank("NV12") < path_rank("PIX") < path_rank("PXB") < path_rank("PHB") < path_rank("SYS")
+    assert path_rank("n/a") is None
+    assert nccl_level_for("NODE") == "PHB" and nccl_level_for("NV18") == "NVL"
