@@ -1,0 +1,563 @@
+"""A fake NVML *module object*: the outside world that ``gpu_triage.nvmlwrap`` talks to.
+
+It mimics the shapes of nvidia-ml-py's ``pynvml`` module where our code touches them: function names
+and signatures, ``NVMLError(value)`` mapping to per-code subclasses with ``.value``, the constants, and
+struct-like return objects (``memory.used``, ``field.value.ullVal``, ``sample.sampleValue.uiVal``,
+``metricsGet.metrics[i].value``...). Behaviour follows the real library and driver:
+
+- ``nvmlDeviceGetSamples`` returns only samples newer than the timestamp asked for and raises NOT_FOUND
+  when there is none;
+- ``nvmlDeviceGetFieldValues`` reads a ``(fieldId, scopeId)`` tuple and leaves scopeId at 0 for a bare
+  int, as pynvml does; NVLink throughput with scopeId ``0xFFFFFFFF`` is the sum over links, a bare
+  int is link 0 only; NVLink throughput counters count KiB, PCIe counters bytes;
+- a lost card raises GPU_IS_LOST from every call on its handle;
+- ``nvmlInit`` can fail like a machine without a driver.
+
+Tests configure one :class:`FakeCard` per GPU and move time with :meth:`FakeNvml.advance`, which
+advances the cumulative counters and appends driver utilisation samples. Other test files extend this
+(e.g. topology functions) by subclassing :class:`FakeNvml`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# ---- constants (values as in pynvml / nvml.h) ----
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_UNKNOWN = 999
+
+_ERROR_TEXT = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized",
+    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument version mismatch",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+
+NVML_GPU_UTILIZATION_SAMPLES = 1
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+
+NVML_NVLINK_MAX_LINKS = 36
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
+NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139
+NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198
+
+NVML_GPM_METRIC_GRAPHICS_UTIL = 1
+NVML_GPM_METRIC_SM_UTIL = 2
+NVML_GPM_METRIC_SM_OCCUPANCY = 3
+NVML_GPM_METRIC_INTEGER_UTIL = 4
+NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+NVML_GPM_METRIC_MAX = 477
+NVML_GPM_METRICS_GET_VERSION = 1
+NVML_GPM_SUPPORT_VERSION = 1
+
+UINT_MAX = 0xFFFFFFFF
+
+
+# ---- errors: NVMLError(value) builds the per-code subclass, like pynvml ----
+class NVMLError(Exception):
+    _valClassMapping: dict[int, type[NVMLError]] = {}
+
+    def __new__(cls, value: int) -> NVMLError:  # noqa: D102 - mirrors pynvml
+        if cls is NVMLError:
+            cls = NVMLError._valClassMapping.get(value, cls)
+        obj = Exception.__new__(cls)
+        obj.value = value
+        return obj
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)  # .value was set by __new__
+
+    def __str__(self) -> str:
+        return _ERROR_TEXT.get(self.value, f"NVML Error with code {self.value}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NVMLError) and self.value == other.value
+
+    __hash__ = Exception.__hash__
+
+
+def _make_error_class(name: str, code: int) -> type[NVMLError]:
+    cls = type(name, (NVMLError,), {"__new__": lambda typ, *a: NVMLError.__new__(typ, code)})
+    NVMLError._valClassMapping[code] = cls
+    return cls
+
+
+NVMLError_NotSupported = _make_error_class("NVMLError_NotSupported", NVML_ERROR_NOT_SUPPORTED)
+NVMLError_NotFound = _make_error_class("NVMLError_NotFound", NVML_ERROR_NOT_FOUND)
+NVMLError_NoPermission = _make_error_class("NVMLError_NoPermission", NVML_ERROR_NO_PERMISSION)
+NVMLError_GpuIsLost = _make_error_class("NVMLError_GpuIsLost", NVML_ERROR_GPU_IS_LOST)
+NVMLError_LibraryNotFound = _make_error_class("NVMLError_LibraryNotFound", NVML_ERROR_LIBRARY_NOT_FOUND)
+NVMLError_DriverNotLoaded = _make_error_class("NVMLError_DriverNotLoaded", NVML_ERROR_DRIVER_NOT_LOADED)
+NVMLError_Uninitialized = _make_error_class("NVMLError_Uninitialized", NVML_ERROR_UNINITIALIZED)
+NVMLError_InvalidArgument = _make_error_class("NVMLError_InvalidArgument", NVML_ERROR_INVALID_ARGUMENT)
+NVMLError_Unknown = _make_error_class("NVMLError_Unknown", NVML_ERROR_UNKNOWN)
+
+
+# ---- struct-like return objects ----
+class Struct:
+    """A plain attribute bag standing in for a ctypes structure."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}: {v!r}" for k, v in self.__dict__.items())
+        return f"{type(self).__name__}({inner})"
+
+
+class c_nvmlValue_t(Struct):
+    def __init__(self, **fields: Any) -> None:
+        base = {"dVal": 0.0, "uiVal": 0, "ulVal": 0, "ullVal": 0, "sllVal": 0, "siVal": 0, "usVal": 0}
+        base.update(fields)
+        super().__init__(**base)
+
+
+class c_nvmlFieldValue_t(Struct):
+    pass
+
+
+class c_nvmlSample_t(Struct):
+    pass
+
+
+class c_nvmlMemory_t(Struct):
+    pass
+
+
+class c_nvmlUtilization_t(Struct):
+    pass
+
+
+class c_nvmlGpmSupport_t(Struct):
+    pass
+
+
+class c_nvmlGpmMetric_t(Struct):
+    def __init__(self) -> None:
+        super().__init__(metricId=0, nvmlReturn=NVML_SUCCESS, value=0.0, metricInfo=None)
+
+
+class c_nvmlGpmMetricsGet_t:
+    """Mirrors the ctypes struct: the caller sets version, numMetrics, sample1/2, metrics[i].metricId."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: FakeGpmSample | None = None
+        self.sample2: FakeGpmSample | None = None
+        self.metrics = [c_nvmlGpmMetric_t() for _ in range(NVML_GPM_METRIC_MAX)]
+
+
+@dataclass
+class FakeGpmSample:
+    card: int | None = None
+    t_us: int | None = None
+    freed: bool = False
+
+
+@dataclass
+class FakeHandle:
+    index: int
+
+
+@dataclass
+class FakeProcess:
+    """One entry of nvmlDeviceGetComputeRunningProcesses; ``usedGpuMemory`` None = hidden by the driver."""
+
+    pid: int
+    usedGpuMemory: int | None = None
+    gpuInstanceId: int = 0xFFFFFFFF
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+# ---- configuration of one card ----
+@dataclass
+class FakeCard:
+    name: str = "NVIDIA H200"
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    pci_bus_id: str = "00000000:00:00.0"
+    mem_total: int = 150_754_820_096
+    mem_used: int = 1_000_000_000
+    power_mw: int = 120_000
+    temp_c: int = 40
+    sm_clock_mhz: int = 1980
+    pcie_gen_max: int = 5
+    pcie_width_max: int = 16
+    # GPU-Util: the driver appends one sample every `sample_period_s` with value util(seconds since start).
+    util: Callable[[float], float] | float = 0.0
+    sample_period_s: float = 0.2
+    samples_supported: bool = True
+    # GPM (Hopper+): metric id -> value over the interval between two samples.
+    gpm_supported: bool = True
+    gpm: dict[int, float] = field(default_factory=dict)
+    # cumulative counters and how fast they grow (bytes/s; NVLink per link, KiB counters underneath)
+    pcie_tx_bytes: int = 0
+    pcie_rx_bytes: int = 0
+    pcie_tx_rate: float = 0.0
+    pcie_rx_rate: float = 0.0
+    nvlink_links: int = 0  # 0 = no NVLink: the fields answer NOT_SUPPORTED
+    nvlink_tx_kib: list[int] = field(default_factory=list)
+    nvlink_rx_kib: list[int] = field(default_factory=list)
+    nvlink_tx_rate_per_link: float = 0.0  # bytes/s on each link
+    nvlink_rx_rate_per_link: float = 0.0
+    unsupported_fields: set[int] = field(default_factory=set)  # field ids answering NOT_SUPPORTED
+    unsupported: set[str] = field(default_factory=set)  # function names raising NOT_SUPPORTED on this card
+    failing: dict[str, int] = field(default_factory=dict)  # function name -> error code it raises
+    processes: list[FakeProcess] = field(default_factory=list)
+    graphics_processes: list[FakeProcess] = field(default_factory=list)
+    process_utilization_not_found: bool = True  # real driver: NOT_FOUND until a process has a sample
+    lost: bool = False
+    # internal state
+    samples: list[tuple[int, float]] = field(default_factory=list)
+    _next_sample_us: int | None = None
+    _tx_frac: float = 0.0
+    _rx_frac: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.nvlink_links and not self.nvlink_tx_kib:
+            self.nvlink_tx_kib = [0] * self.nvlink_links
+        if self.nvlink_links and not self.nvlink_rx_kib:
+            self.nvlink_rx_kib = [0] * self.nvlink_links
+
+    def util_at(self, t_s: float) -> float:
+        return float(self.util(t_s)) if callable(self.util) else float(self.util)
+
+
+class FakeNvml:
+    """A module-like object with pynvml's functions, backed by :class:`FakeCard` configs.
+
+    ``now_us`` is the fake CPU timestamp (microseconds) used for sample and field timestamps.
+    ``calls`` counts every function call by name, so tests can check what the code asked for.
+    """
+
+    # expose constants and classes as attributes, like the module
+    NVMLError = NVMLError
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_NotFound = NVMLError_NotFound
+    NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
+
+    def __init__(
+        self,
+        cards: list[FakeCard] | None = None,
+        *,
+        init_error: int | None = None,
+        driver_version: str = "580.159.04",
+        cuda_driver_version: int = 13000,
+        start_us: int = 1_700_000_000_000_000,
+        missing: set[str] | None = None,
+    ) -> None:
+        self.cards = cards if cards is not None else [FakeCard()]
+        self.init_error = init_error
+        self.driver_version = driver_version
+        self.cuda_driver_version = cuda_driver_version
+        self.start_us = start_us
+        self.now_us = start_us
+        self.missing = set(missing or ())  # functions the "binding" does not have
+        self.calls: Counter[str] = Counter()
+        self.initialised = False
+        for i, card in enumerate(self.cards):
+            if card.uuid == FakeCard.uuid:
+                card.uuid = f"GPU-{i:08x}-0000-0000-0000-000000000000"
+            if card.pci_bus_id == FakeCard.pci_bus_id:
+                card.pci_bus_id = f"00000000:{0x18 + i:02X}:00.0"
+        self.advance(0.0)  # seed the sample buffer with one sample
+
+    # ---- module-like attribute access ----
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml") and name in object.__getattribute__(self, "missing"):
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name: str) -> Any:
+        # constants defined at module level (NVML_*), looked up like the real module's attributes
+        if name.startswith("NVML_") and name in globals():
+            return globals()[name]
+        raise AttributeError(name)
+
+    # ---- test controls ----
+    def advance(self, seconds: float) -> None:
+        """Move time: append driver GPU-Util samples and grow the cumulative counters."""
+        end_us = self.now_us + int(round(seconds * 1e6))
+        for card in self.cards:
+            period_us = int(card.sample_period_s * 1e6)
+            if card._next_sample_us is None:
+                card._next_sample_us = self.now_us
+            while card._next_sample_us <= end_us:
+                t_us = card._next_sample_us
+                card.samples.append((t_us, card.util_at((t_us - self.start_us) / 1e6)))
+                card._next_sample_us += period_us
+            del card.samples[:-600]  # the driver keeps a bounded ring
+            card.pcie_tx_bytes += int(round(card.pcie_tx_rate * seconds))
+            card.pcie_rx_bytes += int(round(card.pcie_rx_rate * seconds))
+            for link in range(card.nvlink_links):
+                card.nvlink_tx_kib[link] += int(round(card.nvlink_tx_rate_per_link * seconds / 1024))
+                card.nvlink_rx_kib[link] += int(round(card.nvlink_rx_rate_per_link * seconds / 1024))
+        self.now_us = end_us
+
+    def lose_card(self, index: int) -> None:
+        self.cards[index].lost = True
+
+    # ---- helpers ----
+    def _card(self, fn: str, handle: FakeHandle) -> FakeCard:
+        self.calls[fn] += 1
+        if not self.initialised:
+            raise NVMLError(NVML_ERROR_UNINITIALIZED)
+        card = self.cards[handle.index]
+        if card.lost:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        if fn in card.unsupported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if fn in card.failing:
+            raise NVMLError(card.failing[fn])
+        return card
+
+    def _sys(self, fn: str) -> None:
+        self.calls[fn] += 1
+        if not self.initialised:
+            raise NVMLError(NVML_ERROR_UNINITIALIZED)
+
+    # ---- init / system ----
+    def nvmlInit(self) -> None:
+        self.calls["nvmlInit"] += 1
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.calls["nvmlShutdown"] += 1
+        self.initialised = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._sys("nvmlSystemGetDriverVersion")
+        return self.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._sys("nvmlSystemGetCudaDriverVersion")
+        return self.cuda_driver_version
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        self._sys("nvmlSystemGetCudaDriverVersion_v2")
+        return self.cuda_driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._sys("nvmlDeviceGetCount")
+        return len(self.cards)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        self._sys("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self.cards):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if self.cards[index].lost:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        return FakeHandle(index)
+
+    # ---- static facts ----
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
+        return self._card("nvmlDeviceGetName", handle).name
+
+    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
+        return self._card("nvmlDeviceGetUUID", handle).uuid
+
+    def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Struct:
+        card = self._card("nvmlDeviceGetPciInfo", handle)
+        return Struct(busId=card.pci_bus_id, busIdLegacy=card.pci_bus_id, domain=0, bus=0, device=0)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
+        return self._card("nvmlDeviceGetMaxPcieLinkGeneration", handle).pcie_gen_max
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:
+        return self._card("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max
+
+    # ---- per tick ----
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: Any = None) -> c_nvmlMemory_t:
+        card = self._card("nvmlDeviceGetMemoryInfo", handle)
+        return c_nvmlMemory_t(total=card.mem_total, used=card.mem_used, free=card.mem_total - card.mem_used)
+
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
+        return self._card("nvmlDeviceGetPowerUsage", handle).power_mw
+
+    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
+        card = self._card("nvmlDeviceGetTemperature", handle)
+        if sensor != NVML_TEMPERATURE_GPU:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return card.temp_c
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock_type: int) -> int:
+        card = self._card("nvmlDeviceGetClockInfo", handle)
+        if clock_type != NVML_CLOCK_SM:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return card.sm_clock_mhz
+
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> c_nvmlUtilization_t:
+        card = self._card("nvmlDeviceGetUtilizationRates", handle)
+        last = card.samples[-1][1] if card.samples else card.util_at(0.0)
+        return c_nvmlUtilization_t(gpu=int(round(last)), memory=0)
+
+    def nvmlDeviceGetSamples(self, handle: FakeHandle, sampling_type: int, timestamp: int) -> tuple[int, list[Any]]:
+        card = self._card("nvmlDeviceGetSamples", handle)
+        if sampling_type != NVML_GPU_UTILIZATION_SAMPLES or not card.samples_supported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        newer = [(t, v) for t, v in card.samples if t > timestamp]
+        if not newer:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return (
+            NVML_VALUE_TYPE_UNSIGNED_INT,
+            [c_nvmlSample_t(timeStamp=t, sampleValue=c_nvmlValue_t(uiVal=int(round(v)))) for t, v in newer],
+        )
+
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> list[c_nvmlFieldValue_t]:
+        card = self._card("nvmlDeviceGetFieldValues", handle)
+        out = []
+        for entry in field_ids:
+            try:
+                field_id, scope = entry
+            except TypeError:
+                field_id, scope = entry, 0
+            out.append(self._field(card, field_id, scope))
+        return out
+
+    def _field(self, card: FakeCard, field_id: int, scope: int) -> c_nvmlFieldValue_t:
+        def answer(ret: int, vtype: int = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, **value: Any) -> c_nvmlFieldValue_t:
+            return c_nvmlFieldValue_t(
+                fieldId=field_id, scopeId=scope, timestamp=self.now_us, latencyUsec=0,
+                valueType=vtype, nvmlReturn=ret, value=c_nvmlValue_t(**value),
+            )
+
+        if field_id in card.unsupported_fields:
+            return answer(NVML_ERROR_NOT_SUPPORTED)
+        if field_id == NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+            return answer(NVML_SUCCESS, ullVal=card.pcie_tx_bytes)
+        if field_id == NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+            return answer(NVML_SUCCESS, ullVal=card.pcie_rx_bytes)
+        if field_id == NVML_FI_DEV_NVLINK_LINK_COUNT:
+            if card.nvlink_links == 0:
+                return answer(NVML_ERROR_NOT_SUPPORTED)
+            return answer(NVML_SUCCESS, NVML_VALUE_TYPE_UNSIGNED_INT, uiVal=card.nvlink_links)
+        if field_id in (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):
+            if card.nvlink_links == 0:
+                return answer(NVML_ERROR_NOT_SUPPORTED)
+            counters = card.nvlink_tx_kib if field_id == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX else card.nvlink_rx_kib
+            if scope == UINT_MAX:
+                return answer(NVML_SUCCESS, ullVal=sum(counters))
+            if scope < card.nvlink_links:
+                return answer(NVML_SUCCESS, ullVal=counters[scope])
+            return answer(NVML_ERROR_INVALID_ARGUMENT)
+        return answer(NVML_ERROR_NOT_SUPPORTED)
+
+    # ---- GPM ----
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> c_nvmlGpmSupport_t:
+        card = self._card("nvmlGpmQueryDeviceSupport", handle)
+        return c_nvmlGpmSupport_t(version=NVML_GPM_SUPPORT_VERSION, isSupportedDevice=int(card.gpm_supported))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:
+        self._sys("nvmlGpmSampleAlloc")
+        return FakeGpmSample()
+
+    def nvmlGpmSampleFree(self, sample: FakeGpmSample) -> None:
+        self._sys("nvmlGpmSampleFree")
+        sample.freed = True
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: FakeGpmSample) -> FakeGpmSample:
+        card = self._card("nvmlGpmSampleGet", handle)
+        if not card.gpm_supported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if sample.freed:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        sample.card, sample.t_us = handle.index, self.now_us
+        return sample
+
+    def nvmlGpmMetricsGet(self, metrics_get: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
+        self._sys("nvmlGpmMetricsGet")
+        if metrics_get.version != NVML_GPM_METRICS_GET_VERSION:
+            raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        s1, s2 = metrics_get.sample1, metrics_get.sample2
+        if s1 is None or s2 is None or s1.t_us is None or s2.t_us is None or s1.card != s2.card:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if s2.t_us <= s1.t_us:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        card = self.cards[s2.card]
+        if card.lost:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        self.calls["gpm_metrics_requested"] += metrics_get.numMetrics
+        for i in range(metrics_get.numMetrics):
+            metric = metrics_get.metrics[i]
+            if metric.metricId in card.gpm:
+                metric.nvmlReturn, metric.value = NVML_SUCCESS, float(card.gpm[metric.metricId])
+            else:
+                metric.nvmlReturn, metric.value = NVML_ERROR_NOT_SUPPORTED, 0.0
+        return metrics_get
+
+    # ---- processes ----
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[FakeProcess]:
+        return list(self._card("nvmlDeviceGetComputeRunningProcesses", handle).processes)
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[FakeProcess]:
+        return list(self._card("nvmlDeviceGetGraphicsRunningProcesses", handle).graphics_processes)
+
+    def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, timestamp: int) -> list[Struct]:
+        card = self._card("nvmlDeviceGetProcessUtilization", handle)
+        if card.process_utilization_not_found or not card.processes:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return [
+            Struct(pid=p.pid, timeStamp=self.now_us, smUtil=0, memUtil=0, encUtil=0, decUtil=0)
+            for p in card.processes
+        ]
+
+    # ---- never to be called per tick (blocks 20 ms on real hardware) ----
+    def nvmlDeviceGetPcieThroughput(self, handle: FakeHandle, counter: int) -> int:
+        self._card("nvmlDeviceGetPcieThroughput", handle)
+        return 0
+
+
+def h200_box(count: int = 8, **card_kwargs: Any) -> FakeNvml:
+    """A box of `count` H200-like cards with NVLink (18 links) and GPM, all configurable per call."""
+    defaults: dict[str, Any] = {
+        "nvlink_links": 18,
+        "gpm": {
+            NVML_GPM_METRIC_SM_UTIL: 90.0,
+            NVML_GPM_METRIC_SM_OCCUPANCY: 20.0,
+            NVML_GPM_METRIC_ANY_TENSOR_UTIL: 40.0,
+            NVML_GPM_METRIC_DRAM_BW_UTIL: 30.0,
+        },
+        "util": 95.0,
+    }
+    defaults.update(card_kwargs)
+    return FakeNvml([FakeCard(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in defaults.items()}) for _ in range(count)])
