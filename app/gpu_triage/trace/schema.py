@@ -1,0 +1,148 @@
+"""Trace v1 as a pyarrow schema, and the conversions between ticks and Arrow data.
+
+The schema is the recording contract (trace-v1.md): the same column and field names as
+:mod:`gpu_triage.model`, with the units in the names and the widths the bundled H200 recordings use
+(uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts`` as UTC microseconds).
+
+Ticks become a :class:`pyarrow.RecordBatch` through one ``pa.array`` call over nested tuples (attribute
+getters, no per-field dicts): the recorder appends one batch per tick and this keeps that near 0.1 ms for
+8 cards. Arrow data becomes ticks through
+``Tick.from_row`` on ``to_pylist()`` rows, one slice at a time, so a reader never converts a whole day.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from gpu_triage.model import SCHEMA_VERSION, HostInfo, Tick
+
+META_SCHEMA = b"gpu_triage.schema"
+META_INTERVAL = b"gpu_triage.interval_s"
+META_HOST = b"gpu_triage.host"
+
+GPU_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("index", pa.uint16()),
+    ("util_pct", pa.float32()),
+    ("util_min_pct", pa.float32()),
+    ("util_max_pct", pa.float32()),
+    ("sm_active_pct", pa.float32()),
+    ("sm_occupancy_pct", pa.float32()),
+    ("tensor_active_pct", pa.float32()),
+    ("dram_active_pct", pa.float32()),
+    ("mem_used_bytes", pa.uint64()),
+    ("mem_total_bytes", pa.uint64()),
+    ("pcie_tx_bytes_per_s", pa.float64()),
+    ("pcie_rx_bytes_per_s", pa.float64()),
+    ("nvlink_tx_bytes_per_s", pa.float64()),
+    ("nvlink_rx_bytes_per_s", pa.float64()),
+    ("power_w", pa.float32()),
+    ("temp_c", pa.float32()),
+    ("sm_clock_mhz", pa.float32()),
+)
+
+DISK_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("name", pa.string()),
+    ("busy_pct", pa.float32()),
+    ("await_ms", pa.float32()),
+    ("read_bytes_per_s", pa.float64()),
+    ("write_bytes_per_s", pa.float64()),
+    ("reads_per_s", pa.float64()),
+    ("writes_per_s", pa.float64()),
+)
+
+# Scalar fields of a process entry; the two list fields are built separately.
+PROC_SCALAR_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("pid", pa.uint32()),
+    ("gpu_index", pa.uint16()),
+    ("name", pa.string()),
+    ("gpu_mem_bytes", pa.uint64()),
+    ("cpu_pct", pa.float32()),
+    ("workers", pa.uint16()),
+)
+PROC_LIST_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("workers_cpu_pct", pa.float32()),
+    ("worker_pids", pa.uint32()),
+)
+
+GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
+DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
+PROC_STRUCT = pa.struct(
+    [pa.field(n, t) for n, t in PROC_SCALAR_FIELDS] + [pa.field(n, pa.list_(t)) for n, t in PROC_LIST_FIELDS]
+)
+TS_TYPE = pa.timestamp("us", tz="UTC")
+
+TRACE_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TS_TYPE),
+        pa.field("interval_s", pa.float64()),
+        pa.field("gpus", pa.list_(GPU_STRUCT)),
+        pa.field("cpu_pct", pa.list_(pa.float32())),
+        pa.field("iowait_pct", pa.float32()),
+        pa.field("host_mem_used_bytes", pa.uint64()),
+        pa.field("host_mem_total_bytes", pa.uint64()),
+        pa.field("disks", pa.list_(DISK_STRUCT)),
+        pa.field("procs", pa.list_(PROC_STRUCT)),
+    ]
+)
+
+COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
+REQUIRED_STRUCT_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpus": ("index",),
+    "disks": ("name",),
+    "procs": ("pid", "gpu_index"),
+}
+
+
+def trace_metadata(host: HostInfo, interval_s: float) -> dict[bytes, bytes]:
+    """The file's key-value metadata: schema number, nominal interval, host facts as JSON."""
+    return {
+        META_SCHEMA: SCHEMA_VERSION.encode(),
+        META_INTERVAL: repr(float(interval_s)).encode(),
+        META_HOST: json.dumps(host.to_json_obj(), ensure_ascii=False, default=str).encode(),
+    }
+
+
+def schema_with_metadata(host: HostInfo, interval_s: float) -> pa.Schema:
+    return TRACE_SCHEMA.with_metadata(trace_metadata(host, interval_s))
+
+
+_ROW_STRUCT = pa.struct(list(TRACE_SCHEMA))
+_gpu_values = operator.attrgetter(*(name for name, _ in GPU_FIELDS))
+_disk_values = operator.attrgetter(*(name for name, _ in DISK_FIELDS))
+_proc_values = operator.attrgetter(*(f.name for f in PROC_STRUCT))
+
+
+def _tick_values(t: Tick) -> tuple[Any, ...]:
+    """One tick as nested tuples in schema order: what ``pa.array`` converts fastest into structs."""
+    return (
+        t.ts,
+        t.interval_s,
+        [_gpu_values(g) for g in t.gpus],
+        t.cpu_pct,
+        t.iowait_pct,
+        t.host_mem_used_bytes,
+        t.host_mem_total_bytes,
+        [_disk_values(d) for d in t.disks],
+        [_proc_values(p) for p in t.procs],
+    )
+
+
+def ticks_to_batch(ticks: Sequence[Tick], metadata: dict[bytes, bytes] | None = None) -> pa.RecordBatch:
+    """Ticks as one record batch of TRACE_SCHEMA (with ``metadata`` if given).
+
+    One ``pa.array`` call over nested tuples (attrgetter, no per-field dicts) measured ~0.1 ms for one
+    8-card tick against ~0.45 ms building each leaf array separately and ~0.3 ms via ``to_row()`` dicts.
+    """
+    rows = pa.array([_tick_values(t) for t in ticks], type=_ROW_STRUCT)
+    batch = pa.RecordBatch.from_struct_array(rows)
+    return batch.replace_schema_metadata(metadata) if metadata else batch
+
+
+def rows_to_ticks(table: pa.Table | pa.RecordBatch) -> list[Tick]:
+    """Every row of ``table`` as a tick (call it on a slice: it converts what it is given)."""
+    return [Tick.from_row(row) for row in table.to_pylist()]

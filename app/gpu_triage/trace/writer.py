@@ -1,0 +1,206 @@
+"""The crash-safe recorder: an Arrow IPC stream while recording, one Parquet file at the end.
+
+Why two formats: a Parquet file is only readable once its footer is written, so a recorder killed with
+``kill -9`` (OOM killer, node reboot, a scheduler's time limit) would lose the whole session. While
+recording, every tick is therefore appended as one record batch to an Arrow IPC *stream* beside the
+target, ``FILE.partial.arrows``, and flushed to the operating system at once: a killed process loses at most
+the tick being written (a torn last batch, which the reader drops). The stream is also fsync'ed every
+``FSYNC_EVERY_S`` seconds so that a power cut loses at most that much. The host metadata travels in the
+stream schema's metadata, so the stream alone is a complete recording.
+
+``close()`` reads the stream back, writes the Parquet (zstd) to a temporary name in the same directory,
+fsyncs and renames it over the target (atomic: readers see no file or the whole file) and only then removes
+the stream. If anything fails the stream stays and ``gpu-triage recover`` finishes the job.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpu_triage.errors import UserError
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
+
+STREAM_SUFFIX = ".partial.arrows"
+FSYNC_EVERY_S = 5.0
+# 8192 rows is 4.5 hours at 2 s: a day of 8 cards is 6 row groups of a few MB each, big enough for zstd
+# and column statistics to pay off, small enough that a reader could fetch one group for a seek.
+ROW_GROUP_ROWS = 8192
+
+
+def stream_path_for(target: Path | str) -> Path:
+    """The crash-safe stream recorded beside ``target``: ``run.parquet`` -> ``run.parquet.partial.arrows``."""
+    target = Path(target)
+    return target.with_name(target.name + STREAM_SUFFIX)
+
+
+def target_for_stream(stream: Path | str) -> Path:
+    """The Parquet file a stream was recording to (inverse of :func:`stream_path_for`)."""
+    stream = Path(stream)
+    name = stream.name
+    if name.endswith(STREAM_SUFFIX):
+        return stream.with_name(name[: -len(STREAM_SUFFIX)])
+    return stream.with_suffix(".parquet")
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short reason for a failed write, with the fix where there is an obvious one."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full: free some space"
+    if exc.errno == errno.EDQUOT:
+        return "the disk quota is exhausted: free some space"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied: choose a directory you can write to"
+    if exc.errno == errno.EROFS:
+        return "the file system is read-only: choose another directory"
+    if exc.errno == errno.ENOENT:
+        return "the directory does not exist: create it first"
+    return exc.strerror or str(exc)
+
+
+def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
+    """Write ``table`` to ``target`` as zstd Parquet via a temporary file and a rename.
+
+    Raises OSError (left to the caller, which knows what to say about the data it still holds).
+    """
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            compression_level=3,
+            row_group_size=ROW_GROUP_ROWS,
+        )
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+class TraceWriter:
+    """Records ticks to ``path`` (Parquet) through a crash-safe stream; see the module docstring.
+
+    Not thread-safe: call ``append`` from one thread at a time and ``close`` after the last append.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        host: HostInfo,
+        interval_s: float,
+        *,
+        overwrite: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.stream_path = stream_path_for(self.path)
+        self.host = host
+        self.interval_s = float(interval_s)
+        self.ticks = 0
+        self._clock = clock
+        self._closed = False
+        if self.path.is_dir():
+            raise UserError(f"{self.path} is a directory: give a file name such as {self.path / 'run.parquet'}")
+        if self.path.exists() and not overwrite:
+            raise UserError(f"{self.path} already exists: choose another name or remove it first")
+        if self.stream_path.exists():
+            raise UserError(
+                f"{self.stream_path} is left from an interrupted recording: "
+                f"run `gpu-triage recover {self.stream_path}` or remove it first"
+            )
+        if not self.path.parent.is_dir():
+            raise UserError(f"cannot record to {self.path}: directory {self.path.parent} does not exist")
+        self._schema = schema_with_metadata(host, self.interval_s)
+        self._metadata = self._schema.metadata
+        try:
+            self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            self._file = os.fdopen(self._fd, "wb", buffering=0)
+            self._writer = pa.ipc.new_stream(self._file, self._schema)
+        except OSError as exc:
+            raise UserError(f"cannot record to {self.path}: {describe_os_error(exc)}") from exc
+        self._last_sync = self._clock()
+
+    @property
+    def bytes_written(self) -> int:
+        """Size of the stream so far (for progress lines)."""
+        try:
+            return self.stream_path.stat().st_size
+        except OSError:
+            return 0
+
+    def append(self, tick: Tick) -> None:
+        """Append one tick; on return it is in the operating system's hands (survives ``kill -9``)."""
+        if self._closed:
+            raise ValueError("append after close")
+        batch = ticks_to_batch([tick])
+        try:
+            self._writer.write_batch(batch)
+            # The file is unbuffered: the batch went to the kernel in write(). fsync now and then for power cuts.
+            now = self._clock()
+            if now - self._last_sync >= FSYNC_EVERY_S:
+                os.fsync(self._fd)
+                self._last_sync = now
+        except (OSError, pa.ArrowIOError) as exc:
+            reason = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+            raise UserError(
+                f"writing {self.stream_path} failed after {self.ticks} ticks ({reason}); "
+                f"the ticks so far are kept there: `gpu-triage recover {self.stream_path}`"
+            ) from exc
+        self.ticks += 1
+
+    def close(self) -> Path:
+        """Finish: write the Parquet atomically, remove the stream, return the Parquet path.
+
+        With no tick recorded, the stream is removed and UserError (exit 1) says nothing was written.
+        """
+        if self._closed:
+            return self.path
+        self._closed = True
+        try:
+            self._writer.close()
+            os.fsync(self._fd)
+        except (OSError, pa.ArrowIOError):
+            pass  # the batches already written are what counts; the end-of-stream marker is optional
+        finally:
+            self._file.close()
+        if self.ticks == 0:
+            self.stream_path.unlink(missing_ok=True)
+            raise UserError(f"no tick was recorded before the stop: nothing written to {self.path}", exit_code=1)
+        from gpu_triage.trace.reader import read_stream_table
+
+        table, _complete = read_stream_table(self.stream_path)
+        try:
+            write_parquet_atomic(table, self.path)
+        except OSError as exc:
+            raise UserError(
+                f"writing {self.path} failed ({describe_os_error(exc)}); the {self.ticks} ticks are kept in "
+                f"{self.stream_path}: `gpu-triage recover {self.stream_path}`"
+            ) from exc
+        self.stream_path.unlink(missing_ok=True)
+        return self.path
+
+    def abort(self) -> None:
+        """Stop without converting: the stream stays for ``gpu-triage recover`` (used on fatal errors)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        except (OSError, pa.ArrowIOError):
+            pass
+        finally:
+            self._file.close()
