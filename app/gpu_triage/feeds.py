@@ -1,0 +1,281 @@
+"""Feeds: where the dashboard's ticks come from. No Textual here, so the same logic is testable headless.
+
+* :class:`LiveFeed` wraps the :class:`~gpu_triage.sampler.Sampler` thread around any source (live NVML,
+  simulated): ticks arrive on the sampler thread and are handed to ``on_tick`` (the app moves them to the
+  UI thread).
+* :class:`ReplayFeed` plays a recording: it owns a *position* (tick index), play/pause, speed, stepping
+  and seeking. On a seek the dashboard rebuilds its window from :meth:`ReplayFeed.window_ticks` (the ticks
+  of the window ending at the position); on a normal step it ingests one tick, exactly as live does.
+* :class:`Recorder` appends ticks to a :class:`~gpu_triage.trace.writer.TraceWriter` on its own thread so
+  that recording never costs the UI thread more than a queue put.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from gpu_triage.errors import UserError
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.sampler import Sampler
+from gpu_triage.sources.base import Source, SourceStatus
+
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+
+
+class TraceLike(Protocol):
+    """What the replay needs of a recording (the contract of gpu_triage.trace.reader.TraceFile)."""
+
+    n: int
+    host: HostInfo
+    interval_s: float
+    timestamps: np.ndarray
+
+    def tick(self, i: int) -> Tick: ...
+
+    def ticks(self, start: int, stop: int) -> list[Tick]: ...
+
+
+class ParquetTrace:
+    """A small trace-v1 Parquet reader, used only until gpu_triage.trace.reader lands (same interface).
+
+    Reads the whole file once: recordings of a few hours are a few MB; ticks are built lazily per row.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow.parquet as pq  # local: only replay needs it
+
+        try:
+            table = pq.read_table(path)
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such file: check the path to replay") from None
+        except Exception as exc:  # pyarrow raises several kinds for a file that is not Parquet
+            raise UserError(f"{path}: not a trace-v1 Parquet recording ({type(exc).__name__}): give a file written by gpu-triage record") from None
+        if "ts" not in table.column_names or table.num_rows == 0:
+            raise UserError(f"{path}: no ticks (no 'ts' column or no rows): give a file written by gpu-triage record")
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        host = json.loads(meta["gpu_triage.host"]) if "gpu_triage.host" in meta else {}
+        self.path = path
+        self.host = HostInfo.from_json_obj(host)
+        self._rows = table.to_pylist()
+        self.n = len(self._rows)
+        self.timestamps = np.array([r["ts"].timestamp() for r in self._rows], dtype=float)
+        nominal = meta.get("gpu_triage.interval_s")
+        if nominal is not None:
+            self.interval_s = float(nominal)
+        elif self.n > 1:
+            self.interval_s = float(np.median(np.diff(self.timestamps)))
+        else:
+            self.interval_s = 2.0
+
+    def tick(self, i: int) -> Tick:
+        return Tick.from_row(self._rows[i])
+
+    def ticks(self, start: int, stop: int) -> list[Tick]:
+        return [Tick.from_row(r) for r in self._rows[max(0, start) : max(0, stop)]]
+
+
+def open_replay(path: str | Path) -> TraceLike:
+    """Open a recording for replay; a bad file raises UserError (one line) before any screen appears."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UserError(f"{p}: no such file: check the path to replay")
+    try:
+        from gpu_triage.trace.reader import open_trace  # the real reader, when it exists
+    except ImportError:
+        return ParquetTrace(p)
+    return open_trace(p)
+
+
+class ReplayFeed:
+    """Playback state over a recording. Pure state: the app's timer calls :meth:`advance`.
+
+    ``position`` is the index of the newest tick shown. Positions are clamped to the recording, except in
+    ``loop`` mode (the demo), where playing past the end starts again from the beginning.
+    """
+
+    def __init__(self, trace: TraceLike, window_ticks: int, *, speed: float = 1.0, loop: bool = False) -> None:
+        if trace.n < 1:
+            raise UserError("the recording holds no ticks")
+        self.trace = trace
+        self.window_ticks = max(1, window_ticks)
+        self.loop = loop
+        self.playing = True
+        self.speed = speed
+        # start with a full window already drawn where the recording allows
+        self.position = min(trace.n - 1, self.window_ticks - 1)
+
+    # -- what to show --------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.trace.n
+
+    def window_ticks_at_position(self) -> list[Tick]:
+        """The ticks of the window that ends at the position (oldest first)."""
+        return self.trace.ticks(max(0, self.position - self.window_ticks + 1), self.position + 1)
+
+    def current_time(self) -> datetime:
+        return self.trace.tick(self.position).ts
+
+    @property
+    def tick_interval_s(self) -> float:
+        """Wall seconds between two ticks at the current speed."""
+        return max(0.02, self.trace.interval_s / self.speed)
+
+    # -- controls: each returns True when the window must be rebuilt (a seek), False otherwise ---------
+    def toggle(self) -> None:
+        self.playing = not self.playing
+
+    def advance(self) -> Tick | None:
+        """One playback step: the next tick to ingest, or None at the end (then playback pauses)."""
+        if self.position + 1 < self.trace.n:
+            self.position += 1
+            return self.trace.tick(self.position)
+        if self.loop:
+            return None  # caller seeks to start (a rebuild), see App
+        self.playing = False
+        return None
+
+    def step(self, delta: int) -> bool:
+        return self._seek(self.position + delta)
+
+    def jump(self, seconds: float) -> bool:
+        target_t = self.trace.timestamps[self.position] + seconds
+        idx = int(np.searchsorted(self.trace.timestamps, target_t, side="right")) - 1
+        if seconds > 0 and idx <= self.position:
+            idx = self.position + 1
+        return self._seek(idx)
+
+    def seek_start(self) -> bool:
+        return self._seek(0)
+
+    def seek_end(self) -> bool:
+        return self._seek(self.trace.n - 1)
+
+    def faster(self) -> None:
+        self.speed = next((s for s in SPEEDS if s > self.speed + 1e-9), SPEEDS[-1])
+
+    def slower(self) -> None:
+        self.speed = next((s for s in reversed(SPEEDS) if s < self.speed - 1e-9), SPEEDS[0])
+
+    def _seek(self, index: int) -> bool:
+        index = min(max(0, index), self.trace.n - 1)
+        changed = index != self.position
+        self.position = index
+        return changed
+
+
+class LiveFeed:
+    """A source sampled on the sampler thread; ``on_tick`` is called there with each tick."""
+
+    def __init__(
+        self,
+        source: Source,
+        interval_s: float,
+        on_tick: Callable[[Tick], None],
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self.sampler = Sampler(source, interval_s, on_tick, on_error)
+
+    def host_info(self) -> HostInfo:
+        return self.source.host_info()
+
+    def status(self) -> SourceStatus:
+        return self.source.status()
+
+    def start(self) -> None:
+        self.sampler.start()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.source.close()
+
+
+class Recorder:
+    """Appends ticks to a TraceWriter on a background thread; the UI thread only enqueues.
+
+    ``ticks`` and ``bytes_written`` are for the on-screen "● REC" line; :meth:`close` drains the queue and
+    closes the writer so that the result is a valid Parquet file (also on SIGHUP).
+    """
+
+    def __init__(self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None) -> None:
+        if writer_factory is None:
+            try:
+                from gpu_triage.trace.writer import TraceWriter
+            except ImportError:
+                raise UserError("recording is not available in this build (gpu_triage.trace.writer missing)") from None
+            writer_factory = TraceWriter
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = writer_factory(self.path, host, interval_s)
+        self._queue: queue.Queue[Tick | None] = queue.Queue()
+        self.ticks = 0
+        self.error: BaseException | None = None
+        self.closed_path: Path | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="gpu-triage-recorder", daemon=True)
+        self._thread.start()
+
+    def append(self, tick: Tick) -> None:
+        if not self._closed:
+            self._queue.put(tick)
+
+    def _run(self) -> None:
+        while True:
+            tick = self._queue.get()
+            if tick is None:
+                return
+            if self.error is not None:
+                continue
+            try:
+                self._writer.append(tick)
+                self.ticks += 1
+            except Exception as exc:  # disk full, permission: shown on screen, recording stops
+                self.error = exc
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes on disk so far: the crash-safe stream beside the target, or the target itself."""
+        own = getattr(self._writer, "bytes_written", None)
+        if isinstance(own, int):
+            return own
+        total = 0
+        for p in (self.path, *self.path.parent.glob(self.path.name + ".*")):
+            try:
+                total += p.stat().st_size
+            except OSError:
+                pass
+        return total
+
+    def close(self) -> Path | None:
+        """Finish the file; safe to call twice and from any thread."""
+        with self._lock:
+            if self._closed:
+                return self.closed_path
+            self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+        self.closed_path = self._writer.close()
+        return self.closed_path
+
+
+def fmt_bytes(n: float | None, *, suffix: str = "") -> str:
+    """Compact binary size: 1.2G, 340M, 12K; None or NaN -> n/a (never 0)."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "n/a"
+    for unit, div in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if abs(n) >= div:
+            v = n / div
+            return f"{v:.1f}{unit}{suffix}" if v < 10 else f"{v:.0f}{unit}{suffix}"
+    return f"{n:.0f}B{suffix}" if n else f"0{suffix}"

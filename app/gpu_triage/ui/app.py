@@ -1,0 +1,536 @@
+"""TriageApp: the one dashboard, driven by a live/simulated source or by a replay, through one path.
+
+Data flows one way: sampler thread (live) or replay timer -> :meth:`TriageApp.ingest` on the UI thread ->
+RollingWindow -> diagnosis -> panes. Ticks from the sampler thread are scheduled with
+``loop.call_soon_threadsafe`` (never blocking the sampler); several ticks that arrive before the screen
+is drawn are coalesced into one redraw of the newest state. Panes are plain ``Static`` widgets updated
+only when their text changed, so a quiet screen writes almost nothing to the terminal (SSH).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.timer import Timer
+from textual.widgets import Static
+
+from gpu_triage.config import Config
+from gpu_triage.feeds import LiveFeed, Recorder, ReplayFeed, fmt_bytes
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.ui import render
+from gpu_triage.ui.render import Colours, Shown
+from gpu_triage.window import RollingWindow, WindowView
+
+
+def _load_diagnosis() -> tuple[Any, Any]:
+    """The diagnosis engine and tracker, when they are installed (they are written in parallel)."""
+    try:
+        from gpu_triage.diagnosis.engine import diagnose
+    except ImportError:
+        return None, None
+    try:
+        from gpu_triage.diagnosis.tracker import VerdictTracker
+    except ImportError:
+        VerdictTracker = None  # noqa: N806
+    return diagnose, VerdictTracker
+
+
+class Pane(Static):
+    """A Static that repaints only when its text really changed (saves terminal bytes over SSH)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: Text | None = None
+
+    def show(self, text: Text) -> None:
+        if self._shown is not None and text == self._shown:
+            return
+        self._shown = text
+        self.update(text)
+
+    @property
+    def shown_plain(self) -> str:
+        return self._shown.plain if self._shown is not None else ""
+
+
+class TriageApp(App[int]):
+    """The dashboard. Give it either ``source`` (live or simulated) or ``replay``."""
+
+    CSS = """
+    Screen { overflow: hidden; }
+    #body { height: 1fr; overflow: hidden; }
+    Pane { width: 100%; height: auto; overflow: hidden; }
+    #header { background: $panel; }
+    #foot { dock: bottom; height: auto; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("p", "pause", "pause"),
+        Binding("question_mark", "help", "help"),
+        Binding("up", "select(-1)", "card up", show=False),
+        Binding("down", "select(1)", "card down", show=False),
+        Binding("enter", "detail", "detail"),
+        Binding("r", "record", "record"),
+        Binding("d", "doctor", "doctor"),
+        Binding("space", "play_pause", "play/pause", show=False),
+        Binding("left", "step(-1)", "step back", show=False),
+        Binding("right", "step(1)", "step", show=False),
+        Binding("left_square_bracket", "jump(-30)", "-30 s", show=False),
+        Binding("right_square_bracket", "jump(30)", "+30 s", show=False),
+        Binding("plus,equals_sign", "speed(1)", "faster", show=False),
+        Binding("minus", "speed(-1)", "slower", show=False),
+        Binding("g", "seek('start')", "start", show=False),
+        Binding("G", "seek('end')", "end", show=False),
+    ]
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        source: Source | None = None,
+        replay: ReplayFeed | None = None,
+        source_label: str = "",
+        banner: str | None = None,
+        record_path: Path | None = None,
+        prefill: list[Tick] | None = None,
+        autostart: bool = True,
+        labels: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        if (source is None) == (replay is None):
+            raise ValueError("give exactly one of source or replay")
+        self.config = config
+        self.source = source
+        self.replay = replay
+        self.source_label = source_label
+        self.banner = banner
+        self.labels = labels or []
+        self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
+        self.window = RollingWindow(config.window_ticks if replay is None else replay.window_ticks)
+        self.host: HostInfo = source.host_info() if source is not None else replay.trace.host  # type: ignore[union-attr]
+        self.interval_s = config.interval_s if replay is None else replay.trace.interval_s
+        self.paused = False
+        self.selected = 0
+        self.recorder: Recorder | None = None
+        self.record_error: str | None = None
+        self._record_path = record_path
+        self._autostart = autostart
+        self._prefill = prefill or []
+        self._feed: LiveFeed | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._redraw_pending = False
+        self._play_timer: Timer | None = None
+        self._diagnose, tracker_cls = _load_diagnosis()
+        self._tracker_cls = tracker_cls
+        self._tracker = tracker_cls(config.thresholds) if tracker_cls else None
+        self.history: list[tuple[float, str, str]] = []
+        self.shown = Shown(None, None, None, [], [], [])
+        self._status = SourceStatus()
+        self.ticks_ingested = 0
+        self.redraws = 0
+        self.theme = config.theme
+
+    # -- composition --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Pane(id="header")
+            yield Pane(id="gpu")
+            yield Pane(id="diag")
+            yield Pane(id="cpu")
+            yield Pane(id="disk")
+            yield Pane(id="procs")
+        with Vertical(id="foot"):
+            yield Pane(id="bar")
+            yield Pane(id="keys")
+
+    def on_mount(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.source is not None:
+            self._status = self.source.status()
+        for tick in self._prefill:
+            self.ingest(tick, draw=False, record=False)
+        if self.replay is not None:
+            self._rebuild_from_replay()
+            self._restart_play_timer()
+        elif self._autostart:
+            assert self.source is not None
+            self._feed = LiveFeed(self.source, self.config.interval_s, self._tick_from_thread, self._error_from_thread)
+            self._feed.start()
+        if self._record_path is not None:
+            self.start_recording(self._record_path)
+        self.redraw()
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def on_unmount(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop sampling and finish a recording as a valid file. Idempotent; also used on SIGHUP."""
+        if self._feed is not None:
+            self._feed.stop()
+            self._feed = None
+        self.stop_recording()
+
+    # -- data in ------------------------------------------------------------------------------------
+    def _tick_from_thread(self, tick: Tick) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.ingest, tick)
+
+    def _error_from_thread(self, exc: BaseException) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.notify, f"source error: {exc}", severity="error")
+
+    def ingest(self, tick: Tick, *, draw: bool = True, record: bool = True) -> None:
+        """The single entry point of every tick, live or replayed."""
+        self.window.append(tick)
+        self.ticks_ingested += 1
+        if record and self.recorder is not None and self.replay is None:
+            self.recorder.append(tick)
+        if self.source is not None:
+            self._status = self.source.status()
+        self._update_verdict()
+        if draw:
+            self._schedule_redraw()
+
+    def _update_verdict(self) -> None:
+        view = self.window.view()
+        t = float(view.t[-1]) if view.n else 0.0
+        if self._diagnose is None:
+            self.shown = Shown(None, None, None, render.facts(view), [], [])
+            return
+        try:
+            verdict = self._diagnose(view, self.config.thresholds, self.host.cpu_count)
+        except Exception as exc:  # a diagnosis bug must not take the dashboard down
+            self.shown = Shown(None, None, None, [*render.facts(view), f"diagnosis failed: {exc}"], [], [])
+            return
+        if self._tracker is not None:
+            verdict = self._tracker.update(t, verdict)
+        self.shown = Shown(
+            verdict.pattern,
+            verdict.bottleneck,
+            getattr(verdict, "confidence", None),
+            list(getattr(verdict, "evidence", []) or []),
+            list(getattr(verdict, "advice", []) or []),
+            list(getattr(verdict, "gpus", []) or []),
+        )
+        if self.history and self.history[-1][0] >= t:
+            self.history = [h for h in self.history if h[0] < t]
+        self.history.append((t, verdict.pattern, verdict.bottleneck))
+        if len(self.history) > 2 * self.window.capacity:
+            del self.history[: len(self.history) - self.window.capacity]
+
+    # -- drawing ------------------------------------------------------------------------------------
+    def _schedule_redraw(self) -> None:
+        if self._redraw_pending:
+            return  # several ticks before one frame: draw only the newest state
+        self._redraw_pending = True
+        self.call_later(self._redraw_now)
+
+    def _redraw_now(self) -> None:
+        self._redraw_pending = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.paused and self.replay is None:
+            self.query_one("#header", Pane).show(self._header_text(self.size.width))
+            return
+        if not self.is_mounted:
+            return
+        self.redraws += 1
+        view = self.window.view()
+        width = max(20, self.size.width)
+        height = max(5, self.size.height)
+        header = self._header_text(width)
+        fixed = len(header.plain.split("\n")) + 1 + (1 if self.replay is not None else 0)
+        last = self.window.last
+        budget = render.plan_layout(
+            height,
+            width,
+            max(1, view.n_gpus),
+            view.cpu.shape[1],
+            len(view.disk_names),
+            len(last.procs) if last else 0,
+            fixed,
+        )
+        self.selected = min(self.selected, max(0, view.n_gpus - 1))
+        panes: dict[str, tuple[Text, int]] = {
+            "header": (header, fixed - 1 - (1 if self.replay is not None else 0)),
+            "gpu": (
+                render.gpu_pane(
+                    view,
+                    width,
+                    budget.gpu_rows,
+                    self.colours,
+                    lost=self._status.lost_gpus,
+                    selected=self.selected,
+                    gpu_available=self._status.gpu_available,
+                ),
+                1 + max(1, view.n_gpus) * budget.gpu_rows,
+            ),
+            "diag": (render.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
+            "cpu": (render.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
+            "disk": (render.disk_pane(view, width, budget.disk), budget.disk),
+            "procs": (render.proc_pane(view, width, budget.procs), budget.procs),
+            "keys": (self._keys_text(width), 1),
+        }
+        if self.replay is not None:
+            panes["bar"] = (self._bar_text(width), 1)
+        else:
+            panes["bar"] = (Text(""), 0)
+        for name, (text, lines) in panes.items():
+            lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
+            pane = self.query_one(f"#{name}", Pane)
+            if pane.styles.height is None or pane.styles.height.value != lines:
+                pane.styles.height = lines
+                pane.display = lines > 0
+            pane.show(text)
+        if isinstance(self.screen, _DetailLike):
+            self.screen.refresh_data(view)
+
+    def _header_text(self, width: int) -> Text:
+        t = Text(no_wrap=True, end="")
+        host = self.host.hostname or "this host"
+        t.append(f" {host} ", "bold reverse")
+        t.append(f" {self.source_label} · tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)} · ")
+        if self.replay is not None:
+            r = self.replay
+            state = "▶ playing" if r.playing else "■ paused"
+            t.append(f"{state} x{r.speed:g}", "bold")
+        elif self.paused:
+            t.append("■ PAUSED (sampling goes on)", "bold yellow")
+        else:
+            t.append("● live", "bold green")
+        if self.recorder is not None:
+            rec = self.recorder
+            t.append("  ")
+            t.append(f"● REC {rec.ticks} ticks {fmt_bytes(rec.bytes_written)}", f"bold {self.colours.alert}")
+            if rec.error is not None:
+                t.append(f" (failed: {rec.error})", self.colours.alert)
+        elif self.record_error:
+            t.append(f"  REC failed: {self.record_error}", self.colours.alert)
+        t.truncate(width)
+        lines = [t]
+        if self.banner:
+            lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
+        label = self._label_now()
+        if label:
+            lines.append(Text(label[:width], "italic", no_wrap=True, end=""))
+        return Text("\n", end="").join(lines)
+
+    def _label_now(self) -> str | None:
+        """In the demo, which known case of the recording is on screen now."""
+        if not self.labels or self.window.last is None:
+            return None
+        now = self.window.last.ts
+        for lab in self.labels:
+            if lab["_start"] <= now <= lab["_end"]:
+                exp = f"{'/'.join(lab.get('pattern', []))} · {'/'.join(lab.get('bottleneck', []))}"
+                return f"now playing: {lab['scenario']}: {lab.get('what_ran', '')} (expected {exp})"
+        return "now playing: between cases"
+
+    def _keys_text(self, width: int) -> Text:
+        if self.replay is not None:
+            keys = "q quit  space play/pause  ←/→ step  [/] ±30s  +/- speed  g/G start/end  ↑↓ card  ⏎ detail  ? help"
+        else:
+            keys = "q quit  p pause  ↑↓ card  ⏎ detail  r record  d doctor  ? help"
+        return Text(keys[:width], "grey62", no_wrap=True, end="")
+
+    def _bar_text(self, width: int) -> Text:
+        r = self.replay
+        assert r is not None
+        ts = r.current_time().astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        info = f" {r.position + 1}/{r.n} {ts}"
+        bar_w = max(5, width - len(info) - 2)
+        filled = round((r.position / max(1, r.n - 1)) * (bar_w - 1))
+        t = Text(no_wrap=True, end="")
+        t.append("[")
+        t.append("━" * filled, "bold")
+        t.append("●", "bold yellow")
+        t.append("─" * (bar_w - 1 - filled), "grey42")
+        t.append("]")
+        t.append(info)
+        return t
+
+    # -- recording ----------------------------------------------------------------------------------
+    def start_recording(self, path: Path) -> None:
+        try:
+            self.recorder = Recorder(path, self.host, self.interval_s)
+            self.record_error = None
+        except Exception as exc:  # UserError or OSError: shown, the dashboard goes on
+            self.recorder = None
+            self.record_error = str(exc)
+
+    def stop_recording(self) -> Path | None:
+        rec, self.recorder = self.recorder, None
+        if rec is None:
+            return None
+        try:
+            return rec.close()
+        except Exception as exc:
+            self.record_error = str(exc)
+            return None
+
+    # -- actions ------------------------------------------------------------------------------------
+    def action_pause(self) -> None:
+        if self.replay is not None:
+            self.action_play_pause()
+            return
+        self.paused = not self.paused
+        self.redraw()
+
+    def action_help(self) -> None:
+        from gpu_triage.ui.screens import HelpScreen
+
+        self.push_screen(HelpScreen(replay=self.replay is not None))
+
+    def action_select(self, delta: int) -> None:
+        n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
+        self.selected = (self.selected + delta) % n
+        self.redraw()
+
+    def action_detail(self) -> None:
+        from gpu_triage.ui.screens import DetailScreen
+
+        view = self.window.view()
+        if not view.n_gpus:
+            self.notify("no GPU to show")
+            return
+        self.push_screen(DetailScreen(min(self.selected, view.n_gpus - 1), view))
+
+    def action_record(self) -> None:
+        if self.replay is not None:
+            self.notify("recording is for live and demo sessions (a replay is already a recording)")
+            return
+        if self.recorder is not None:
+            path = self.stop_recording()
+            self.notify(f"recording saved: {path}")
+        else:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            path = self.config.recording_dir / f"gpu-triage-{stamp}.parquet"
+            self.start_recording(path)
+            if self.recorder is not None:
+                self.notify(f"recording to {path}")
+        self.redraw()
+
+    def action_doctor(self) -> None:
+        try:
+            from gpu_triage.ui.doctor_screen import DoctorScreen
+        except ImportError:
+            self.notify("doctor screen not available in this build: run `gpu-triage doctor`")
+            return
+        self.push_screen(DoctorScreen())
+
+    # replay controls (no-ops in live)
+    def action_play_pause(self) -> None:
+        if self.replay is None:
+            return
+        self.replay.toggle()
+        self.redraw()
+
+    def action_step(self, delta: int) -> None:
+        if self.replay is None:
+            return
+        self.replay.playing = False
+        if delta == 1 and self.replay.position + 1 < self.replay.n:
+            tick = self.replay.advance()
+            if tick is not None:
+                self.ingest(tick)
+            return
+        if self.replay.step(delta):
+            self._rebuild_from_replay()
+        self.redraw()
+
+    def action_jump(self, seconds: float) -> None:
+        if self.replay is not None and self.replay.jump(seconds):
+            self._rebuild_from_replay()
+            self.redraw()
+
+    def action_seek(self, where: str) -> None:
+        if self.replay is None:
+            return
+        moved = self.replay.seek_start() if where == "start" else self.replay.seek_end()
+        if moved:
+            self._rebuild_from_replay()
+        self.redraw()
+
+    def action_speed(self, direction: int) -> None:
+        if self.replay is None:
+            return
+        self.replay.faster() if direction > 0 else self.replay.slower()
+        self._restart_play_timer()
+        self.redraw()
+
+    def _restart_play_timer(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+        assert self.replay is not None
+        self._play_timer = self.set_interval(self.replay.tick_interval_s, self._play_step)
+
+    def _play_step(self) -> None:
+        r = self.replay
+        if r is None or not r.playing:
+            return
+        tick = r.advance()
+        if tick is not None:
+            self.ingest(tick)
+        elif r.loop:
+            r.seek_start()
+            self._rebuild_from_replay()
+            self.redraw()
+        else:
+            self.redraw()  # reached the end: show "paused"
+
+    def _rebuild_from_replay(self) -> None:
+        """After a seek the window is rebuilt from the recording; the diagnosis replays over it."""
+        assert self.replay is not None
+        ticks = self.replay.window_ticks_at_position()
+        self.window.clear()
+        self.history = []
+        if self._tracker_cls is not None:
+            self._tracker = self._tracker_cls(self.config.thresholds)
+        # feed the window tick by tick so the verdict strip fills as it would have live;
+        # only the last few dozen verdicts are recomputed to keep seeking snappy
+        recompute_from = max(0, len(ticks) - 40)
+        for i, tick in enumerate(ticks):
+            self.window.append(tick)
+            if i >= recompute_from:
+                self._update_verdict()
+        if not ticks:
+            self._update_verdict()
+
+
+class _DetailLike:
+    """Marker base for screens that follow the live window (the card detail view)."""
+
+    def refresh_data(self, view: WindowView) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def _dur(seconds: float) -> str:
+    if seconds >= 120 and math.isclose(seconds % 60, 0, abs_tol=1e-6):
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:.0f}s"
+
+
+def load_labels(path: Path) -> list[dict[str, Any]]:
+    """The labels file of a bundled trace (its cases' windows), parsed for the demo's 'now playing' line."""
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    for lab in items:
+        lab["_start"] = datetime.fromisoformat(lab["start"])
+        lab["_end"] = datetime.fromisoformat(lab["end"])
+    return items

@@ -1,0 +1,434 @@
+"""Pure drawing: a WindowView (+ verdict) in, Rich ``Text`` out, sized to a given width and line budget.
+
+Kept free of widgets so that layout rules (what fits 80×24, what a 200×60 terminal gains) are plain
+functions, and so that every pane redraws from the same window whether ticks come live or from a replay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+
+from gpu_triage.feeds import fmt_bytes
+from gpu_triage.window import WindowView
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+SAWTOOTH_SPREAD = 40.0  # util_max - util_min inside one tick above which the cell is shaded
+SAWTOOTH_BG = "grey30"
+PATTERN_COLOURS = {
+    "idle": "grey50",
+    "steady_high": "green",
+    "steady_low": "yellow",
+    "sawtooth": "magenta",
+    "single_card_busy": "bright_blue",
+    "imbalanced": "dark_orange",
+}
+
+
+@dataclass(slots=True)
+class Colours:
+    gpu: str = "green"
+    sm: str = "cyan"
+    alert: str = "red"
+
+
+@dataclass(slots=True)
+class Budget:
+    """Lines given to each pane; ``gpu_rows`` is 1 (compact) or 2 (util row + SM row) per card."""
+
+    gpu_rows: int
+    cpu: int
+    disk: int
+    procs: int
+    diag: int
+
+
+def plan_layout(height: int, width: int, n_gpus: int, n_cores: int, n_disks: int, n_procs: int, fixed: int) -> Budget:
+    """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
+
+    ``fixed`` counts the header, key line and replay bar. Order of need: cards, CPU, verdict, disks,
+    evidence, processes, then a second (SM) row per card, then more of everything.
+    """
+    left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
+    cpu_cells = max(1, math.ceil(n_cores / max(1, width - 5))) if n_cores else 1
+    cpu = min(max(0, left), cpu_cells + 1)
+    left -= cpu
+    diag = min(max(0, left), 2)
+    left -= diag
+    disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
+    left -= disk
+    more = min(max(0, left), 2)
+    diag += more
+    left -= more
+    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
+    left -= procs
+    gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
+    if gpu_rows == 2:
+        left -= n_gpus
+    # wide terminals: per-core bars instead of cells, more disks, processes, evidence
+    bars_per_line = max(1, width // 16)
+    bar_lines = math.ceil(n_cores / bars_per_line) + 1 if n_cores else 0
+    if n_cores and bar_lines > cpu and left >= bar_lines - cpu:
+        left -= bar_lines - cpu
+        cpu = bar_lines
+    extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
+    disk += extra
+    left -= extra
+    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
+    procs += extra
+    left -= extra
+    diag += min(max(0, left), 4)
+    return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag)
+
+
+# -- small formatters ------------------------------------------------------------------------------
+def _ok(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def pct(v: float | None, width: int = 4) -> str:
+    return f"{v:{width - 1}.0f}%" if _ok(v) else "n/a".rjust(width)
+
+
+def rate(v: float | None) -> str:
+    return fmt_bytes(v, suffix="/s") if _ok(v) else "n/a"
+
+
+def _last(a: np.ndarray) -> float:
+    return float(a[-1]) if a.size else float("nan")
+
+
+def _nan_sum(*vals: float) -> float:
+    ok = [v for v in vals if not math.isnan(v)]
+    return float(sum(ok)) if ok else float("nan")
+
+
+def bin_columns(values: np.ndarray, width: int, reduce: str = "mean") -> np.ndarray:
+    """Squeeze a (T,) series into at most ``width`` columns, newest at the right, NaN-aware."""
+    t = values.shape[0]
+    if t <= width:
+        return values
+    k = math.ceil(t / width)
+    # groups of k from the newest backwards: the rightmost column is always the newest k ticks
+    start = t - (t // k) * k
+    body = values[start:].reshape(-1, k)
+    with np.errstate(all="ignore"), _quiet():
+        if reduce == "min":
+            return np.nanmin(body, axis=1)
+        if reduce == "max":
+            return np.nanmax(body, axis=1)
+        return np.nanmean(body, axis=1)
+
+
+class _quiet:
+    """Silence numpy's 'mean of empty slice' warning for all-NaN bins (they stay NaN: drawn blank)."""
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._cm.__exit__(*exc)
+
+
+def block(v: float) -> str:
+    """Fixed 0–100 scale: 0 % is a dim dot, 100 % a full block, missing is blank."""
+    if math.isnan(v):
+        return " "
+    if v < 0.5:
+        return "·"
+    return BLOCKS[min(8, max(1, math.ceil(v / 12.5)))]
+
+
+def waveform(
+    util: np.ndarray,
+    width: int,
+    colour: str,
+    *,
+    umin: np.ndarray | None = None,
+    umax: np.ndarray | None = None,
+    sm: np.ndarray | None = None,
+    sm_colour: str | None = None,
+) -> Text:
+    """One row of blocks on a fixed 0–100 scale, right-aligned (newest at the right).
+
+    Cells whose tick hid a fast sawtooth (min/max spread >= 40 points) get a shaded background; with
+    ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
+    busy on paper, not busy in fact.
+    """
+    u = bin_columns(util, width)
+    lo = bin_columns(umin, width, "min") if umin is not None else None
+    hi = bin_columns(umax, width, "max") if umax is not None else None
+    s = bin_columns(sm, width) if sm is not None else None
+    out = Text(" " * (width - u.shape[0]), no_wrap=True, end="")
+    for i, v in enumerate(u):
+        ch = block(float(v))
+        style = colour
+        if ch == "·":
+            style = "grey42"
+        elif s is not None and sm_colour and not math.isnan(s[i]) and v >= 10 and s[i] < v / 3:
+            style = sm_colour
+        if lo is not None and hi is not None and not math.isnan(lo[i]) and not math.isnan(hi[i]):
+            if hi[i] - lo[i] >= SAWTOOTH_SPREAD:
+                style += f" on {SAWTOOTH_BG}"
+        out.append(ch, style)
+    return out
+
+
+# -- panes -------------------------------------------------------------------------------------------
+def gpu_pane(
+    view: WindowView,
+    width: int,
+    rows_per_card: int,
+    colours: Colours,
+    *,
+    lost: set[int] | frozenset[int] = frozenset(),
+    selected: int | None = None,
+    gpu_available: bool = True,
+) -> Text:
+    """Title line + one line (or two: util and SM) per card."""
+    out = Text(no_wrap=True, end="")
+    title = "GPU  util 0–100 (fixed scale; shaded = sawtooth inside a tick"
+    title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
+    if rows_per_card == 1:
+        title += "cyan = SMs idle)"
+    title += "  mem is not work"
+    out.append(title[:width], "bold")
+    if not view.gpu_indexes:
+        out.append("\n")
+        msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
+        out.append(msg[:width], colours.alert if not gpu_available else "grey50")
+        return out
+    wide = width >= 120
+    for j, idx in enumerate(view.gpu_indexes):
+        out.append("\n")
+        g = {f: a[:, j] for f, a in view.gpu.items()}
+        last_missing = view.n > 0 and all(math.isnan(g[f][-1]) for f in ("util_pct", "mem_used_bytes", "power_w"))
+        marker = "▶" if selected == j else " "
+        head = f"{marker}{idx:>2} "
+        if idx in lost or (last_missing and view.n > 1):
+            out.append(head, "bold reverse" if selected == j else "bold")
+            out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)], f"bold {colours.alert}")
+            continue
+        util = _last(g["util_pct"])
+        sm = _last(g["sm_active_pct"])
+        tail = f" {pct(util)} sm{pct(sm)}"
+        tail += f" {fmt_bytes(_last(g['mem_used_bytes']))}/{fmt_bytes(_last(g['mem_total_bytes']))}".ljust(10)
+        tail += f" {_last(g['power_w']):4.0f}W" if _ok(_last(g["power_w"])) else "  n/aW"
+        tail += f" P {rate(_nan_sum(_last(g['pcie_rx_bytes_per_s']), _last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
+        tail += f" NV {rate(_nan_sum(_last(g['nvlink_rx_bytes_per_s']), _last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
+        if wide:
+            t = _last(g["temp_c"])
+            c = _last(g["sm_clock_mhz"])
+            tail += f" {t:3.0f}C" if _ok(t) else "  n/aC"
+            tail += f" {c:5.0f}MHz" if _ok(c) else "   n/aMHz"
+        wave_w = max(4, width - len(head) - len(tail))
+        out.append(head, "bold reverse" if selected == j else "bold")
+        out.append_text(
+            waveform(
+                g["util_pct"],
+                wave_w,
+                colours.gpu,
+                umin=g["util_min_pct"],
+                umax=g["util_max_pct"],
+                sm=g["sm_active_pct"] if rows_per_card == 1 else None,
+                sm_colour=colours.sm if rows_per_card == 1 else None,
+            )
+        )
+        out.append(tail[: max(0, width - len(head) - wave_w)])
+        if rows_per_card == 2:
+            out.append("\n")
+            out.append("  sm".ljust(len(head)), colours.sm)
+            if np.all(np.isnan(g["sm_active_pct"])):
+                out.append("SM activity n/a on this card (no GPM)"[:wave_w], "grey50")
+            else:
+                out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm))
+                occ = _last(g["sm_occupancy_pct"])
+                ten = _last(g["tensor_active_pct"])
+                dram = _last(g["dram_active_pct"])
+                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
+    return out
+
+
+def _heat(v: float) -> str:
+    if math.isnan(v):
+        return "grey30"
+    if v >= 90:
+        return "red"
+    if v >= 60:
+        return "yellow"
+    if v >= 20:
+        return "green"
+    return "grey50"
+
+
+def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    """Every core: heat cells (compact) or htop-like bars with % (when the budget allows), then a summary."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    cores = view.cpu[-1] if view.n else np.zeros(0)
+    n = cores.shape[0]
+    busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
+    hot = int(np.sum(cores >= 90)) if n else 0
+    io = _last(view.iowait)
+    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {fmt_bytes(_last(view.host_mem_used))}/{fmt_bytes(_last(view.host_mem_total))}"
+    per_line = max(1, width // 16)
+    bar_lines = math.ceil(n / per_line) if n else 0
+    if n and lines - 1 >= bar_lines and bar_lines > 1 or (n and lines - 1 >= bar_lines and n <= per_line):
+        out.append(summary[:width], "bold")
+        for row in range(bar_lines):
+            out.append("\n")
+            for k in range(row * per_line, min(n, (row + 1) * per_line)):
+                v = float(cores[k])
+                filled = 0 if math.isnan(v) else round(v / 100 * 7)
+                out.append(f"{k:>3}", "grey50")
+                out.append("█" * filled + "░" * (7 - filled), _heat(v))
+                out.append(f"{pct(v)} "[:6])
+        return out
+    out.append(summary[:width], "bold")
+    cell_w = max(1, width - 5)
+    rows = min(lines - 1, math.ceil(n / cell_w)) if n else 0
+    for row in range(rows):
+        out.append("\n")
+        out.append("core "[:5], "grey50")
+        for k in range(row * cell_w, min(n, (row + 1) * cell_w)):
+            v = float(cores[k])
+            out.append(block(v) if not math.isnan(v) else " ", _heat(v))
+    return out
+
+
+def disk_pane(view: WindowView, width: int, lines: int) -> Text:
+    """iostat-like, busiest disks first."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    out.append("DISK       busy%  await   read/s  write/s  r IOPS  w IOPS"[:width], "bold")
+    if not view.disk_names or not view.n:
+        return out
+    last = {f: a[-1] for f, a in view.disk.items()}
+    order = sorted(range(len(view.disk_names)), key=lambda k: -np.nan_to_num(last["busy_pct"][k], nan=-1))
+    for k in order[: lines - 1]:
+        aw = last["await_ms"][k]
+        line = (
+            f"{view.disk_names[k][:9]:<9} {pct(last['busy_pct'][k], 6)}"
+            f" {('%5.1fms' % aw) if _ok(aw) else '    n/a'}"
+            f" {rate(last['read_bytes_per_s'][k]):>8} {rate(last['write_bytes_per_s'][k]):>8}"
+            f" {_num(last['reads_per_s'][k]):>7} {_num(last['writes_per_s'][k]):>7}"
+        )
+        out.append("\n")
+        busy = last["busy_pct"][k]
+        out.append(line[:width], "bold red" if _ok(busy) and busy >= 90 else "")
+    return out
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if _ok(v) else "n/a"
+
+
+def proc_pane(view: WindowView, width: int, lines: int) -> Text:
+    """GPU processes of the newest tick with their DataLoader workers' CPU."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    out.append("PROC     pid name            gpu  gpu mem  cpu%  workers  workers' cpu%"[:width], "bold")
+    procs = view.procs[-1] if view.procs else []
+    for p in sorted(procs, key=lambda p: (p.gpu_index, p.pid))[: lines - 1]:
+        wcpu = p.workers_cpu_pct or []
+        wtxt = " ".join(f"{w:.0f}" for w in wcpu[:8]) + (" …" if len(wcpu) > 8 else "")
+        line = (
+            f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>8}  {wtxt or '-'}"
+        )
+        out.append("\n")
+        out.append(line[:width])
+    if not procs:
+        out.append("\n")
+        out.append("no process on any GPU"[:width], "grey50")
+    return out
+
+
+@dataclass(slots=True)
+class Shown:
+    """What the diagnosis pane shows: a verdict from the engine, or the raw facts when there is none."""
+
+    pattern: str | None
+    bottleneck: str | None
+    confidence: float | None
+    evidence: list[str]
+    advice: list[str]
+    gpus: list[int]
+
+
+def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    if shown.pattern is None:
+        out.append("FACTS "[:width], "bold")
+        out.append(("  ·  ".join(shown.evidence) or "waiting for ticks")[: max(0, width - 6)])
+    else:
+        bad = shown.bottleneck not in (None, "none")
+        out.append("VERDICT ", "bold")
+        out.append(shown.pattern, f"bold {PATTERN_COLOURS.get(shown.pattern, '')}")
+        out.append(" · ")
+        out.append(str(shown.bottleneck), f"bold {colours.alert}" if bad else "bold")
+        extra = ""
+        if shown.gpus:
+            extra += f"  GPU {','.join(map(str, shown.gpus))}"
+        if shown.confidence is not None:
+            extra += f"  confidence {shown.confidence * 100:.0f}%"
+        out.append(extra)
+        out.truncate(width)
+    used = 1
+    if lines >= 2:
+        out.append("\n")
+        out.append_text(verdict_strip(history, view, width))
+        used += 1
+    body: list[tuple[str, str]] = []
+    if shown.pattern is not None:
+        body += [("• " + e, "") for e in shown.evidence]
+    body += [("→ " + a, colours.sm) for a in shown.advice]
+    for text, style in body[: max(0, lines - used)]:
+        out.append("\n")
+        out.append(text[:width], style)
+    return out
+
+
+def verdict_strip(history: list[tuple[float, str, str]], view: WindowView, width: int) -> Text:
+    """Past verdicts over the window, one coloured cell per tick (newest right); red mark = bottleneck."""
+    label = "past "
+    out = Text(label, "grey50", no_wrap=True, end="")
+    cells = width - len(label)
+    if not view.n or not history:
+        return out
+    t0 = float(view.t[0])
+    recent = [h for h in history if h[0] >= t0 - 1e-6][-cells:]
+    out.append(" " * (cells - len(recent)))
+    for _, pattern, bottleneck in recent:
+        ch = "▆" if bottleneck in (None, "none") else "▇"
+        out.append(ch, PATTERN_COLOURS.get(pattern, "white") + ("" if bottleneck in (None, "none") else " underline"))
+    return out
+
+
+def facts(view: WindowView) -> list[str]:
+    """The two-minute method's raw facts, shown while no diagnosis engine is there."""
+    if not view.n:
+        return []
+    with _quiet():
+        gpu = float(np.nanmean(view.gpu["util_pct"])) if view.n_gpus else float("nan")
+        cpu = float(np.nanmean(view.cpu)) if view.cpu.size else float("nan")
+        disk = float(np.nanmax(np.nanmean(view.disk["busy_pct"], axis=0))) if view.disk_names else float("nan")
+        links = float(
+            np.nansum(
+                [np.nanmean(view.gpu[f]) for f in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")]
+            )
+        ) if view.n_gpus else float("nan")
+    return [f"GPU mean{pct(gpu)}", f"CPU busy{pct(cpu)}", f"disk busy{pct(disk)}", f"links {rate(links)}"]

@@ -1,0 +1,89 @@
+"""Entry point of the dashboard subcommands: live, demo, replay.
+
+Everything that can fail on user input (a bad file to replay, an unknown scenario) fails here, as a
+UserError, before the screen is taken over. SIGHUP (the SSH session dropped) ends the app cleanly and
+closes a recording in progress as a valid file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.feeds import ReplayFeed, open_replay
+
+NO_GPU_BANNER = (
+    "No NVIDIA GPU/driver found: showing host only. Run `gpu-triage demo` to see a recorded H200 session"
+)
+DEMO_LINE = (
+    "Demo: a real recording of one NVIDIA H200 running known PyTorch cases one after another (looping). "
+    "Try `gpu-triage demo data_pipeline` for a simulated 8-GPU server."
+)
+
+
+def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
+    """Make the TriageApp for a subcommand without running it (tests and screenshots use this too)."""
+    from gpu_triage.ui.app import TriageApp, load_labels
+
+    record = getattr(args, "record", None)
+    record_path = Path(record).expanduser() if record else None
+    if command == "replay":
+        trace = open_replay(args.file)
+        window_ticks = max(2, round(config.window_s / trace.interval_s))
+        feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
+        return TriageApp(config, replay=feed, source_label=f"replay: {Path(args.file).name}")
+    if command == "demo" and not getattr(args, "scenario", None):
+        from gpu_triage.data import H200_TRACE_2S, labels_for
+
+        trace = open_replay(H200_TRACE_2S)
+        window_ticks = max(2, round(config.window_s / trace.interval_s))
+        feed = ReplayFeed(trace, window_ticks, loop=True)
+        return TriageApp(
+            config,
+            replay=feed,
+            source_label="demo: real H200 recording",
+            banner=DEMO_LINE,
+            labels=load_labels(labels_for(H200_TRACE_2S)),
+        )
+    if command == "demo":
+        try:
+            from gpu_triage.sources.sim import SimulatedSource
+        except ImportError:
+            raise UserError("the simulated server is not available in this build: try `gpu-triage demo` (no scenario)") from None
+        source = SimulatedSource(
+            args.scenario, gpus=args.gpus, cores=args.cores, seed=args.seed, interval_s=config.interval_s
+        )
+        return TriageApp(config, source=source, source_label=f"demo: simulated {args.gpus}-GPU server, {args.scenario}", record_path=record_path)
+    if command == "live":
+        from gpu_triage.sources.live import LiveSource
+
+        source = LiveSource()
+        banner = None if source.status().gpu_available else NO_GPU_BANNER
+        return TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+    raise UserError(f"unknown dashboard command {command!r}")
+
+
+def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int:
+    app = build_app(command, args, config)
+    previous = None
+
+    def on_hangup(signum: int, frame: object) -> None:
+        # the terminal is gone: finish the recording first (a valid file), then leave the app
+        app.shutdown()
+        loop = app._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(app.exit, 0)
+
+    if hasattr(signal, "SIGHUP"):
+        previous = signal.signal(signal.SIGHUP, on_hangup)
+    try:
+        result = app.run()
+    finally:
+        app.shutdown()
+        if previous is not None:
+            signal.signal(signal.SIGHUP, previous)
+    return int(result or 0)
