@@ -190,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.add_argument("--params", type=float, metavar="N", help="model parameters (e.g. 7e9): estimate gradient traffic")
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the Python of your training environment, to read its torch and NCCL versions (default: this one)",
+    )
     return parser
 
 
