@@ -1,0 +1,183 @@
+"""The live source: this machine's GPUs (NVML), cores, memory and disks (psutil), and GPU processes.
+
+Without an NVIDIA driver it still runs, host-only, and says why: a dashboard of CPU cores and disks is
+useful on its own, and ``gpu-triage demo`` shows what the GPU panes look like.
+
+Everything is primed at construction (driver sample timestamps, GPM samples, cumulative counters, CPU
+times), so the first :meth:`LiveSource.sample` already has rates over a real interval. ``sample()``
+blocks only for the NVML/psutil reads (a few ms per card, see benchmarks/bench_sampler.py); it never
+sleeps and never calls the 20 ms ``nvmlDeviceGetPcieThroughput``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from gpu_triage import __version__
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
+from gpu_triage.sources.base import SourceStatus
+from gpu_triage.sources.host import HostReader
+from gpu_triage.sources.nvml import NvmlGpuReader
+from gpu_triage.sources.procs import GpuProcessReader
+
+_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_")
+_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL", "AUTH")
+
+
+def no_gpu_message(reason: str) -> str:
+    return (
+        f"No NVIDIA driver found ({reason}): showing host only. "
+        "Try `gpu-triage demo` to see a recorded H200 session."
+    )
+
+
+def _training_env() -> dict[str, str]:
+    """Environment variables that shape training throughput (the hostmeta module's list when present)."""
+    try:
+        from gpu_triage.hostmeta import training_env  # noqa: PLC0415 - optional sibling module
+
+        return dict(training_env())
+    except Exception:  # noqa: BLE001 - absent or broken: fall back to our own short list
+        out = {}
+        for name in sorted(os.environ):
+            upper = name.upper()
+            if any(word in upper for word in _SECRET_WORDS):
+                continue
+            if upper in _ENV_NAMES or upper.startswith(_ENV_PREFIXES):
+                out[name] = os.environ[name]
+        return out
+
+
+class LiveSource:
+    """NVML + psutil host + GPU processes, implementing :class:`gpu_triage.sources.base.Source`."""
+
+    name = "live"
+
+    def __init__(
+        self,
+        nvml_module: Any | None = None,
+        psutil_module: Any | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if psutil_module is None:
+            import psutil as psutil_module  # noqa: PLC0415
+        self._ps = psutil_module
+        self._clock = clock
+        self._wall = wall_clock
+        self._status = SourceStatus()
+        self._nvml: Nvml | None = None
+        self._gpus: NvmlGpuReader | None = None
+        self._procs: GpuProcessReader | None = None
+        try:
+            self._nvml = load_nvml(nvml_module)
+        except NvmlUnavailable as exc:
+            self._status.gpu_available = False
+            self._status.messages.append(no_gpu_message(_short_reason(exc)))
+        if self._nvml is not None:
+            self._gpus = NvmlGpuReader(self._nvml, clock=clock)
+            if not self._gpus.cards:
+                self._status.messages.append("The NVIDIA driver answers but lists no GPU: showing host only.")
+            self._procs = GpuProcessReader(
+                self._nvml,
+                [(card.index, card.handle) for card in self._gpus.cards],
+                psutil_module,
+                clock=clock,
+                wall_clock=wall_clock,
+            )
+        self._host = HostReader(psutil_module, clock=clock)
+        self._host_info = self._read_host_info()
+        self._prev_t = clock()
+        self.sample()  # prime every counter: the first real tick then covers a real interval
+        self.last_cost_s: float | None = None  # time the last sample() took (for overhead figures)
+
+    # ---- Source protocol ----
+    def host_info(self) -> HostInfo:
+        return self._host_info
+
+    def status(self) -> SourceStatus:
+        if self._gpus is not None:
+            self._status.lost_gpus = set(self._gpus.lost)
+            while self._gpus.messages:
+                self._status.messages.append(self._gpus.messages.pop(0))
+            del self._status.messages[:-20]  # keep the banner's history short
+        return self._status
+
+    def sample(self) -> Tick:
+        began = self._clock()
+        gpus = self._gpus.sample() if self._gpus is not None else []
+        procs = self._procs.sample(self._gpus.lost) if self._procs is not None and self._gpus is not None else []
+        host = self._host.sample()
+        now = self._clock()
+        interval = now - self._prev_t
+        self._prev_t = now
+        self.last_cost_s = now - began
+        return Tick(
+            ts=datetime.fromtimestamp(self._wall(), tz=UTC),
+            interval_s=interval,
+            gpus=gpus,
+            cpu_pct=host.cpu_pct,
+            iowait_pct=host.iowait_pct,
+            host_mem_used_bytes=host.mem_used_bytes,
+            host_mem_total_bytes=host.mem_total_bytes,
+            disks=host.disks,
+            procs=procs,
+        )
+
+    def close(self) -> None:
+        if self._gpus is not None:
+            self._gpus.close()
+        if self._nvml is not None:
+            self._nvml.shutdown()
+            self._nvml = None
+
+    # ---- static facts ----
+    def _read_host_info(self) -> HostInfo:
+        info = HostInfo(
+            hostname=socket.gethostname(),
+            cpu_count=self._ps.cpu_count(logical=True),
+            extra={
+                "tool": "gpu-triage",
+                "tool_version": __version__,
+                "source": self.name,
+                "kernel": platform.release(),
+                "os": platform.system(),
+                "env": _training_env(),
+            },
+        )
+        if self._gpus is not None and self._nvml is not None:
+            info.driver_version = self._gpus.driver_version
+            info.cuda_driver_version = self._gpus.cuda_driver_version
+            info.gpus = self._gpus.gpu_infos
+            info.topology = self._topology()
+        return info
+
+    def _topology(self) -> list[list[str]]:
+        """``nvidia-smi topo -m`` labels from the topology module, when it exists and works."""
+        assert self._gpus is not None and self._nvml is not None
+        handles = self._gpus.handles
+        if not handles or any(h is None for h in handles):
+            return []
+        try:
+            from gpu_triage.topology import topology_matrix  # noqa: PLC0415 - optional sibling module
+
+            return [list(map(str, row)) for row in topology_matrix(self._nvml, handles)]
+        except Exception:  # noqa: BLE001 - topology is a nicety: never lose the live view over it
+            return []
+
+
+def _short_reason(exc: BaseException) -> str:
+    cause = exc.__cause__
+    if cause is not None and str(cause):
+        return str(cause)
+    text = str(exc)
+    return text.split(":")[0] if text else type(exc).__name__

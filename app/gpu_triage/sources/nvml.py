@@ -1,0 +1,416 @@
+"""Per-card GPU readings from NVML, cheap enough to take every tick on an 8-card box.
+
+Why it is built this way (figures from docs/field-notes.md, measured on an H200):
+
+- GPU-Util comes from the driver's own sample buffer (``nvmlDeviceGetSamples``, about one sample per
+  200 ms) read from the last timestamp seen, so mean/min/max describe the whole tick; a sawtooth faster
+  than the tick stays visible in min/max. ``GetUtilizationRates`` (only the last slice) is the fallback.
+- SM active / occupancy / tensor / DRAM come from GPM between the previous tick's sample and this one's;
+  only the four metrics shown are asked for (GPM metrics are computed on the CPU: 12 cost 5 ms).
+- PCIe and NVLink rates come from *cumulative* counters read in ONE batched ``nvmlDeviceGetFieldValues``
+  per card: ``nvmlDeviceGetPcieThroughput`` blocks for a 20 ms window per call and is never used.
+- A card that falls off the bus (GPU_IS_LOST) is reported lost with an all-None sample while the others
+  keep updating; it is probed again with growing back-off, never at full cost every tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_triage.model import GpuInfo, GpuSample
+from gpu_triage.nvmlwrap import GpuLost, Nvml
+
+# Constant values from nvml.h, used when the binding lacks the name (older nvidia-ml-py).
+_GPU_UTILIZATION_SAMPLES = 1
+_TEMPERATURE_GPU = 0
+_CLOCK_SM = 1
+_FI_NVLINK_LINK_COUNT = 91
+_FI_NVLINK_TX = 138  # KiB, cumulative
+_FI_NVLINK_RX = 139
+_FI_PCIE_TX = 197  # bytes, cumulative
+_FI_PCIE_RX = 198
+_GPM_SM_UTIL = 2
+_GPM_SM_OCCUPANCY = 3
+_GPM_ANY_TENSOR_UTIL = 5
+_GPM_DRAM_BW_UTIL = 10
+_SCOPE_ALL_LINKS = 0xFFFFFFFF  # nvml.h: scopeId UINT_MAX = aggregate over all links
+_SUCCESS = 0
+_INVALID_ARGUMENT = 2
+
+# nvmlValue_t union member for each nvmlValueType_t
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+LOST_PROBE_FIRST_S = 5.0  # first re-probe of a lost card after this long
+LOST_PROBE_MAX_S = 300.0  # back-off doubles up to this
+
+
+def field_value(value: Any, value_type: int | None) -> float | int | None:
+    """Read an ``nvmlValue_t`` union as the member its ``valueType`` names."""
+    member = _VALUE_MEMBER.get(value_type if value_type is not None else 3)
+    if member is None or value is None:
+        return None
+    return getattr(value, member, None)
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value if isinstance(value, str) else None
+
+
+def cuda_version_text(version: int | None) -> str | None:
+    """NVML's CUDA driver version integer (12080) as "12.8"."""
+    if not isinstance(version, int) or version <= 0:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+@dataclass
+class _Counter:
+    value: int
+    ts_us: int
+    mono: float
+
+
+@dataclass
+class _Card:
+    """What we keep about one card between ticks."""
+
+    index: int
+    handle: Any
+    info: GpuInfo
+    last_util_ts: int | None = None  # newest driver GPU-Util sample timestamp seen (µs)
+    gpm_supported: bool = False
+    gpm_prev: Any = None  # the GPM sample taken last tick (valid when gpm_prev_ok)
+    gpm_spare: Any = None
+    gpm_prev_ok: bool = False
+    gpm_request: Any = None  # reused c_nvmlGpmMetricsGet_t
+    nvlink_mode: str = "aggregate"  # "aggregate" (scope UINT_MAX), "per_link", "none"
+    nvlink_links: int | None = None
+    counters: dict[str, _Counter] = field(default_factory=dict)
+    lost: bool = False
+    next_probe_at: float = 0.0
+    probe_backoff_s: float = LOST_PROBE_FIRST_S
+
+
+class NvmlGpuReader:
+    """Reads every card once per :meth:`sample`; static facts once at construction."""
+
+    def __init__(self, nvml: Nvml, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.nvml = nvml
+        self.m = nvml.m
+        self._clock = clock
+        self.messages: list[str] = []
+        self.driver_version = nvml.text("nvmlSystemGetDriverVersion")
+        cuda = nvml.call("nvmlSystemGetCudaDriverVersion_v2")
+        if cuda is None:
+            cuda = nvml.call("nvmlSystemGetCudaDriverVersion")
+        self.cuda_driver_version = cuda_version_text(cuda)
+        self._const = {
+            name: getattr(self.m, name, default)
+            for name, default in (
+                ("NVML_GPU_UTILIZATION_SAMPLES", _GPU_UTILIZATION_SAMPLES),
+                ("NVML_TEMPERATURE_GPU", _TEMPERATURE_GPU),
+                ("NVML_CLOCK_SM", _CLOCK_SM),
+                ("NVML_FI_DEV_NVLINK_LINK_COUNT", _FI_NVLINK_LINK_COUNT),
+                ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", _FI_NVLINK_TX),
+                ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", _FI_NVLINK_RX),
+                ("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", _FI_PCIE_TX),
+                ("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", _FI_PCIE_RX),
+                ("NVML_GPM_METRIC_SM_UTIL", _GPM_SM_UTIL),
+                ("NVML_GPM_METRIC_SM_OCCUPANCY", _GPM_SM_OCCUPANCY),
+                ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", _GPM_ANY_TENSOR_UTIL),
+                ("NVML_GPM_METRIC_DRAM_BW_UTIL", _GPM_DRAM_BW_UTIL),
+                ("NVML_ERROR_INVALID_ARGUMENT", _INVALID_ARGUMENT),
+            )
+        }
+        self._gpm_ids = [
+            self._const["NVML_GPM_METRIC_SM_UTIL"],
+            self._const["NVML_GPM_METRIC_SM_OCCUPANCY"],
+            self._const["NVML_GPM_METRIC_ANY_TENSOR_UTIL"],
+            self._const["NVML_GPM_METRIC_DRAM_BW_UTIL"],
+        ]
+        self.cards: list[_Card] = []
+        count = nvml.call("nvmlDeviceGetCount") or 0
+        for index in range(count):
+            self.cards.append(self._open_card(index))
+
+    # ---- static facts ----
+    def _open_card(self, index: int) -> _Card:
+        try:
+            handle = self.nvml.call("nvmlDeviceGetHandleByIndex", index)
+            if handle is None:
+                raise GpuLost("nvmlDeviceGetHandleByIndex")
+            card = _Card(index=index, handle=handle, info=self._static_info(index, handle))
+            self._setup_gpm(card)
+            self._setup_nvlink(card)
+        except GpuLost:
+            card = _Card(index=index, handle=None, info=GpuInfo(index=index))
+            self._mark_lost(card)
+        return card
+
+    def _static_info(self, index: int, handle: Any) -> GpuInfo:
+        pci = self.nvml.call("nvmlDeviceGetPciInfo", handle)
+        bus_id = None
+        if pci is not None:
+            bus_id = _text(getattr(pci, "busId", None)) or _text(getattr(pci, "busIdLegacy", None))
+        memory = self.nvml.call("nvmlDeviceGetMemoryInfo", handle)
+        return GpuInfo(
+            index=index,
+            name=self.nvml.text("nvmlDeviceGetName", handle),
+            uuid=self.nvml.text("nvmlDeviceGetUUID", handle),
+            pci_bus_id=bus_id,
+            mem_total_bytes=getattr(memory, "total", None),
+            pcie_gen_max=self.nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            pcie_width_max=self.nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle),
+        )
+
+    def _setup_gpm(self, card: _Card) -> None:
+        support = self.nvml.call("nvmlGpmQueryDeviceSupport", card.handle)
+        request_type = getattr(self.m, "c_nvmlGpmMetricsGet_t", None)
+        if not support or not getattr(support, "isSupportedDevice", 0) or request_type is None:
+            return
+        first = self.nvml.call("nvmlGpmSampleAlloc")
+        second = self.nvml.call("nvmlGpmSampleAlloc")
+        if first is None or second is None:
+            return
+        request = request_type()
+        request.version = getattr(self.m, "NVML_GPM_METRICS_GET_VERSION", 1)
+        request.numMetrics = len(self._gpm_ids)
+        for i, metric_id in enumerate(self._gpm_ids):
+            request.metrics[i].metricId = metric_id
+        card.gpm_supported = True
+        card.gpm_prev, card.gpm_spare, card.gpm_request = first, second, request
+
+    def _setup_nvlink(self, card: _Card) -> None:
+        """Count links once; no links -> NVLink fields are never asked for again."""
+        fid = self._const["NVML_FI_DEV_NVLINK_LINK_COUNT"]
+        values = self.nvml.call("nvmlDeviceGetFieldValues", card.handle, [fid])
+        links = None
+        if values:
+            entry = values[0]
+            if getattr(entry, "nvmlReturn", 1) == _SUCCESS:
+                links = field_value(entry.value, getattr(entry, "valueType", 1))
+        card.nvlink_links = links
+        # links None: the count is not reported; try the aggregate counters once and see.
+        card.nvlink_mode = "none" if links == 0 else "aggregate"
+
+    @property
+    def gpu_infos(self) -> list[GpuInfo]:
+        return [card.info for card in self.cards]
+
+    @property
+    def handles(self) -> list[Any]:
+        return [card.handle for card in self.cards]
+
+    @property
+    def lost(self) -> set[int]:
+        return {card.index for card in self.cards if card.lost}
+
+    # ---- per tick ----
+    def sample(self) -> list[GpuSample]:
+        out = []
+        for card in self.cards:
+            if card.lost and not self._probe(card):
+                out.append(GpuSample(index=card.index))
+                continue
+            try:
+                out.append(self._sample_card(card))
+            except GpuLost:
+                self._mark_lost(card)
+                out.append(GpuSample(index=card.index))
+        return out
+
+    def _sample_card(self, card: _Card) -> GpuSample:
+        h = card.handle
+        call = self.nvml.call
+        s = GpuSample(index=card.index)
+        s.util_pct, s.util_min_pct, s.util_max_pct = self._util(card)
+        memory = call("nvmlDeviceGetMemoryInfo", h)
+        if memory is not None:
+            s.mem_used_bytes = getattr(memory, "used", None)
+            s.mem_total_bytes = getattr(memory, "total", None)
+        power_mw = call("nvmlDeviceGetPowerUsage", h)
+        s.power_w = power_mw / 1000.0 if power_mw is not None else None
+        temp = call("nvmlDeviceGetTemperature", h, self._const["NVML_TEMPERATURE_GPU"])
+        s.temp_c = float(temp) if temp is not None else None
+        clock = call("nvmlDeviceGetClockInfo", h, self._const["NVML_CLOCK_SM"])
+        s.sm_clock_mhz = float(clock) if clock is not None else None
+        rates = self._link_rates(card)
+        s.pcie_tx_bytes_per_s = rates.get("pcie_tx")
+        s.pcie_rx_bytes_per_s = rates.get("pcie_rx")
+        s.nvlink_tx_bytes_per_s = rates.get("nvlink_tx")
+        s.nvlink_rx_bytes_per_s = rates.get("nvlink_rx")
+        if card.gpm_supported:
+            gpm = self._gpm(card)
+            if gpm is not None:
+                s.sm_active_pct, s.sm_occupancy_pct, s.tensor_active_pct, s.dram_active_pct = gpm
+        return s
+
+    def _util(self, card: _Card) -> tuple[float | None, float | None, float | None]:
+        """Mean/min/max of the driver samples newer than the last one seen; fallback: the current rate."""
+        since = card.last_util_ts or 0
+        got = self.nvml.call("nvmlDeviceGetSamples", card.handle, self._const["NVML_GPU_UTILIZATION_SAMPLES"], since)
+        priming = card.last_util_ts is None
+        if got:
+            value_type, samples = got
+            values = []
+            newest = since
+            for sample in samples:
+                ts = sample.timeStamp
+                if ts <= since:
+                    continue
+                newest = max(newest, ts)
+                value = field_value(sample.sampleValue, value_type)
+                if value is not None:
+                    values.append(float(value))
+            if newest > since:
+                card.last_util_ts = newest
+            if values and not priming:  # the first read holds the driver's whole buffer: not this tick
+                return sum(values) / len(values), min(values), max(values)
+        rates = self.nvml.call("nvmlDeviceGetUtilizationRates", card.handle)
+        gpu = getattr(rates, "gpu", None) if rates is not None else None
+        if gpu is None:
+            return None, None, None
+        return float(gpu), float(gpu), float(gpu)
+
+    def _field_request(self, card: _Card) -> list[tuple[str, Any]]:
+        c = self._const
+        request: list[tuple[str, Any]] = [
+            ("pcie_tx", c["NVML_FI_DEV_PCIE_COUNT_TX_BYTES"]),
+            ("pcie_rx", c["NVML_FI_DEV_PCIE_COUNT_RX_BYTES"]),
+        ]
+        tx, rx = c["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"], c["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"]
+        if card.nvlink_mode == "aggregate":
+            request += [("nvlink_tx", (tx, _SCOPE_ALL_LINKS)), ("nvlink_rx", (rx, _SCOPE_ALL_LINKS))]
+        elif card.nvlink_mode == "per_link" and card.nvlink_links:
+            for link in range(card.nvlink_links):
+                request += [("nvlink_tx", (tx, link)), ("nvlink_rx", (rx, link))]
+        return request
+
+    def _link_rates(self, card: _Card) -> dict[str, float | None]:
+        """One batched field read; rates from the deltas of cumulative counters."""
+        request = self._field_request(card)
+        now = self._clock()
+        values = self.nvml.call("nvmlDeviceGetFieldValues", card.handle, [fid for _, fid in request])
+        if not values:
+            return {}
+        totals: dict[str, tuple[int, int]] = {}  # key -> (sum of counters, newest timestamp)
+        failed: dict[str, int] = {}
+        for (key, _), entry in zip(request, values, strict=False):
+            ret = getattr(entry, "nvmlReturn", _SUCCESS)
+            if ret != _SUCCESS:
+                failed[key] = ret
+                continue
+            value = field_value(entry.value, getattr(entry, "valueType", 3))
+            if value is None:
+                failed[key] = -1
+                continue
+            total, ts = totals.get(key, (0, 0))
+            totals[key] = (total + int(value), max(ts, int(getattr(entry, "timestamp", 0) or 0)))
+        self._adapt_nvlink(card, failed)
+        rates: dict[str, float | None] = {}
+        for key in {k for k, _ in request}:
+            if key in failed or key not in totals:
+                card.counters.pop(key, None)
+                rates[key] = None
+                continue
+            value, ts = totals[key]
+            rates[key] = self._rate(card, key, _Counter(value, ts, now))
+        return rates
+
+    def _adapt_nvlink(self, card: _Card, failed: dict[str, int]) -> None:
+        if card.nvlink_mode == "aggregate" and "nvlink_tx" in failed:
+            # A driver that rejects the aggregate scope: sum per-link scopes if we know the link count.
+            if failed["nvlink_tx"] == self._const["NVML_ERROR_INVALID_ARGUMENT"] and card.nvlink_links:
+                card.nvlink_mode = "per_link"
+            else:
+                card.nvlink_mode = "none"  # no NVLink on this card: stop asking
+        elif card.nvlink_mode == "per_link" and "nvlink_tx" in failed:
+            card.nvlink_mode = "none"
+
+    def _rate(self, card: _Card, key: str, now: _Counter) -> float | None:
+        prev = card.counters.get(key)
+        card.counters[key] = now
+        if prev is None:
+            return None  # first reading: nothing to difference against
+        delta = now.value - prev.value
+        if delta < 0:
+            return None  # counter reset or wrap: no honest rate for this tick
+        elapsed = now.mono - prev.mono
+        if now.ts_us and prev.ts_us and now.ts_us > prev.ts_us:
+            driver_elapsed = (now.ts_us - prev.ts_us) / 1e6
+            # the driver's own timestamps are exact, unless stale (a cached value): then the host clock
+            if elapsed <= 0 or 0.5 * elapsed <= driver_elapsed <= 2.0 * elapsed:
+                elapsed = driver_elapsed
+        if elapsed <= 0:
+            return None
+        scale = 1024.0 if key.startswith("nvlink") else 1.0  # NVLink counters count KiB
+        return delta * scale / elapsed
+
+    def _gpm(self, card: _Card) -> tuple[float | None, ...] | None:
+        """GPM metrics between last tick's sample and a fresh one; the fresh one becomes 'previous'."""
+        fresh = self.nvml.call("nvmlGpmSampleGet", card.handle, card.gpm_spare)
+        if fresh is None:
+            card.gpm_prev_ok = False
+            return None
+        result = None
+        if card.gpm_prev_ok:
+            request = card.gpm_request
+            request.sample1, request.sample2 = card.gpm_prev, card.gpm_spare
+            got = self.nvml.call("nvmlGpmMetricsGet", request)
+            if got is not None:
+                result = tuple(
+                    float(request.metrics[i].value) if request.metrics[i].nvmlReturn == _SUCCESS else None
+                    for i in range(len(self._gpm_ids))
+                )
+        card.gpm_prev, card.gpm_spare = card.gpm_spare, card.gpm_prev
+        card.gpm_prev_ok = True
+        return result
+
+    # ---- lost cards ----
+    def _mark_lost(self, card: _Card) -> None:
+        if not card.lost:
+            self.messages.append(f"GPU {card.index} stopped answering (GPU is lost): showing it as lost.")
+        card.lost = True
+        card.counters.clear()
+        card.gpm_prev_ok = False
+        card.last_util_ts = None
+        card.next_probe_at = self._clock() + card.probe_backoff_s
+
+    def _probe(self, card: _Card) -> bool:
+        """One cheap call, with doubling back-off, to see whether a lost card came back."""
+        now = self._clock()
+        if now < card.next_probe_at:
+            return False
+        card.probe_backoff_s = min(card.probe_backoff_s * 2, LOST_PROBE_MAX_S)
+        card.next_probe_at = now + card.probe_backoff_s
+        try:
+            if card.handle is None:
+                card.handle = self.nvml.call("nvmlDeviceGetHandleByIndex", card.index)
+                if card.handle is None:
+                    return False
+                card.info = self._static_info(card.index, card.handle)
+                self._setup_gpm(card)
+                self._setup_nvlink(card)
+            elif self.nvml.call("nvmlDeviceGetMemoryInfo", card.handle) is None:
+                return False
+        except GpuLost:
+            return False
+        card.lost = False
+        card.probe_backoff_s = LOST_PROBE_FIRST_S
+        self.messages.append(f"GPU {card.index} answers again.")
+        return True
+
+    def close(self) -> None:
+        for card in self.cards:
+            for sample in (card.gpm_prev, card.gpm_spare):
+                if sample is not None and card.gpm_supported:
+                    try:
+                        self.nvml.call("nvmlGpmSampleFree", sample)
+                    except GpuLost:
+                        pass
+            card.gpm_supported = False

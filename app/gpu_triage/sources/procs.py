@@ -1,0 +1,231 @@
+"""The processes on each GPU, their CPU use, and their child processes (DataLoader workers).
+
+Why: a GPU waiting on its input pipeline shows as a training process whose workers are pegged (or too
+few), and workers re-spawned every epoch show as changing pids. So for each (process, card) pair we
+report the process's own CPU % (100 = one core) and each descendant's CPU % and pid.
+
+Cost is kept bounded for a box with hundreds of workers:
+- CPU % comes from ``cpu_times()`` deltas against the previous tick, with a cached ``psutil.Process``
+  per pid (one /proc read per process per tick); a process born since the last tick is measured from
+  its creation time, so new workers get a real figure on their first tick instead of a fake 0.
+- Descendants are found on Linux through ``/proc/PID/task/TID/children`` (reads only the family of
+  each GPU process), and elsewhere through psutil's ``children(recursive=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.model import ProcSample
+from gpu_triage.nvmlwrap import GpuLost, Nvml
+
+_MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
+
+
+def proc_children(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+    """Direct children of ``pid`` from procfs (every thread's children file); None when unavailable."""
+    task_dir = proc_root / str(pid) / "task"
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None
+    children: list[int] = []
+    found_file = False
+    for tid in tids:
+        try:
+            text = (task_dir / tid / "children").read_text()
+        except FileNotFoundError:
+            continue  # the thread ended, or the kernel lacks CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+        found_file = True
+        children.extend(int(tok) for tok in text.split())
+    return children if found_file else None
+
+
+def descendants_procfs(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+    """All descendants of ``pid`` (breadth first), or None when procfs cannot tell."""
+    first = proc_children(pid, proc_root)
+    if first is None:
+        return None
+    out: list[int] = []
+    seen = {pid}
+    queue = list(first)
+    while queue and len(out) < _MAX_DESCENDANTS:
+        child = queue.pop(0)
+        if child in seen:
+            continue
+        seen.add(child)
+        out.append(child)
+        queue.extend(proc_children(child, proc_root) or [])
+    return out
+
+
+@dataclass
+class _Tracked:
+    proc: Any  # psutil.Process
+    create_time: float | None
+    cpu_s: float | None  # user+system seconds at the last reading
+    at: float  # our clock at the last reading
+    seen_tick: int
+    name: str | None = None  # read once: a process's name rarely changes, and each read is a /proc read
+
+
+class GpuProcessReader:
+    """Per tick: which processes use which card, with their CPU and their workers' CPU."""
+
+    def __init__(
+        self,
+        nvml: Nvml,
+        cards: list[tuple[int, Any]],
+        psutil_module: Any | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        use_procfs: bool | None = None,
+    ) -> None:
+        if psutil_module is None:
+            import psutil as psutil_module  # noqa: PLC0415 - injected in tests
+        self.nvml = nvml
+        self.cards = cards  # (NVML index, handle)
+        self.ps = psutil_module
+        self._clock = clock
+        self._wall = wall_clock
+        self._tracked: dict[int, _Tracked] = {}
+        self._tick = 0
+        self._last_wall: float | None = None
+        if use_procfs is None:
+            use_procfs = Path("/proc/self/task").is_dir() and getattr(psutil_module, "LINUX", False)
+        self._use_procfs = use_procfs
+        self._no_such = getattr(psutil_module, "NoSuchProcess", ProcessLookupError)
+        self._denied = getattr(psutil_module, "AccessDenied", PermissionError)
+        self._gone = (self._no_such, self._denied, getattr(psutil_module, "ZombieProcess", self._no_such))
+
+    def sample(self, lost: Iterable[int] = ()) -> list[ProcSample]:
+        self._tick += 1
+        lost_set = set(lost)
+        per_card: list[tuple[int, dict[int, int | None]]] = []
+        for index, handle in self.cards:
+            if index in lost_set or handle is None:
+                continue
+            try:
+                per_card.append((index, self._gpu_processes(handle)))
+            except GpuLost:
+                continue  # the GPU reader marks the card lost on its own next call
+        gpu_pids = {pid for _, procs in per_card for pid in procs}
+        now = self._clock()
+        family_cache: dict[int, list[int]] = {}
+        cpu_cache: dict[int, float | None] = {}
+        out: list[ProcSample] = []
+        for index, procs in per_card:
+            for pid, gpu_mem in sorted(procs.items()):
+                if pid not in cpu_cache:
+                    cpu_cache[pid] = self._cpu_pct(pid, now)
+                if pid not in family_cache:
+                    family_cache[pid] = [c for c in self._descendants(pid) if c not in gpu_pids]
+                workers = family_cache[pid]
+                worker_cpu: list[float] = []
+                worker_pids: list[int] = []
+                for child in workers:
+                    if child not in cpu_cache:
+                        cpu_cache[child] = self._cpu_pct(child, now)
+                    value = cpu_cache[child]
+                    if value is not None:  # None: it exited or is hidden from us; leave it out
+                        worker_pids.append(child)
+                        worker_cpu.append(value)
+                out.append(
+                    ProcSample(
+                        pid=pid,
+                        gpu_index=index,
+                        name=self._name(pid),
+                        gpu_mem_bytes=gpu_mem,
+                        cpu_pct=cpu_cache[pid],
+                        workers=len(worker_pids),
+                        workers_cpu_pct=worker_cpu,
+                        worker_pids=worker_pids,
+                    )
+                )
+        # forget processes not seen this tick, so the cache cannot grow without bound
+        for pid in [p for p, t in self._tracked.items() if t.seen_tick != self._tick]:
+            del self._tracked[pid]
+        self._last_wall = self._wall()
+        return out
+
+    def _gpu_processes(self, handle: Any) -> dict[int, int | None]:
+        """pid -> GPU memory (None when the driver hides it), compute and graphics merged."""
+        procs: dict[int, int | None] = {}
+        for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            for entry in self.nvml.call(fn, handle) or []:
+                pid = int(entry.pid)
+                mem = getattr(entry, "usedGpuMemory", None)
+                if mem is not None and mem >= (1 << 64) - 1:  # NVML_VALUE_NOT_AVAILABLE in older bindings
+                    mem = None
+                if pid in procs and procs[pid] is not None:
+                    mem = max(procs[pid] or 0, mem or 0)
+                procs[pid] = mem
+        return procs
+
+    def _process(self, pid: int) -> _Tracked | None:
+        tracked = self._tracked.get(pid)
+        if tracked is not None:
+            tracked.seen_tick = self._tick
+            return tracked
+        try:
+            proc = self.ps.Process(pid)
+            create_time = proc.create_time()
+        except self._gone:
+            return None
+        tracked = _Tracked(proc=proc, create_time=create_time, cpu_s=None, at=0.0, seen_tick=self._tick)
+        try:
+            tracked.name = proc.name()
+        except self._gone:
+            tracked.name = None
+        self._tracked[pid] = tracked
+        return tracked
+
+    def _cpu_pct(self, pid: int, now: float) -> float | None:
+        tracked = self._process(pid)
+        if tracked is None:
+            return None
+        try:
+            times = tracked.proc.cpu_times()
+        except self._gone:
+            self._tracked.pop(pid, None)
+            return None
+        cpu_s = float(times.user) + float(times.system)
+        prev_s, prev_at = tracked.cpu_s, tracked.at
+        tracked.cpu_s, tracked.at = cpu_s, now
+        if prev_s is not None:
+            elapsed = now - prev_at
+            return max(0.0, 100.0 * (cpu_s - prev_s) / elapsed) if elapsed > 0 else None
+        # First sight. Born since our last tick: measure from its birth (a new worker's real load).
+        # Older than that, or on our very first tick: no baseline yet, so no figure.
+        wall = self._wall()
+        if self._last_wall is not None and tracked.create_time is not None and tracked.create_time >= self._last_wall:
+            age = wall - tracked.create_time
+            return max(0.0, 100.0 * cpu_s / age) if age > 0.05 else None
+        return None
+
+    def _descendants(self, pid: int) -> list[int]:
+        if self._use_procfs:
+            found = descendants_procfs(pid)
+            if found is not None:
+                return found
+        tracked = self._process(pid)
+        if tracked is None:
+            return []
+        try:
+            return [child.pid for child in tracked.proc.children(recursive=True)][:_MAX_DESCENDANTS]
+        except self._gone:
+            return []
+
+    def _name(self, pid: int) -> str | None:
+        tracked = self._tracked.get(pid)
+        if tracked is not None and tracked.name is not None:
+            return tracked.name
+        return self.nvml.text("nvmlSystemGetProcessName", pid)  # e.g. another user's process
