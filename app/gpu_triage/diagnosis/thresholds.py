@@ -25,9 +25,11 @@ class Thresholds:
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     mem_held_frac: float = 0.10  # memory held: share of the card's memory in use
     imbalance_pct: float = 30.0  # spread of mean GPU-Util between cards
-    sawtooth_min_swing_pct: float = 50.0  # p95 - p5 of GPU-Util for a sawtooth
+    sawtooth_min_swing_pct: float = 50.0  # p95 - p5 of GPU-Util (ticks, or min/max inside ticks) for a sawtooth
     sawtooth_min_acf: float = 0.3  # autocorrelation at the period for a periodic stall
-    hold_s: float = 10.0  # a new verdict must hold this long before it replaces the old one
+    hold_s: float = 6.0  # a new verdict must hold this long before it replaces the old one
+    recent_s: float = 20.0  # the current verdict judges this much recent history (levels, causes)
+    regime_min_s: float = 4.0  # a steady stretch this long at the end is a new regime of its own
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Thresholds:

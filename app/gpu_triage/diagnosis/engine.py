@@ -1,0 +1,227 @@
+"""diagnose(): a window of ticks in, one verdict out. Pure: no I/O, no clock, no globals.
+
+What is judged: the *current regime*, not the whole window. A 5-minute window averaged would take minutes to
+notice a change, so the levels and causes are read over the last ``recent_s`` seconds; and if the end of
+that stretch is a steady block that differs from what came before, longer than any such block seen earlier
+in the window (so it is not just the low phase of a cycle), only that block is judged. Periods are looked
+for in the judged stretch and, when that stretch is short, in the whole window too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpu_triage.diagnosis.advice import advise
+from gpu_triage.diagnosis.causes import host_facts, proc_facts, find_cause
+from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiod, card_shape, nanmean
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.window import WindowView
+
+
+@dataclass(slots=True)
+class Verdict:
+    pattern: str
+    bottleneck: str
+    gpus: list[int]
+    confidence: float
+    evidence: list[str]
+    advice: list[str]
+    period_s: float | None = None
+    duty: float | None = None
+    facts: dict[str, float] = field(default_factory=dict)
+    per_gpu: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.pattern, self.bottleneck)
+
+
+def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdict:
+    return Verdict("idle", "none", [], 0.1, [reason], [], facts=facts or {})
+
+
+def tick_seconds(view: WindowView) -> float:
+    """The tick length: median of the recorded intervals, else of the timestamps' steps, else 2 s."""
+    iv = view.interval_s[~np.isnan(view.interval_s)] if view.interval_s.size else view.interval_s
+    if iv.size and float(np.median(iv)) > 0:
+        return float(np.median(iv))
+    if view.t.size >= 2:
+        d = np.diff(view.t)
+        d = d[d > 0]
+        if d.size:
+            return float(np.median(d))
+    return 2.0
+
+
+def _tick_features(view: WindowView) -> np.ndarray:
+    """Per tick (T, 7): GPU-Util, min, max inside tick (card means), memory share, CPU mean, busiest disk, iowait."""
+    g = view.gpu
+    util = nanmean(g["util_pct"], axis=1)
+    umin = nanmean(g["util_min_pct"], axis=1)
+    umax = nanmean(g["util_max_pct"], axis=1)
+    umin = np.where(np.isnan(umin), util, umin)
+    umax = np.where(np.isnan(umax), util, umax)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mem = nanmean(g["mem_used_bytes"] / g["mem_total_bytes"], axis=1) * 100.0
+    cpu = nanmean(view.cpu, axis=1) if view.cpu.shape[1] else np.full(view.n, np.nan)
+    busy = view.disk["busy_pct"]
+    disk = np.nanmax(np.where(np.isnan(busy), -1.0, busy), axis=1) if busy.shape[1] else np.full(view.n, np.nan)
+    disk = np.where(disk < 0, np.nan, disk)
+    return np.column_stack([util, umin, umax, mem, cpu, disk, view.iowait])
+
+
+# how far a tick may sit from the regime's median and still belong to it, per feature (percentage points)
+_BANDS = np.array([15.0, 25.0, 25.0, 5.0, 20.0, 30.0, 15.0])
+
+
+def _in_band(feat: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    diff = np.abs(feat - ref)
+    ok = (diff <= _BANDS) | np.isnan(diff)
+    return ok.all(axis=1)
+
+
+def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]:
+    """Index of the first judged tick, and whether the judged stretch is a fresh steady regime."""
+    n = view.n
+    recent = max(3, int(math.ceil(th.recent_s / dt)))
+    start = max(0, n - recent)
+    m_min = max(2, int(math.ceil(th.regime_min_s / dt)))
+    if n - start <= m_min:
+        return start, False
+    feat = _tick_features(view)
+    with np.errstate(all="ignore"):
+        ref = np.nanmedian(feat[n - m_min :], axis=0) if not np.isnan(feat[n - m_min :]).all() else None
+    if ref is None:
+        return start, False
+    ok = _in_band(feat, ref)
+    if not ok[n - m_min :].all():
+        return start, False
+    # the steady block at the end
+    k = n - m_min
+    while k > 0 and ok[k - 1]:
+        k -= 1
+    block = n - k
+    if k <= start:  # steady over the whole recent stretch: judge the recent stretch
+        return start, False
+    # is it a new regime, or one more phase of a cycle seen before? compare with earlier runs in band
+    earlier = ok[:k]
+    longest = 0
+    run = 0
+    for v in earlier:
+        run = run + 1 if v else 0
+        longest = max(longest, run)
+    if block > longest:
+        return k, True
+    return start, False
+
+
+def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = None) -> Verdict:
+    """The verdict for the current state of the window (see the module docstring for what is judged)."""
+    th = thresholds
+    n = view.n
+    if n == 0:
+        return no_data_verdict("no ticks yet")
+    if view.n_gpus == 0:
+        return no_data_verdict("no GPU data: host only (no NVIDIA driver, or no card visible)")
+    util_all = view.gpu["util_pct"]
+    if np.isnan(util_all).all():
+        return no_data_verdict("no GPU data: GPU-Util missing on every card")
+
+    dt = tick_seconds(view)
+    start, fresh = judged_span(view, th, dt)
+    sl = slice(start, n)
+    gpu = {k: v[sl] for k, v in view.gpu.items()}
+    util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
+
+    shapes: dict[int, CardShape] = {}
+    for j, idx in enumerate(view.gpu_indexes):
+        shapes[idx] = card_shape(util[:, j], umin[:, j], umax[:, j], th)
+    # a short stretch may hold too few cycles: look for the period over the whole window as well
+    if not fresh and n > (n - start):
+        for j, idx in enumerate(view.gpu_indexes):
+            s = shapes[idx]
+            if s.pattern == "sawtooth" and s.period is None and not s.fast:
+                p = autoperiod(util_all[:, j], th.sawtooth_min_acf)
+                if p is not None:
+                    s.period = p
+    pattern, cards = across_cards(shapes, th)
+
+    hf = host_facts(gpu, view.gpu_indexes, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
+                    view.disk_names, th, cpu_count)
+    others_busy = len([s for s in shapes.values() if s.pattern != "idle"]) > 1
+    pf = proc_facts(view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):], th, others_busy)
+    sm = gpu["sm_active_pct"]
+    sm_per_card = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
+    util_per_card = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
+    cause = find_cause(pattern, hf, pf, th, view.n_gpus, sm_per_card, util_per_card)
+
+    # period and duty: from the cards the pattern concerns
+    period_s: float | None = None
+    duty: float | None = None
+    fast = False
+    saw = [shapes[i] for i in (cards or list(shapes)) if shapes[i].pattern == "sawtooth"]
+    if saw:
+        with_p = [s for s in saw if s.period is not None]
+        if with_p:
+            period_s = float(np.median([s.period.ticks for s in with_p])) * dt  # type: ignore[union-attr]
+        fast = any(s.fast for s in saw)
+        duties = [s.duty for s in saw if s.duty is not None]
+        duty = float(np.median(duties)) if duties else None
+
+    evidence = list(cause.evidence)
+    if pattern == "sawtooth":
+        if period_s is not None:
+            evidence.insert(0, f"sawtooth: period {period_s:.1f} s, busy {duty * 100:.0f} % of it" if duty is not None
+                            else f"sawtooth: period {period_s:.1f} s")
+        elif fast:
+            evidence.insert(0, f"sawtooth faster than the tick ({dt:g} s): min near 0 and max near 100 inside "
+                               "each tick while the mean sits between")
+        else:
+            evidence.insert(0, "GPU-Util swings between stalls and bursts without a steady period")
+    elif pattern == "single_card_busy":
+        idle_cards = [i for i, s in shapes.items() if s.pattern == "idle"]
+        evidence.insert(0, f"card {cards[0]} busy ({shapes[cards[0]].mean:.0f} %) while {len(idle_cards)} "
+                           "other cards idle")
+    elif pattern == "imbalanced":
+        means = {i: s.mean for i, s in shapes.items()}
+        hi_i = max(means, key=means.__getitem__)
+        lo_i = min(means, key=means.__getitem__)
+        evidence.insert(0, f"cards spread: card {hi_i} at {means[hi_i]:.0f} %, card {lo_i} at {means[lo_i]:.0f} %")
+
+    span_s = (n - start) * dt
+    confidence = cause.confidence
+    if n - start < 3:
+        confidence *= 0.5
+    elif span_s < 10.0:
+        confidence *= 0.8
+    if cause.bottleneck == "memory_idle":
+        gpus = [hf.mem_card] if hf.mem_card is not None else cards
+        # every card holding memory counts
+        used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = nanmean(used / total, axis=0)
+        gpus = [idx for j, idx in enumerate(view.gpu_indexes) if frac[j] >= th.mem_held_frac] or gpus
+    else:
+        gpus = cards
+
+    facts = hf.as_dict()
+    facts["period_s"] = float("nan") if period_s is None else period_s
+    facts["duty"] = float("nan") if duty is None else duty
+    facts["judged_s"] = span_s
+    n_procs = len({p.pid for tick in view.procs[-(n - start):] for p in tick}) if view.procs else 0
+    adv = advise(cause.bottleneck, pattern, hf, pf, view.n_gpus, n_procs)
+    return Verdict(
+        pattern=pattern,
+        bottleneck=cause.bottleneck,
+        gpus=list(gpus),
+        confidence=float(np.clip(confidence, 0.0, 1.0)),
+        evidence=evidence,
+        advice=adv,
+        period_s=period_s,
+        duty=duty,
+        facts=facts,
+        per_gpu={i: s.pattern for i, s in shapes.items()},
+    )

@@ -1,0 +1,63 @@
+"""Print the diagnosis per labelled scenario (real H200 traces) and per simulated scenario: expected vs got,
+judged in the middle of each window. Usage: python scripts/diagnosis_table.py [--ticks]
+
+"Middle" = the ticks from 40 % to 100 % ... see MIDDLE below: the shown verdict (after the tracker) and the
+raw verdict at each tick between the window's 35 % and 90 % marks; the row says the share of those ticks
+whose verdict is acceptable, and the most common verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from datetime import datetime
+
+from gpu_triage.config import Config
+from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
+from gpu_triage.diagnosis.offline import load_trace, verdicts
+
+MIDDLE = (0.35, 0.9)
+
+
+def middle(ticks_ts, start: datetime, end: datetime) -> list[int]:
+    a = start + (end - start) * MIDDLE[0]
+    b = start + (end - start) * MIDDLE[1]
+    return [i for i, ts in enumerate(ticks_ts) if a <= ts <= b]
+
+
+def real_rows(path, show_ticks: bool) -> list[tuple]:
+    cfg = Config()
+    trace = load_trace(path)
+    res = verdicts(trace.ticks, trace.interval_s, cfg.thresholds, cfg.window_s, trace.host.cpu_count)
+    ts = [t.ts for t, _, _ in res]
+    rows = []
+    for lab in json.loads(labels_for(path).read_text()):
+        idx = middle(ts, datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"]))
+        ok_raw = [res[i][1].pattern in lab["pattern"] and res[i][1].bottleneck in lab["bottleneck"] for i in idx]
+        ok_shown = [res[i][2].pattern in lab["pattern"] and res[i][2].bottleneck in lab["bottleneck"] for i in idx]
+        got = Counter(f"{res[i][2].pattern}/{res[i][2].bottleneck}" for i in idx).most_common(1)[0][0]
+        if show_ticks:
+            for i in idx:
+                r, s = res[i][1], res[i][2]
+                print(lab["scenario"], ts[i].strftime("%H:%M:%S.%f")[:-4], r.pattern, r.bottleneck, "| shown", s.pattern,
+                      s.bottleneck, f"{r.confidence:.2f}", r.period_s, "|", "; ".join(r.evidence[:3]), file=sys.stderr)
+        rows.append((path.name.replace("h200-scenarios-", "").replace(".parquet", ""), lab["scenario"],
+                     "/".join(lab["pattern"]) + " · " + "/".join(lab["bottleneck"]), got,
+                     f"{sum(ok_raw)}/{len(idx)}", f"{sum(ok_shown)}/{len(idx)}"))
+    return rows
+
+
+def main() -> None:
+    show = "--ticks" in sys.argv
+    rows = []
+    for p in (H200_TRACE_2S, H200_TRACE_05S):
+        rows += real_rows(p, show)
+    print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
