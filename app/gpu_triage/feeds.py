@@ -149,9 +149,15 @@ class ReplayFeed:
 
     def jump(self, seconds: float) -> bool:
         target_t = self.trace.timestamps[self.position] + seconds
-        idx = int(np.searchsorted(self.trace.timestamps, target_t, side="right")) - 1
+        ts = self.trace.timestamps
+        idx = int(np.searchsorted(ts, target_t))
+        # the tick nearest the target (tick times jitter by milliseconds around the nominal interval)
+        if idx > 0 and (idx >= len(ts) or abs(ts[idx - 1] - target_t) <= abs(ts[idx] - target_t)):
+            idx -= 1
         if seconds > 0 and idx <= self.position:
             idx = self.position + 1
+        elif seconds < 0 and idx >= self.position:
+            idx = self.position - 1
         return self._seek(idx)
 
     def seek_start(self) -> bool:

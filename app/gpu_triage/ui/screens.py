@@ -89,11 +89,12 @@ class DetailScreen(_DetailLike, Screen[None]):
                 yield PlotextPlot(id=f"p_{name}")
 
     def on_mount(self) -> None:
+        self._ready = True
         self.refresh_data(self._view)
 
     def refresh_data(self, view: WindowView) -> None:
         self._view = view
-        if not self.is_mounted or not view.n or self.column >= view.n_gpus:
+        if not getattr(self, "_ready", False) or not view.n or self.column >= view.n_gpus:
             return
         j = self.column
         idx = view.gpu_indexes[j]
