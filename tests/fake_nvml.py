@@ -292,6 +292,7 @@ class FakeNvml:
         self.now_us = start_us
         self.missing = set(missing or ())  # functions the "binding" does not have
         self.calls: Counter[str] = Counter()
+        self.card_calls: Counter[tuple[int, str]] = Counter()  # (card index, function) -> calls
         self.initialised = False
         for i, card in enumerate(self.cards):
             if card.uuid == FakeCard.uuid:
@@ -338,6 +339,7 @@ class FakeNvml:
     # ---- helpers ----
     def _card(self, fn: str, handle: FakeHandle) -> FakeCard:
         self.calls[fn] += 1
+        self.card_calls[(handle.index, fn)] += 1
         if not self.initialised:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
         card = self.cards[handle.index]
