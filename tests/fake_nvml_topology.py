@@ -179,7 +179,8 @@ class FakeNvmlModule:
         cpus = self._value(self._card(h).cpus)
         masks = [0] * words
         for cpu in cpus:
-            masks[cpu // 64] |= 1 << (cpu % 64)
+            if cpu < words * 64:  # like the driver: only what fits in the caller's buffer
+                masks[cpu // 64] |= 1 << (cpu % 64)
         return masks
 
     # -- links --------------------------------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""``gpu-triage doctor`` through cli.main: the NVML module (pynvml) is the only thing swapped, for a fake
+8-card machine or a machine without a driver; psutil, sysfs and the torch probe are this box's own."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from fake_nvml_topology import DRIVER_NOT_LOADED, hgx_8, hgx_ancestor, make_module
+
+from gpu_triage.cli import main
+from gpu_triage.doctor.run import JSON_KEYS
+
+
+@pytest.fixture
+def fake_pynvml(monkeypatch: pytest.MonkeyPatch):
+    def install(module) -> None:
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+
+    monkeypatch.delenv("NCCL_P2P_LEVEL", raising=False)
+    monkeypatch.delenv("NCCL_P2P_DISABLE", raising=False)
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    return install
+
+
+def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_pynvml(make_module(hgx_8(), hgx_ancestor))
+    code = main(["doctor", "--json", "--params", "7e9"])
+    obj = json.loads(capsys.readouterr().out)
+    assert tuple(obj) == JSON_KEYS
+    assert obj["topology"]["verdict"] == "all_nvlink"
+    assert obj["topology"]["matrix"][0][1] == "NV18"
+    traffic = next(c for c in obj["checks"] if c["id"] == "traffic.gradients")
+    assert traffic["data"]["seconds_fp32"] == pytest.approx(56e9 / 450e9)
+    failed = [c["id"] for c in obj["checks"] if c["status"] == "fail"]
+    assert code == (1 if failed else 0)  # this box's host checks are real; no GPU check fails
+
+
+def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+    cards = hgx_8()
+    cards[2].pcie_width = 8
+    fake_pynvml(make_module(cards, hgx_ancestor))
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "GPU0  GPU1" in out and "NV18" in out
+    assert "FAIL  gpu.pcie" in out and "card 2 x8 of x16" in out
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+
+
+def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_pynvml(make_module([], init_error=DRIVER_NOT_LOADED))
+    code = main(["doctor", "--json"])
+    obj = json.loads(capsys.readouterr().out)
+    ids = {c["id"]: c["status"] for c in obj["checks"]}
+    assert ids["gpu.driver"] == "fail"
+    assert {"host.cpu", "host.memory", "host.numa", "software.torch", "software.env"} <= set(ids)
+    assert obj["host"]["cpu_logical"] >= 1
+    assert code == 1
+
+
+def test_bad_params_is_one_line_and_exit_2(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_pynvml(make_module([], init_error=DRIVER_NOT_LOADED))
+    assert main(["doctor", "--params", "-5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpu-triage: error: --params")
