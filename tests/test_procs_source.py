@@ -1,0 +1,231 @@
+"""GPU processes and their workers: fake NVML + fake psutil (outside world), and the real procfs walk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+from fake_nvml import FakeHandle, FakeNvml, FakeProcess, h200_box
+
+from gpu_triage.nvmlwrap import load_nvml
+from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs
+
+CpuTimes = namedtuple("CpuTimes", "user system")
+
+
+class NoSuchProcess(Exception):
+    pass
+
+
+class AccessDenied(Exception):
+    pass
+
+
+class FakeOsProcess:
+    """One process of the fake OS: cpu seconds and children settable by the test."""
+
+    def __init__(self, pid: int, name: str, created: float, ppid: int | None = None) -> None:
+        self.pid, self.name_, self.created, self.ppid = pid, name, created, ppid
+        self.cpu_s = 0.0
+        self.alive = True
+        self.denied = False
+
+
+class FakePsutil:
+    LINUX = False  # force the portable children() path in these tests
+    NoSuchProcess = NoSuchProcess
+    AccessDenied = AccessDenied
+    ZombieProcess = NoSuchProcess
+
+    def __init__(self) -> None:
+        self.procs: dict[int, FakeOsProcess] = {}
+        self.opened = 0
+
+    def add(self, pid: int, name: str, created: float, ppid: int | None = None) -> FakeOsProcess:
+        self.procs[pid] = FakeOsProcess(pid, name, created, ppid)
+        return self.procs[pid]
+
+    def Process(self, pid: int) -> FakeHandleProcess:  # noqa: N802 - psutil's name
+        os_proc = self.procs.get(pid)
+        if os_proc is None or not os_proc.alive:
+            raise NoSuchProcess(pid)
+        self.opened += 1
+        return FakeHandleProcess(self, pid)
+
+
+class FakeHandleProcess:
+    def __init__(self, ps: FakePsutil, pid: int) -> None:
+        self.ps, self.pid = ps, pid
+
+    def _os(self) -> FakeOsProcess:
+        p = self.ps.procs.get(self.pid)
+        if p is None or not p.alive:
+            raise NoSuchProcess(self.pid)
+        if p.denied:
+            raise AccessDenied(self.pid)
+        return p
+
+    def create_time(self) -> float:
+        return self._os().created
+
+    def name(self) -> str:
+        return self._os().name_
+
+    def cpu_times(self) -> CpuTimes:
+        p = self._os()
+        return CpuTimes(p.cpu_s * 0.75, p.cpu_s * 0.25)
+
+    def children(self, recursive: bool = False) -> list[FakeHandleProcess]:
+        self._os()
+        out, frontier = [], [self.pid]
+        while frontier:
+            parent = frontier.pop(0)
+            for p in self.ps.procs.values():
+                if p.ppid == parent and p.alive:
+                    out.append(FakeHandleProcess(self.ps, p.pid))
+                    if recursive:
+                        frontier.append(p.pid)
+        return out
+
+
+class World:
+    """A fake driver and OS sharing one clock."""
+
+    def __init__(self, fake: FakeNvml) -> None:
+        self.fake = fake
+        self.ps = FakePsutil()
+        self.mono = 1000.0
+        self.wall = 1_700_000_000.0
+        self.reader = GpuProcessReader(
+            load_nvml(fake),
+            [(i, FakeHandle(i)) for i in range(len(fake.cards))],
+            self.ps,
+            clock=lambda: self.mono,
+            wall_clock=lambda: self.wall,
+        )
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall += seconds
+
+
+def test_process_and_recursive_workers_cpu_from_deltas() -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=8 << 30)]
+    world = World(fake)
+    main = world.ps.add(100, "python3", created=world.wall - 600)
+    w1 = world.ps.add(101, "pt_data_worker", created=world.wall - 500, ppid=100)
+    w2 = world.ps.add(102, "pt_data_worker", created=world.wall - 500, ppid=100)
+    grandchild = world.ps.add(103, "decoder", created=world.wall - 400, ppid=101)
+    world.ps.add(200, "unrelated", created=world.wall - 600)
+    first = world.reader.sample()[0]
+    assert first.cpu_pct is None  # no baseline on the very first look: no figure rather than a fake 0
+    world.advance(2.0)
+    main.cpu_s += 1.0  # half a core
+    w1.cpu_s += 2.0  # one full core
+    w2.cpu_s += 4.0  # two cores (threads)
+    grandchild.cpu_s += 0.5
+    proc = world.reader.sample()[0]
+    assert (proc.pid, proc.gpu_index, proc.name, proc.gpu_mem_bytes) == (100, 0, "python3", 8 << 30)
+    assert proc.cpu_pct == pytest.approx(50.0)
+    assert proc.workers == 3 and sorted(proc.worker_pids) == [101, 102, 103]
+    by_pid = dict(zip(proc.worker_pids, proc.workers_cpu_pct, strict=True))
+    assert by_pid == {101: pytest.approx(100.0), 102: pytest.approx(200.0), 103: pytest.approx(25.0)}
+
+
+def test_worker_born_since_last_tick_is_measured_from_its_birth() -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    world = World(fake)
+    world.ps.add(100, "python3", created=world.wall - 600)
+    world.reader.sample()
+    world.advance(2.0)
+    born = world.ps.add(150, "pt_data_worker", created=world.wall - 1.0, ppid=100)  # a respawned worker
+    born.cpu_s = 0.9
+    proc = world.reader.sample()[0]
+    assert proc.worker_pids == [150] and proc.workers_cpu_pct == [pytest.approx(90.0)]
+
+
+def test_vanished_and_denied_processes_do_not_break_the_tick() -> None:
+    fake = h200_box(2)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=None)]
+    fake.cards[1].processes = [FakeProcess(pid=300, usedGpuMemory=5)]
+    world = World(fake)
+    world.ps.add(100, "python3", created=world.wall - 60)
+    worker = world.ps.add(101, "worker", created=world.wall - 60, ppid=100)
+    other = world.ps.add(300, "someone_else", created=world.wall - 60)
+    world.reader.sample()
+    world.advance(2.0)
+    worker.alive = False  # exited between listing and reading
+    other.denied = True  # another user's process
+    procs = {p.pid: p for p in world.reader.sample()}
+    assert procs[100].gpu_mem_bytes is None and procs[100].workers == 0
+    assert procs[300].cpu_pct is None and procs[300].gpu_index == 1
+
+
+def test_a_gpu_process_under_another_is_not_its_worker() -> None:
+    fake = h200_box(2)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    fake.cards[1].processes = [FakeProcess(pid=101, usedGpuMemory=1)]  # mp.spawn'ed rank 1
+    world = World(fake)
+    world.ps.add(100, "rank0", created=world.wall - 60)
+    world.ps.add(101, "rank1", created=world.wall - 60, ppid=100)
+    world.ps.add(102, "worker", created=world.wall - 60, ppid=100)
+    world.reader.sample()
+    world.advance(1.0)
+    procs = {p.pid: p for p in world.reader.sample()}
+    assert procs[100].worker_pids == [102]
+
+
+def test_process_objects_are_cached_between_ticks_and_forgotten_when_gone() -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    world = World(fake)
+    world.ps.add(100, "python3", created=world.wall - 60)
+    for _ in range(5):
+        world.advance(1.0)
+        world.reader.sample()
+    assert world.ps.opened == 1
+    fake.cards[0].processes = []
+    world.reader.sample()
+    assert world.reader._tracked == {}  # noqa: SLF001 - the cache must not grow without bound
+
+
+def test_lost_card_is_skipped() -> None:
+    fake = h200_box(2)
+    fake.cards[1].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    world = World(fake)
+    assert world.reader.sample(lost={1}) == []
+
+
+def test_procfs_finds_children_and_grandchildren_of_a_real_process() -> None:
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no procfs here")
+    script = (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(c.pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        found = descendants_procfs(parent.pid)
+        if found is None:
+            pytest.skip("kernel without /proc/PID/task/TID/children")
+        assert found == [grandchild]
+        assert descendants_procfs(grandchild) == []
+    finally:
+        for pid in descendants_procfs(parent.pid) or []:  # only the processes this test started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        parent.kill()
+        parent.wait()
