@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
     p.add_argument("--interval", type=_positive_float, metavar="S", help="seconds between ticks (default 2)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="sim sources only: write simulated ticks as fast as they are made (--duration counts simulated time)",
+    )
 
     p = sub.add_parser(
         "replay",

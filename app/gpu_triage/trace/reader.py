@@ -217,7 +217,7 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
         elif not _compatible_scalar(col.type, want):
             raise UserError(f"{path}: column {name!r} has type {col.type}, expected {want}: not a trace-v1 file")
         columns.append(col)
-    out = pa.Table.from_arrays(columns, names=list(COLUMNS))
+    out = pa.Table.from_arrays(columns, names=list(COLUMNS)).replace_schema_metadata(table.schema.metadata)
     if out.column("ts").null_count:
         out = out.filter(pc.is_valid(out.column("ts")))
     return out

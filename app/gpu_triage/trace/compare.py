@@ -1,0 +1,289 @@
+"""``gpu-triage compare BEFORE AFTER``: did the tuning change help, per card and overall?
+
+The figures are the ones the method reads: GPU-Util (mean and its spread p5/p95), SM activity (GPU-Util
+counts any kernel, SM active says how much of the chip worked), the share of stalled time, the share of
+time in each diagnosis, link traffic, and the host (CPU busy, iowait, disks). Each is shown before, after,
+and the change (absolute and relative). Metadata that differs (driver, env vars, interval, cards, host)
+is listed too: a comparison is only fair when the runs differ in the change being tested.
+
+Aggregations run in polars on the Arrow tables (``explode("gpus").unnest("gpus")``), not on Python ticks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from gpu_triage.config import Config
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.trace.reader import TraceFile, open_trace
+
+# (key, label) in display order. Keys are the stable JSON keys.
+CARD_METRICS: tuple[tuple[str, str], ...] = (
+    ("util_mean_pct", "GPU-Util mean %"),
+    ("util_p5_pct", "GPU-Util p5 %"),
+    ("util_p95_pct", "GPU-Util p95 %"),
+    ("sm_active_mean_pct", "SM active mean %"),
+    ("stalled_share_pct", "time stalled %"),
+    ("mem_used_mean_bytes", "memory used mean"),
+    ("pcie_mean_bytes_per_s", "PCIe tx+rx mean"),
+    ("nvlink_mean_bytes_per_s", "NVLink tx+rx mean"),
+    ("power_mean_w", "power mean W"),
+)
+HOST_METRICS: tuple[tuple[str, str], ...] = (
+    ("cpu_busy_mean_pct", "CPU busy mean %"),
+    ("cpu_busiest_core_mean_pct", "busiest core mean %"),
+    ("iowait_mean_pct", "iowait mean %"),
+    ("disk_busy_mean_pct", "disk busy mean %"),
+    ("busiest_disk_mean_pct", "busiest disk mean %"),
+)
+_BYTES_KEYS = {"mem_used_mean_bytes", "pcie_mean_bytes_per_s", "nvlink_mean_bytes_per_s"}
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _gpu_aggs(stall_pct: float) -> list[pl.Expr]:
+    util = pl.col("util_pct")
+    return [
+        util.mean().alias("util_mean_pct"),
+        util.quantile(0.05, interpolation="linear").alias("util_p5_pct"),
+        util.quantile(0.95, interpolation="linear").alias("util_p95_pct"),
+        pl.col("sm_active_pct").mean().alias("sm_active_mean_pct"),
+        ((util < stall_pct).cast(pl.Float64).mean() * 100).alias("stalled_share_pct"),
+        pl.col("mem_used_bytes").cast(pl.Float64).mean().alias("mem_used_mean_bytes"),
+        (pl.col("pcie_tx_bytes_per_s") + pl.col("pcie_rx_bytes_per_s")).mean().alias("pcie_mean_bytes_per_s"),
+        (pl.col("nvlink_tx_bytes_per_s") + pl.col("nvlink_rx_bytes_per_s"))
+        .mean()
+        .alias("nvlink_mean_bytes_per_s"),
+        pl.col("power_w").mean().alias("power_mean_w"),
+    ]
+
+
+def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
+    """Per-card, overall and host figures of one recording (None where the data has no value)."""
+    df = pl.from_arrow(trace.table.select(["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]))
+    assert isinstance(df, pl.DataFrame)
+    gpu_fields = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
+                  "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "power_w"]
+    gpus = (
+        df.select("gpus")
+        .explode("gpus")
+        .drop_nulls("gpus")
+        .select([pl.col("gpus").struct.field(f) for f in gpu_fields])
+        .with_columns(pl.col(c).cast(pl.Float64) for c in gpu_fields if c != "index")
+    )
+    aggs = _gpu_aggs(thresholds.stall_util_pct)
+    overall_row = gpus.select(aggs).to_dicts()[0] if gpus.height else {}
+    cards: dict[str, dict[str, float | None]] = {}
+    if gpus.height:
+        per_card = gpus.group_by("index").agg(aggs).sort("index")
+        for row in per_card.to_dicts():
+            idx = row.pop("index")
+            cards[str(idx)] = {k: _num(row.get(k)) for k, _ in CARD_METRICS}
+
+    cpu = df.select(
+        pl.col("cpu_pct").list.mean().alias("mean"), pl.col("cpu_pct").list.max().alias("max"), "iowait_pct"
+    )
+    disks = (
+        df.with_row_index("row")
+        .select("row", "disks")
+        .explode("disks")
+        .drop_nulls("disks")
+        .select("row", pl.col("disks").struct.field("busy_pct").cast(pl.Float64))
+    )
+    host = {
+        "cpu_busy_mean_pct": _num(cpu["mean"].mean()),
+        "cpu_busiest_core_mean_pct": _num(cpu["max"].mean()),
+        "iowait_mean_pct": _num(cpu["iowait_pct"].mean()),
+        "disk_busy_mean_pct": _num(disks["busy_pct"].mean()) if disks.height else None,
+        "busiest_disk_mean_pct": (
+            _num(disks.group_by("row").agg(pl.col("busy_pct").max())["busy_pct"].mean()) if disks.height else None
+        ),
+    }
+    return {
+        "overall": {k: _num(overall_row.get(k)) for k, _ in CARD_METRICS},
+        "cards": cards,
+        "host": host,
+    }
+
+
+def diagnosis_shares(trace: TraceFile, config: Config) -> dict[str, float] | None:
+    """Share of the recording's time (0-100) per ``pattern/bottleneck``; None without the offline diagnosis.
+
+    The one place compare touches the diagnosis: gpu_triage.diagnosis.offline.segments over the ticks.
+    """
+    try:
+        from gpu_triage.diagnosis.offline import segments
+    except ImportError:
+        return None
+    segs = segments(trace.ticks(), trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)
+    durations: dict[str, float] = {}
+    for seg in segs:
+        key = f"{seg.pattern}/{seg.bottleneck}"
+        durations[key] = durations.get(key, 0.0) + max(_segment_seconds(seg), 0.0)
+    total = sum(durations.values())
+    if total <= 0:
+        return {}
+    return {k: 100.0 * v / total for k, v in sorted(durations.items())}
+
+
+def _segment_seconds(seg: Any) -> float:
+    return float((seg.end - seg.start).total_seconds())
+
+
+def _metadata(trace: TraceFile) -> dict[str, Any]:
+    h = trace.host
+    cards = sorted({g.index for t in trace.ticks(0, 1) for g in t.gpus})
+    out: dict[str, Any] = {
+        "hostname": h.hostname,
+        "driver_version": h.driver_version,
+        "cuda_driver_version": h.cuda_driver_version,
+        "cpu_count": h.cpu_count,
+        "cards": len(h.gpus) if h.gpus else len(cards),
+        "card_names": sorted({g.name for g in h.gpus if g.name}) or None,
+        "interval_s": trace.interval_s,
+        "tool_version": h.extra.get("tool_version"),
+        "kernel": h.extra.get("kernel"),
+        "source": h.extra.get("source"),
+    }
+    env = h.extra.get("env")
+    if isinstance(env, dict):
+        for k, v in env.items():
+            out[f"env.{k}"] = v
+    return out
+
+
+def metadata_differences(before: TraceFile, after: TraceFile) -> dict[str, dict[str, Any]]:
+    a, b = _metadata(before), _metadata(after)
+    diffs: dict[str, dict[str, Any]] = {}
+    for key in list(a) + [k for k in b if k not in a]:
+        if a.get(key) != b.get(key):
+            diffs[key] = {"before": a.get(key), "after": b.get(key)}
+    return diffs
+
+
+def _change(before: float | None, after: float | None) -> dict[str, float | None]:
+    change = None if before is None or after is None else after - before
+    pct = None if change is None or not before else 100.0 * change / abs(before)
+    return {"before": before, "after": after, "change": change, "change_pct": pct}
+
+
+def compare_traces(before: TraceFile, after: TraceFile, config: Config) -> dict[str, Any]:
+    """The whole comparison as a JSON-ready dict with stable keys (see docs/recording.md)."""
+    sa, sb = summarise(before, config.thresholds), summarise(after, config.thresholds)
+    card_ids = sorted(set(sa["cards"]) | set(sb["cards"]), key=int)
+    empty: dict[str, float | None] = {}
+    da, db = diagnosis_shares(before, config), diagnosis_shares(after, config)
+    diagnosis = None
+    if da is not None and db is not None:
+        diagnosis = {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
+    return {
+        "before": _file_info(before),
+        "after": _file_info(after),
+        "overall": {k: _change(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
+        "cards": {
+            c: {
+                k: _change(sa["cards"].get(c, empty).get(k), sb["cards"].get(c, empty).get(k))
+                for k, _ in CARD_METRICS
+            }
+            for c in card_ids
+        },
+        "host": {k: _change(sa["host"].get(k), sb["host"].get(k)) for k, _ in HOST_METRICS},
+        "diagnosis": diagnosis,
+        "metadata_differences": metadata_differences(before, after),
+    }
+
+
+def _file_info(trace: TraceFile) -> dict[str, Any]:
+    return {
+        "path": str(trace.path),
+        "ticks": trace.n,
+        "duration_s": trace.duration_s + trace.interval_s,
+        "interval_s": trace.interval_s,
+        "recovered": trace.recovered,
+    }
+
+
+def _fmt_value(key: str, v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    sign = "+" if signed and v > 0 else ""
+    if key in _BYTES_KEYS:
+        mag = abs(v)
+        for unit, scale in (("GB/s" if "per_s" in key else "GB", 1e9), ("MB/s" if "per_s" in key else "MB", 1e6)):
+            if mag >= scale:
+                return f"{sign}{v / scale:.2f} {unit}"
+        return f"{sign}{v / 1e3:.1f} {'KB/s' if 'per_s' in key else 'KB'}"
+    return f"{sign}{v:.1f}"
+
+
+def _fmt_pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.0f}%"
+
+
+def render_text(result: dict[str, Any]) -> str:
+    """Aligned plain text, readable in a terminal and through a pipe."""
+    lines: list[str] = []
+    for side in ("before", "after"):
+        f = result[side]
+        rec = ", recovered stream" if f["recovered"] else ""
+        lines.append(
+            f"{side:<7} {f['path']}  ({f['ticks']} ticks, {f['duration_s'] / 60:.1f} min at {f['interval_s']:g} s{rec})"
+        )
+    header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
+
+    def block(title: str, rows: dict[str, dict[str, float | None]], labels: Callable[[str], str]) -> None:
+        lines.append("")
+        lines.append(title)
+        lines.append(header)
+        for key, c in rows.items():
+            lines.append(
+                f"  {labels(key):<26}{_fmt_value(key, c['before']):>13}{_fmt_value(key, c['after']):>13}"
+                f"{_fmt_value(key, c['change'], signed=True):>14}{_fmt_pct(c['change_pct']):>8}"
+            )
+
+    card_labels = dict(CARD_METRICS)
+    block("all cards", result["overall"], card_labels.__getitem__)
+    if len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
+        for card, rows in result["cards"].items():
+            block(f"card {card}", rows, card_labels.__getitem__)
+    block("host", result["host"], dict(HOST_METRICS).__getitem__)
+    lines.append("")
+    if result["diagnosis"] is None:
+        lines.append("diagnosis: n/a (the offline diagnosis is not available in this installation)")
+    else:
+        block("diagnosis: share of time %", result["diagnosis"], lambda k: k)
+    lines.append("")
+    diffs = result["metadata_differences"]
+    if diffs:
+        lines.append("metadata that differs")
+        for key, d in diffs.items():
+            lines.append(f"  {key}: {d['before']!r} -> {d['after']!r}")
+    else:
+        lines.append("metadata: the same (driver, env vars, interval, cards, host)")
+    return "\n".join(lines)
+
+
+def run_compare(args: argparse.Namespace, config: Config) -> int:
+    before = open_trace(args.before)
+    after = open_trace(args.after)
+    for t in (before, after):
+        if t.notice:
+            print(f"gpu-triage: {t.notice}", file=sys.stderr)
+    result = compare_traces(before, after, config)
+    if getattr(args, "json", False):
+        print(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        print(render_text(result))
+    return 0

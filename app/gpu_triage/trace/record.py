@@ -1,0 +1,247 @@
+"""``gpu-triage record``: headless recording for tmux, nohup, systemd and batch jobs.
+
+The sampler thread samples the source once per interval and appends each tick to the crash-safe stream
+(:class:`~gpu_triage.trace.writer.TraceWriter`); the main thread only waits, draws one progress line when
+stdout is a terminal, and turns Ctrl-C, SIGTERM and SIGHUP into a clean stop: the sampler is stopped, the
+Parquet is written, its path and tick count printed.
+
+``--fast`` (sim sources only) skips the pacing and writes simulated ticks as fast as they are made:
+``--duration`` then counts simulated seconds. It makes day-long test traces in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.hostmeta import recorder_extra
+from gpu_triage.model import Tick
+from gpu_triage.sources.base import Source
+from gpu_triage.trace.writer import TraceWriter
+
+PROGRESS_EVERY_S = 0.5
+
+
+def sim_scenarios() -> tuple[str, ...]:
+    try:
+        from gpu_triage.sources.sim import SCENARIOS
+    except ImportError:
+        from gpu_triage.cli import SCENARIOS
+    return tuple(SCENARIOS)
+
+
+def make_source(
+    spec: str, *, gpus: int = 8, seed: int = 0, interval_s: float = 2.0, start: datetime | None = None
+) -> Source:
+    """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed."""
+    allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())
+    if spec == "live":
+        try:
+            from gpu_triage.sources.live import LiveSource
+        except ImportError as exc:
+            raise UserError(f"the live source is not available in this installation ({exc})") from exc
+        return LiveSource()
+    if spec.startswith("sim:"):
+        scenario = spec[4:]
+        if scenario not in sim_scenarios():
+            raise UserError(f"unknown --source {spec!r}: use {allowed}")
+        try:
+            from gpu_triage.sources.sim import SimulatedSource
+        except ImportError as exc:
+            raise UserError(f"the simulated source is not available in this installation ({exc})") from exc
+        kwargs: dict[str, Any] = {"gpus": gpus, "seed": seed, "interval_s": interval_s}
+        if start is not None:
+            kwargs["start"] = start
+        return SimulatedSource(scenario, **kwargs)
+    raise UserError(f"unknown --source {spec!r}: use {allowed}")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def human_seconds(s: float) -> str:
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+class _StopSignals:
+    """Turn SIGINT/SIGTERM/SIGHUP into an event for the duration of a recording, then restore."""
+
+    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._previous: dict[int, Any] = {}
+        self.received: str | None = None
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = signal.Signals(signum).name
+        self._stop.set()
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def run_record(args: argparse.Namespace, config: Config) -> int:
+    interval_s = float(getattr(args, "interval", None) or config.interval_s)
+    duration_s: float | None = getattr(args, "duration", None)
+    fast = bool(getattr(args, "fast", False))
+    spec = args.source
+    if fast and not spec.startswith("sim:"):
+        raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
+    start = None
+    if fast and duration_s:
+        start = datetime.now(UTC) - timedelta(seconds=duration_s)  # the fast trace ends about now
+    source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start)
+    record_source(
+        source,
+        Path(args.output),
+        interval_s,
+        duration_s=duration_s,
+        fast=fast,
+        describe_machine=spec == "live",
+    )
+    return 0
+
+
+def record_source(
+    source: Source,
+    output: Path,
+    interval_s: float,
+    *,
+    duration_s: float | None = None,
+    fast: bool = False,
+    describe_machine: bool = True,
+    out: Any = None,
+) -> tuple[Path, int]:
+    """Record ``source`` to ``output`` until ``duration_s`` or a stop signal; closes the source.
+
+    Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
+    progress line (terminals only) and the summary.
+    """
+    out = sys.stdout if out is None else out
+    try:
+        host = source.host_info()
+        host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
+        writer = TraceWriter(output, host, interval_s)
+        for message in source.status().messages:
+            print(f"gpu-triage: {message}", file=sys.stderr)
+        print(
+            f"recording {source.name} to {writer.path} every {interval_s:g} s"
+            + (f" for {human_seconds(duration_s)}" if duration_s else "")
+            + ("" if fast else "; Ctrl-C to stop"),
+            file=out,
+            flush=True,
+        )
+        began = time.monotonic()
+        try:
+            if fast:
+                _record_fast(source, writer, interval_s, duration_s)
+            else:
+                _record_paced(source, writer, interval_s, duration_s, out)
+        except BaseException:
+            writer.abort()  # keep the stream for `gpu-triage recover`
+            raise
+        elapsed = time.monotonic() - began
+    finally:
+        source.close()
+    path = writer.close()
+    print(
+        f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
+        f"{human_seconds(elapsed)}) to {path} ({human_bytes(path.stat().st_size)})",
+        file=out,
+        flush=True,
+    )
+    return path, writer.ticks
+
+
+def _record_fast(source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None) -> None:
+    """Sample back to back without pacing until the simulated duration is covered or a stop signal."""
+    stop = threading.Event()
+    limit = round(duration_s / interval_s) if duration_s else None
+    with _StopSignals(stop):
+        while not stop.is_set() and (limit is None or writer.ticks < limit):
+            writer.append(source.sample())
+
+
+def _record_paced(
+    source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None, out: Any
+) -> None:
+    from gpu_triage.sampler import Sampler
+
+    stop = threading.Event()
+    failure: list[BaseException] = []
+    reported_errors: set[str] = set()
+
+    def on_tick(tick: Tick) -> None:
+        if failure:
+            return
+        try:
+            writer.append(tick)
+        except BaseException as exc:  # a disk error ends the recording; the main thread re-raises it
+            failure.append(exc)
+            stop.set()
+
+    def on_error(exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        if text not in reported_errors:  # say each distinct source problem once, keep recording
+            reported_errors.add(text)
+            print(f"gpu-triage: sampling failed ({text}); still recording", file=sys.stderr, flush=True)
+
+    tty = _is_tty(out)
+    sampler = Sampler(source, interval_s, on_tick, on_error)
+    began = time.monotonic()
+    progress: Callable[[], None] = lambda: _progress(out, writer, time.monotonic() - began)  # noqa: E731
+    with _StopSignals(stop):
+        sampler.start()
+        try:
+            while not stop.is_set():
+                left = None if duration_s is None else duration_s - (time.monotonic() - began)
+                if left is not None and left <= 0:
+                    break
+                stop.wait(PROGRESS_EVERY_S if left is None else min(PROGRESS_EVERY_S, left))
+                if tty:
+                    progress()
+        finally:
+            sampler.stop()
+            if tty:
+                progress()
+                print(file=out, flush=True)
+    if failure:
+        raise failure[0]
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _progress(out: Any, writer: TraceWriter, elapsed: float) -> None:
+    line = f"  {writer.ticks} ticks  {human_seconds(elapsed)}  {human_bytes(writer.bytes_written)}"
+    print("\r" + line + "\x1b[K", end="", file=out, flush=True)
