@@ -339,7 +339,7 @@ def find_cause(pattern: str, hf: HostFacts, pf: ProcFacts, th: Thresholds, n_gpu
             return Cause("data_pipeline", 0.5, ev + [
                 "the training process holds one core at 100 % with no DataLoader workers: it loads data "
                 "itself (num_workers=0)"])
-        if pattern == "sawtooth" or not high:
+        if pattern in ("sawtooth", "steady_low"):
             conf = 0.7 if pattern == "sawtooth" else 0.4
             if not sm_known:
                 conf -= 0.1
@@ -348,8 +348,8 @@ def find_cause(pattern: str, hf: HostFacts, pf: ProcFacts, th: Thresholds, n_gpu
                 f"disk {_pct(hf.disk_busy)}, iowait {_pct(hf.iowait)}, links {_gbs(hf.link_bytes_per_s)}: "
                 "all quiet, so the wait is in the job itself (sleeps, syncs, checkpoints, logging)",
             ])
-    conf = 0.85 if sm_known and _ge(hf.sm_mean, th.sm_low_pct * 2) else 0.6
-    out = ev + ["the GPUs are kept busy"]
+    conf = 0.85 if sm_known and _ge(hf.sm_mean, th.sm_low_pct) else 0.6
+    out = ev + (["the GPUs are kept busy"] if high else ["nothing on the host explains the difference between the cards"])
     if not sm_known:
         out.append(no_sm_note)
     return Cause("none", conf, out)

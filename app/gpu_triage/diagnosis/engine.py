@@ -113,7 +113,8 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]
     for v in earlier:
         run = run + 1 if v else 0
         longest = max(longest, run)
-    if block > longest:
+    # half as long again as the longest such run before: the cycle's low phase jitters, a new regime does not end
+    if block > 1.5 * longest:
         return k, True
     return start, False
 
@@ -149,13 +150,20 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
                     s.period = p
     pattern, cards = across_cards(shapes, th)
 
-    hf = host_facts(gpu, view.gpu_indexes, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
+    # one card busy and the rest idle: the busy card's own waits are what to explain
+    if pattern == "single_card_busy":
+        cols = [view.gpu_indexes.index(i) for i in cards]
+        focus = {k: v[:, cols] for k, v in gpu.items()}
+        focus_idx = list(cards)
+    else:
+        focus, focus_idx = gpu, view.gpu_indexes
+    hf = host_facts(focus, focus_idx, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
                     view.disk_names, th, cpu_count)
     others_busy = len([s for s in shapes.values() if s.pattern != "idle"]) > 1
     pf = proc_facts(view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):], th, others_busy)
     sm = gpu["sm_active_pct"]
-    sm_per_card = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
-    util_per_card = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
+    sm_per_card = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes) if idx in focus_idx}
+    util_per_card = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean) and idx in focus_idx}
     cause = find_cause(pattern, hf, pf, th, view.n_gpus, sm_per_card, util_per_card)
 
     # period and duty: from the cards the pattern concerns

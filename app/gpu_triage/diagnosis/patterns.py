@@ -127,7 +127,7 @@ def card_shape(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresho
         hi = np.where(np.isnan(hi), u, hi)
         swing = float(np.percentile(hi, 95) - np.percentile(lo, 5))
         # a tick swings when its own min is a stall and its max a burst: a cycle shorter than the tick
-        wide = (lo <= th.stall_util_pct) & (hi - lo >= th.sawtooth_min_swing_pct)
+        wide = (lo <= th.stall_util_pct) & (hi - lo >= th.sawtooth_min_swing_pct) & (hi >= th.burst_util_pct)
         fast = bool(wide.mean() >= 0.5) and mean >= th.stall_util_pct
     else:
         swing = p95 - p5
@@ -135,22 +135,24 @@ def card_shape(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresho
     if mean < th.idle_util_pct and p95 < th.stall_util_pct:
         return CardShape("idle", mean, p5, p95, swing, None, False, None)
 
-    period = autoperiod(u, th.sawtooth_min_acf) if swing >= th.sawtooth_min_swing_pct else None
-    tick_swing = (p95 - p5) >= th.sawtooth_min_swing_pct or (
-        have_minmax and swing >= th.sawtooth_min_swing_pct and p5 <= th.stall_util_pct
+    top = float(np.percentile(hi, 95)) if have_minmax else p95
+    # bursts and stalls: the ticks swing, or (a 2 s tick blurs a short cycle) the ticks' min/max swing
+    # around ticks that themselves reach stalls
+    tick_swing = top >= th.burst_util_pct and (
+        (p95 - p5) >= th.sawtooth_min_swing_pct
+        or (have_minmax and swing >= th.sawtooth_min_swing_pct and p5 <= th.stall_util_pct)
     )
+    period = autoperiod(u, th.sawtooth_min_acf) if tick_swing else None
     duty: float | None = None
-    if period is not None and tick_swing:
-        top = float(np.percentile(hi, 95)) if have_minmax else p95
+    if period is not None:
         duty = float(np.clip(mean / top, 0.0, 1.0)) if top > 0 else None
         return CardShape("sawtooth", mean, p5, p95, swing, period, False, duty)
     if fast:
-        top = float(np.percentile(hi, 95))
         duty = float(np.clip(mean / top, 0.0, 1.0)) if top > 0 else None
         return CardShape("sawtooth", mean, p5, p95, swing, None, True, duty)
     if mean >= th.high_util_pct:
         return CardShape("steady_high", mean, p5, p95, swing, None, False, None)
-    if p95 - p5 >= th.sawtooth_min_swing_pct and p95 >= th.high_util_pct * 0.875 and p5 <= th.stall_util_pct:
+    if p95 - p5 >= th.sawtooth_min_swing_pct and p95 >= th.burst_util_pct and p5 <= th.stall_util_pct:
         # SageMaker's "fluctuating" (p95 > 70, p5 < 10) without a confirmed period: bursts and stalls
         duty = float(np.mean(u >= (p5 + p95) / 2))
         return CardShape("sawtooth", mean, p5, p95, swing, None, False, duty)
