@@ -12,7 +12,7 @@ import pytest
 from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
-from gpu_triage.sources.sim import EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
+from gpu_triage.sources.sim import EXPECTED, EXTRA_EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PATTERNS = {"idle", "steady_high", "steady_low", "sawtooth", "single_card_busy", "imbalanced"}
@@ -45,8 +45,8 @@ def iowait(ticks: list[Tick]) -> np.ndarray:
 
 def test_scenarios_and_ground_truth_use_the_fixed_vocabulary() -> None:
     assert SCENARIOS[0] == "healthy" and SCENARIOS[-1] == "periodic_stall" and len(SCENARIOS) == 10
-    assert set(EXPECTED) == set(SCENARIOS)
-    for pattern, bottleneck in EXPECTED.values():
+    assert set(EXPECTED) == set(SCENARIOS) and not set(EXTRA_EXPECTED) & set(SCENARIOS)
+    for pattern, bottleneck in [*EXPECTED.values(), *EXTRA_EXPECTED.values()]:
         assert pattern in PATTERNS and bottleneck in BOTTLENECKS
 
 
@@ -59,7 +59,7 @@ def test_is_a_source_named_after_its_scenario() -> None:
 
 
 def test_same_seed_gives_identical_ticks() -> None:
-    for scenario in SCENARIOS:
+    for scenario in SCENARIOS + tuple(EXTRA_EXPECTED):
         a = [t.to_row() for t in run(scenario, 15, seed=7)]
         b = [t.to_row() for t in run(scenario, 15, seed=7)]
         assert a == b, scenario
@@ -82,7 +82,7 @@ def test_timestamps_step_by_the_interval_from_start_in_utc() -> None:
 
 
 @pytest.mark.parametrize("gpus,cores", [(1, 4), (8, 32), (16, 128)])
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", SCENARIOS + tuple(EXTRA_EXPECTED))
 def test_every_scenario_gives_valid_ticks(scenario: str, gpus: int, cores: int) -> None:
     for t in run(scenario, 20, gpus=gpus, cores=cores):
         assert [g.index for g in t.gpus] == list(range(gpus))
@@ -318,3 +318,14 @@ def test_ticks_round_trip_through_arrow_with_the_trace_v1_types(gpus: int) -> No
     back = [Tick.from_row(row) for row in table.to_pylist()]
     for original, restored in zip(ticks, back, strict=True):
         assert _close(original.to_row(), restored.to_row())
+
+
+def test_epoch_restart_respawns_workers_each_epoch() -> None:
+    src = SimulatedSource("epoch_restart", gpus=2, cores=16, start=START)
+    ticks = [src.sample() for _ in range(45)]  # 90 s: 12 epochs of 7.5 s
+    util = gpu(ticks, "util_pct")[:, 0]
+    assert util.max() > 85 and (util < 1).sum() >= 8  # whole ticks at 0 while the new workers start
+    pid_sets = [tuple(t.procs[0].worker_pids) for t in ticks]
+    changes = sum(a != b for a, b in zip(pid_sets, pid_sets[1:], strict=False))
+    assert 10 <= changes <= 13 and len({t.procs[0].pid for t in ticks}) == 1  # same rank, new workers
+    assert src.expected_at(1) == EXTRA_EXPECTED["epoch_restart"] and "epoch_restart" not in SCENARIOS

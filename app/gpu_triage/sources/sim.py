@@ -38,6 +38,11 @@ memory_idle         idle, memory_idle           cards 65-75 % full, util 0, SM 0
                                                 memory at 0 % CPU; ``mem_hog_idle``
 periodic_stall      sawtooth, stall_unexplained 24 s period: 10 s at 98 %, 14 s at 0 %; CPU, disks and
                                                 links quiet; ``sawtooth_stall`` (8 s period there)
+------------------  --------------------------  ----------------------------------------------------
+epoch_restart       sawtooth, data_pipeline     extra case, not in SCENARIOS: DataLoader workers
+                                                re-spawned every 7.5 s epoch with a slow start: 4.5 s
+                                                at 0 %, 3 s at ~94 %, new worker pids each epoch;
+                                                ``dataloader_epoch_restart``
 ==================  ==========================  ====================================================
 
 Scenarios about several cards (communication, single_card_busy, imbalanced) need ``gpus >= 2`` to show
@@ -93,6 +98,13 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "periodic_stall": ("sawtooth", "stall_unexplained"),
 }
 
+# Cases beyond the ten of the demo and the CLI: playable by name, with their own ground truth.
+EXTRA_EXPECTED: dict[str, tuple[str, str]] = {
+    "epoch_restart": ("sawtooth", "data_pipeline"),
+}
+_ALL_EXPECTED = {**EXPECTED, **EXTRA_EXPECTED}
+_EPOCH_S, _EPOCH_ON_S = 7.5, 3.0
+
 MAX_GPUS = 16
 MAX_CORES = 4096
 
@@ -143,6 +155,7 @@ class _Phase:
     level: float = 0.0  # too_few_workers: slowly wandering GPU-Util level
     bursts: list[tuple[float, float]] = field(default_factory=list)  # data_pipeline: (start, end) on-times
     next_burst_s: float = 0.0
+    epoch: int = -1  # epoch_restart: the epoch whose workers are alive
 
 
 class SimulatedSource:
@@ -212,7 +225,7 @@ class SimulatedSource:
 
     def expected_at(self, k: int) -> tuple[str, str]:
         """Ground truth (pattern, bottleneck) for tick ``k``."""
-        return EXPECTED[self.scenario_at(k)]
+        return _ALL_EXPECTED[self.scenario_at(k)]
 
     def _phase_of(self, k: int) -> int:
         mid = (k - 0.5) * self.interval_s
@@ -292,6 +305,7 @@ class SimulatedSource:
             "communication": max(1, min(3, (C - R) // R)),
             "single_card_busy": max(1, min(2, (C - R) // R)),
             "imbalanced": max(1, min(3, (C - R) // R)),
+            "epoch_restart": max(1, min(12, (C - R) // R)),
         }.get(scenario, 0)
         if scenario == "memory_idle":
             mem_frac = rng.uniform(0.65, 0.75, G)
@@ -334,6 +348,8 @@ class SimulatedSource:
             phase.levels = rng.permutation(spread)
         if scenario == "periodic_stall":
             phase.offset_s = float(rng.uniform(0.0, 24.0))
+        if scenario == "epoch_restart":
+            phase.offset_s = float(rng.uniform(0.0, _EPOCH_S))
         if scenario == "too_few_workers":
             phase.level = float(rng.uniform(34.0, 40.0))
         if scenario == "data_pipeline":
@@ -413,6 +429,14 @@ class SimulatedSource:
             on_frac = float(on.mean())
             subs = on * (98.2 + rng.normal(0.0, 0.5, (G, S)))
             nvlink = rng.uniform(8e9, 12e9, G)
+        elif sc == "epoch_restart":
+            on = ((t_sub + ph.offset_s) % _EPOCH_S) < _EPOCH_ON_S
+            on_frac = float(on.mean())
+            subs = on * (94.5 + rng.normal(0.0, 0.8, (G, S)))
+            sm_ratio = rng.uniform(0.94, 0.96, G)
+            rx_per_pct, tx_share = 0.55e6, 0.22
+            nvlink = rng.uniform(8e9, 12e9, G)
+            self._respawn(ph, int((t_end + ph.offset_s) // _EPOCH_S))
         else:  # pragma: no cover - guarded by _validate
             raise AssertionError(sc)
         subs = np.rint(np.clip(subs, 0.0, 100.0))  # the driver reports whole percents
@@ -496,6 +520,15 @@ class SimulatedSource:
             procs=procs,
         )
 
+    def _respawn(self, ph: _Phase, epoch: int) -> None:
+        """epoch_restart: persistent_workers=False starts a fresh set of worker processes every epoch."""
+        if epoch == ph.epoch:
+            return
+        ph.epoch = epoch
+        R, W = len(ph.main_pids), ph.workers
+        base = ph.main_pids[0] + 100 + (epoch % 500) * (R * W + 3)  # pids climb as the kernel hands them out
+        ph.worker_pids = [[base + r * W + w for w in range(W)] for r in range(R)]
+
     def _bursts_on(self, ph: _Phase, t_sub: np.ndarray) -> np.ndarray:
         """data_pipeline: the GPU computes for 2-3.5 s whenever the workers have a batch ready, then
         waits 3.5-5.5 s for the next; all ranks in lock step (gradient sync)."""
@@ -542,6 +575,9 @@ class SimulatedSource:
         elif sc == "memory_idle":
             main = rng.uniform(0.0, 0.5, R)
             work = np.zeros((R, 0))
+        elif sc == "epoch_restart":  # fresh workers start up, fill a few batches, then the epoch ends
+            main = 0.5 + 97.0 * on_frac + rng.normal(0.0, 0.5, R)
+            work = rng.uniform(28.0, 55.0, (R, W)) * min(1.0, 1.5 * on_frac)
         else:  # periodic_stall: the job sleeps between bursts
             main = 0.5 + 99.5 * on_frac + rng.normal(0.0, 0.5, R)
             work = np.zeros((R, 0))
@@ -605,7 +641,7 @@ def _validate(phases: list[tuple[str, float]], gpus: int, cores: int, interval_s
     if not phases:
         raise SimulationError("simulation schedule is empty: give at least one (scenario, seconds) phase")
     for scenario, seconds in phases:
-        if scenario not in EXPECTED:
+        if scenario not in _ALL_EXPECTED:
             raise SimulationError(f"unknown simulation scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}")
         if scheduled and not (seconds > 0 and math.isfinite(seconds)):
             raise SimulationError(f"schedule phase {scenario!r} lasts {seconds} s: give a positive number of seconds")
