@@ -1,0 +1,189 @@
+"""Ticks written by TraceWriter read back by open_trace equal the ticks produced: through the final Parquet
+and through the crash-safe stream alone, with None fields, empty lists and unicode names."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
+from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
+from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.schema import TRACE_SCHEMA
+from gpu_triage.trace.writer import TraceWriter, stream_path_for
+
+f32 = st.none() | st.floats(width=32, allow_nan=False)
+f64 = st.none() | st.floats(allow_nan=False)
+u16 = st.integers(0, 2**16 - 1)
+u32 = st.integers(0, 2**32 - 1)
+u64 = st.none() | st.integers(0, 2**64 - 1)
+names = st.text(max_size=12)
+
+gpu_samples = st.builds(
+    GpuSample,
+    index=u16,
+    util_pct=f32,
+    util_min_pct=f32,
+    util_max_pct=f32,
+    sm_active_pct=f32,
+    sm_occupancy_pct=f32,
+    tensor_active_pct=f32,
+    dram_active_pct=f32,
+    mem_used_bytes=u64,
+    mem_total_bytes=u64,
+    pcie_tx_bytes_per_s=f64,
+    pcie_rx_bytes_per_s=f64,
+    nvlink_tx_bytes_per_s=f64,
+    nvlink_rx_bytes_per_s=f64,
+    power_w=f32,
+    temp_c=f32,
+    sm_clock_mhz=f32,
+)
+disk_samples = st.builds(
+    DiskSample,
+    name=names,
+    busy_pct=f32,
+    await_ms=f32,
+    read_bytes_per_s=f64,
+    write_bytes_per_s=f64,
+    reads_per_s=f64,
+    writes_per_s=f64,
+)
+proc_samples = st.builds(
+    ProcSample,
+    pid=u32,
+    gpu_index=u16,
+    name=st.none() | names,
+    gpu_mem_bytes=u64,
+    cpu_pct=f32,
+    workers=st.none() | u16,
+    workers_cpu_pct=st.lists(st.floats(width=32, allow_nan=False), max_size=4),
+    worker_pids=st.lists(u32, max_size=4),
+)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+ticks_strategy = st.lists(
+    st.builds(
+        Tick,
+        ts=st.integers(0, 10**12).map(lambda us: EPOCH + timedelta(microseconds=us)),
+        interval_s=st.floats(min_value=0.001, max_value=3600),
+        gpus=st.lists(gpu_samples, max_size=3),
+        cpu_pct=st.lists(st.floats(width=32, allow_nan=False), max_size=6),
+        iowait_pct=f32,
+        host_mem_used_bytes=u64,
+        host_mem_total_bytes=u64,
+        disks=st.lists(disk_samples, max_size=2),
+        procs=st.lists(proc_samples, max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+HOST = HostInfo(
+    hostname="nœud-7",
+    driver_version="580.159.04",
+    cuda_driver_version="13.0",
+    cpu_count=32,
+    gpus=[GpuInfo(index=0, name="NVIDIA H200", uuid="GPU-1", mem_total_bytes=150754820096)],
+    topology=[["X"]],
+    extra={"env": {"NCCL_DEBUG": "INFO"}, "tool_version": "0.1.0"},
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ticks=ticks_strategy)
+def test_ticks_round_trip_through_parquet_and_stream(ticks: list[Tick]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "run.parquet"
+        writer = TraceWriter(target, HOST, 2.0)
+        for t in ticks:
+            writer.append(t)
+
+        # While recording, the stream alone already holds every tick (what a kill -9 leaves).
+        during = open_trace(target)
+        assert during.recovered and during.notice
+        assert during.ticks() == ticks
+
+        path = writer.close()
+        assert path == target and not stream_path_for(target).exists()
+        trace = open_trace(path)
+        assert not trace.recovered
+        assert trace.n == len(ticks)
+        assert trace.ticks() == ticks
+        assert [trace.tick(i) for i in range(trace.n)] == ticks
+        assert list(trace.iter_ticks(chunk=2)) == ticks
+        assert trace.host == HOST
+        assert trace.interval_s == 2.0
+        assert list(trace.timestamps) == [t.ts.timestamp() for t in ticks]
+
+
+def test_written_file_has_the_v1_schema_and_metadata(tmp_path: Path) -> None:
+    source = open_trace(H200_TRACE_2S)
+    writer = TraceWriter(tmp_path / "copy.parquet", source.host, source.interval_s)
+    for t in source.ticks(0, 20):
+        writer.append(t)
+    path = writer.close()
+    f = pq.ParquetFile(path)
+    assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
+    assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
+    meta = f.schema_arrow.metadata
+    assert meta[b"gpu_triage.schema"] == b"1"
+    assert float(meta[b"gpu_triage.interval_s"]) == 2.0
+    assert b'"hostname": "h200-lab"' in meta[b"gpu_triage.host"]
+    assert f.metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_bundled_real_traces_read_back() -> None:
+    for path, interval in ((H200_TRACE_2S, 2.0), (H200_TRACE_05S, 0.5)):
+        trace = open_trace(path)
+        assert trace.interval_s == interval
+        assert trace.host.driver_version == "580.159.04"
+        assert trace.n == pq.ParquetFile(path).metadata.num_rows
+        first, last = trace.tick(0), trace.tick(-1)
+        assert first.gpus[0].index == 0 and first.gpus[0].nvlink_tx_bytes_per_s is None  # no NVLink: null
+        assert len(first.cpu_pct) == 16
+        assert last.ts > first.ts
+        assert (trace.timestamps[1:] > trace.timestamps[:-1]).all()
+        assert trace.ticks(trace.n - 3, trace.n + 5) == [trace.tick(trace.n - 3), trace.tick(trace.n - 2), last]
+        assert trace.index_at(trace.timestamps[10] + 0.01) == 10
+
+
+def test_unknown_columns_and_fields_are_ignored_missing_optional_ones_are_null(tmp_path: Path) -> None:
+    table = pq.read_table(H200_TRACE_2S)
+    # A newer writer: an extra column and an extra field in each GPU struct.
+    gpus = table.column("gpus").combine_chunks()
+    structs = gpus.values
+    newer_struct = pa.StructArray.from_arrays(
+        [structs.field(i) for i in range(structs.type.num_fields)] + [pa.array([7.5] * len(structs), pa.float32())],
+        names=[structs.type.field(i).name for i in range(structs.type.num_fields)] + ["future_metric"],
+    )
+    newer_gpus = pa.ListArray.from_arrays(gpus.offsets, newer_struct)
+    newer = (
+        table.set_column(table.column_names.index("gpus"), "gpus", newer_gpus)
+        .append_column("fan_pct", pa.array([50.0] * table.num_rows))
+        # An older writer: no iowait, no disks, no procs.
+        .drop_columns(["iowait_pct", "disks", "procs"])
+    )
+    path = tmp_path / "other-writer.parquet"
+    pq.write_table(newer, path)
+    trace = open_trace(path)
+    original = open_trace(H200_TRACE_2S)
+    assert trace.n == original.n
+    got, want = trace.tick(5), original.tick(5)
+    assert got.gpus == want.gpus
+    assert got.cpu_pct == want.cpu_pct
+    assert got.iowait_pct is None and got.disks == [] and got.procs == []
+
+
+def test_only_ts_is_required(tmp_path: Path) -> None:
+    ts = [EPOCH + timedelta(seconds=2 * i) for i in range(4)]
+    path = tmp_path / "bare.parquet"
+    pq.write_table(pa.table({"ts": pa.array(ts, pa.timestamp("us"))}), path)  # naive: read as UTC
+    trace = open_trace(path)
+    assert trace.n == 4
+    assert trace.interval_s == 2.0  # from the timestamps when nothing else says
+    assert trace.tick(3) == Tick(ts=ts[3], interval_s=None)
