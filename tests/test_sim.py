@@ -121,12 +121,14 @@ def test_host_info_describes_an_nvlinked_h200_server() -> None:
     assert {v for i, row in enumerate(host.topology) for j, v in enumerate(row) if i != j} == {"NV18"}
     assert host.extra["source"] == "simulated" and host.extra["scenario"] == "communication"
     assert SimulatedSource("healthy", gpus=1).host_info().topology == [["X"]]
+    assert len(SimulatedSource("healthy", gpus=np.int64(3)).host_info().gpus) == 3
     assert host.to_json_obj()["source"] == "simulated"  # extra lands in the trace metadata
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"scenario": "nope"}, {"gpus": 0}, {"gpus": 17}, {"cores": 0}, {"interval_s": 0.0}],
+    [{"scenario": "nope"}, {"gpus": 0}, {"gpus": 17}, {"cores": 0}, {"cores": 2.5}, {"gpus": True},
+     {"interval_s": 0.0}],
 )
 def test_bad_arguments_are_one_line_user_errors(kwargs: dict[str, object]) -> None:
     with pytest.raises(UserError) as err:

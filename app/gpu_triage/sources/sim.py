@@ -62,6 +62,7 @@ holding the middle of its interval, so ``[("healthy", 60), ...]`` at 2 s gives e
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -176,6 +177,7 @@ class SimulatedSource:
         schedule: Sequence[tuple[str, float]] | None = None,
     ) -> None:
         phases = [(scenario, math.inf)] if schedule is None else [(str(s), float(d)) for s, d in schedule]
+        gpus, cores = _whole(gpus, "simulated cards"), _whole(cores, "simulated CPU cores")
         _validate(phases, gpus, cores, interval_s, schedule is not None)
         self.gpus = int(gpus)
         self.cores = int(cores)
@@ -645,12 +647,22 @@ def _validate(phases: list[tuple[str, float]], gpus: int, cores: int, interval_s
             raise SimulationError(f"unknown simulation scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}")
         if scheduled and not (seconds > 0 and math.isfinite(seconds)):
             raise SimulationError(f"schedule phase {scenario!r} lasts {seconds} s: give a positive number of seconds")
-    if not (isinstance(gpus, int) and 1 <= gpus <= MAX_GPUS):
+    if not 1 <= gpus <= MAX_GPUS:
         raise SimulationError(f"{gpus} simulated cards: the simulated server has 1 to {MAX_GPUS}")
-    if not (isinstance(cores, int) and 1 <= cores <= MAX_CORES):
+    if not 1 <= cores <= MAX_CORES:
         raise SimulationError(f"{cores} simulated CPU cores: give 1 to {MAX_CORES}")
     if not (interval_s > 0 and math.isfinite(interval_s)):
         raise SimulationError(f"simulation interval {interval_s} s: give a positive number of seconds")
+
+
+def _whole(value: object, what: str) -> int:
+    """Accept any integer type (numpy's too), refuse bools, floats and text with one clear line."""
+    if isinstance(value, bool):
+        raise SimulationError(f"{what}: {value!r} is not a whole number")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise SimulationError(f"{what}: {value!r} is not a whole number") from None
 
 
 def _utc(when: datetime) -> datetime:
