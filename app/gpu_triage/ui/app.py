@@ -303,7 +303,7 @@ class TriageApp(App[int]):
         t = Text(no_wrap=True, end="")
         host = self.host.hostname or "this host"
         t.append(f" {host} ", "bold reverse")
-        t.append(f" {self.source_label} · tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)} · ")
+        t.append(" ")
         if self.replay is not None:
             r = self.replay
             state = "▶ playing" if r.playing else "■ paused"
@@ -320,6 +320,7 @@ class TriageApp(App[int]):
                 t.append(f" (failed: {rec.error})", self.colours.alert)
         elif self.record_error:
             t.append(f"  REC failed: {self.record_error}", self.colours.alert)
+        t.append(f"  {self.source_label} · tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}")
         t.truncate(width)
         lines = [t]
         if self.banner:

@@ -1,0 +1,130 @@
+"""Cost of the dashboard: CPU % of one core, RSS, bytes written to the terminal per second, memory growth.
+
+    .venv/bin/python benchmarks/bench_dashboard.py [--seconds 60] [--size 120x40] [--ticks 43200]
+
+1. Runs `gpu-triage demo data_pipeline` (simulated 8-card server, 32 cores) in a pseudo-terminal at a 2 s
+   tick and at a 0.25 s tick, and counts the bytes the app writes to the terminal (what would go over SSH),
+   the CPU time of the process, and its RSS. The first 3 s (start-up, first full paint) are excluded.
+2. Feeds 43,200 ticks (24 h at 2 s) through the app's ingest path headless (window + diagnosis, and a
+   redraw every 100 ticks) and prints the RSS growth (target < 5 MB: the window is bounded).
+
+Targets: < 10 KiB/s to the terminal and < 2 % of one core at a 2 s tick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import sys
+import termios
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+WARMUP_S = 3.0
+
+
+def run_in_pty(interval: float, seconds: float, cols: int, rows: int) -> dict[str, float]:
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the dashboard, as a user would start it
+        os.environ["TERM"] = "xterm-256color"
+        os.environ["COLORTERM"] = "truecolor"
+        os.execv(sys.executable, [sys.executable, "-m", "gpu_triage", "demo", "data_pipeline", "--interval", str(interval)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = psutil.Process(pid)
+    start = time.monotonic()
+    counted = 0
+    cpu0 = None
+    t0 = 0.0
+    while True:
+        now = time.monotonic()
+        if now - start >= WARMUP_S + seconds:
+            break
+        if cpu0 is None and now - start >= WARMUP_S:
+            ct = proc.cpu_times()
+            cpu0 = ct.user + ct.system
+            t0 = now
+            counted = 0
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            counted += len(data)
+    elapsed = time.monotonic() - t0
+    ct = proc.cpu_times()
+    cpu = (ct.user + ct.system - (cpu0 or 0.0)) / elapsed * 100
+    rss = proc.memory_info().rss / 2**20
+    os.write(fd, b"q")
+    try:
+        for _ in range(50):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            select.select([fd], [], [], 0.1) and os.read(fd, 65536)
+        else:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+    except (ChildProcessError, OSError):
+        pass
+    return {"cpu_pct": cpu, "rss_mb": rss, "bytes_per_s": counted / elapsed}
+
+
+async def memory_growth(n_ticks: int) -> dict[str, float]:
+    from gpu_triage.config import Config
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.ui.app import TriageApp
+
+    config = Config()
+    source = SimulatedSource("data_pipeline", gpus=8, cores=32, seed=0, interval_s=2.0)
+    base = [source.sample() for _ in range(600)]
+    app = TriageApp(config, source=source, source_label="bench", autostart=False)
+    me = psutil.Process()
+    async with app.run_test(size=(120, 40)) as pilot:
+        span = timedelta(seconds=2.0 * len(base))
+        for i in range(config.window_ticks * 2):  # fill the window and the history first
+            app.ingest(base[i % len(base)], draw=False)
+        await pilot.pause()
+        rss0 = me.memory_info().rss
+        began = time.perf_counter()
+        for i in range(n_ticks):
+            t = base[i % len(base)]
+            app.ingest(dataclasses.replace(t, ts=t.ts + span * (1 + i // len(base))), draw=(i % 100 == 0))
+            if i % 100 == 0:
+                await pilot.pause()
+        took = time.perf_counter() - began
+        rss1 = me.memory_info().rss
+    return {"ticks": n_ticks, "rss_growth_mb": (rss1 - rss0) / 2**20, "ingest_ms_per_tick": took / n_ticks * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--size", default="120x40")
+    parser.add_argument("--ticks", type=int, default=43_200)
+    parser.add_argument("--skip-pty", action="store_true")
+    args = parser.parse_args()
+    cols, rows = (int(v) for v in args.size.split("x"))
+    if not args.skip_pty:
+        for interval in (2.0, 0.25):
+            r = run_in_pty(interval, args.seconds, cols, rows)
+            print(
+                f"tick {interval:>4}s  {cols}x{rows}: CPU {r['cpu_pct']:5.2f} % of one core, "
+                f"RSS {r['rss_mb']:6.1f} MB, terminal output {r['bytes_per_s'] / 1024:6.2f} KiB/s"
+            )
+    m = asyncio.run(memory_growth(args.ticks))
+    print(f"{m['ticks']} ticks through ingest: RSS growth {m['rss_growth_mb']:.2f} MB, {m['ingest_ms_per_tick']:.2f} ms per tick")
+
+
+if __name__ == "__main__":
+    main()

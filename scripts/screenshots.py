@@ -1,0 +1,89 @@
+"""Render the dashboard headless into screenshots/ (SVG, and PNG when rsvg-convert is installed).
+
+    .venv/bin/python scripts/screenshots.py [--out screenshots]
+
+Scenarios of the simulated 8-GPU server at a fixed seed and start time (so the pictures are reproducible),
+the card detail view, the help screen, and a replay of the bundled real H200 recording. PNGs need
+`rsvg-convert` (Debian/Ubuntu: apt-get install librsvg2-bin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpu_triage.config import Config
+from gpu_triage.data import H200_TRACE_2S
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.run import build_app
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def sim_app(scenario: str, gpus: int = 8, cores: int = 32, ticks: int = 150) -> TriageApp:
+    """A dashboard on the simulated server, its window already full (no wall clock involved)."""
+    config = Config()
+    source = SimulatedSource(scenario, gpus=gpus, cores=cores, seed=0, interval_s=config.interval_s, start=START)
+    prefill = [source.sample() for _ in range(ticks)]
+    return TriageApp(
+        config,
+        source=source,
+        source_label=f"demo: simulated {gpus}-GPU server, {scenario}",
+        prefill=prefill,
+        autostart=False,
+    )
+
+
+async def shoot(app: TriageApp, path: Path, size: tuple[int, int], keys: tuple[str, ...] = ()) -> None:
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause(0.3)
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+    print(path)
+
+
+async def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    shots: list[Path] = []
+    for scenario in ("single_card_busy", "data_pipeline", "storage_io", "communication", "healthy"):
+        p = out / f"{scenario}-80x24.svg"
+        await shoot(sim_app(scenario), p, (80, 24))
+        shots.append(p)
+    p = out / "data_pipeline-160x48.svg"
+    await shoot(sim_app("data_pipeline"), p, (160, 48))
+    shots.append(p)
+    p = out / "16gpu-128cores-200x60.svg"
+    await shoot(sim_app("periodic_stall", gpus=16, cores=128), p, (200, 60))
+    shots.append(p)
+    p = out / "detail-160x48.svg"
+    await shoot(sim_app("data_pipeline"), p, (160, 48), ("down", "enter"))
+    shots.append(p)
+    p = out / "help-100x32.svg"
+    await shoot(sim_app("healthy"), p, (100, 32), ("question_mark",))
+    shots.append(p)
+    replay = build_app("replay", argparse.Namespace(file=str(H200_TRACE_2S), speed=1.0, record=None), Config())
+    p = out / "replay-h200-120x32.svg"
+    # pause, then go to the sawtooth case of the recording (about 50 ticks in)
+    await shoot(replay, p, (120, 32), ("space", "g", *(["right_square_bracket"] * 3)))
+    shots.append(p)
+    converter = shutil.which("rsvg-convert")
+    if converter is None:
+        print("rsvg-convert not found: SVG only (apt-get install librsvg2-bin for PNG)")
+        return
+    for svg in shots:
+        png = svg.with_suffix(".png")
+        subprocess.run([converter, "-w", "1400", str(svg), "-o", str(png)], check=True)
+        print(png)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "screenshots")
+    asyncio.run(main(parser.parse_args().out))
