@@ -16,7 +16,7 @@ import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
 from gpu_triage.diagnosis.causes import host_facts, proc_facts, find_cause
-from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiod, card_shape, nanmean
+from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
 
@@ -137,17 +137,16 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     gpu = {k: v[sl] for k, v in view.gpu.items()}
     util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
 
-    shapes: dict[int, CardShape] = {}
-    for j, idx in enumerate(view.gpu_indexes):
-        shapes[idx] = card_shape(util[:, j], umin[:, j], umax[:, j], th)
+    shapes: dict[int, CardShape] = dict(zip(view.gpu_indexes, card_shapes(util, umin, umax, th), strict=True))
     # a short stretch may hold too few cycles: look for the period over the whole window as well
-    if not fresh and n > (n - start):
-        for j, idx in enumerate(view.gpu_indexes):
-            s = shapes[idx]
-            if s.pattern == "sawtooth" and s.period is None and not s.fast:
-                p = autoperiod(util_all[:, j], th.sawtooth_min_acf)
+    if not fresh and start > 0:
+        todo = [j for j, idx in enumerate(view.gpu_indexes)
+                if shapes[view.gpu_indexes[j]].pattern == "sawtooth" and shapes[view.gpu_indexes[j]].period is None
+                and not shapes[view.gpu_indexes[j]].fast and not np.isnan(util_all[:, j]).any()]
+        if todo:
+            for j, p in zip(todo, autoperiods(util_all[:, todo], th.sawtooth_min_acf), strict=True):
                 if p is not None:
-                    s.period = p
+                    shapes[view.gpu_indexes[j]].period = p
     pattern, cards = across_cards(shapes, th)
 
     # one card busy and the rest idle: the busy card's own waits are what to explain

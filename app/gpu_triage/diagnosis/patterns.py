@@ -63,100 +63,125 @@ def nanmax(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
 
 
 def autoperiod(x: np.ndarray, min_acf: float) -> Period | None:
-    """The dominant period of ``x`` in ticks, or None.
-
-    Candidates: local peaks of the periodogram holding a clear share of the power (at least twice the mean
-    bin, and among the three strongest). Each candidate's period ``n/k`` is refined to the nearest local
-    maximum of the autocorrelation between the neighbouring bins' periods ``n/(k+1)`` and ``n/(k-1)``; it is
-    kept only if that lag is a hill (higher than both neighbours) and the autocorrelation there reaches
-    ``min_acf``. At least two whole periods must fit in the series.
-    """
+    """The dominant period of ``x`` in ticks, or None (see :func:`autoperiods`)."""
     x = np.asarray(x, dtype=float)
     x = x[~np.isnan(x)]
-    n = x.shape[0]
-    if n < 6:
-        return None
-    x = x - x.mean()
-    var = float(np.dot(x, x))
-    if var <= 1e-9 * n or np.sqrt(var / n) < 2.0:  # flat within 2 points of GPU-Util: nothing periodic
-        return None
-    spec = np.abs(np.fft.rfft(x)) ** 2
-    spec[0] = 0.0
-    # autocorrelation, biased (divided by n) and normalised to 1 at lag 0
-    f = np.fft.rfft(x, 2 * n)
-    acf = np.fft.irfft(f * np.conj(f))[:n] / var
+    return autoperiods(x[:, None], min_acf)[0]
+
+
+def autoperiods(x: np.ndarray, min_acf: float) -> list[Period | None]:
+    """The dominant period in ticks of each column of ``x`` (T, K, no NaN), or None.
+
+    Candidates: local peaks of the periodogram holding a clear share of the power (at least twice the mean
+    bin, and among the three strongest). Each candidate's period ``n/k`` is refined to the highest
+    autocorrelation between the neighbouring bins' periods ``n/(k+1)`` and ``n/(k-1)``; it is kept only if
+    that lag is a hill (no lower than both neighbours) and the autocorrelation there reaches ``min_acf``.
+    At least two whole periods must fit in the series. One FFT call serves every column.
+    """
+    n, k_cols = x.shape
+    out: list[Period | None] = [None] * k_cols
+    if n < 6 or k_cols == 0:
+        return out
+    xc = x - x.mean(axis=0)
+    var = (xc * xc).sum(axis=0)
+    live = (var > 1e-9 * n) & (np.sqrt(var / n) >= 2.0)  # flat within 2 points of GPU-Util: nothing periodic
+    if not live.any():
+        return out
+    f = np.fft.rfft(xc, 2 * n, axis=0)
+    spec = np.abs(np.fft.rfft(xc, axis=0)) ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acf = np.fft.irfft(f * np.conj(f), axis=0)[:n] / var  # biased autocorrelation, 1 at lag 0
     kmax = spec.shape[0] - 1
-    candidates: list[int] = []
-    mean_power = spec[1:].mean() if kmax >= 1 else 0.0
-    for k in range(2, kmax + 1):  # k >= 2: at least two periods in the series
-        left = spec[k - 1]
-        right = spec[k + 1] if k + 1 <= kmax else -1.0
-        if spec[k] >= left and spec[k] >= right and spec[k] >= 2.0 * mean_power:
-            candidates.append(k)
-    candidates.sort(key=lambda k: -spec[k])
-    best: Period | None = None
-    for k in candidates[:3]:
-        lo = max(2, int(np.floor(n / (k + 1))))
-        hi = min(n // 2, int(np.ceil(n / (k - 1))) if k > 1 else n // 2)
-        if hi < lo:
+    for c in np.flatnonzero(live):
+        sp = spec[:, c]
+        ac = acf[:, c]
+        mean_power = sp[1:].mean()
+        ks = np.arange(2, kmax + 1)  # k >= 2: at least two periods in the series
+        if ks.size == 0:
             continue
-        lags = np.arange(lo, hi + 1)
-        lag = int(lags[np.argmax(acf[lags])])
-        if lag < 2 or lag + 1 >= n:
-            continue
-        hill = acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]
-        if hill and acf[lag] >= min_acf and (best is None or acf[lag] > best.acf):
-            best = Period(ticks=float(lag), acf=float(acf[lag]))
-    return best
+        left = sp[ks - 1]
+        right = np.where(ks + 1 <= kmax, sp[np.minimum(ks + 1, kmax)], -1.0)
+        peaks = ks[(sp[ks] >= left) & (sp[ks] >= right) & (sp[ks] >= 2.0 * mean_power)]
+        best: Period | None = None
+        for k in peaks[np.argsort(-sp[peaks], kind="stable")][:3]:
+            lo = max(2, int(n // (k + 1)))
+            hi = min(n // 2, int(np.ceil(n / (k - 1))))
+            if hi < lo:
+                continue
+            lag = lo + int(np.argmax(ac[lo : hi + 1]))
+            if lag + 1 >= n:
+                continue
+            if ac[lag] >= ac[lag - 1] and ac[lag] >= ac[lag + 1] and ac[lag] >= min_acf:
+                if best is None or ac[lag] > best.acf:
+                    best = Period(ticks=float(lag), acf=float(ac[lag]))
+        out[c] = best
+    return out
 
 
 def card_shape(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresholds) -> CardShape:
     """The pattern of one card over the judged ticks (``util``, ``umin``, ``umax`` are (T,))."""
-    valid = ~np.isnan(util)
-    if not valid.any():
-        return CardShape("idle", float("nan"), float("nan"), float("nan"), 0.0, None, False, None)
-    u = util[valid]
-    mean = float(u.mean())
-    p5 = float(np.percentile(u, 5))
-    p95 = float(np.percentile(u, 95))
-    lo = umin[valid]
-    hi = umax[valid]
-    have_minmax = not (np.isnan(lo).all() or np.isnan(hi).all())
-    if have_minmax:
-        lo = np.where(np.isnan(lo), u, lo)
-        hi = np.where(np.isnan(hi), u, hi)
-        swing = float(np.percentile(hi, 95) - np.percentile(lo, 5))
-        # a tick swings when its own min is a stall and its max a burst: a cycle shorter than the tick
-        wide = (lo <= th.stall_util_pct) & (hi - lo >= th.sawtooth_min_swing_pct) & (hi >= th.burst_util_pct)
-        fast = bool(wide.mean() >= 0.5) and mean >= th.stall_util_pct
-    else:
-        swing = p95 - p5
-        fast = False
-    if mean < th.idle_util_pct and p95 < th.stall_util_pct:
-        return CardShape("idle", mean, p5, p95, swing, None, False, None)
+    return card_shapes(util[:, None], umin[:, None], umax[:, None], th)[0]
 
-    top = float(np.percentile(hi, 95)) if have_minmax else p95
+
+def card_shapes(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresholds) -> list[CardShape]:
+    """The pattern of every card (columns of the (T, G) arrays), statistics computed for all cards at once."""
+    n_cards = util.shape[1]
+    if util.shape[0] == 0:
+        return [CardShape("idle", float("nan"), float("nan"), float("nan"), 0.0, None, False, None)] * n_cards
+    missing = np.isnan(util)
+    if missing.any():
+        # rare (a card lost mid-window): the same statistics, one card at a time over its valid ticks
+        out = []
+        for j in range(n_cards):
+            ok = ~missing[:, j]
+            if not ok.any():
+                out.append(CardShape("idle", float("nan"), float("nan"), float("nan"), 0.0, None, False, None))
+            else:
+                out.extend(card_shapes(util[ok, j : j + 1], umin[ok, j : j + 1], umax[ok, j : j + 1], th))
+        return out
+    have_minmax = ~(np.isnan(umin).all(axis=0) | np.isnan(umax).all(axis=0))
+    lo = np.where(np.isnan(umin), util, umin)
+    hi = np.where(np.isnan(umax), util, umax)
+    mean = util.mean(axis=0)
+    p5, p95 = np.percentile(util, [5, 95], axis=0)
+    hi95 = np.percentile(hi, 95, axis=0)
+    lo5 = np.percentile(lo, 5, axis=0)
+    swing = np.where(have_minmax, hi95 - lo5, p95 - p5)
+    top = np.where(have_minmax, hi95, p95)
+    # a tick swings when its own min is a stall and its max a burst: a cycle shorter than the tick
+    wide = (lo <= th.stall_util_pct) & (hi - lo >= th.sawtooth_min_swing_pct) & (hi >= th.burst_util_pct)
+    fast = have_minmax & (wide.mean(axis=0) >= 0.5) & (mean >= th.stall_util_pct)
     # bursts and stalls: the ticks swing, or (a 2 s tick blurs a short cycle) the ticks' min/max swing
     # around ticks that themselves reach stalls
-    tick_swing = top >= th.burst_util_pct and (
-        (p95 - p5) >= th.sawtooth_min_swing_pct
-        or (have_minmax and swing >= th.sawtooth_min_swing_pct and p5 <= th.stall_util_pct)
+    tick_swing = (top >= th.burst_util_pct) & (
+        ((p95 - p5) >= th.sawtooth_min_swing_pct)
+        | (have_minmax & (swing >= th.sawtooth_min_swing_pct) & (p5 <= th.stall_util_pct))
     )
-    period = autoperiod(u, th.sawtooth_min_acf) if tick_swing else None
-    duty: float | None = None
-    if period is not None:
-        duty = float(np.clip(mean / top, 0.0, 1.0)) if top > 0 else None
-        return CardShape("sawtooth", mean, p5, p95, swing, period, False, duty)
-    if fast:
-        duty = float(np.clip(mean / top, 0.0, 1.0)) if top > 0 else None
-        return CardShape("sawtooth", mean, p5, p95, swing, None, True, duty)
-    if mean >= th.high_util_pct:
-        return CardShape("steady_high", mean, p5, p95, swing, None, False, None)
-    if p95 - p5 >= th.sawtooth_min_swing_pct and p95 >= th.burst_util_pct and p5 <= th.stall_util_pct:
-        # SageMaker's "fluctuating" (p95 > 70, p5 < 10) without a confirmed period: bursts and stalls
-        duty = float(np.mean(u >= (p5 + p95) / 2))
-        return CardShape("sawtooth", mean, p5, p95, swing, None, False, duty)
-    return CardShape("steady_low", mean, p5, p95, swing, None, False, None)
+    periods: list[Period | None] = [None] * n_cards
+    cols = np.flatnonzero(tick_swing)
+    if cols.size:
+        for c, p in zip(cols, autoperiods(util[:, cols], th.sawtooth_min_acf), strict=True):
+            periods[c] = p
+    out = []
+    for j in range(n_cards):
+        m, a, b, sw, tp = float(mean[j]), float(p5[j]), float(p95[j]), float(swing[j]), float(top[j])
+        if m < th.idle_util_pct and b < th.stall_util_pct:
+            out.append(CardShape("idle", m, a, b, sw, None, False, None))
+            continue
+        duty = float(np.clip(m / tp, 0.0, 1.0)) if tp > 0 else None
+        period = periods[j]
+        if period is not None:
+            out.append(CardShape("sawtooth", m, a, b, sw, period, False, duty))
+        elif fast[j]:
+            out.append(CardShape("sawtooth", m, a, b, sw, None, True, duty))
+        elif m >= th.high_util_pct:
+            out.append(CardShape("steady_high", m, a, b, sw, None, False, None))
+        elif b - a >= th.sawtooth_min_swing_pct and b >= th.burst_util_pct and a <= th.stall_util_pct:
+            # SageMaker's "fluctuating" (p95 > 70, p5 < 10) without a confirmed period: bursts and stalls
+            out.append(CardShape("sawtooth", m, a, b, sw, None, False, float(np.mean(util[:, j] >= (a + b) / 2))))
+        else:
+            out.append(CardShape("steady_low", m, a, b, sw, None, False, None))
+    return out
 
 
 _SEVERITY = {"sawtooth": 3, "steady_low": 2, "steady_high": 1, "idle": 0}
