@@ -10,6 +10,7 @@ for in the judged stretch and, when that stretch is short, in the whole window t
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,10 +93,12 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]
     if n - start <= m_min:
         return start, False
     feat = _tick_features(view)
-    with np.errstate(all="ignore"):
-        ref = np.nanmedian(feat[n - m_min :], axis=0) if not np.isnan(feat[n - m_min :]).all() else None
-    if ref is None:
+    tail = feat[n - m_min :]
+    if np.isnan(tail).all():
         return start, False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # a feature missing everywhere stays NaN
+        ref = np.nanmedian(tail, axis=0)
     ok = _in_band(feat, ref)
     if not ok[n - m_min :].all():
         return start, False

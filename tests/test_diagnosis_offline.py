@@ -1,0 +1,51 @@
+"""`gpu-triage diagnose FILE`: JSON segments cover the trace end to end; bad files are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.data import H200_TRACE_2S
+
+
+def test_json_segments_cover_the_trace_contiguously(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(H200_TRACE_2S), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["ticks"] == 161 and obj["interval_s"] == 2.0 and obj["file"].endswith(".parquet")
+    segs = obj["segments"]
+    assert len(segs) >= 5
+    for a, b in zip(segs, segs[1:], strict=False):
+        assert a["end"] == b["start"]
+        assert (a["pattern"], a["bottleneck"]) != (b["pattern"], b["bottleneck"])
+    for s in segs:
+        assert datetime.fromisoformat(s["start"]) < datetime.fromisoformat(s["end"])
+        assert 0.0 <= s["confidence"] <= 1.0 and s["evidence"]
+        assert set(s) >= {"start", "end", "pattern", "bottleneck", "gpus", "confidence", "evidence", "advice"}
+    assert sum(s["ticks"] for s in segs) == 161
+    found = {s["bottleneck"] for s in segs}
+    assert {"launch_overhead", "stall_unexplained", "memory_idle", "data_pipeline", "storage_io"} <= found
+
+
+def test_plain_text_is_one_block_per_segment(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(H200_TRACE_2S)]) == 0
+    out = capsys.readouterr().out
+    assert "161 ticks of 2 s" in out
+    assert "steady_low / launch_overhead" in out and "CUDA graphs" in out
+
+
+@pytest.mark.parametrize("content", [b"", b"not parquet at all"])
+def test_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes) -> None:
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(content)
+    assert main(["diagnose", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu-triage: error:") and "\n" not in err and "Traceback" not in err
+
+
+def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(tmp_path / "nope.parquet"), "--json"]) == 2
+    assert "nope.parquet" in capsys.readouterr().err
