@@ -223,3 +223,38 @@ async def test_replay_of_the_h200_trace_shows_the_sawtooth() -> None:
         assert any("on grey30" in str(span.style) for span in pane._shown.spans)
         card = next(ln for ln in pane.shown_plain.split("\n") if ln[1:3] == " 0")
         assert "█" in card and "·" in card  # bursts and zeros on one fixed scale
+
+
+# -- the live source against a fake NVML module (the outside world), psutil real -----------------------
+live = pytest.importorskip("gpu_triage.sources.live")
+fake_nvml = pytest.importorskip("tests.fake_nvml")
+
+
+async def test_live_without_driver_starts_host_only_with_the_banner() -> None:
+    source = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    assert not source.status().gpu_available
+    app = TriageApp(Config(), source=source, source_label="live", banner=NO_GPU_BANNER, autostart=False)
+    async with app.run_test(size=(200, 30)) as pilot:
+        app.ingest(source.sample())
+        await pilot.pause()
+        assert "No NVIDIA GPU/driver found: showing host only" in app.query_one("#header").shown_plain
+        assert "host only" in app.query_one("#gpu").shown_plain
+        assert "cores" in app.query_one("#cpu").shown_plain  # the host is still shown
+    source.close()
+
+
+async def test_live_lost_card_is_shown_lost() -> None:
+    nvml = fake_nvml.h200_box(4)
+    source = live.LiveSource(nvml_module=nvml)
+    app = TriageApp(Config(), source=source, source_label="live", autostart=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.ingest(source.sample())
+        nvml.advance(2.0)
+        nvml.lose_card(1)
+        app.ingest(source.sample())
+        await pilot.pause()
+        line = next(ln for ln in app.query_one("#gpu").shown_plain.split("\n") if ln[1:3] == " 1")
+        assert "LOST" in line
+        others = [ln for ln in app.query_one("#gpu").shown_plain.split("\n") if ln[1:3] in (" 0", " 2", " 3")]
+        assert len(others) == 3 and not any("LOST" in ln for ln in others)
+    source.close()
