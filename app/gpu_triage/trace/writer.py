@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -71,6 +71,11 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
     Raises OSError (left to the caller, which knows what to say about the data it still holds).
     """
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    # A stream holds one batch per tick: 43,200 one-row chunks made the Parquet writer 100x slower.
+    table = table.combine_chunks()
+    leaves = list(_leaf_paths(table.schema))
+    floats = [path for path, typ in leaves if pa.types.is_floating(typ)]
+    others = [path for path, typ in leaves if not pa.types.is_floating(typ)]
     try:
         pq.write_table(
             table,
@@ -78,6 +83,10 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
             compression="zstd",
             compression_level=3,
             row_group_size=ROW_GROUP_ROWS,
+            # Noisy measurements do not repeat, so dictionaries do not help floats; splitting their bytes
+            # into streams lets zstd find the shared exponents: a day of 8 cards 24.6 MB -> 19.8 MB.
+            use_dictionary=others,
+            use_byte_stream_split=floats,
         )
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -89,6 +98,22 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
+    """Parquet column paths of every leaf (``gpus.list.element.util_pct``) with its Arrow type."""
+
+    def walk(prefix: str, typ: pa.DataType) -> Iterator[tuple[str, pa.DataType]]:
+        if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+            yield from walk(f"{prefix}.list.element", typ.value_type)
+        elif pa.types.is_struct(typ):
+            for i in range(typ.num_fields):
+                yield from walk(f"{prefix}.{typ.field(i).name}", typ.field(i).type)
+        else:
+            yield prefix, typ
+
+    for f in schema:
+        yield from walk(f.name, f.type)
 
 
 class TraceWriter:
