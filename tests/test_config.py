@@ -83,3 +83,17 @@ def test_cli_reports_bad_config_in_one_line(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err
     assert main(["--config", str(tmp_path / "missing.toml"), "doctor"]) == 2
+
+
+def test_top_level_sampling_options_reach_subcommands() -> None:
+    from gpu_triage.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["--interval", "0.5", "--window", "60", "demo", "healthy"])
+    assert args.interval == 0.5 and args.window == 60
+    args = parser.parse_args(["demo", "healthy", "--interval", "0.25"])
+    assert args.interval == 0.25
+    args = parser.parse_args(["--record", "x.parquet", "live"])
+    assert args.record == "x.parquet"
+    args = parser.parse_args(["record", "-o", "f.parquet"])
+    assert getattr(args, "interval", None) is None

@@ -73,17 +73,22 @@ def _gpu_count(text: str) -> int:
     return v
 
 
-def _add_sampling(p: argparse.ArgumentParser) -> None:
+def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    # On subcommands the default is SUPPRESS, so `gpu-triage --interval 0.5 demo` keeps the top-level value
+    # instead of argparse overwriting it with the subparser's None.
+    default = None if top else argparse.SUPPRESS
     p.add_argument(
         "--interval",
         type=_positive_float,
         metavar="S",
+        default=default,
         help="seconds between ticks (default 2, from the config file if set)",
     )
     p.add_argument(
         "--window",
         type=_positive_float,
         metavar="S",
+        default=default,
         help="seconds of history the waveforms and the diagnosis look at (default 300)",
     )
 
@@ -101,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="TOML config file (default: $GPU_TRIAGE_CONFIG, then ~/.config/gpu-triage/config.toml)",
     )
-    _add_sampling(parser)
+    _add_sampling(parser, top=True)
     parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -111,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch this machine's GPUs, CPU cores and disks live.",
     )
     _add_sampling(p)
-    p.add_argument("--record", metavar="FILE", help="record every tick to FILE (Parquet)")
+    p.add_argument(
+        "--record", metavar="FILE", default=argparse.SUPPRESS, help="record every tick to FILE (Parquet)"
+    )
 
     p = sub.add_parser(
         "demo",
@@ -146,7 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
-    p.add_argument("--interval", type=_positive_float, metavar="S", help="seconds between ticks (default 2)")
+    p.add_argument(
+        "--interval",
+        type=_positive_float,
+        metavar="S",
+        default=argparse.SUPPRESS,
+        help="seconds between ticks (default 2)",
+    )
     p.add_argument(
         "--fast",
         action="store_true",
@@ -160,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
-    p.add_argument("--window", type=_positive_float, metavar="S", help="seconds of history shown (default 300)")
+    p.add_argument(
+        "--window",
+        type=_positive_float,
+        metavar="S",
+        default=argparse.SUPPRESS,
+        help="seconds of history shown (default 300)",
+    )
 
     p = sub.add_parser(
         "recover",
@@ -177,7 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...]}) for scripts")
-    p.add_argument("--window", type=_positive_float, metavar="S", help="seconds of history each verdict looks at")
+    p.add_argument(
+        "--window",
+        type=_positive_float,
+        metavar="S",
+        default=argparse.SUPPRESS,
+        help="seconds of history each verdict looks at (default 300)",
+    )
 
     p = sub.add_parser(
         "compare",
