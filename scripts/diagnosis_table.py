@@ -13,10 +13,15 @@ import json
 import sys
 from collections import Counter
 from datetime import datetime
+from pathlib import Path
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
 from gpu_triage.diagnosis.offline import load_trace, verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN_2S = ROOT / "tests" / "data" / "h200-own-2s.parquet"
+OWN_05S = ROOT / "tests" / "data" / "h200-own-0.5s.parquet"
 
 MIDDLE = (0.35, 0.9)
 
@@ -43,7 +48,7 @@ def real_rows(path, show_ticks: bool) -> list[tuple]:
                 r, s = res[i][1], res[i][2]
                 print(lab["scenario"], ts[i].strftime("%H:%M:%S.%f")[:-4], r.pattern, r.bottleneck, "| shown", s.pattern,
                       s.bottleneck, f"{r.confidence:.2f}", r.period_s, "|", "; ".join(r.evidence[:3]), file=sys.stderr)
-        rows.append((path.name.replace("h200-scenarios-", "").replace(".parquet", ""), lab["scenario"],
+        rows.append((path.name.replace("h200-scenarios-", "").replace("h200-", "").replace(".parquet", ""), lab["scenario"],
                      "/".join(lab["pattern"]) + " · " + "/".join(lab["bottleneck"]), got,
                      f"{sum(ok_raw)}/{len(idx)}", f"{sum(ok_shown)}/{len(idx)}"))
     return rows
@@ -72,7 +77,7 @@ def sim_rows() -> list[tuple]:
 def main() -> None:
     show = "--ticks" in sys.argv
     rows = []
-    for p in (H200_TRACE_2S, H200_TRACE_05S):
+    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S):
         rows += real_rows(p, show)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok |")

@@ -275,6 +275,11 @@ def find_cause(pattern: str, hf: HostFacts, pf: ProcFacts, th: Thresholds, n_gpu
                            f"({_pct(hf.others_busy)})")
         data_ev.append(f"{pf.workers} DataLoader workers, {pf.workers_pegged} of them at 100 % of a core: "
                        "too few workers for this input pipeline")
+    elif pf.workers >= 1 and pf.workers_pegged * 2 >= pf.workers and not cpu_full:
+        # every worker busy the whole time while the GPU waits: the workers are the limit (more of them
+        # needs more cores; lighter preprocessing needs none), whatever their number
+        data_ev.append(f"{pf.workers_pegged} of {pf.workers} DataLoader workers at 100 % of a core while the "
+                       "GPU waits: preprocessing cannot keep up")
     elif lone_cores and not pf.seen and not (sm_known and hf.sm_mean < th.sm_idle_pct):
         too_few = True
         data_ev.append(

@@ -76,20 +76,68 @@ def _tick_features(view: WindowView) -> np.ndarray:
 
 # how far a tick may sit from the regime's median and still belong to it, per feature (percentage points)
 _BANDS = np.array([15.0, 25.0, 25.0, 5.0, 20.0, 30.0, 15.0])
+_GPU_COLS = 4  # the first four features are the cards' own (GPU-Util, min, max, memory share); the rest the host's
 
 
 def _in_band(feat: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    return _in_band_split(feat, ref)[0]
+
+
+def _in_band_split(feat: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(tick in band on every feature, tick in band on the cards' own features)."""
     diff = np.abs(feat - ref)
     ok = (diff <= _BANDS) | np.isnan(diff)
-    return ok.all(axis=1)
+    return ok.all(axis=1), ok[:, :_GPU_COLS].all(axis=1)
+
+
+def _members(ok: np.ndarray, gpu_ok: np.ndarray, max_blip: int) -> np.ndarray:
+    """``ok`` with short host-only blips filled in.
+
+    A run of ticks whose cards stay in band but whose host figures leave it for fewer than ``max_blip``
+    ticks, after an in-band tick (and before one, or at the very end), still belongs to the regime: one tick of a disk at 100 % (a log flush, the
+    recorder's own write) or a CPU spike is noise, not a phase. Blips of the cards' own figures are never
+    filled in: a GPU-Util excursion may be the burst of a sawtooth.
+    """
+    out = ok.copy()
+    n = ok.size
+    i = 0
+    while i < n:
+        if ok[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and not ok[j]:
+            j += 1
+        if 0 < i and j - i < max_blip and gpu_ok[i:j].all():
+            out[i:j] = True
+        i = j
+    return out
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    longest = run = 0
+    for v in mask:
+        run = run + 1 if v else 0
+        longest = max(longest, run)
+    return longest
 
 
 def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]:
-    """Index of the first judged tick, and whether the judged stretch is a fresh steady regime."""
+    """Index of the first judged tick, and whether the judged stretch is a fresh steady regime.
+
+    A *step* (a change of level that then holds) is an event of its own: after ``max(regime_min_s, 3 ticks)``
+    in a band around the new level, the block at the end is judged alone, so 20 s of 99 % followed by 20 s of
+    20 % is not averaged into one 60 % "sawtooth". What must not be read as a step is the low (or high)
+    phase of a cycle: the block counts only when it is longer by half than every earlier run in the same band
+    over the ``2 * recent_s`` before it. A cycle whose period fits in that look-back has had a run just as long
+    in it (its previous phase); a new regime has not. The look-back is bounded so that an unrelated job at a
+    similar level a minute ago does not veto today's step. Host-only blips shorter than the block's minimum
+    length do not break the block (see :func:`_members`).
+    """
     n = view.n
     recent = max(3, int(math.ceil(th.recent_s / dt)))
     start = max(0, n - recent)
-    m_min = max(2, int(math.ceil(th.regime_min_s / dt)))
+    m_min = max(3, int(math.ceil(th.regime_min_s / dt)))
     if n - start <= m_min:
         return start, False
     feat = _tick_features(view)
@@ -99,23 +147,19 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)  # a feature missing everywhere stays NaN
         ref = np.nanmedian(tail, axis=0)
-    ok = _in_band(feat, ref)
-    if not ok[n - m_min :].all():
+    ok, gpu_ok = _in_band_split(feat, ref)
+    member = _members(ok, gpu_ok, m_min)
+    if not member[n - m_min :].all():
         return start, False
     # the steady block at the end
     k = n - m_min
-    while k > 0 and ok[k - 1]:
+    while k > 0 and member[k - 1]:
         k -= 1
     block = n - k
     if k <= start:  # steady over the whole recent stretch: judge the recent stretch
         return start, False
     # is it a new regime, or one more phase of a cycle seen before? compare with earlier runs in band
-    earlier = ok[:k]
-    longest = 0
-    run = 0
-    for v in earlier:
-        run = run + 1 if v else 0
-        longest = max(longest, run)
+    longest = _longest_run(member[max(0, k - 2 * recent) : k])
     # half as long again as the longest such run before: the cycle's low phase jitters, a new regime does not end
     if block > 1.5 * longest:
         return k, True
@@ -221,6 +265,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     facts["period_s"] = float("nan") if period_s is None else period_s
     facts["duty"] = float("nan") if duty is None else duty
     facts["judged_s"] = span_s
+    facts["regime_fresh"] = 1.0 if fresh else 0.0
     n_procs = len({p.pid for tick in view.procs[-(n - start):] for p in tick}) if view.procs else 0
     adv = advise(cause.bottleneck, pattern, hf, pf, view.n_gpus, n_procs)
     return Verdict(
