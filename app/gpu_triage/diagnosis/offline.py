@@ -1,13 +1,16 @@
 """``gpu-triage diagnose FILE``: the live diagnosis replayed over a recording, tick by tick.
 
-Each tick goes into a :class:`RollingWindow` of ``window_s``, is diagnosed exactly as the dashboard would,
-passes the same :class:`VerdictTracker`, and consecutive equal shown verdicts are merged into segments. The
-segments cover the trace end to end with no gap: each ends where the next begins.
+Each tick goes into a :class:`RollingWindow` of ``window_s`` and is diagnosed exactly as the dashboard would
+(:func:`verdicts` also gives the live tracker's shown verdict). Segments do not use the live hysteresis,
+which must stay causal and so lags: with the whole recording at hand, the raw verdicts are smoothed in both
+directions (:func:`smoothed_keys`) and consecutive equal verdicts merged. The segments cover the trace end
+to end with no gap: each ends where the next begins.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -73,26 +76,145 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
     return out
 
 
+def _mode(values: list[str], lo: int, hi: int, own: str) -> str:
+    """The most common value of ``values[lo:hi]``; ties keep ``own`` (no change without a majority)."""
+    counts: dict[str, int] = {}
+    for v in values[lo:hi]:
+        counts[v] = counts.get(v, 0) + 1
+    best = max(counts.values())
+    return own if counts.get(own, 0) == best else max(counts, key=lambda v: (counts[v], v == own))
+
+
+def smoothed_keys(ticks: list[Tick], raws: list[Verdict], thresholds: Thresholds,
+                  interval_s: float) -> list[tuple[str, str]]:
+    """Non-causal (pattern, bottleneck) per tick: what a reader of the whole recording would say.
+
+    The live tracker must wait ``hold_s`` before believing a change; offline the future is known, so:
+
+    1. **Back-dating**: a raw verdict that judged a fresh regime (engine.judged_span: a step held for
+       ``max(regime_min_s, 3 ticks)``) also speaks for the ticks it needed to confirm it, up to that length
+       back, instead of only from the moment it was confirmed. Not further: when a sawtooth stops, its last
+       low phase and the idle after it form one block, and only the data after the last burst may say idle.
+       A later verdict overrides an earlier one on the ticks both cover.
+    2. **Centred mode filter** of ±``hold_s`` on pattern and on bottleneck separately (as the live tracker
+       holds them separately): a flicker shorter than the hold is outvoted by its neighbours on both sides,
+       and a real change moves the boundary to where the votes switch, not ``hold_s`` later.
+    """
+    n = len(ticks)
+    hold_s = thresholds.hold_s
+    confirm_s = max(thresholds.regime_min_s, 3 * interval_s)
+    pat = [r.pattern for r in raws]
+    bot = [r.bottleneck for r in raws]
+    t = [tk.ts.timestamp() for tk in ticks]
+    for i, r in enumerate(raws):
+        if r.facts.get("regime_fresh") == 1.0 and r.facts.get("judged_s", 0.0) > 0:
+            first = t[i] - min(r.facts["judged_s"], confirm_s)
+            j = i
+            while j > 0 and t[j - 1] > first + 1e-6:
+                j -= 1
+                pat[j], bot[j] = r.pattern, r.bottleneck
+    keys: list[tuple[str, str]] = []
+    lo = hi = 0
+    for i in range(n):
+        while t[lo] < t[i] - hold_s:
+            lo += 1
+        while hi < n and t[hi] <= t[i] + hold_s:
+            hi += 1
+        keys.append((_mode(pat, lo, hi, pat[i]), _mode(bot, lo, hi, bot[i])))
+    return _absorb_short(keys, t, hold_s)
+
+
+def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> list[tuple[str, str]]:
+    """Runs shorter than ``min_s`` merged into a neighbour, shortest first.
+
+    Filtering pattern and bottleneck separately can leave a sliver where one has switched and the other not
+    yet (``idle / stall_unexplained`` for one second between a sawtooth and an idle card); the live tracker
+    would never show anything for less than its hold, and neither does the offline reading. The sliver joins
+    the neighbour that shares its bottleneck, else its pattern, else the longer one.
+    """
+    runs: list[list] = []  # [key, first index, last index]
+    for i, k in enumerate(keys):
+        if runs and runs[-1][0] == k:
+            runs[-1][2] = i
+        else:
+            runs.append([k, i, i])
+
+    def length(r: list) -> float:
+        a, b = r[1], r[2]
+        return t[b] - t[a - 1] if a > 0 else t[b] - t[a] + (t[1] - t[0] if len(t) > 1 else 0.0)
+
+    while len(runs) > 1:
+        j = min(range(len(runs)), key=lambda q: length(runs[q]))
+        if length(runs[j]) >= min_s:
+            break
+        cand = [q for q in (j - 1, j + 1) if 0 <= q < len(runs)]
+        key = runs[j][0]
+        q = max(cand, key=lambda c: (runs[c][0][1] == key[1], runs[c][0][0] == key[0], length(runs[c])))
+        lo_i, hi_i = min(runs[q][1], runs[j][1]), max(runs[q][2], runs[j][2])
+        runs[q][1], runs[q][2] = lo_i, hi_i
+        del runs[j]
+        # neighbours that now carry the same key become one run
+        merged: list[list] = []
+        for r in runs:
+            if merged and merged[-1][0] == r[0]:
+                merged[-1][2] = r[2]
+            else:
+                merged.append(r)
+        runs = merged
+    out: list[tuple[str, str]] = []
+    for k, a, b in runs:
+        out.extend([k] * (b - a + 1))
+    return out
+
+
+def _basis(raws: list[Verdict], key: tuple[str, str]) -> Verdict:
+    """The verdict whose evidence a segment shows: the most confident raw verdict that says exactly what the
+    segment says; failing that (pattern and bottleneck are smoothed separately) one that names the same
+    bottleneck, with the segment's pattern; failing that the most confident one."""
+    same = [r for r in raws if r.key == key]
+    if same:
+        return max(same, key=lambda r: r.confidence)
+    same_b = [r for r in raws if r.bottleneck == key[1]]
+    pool = same_b or [r for r in raws if r.pattern == key[0]] or raws
+    best = max(pool, key=lambda r: r.confidence)
+    if best.pattern != key[0]:
+        keep_period = key[0] == "sawtooth"
+        best = dataclasses.replace(best, pattern=key[0], period_s=best.period_s if keep_period else None,
+                                   duty=best.duty if keep_period else None)
+    return best
+
+
 def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,
              cpu_count: int | None = None) -> list[Segment]:
-    """The shown verdicts of a whole recording, merged into contiguous segments in time order."""
+    """The verdicts of a whole recording, merged into contiguous segments in time order.
+
+    Raw verdicts are computed as the dashboard would, then smoothed without regard to causality (see
+    :func:`smoothed_keys`), so a segment begins where its regime began. Each segment's evidence and advice
+    come from a raw verdict that agrees with the segment (see :func:`_basis`).
+    """
+    res = verdicts(ticks, interval_s, thresholds, window_s, cpu_count)
+    if not res:
+        return []
+    raws = [raw for _t, raw, _s in res]
+    keys = smoothed_keys(ticks, raws, thresholds, interval_s)
     segs: list[Segment] = []
-    for tick, _raw, shown in verdicts(ticks, interval_s, thresholds, window_s, cpu_count):
-        iv = tick.interval_s if tick.interval_s and tick.interval_s > 0 else interval_s
-        start = tick.ts - timedelta(seconds=iv)
-        if segs and (segs[-1].pattern, segs[-1].bottleneck) == shown.key:
-            seg = segs[-1]
-            seg.end = tick.ts
-            seg.ticks += 1
-            # keep the evidence of the most confident moment of the segment
-            if shown.confidence >= seg.confidence:
-                seg.confidence, seg.evidence, seg.advice = shown.confidence, shown.evidence, shown.advice
-                seg.gpus, seg.period_s, seg.duty, seg.facts = shown.gpus, shown.period_s, shown.duty, shown.facts
+    members: list[list[Verdict]] = []
+    for tick, raw, key in zip(ticks, raws, keys, strict=True):
+        if segs and (segs[-1].pattern, segs[-1].bottleneck) == key:
+            segs[-1].end = tick.ts
+            segs[-1].ticks += 1
+            members[-1].append(raw)
             continue
-        if segs:
-            start = segs[-1].end  # contiguous: no gap even if a tick was late
-        segs.append(Segment(start, tick.ts, shown.pattern, shown.bottleneck, list(shown.gpus), shown.confidence,
-                            list(shown.evidence), list(shown.advice), 1, shown.period_s, shown.duty, dict(shown.facts)))
+        iv = tick.interval_s if tick.interval_s and tick.interval_s > 0 else interval_s
+        start = segs[-1].end if segs else tick.ts - timedelta(seconds=iv)  # contiguous: no gap
+        segs.append(Segment(start, tick.ts, key[0], key[1], [], 0.0, [], [], 1))
+        members.append([raw])
+    for seg, group in zip(segs, members, strict=True):
+        b = _basis(group, (seg.pattern, seg.bottleneck))
+        agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
+        seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
+        seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
+        seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
     return segs
 
 
