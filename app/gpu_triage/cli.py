@@ -13,19 +13,8 @@ from collections.abc import Sequence
 
 from gpu_triage import __version__
 from gpu_triage.errors import UserError
+from gpu_triage.scenarios import SCENARIOS
 
-SCENARIOS = (
-    "healthy",
-    "data_pipeline",
-    "too_few_workers",
-    "storage_io",
-    "communication",
-    "single_card_busy",
-    "imbalanced",
-    "launch_overhead",
-    "memory_idle",
-    "periodic_stall",
-)
 
 DESCRIPTION = """\
 A terminal dashboard that tells why your GPUs are idle. It watches every GPU, every CPU core and every

@@ -71,20 +71,9 @@ import numpy as np
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
+from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.sources.base import SourceStatus
 
-SCENARIOS: tuple[str, ...] = (
-    "healthy",
-    "data_pipeline",
-    "too_few_workers",
-    "storage_io",
-    "communication",
-    "single_card_busy",
-    "imbalanced",
-    "launch_overhead",
-    "memory_idle",
-    "periodic_stall",
-)
 
 EXPECTED: dict[str, tuple[str, str]] = {
     "healthy": ("steady_high", "none"),
