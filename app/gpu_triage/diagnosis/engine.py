@@ -131,7 +131,8 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]
     phase of a cycle: the block counts only when it is longer by half than every earlier run in the same band
     over the ``2 * recent_s`` before it. A cycle whose period fits in that look-back has had a run just as long
     in it (its previous phase); a new regime has not. The look-back is bounded so that an unrelated job at a
-    similar level a minute ago does not veto today's step. Host-only blips shorter than the block's minimum
+    similar level a minute ago does not veto today's step. A run cut by the start of the window has an
+unknown length: a block in its band is not called a new regime until that run has left the look-back. Host-only blips shorter than the block's minimum
     length do not break the block (see :func:`_members`).
     """
     n = view.n
@@ -159,7 +160,11 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]
     if k <= start:  # steady over the whole recent stretch: judge the recent stretch
         return start, False
     # is it a new regime, or one more phase of a cycle seen before? compare with earlier runs in band
-    longest = _longest_run(member[max(0, k - 2 * recent) : k])
+    lo = max(0, k - 2 * recent)
+    longest = _longest_run(member[lo:k])
+    if lo == 0 and member[0]:
+        # a run that began before the first tick: its length is unknown, so it cannot be outlasted
+        longest = max(longest, block)
     # half as long again as the longest such run before: the cycle's low phase jitters, a new regime does not end
     if block > 1.5 * longest:
         return k, True

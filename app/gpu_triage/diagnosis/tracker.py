@@ -8,6 +8,10 @@ Pattern and bottleneck have their own hysteresis: a job that sits on the border 
 shapes (steady_low and a sawtooth faster than the tick) must not hold back the news that its bottleneck
 changed, and vice versa. While the shown bottleneck stays, its evidence and advice are refreshed from each
 raw verdict that agrees with it, so the figures stay current without the headline flickering.
+
+A change backed by a confident verdict on a *fresh regime* needs only half the hold: the regime rule already
+required the new level to hold in one band for ``max(regime_min_s, 3 ticks)``, a stability test the noise of
+a healthy job does not pass (its ticks stay in the band of the old level, so no fresh regime is seen).
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import dataclasses
 
 from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
+
+
+QUICK_CONFIDENCE = 0.6  # at or above: the rule that named the bottleneck had its own evidence (not a fallback)
 
 
 class _Held:
@@ -27,9 +34,11 @@ class _Held:
         self._cand: str | None = None
         self._since = 0.0
         self._ticks = 0
+        self._quick = False
 
-    def update(self, t: float, value: str) -> bool:
-        """Returns True when the held value changed."""
+    def update(self, t: float, value: str, quick: bool = False) -> bool:
+        """Returns True when the held value changed. ``quick``: this evidence already proved itself stable
+        (see :meth:`VerdictTracker.update`), so half the hold is enough."""
         if self.value is None:
             self.value = value
             return True
@@ -37,10 +46,12 @@ class _Held:
             self._cand = None
             return False
         if value != self._cand:
-            self._cand, self._since, self._ticks = value, t, 1
+            self._cand, self._since, self._ticks, self._quick = value, t, 1, quick
         else:
             self._ticks += 1
-        if t - self._since >= self.hold_s and self._ticks >= 2:
+            self._quick = self._quick and quick
+        hold = self.hold_s / 2 if self._quick else self.hold_s
+        if t - self._since >= hold and self._ticks >= 2:
             self.value = value
             self._cand = None
             return True
@@ -61,8 +72,11 @@ class VerdictTracker:
 
     def update(self, t_seconds: float, verdict: Verdict) -> Verdict:
         """Feed the raw verdict of time ``t_seconds``; returns the verdict to show."""
-        self._pattern.update(t_seconds, verdict.pattern)
-        self._bottleneck.update(t_seconds, verdict.bottleneck)
+        # a confident verdict on a fresh regime (a step that already held max(regime_min_s, 3 ticks) in one
+        # band, see engine.judged_span) has passed a stability test of its own: half the hold suffices
+        quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= QUICK_CONFIDENCE
+        self._pattern.update(t_seconds, verdict.pattern, quick)
+        self._bottleneck.update(t_seconds, verdict.bottleneck, quick)
         if verdict.bottleneck == self._bottleneck.value:
             self._basis = verdict
         basis = self._basis or verdict
