@@ -123,3 +123,15 @@ def test_segment_boundaries_follow_the_labels(name: str) -> None:
         first = next(s for s in segs if s.end > start and _ok(lab, s.pattern, s.bottleneck))
         lag = (first.start - start).total_seconds()
         assert lag <= max(4.0, 3 * dt) + 2 * dt, f"{lab['scenario']}: segment starts {lag:.1f} s late"
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_live_shown_verdict_arrives_inside_each_window(name: str) -> None:
+    """The dashboard (raw verdict + hysteresis, causal) shows an acceptable verdict before each labelled
+    window ends, and never later than 30 s after it starts, even with 20 s windows."""
+    res = _raw(name)
+    for lab in _labels(name):
+        start, end = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])
+        first = next(((t.ts - start).total_seconds() for t, _r, shown in res
+                      if start <= t.ts <= end and _ok(lab, shown.pattern, shown.bottleneck)), None)
+        assert first is not None and first <= 30.0, f"{lab['scenario']}: shown only after {first} s"
