@@ -2,8 +2,9 @@
 
 What is judged: the *current regime*, not the whole window. A 5-minute window averaged would take minutes to
 notice a change, so the levels and causes are read over the last ``recent_s`` seconds; and if the end of
-that stretch is a steady block that differs from what came before, longer than any such block seen earlier
-in the window (so it is not just the low phase of a cycle), only that block is judged. Periods are looked
+that stretch is a steady block (a step: a new level held for ``max(regime_min_s, 3 ticks)``) longer by half
+than any run in its band over the ``2 * recent_s`` before it (so it is not just the low phase of a cycle),
+only that block is judged (see :func:`judged_span`). Periods are looked
 for in the judged stretch and, when that stretch is short, in the whole window too.
 """
 
