@@ -1,0 +1,88 @@
+"""The dashboard's cost controls, asserted as behaviour (speeds themselves are in benchmarks/):
+streamed ticks are all ingested but drawn (and diagnosed) at most once per ``redraw_min_s``; a pane whose
+text did not change is not repainted; the waveform draws one span per run of a colour, not per cell."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from gpu_triage.config import Config
+from gpu_triage.ui import render
+from gpu_triage.ui.app import TriageApp
+from tests.ui_ticks import TickListSource, make_tick
+
+
+def _app() -> TriageApp:
+    prefill = [make_tick(i, gpus=2, cores=4) for i in range(20)]
+    return TriageApp(Config(), source=TickListSource(2, 4), source_label="test", prefill=prefill, autostart=False)
+
+
+async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> None:
+    app = _app()
+    now = [1000.0]
+    app.clock = lambda: now[0]  # the wall clock is the outside world: frozen here
+    app.redraw_min_s = 0.05
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.redraw()  # a frame at t=1000: the next may come no sooner than 1000.05
+        frames, verdicts = app.redraws, len(app.history)
+        for i in range(20, 30):
+            app.ingest_streamed(make_tick(i, gpus=2, cores=4))
+        await pilot.pause()
+        assert app.window.last.ts == make_tick(29).ts and app.ticks_ingested == 30  # every tick is kept
+        assert app.redraws == frames  # but not drawn yet: too soon after the last frame
+        await asyncio.sleep(0.3)
+        await pilot.pause()
+        assert app.redraws == frames + 1  # ten ticks, one frame
+        assert len(app.history) == verdicts + 1  # and one diagnosis, of the newest window
+        assert app.history[-1][0] == make_tick(29).ts.timestamp()
+
+
+async def test_direct_ingest_is_drawn_at_once() -> None:
+    app = _app()
+    app.clock = lambda: 1000.0
+    app.redraw_min_s = 3600.0  # a cap that would hold any throttled frame back for the whole test
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        frames = app.redraws
+        app.ingest(make_tick(20, gpus=2, cores=4))
+        await pilot.pause()
+        assert app.redraws == frames + 1
+
+
+async def test_unchanged_pane_is_not_repainted() -> None:
+    app = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        keys = app.query_one("#keys")
+        updates = []
+        original = keys.update
+        keys.update = lambda *a, **k: (updates.append(a), original(*a, **k))  # type: ignore[method-assign]
+        app.ingest(make_tick(20, gpus=2, cores=4))
+        await pilot.pause()
+        assert updates == []  # the key line did not change: nothing sent for it
+
+
+def test_waveform_one_span_per_colour_run_same_cells() -> None:
+    util = np.array([0.0, 0.0, 50.0, 60.0, 70.0, np.nan, 100.0, 100.0])
+    umin = np.array([0.0, 0.0, 0.0, 60.0, 70.0, np.nan, 0.0, 100.0])
+    umax = np.array([0.0, 0.0, 100.0, 60.0, 70.0, np.nan, 100.0, 100.0])
+    text = render.waveform(util, 8, "green", umin=umin, umax=umax)
+    assert text.plain == "··▄▅▆ ██"
+    styles = [(text.plain[s.start : s.end], str(s.style)) for s in text.spans]
+    assert styles == [
+        ("··", "grey42"),
+        ("▄", "green on grey30"),
+        ("▅▆ ", "green"),
+        ("█", "green on grey30"),
+        ("█", "green"),
+    ]
+
+
+def test_bin_columns_keeps_all_missing_bins_missing() -> None:
+    values = np.array([np.nan, np.nan, 10.0, 30.0, np.nan, 50.0])
+    assert np.allclose(render.bin_columns(values, 3), [np.nan, 20.0, 50.0], equal_nan=True)
+    assert np.allclose(render.bin_columns(values, 3, "min"), [np.nan, 10.0, 50.0], equal_nan=True)
+    assert np.allclose(render.bin_columns(values, 3, "max"), [np.nan, 30.0, 50.0], equal_nan=True)
