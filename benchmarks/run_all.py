@@ -1,0 +1,43 @@
+"""Every figure of docs/performance.md, one script after another (about 6 minutes on the 2-core CI box).
+
+    .venv/bin/python benchmarks/run_all.py [--quick]
+
+--quick shortens the pty runs to 20 s and the memory test to one day of ticks. On the GPU machine,
+benchmarks/bench_sampler.py also measures the real driver, and compare_monitors.py (run by
+scripts/h200_session.sh) gives the side-by-side table against nvitop and nvidia-smi dmon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    q = args.quick
+    runs = [
+        ("machine", ["sh", "-c", "lscpu | grep 'Model name'; nproc"]),
+        ("sampling cost per tick (bench_sampler)", [sys.executable, str(HERE / "bench_sampler.py")]),
+        (
+            "dashboard: CPU, RSS, tty bytes, startup, memory over days (bench_dashboard)",
+            [sys.executable, str(HERE / "bench_dashboard.py"), "--seconds", "20" if q else "60", "--ticks", "43200" if q else "302400"],
+        ),
+        ("recording: size of a day, append cost (bench_trace)", [sys.executable, str(HERE / "bench_trace.py")]),
+        ("headless record: RSS and CPU (bench_record)", [sys.executable, str(HERE / "bench_record.py"), "--seconds", "20" if q else "60"]),
+    ]
+    status = 0
+    for title, cmd in runs:
+        print(f"\n== {title}", flush=True)
+        status |= subprocess.run(cmd).returncode
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
