@@ -64,3 +64,15 @@ def test_stop_before_first_tick_produces_nothing() -> None:
     sampler.start()
     sampler.stop()
     assert got == [] and source.calls == 0
+
+
+def test_first_tick_can_come_before_a_whole_interval() -> None:
+    source = CountingSource()
+    got = threading.Event()
+    sampler = Sampler(source, 3600.0, lambda t: got.set(), first_after_s=0.0)
+    sampler.start()
+    try:
+        assert got.wait(10), "the first tick waited for the whole hour-long interval"
+    finally:
+        sampler.stop()
+    assert source.calls == 1

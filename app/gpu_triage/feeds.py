@@ -179,6 +179,9 @@ class ReplayFeed:
         return changed
 
 
+FIRST_TICK_S = 0.5  # the screen gets its first data half a second after start, whatever the interval
+
+
 class LiveFeed:
     """A source sampled on the sampler thread; ``on_tick`` is called there with each tick."""
 
@@ -191,7 +194,7 @@ class LiveFeed:
     ) -> None:
         self.source = source
         self.interval_s = interval_s
-        self.sampler = Sampler(source, interval_s, on_tick, on_error)
+        self.sampler = Sampler(source, interval_s, on_tick, on_error, first_after_s=FIRST_TICK_S)
 
     def host_info(self) -> HostInfo:
         return self.source.host_info()

@@ -23,6 +23,7 @@ class Sampler:
         on_tick: Callable[[Tick], None],
         on_error: Callable[[BaseException], None] | None = None,
         *,
+        first_after_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if interval_s <= 0:
@@ -32,6 +33,8 @@ class Sampler:
         self._on_tick = on_tick
         self._on_error = on_error
         self._clock = clock
+        # the first tick may come sooner than a whole interval, so a screen has data at once
+        self._first_after_s = interval_s if first_after_s is None else max(0.0, min(first_after_s, interval_s))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -53,7 +56,7 @@ class Sampler:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
-        next_at = self._clock() + self.interval_s
+        next_at = self._clock() + self._first_after_s
         while not self._stop.wait(max(0.0, next_at - self._clock())):
             began = self._clock()
             try:
