@@ -23,6 +23,8 @@ from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
 ROOT = Path(__file__).resolve().parents[1]
 OWN_2S = ROOT / "tests" / "data" / "h200-own-2s.parquet"
 OWN_05S = ROOT / "tests" / "data" / "h200-own-0.5s.parquet"
+GEN_2S = ROOT / "tests" / "data" / "h200-gen-2s.parquet"
+GEN_05S = ROOT / "tests" / "data" / "h200-gen-0.5s.parquet"
 
 MIDDLE = (0.35, 0.9)
 
@@ -85,7 +87,7 @@ def sim_rows() -> list[tuple]:
 def main() -> None:
     show = "--ticks" in sys.argv
     rows = []
-    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S):
+    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S):
         rows += real_rows(p, show)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok "

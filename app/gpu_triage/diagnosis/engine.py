@@ -123,8 +123,10 @@ def _longest_run(mask: np.ndarray) -> int:
     return longest
 
 
-def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool]:
-    """Index of the first judged tick, and whether the judged stretch is a fresh steady regime.
+def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool, int]:
+    """Index of the first judged tick, whether the judged stretch is a fresh steady regime, and (for a fresh
+    one) the longest earlier run in its band, in ticks: the part of the block that a cycle's phase could also
+    have made, so offline readers back-date the regime only over what came after it.
 
     A *step* (a change of level that then holds) is an event of its own: after ``max(regime_min_s, 3 ticks)``
     in a band around the new level, the block at the end is judged alone, so 20 s of 99 % followed by 20 s of
@@ -141,25 +143,25 @@ unknown length: a block in its band is not called a new regime until that run ha
     start = max(0, n - recent)
     m_min = max(3, int(math.ceil(th.regime_min_s / dt)))
     if n - start <= m_min:
-        return start, False
+        return start, False, 0
     feat = _tick_features(view)
     tail = feat[n - m_min :]
     if np.isnan(tail).all():
-        return start, False
+        return start, False, 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)  # a feature missing everywhere stays NaN
         ref = np.nanmedian(tail, axis=0)
     ok, gpu_ok = _in_band_split(feat, ref)
     member = _members(ok, gpu_ok, m_min)
     if not member[n - m_min :].all():
-        return start, False
+        return start, False, 0
     # the steady block at the end
     k = n - m_min
     while k > 0 and member[k - 1]:
         k -= 1
     block = n - k
     if k <= start:  # steady over the whole recent stretch: judge the recent stretch
-        return start, False
+        return start, False, 0
     # is it a new regime, or one more phase of a cycle seen before? compare with earlier runs in band
     lo = max(0, k - 2 * recent)
     longest = _longest_run(member[lo:k])
@@ -168,8 +170,8 @@ unknown length: a block in its band is not called a new regime until that run ha
         longest = max(longest, block)
     # half as long again as the longest such run before: the cycle's low phase jitters, a new regime does not end
     if block > 1.5 * longest:
-        return k, True
-    return start, False
+        return k, True, longest
+    return start, False, 0
 
 
 def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = None) -> Verdict:
@@ -185,7 +187,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         return no_data_verdict("no GPU data: GPU-Util missing on every card")
 
     dt = tick_seconds(view)
-    start, fresh = judged_span(view, th, dt)
+    start, fresh, prior_run = judged_span(view, th, dt)
     sl = slice(start, n)
     gpu = {k: v[sl] for k, v in view.gpu.items()}
     util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
@@ -271,6 +273,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     facts["period_s"] = float("nan") if period_s is None else period_s
     facts["duty"] = float("nan") if duty is None else duty
     facts["judged_s"] = span_s
+    facts["regime_prior_run_s"] = prior_run * dt
     facts["regime_fresh"] = 1.0 if fresh else 0.0
     n_procs = len({p.pid for tick in view.procs[-(n - start):] for p in tick}) if view.procs else 0
     adv = advise(cause.bottleneck, pattern, hf, pf, view.n_gpus, n_procs)

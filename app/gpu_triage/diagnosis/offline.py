@@ -94,7 +94,9 @@ def smoothed_keys(ticks: list[Tick], raws: list[Verdict], thresholds: Thresholds
     1. **Back-dating**: a raw verdict that judged a fresh regime (engine.judged_span: a step held for
        ``max(regime_min_s, 3 ticks)``) also speaks for the ticks it needed to confirm it, up to that length
        back, instead of only from the moment it was confirmed. Not further: when a sawtooth stops, its last
-       low phase and the idle after it form one block, and only the data after the last burst may say idle.
+       low phase and the idle after it form one block, and only the data after the last burst may say idle;
+       and only over the part of the block longer than the longest earlier run in its band, since the first
+       ticks of that block looked exactly like one more low phase of the cycle.
        A later verdict overrides an earlier one on the ticks both cover.
     2. **Centred mode filter** of ±``hold_s`` on pattern and on bottleneck separately (as the live tracker
        holds them separately): a flicker shorter than the hold is outvoted by its neighbours on both sides,
@@ -108,7 +110,9 @@ def smoothed_keys(ticks: list[Tick], raws: list[Verdict], thresholds: Thresholds
     t = [tk.ts.timestamp() for tk in ticks]
     for i, r in enumerate(raws):
         if r.facts.get("regime_fresh") == 1.0 and r.facts.get("judged_s", 0.0) > 0:
-            first = t[i] - min(r.facts["judged_s"], confirm_s)
+            # only what outlasted the longest earlier run in that band (a cycle's phase) is the new regime
+            distinct_s = r.facts["judged_s"] - r.facts.get("regime_prior_run_s", 0.0)
+            first = t[i] - min(max(distinct_s, 0.0), confirm_s)
             j = i
             while j > 0 and t[j - 1] > first + 1e-6:
                 j -= 1
