@@ -78,12 +78,31 @@ async def main(out: Path) -> None:
         print("rsvg-convert not found: SVG only (apt-get install librsvg2-bin for PNG)")
         return
     for svg in shots:
-        png = svg.with_suffix(".png")
-        subprocess.run([converter, "-w", "1400", str(svg), "-o", str(png)], check=True)
-        print(png)
+        print(to_png(converter, svg))
+
+
+def to_png(converter: str, svg: Path) -> Path:
+    """PNG of a Textual SVG. Why the rewrite: rsvg-convert trims leading spaces (&#160;) of each <text> run,
+    so a run that starts with spaces is drawn shifted left over its neighbour ("● livelive", "data_pipelineGPU 0")
+    although the SVG and the terminal are right; xml:space="preserve" on the root keeps them."""
+    text = svg.read_text(encoding="utf-8")
+    if 'xml:space="preserve"' not in text:
+        text = text.replace("<svg ", '<svg xml:space="preserve" ', 1)
+    png = svg.with_suffix(".png")
+    subprocess.run([converter, "-w", "1400", "-o", str(png), "/dev/stdin"], input=text.encode(), check=True)
+    return png
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "screenshots")
-    asyncio.run(main(parser.parse_args().out))
+    parser.add_argument("--png-only", nargs="*", type=Path, metavar="SVG", help="only convert these SVGs to PNG (e.g. the live H200 ones)")
+    ns = parser.parse_args()
+    if ns.png_only:
+        conv = shutil.which("rsvg-convert")
+        if conv is None:
+            raise SystemExit("rsvg-convert not found (apt-get install librsvg2-bin)")
+        for one in ns.png_only:
+            print(to_png(conv, one))
+    else:
+        asyncio.run(main(ns.out))

@@ -12,6 +12,7 @@ from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.run import NO_GPU_BANNER, build_app
+from gpu_triage.model import ProcSample
 from tests.ui_ticks import TickListSource, make_tick
 
 
@@ -46,6 +47,75 @@ async def test_every_card_line_is_visible(size: tuple[int, int], gpus: int, core
         shown = [r for r in regions if r.height]
         assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:]))
         assert shown[-1].bottom <= app.query_one("#foot").region.y
+
+
+async def test_few_cards_on_a_big_terminal_get_tall_graphs_with_a_y_axis() -> None:
+    """1 card at 160x48: several rows of GPU-Util and of SM activity, 0/50/100 marked, nothing cut."""
+    app = _app(1, 16)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        lines = _visible_lines(app, "gpu")
+        assert [ln[1:3] for ln in lines[1:] if ln[1:3].strip().isdigit()] == [" 0"]
+        axis = [ln[4:8] for ln in lines[1:]]
+        assert axis.count("100┤") == 2 and axis.count("  0┤") == 2 and " 50┤" in axis  # util graph + SM graph
+        assert len(lines) - 1 >= 6
+        assert sum(1 for ln in lines if ln.startswith("  sm")) == 1
+        assert all(len(ln) <= 160 for ln in lines)
+        # card 0 alternates 95 % / 5 % every 2 ticks with 0-100 inside each tick: in the top row (87.5-100 %)
+        # the busy ticks reach in (95 %: a 5/8 block), the idle ones show their 100 % peak as ░
+        top = lines[1][8:]
+        assert "▅▅░░▅▅░░" in top
+        assert _visible_lines(app, "diag") and _visible_lines(app, "procs")
+    # the same card at 80x24 stays on the compact form
+    app = _app(1, 16)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not any("100┤" in ln for ln in _visible_lines(app, "gpu"))
+
+
+@pytest.mark.parametrize(("size", "gpus"), [((160, 48), 2), ((200, 60), 4)])
+async def test_tall_form_keeps_every_card_and_the_panes_below(size: tuple[int, int], gpus: int) -> None:
+    app = _app(gpus, 32)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        lines = _visible_lines(app, "gpu")
+        assert [int(ln[1:3]) for ln in lines[1:] if ln[1:3].strip().isdigit()] == list(range(gpus))
+        assert sum(1 for ln in lines if "100┤" in ln) == 2 * gpus
+        assert all(len(ln) <= size[0] for ln in lines)
+        regions = [app.query_one(f"#{p}").region for p in ("header", "gpu", "diag", "cpu", "disk", "procs")]
+        shown = [r for r in regions if r.height]
+        assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:]))
+        assert shown[-1].bottom <= app.query_one("#foot").region.y
+
+
+async def test_process_table_is_aligned_and_counts_what_does_not_fit() -> None:
+    ticks = [make_tick(i, gpus=2, cores=4) for i in range(3)]
+    extra = [
+        ProcSample(pid=3000 + k, gpu_index=1, name="worker", gpu_mem_bytes=None, cpu_pct=None, workers=None)
+        for k in range(30)
+    ]
+    many = ProcSample(pid=2999, gpu_index=0, name="train", gpu_mem_bytes=1 << 30, cpu_pct=50.0, workers=8,
+                      workers_cpu_pct=[10.0, 12.0, 14.0, 11.0, 13.0, 12.0, 10.0, 14.0])
+    ticks[-1].procs = [*ticks[-1].procs, many, *extra]
+    app = _app(2, 4, prefill=ticks)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        lines = _visible_lines(app, "procs")
+        head = lines[0]
+        assert "+" in lines[-1] and "more" in lines[-1]
+        shown_rows = len(lines) - 2
+        assert int(lines[-1].split("+")[1].split()[0]) == 33 - shown_rows
+        rows = lines[1:-1]
+        # right-aligned numbers end under the end of their heading
+        assert all(row[: head.index("PID") + 3].strip().isdigit() for row in rows)
+        mem_end = head.index("GPU MEM") + len("GPU MEM")
+        assert all(row[mem_end - 1] != " " for row in rows)
+        row = next(r for r in rows if r.split()[0] == "2999")
+        assert "8× avg 12 % max 14 %" in row
+        few = next(r for r in rows if r.split()[0] == "1000")
+        assert "80 70 60 50 %" in few
+        na = [r for r in rows if "worker" in r]
+        assert na and all(r.count("n/a") >= 3 for r in na)  # no memory, CPU or worker count: n/a, not 0
 
 
 async def test_wide_screen_shows_every_core_with_its_percent() -> None:
@@ -213,7 +283,8 @@ async def test_replay_of_the_h200_trace_shows_the_sawtooth() -> None:
     labels = json.loads(labels_for(H200_TRACE_2S).read_text())
     saw = next(lab for lab in labels if lab["scenario"] == "sawtooth_stall")
     end = datetime.fromisoformat(saw["end"]).timestamp()
-    async with app.run_test(size=(120, 40)) as pilot:
+    # 120x24: one compact line per card, bursts as shaded cells
+    async with app.run_test(size=(120, 24)) as pilot:
         await pilot.press("space")
         app.replay.position = trace.index_at(end)
         app._rebuild_from_replay()
@@ -223,6 +294,16 @@ async def test_replay_of_the_h200_trace_shows_the_sawtooth() -> None:
         assert any("on grey30" in str(span.style) for span in pane._shown.spans)
         card = next(ln for ln in pane.shown_plain.split("\n") if ln[1:3] == " 0")
         assert "█" in card and "·" in card  # bursts and zeros on one fixed scale
+    # 120x40: one card gets the tall graph; the burst peaks above the mean bar are drawn as ░
+    app = _replay_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")
+        app.replay.position = trace.index_at(end)
+        app._rebuild_from_replay()
+        app.redraw()
+        await pilot.pause()
+        lines = _visible_lines(app, "gpu")
+        assert any("░" in ln for ln in lines[1:]) and any("·" in ln for ln in lines[1:])
 
 
 # -- the live source against a fake NVML module (the outside world), psutil real -----------------------

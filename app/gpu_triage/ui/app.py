@@ -77,6 +77,9 @@ class Pane(Static):
 class TriageApp(App[int]):
     """The dashboard. Give it either ``source`` (live or simulated) or ``replay``."""
 
+    TITLE = "gpu-triage"
+    SUB_TITLE = "gpu-triage"
+
     CSS = """
     Screen { overflow: hidden; }
     #body { height: 1fr; overflow: hidden; }
@@ -341,27 +344,40 @@ class TriageApp(App[int]):
             self.screen.refresh_data(view)
 
     def _header_text(self, width: int) -> Text:
+        """Host, state, REC, source, tick and window. Narrow terminals get a compact form that keeps what
+        matters at a glance (host, live/paused/replay state, REC) and drops the wording, not the facts."""
+        compact = width < 100
         t = Text(no_wrap=True, end="")
         host = self.host.hostname or "this host"
-        t.append(f" {host} ", "bold reverse")
+        t.append(f" {host[:24] if compact else host} ", "bold reverse")
         t.append(" ")
         if self.replay is not None:
             r = self.replay
             state = "▶ playing" if r.playing else "■ paused"
             t.append(f"{state} x{r.speed:g}", "bold")
         elif self.paused:
-            t.append("■ PAUSED (sampling goes on)", "bold yellow")
+            t.append("■ PAUSED" if compact else "■ PAUSED (sampling goes on)", "bold yellow")
         else:
             t.append("● live", "bold green")
         if self.recorder is not None:
             rec = self.recorder
-            t.append("  ")
-            t.append(f"● REC {rec.ticks} ticks {fmt_bytes(rec.bytes_written)}", f"bold {self.colours.alert}")
+            t.append(" · ")
+            rec_txt = f"● REC {fmt_bytes(rec.bytes_written)}" if compact else f"● REC {rec.ticks} ticks {fmt_bytes(rec.bytes_written)}"
+            t.append(rec_txt, f"bold {self.colours.alert}")
             if rec.error is not None:
-                t.append(f" (failed: {rec.error})", self.colours.alert)
+                t.append(" failed" if compact else f" (failed: {rec.error})", self.colours.alert)
         elif self.record_error:
-            t.append(f"  REC failed: {self.record_error}", self.colours.alert)
-        t.append(f"  {self.source_label} · tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}")
+            t.append(" · REC failed" if compact else f" · REC failed: {self.record_error}", self.colours.alert)
+        # the state already says "live": repeat the source only when it says more (demo, replay file)
+        label = "" if self.source_label in ("", "live") else self.source_label
+        if compact:
+            label = label.removeprefix("demo: ").replace("simulated ", "sim ").replace("-GPU server", " GPU")
+            tail = f"{label} · {self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
+        else:
+            tail = f"tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}"
+            tail = f"{label} · {tail}" if label else tail
+        t.append(" · ", "grey50")
+        t.append(tail)
         t.truncate(width)
         lines = [t]
         if self.banner:

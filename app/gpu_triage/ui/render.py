@@ -38,7 +38,8 @@ class Colours:
 
 @dataclass(slots=True)
 class Budget:
-    """Lines given to each pane; ``gpu_rows`` is 1 (compact) or 2 (util row + SM row) per card."""
+    """Lines given to each pane; ``gpu_rows`` per card: 1 (compact), 2 (util row + SM row) or
+    ``TALL_MIN_ROWS``..``TALL_MAX_ROWS`` (two small graphs with a y-axis, when few cards leave room)."""
 
     gpu_rows: int
     cpu: int
@@ -81,6 +82,13 @@ def plan_layout(height: int, width: int, n_gpus: int, n_cores: int, n_disks: int
     extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
     procs += extra
     left -= extra
+    # still room (few cards, tall terminal): tall graphs per card, after keeping 4 lines for evidence
+    spare = left - 4
+    if n_gpus and spare > 0:
+        per_card = min(TALL_MAX_ROWS, gpu_rows + spare // n_gpus)
+        if per_card >= TALL_MIN_ROWS:
+            left -= (per_card - gpu_rows) * n_gpus
+            gpu_rows = per_card
     diag += min(max(0, left), 4)
     return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag)
 
@@ -231,6 +239,73 @@ def waveform(
     return out
 
 
+AXIS_W = 4  # "100┤" gutter of the tall graph
+
+
+def axis_label(row: int, rows: int) -> str:
+    """y-axis hint of a tall graph on its fixed 0–100 scale: 100 at the top, 50 halfway, 0 at the bottom."""
+    if row == 0:
+        return "100┤"
+    if row == rows - 1:
+        return "  0┤"
+    if rows >= 4 and row == rows // 2:
+        return " 50┤"
+    return "   │"
+
+
+def tall_graph(
+    values: np.ndarray,
+    width: int,
+    rows: int,
+    colour: str,
+    *,
+    umax: np.ndarray | None = None,
+) -> list[Text]:
+    """``rows`` lines of a bar graph on a fixed 0–100 scale (1/8-row resolution), newest at the right.
+
+    With ``umax`` (the highest GPU-Util inside each tick), the part between the mean bar and that maximum is
+    drawn as a dim ``░``: a sawtooth faster than the tick reads as "busy in bursts" rather than "half busy".
+    Zero is a dim dot on the bottom row and missing data is blank, as in the one-line form. Vectorised per
+    row and one span per run of a style, to keep the frame cost of a tall card close to a one-line card.
+    """
+    u = np.asarray(bin_columns(values, width), dtype=float)
+    hi = np.asarray(bin_columns(umax, width, "max"), dtype=float) if umax is not None else None
+    pad = " " * (width - u.shape[0])
+    missing = np.isnan(u)
+    safe = np.where(missing, 0.0, u)
+    hi_safe = np.where(np.isnan(hi), 0.0, hi) if hi is not None else None
+    step = 100.0 / rows
+    lines: list[Text] = []
+    for r in range(rows):
+        base = (rows - 1 - r) * step
+        level = np.clip(np.round((safe - base) / step * 8), 0, 8).astype(np.intp)
+        chars = _BLOCK_CHARS[level]
+        code = np.zeros(u.shape[0], dtype=np.intp)  # 0 colour, 1 dim
+        if hi_safe is not None:
+            burst = (level == 0) & (hi_safe > base + step / 2) & ~missing
+            chars[burst] = "░"
+            code[burst] = 1
+        if r == rows - 1:
+            dot = ~missing & (safe < 0.5)
+            chars[dot] = "·"
+            code[dot] = 1
+        chars[missing] = " "
+        line = Text(pad, no_wrap=True, end="")
+        styles = (colour, "grey42")
+        if u.shape[0]:
+            bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), u.shape[0]]
+            for a, b in zip(bounds, bounds[1:]):
+                line.append("".join(chars[a:b].tolist()), styles[int(code[a])])
+        lines.append(line)
+    return lines
+
+
+def tall_split(rows_per_card: int) -> tuple[int, int]:
+    """Rows for GPU-Util and for SM activity in the tall form: util gets two thirds (it is read first)."""
+    sm_rows = max(2, rows_per_card // 3)
+    return rows_per_card - sm_rows, sm_rows
+
+
 # -- panes -------------------------------------------------------------------------------------------
 def gpu_pane(
     view: WindowView,
@@ -244,11 +319,15 @@ def gpu_pane(
 ) -> Text:
     """Title line + one line (or two: util and SM) per card."""
     out = Text(no_wrap=True, end="")
-    title = "GPU  util 0–100 (fixed scale; shaded = sawtooth inside a tick"
-    title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
-    if rows_per_card == 1:
-        title += "cyan = SMs idle)"
-    title += "  mem is not work"
+    tall = rows_per_card >= TALL_MIN_ROWS
+    if tall:
+        title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
+    else:
+        title = "GPU  util 0–100 % (fixed scale; shaded = sawtooth inside a tick"
+        title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
+        if rows_per_card == 1:
+            title += f"{colours.sm} = SMs idle)"
+        title += "  memory in use is not work"
     out.append(title[:width], "bold")
     if not view.gpu_indexes:
         out.append("\n")
@@ -278,6 +357,9 @@ def gpu_pane(
             c = _last(g["sm_clock_mhz"])
             tail += f" {t:3.0f}C" if _ok(t) else "  n/aC"
             tail += f" {c:5.0f}MHz" if _ok(c) else "   n/aMHz"
+        if tall:
+            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j)
+            continue
         wave_w = max(4, width - len(head) - len(tail))
         out.append(head, "bold reverse" if selected == j else "bold")
         out.append_text(
@@ -304,6 +386,69 @@ def gpu_pane(
                 dram = _last(g["dram_active_pct"])
                 out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
     return out
+
+
+TALL_MAX_ROWS = 12  # 8 rows of GPU-Util + 4 of SM: more height adds no reading precision
+TALL_MIN_ROWS = 6  # rows per card from which a card is drawn as two small graphs (util, SM) with a y-axis
+
+
+def _tall_card(
+    out: Text, g: dict[str, np.ndarray], head: str, tail: str, width: int, rows_per_card: int, colours: Colours, selected: bool
+) -> None:
+    """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
+    the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
+    util_rows, sm_rows = tall_split(rows_per_card)
+    tail_w = len(tail)
+    graph_w = max(4, width - len(head) - AXIS_W - tail_w)
+    side_w = max(0, width - len(head) - AXIS_W - graph_w)
+    with _quiet():
+        mean = float(np.nanmean(g["util_pct"])) if not np.all(np.isnan(g["util_pct"])) else float("nan")
+        peak = float(np.nanmax(g["util_max_pct"])) if not np.all(np.isnan(g["util_max_pct"])) else float("nan")
+        sm_mean = float(np.nanmean(g["sm_active_pct"])) if not np.all(np.isnan(g["sm_active_pct"])) else float("nan")
+    t = _last(g["temp_c"])
+    c = _last(g["sm_clock_mhz"])
+    util_side = [
+        (tail, ""),
+        (" GPU-Util", colours.gpu),
+        (f" window mean{pct(mean)} peak{pct(peak)}", "grey70"),
+        (f" {t:.0f}°C" if _ok(t) else " n/a°C", "grey70"),
+        (f" {c:.0f} MHz" if _ok(c) else " n/a MHz", "grey70"),
+    ]
+    if width >= 120:  # the one-line tail already carries temperature and clock
+        util_side = util_side[:3]
+    lines = tall_graph(g["util_pct"], graph_w, util_rows, colours.gpu, umax=g["util_max_pct"])
+    for r, line in enumerate(lines):
+        if r:
+            out.append("\n")
+            out.append(" " * len(head))
+        else:
+            out.append(head, "bold reverse" if selected else "bold")
+        out.append(axis_label(r, util_rows), "grey50")
+        out.append_text(line)
+        if r < len(util_side):
+            txt, style = util_side[r]
+            out.append(txt[:side_w], style)
+    sm_na = bool(np.all(np.isnan(g["sm_active_pct"])))
+    sm_side = [
+        (" SM activity", colours.sm),
+        (f" window mean{pct(sm_mean)}", "grey70"),
+        (
+            f" occ{pct(_last(g['sm_occupancy_pct']))} tensor{pct(_last(g['tensor_active_pct']))} dram{pct(_last(g['dram_active_pct']))}",
+            "grey70",
+        ),
+    ]
+    sm_lines = [] if sm_na else tall_graph(g["sm_active_pct"], graph_w, sm_rows, colours.sm)
+    for r in range(sm_rows):
+        out.append("\n")
+        out.append(("  sm" if r == 0 else "").ljust(len(head)), colours.sm)
+        if sm_na:
+            out.append((" " * AXIS_W + "SM activity n/a on this card (no GPM)" if r == 0 else "")[: width - len(head)], "grey50")
+            continue
+        out.append(axis_label(r, sm_rows), "grey50")
+        out.append_text(sm_lines[r])
+        if r < len(sm_side):
+            txt, style = sm_side[r]
+            out.append(txt[:side_w], style)
 
 
 def _heat(v: float) -> str:
@@ -356,12 +501,15 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     return out
 
 
+DISK_HEAD = f"{'DISK':<9} {'BUSY%':>6} {'AWAIT':>7} {'READ/s':>8} {'WRITE/s':>8} {'R IOPS':>7} {'W IOPS':>7}"
+
+
 def disk_pane(view: WindowView, width: int, lines: int) -> Text:
     """iostat-like, busiest disks first."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
-    out.append("DISK       busy%  await   read/s  write/s  r IOPS  w IOPS"[:width], "bold")
+    out.append(DISK_HEAD[:width], "bold")
     if not view.disk_names or not view.n:
         return out
     last = {f: a[-1] for f, a in view.disk.items()}
@@ -384,22 +532,39 @@ def _num(v: float) -> str:
     return f"{v:.0f}" if _ok(v) else "n/a"
 
 
+PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+
+
+def workers_text(wcpu: list[float]) -> str:
+    """Few workers: each one's CPU (to spot the one that lags); many: count, mean and max, which is what
+    decides "more workers" versus "lighter preprocessing" and fits any width."""
+    if not wcpu:
+        return "-"
+    if len(wcpu) <= 4:
+        return " ".join(f"{w:.0f}" for w in wcpu) + " %"
+    return f"{len(wcpu)}× avg {sum(wcpu) / len(wcpu):.0f} % max {max(wcpu):.0f} %"
+
+
 def proc_pane(view: WindowView, width: int, lines: int) -> Text:
-    """GPU processes of the newest tick with their DataLoader workers' CPU."""
+    """GPU processes of the newest tick with their DataLoader workers' CPU, in aligned columns
+    (numbers right-aligned under right-aligned headings); what does not fit is counted, not dropped silently."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
-    out.append("PROC     pid name            gpu  gpu mem  cpu%  workers  workers' cpu%"[:width], "bold")
-    procs = view.procs[-1] if view.procs else []
-    for p in sorted(procs, key=lambda p: (p.gpu_index, p.pid))[: lines - 1]:
-        wcpu = p.workers_cpu_pct or []
-        wtxt = " ".join(f"{w:.0f}" for w in wcpu[:8]) + (" …" if len(wcpu) > 8 else "")
+    out.append(PROC_HEAD[:width], "bold")
+    procs = sorted(view.procs[-1] if view.procs else [], key=lambda p: (p.gpu_index, p.pid))
+    room = lines - 1
+    shown = procs if len(procs) <= room else procs[: max(0, room - 1)]
+    for p in shown:
         line = (
             f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
-            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>8}  {wtxt or '-'}"
+            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>7}  {workers_text(p.workers_cpu_pct or [])}"
         )
         out.append("\n")
         out.append(line[:width])
+    if len(shown) < len(procs) and room >= 1:
+        out.append("\n")
+        out.append(f"{'':>8} +{len(procs) - len(shown)} more"[:width], "grey50")
     if not procs:
         out.append("\n")
         out.append("no process on any GPU"[:width], "grey50")
