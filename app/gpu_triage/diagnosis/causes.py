@@ -157,8 +157,8 @@ def host_facts(
         stall = np.ones_like(stall, dtype=bool)
     vals = util[~np.isnan(util)]
     gpu_mean = float(vals.mean()) if vals.size else float("nan")
-    gpu_p5 = float(np.percentile(vals, 5)) if vals.size else float("nan")
-    gpu_p95 = float(np.percentile(vals, 95)) if vals.size else float("nan")
+    # one sort for both percentiles (same values as two calls)
+    gpu_p5, gpu_p95 = (float(v) for v in np.percentile(vals, [5, 95])) if vals.size else (float("nan"),) * 2
     sm_mean = _f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
 
     c = cpu[stall] if cpu.shape[1] else cpu
