@@ -339,3 +339,14 @@ async def test_live_lost_card_is_shown_lost() -> None:
         others = [ln for ln in app.query_one("#gpu").shown_plain.split("\n") if ln[1:3] in (" 0", " 2", " 3")]
         assert len(others) == 3 and not any("LOST" in ln for ln in others)
     source.close()
+
+
+def test_detail_x_axis_is_wall_clock_utc() -> None:
+    import numpy as np
+
+    from gpu_triage.ui.screens import time_ticks
+
+    t0 = make_tick(0).ts.timestamp()  # 12:00:00 UTC
+    positions, labels = time_ticks(np.array([t0, t0 + 100.0, t0 + 200.0]), count=3)
+    assert positions == [-200.0, -100.0, 0.0]
+    assert labels == ["12:00:00", "12:01:40", "12:03:20"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 from rich.text import Text
@@ -14,6 +15,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.app import _DetailLike
+from gpu_triage.ui.render import PATTERN_COLOURS
 from gpu_triage.window import WindowView
 
 KEYS_COMMON = [
@@ -36,6 +38,10 @@ LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
     "A shaded cell: inside that tick the driver saw both low and high (a sawtooth faster than the tick).",
     "Cyan cells: GPU-Util says busy but SMs were mostly idle (tiny kernels, or NCCL waiting).",
+    "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
+    "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
+    "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red ≥ 90 % busy.",
+    "Detail view (Enter): x axis is wall-clock time in UTC (HH:MM:SS); each chart's title names its colours.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
     "n/a: the hardware or driver does not report this value (never shown as 0).",
 ]
@@ -63,6 +69,12 @@ class HelpScreen(ModalScreen[None]):
         t.append("Reading the screen\n", "bold")
         for line in LEGEND:
             t.append(f"  {line}\n")
+        t.append("  past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named\n")
+        t.append("   ")
+        for pattern, colour in PATTERN_COLOURS.items():
+            t.append(" ▆", colour)
+            t.append(f" {pattern}")
+        t.append("\n")
         t.append("Esc, q or ? closes this help", "grey50")
         yield Static(t, id="help")
 
@@ -98,67 +110,101 @@ class DetailScreen(_DetailLike, Screen[None]):
             return
         j = self.column
         idx = view.gpu_indexes[j]
-        end = datetime.fromtimestamp(float(view.t[-1]), timezone.utc).strftime("%H:%M:%S UTC")
+        start = datetime.fromtimestamp(float(view.t[0]), timezone.utc).strftime("%H:%M:%S")
+        end = datetime.fromtimestamp(float(view.t[-1]), timezone.utc).strftime("%H:%M:%S")
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} over the last {view.t[-1] - view.t[0]:.0f} s (x: seconds before {end})   Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
+        ticks, labels = time_ticks(view.t)
         g = {f: a[:, j] for f, a in view.gpu.items()}
+        colours = getattr(self.app, "colours", None)
+        gpu_colour = getattr(colours, "gpu", "green")
+        sm_colour = getattr(colours, "sm", "cyan")
 
-        def series(plot_id: str, title: str, lines: list[tuple[str, np.ndarray, str]], ylim: tuple[float, float] | None, ylabel: str) -> None:
+        def series(plot_id: str, title: str, lines: list[tuple[np.ndarray, Any, str]], ylim: tuple[float, float] | None, ylabel: str) -> None:
+            """One chart. No plotext legend box (it sat on the data): the title names each line and its colour.
+            Lines are drawn in the given order, so the main line goes last and stays on top."""
             widget = self.query_one(f"#{plot_id}", PlotextPlot)
             plt = widget.plt
             plt.clear_data()
             plt.clear_figure()
             plt.title(title)
             drawn = False
-            for label, values, colour in lines:
+            for values, colour, marker in lines:
                 ok = ~np.isnan(values)
                 if ok.any():
-                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), label=label, color=colour, marker="braille")
+                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker)
                     drawn = True
             if not drawn:
                 plt.title(f"{title}: n/a on this card")
             if ylim is not None:
                 plt.ylim(*ylim)
-            plt.xlabel("s")
+            plt.xticks(ticks, labels)
             plt.ylabel(ylabel)
             widget.refresh()
 
         mb = 1 << 20
         series(
             "p_util",
-            "GPU-Util mean, min, max (%)",
-            [("max", g["util_max_pct"], "gray"), ("min", g["util_min_pct"], "gray"), ("mean", g["util_pct"], "green")],
+            f"GPU-Util %: mean ({gpu_colour}), min-max inside each tick (grey dots)",
+            [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"), (g["util_pct"], gpu_colour, "braille")],
             (0, 100),
             "%",
         )
         series(
             "p_sm",
-            "SM activity, occupancy, tensor, DRAM (%)",
+            f"%: SM activity ({sm_colour}), occupancy (blue), tensor (magenta), DRAM (yellow)",
             [
-                ("sm", g["sm_active_pct"], "cyan"),
-                ("occ", g["sm_occupancy_pct"], "blue"),
-                ("tensor", g["tensor_active_pct"], "magenta"),
-                ("dram", g["dram_active_pct"], "yellow"),
+                (g["dram_active_pct"], RGB["yellow"], "braille"),
+                (g["tensor_active_pct"], RGB["magenta"], "braille"),
+                (g["sm_occupancy_pct"], RGB["blue"], "braille"),
+                (g["sm_active_pct"], sm_colour, "braille"),
             ],
             (0, 100),
             "%",
         )
         total = g["mem_total_bytes"]
         top = float(np.nanmax(total)) / (1 << 30) if not np.all(np.isnan(total)) else None
-        series("p_mem", "memory used (GiB); not work", [("used", g["mem_used_bytes"] / (1 << 30), "orange")], (0, top) if top else None, "GiB")
+        series("p_mem", "memory used, GiB (orange; held memory is not work)", [(g["mem_used_bytes"] / (1 << 30), RGB["orange"], "braille")], (0, top) if top else None, "GiB")
         series(
             "p_link",
-            "PCIe / NVLink (MiB/s)",
+            "MiB/s: PCIe rx (green) tx (cyan), NVLink rx (magenta) tx (yellow)",
             [
-                ("pcie rx", g["pcie_rx_bytes_per_s"] / mb, "green"),
-                ("pcie tx", g["pcie_tx_bytes_per_s"] / mb, "cyan"),
-                ("nvl rx", g["nvlink_rx_bytes_per_s"] / mb, "magenta"),
-                ("nvl tx", g["nvlink_tx_bytes_per_s"] / mb, "yellow"),
+                (g["pcie_rx_bytes_per_s"] / mb, RGB["green"], "braille"),
+                (g["pcie_tx_bytes_per_s"] / mb, RGB["cyan"], "braille"),
+                (g["nvlink_rx_bytes_per_s"] / mb, RGB["magenta"], "braille"),
+                (g["nvlink_tx_bytes_per_s"] / mb, RGB["yellow"], "braille"),
             ],
             None,
             "MiB/s",
         )
-        series("p_power", "power (W) and temperature (°C)", [("W", g["power_w"], "red"), ("°C", g["temp_c"], "yellow")], None, "")
-        series("p_clock", "SM clock (MHz)", [("MHz", g["sm_clock_mhz"], "blue")], None, "MHz")
+        series("p_power", "power W (red), temperature °C (yellow)", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
+        series("p_clock", "SM clock, MHz (blue)", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
+
+
+# Colours of the secondary lines as RGB: plotext's named colours go through the terminal's 16-colour
+# palette, so "yellow" or "blue" came out purple in some themes and the titles that name them would lie.
+# GPU-Util and SM use the configured colours (Rich names), exactly as the main screen does.
+RGB: dict[str, tuple[int, int, int]] = {
+    "yellow": (230, 200, 40),
+    "magenta": (220, 90, 220),
+    "blue": (90, 150, 255),
+    "orange": (255, 150, 30),
+    "green": (120, 220, 90),
+    "cyan": (60, 210, 210),
+    "red": (240, 70, 70),
+    "grey": (120, 120, 120),
+}
+
+
+def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
+    """x-axis ticks of the detail charts: positions in seconds relative to the newest tick (the plotted x)
+    and their wall-clock labels (HH:MM:SS, UTC, like the replay bar), evenly spread over the window."""
+    if t.size == 0:
+        return [], []
+    t0, t1 = float(t[0]), float(t[-1])
+    if t1 - t0 <= 0:
+        return [0.0], [datetime.fromtimestamp(t1, timezone.utc).strftime("%H:%M:%S")]
+    steps = np.linspace(t0, t1, count)
+    return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), timezone.utc).strftime("%H:%M:%S") for v in steps]
