@@ -33,10 +33,10 @@ PROGRESS_EVERY_S = 0.5
 
 
 def sim_scenarios() -> tuple[str, ...]:
-    try:
-        from gpu_triage.sources.sim import SCENARIOS
-    except ImportError:  # the core never imports the CLI (import-linter contract): no fallback list there
-        return ()
+    # the light list (gpu_triage.scenarios), not the simulator: a live recording must not import the
+    # simulator and its numpy work (importtime: 13.5 ms of `record` start-up)
+    from gpu_triage.scenarios import SCENARIOS
+
     return tuple(SCENARIOS)
 
 
@@ -44,7 +44,7 @@ def make_source(
     spec: str, *, gpus: int = 8, seed: int = 0, interval_s: float = 2.0, start: datetime | None = None
 ) -> Source:
     """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed."""
-    allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())
+    allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())  # light: no simulator
     if spec == "live":
         try:
             from gpu_triage.sources.live import LiveSource
