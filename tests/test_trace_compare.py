@@ -15,7 +15,7 @@ from gpu_triage.trace.compare import CARD_METRICS, HOST_METRICS, compare_traces,
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 
-sim = pytest.importorskip("gpu_triage.sources.sim")
+from gpu_triage.sources import sim
 
 
 def _record_sim(path: Path, scenario: str, env: dict[str, str], ticks: int = 150) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
 
-sim = pytest.importorskip("gpu_triage.sources.sim")
+from gpu_triage.sources import sim
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
@@ -44,54 +43,13 @@ class TraceLike(Protocol):
     def ticks(self, start: int, stop: int) -> list[Tick]: ...
 
 
-class ParquetTrace:
-    """A small trace-v1 Parquet reader, used only until gpu_triage.trace.reader lands (same interface).
-
-    Reads the whole file once: recordings of a few hours are a few MB; ticks are built lazily per row.
-    """
-
-    def __init__(self, path: Path) -> None:
-        import pyarrow.parquet as pq  # local: only replay needs it
-
-        try:
-            table = pq.read_table(path)
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such file: check the path to replay") from None
-        except Exception as exc:  # pyarrow raises several kinds for a file that is not Parquet
-            raise UserError(f"{path}: not a trace-v1 Parquet recording ({type(exc).__name__}): give a file written by gpu-triage record") from None
-        if "ts" not in table.column_names or table.num_rows == 0:
-            raise UserError(f"{path}: no ticks (no 'ts' column or no rows): give a file written by gpu-triage record")
-        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-        host = json.loads(meta["gpu_triage.host"]) if "gpu_triage.host" in meta else {}
-        self.path = path
-        self.host = HostInfo.from_json_obj(host)
-        self._rows = table.to_pylist()
-        self.n = len(self._rows)
-        self.timestamps = np.array([r["ts"].timestamp() for r in self._rows], dtype=float)
-        nominal = meta.get("gpu_triage.interval_s")
-        if nominal is not None:
-            self.interval_s = float(nominal)
-        elif self.n > 1:
-            self.interval_s = float(np.median(np.diff(self.timestamps)))
-        else:
-            self.interval_s = 2.0
-
-    def tick(self, i: int) -> Tick:
-        return Tick.from_row(self._rows[i])
-
-    def ticks(self, start: int, stop: int) -> list[Tick]:
-        return [Tick.from_row(r) for r in self._rows[max(0, start) : max(0, stop)]]
-
-
 def open_replay(path: str | Path) -> TraceLike:
     """Open a recording for replay; a bad file raises UserError (one line) before any screen appears."""
     p = Path(path).expanduser()
     if not p.exists():
         raise UserError(f"{p}: no such file: check the path to replay")
-    try:
-        from gpu_triage.trace.reader import open_trace  # the real reader, when it exists
-    except ImportError:
-        return ParquetTrace(p)
+    from gpu_triage.trace.reader import open_trace  # pyarrow: loaded for replay only, never for live
+
     return open_trace(p)
 
 
@@ -219,10 +177,8 @@ class Recorder:
 
     def __init__(self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None) -> None:
         if writer_factory is None:
-            try:
-                from gpu_triage.trace.writer import TraceWriter
-            except ImportError:
-                raise UserError("recording is not available in this build (gpu_triage.trace.writer missing)") from None
+            from gpu_triage.trace.writer import TraceWriter  # pyarrow: loaded only once recording starts
+
             writer_factory = TraceWriter
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)

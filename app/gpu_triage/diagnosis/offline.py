@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -233,44 +232,11 @@ class LoadedTrace:
 
 
 def load_trace(path: Path) -> LoadedTrace:
-    """Read a trace-v1 file through the project's reader when it exists, else straight from Parquet."""
-    try:
-        from gpu_triage.trace.reader import open_trace  # type: ignore[import-not-found]
-    except ImportError:
-        return _load_parquet(path)
+    """Read a trace-v1 file (Parquet or a crash leftover) through the project's reader; UserError if bad."""
+    from gpu_triage.trace.reader import open_trace
+
     tf = open_trace(path)
     return LoadedTrace(list(tf.ticks(0, tf.n)), float(tf.interval_s), tf.host)
-
-
-def _load_parquet(path: Path) -> LoadedTrace:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if not path.exists():
-        raise UserError(f"{path}: no such file: check the path of the recording")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise UserError(f"{path}: not a readable Parquet trace ({exc.__class__.__name__}): "
-                        "give a file written by gpu-triage record") from exc
-    meta = table.schema.metadata or {}
-    if "ts" not in table.column_names or "gpus" not in table.column_names:
-        raise UserError(f"{path}: not a gpu-triage trace (no ts/gpus columns): give a file written by gpu-triage record")
-    host = HostInfo()
-    try:
-        if b"gpu_triage.host" in meta:
-            host = HostInfo.from_json_obj(json.loads(meta[b"gpu_triage.host"]))
-        interval = float(meta.get(b"gpu_triage.interval_s", b"nan"))
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise UserError(f"{path}: bad gpu_triage metadata ({exc}): the file is damaged") from exc
-    try:
-        ticks = [Tick.from_row(r) for r in table.to_pylist()]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{path}: rows do not follow trace v1 ({exc}): the file is damaged or not a gpu-triage trace") from exc
-    if math.isnan(interval) or interval <= 0:
-        ivs = sorted(t.interval_s for t in ticks if t.interval_s)
-        interval = ivs[len(ivs) // 2] if ivs else 2.0
-    return LoadedTrace(ticks, interval, host)
 
 
 # -- the command ---------------------------------------------------------------------------------------

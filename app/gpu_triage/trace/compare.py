@@ -119,14 +119,11 @@ def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
 
 
 def diagnosis_shares(trace: TraceFile, config: Config) -> dict[str, float] | None:
-    """Share of the recording's time (0-100) per ``pattern/bottleneck``; None without the offline diagnosis.
+    """Share of the recording's time (0-100) per ``pattern/bottleneck``.
 
     The one place compare touches the diagnosis: gpu_triage.diagnosis.offline.segments over the ticks.
     """
-    try:
-        from gpu_triage.diagnosis.offline import segments
-    except ImportError:
-        return None
+    from gpu_triage.diagnosis.offline import segments
     segs = segments(trace.ticks(), trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)
     durations: dict[str, float] = {}
     for seg in segs:

@@ -26,6 +26,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from gpu_triage.config import Config
+from gpu_triage.diagnosis.engine import diagnose
+from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder, ReplayFeed, fmt_bytes
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
@@ -38,19 +40,6 @@ from gpu_triage.window import RollingWindow, WindowView
 # of the CPU was Textual turning pane text into terminal lines and 6 % the diagnosis, both once per tick;
 # the sampler and the window append were under 10 %. A 2 s tick is unaffected (one frame per tick).
 REDRAW_MIN_S = 1.0
-
-
-def _load_diagnosis() -> tuple[Any, Any]:
-    """The diagnosis engine and tracker, when they are installed (they are written in parallel)."""
-    try:
-        from gpu_triage.diagnosis.engine import diagnose
-    except ImportError:
-        return None, None
-    try:
-        from gpu_triage.diagnosis.tracker import VerdictTracker
-    except ImportError:
-        VerdictTracker = None  # noqa: N806
-    return diagnose, VerdictTracker
 
 
 class Pane(Static):
@@ -179,9 +168,7 @@ class TriageApp(App[int]):
         self.redraw_min_s = REDRAW_MIN_S
         self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
         self._play_timer: Timer | None = None
-        self._diagnose, tracker_cls = _load_diagnosis()
-        self._tracker_cls = tracker_cls
-        self._tracker = tracker_cls(config.thresholds) if tracker_cls else None
+        self._tracker = VerdictTracker(config.thresholds)
         self.history: list[tuple[float, str, str]] = []
         self.shown = Shown(None, None, None, [], [], [])
         self._status = SourceStatus()
@@ -274,23 +261,19 @@ class TriageApp(App[int]):
         self._verdict_stale = False
         view = self.window.view()
         t = float(view.t[-1]) if view.n else 0.0
-        if self._diagnose is None:
-            self.shown = Shown(None, None, None, render.facts(view), [], [])
-            return
         try:
-            verdict = self._diagnose(view, self.config.thresholds, self.host.cpu_count)
+            verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
         except Exception as exc:  # a diagnosis bug must not take the dashboard down
             self.shown = Shown(None, None, None, [*render.facts(view), f"diagnosis failed: {exc}"], [], [])
             return
-        if self._tracker is not None:
-            verdict = self._tracker.update(t, verdict)
+        verdict = self._tracker.update(t, verdict)
         self.shown = Shown(
             verdict.pattern,
             verdict.bottleneck,
-            getattr(verdict, "confidence", None),
-            list(getattr(verdict, "evidence", []) or []),
-            list(getattr(verdict, "advice", []) or []),
-            list(getattr(verdict, "gpus", []) or []),
+            verdict.confidence,
+            list(verdict.evidence),
+            list(verdict.advice),
+            list(verdict.gpus),
         )
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]
@@ -587,8 +570,7 @@ class TriageApp(App[int]):
         ticks = self.replay.window_ticks_at_position()
         self.window.clear()
         self.history = []
-        if self._tracker_cls is not None:
-            self._tracker = self._tracker_cls(self.config.thresholds)
+        self._tracker = VerdictTracker(self.config.thresholds)
         # feed the window tick by tick so the verdict strip fills as it would have live;
         # only the last few dozen verdicts are recomputed to keep seeking snappy
         recompute_from = max(0, len(ticks) - 40)

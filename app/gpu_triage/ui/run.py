@@ -50,10 +50,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
             labels=load_labels(labels_for(H200_TRACE_2S)),
         )
     if command == "demo":
-        try:
-            from gpu_triage.sources.sim import SimulatedSource
-        except ImportError:
-            raise UserError("the simulated server is not available in this build: try `gpu-triage demo` (no scenario)") from None
+        from gpu_triage.sources.sim import SimulatedSource
+
         source = SimulatedSource(
             args.scenario, gpus=args.gpus, cores=args.cores, seed=args.seed, interval_s=config.interval_s
         )
