@@ -243,10 +243,23 @@ def import_numpy_with_one_blas_thread() -> None:
             os.environ[key] = saved
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: after a reader went away (``| head``) the interpreter's final flush
+    would otherwise print "Exception ignored ... BrokenPipeError" on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     import_numpy_with_one_blas_thread()
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print, but the work still runs
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
         return dispatch(args)
     except UserError as err:
@@ -254,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader of our output left (`| head`): what it wanted, it has
+        _silence_stdout()
         return 0
 
 

@@ -143,13 +143,13 @@ def record_source(
     Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
     progress line (terminals only) and the summary.
     """
-    out = sys.stdout if out is None else out
+    out = _QuietOnFailure(sys.stdout if out is None else out)
     try:
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
         writer = TraceWriter(output, host, interval_s)
         for message in source.status().messages:
-            print(f"gpu-triage: {message}", file=sys.stderr)
+            print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr))
         print(
             f"recording {source.name} to {writer.path} every {interval_s:g} s"
             + (f" for {human_seconds(duration_s)}" if duration_s else "")
@@ -210,7 +210,7 @@ def _record_paced(
         text = f"{type(exc).__name__}: {exc}"
         if text not in reported_errors:  # say each distinct source problem once, keep recording
             reported_errors.add(text)
-            print(f"gpu-triage: sampling failed ({text}); still recording", file=sys.stderr, flush=True)
+            print(f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True)
 
     tty = _is_tty(out)
     sampler = Sampler(source, interval_s, on_tick, on_error)
@@ -233,6 +233,38 @@ def _record_paced(
                 print(file=out, flush=True)
     if failure:
         raise failure[0]
+
+
+class _QuietOnFailure:
+    """Wraps the recorder's stdout so that losing it never stops a recording.
+
+    Headless recorders outlive their terminals: stdout piped to ``head`` that exits, an SSH session whose
+    pty went away, ``>&-`` in a batch script. The start line, the progress line and the summary are a
+    courtesy; the ticks are the product. The first failed write (BrokenPipeError, EIO, a closed file)
+    silences the stream for the rest of the run instead of aborting it.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._dead = stream is None
+
+    def write(self, text: str) -> int:
+        if not self._dead:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                self._dead = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._dead:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._dead = True
+
+    def isatty(self) -> bool:
+        return not self._dead and _is_tty(self._stream)
 
 
 def _is_tty(stream: Any) -> bool:
