@@ -1,9 +1,13 @@
-"""A fake NVML *module object*: the outside world that ``gpu_triage.nvmlwrap`` talks to.
+"""THE fake NVML *module object* for every test: the outside world that our NVML code talks to.
 
-It mimics the shapes of nvidia-ml-py's ``pynvml`` module where our code touches them: function names
-and signatures, ``NVMLError(value)`` mapping to per-code subclasses with ``.value``, the constants, and
-struct-like return objects (``memory.used``, ``field.value.ullVal``, ``sample.sampleValue.uiVal``,
-``metricsGet.metrics[i].value``...). Behaviour follows the real library and driver:
+One fake for the sampling path (``gpu_triage.sources``) and for the topology and doctor
+(``gpu_triage.topology``, ``gpu_triage.doctor``), so the two never drift apart. It mimics the shapes of
+nvidia-ml-py's ``pynvml`` module where our code touches them: function names and signatures,
+``NVMLError(value)`` mapping to per-code subclasses with ``.value``, the constants (same values, including
+the binding's one-element tuple ``NVML_P2P_CAPS_INDEX_READ``), and struct-like return objects
+(``memory.used``, ``pci.busId`` as ``str`` as the binding decodes it, ``field.value.ullVal``,
+``sample.sampleValue.uiVal``, ``metricsGet.metrics[i].value``...). Behaviour follows the real library
+and driver:
 
 - ``nvmlDeviceGetSamples`` returns only samples newer than the timestamp asked for and raises NOT_FOUND
   when there is none;
@@ -11,11 +15,21 @@ struct-like return objects (``memory.used``, ``field.value.ullVal``, ``sample.sa
   int, as pynvml does; NVLink throughput with scopeId ``0xFFFFFFFF`` is the sum over links, a bare
   int is link 0 only; NVLink throughput counters count KiB, PCIe counters bytes;
 - a lost card raises GPU_IS_LOST from every call on its handle;
-- ``nvmlInit`` can fail like a machine without a driver.
+- ``nvmlInit`` can fail like a machine without a driver;
+- a card field set to ``None`` (persistence, MIG, ECC, clock reasons, PCIe link, NUMA node, CPU
+  affinity) answers NOT_SUPPORTED, as the driver does on cards and VMs without it;
+- NVLink links past the card's last one answer INVALID_ARGUMENT, a card without NVLink NOT_SUPPORTED;
+  ``nvmlDeviceGetTopologyCommonAncestor`` of a card with itself is NOT_SUPPORTED (as on the real H200).
 
 Tests configure one :class:`FakeCard` per GPU and move time with :meth:`FakeNvml.advance`, which
-advances the cumulative counters and appends driver utilisation samples. Other test files extend this
-(e.g. topology functions) by subclassing :class:`FakeNvml`.
+advances the cumulative counters and appends driver utilisation samples.
+
+The wiring is described once, on the cards: ``links`` (each :class:`FakeLink` ends on a peer card's bus id
+or on an NVSwitch) and ``pcie_path`` (the PCIe chain above the card: socket, host bridge, switches), from
+which the common ancestor of a pair follows as the driver computes it. The machine builders
+:func:`h200_box` (an HGX H200 board, NVSwitch) and :func:`pcie_switch_two_socket_box` (PCIe switches, two
+sockets, one NVLink bridge) give whole machines; ``FakeNvml(ancestor=...)`` overrides the PCIe answer per
+pair for machines no tree describes (e.g. a driver that hides one pair).
 """
 
 from __future__ import annotations
@@ -87,6 +101,50 @@ NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_SUPPORT_VERSION = 1
 
 UINT_MAX = 0xFFFFFFFF
+
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_NVLINK_DEVICE_TYPE_GPU = 0x00
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
+NVML_TOPOLOGY_INTERNAL = 0
+NVML_TOPOLOGY_SINGLE = 10  # PIX
+NVML_TOPOLOGY_MULTIPLE = 20  # PXB
+NVML_TOPOLOGY_HOSTBRIDGE = 30  # PHB
+NVML_TOPOLOGY_NODE = 40  # NODE
+NVML_TOPOLOGY_SYSTEM = 50  # SYS
+NVML_P2P_CAPS_INDEX_READ = (0,)  # the binding's trailing comma, on purpose: passing it fails like ctypes does
+NVML_P2P_CAPS_INDEX_WRITE = 1
+NVML_P2P_CAPS_INDEX_NVLINK = 2
+NVML_P2P_STATUS_OK = 0
+NVML_P2P_STATUS_NOT_SUPPORTED = 5
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_AFFINITY_SCOPE_NODE = 0
+NVML_DEVICE_MIG_DISABLE = 0
+NVML_DEVICE_MIG_ENABLE = 1
+
+#: nvidia-smi topo -m label -> the driver's nvmlGpuTopologyLevel_t, for ``FakeNvml(ancestor=...)``.
+TOPOLOGY_LEVEL = {
+    "PIX": NVML_TOPOLOGY_SINGLE,
+    "PXB": NVML_TOPOLOGY_MULTIPLE,
+    "PHB": NVML_TOPOLOGY_HOSTBRIDGE,
+    "NODE": NVML_TOPOLOGY_NODE,
+    "SYS": NVML_TOPOLOGY_SYSTEM,
+}
+
+GIB = 1024**3
+
+
+def bus(i: int) -> str:
+    """The PCI bus id NVML gives card ``i`` of a fake machine (unless the test sets ``pci_bus_id``)."""
+    return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
+
+
+def nvswitch_bus(k: int) -> str:
+    """The bus id of NVSwitch ``k``: what ``nvmlDeviceGetNvLinkRemotePciInfo`` says for a link to it."""
+    return f"00000000:{0xA0 + k:02X}:00.0"
 
 
 # ---- errors: NVMLError(value) builds the per-code subclass, like pynvml ----
@@ -197,6 +255,15 @@ class FakeHandle:
 
 
 @dataclass
+class FakeLink:
+    """One NVLink link of a card: where it ends (a peer card's or an NVSwitch's bus id) and whether it is up."""
+
+    remote_bus_id: str
+    remote_type: int = NVML_NVLINK_DEVICE_TYPE_GPU
+    active: bool = True
+
+
+@dataclass
 class FakeProcess:
     """One entry of nvmlDeviceGetComputeRunningProcesses; ``usedGpuMemory`` None = hidden by the driver."""
 
@@ -217,8 +284,22 @@ class FakeCard:
     power_mw: int = 120_000
     temp_c: int = 40
     sm_clock_mhz: int = 1980
-    pcie_gen_max: int = 5
-    pcie_width_max: int = 16
+    # PCIe link: current (an idle card may drop its generation to save power) and maximum
+    pcie_gen: int | None = 5
+    pcie_width: int | None = 16
+    pcie_gen_max: int | None = 5
+    pcie_width_max: int | None = 16
+    # health facts the doctor reads; None = the driver answers NOT_SUPPORTED
+    clock_reasons: int | None = 0  # nvmlClocksEventReason* bit mask
+    ecc_uncorrected: int | None = 0  # volatile (since the driver loaded) uncorrected errors
+    persistence: int | None = 1
+    mig: list[int] | None = None  # [current, pending]
+    numa_node: int | None = None  # the lab H200 does not say (field notes)
+    cpus: list[int] | None = None  # cores close to the card (nvmlDeviceGetCpuAffinity)
+    # wiring: NVLink links (see FakeLink) and the PCIe chain above the card, from the socket down:
+    # (socket, host bridge, switch, switch...). Empty = the driver hides it (common ancestor NOT_SUPPORTED).
+    links: list[FakeLink] = field(default_factory=list)
+    pcie_path: tuple[str, ...] = ()
     # GPU-Util: the driver appends one sample every `sample_period_s` with value util(seconds since start).
     util: Callable[[float], float] | float = 0.0
     sample_period_s: float = 0.2
@@ -231,7 +312,7 @@ class FakeCard:
     pcie_rx_bytes: int = 0
     pcie_tx_rate: float = 0.0
     pcie_rx_rate: float = 0.0
-    nvlink_links: int = 0  # 0 = no NVLink: the fields answer NOT_SUPPORTED
+    nvlink_links: int = 0  # 0 = no NVLink: the fields answer NOT_SUPPORTED; len(links) when links are given
     nvlink_tx_kib: list[int] = field(default_factory=list)
     nvlink_rx_kib: list[int] = field(default_factory=list)
     nvlink_tx_rate_per_link: float = 0.0  # bytes/s on each link
@@ -250,6 +331,12 @@ class FakeCard:
     _rx_frac: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.links and not self.nvlink_links:
+            self.nvlink_links = len(self.links)
+        elif self.nvlink_links and not self.links:  # links nobody described end on NVSwitches, as on HGX boards
+            self.links = [
+                FakeLink(nvswitch_bus(k % 4), NVML_NVLINK_DEVICE_TYPE_SWITCH) for k in range(self.nvlink_links)
+            ]
         if self.nvlink_links and not self.nvlink_tx_kib:
             self.nvlink_tx_kib = [0] * self.nvlink_links
         if self.nvlink_links and not self.nvlink_rx_kib:
@@ -283,7 +370,11 @@ class FakeNvml:
         cuda_driver_version: int = 13000,
         start_us: int = 1_700_000_000_000_000,
         missing: set[str] | None = None,
+        ancestor: Callable[[int, int], str | None] | None = None,
+        legacy_bytes: bool = False,
     ) -> None:
+        """``ancestor(i, j)`` -> a topo label or None (NOT_SUPPORTED) overrides what the cards' ``pcie_path``
+        say; ``legacy_bytes`` makes strings come back as ``bytes``, as older bindings returned them."""
         self.cards = cards if cards is not None else [FakeCard()]
         self.init_error = init_error
         self.driver_version = driver_version
@@ -291,6 +382,8 @@ class FakeNvml:
         self.start_us = start_us
         self.now_us = start_us
         self.missing = set(missing or ())  # functions the "binding" does not have
+        self.ancestor = ancestor
+        self.legacy_bytes = legacy_bytes
         self.calls: Counter[str] = Counter()
         self.card_calls: Counter[tuple[int, str]] = Counter()  # (card index, function) -> calls
         self.initialised = False
@@ -298,7 +391,7 @@ class FakeNvml:
             if card.uuid == FakeCard.uuid:
                 card.uuid = f"GPU-{i:08x}-0000-0000-0000-000000000000"
             if card.pci_bus_id == FakeCard.pci_bus_id:
-                card.pci_bus_id = f"00000000:{0x18 + i:02X}:00.0"
+                card.pci_bus_id = bus(i)
         self.advance(0.0)  # seed the sample buffer with one sample
 
     # ---- module-like attribute access ----
@@ -351,6 +444,16 @@ class FakeNvml:
             raise NVMLError(card.failing[fn])
         return card
 
+    def _text(self, value: str) -> str | bytes:
+        return value.encode() if self.legacy_bytes else value
+
+    @staticmethod
+    def _supported(value: Any) -> Any:
+        """A card fact set to None is one the driver does not give: NOT_SUPPORTED."""
+        if value is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return value
+
     def _sys(self, fn: str) -> None:
         self.calls[fn] += 1
         if not self.initialised:
@@ -367,9 +470,9 @@ class FakeNvml:
         self.calls["nvmlShutdown"] += 1
         self.initialised = False
 
-    def nvmlSystemGetDriverVersion(self) -> str:
+    def nvmlSystemGetDriverVersion(self) -> str | bytes:
         self._sys("nvmlSystemGetDriverVersion")
-        return self.driver_version
+        return self._text(self.driver_version)
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._sys("nvmlSystemGetCudaDriverVersion")
@@ -392,21 +495,113 @@ class FakeNvml:
         return FakeHandle(index)
 
     # ---- static facts ----
-    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
-        return self._card("nvmlDeviceGetName", handle).name
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str | bytes:
+        return self._text(self._card("nvmlDeviceGetName", handle).name)
 
-    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
-        return self._card("nvmlDeviceGetUUID", handle).uuid
+    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str | bytes:
+        return self._text(self._card("nvmlDeviceGetUUID", handle).uuid)
+
+    def _pci_info(self, bus_id: str) -> Struct:
+        """nvmlPciInfo_t: ``busId`` is ``00000000:18:00.0``; domain/bus/device as numbers."""
+        domain, bus_no, rest = bus_id.split(":")
+        return Struct(
+            busId=self._text(bus_id), busIdLegacy=self._text(bus_id[4:]),
+            domain=int(domain, 16), bus=int(bus_no, 16), device=int(rest.split(".")[0], 16),
+        )
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Struct:
-        card = self._card("nvmlDeviceGetPciInfo", handle)
-        return Struct(busId=card.pci_bus_id, busIdLegacy=card.pci_bus_id, domain=0, bus=0, device=0)
+        return self._pci_info(self._card("nvmlDeviceGetPciInfo", handle).pci_bus_id)
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._card("nvmlDeviceGetMaxPcieLinkGeneration", handle).pcie_gen_max
+        return self._supported(self._card("nvmlDeviceGetMaxPcieLinkGeneration", handle).pcie_gen_max)
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:
-        return self._card("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max
+        return self._supported(self._card("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetCurrPcieLinkGeneration", handle).pcie_gen)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetCurrPcieLinkWidth", handle).pcie_width)
+
+    # ---- health facts (the doctor) ----
+    def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetPersistenceMode", handle).persistence)
+
+    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
+        return list(self._supported(self._card("nvmlDeviceGetMigMode", handle).mig))
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter_type: int) -> int:
+        """Only volatile uncorrected errors are configured; the other counters read 0 where ECC is on."""
+        card = self._card("nvmlDeviceGetTotalEccErrors", handle)
+        if error_type not in (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED) or counter_type not in (
+            NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
+        ):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        value = self._supported(card.ecc_uncorrected)
+        return value if (error_type, counter_type) == (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC) else 0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetCurrentClocksEventReasons", handle).clock_reasons)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:  # the pre-12.x name
+        return self._supported(self._card("nvmlDeviceGetCurrentClocksThrottleReasons", handle).clock_reasons)
+
+    def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetNumaNodeId", handle).numa_node)
+
+    def nvmlDeviceGetCpuAffinity(self, handle: FakeHandle, cpu_set_size: int) -> list[int]:
+        """64-bit words of the card's near cores; like the driver, only what fits in the caller's buffer."""
+        cpus = self._supported(self._card("nvmlDeviceGetCpuAffinity", handle).cpus)
+        words = [0] * cpu_set_size
+        for cpu in cpus:
+            if cpu < cpu_set_size * 64:
+                words[cpu // 64] |= 1 << (cpu % 64)
+        return words
+
+    # ---- wiring (the topology) ----
+    def _link(self, fn: str, handle: FakeHandle, link: int) -> FakeLink:
+        card = self._card(fn, handle)
+        if not card.links:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < len(card.links):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return card.links[link]
+
+    def nvmlDeviceGetNvLinkState(self, handle: FakeHandle, link: int) -> int:
+        active = self._link("nvmlDeviceGetNvLinkState", handle, link).active
+        return NVML_FEATURE_ENABLED if active else NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: FakeHandle, link: int) -> Struct:
+        return self._pci_info(self._link("nvmlDeviceGetNvLinkRemotePciInfo", handle, link).remote_bus_id)
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: FakeHandle, link: int) -> int:
+        return self._link("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type
+
+    def nvmlDeviceGetP2PStatus(self, handle1: FakeHandle, handle2: FakeHandle, p2p_index: int) -> int:
+        """NVLink P2P works over an active direct link or when both cards reach an NVSwitch; PCIe P2P is OK."""
+        if not isinstance(p2p_index, int):  # the binding's ctypes call rejects NVML_P2P_CAPS_INDEX_READ's tuple
+            raise TypeError("p2pIndex must be an int")
+        a = self._card("nvmlDeviceGetP2PStatus", handle1)
+        b = self._card("nvmlDeviceGetP2PStatus", handle2)
+        if p2p_index != NVML_P2P_CAPS_INDEX_NVLINK:
+            return NVML_P2P_STATUS_OK
+        direct = any(link.active and link.remote_bus_id == b.pci_bus_id for link in a.links)
+
+        def switched(card: FakeCard) -> bool:
+            return any(link.active and link.remote_type == NVML_NVLINK_DEVICE_TYPE_SWITCH for link in card.links)
+
+        return NVML_P2P_STATUS_OK if direct or (switched(a) and switched(b)) else NVML_P2P_STATUS_NOT_SUPPORTED
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, handle1: FakeHandle, handle2: FakeHandle) -> int:
+        a = self._card("nvmlDeviceGetTopologyCommonAncestor", handle1)
+        b = self._card("nvmlDeviceGetTopologyCommonAncestor", handle2)
+        if handle1.index == handle2.index:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # as on the real H200
+        label = self.ancestor(handle1.index, handle2.index) if self.ancestor else _pcie_ancestor(a.pcie_path, b.pcie_path)
+        if label is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return TOPOLOGY_LEVEL[label]
 
     # ---- per tick ----
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: Any = None) -> c_nvmlMemory_t:
@@ -549,8 +744,37 @@ class FakeNvml:
         return 0
 
 
-def h200_box(count: int = 8, **card_kwargs: Any) -> FakeNvml:
-    """A box of `count` H200-like cards with NVLink (18 links) and GPM, all configurable per call."""
+def _pcie_ancestor(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
+    """The driver's common ancestor of two cards from their PCIe chains (socket, host bridge, switches...).
+
+    Other socket: SYS; same socket, other host bridge: NODE; same host bridge, no shared switch: PHB; right
+    below the same switch: PIX; sharing only upper switches: PXB. A hidden chain (empty) is NOT_SUPPORTED.
+    """
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if a[0] != b[0]:
+        return "SYS"
+    if a[1] != b[1]:
+        return "NODE"
+    shared = 0
+    for x, y in zip(a[2:], b[2:]):
+        if x != y:
+            break
+        shared += 1
+    if shared == 0:
+        return "PHB"
+    return "PIX" if shared == len(a) - 2 == len(b) - 2 else "PXB"
+
+
+def _socket_cores(node: int, cores_per_socket: int) -> list[int]:
+    return list(range(node * cores_per_socket, (node + 1) * cores_per_socket))
+
+
+def h200_box(count: int = 8, *, cores_per_socket: int = 48, **card_kwargs: Any) -> FakeNvml:
+    """An HGX H200 board of ``count`` cards: each card's 18 NVLink links go to 4 NVSwitches (so every pair is
+    NV18), GPM supported and busy; the first half of the cards sits on socket/NUMA node 0, the rest on 1,
+    each card behind its own host bridge (NODE within a socket, SYS across). Every card field can be
+    overridden per call (``nvlink_links=0`` gives a box without NVLink)."""
     defaults: dict[str, Any] = {
         "nvlink_links": 18,
         "gpm": {
@@ -562,4 +786,42 @@ def h200_box(count: int = 8, **card_kwargs: Any) -> FakeNvml:
         "util": 95.0,
     }
     defaults.update(card_kwargs)
-    return FakeNvml([FakeCard(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in defaults.items()}) for _ in range(count)])
+    cards = []
+    for i in range(count):
+        node = 0 if i < max(1, count // 2) else 1
+        wiring: dict[str, Any] = {
+            "pci_bus_id": bus(i),
+            "numa_node": node,
+            "cpus": _socket_cores(node, cores_per_socket),
+            "pcie_path": (f"socket{node}", f"hostbridge{i}", f"switch{i}"),
+        }
+        wiring.update({k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v)
+                       for k, v in defaults.items()})
+        cards.append(FakeCard(**wiring))
+    return FakeNvml(cards)
+
+
+def pcie_switch_two_socket_box(*, cores_per_socket: int = 16, **card_kwargs: Any) -> FakeNvml:
+    """4 PCIe cards on two sockets (one NUMA node each): cards 0-1 right below one switch (PIX) and joined by
+    a 4-link NVLink bridge (NV4), cards 2-3 below two levels of switches (PXB), the pairs across sockets (SYS)."""
+    paths = [
+        ("socket0", "hostbridge0", "switch0"),
+        ("socket0", "hostbridge0", "switch0"),
+        ("socket1", "hostbridge1", "switch1", "switch1a"),
+        ("socket1", "hostbridge1", "switch1", "switch1b"),
+    ]
+    bridge = {0: 1, 1: 0}
+    cards = [
+        FakeCard(
+            **{
+                "pci_bus_id": bus(i),
+                "numa_node": i // 2,
+                "cpus": _socket_cores(i // 2, cores_per_socket),
+                "pcie_path": paths[i],
+                "links": [FakeLink(bus(bridge[i])) for _ in range(4)] if i in bridge else [],
+                **card_kwargs,
+            }
+        )
+        for i in range(4)
+    ]
+    return FakeNvml(cards)

@@ -8,25 +8,27 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fake_nvml_topology import (
-    DRIVER_NOT_LOADED,
+from fake_nvml import (
     GIB,
+    NVML_ERROR_DRIVER_NOT_LOADED,
     FakeCard,
-    bus,
-    hgx_8,
-    hgx_ancestor,
-    make_module,
-    pcie_4_two_sockets,
+    FakeNvml,
+    FakeProcess,
+    h200_box,
+    pcie_switch_two_socket_box,
 )
-
-from gpu_triage.doctor.checks import REASON_HW_SLOWDOWN, REASON_IDLE, REASON_SW_POWER_CAP
+from gpu_triage.doctor.checks import (
+    REASON_HW_SLOWDOWN,
+    REASON_IDLE,
+    REASON_SW_POWER_CAP,
+)
 from gpu_triage.doctor.facts import parse_cpulist, probe_torch
 from gpu_triage.doctor.run import JSON_KEYS, Report, collect_report
 
 ME = 1000
 
 
-class FakeProcess:
+class FakePsutilProcess:
     def __init__(self, owner: FakePsutil, pid: int | None) -> None:
         if pid is not None and pid not in owner.procs:
             raise owner.NoSuchProcess(pid)
@@ -65,8 +67,8 @@ class FakePsutil:
     def virtual_memory(self) -> SimpleNamespace:
         return SimpleNamespace(total=self.mem, available=self.avail)
 
-    def Process(self, pid: int | None = None) -> FakeProcess:  # noqa: N802 - psutil's name
-        return FakeProcess(self, pid)
+    def Process(self, pid: int | None = None) -> FakePsutilProcess:  # noqa: N802 - psutil's name
+        return FakePsutilProcess(self, pid)
 
 
 def sysfs_with_nodes(root: Path, nodes: dict[int, str], cards: dict[str, tuple[int, str]] | None = None) -> Path:
@@ -108,7 +110,7 @@ TWO_NODES = {0: "0-47", 1: "48-95"}
 
 
 def test_eight_cards_all_nvlink_is_healthy(tmp_path: Path) -> None:
-    r = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path, nodes=TWO_NODES)
+    r = report_for(h200_box(8), tmp_path, nodes=TWO_NODES)
     assert r.topology.verdict == "all_nvlink"
     assert r.topology.nccl_level == "NVL"
     assert r.topology.bandwidth_gbps == pytest.approx(450)
@@ -117,8 +119,7 @@ def test_eight_cards_all_nvlink_is_healthy(tmp_path: Path) -> None:
 
 
 def test_pcie_switches_and_sockets_give_a_mixed_verdict_and_sys_level(tmp_path: Path) -> None:
-    cards, ancestor = pcie_4_two_sockets()
-    r = report_for(make_module(cards, ancestor), tmp_path, nodes={0: "0-15", 1: "16-31"}, psutil=FakePsutil(cores=32))
+    r = report_for(pcie_switch_two_socket_box(), tmp_path, nodes={0: "0-15", 1: "16-31"}, psutil=FakePsutil(cores=32))
     assert r.topology.verdict == "mixed"
     assert r.topology.slowest == "SYS"
     assert r.topology.nccl_level == "SYS"
@@ -130,8 +131,8 @@ def test_pcie_switches_and_sockets_give_a_mixed_verdict_and_sys_level(tmp_path: 
 
 
 def test_pcie_only_machine_within_one_switch_tree_recommends_pxb(tmp_path: Path) -> None:
-    cards = [FakeCard(bus_id=bus(i)) for i in range(4)]
-    r = report_for(make_module(cards, lambda i, j: "PIX" if {i, j} in ({0, 1}, {2, 3}) else "PXB"), tmp_path)
+    cards = [FakeCard(pcie_path=("socket0", "hostbridge0", "switch0", f"switch0{i // 2}")) for i in range(4)]
+    r = report_for(FakeNvml(cards), tmp_path)
     assert r.topology.verdict == "mixed"  # PIX pairs next to PXB pairs
     assert r.topology.nccl_level == "PXB"
     assert status(r, "topology.nccl_p2p_level") == "ok"
@@ -142,8 +143,7 @@ def test_pcie_only_machine_within_one_switch_tree_recommends_pxb(tmp_path: Path)
     [("PIX", "warn"), ("NVL", "warn"), ("SYS", "ok"), ("5", "ok"), ("2", "warn"), ("NODE", "warn"), ("fast", "warn")],
 )
 def test_nccl_p2p_level_from_the_environment_must_allow_every_pair(tmp_path: Path, value: str, expected: str) -> None:
-    cards, ancestor = pcie_4_two_sockets()
-    r = report_for(make_module(cards, ancestor), tmp_path, env={"NCCL_P2P_LEVEL": value})
+    r = report_for(pcie_switch_two_socket_box(), tmp_path, env={"NCCL_P2P_LEVEL": value})
     check = r.check("topology.nccl_p2p_level")
     assert check.status == expected, check
     if expected == "warn":
@@ -152,7 +152,7 @@ def test_nccl_p2p_level_from_the_environment_must_allow_every_pair(tmp_path: Pat
 
 
 def test_nccl_p2p_disable_on_nvlink_is_warned(tmp_path: Path) -> None:
-    r = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path, env={"NCCL_P2P_DISABLE": "1"})
+    r = report_for(h200_box(8), tmp_path, env={"NCCL_P2P_DISABLE": "1"})
     assert status(r, "topology.nccl_p2p_level") == "warn"
 
 
@@ -160,7 +160,7 @@ def test_nccl_p2p_disable_on_nvlink_is_warned(tmp_path: Path) -> None:
 
 
 def test_two_numa_nodes_from_nvml_affinity(tmp_path: Path) -> None:
-    r = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path, nodes=TWO_NODES)
+    r = report_for(h200_box(8), tmp_path, nodes=TWO_NODES)
     numa = r.check("host.numa")
     assert numa.data["cards"]["0"] == {"node": 0, "cpus": "0-47"}
     assert numa.data["cards"]["7"] == {"node": 1, "cpus": "48-95"}
@@ -169,18 +169,18 @@ def test_two_numa_nodes_from_nvml_affinity(tmp_path: Path) -> None:
 
 
 def test_numa_falls_back_to_sysfs_when_nvml_does_not_say(tmp_path: Path) -> None:
-    cards = [FakeCard(bus_id=bus(i), numa_node=None, cpus=None) for i in range(2)]
+    cards = [FakeCard(numa_node=None, cpus=None, pcie_path=(f"socket{i}", f"hostbridge{i}")) for i in range(2)]
     pci = {"0000:18:00.0": (0, "0-15"), "0000:28:00.0": (1, "16-31")}
-    r = report_for(make_module(cards, lambda i, j: "SYS"), tmp_path, nodes={0: "0-15", 1: "16-31"}, pci=pci)
+    r = report_for(FakeNvml(cards), tmp_path, nodes={0: "0-15", 1: "16-31"}, pci=pci)
     assert [(g.numa_node, g.cpus[0]) for g in r.facts.gpus] == [(0, 0), (1, 16)]
 
 
 def test_num_workers_range_divides_the_cores_among_the_ranks(tmp_path: Path) -> None:
-    r = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path, psutil=FakePsutil(cores=96))
+    r = report_for(h200_box(8), tmp_path, psutil=FakePsutil(cores=96))
     cpu = r.check("host.cpu")
     assert cpu.data["num_workers_per_rank"] == [3, 6]  # 96/4/8 .. 96/2/8
     assert cpu.status == "ok"
-    starved = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path / "b", psutil=FakePsutil(cores=16))
+    starved = report_for(h200_box(8), tmp_path / "b", psutil=FakePsutil(cores=16))
     assert starved.check("host.cpu").status == "warn"  # 2 cores per card
 
 
@@ -188,45 +188,48 @@ def test_num_workers_range_divides_the_cores_among_the_ranks(tmp_path: Path) -> 
 
 
 def test_card_at_x8_fails_and_the_exit_code_says_so(tmp_path: Path) -> None:
-    cards = hgx_8()
+    fake = h200_box(8)
+    cards = fake.cards
     cards[5].pcie_width = 8
-    r = report_for(make_module(cards, hgx_ancestor), tmp_path)
+    r = report_for(fake, tmp_path)
     pcie = r.check("gpu.pcie")
     assert pcie.status == "fail" and "card 5 x8 of x16" in pcie.summary
     assert r.exit_code == 1
 
 
 def test_lower_pcie_generation_at_full_width_says_check_under_load(tmp_path: Path) -> None:
-    cards = hgx_8()
+    fake = h200_box(8)
+    cards = fake.cards
     cards[2].pcie_gen = 1  # an idle card saving power
-    r = report_for(make_module(cards, hgx_ancestor), tmp_path)
+    r = report_for(fake, tmp_path)
     pcie = r.check("gpu.pcie")
     assert pcie.status == "warn" and "under load" in pcie.advice
     assert r.exit_code == 0
 
 
 def test_leftover_memory_without_a_process_is_flagged(tmp_path: Path) -> None:
-    cards = hgx_8()
+    fake = h200_box(8)
+    cards = fake.cards
     cards[3].mem_used = 40 * GIB
     cards[4].mem_used = 40 * GIB
-    cards[4].procs = [(4242, 40 * GIB)]  # held by a live process: not a leftover
+    cards[4].processes = [FakeProcess(4242, usedGpuMemory=40 * GIB)]  # held by a live process: not a leftover
     psutil = FakePsutil(procs={4242: ("python", "me", ME)})
-    r = report_for(make_module(cards, hgx_ancestor), tmp_path, psutil=psutil)
+    r = report_for(fake, tmp_path, psutil=psutil)
     mem = r.check("gpu.memory")
     assert mem.status == "warn"
     assert "card 3" in mem.summary and "card 4" not in mem.summary
 
 
 def test_other_users_processes_are_warned_and_own_are_not(tmp_path: Path) -> None:
-    cards = hgx_8()
-    cards[0].procs = [(100, 10 * GIB)]
-    cards[1].procs = [(200, 10 * GIB)]
+    fake = h200_box(8)
+    cards = fake.cards
+    cards[0].processes = [FakeProcess(100, usedGpuMemory=10 * GIB)]
+    cards[1].processes = [FakeProcess(200, usedGpuMemory=10 * GIB)]
     psutil = FakePsutil(procs={100: ("python", "me", ME), 200: ("python", "alice", 1001)})
-    module = make_module(cards, hgx_ancestor)
     from gpu_triage.doctor.facts import gather_facts
     from gpu_triage.doctor.run import build_report
 
-    facts = gather_facts(module, psutil, env={}, sysfs=tmp_path, torch_probe=None, uid=ME)
+    facts = gather_facts(fake, psutil, env={}, sysfs=tmp_path, torch_probe=None, uid=ME)
     r = build_report(facts)
     procs = r.check("gpu.processes")
     assert procs.status == "warn" and "alice" in procs.summary
@@ -239,25 +242,28 @@ def test_other_users_processes_are_warned_and_own_are_not(tmp_path: Path) -> Non
     [(REASON_IDLE, "ok"), (0x2, "ok"), (REASON_SW_POWER_CAP, "warn"), (REASON_HW_SLOWDOWN, "fail"), (0x80, "fail"), (0x40, "fail")],
 )
 def test_clock_event_reasons(tmp_path: Path, reasons: int, expected: str) -> None:
-    cards = hgx_8()
+    fake = h200_box(8)
+    cards = fake.cards
     cards[6].clock_reasons = reasons
-    assert status(report_for(make_module(cards, hgx_ancestor), tmp_path), "gpu.clocks") == expected
+    assert status(report_for(fake, tmp_path), "gpu.clocks") == expected
 
 
 def test_uncorrected_ecc_fails_and_unsupported_fields_are_na_not_zero(tmp_path: Path) -> None:
-    cards = hgx_8(ecc_uncorrected=None, persistence=None)
+    fake = h200_box(8, ecc_uncorrected=None, persistence=None)
+    cards = fake.cards
     cards[1].ecc_uncorrected = 3
-    r = report_for(make_module(cards, hgx_ancestor), tmp_path)
+    r = report_for(fake, tmp_path)
     assert status(r, "gpu.ecc") == "fail"
     assert r.check("gpu.ecc").data["volatile_uncorrected"]["0"] is None
     assert r.check("gpu.persistence").summary == "persistence mode n/a"
 
 
 def test_persistence_off_and_mig_on_are_warned(tmp_path: Path) -> None:
-    cards = hgx_8()
+    fake = h200_box(8)
+    cards = fake.cards
     cards[0].persistence = 0
     cards[1].mig = [1, 1]
-    r = report_for(make_module(cards, hgx_ancestor), tmp_path)
+    r = report_for(fake, tmp_path)
     assert status(r, "gpu.persistence") == "warn"
     assert status(r, "gpu.mig") == "warn" and "card 1" in r.check("gpu.mig").summary
 
@@ -266,13 +272,12 @@ def test_persistence_off_and_mig_on_are_warned(tmp_path: Path) -> None:
 
 
 def test_gradient_traffic_estimate_over_nvlink_and_over_sys(tmp_path: Path) -> None:
-    nv = report_for(make_module(hgx_8(), hgx_ancestor), tmp_path / "a", params=7e9).check("traffic.gradients")
+    nv = report_for(h200_box(8), tmp_path / "a", params=7e9).check("traffic.gradients")
     assert nv.data["bytes_fp32"] == pytest.approx(56e9)
     assert nv.data["seconds_fp32"] == pytest.approx(56e9 / 450e9)
     assert nv.data["seconds_mixed"] == pytest.approx(28e9 / 450e9)
     assert nv.status == "ok"
-    cards, ancestor = pcie_4_two_sockets()
-    sys_ = report_for(make_module(cards, ancestor), tmp_path / "b", params=7e9).check("traffic.gradients")
+    sys_ = report_for(pcie_switch_two_socket_box(), tmp_path / "b", params=7e9).check("traffic.gradients")
     assert sys_.data["seconds_mixed"] == pytest.approx(28e9 / (3.938 * 16 * 0.5 * 1e9))
     assert sys_.status == "warn"
 
@@ -281,7 +286,7 @@ def test_gradient_traffic_estimate_over_nvlink_and_over_sys(tmp_path: Path) -> N
 
 
 def test_no_driver_still_checks_host_and_software_and_fails(tmp_path: Path) -> None:
-    module = make_module([], init_error=DRIVER_NOT_LOADED)
+    module = FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED)
     r = report_for(module, tmp_path, env={"NCCL_DEBUG": "INFO", "CUDA_LAUNCH_BLOCKING": "1"}, params=7e9)
     ids = [c.id for c in r.checks]
     assert ids[0] == "gpu.driver" and not any(i.startswith("gpu.") for i in ids[1:])
@@ -293,7 +298,7 @@ def test_no_driver_still_checks_host_and_software_and_fails(tmp_path: Path) -> N
 
 
 def test_json_keys_are_stable(tmp_path: Path) -> None:
-    for module in (make_module(hgx_8(), hgx_ancestor), make_module([], init_error=DRIVER_NOT_LOADED)):
+    for module in (h200_box(8), FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED)):
         obj = json.loads(json.dumps(report_for(module, tmp_path / str(id(module)), params=1e9).to_json_obj(), default=str))
         assert tuple(obj) == JSON_KEYS
         for check in obj["checks"]:
@@ -322,7 +327,7 @@ def test_torch_probe_reads_a_fake_torch_in_a_child_python(tmp_path: Path) -> Non
 
 def test_torch_that_sees_no_gpu_on_a_gpu_machine_fails(tmp_path: Path) -> None:
     sysfs = sysfs_with_nodes(tmp_path / "sys", {0: "0-95"})
-    r = collect_report(nvml_module=make_module(hgx_8(), hgx_ancestor), psutil_module=FakePsutil(), env={}, sysfs=sysfs,
+    r = collect_report(nvml_module=h200_box(8), psutil_module=FakePsutil(), env={}, sysfs=sysfs,
                        torch_probe=lambda: {"version": "2.5.1+cpu", "cuda": None, "cuda_available": False})
     assert status(r, "software.torch") == "fail"
 

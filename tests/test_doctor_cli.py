@@ -7,8 +7,7 @@ import json
 import sys
 
 import pytest
-from fake_nvml_topology import DRIVER_NOT_LOADED, hgx_8, hgx_ancestor, make_module
-
+from fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNvml, h200_box
 from gpu_triage.cli import main
 from gpu_triage.doctor.run import JSON_KEYS
 
@@ -25,7 +24,7 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
-    fake_pynvml(make_module(hgx_8(), hgx_ancestor))
+    fake_pynvml(h200_box(8))
     code = main(["doctor", "--json", "--params", "7e9"])
     obj = json.loads(capsys.readouterr().out)
     assert tuple(obj) == JSON_KEYS
@@ -38,9 +37,9 @@ def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFix
 
 
 def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
-    cards = hgx_8()
-    cards[2].pcie_width = 8
-    fake_pynvml(make_module(cards, hgx_ancestor))
+    fake = h200_box(8)
+    fake.cards[2].pcie_width = 8
+    fake_pynvml(fake)
     code = main(["doctor"])
     out = capsys.readouterr().out
     assert code == 1
@@ -50,7 +49,7 @@ def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys:
 
 
 def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
-    fake_pynvml(make_module([], init_error=DRIVER_NOT_LOADED))
+    fake_pynvml(FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     code = main(["doctor", "--json"])
     obj = json.loads(capsys.readouterr().out)
     ids = {c["id"]: c["status"] for c in obj["checks"]}
@@ -61,7 +60,7 @@ def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, capsys
 
 
 def test_bad_params_is_one_line_and_exit_2(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
-    fake_pynvml(make_module([], init_error=DRIVER_NOT_LOADED))
+    fake_pynvml(FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     assert main(["doctor", "--params", "-5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("gpu-triage: error: --params")

@@ -6,19 +6,18 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from fake_nvml_topology import hgx_8, hgx_ancestor, make_module
+from fake_nvml import h200_box
+from gpu_triage.doctor.run import Report, collect_report
+from gpu_triage.ui.doctor_screen import DoctorScreen
 from test_doctor import FakePsutil, sysfs_with_nodes
 from textual.app import App
 from textual.widgets import Static
 
-from gpu_triage.doctor.run import Report, collect_report
-from gpu_triage.ui.doctor_screen import DoctorScreen
-
 
 def _report(tmp_path: Path) -> Report:
-    cards = hgx_8()
-    cards[2].pcie_width = 8
-    return collect_report(params=7e9, nvml_module=make_module(cards, hgx_ancestor), psutil_module=FakePsutil(),
+    fake = h200_box(8)
+    fake.cards[2].pcie_width = 8
+    return collect_report(params=7e9, nvml_module=fake, psutil_module=FakePsutil(),
                           env={}, sysfs=sysfs_with_nodes(tmp_path / "sys", {0: "0-95"}), torch_probe=None)
 
 

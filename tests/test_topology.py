@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from fake_nvml_topology import FakeCard, FakeLink, bus, hgx_8, hgx_ancestor, make_module, pcie_4_two_sockets
-
+from fake_nvml import (
+    FakeCard,
+    FakeLink,
+    FakeNvml,
+    bus,
+    h200_box,
+    pcie_switch_two_socket_box,
+)
 from gpu_triage.nvmlwrap import load_nvml
 from gpu_triage.topology import (
     nccl_level_for,
@@ -14,13 +20,19 @@ from gpu_triage.topology import (
 )
 
 
-def _matrix(module) -> list[list[str]]:
-    nvml = load_nvml(module)
-    return topology_matrix(nvml, list(range(len(module.cards))))
+def _matrix(fake: FakeNvml, lose: tuple[int, ...] = ()) -> list[list[str]]:
+    """The matrix over every card's handle; ``lose`` cards fall off the bus after their handles were taken."""
+    nvml = load_nvml(fake)
+    handles = [fake.nvmlDeviceGetHandleByIndex(i) for i in range(len(fake.cards))]
+    for index in lose:
+        fake.lose_card(index)
+    return topology_matrix(nvml, handles)
 
 
 def test_hgx_all_pairs_nv18_through_nvswitch() -> None:
-    m = _matrix(make_module(hgx_8(), hgx_ancestor))
+    fake = h200_box(8)
+    fake.legacy_bytes = True  # older bindings return busId as bytes: read the same
+    m = _matrix(fake)
     assert len(m) == 8 and all(len(row) == 8 for row in m)
     for i in range(8):
         for j in range(8):
@@ -28,8 +40,7 @@ def test_hgx_all_pairs_nv18_through_nvswitch() -> None:
 
 
 def test_pcie_switches_and_sockets_with_an_nvlink_bridge() -> None:
-    cards, ancestor = pcie_4_two_sockets()
-    m = _matrix(make_module(cards, ancestor))
+    m = _matrix(pcie_switch_two_socket_box())
     assert m == [
         ["X", "NV4", "SYS", "SYS"],
         ["NV4", "X", "SYS", "SYS"],
@@ -40,29 +51,29 @@ def test_pcie_switches_and_sockets_with_an_nvlink_bridge() -> None:
 
 def test_ancestor_levels_map_to_nvidia_smi_labels() -> None:
     levels = {(0, 1): "PIX", (0, 2): "PXB", (0, 3): "PHB", (1, 2): "NODE", (1, 3): "SYS", (2, 3): None}
-    cards = [FakeCard(bus_id=bus(i)) for i in range(4)]
-    m = _matrix(make_module(cards, lambda i, j: levels[tuple(sorted((i, j)))]))
+    cards = [FakeCard() for _ in range(4)]
+    m = _matrix(FakeNvml(cards, ancestor=lambda i, j: levels[tuple(sorted((i, j)))]))
     assert [m[0][1], m[0][2], m[0][3], m[1][2], m[1][3]] == ["PIX", "PXB", "PHB", "NODE", "SYS"]
     assert m[2][3] == m[3][2] == "n/a"  # unsupported is n/a, never a guess
 
 
 def test_inactive_links_are_not_counted() -> None:
-    cards = [FakeCard(bus_id=bus(0)), FakeCard(bus_id=bus(1))]
-    cards[0].links = [FakeLink(bus(1)), FakeLink(bus(1), active=False)]
-    cards[1].links = [FakeLink(bus(0)), FakeLink(bus(0), active=False)]
-    assert _matrix(make_module(cards, lambda i, j: "SYS"))[0][1] == "NV1"
+    cards = [
+        FakeCard(pcie_path=("socket0", "hostbridge0"), links=[FakeLink(bus(1)), FakeLink(bus(1), active=False)]),
+        FakeCard(pcie_path=("socket1", "hostbridge1"), links=[FakeLink(bus(0)), FakeLink(bus(0), active=False)]),
+    ]
+    assert _matrix(FakeNvml(cards))[0][1] == "NV1"
 
 
 def test_lost_card_gives_na_and_the_others_keep_their_labels() -> None:
-    cards = [FakeCard(bus_id=bus(i)) for i in range(3)]
-    cards[2].lost = True
-    m = _matrix(make_module(cards, lambda i, j: "PXB"))
+    cards = [FakeCard(pcie_path=("socket0", "hostbridge0", "switch0", f"switch0{i}")) for i in range(3)]
+    m = _matrix(FakeNvml(cards), lose=(2,))
     assert m[0][1] == "PXB"
     assert m[0][2] == m[2][1] == "n/a"
 
 
 def test_single_card_is_just_x() -> None:
-    assert _matrix(make_module([FakeCard(bus_id=bus(0))])) == [["X"]]
+    assert _matrix(FakeNvml([FakeCard()])) == [["X"]]
 
 
 def test_label_helpers() -> None:
