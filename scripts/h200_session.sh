@@ -3,13 +3,9 @@
 # trace with our own recorder while the lab's PyTorch workloads run, and measure monitors side by side.
 # Run from the repo root with the wheels in .whl/ and the lab's workloads.py in .devlab/ (both carried).
 # Everything it produces goes to $OUT: log.txt, probe.json, doctor.json, the recordings and labels.json.
-set -u
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/h200_env.sh"
 SECS=${SECS:-20}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/app
-exec > >(tee "$OUT/log.txt") 2>&1
-echo "== machine"; nvidia-smi -L; nvidia-smi topo -m; nproc; python3 --version
+nvidia-smi topo -m; python3 --version
 python3 -c "import pynvml, textual, polars; print('nvidia-ml-py', pynvml.__file__, 'textual', textual.__version__, 'polars', polars.__version__)"
 echo "== probe (NVML source under a matmul load)"
 timeout 90 python3 scripts/h200_probe.py --seconds 20 --interval 0.5 --dump 4 --json-out "$OUT/probe.json" --burn

@@ -3,12 +3,7 @@
 # traces (shorter/longer phases, another sawtooth period, two starved workers, quicker epochs), the monitors
 # side by side after the overhead work, and a screenshot of the live dashboard on the real card.
 # Needs .whl/ and .devlab/workloads.py carried, like h200_session.sh. Results in $OUT.
-set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/app
-exec > >(tee "$OUT/log.txt") 2>&1
-echo "== machine"; nvidia-smi -L; nproc
+. "$(dirname "$0")/h200_env.sh"
 python3 -m gpu_triage record -o "$OUT/h200-gen-2s.parquet" --interval 2 > /tmp/rec2.log 2>&1 &
 R1=$!
 python3 -m gpu_triage record -o "$OUT/h200-gen-0.5s.parquet" --interval 0.5 > /tmp/rec05.log 2>&1 &

@@ -2,12 +2,7 @@
 # Third session on the real H200: after the overhead and screen work, the monitors side by side again
 # (steady state after a warm-up, and whole runs) under a PyTorch load, start-up time, the recorder's RSS by
 # import stage, and a fresh live screenshot. Needs .whl/ and .devlab/workloads.py carried. Results in $OUT.
-set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/app
-exec > >(tee "$OUT/log.txt") 2>&1
-echo "== machine"; nvidia-smi -L; nproc
+. "$(dirname "$0")/h200_env.sh"
 echo "== start-up (no load)"
 for i in 1 2 3; do ( time python3 -c "import gpu_triage.ui.app, gpu_triage.sources.live" ) 2>&1 | grep -E "real|user"; done
 timeout 60 python3 benchmarks/bench_record.py --source live --seconds 20
