@@ -63,24 +63,19 @@ def _gpu_count(text: str) -> int:
     return v
 
 
+def _add_seconds(p: argparse.ArgumentParser, flag: str, help_text: str, *, top: bool = False) -> None:
+    """A positive number of seconds (``--interval``, ``--window``), with the help that fits the command.
+
+    On subcommands the default is SUPPRESS, so `gpu-triage --interval 0.5 demo` keeps the top-level value
+    instead of argparse overwriting it with the subparser's None (``dispatch`` reads one ``args.interval``).
+    """
+    p.add_argument(flag, type=_positive_float, metavar="S", default=None if top else argparse.SUPPRESS, help=help_text)
+
+
 def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
-    # On subcommands the default is SUPPRESS, so `gpu-triage --interval 0.5 demo` keeps the top-level value
-    # instead of argparse overwriting it with the subparser's None.
-    default = None if top else argparse.SUPPRESS
-    p.add_argument(
-        "--interval",
-        type=_positive_float,
-        metavar="S",
-        default=default,
-        help="seconds between ticks (default 2, from the config file if set)",
-    )
-    p.add_argument(
-        "--window",
-        type=_positive_float,
-        metavar="S",
-        default=default,
-        help="seconds of history the waveforms and the diagnosis look at (default 300)",
-    )
+    """--interval and --window of the dashboard commands (and the top level, for the default `live`)."""
+    _add_seconds(p, "--interval", "seconds between ticks (default 2, from the config file if set)", top=top)
+    _add_seconds(p, "--window", "seconds of history the waveforms and the diagnosis look at (default 300)", top=top)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,13 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
-    p.add_argument(
-        "--interval",
-        type=_positive_float,
-        metavar="S",
-        default=argparse.SUPPRESS,
-        help="seconds between ticks (default 2)",
-    )
+    _add_seconds(p, "--interval", "seconds between ticks (default 2)")
     p.add_argument(
         "--fast",
         action="store_true",
@@ -163,13 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
-    p.add_argument(
-        "--window",
-        type=_positive_float,
-        metavar="S",
-        default=argparse.SUPPRESS,
-        help="seconds of history shown (default 300)",
-    )
+    _add_seconds(p, "--window", "seconds of history shown (default 300)")
 
     p = sub.add_parser(
         "recover",
@@ -186,13 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...]}) for scripts")
-    p.add_argument(
-        "--window",
-        type=_positive_float,
-        metavar="S",
-        default=argparse.SUPPRESS,
-        help="seconds of history each verdict looks at (default 300)",
-    )
+    _add_seconds(p, "--window", "seconds of history each verdict looks at (default 300)")
 
     p = sub.add_parser(
         "compare",
