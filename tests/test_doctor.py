@@ -189,8 +189,7 @@ def test_num_workers_range_divides_the_cores_among_the_ranks(tmp_path: Path) -> 
 
 def test_card_at_x8_fails_and_the_exit_code_says_so(tmp_path: Path) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[5].pcie_width = 8
+    fake.cards[5].pcie_width = 8
     r = report_for(fake, tmp_path)
     pcie = r.check("gpu.pcie")
     assert pcie.status == "fail" and "card 5 x8 of x16" in pcie.summary
@@ -199,8 +198,7 @@ def test_card_at_x8_fails_and_the_exit_code_says_so(tmp_path: Path) -> None:
 
 def test_lower_pcie_generation_at_full_width_says_check_under_load(tmp_path: Path) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[2].pcie_gen = 1  # an idle card saving power
+    fake.cards[2].pcie_gen = 1  # an idle card saving power
     r = report_for(fake, tmp_path)
     pcie = r.check("gpu.pcie")
     assert pcie.status == "warn" and "under load" in pcie.advice
@@ -209,10 +207,9 @@ def test_lower_pcie_generation_at_full_width_says_check_under_load(tmp_path: Pat
 
 def test_leftover_memory_without_a_process_is_flagged(tmp_path: Path) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[3].mem_used = 40 * GIB
-    cards[4].mem_used = 40 * GIB
-    cards[4].processes = [FakeProcess(4242, usedGpuMemory=40 * GIB)]  # held by a live process: not a leftover
+    fake.cards[3].mem_used = 40 * GIB
+    fake.cards[4].mem_used = 40 * GIB
+    fake.cards[4].processes = [FakeProcess(4242, usedGpuMemory=40 * GIB)]  # held by a live process: not a leftover
     psutil = FakePsutil(procs={4242: ("python", "me", ME)})
     r = report_for(fake, tmp_path, psutil=psutil)
     mem = r.check("gpu.memory")
@@ -222,9 +219,8 @@ def test_leftover_memory_without_a_process_is_flagged(tmp_path: Path) -> None:
 
 def test_other_users_processes_are_warned_and_own_are_not(tmp_path: Path) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[0].processes = [FakeProcess(100, usedGpuMemory=10 * GIB)]
-    cards[1].processes = [FakeProcess(200, usedGpuMemory=10 * GIB)]
+    fake.cards[0].processes = [FakeProcess(100, usedGpuMemory=10 * GIB)]
+    fake.cards[1].processes = [FakeProcess(200, usedGpuMemory=10 * GIB)]
     psutil = FakePsutil(procs={100: ("python", "me", ME), 200: ("python", "alice", 1001)})
     from gpu_triage.doctor.facts import gather_facts
     from gpu_triage.doctor.run import build_report
@@ -243,15 +239,13 @@ def test_other_users_processes_are_warned_and_own_are_not(tmp_path: Path) -> Non
 )
 def test_clock_event_reasons(tmp_path: Path, reasons: int, expected: str) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[6].clock_reasons = reasons
+    fake.cards[6].clock_reasons = reasons
     assert status(report_for(fake, tmp_path), "gpu.clocks") == expected
 
 
 def test_uncorrected_ecc_fails_and_unsupported_fields_are_na_not_zero(tmp_path: Path) -> None:
     fake = h200_box(8, ecc_uncorrected=None, persistence=None)
-    cards = fake.cards
-    cards[1].ecc_uncorrected = 3
+    fake.cards[1].ecc_uncorrected = 3
     r = report_for(fake, tmp_path)
     assert status(r, "gpu.ecc") == "fail"
     assert r.check("gpu.ecc").data["volatile_uncorrected"]["0"] is None
@@ -260,9 +254,8 @@ def test_uncorrected_ecc_fails_and_unsupported_fields_are_na_not_zero(tmp_path: 
 
 def test_persistence_off_and_mig_on_are_warned(tmp_path: Path) -> None:
     fake = h200_box(8)
-    cards = fake.cards
-    cards[0].persistence = 0
-    cards[1].mig = [1, 1]
+    fake.cards[0].persistence = 0
+    fake.cards[1].mig = [1, 1]
     r = report_for(fake, tmp_path)
     assert status(r, "gpu.persistence") == "warn"
     assert status(r, "gpu.mig") == "warn" and "card 1" in r.check("gpu.mig").summary
