@@ -84,3 +84,10 @@ def test_label_helpers() -> None:
     assert path_rank("NV12") < path_rank("PIX") < path_rank("PXB") < path_rank("PHB") < path_rank("SYS")
     assert path_rank("n/a") is None
     assert nccl_level_for("NODE") == "PHB" and nccl_level_for("NV18") == "NVL"
+
+
+def test_without_nvlink_the_pcie_tree_gives_the_label() -> None:
+    m = _matrix(h200_box(4, nvlink_links=0))  # each card behind its own host bridge, two per socket
+    assert [m[0][1], m[0][2], m[1][3], m[2][3]] == ["NODE", "SYS", "SYS", "NODE"]
+    same_bridge = [FakeCard(pcie_path=("socket0", "hostbridge0")) for _ in range(2)]
+    assert _matrix(FakeNvml(same_bridge))[0][1] == "PHB"
