@@ -306,6 +306,35 @@ def tall_split(rows_per_card: int) -> tuple[int, int]:
     return rows_per_card - sm_rows, sm_rows
 
 
+def _used_of_total(used: float, total: float) -> str:
+    """``87G/2.0T``; a single ``n/a`` when the host reports neither (not ``n/a/n/a``)."""
+    if not _ok(used) and not _ok(total):
+        return "n/a"
+    return f"{fmt_bytes(used)}/{fmt_bytes(total)}"
+
+
+NA_ON_CARD = "n/a on this card"
+# the SM row of a card without GPM, longest first: a cut "SM activity n/a on this car" read as a glitch
+SM_NA_TEXTS = ("SM activity n/a on this card (no GPM)", "SM activity n/a (no GPM)", "SM n/a (no GPM)", "SM n/a", "n/a")
+
+
+def _longest_fitting(texts: tuple[str, ...], width: int) -> str:
+    return next((t for t in texts if len(t) <= width), texts[-1][:width])
+
+
+def fit_title(title: str, width: int, *, missing: bool) -> str:
+    """A chart title that fits ``width`` columns.
+
+    plotext silently drops a title wider than its plot: on an 80-column screen the detail charts lost their
+    titles, and with them the "n/a on this card" that is the only sign an empty box means "not reported".
+    When the chart has no data the n/a goes first so that it survives the cut.
+    """
+    text = f"{NA_ON_CARD}: {title}" if missing else title
+    if width <= 0 or len(text) <= width:
+        return text
+    return text[: max(1, width - 1)] + "…"
+
+
 # -- panes -------------------------------------------------------------------------------------------
 def gpu_pane(
     view: WindowView,
@@ -338,10 +367,13 @@ def gpu_pane(
     for j, idx in enumerate(view.gpu_indexes):
         out.append("\n")
         g = {f: a[:, j] for f, a in view.gpu.items()}
-        last_missing = view.n > 0 and all(math.isnan(g[f][-1]) for f in ("util_pct", "mem_used_bytes", "power_w"))
+        # Silent now after answering earlier in the window = lost. A card that never reported these fields
+        # (every value null: no permission, a MIG parent, an old driver) is unsupported, shown n/a, not LOST.
+        last_missing = view.n > 1 and all(math.isnan(g[f][-1]) for f in _LOST_FIELDS)
+        went_silent = last_missing and any(not np.isnan(g[f][:-1]).all() for f in _LOST_FIELDS)
         marker = "▶" if selected == j else " "
         head = f"{marker}{idx:>2} "
-        if idx in lost or (last_missing and view.n > 1):
+        if idx in lost or went_silent:
             out.append(head, "bold reverse" if selected == j else "bold")
             out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)], f"bold {colours.alert}")
             continue
@@ -378,7 +410,7 @@ def gpu_pane(
             out.append("\n")
             out.append("  sm".ljust(len(head)), colours.sm)
             if np.all(np.isnan(g["sm_active_pct"])):
-                out.append("SM activity n/a on this card (no GPM)"[:wave_w], "grey50")
+                out.append(" " + _longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
             else:
                 out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm))
                 occ = _last(g["sm_occupancy_pct"])
@@ -387,6 +419,8 @@ def gpu_pane(
                 out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
     return out
 
+
+_LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
 
 TALL_MAX_ROWS = 12  # 8 rows of GPU-Util + 4 of SM: more height adds no reading precision
 TALL_MIN_ROWS = 6  # rows per card from which a card is drawn as two small graphs (util, SM) with a y-axis
@@ -473,7 +507,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
     hot = int(np.sum(cores >= 90)) if n else 0
     io = _last(view.iowait)
-    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {fmt_bytes(_last(view.host_mem_used))}/{fmt_bytes(_last(view.host_mem_total))}"
+    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {_used_of_total(_last(view.host_mem_used), _last(view.host_mem_total))}"
     per_line = max(1, width // 16)
     bar_lines = math.ceil(n / per_line) if n else 0
     if n and lines - 1 >= bar_lines and bar_lines > 1 or (n and lines - 1 >= bar_lines and n <= per_line):

@@ -15,7 +15,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.app import _DetailLike
-from gpu_triage.ui.render import PATTERN_COLOURS
+from gpu_triage.ui.render import PATTERN_COLOURS, fit_title
 from gpu_triage.window import WindowView
 
 KEYS_COMMON = [
@@ -129,15 +129,16 @@ class DetailScreen(_DetailLike, Screen[None]):
             plt = widget.plt
             plt.clear_data()
             plt.clear_figure()
-            plt.title(title)
             drawn = False
             for values, colour, marker in lines:
                 ok = ~np.isnan(values)
                 if ok.any():
                     plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker)
                     drawn = True
-            if not drawn:
-                plt.title(f"{title}: n/a on this card")
+            # before the first layout the widget has no size yet: half the screen is what the 2-column grid gives;
+            # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
+            width = (widget.size.width or self.app.size.width // 2) - (0 if not drawn else Y_LABELS_W)
+            plt.title(fit_title(title, width, missing=not drawn))
             if ylim is not None:
                 plt.ylim(*ylim)
             plt.xticks(ticks, labels)
@@ -182,6 +183,8 @@ class DetailScreen(_DetailLike, Screen[None]):
         series("p_power", "power W (red), temperature °C (yellow)", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
         series("p_clock", "SM clock, MHz (blue)", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
 
+
+Y_LABELS_W = 9  # widest y-axis label plotext draws here ("14482.3┤") and a column of slack
 
 # Colours of the secondary lines as RGB: plotext's named colours go through the terminal's 16-colour
 # palette, so "yellow" or "blue" came out purple in some themes and the titles that name them would lie.
