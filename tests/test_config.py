@@ -58,6 +58,12 @@ def test_precedence_cli_then_env_then_xdg(tmp_path: Path, monkeypatch: pytest.Mo
         ("[ui]\ncolor_gpu = 'not a colour!'\n", "ui.color_gpu"),
         ("[colours]\nx = 1\n", "colours"),
         ("[recording]\ndirectory = 3\n", "recording.directory"),
+        ("[diagnosis]\nhold_s = nan\n", "diagnosis.hold_s"),  # was a traceback in the tracker
+        ("[diagnosis]\nawait_ms = inf\n", "diagnosis.await_ms"),
+        ("[diagnosis]\nmem_held_frac = 10\n", "diagnosis.mem_held_frac"),  # 10 meant 10 %
+        ("[diagnosis]\nidle_util_pct = 500\n", "diagnosis.idle_util_pct"),
+        ("[diagnosis]\nsawtooth_min_acf = 3\n", "diagnosis.sawtooth_min_acf"),
+        ("[ui]\ncolor_sm = 'notacolour'\n", "ui.color_sm"),  # was a traceback on the first frame
     ],
 )
 def test_bad_value_names_file_and_key(tmp_path: Path, text: str, key: str) -> None:

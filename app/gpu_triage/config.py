@@ -9,6 +9,7 @@ See config.example.toml for every key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -90,6 +91,11 @@ _SECTIONS = {
 }
 
 
+# Upper bounds of what a threshold can mean: a percentage, a share, a correlation. Exact keys first, then
+# suffixes. The defaults are far inside them; these only catch typos (mem_held_frac = 10 for 10 %).
+_THRESHOLD_TOP: dict[str, float] = {"sawtooth_min_acf": 1.0, "_pct": 100.0, "_frac": 1.0}
+
+
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     where = str(path) if path else "config"
     cfg = Config(path=path)
@@ -119,8 +125,12 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     diag = data.get("diagnosis", {})
     values: dict[str, float] = {}
     for key, v in diag.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        # NaN passed "v < 0" and crashed the tracker later with a traceback; inf is no threshold either
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise bad(f"diagnosis.{key}", f"must be a non-negative number, got {v!r}")
+        top = _THRESHOLD_TOP.get(key) or next((t for suffix, t in _THRESHOLD_TOP.items() if key.endswith(suffix)), None)
+        if top is not None and v > top:
+            raise bad(f"diagnosis.{key}", f"must be between 0 and {top:g}, got {v!r}")
         values[key] = float(v)
     if values:
         cfg.thresholds = dataclasses.replace(Thresholds(), **values)
@@ -147,7 +157,12 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
 
 
 def _is_colour(value: str) -> bool:
-    if value.startswith("#"):
-        body = value[1:]
-        return len(body) in (3, 6) and all(c in "0123456789abcdefABCDEF" for c in body)
-    return value.replace("_", "").replace("-", "").isalnum()
+    """A colour the dashboard can draw. Checked here, with Rich's own parser: a name it does not know
+    ("notacolour") passed a looser check and crashed the dashboard's first frame with a traceback."""
+    from rich.color import Color, ColorParseError  # noqa: PLC0415 - only when a colour is configured
+
+    try:
+        Color.parse(value)
+    except ColorParseError:
+        return False
+    return True

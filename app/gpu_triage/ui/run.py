@@ -84,4 +84,6 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
         app.shutdown()
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
-    return int(result or 0)
+    # Textual catches a crash inside the app, prints it and sets return_code 1 while run() returns None:
+    # without this an internal error exited with status 0
+    return int(app.return_code or result or 0)
