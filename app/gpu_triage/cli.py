@@ -8,11 +8,13 @@ exit status; Ctrl-C exits 130 quietly.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpu_triage import __version__
+from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.scenarios import SCENARIOS
 
@@ -50,7 +52,26 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not v > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    if not math.isfinite(v):  # --duration inf was an OverflowError traceback
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
     return v
+
+
+def _seconds_between(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type for --interval / --window: the config file's own bounds. --interval 1e-9 or
+    --window 1e12 asked numpy for terabytes of ring buffer (a MemoryError traceback)."""
+
+    def parse(text: str) -> float:
+        v = _positive_float(text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text} s: give {lo:g} to {hi:g} seconds")
+        return v
+
+    return parse
+
+
+_interval = _seconds_between(*INTERVAL_RANGE_S)
+_window = _seconds_between(*WINDOW_RANGE_S)
 
 
 def _gpu_count(text: str) -> int:
@@ -69,7 +90,8 @@ def _add_seconds(p: argparse.ArgumentParser, flag: str, help_text: str, *, top: 
     On subcommands the default is SUPPRESS, so `gpu-triage --interval 0.5 demo` keeps the top-level value
     instead of argparse overwriting it with the subparser's None (``dispatch`` reads one ``args.interval``).
     """
-    p.add_argument(flag, type=_positive_float, metavar="S", default=None if top else argparse.SUPPRESS, help=help_text)
+    kind = {"--interval": _interval, "--window": _window}[flag]
+    p.add_argument(flag, type=kind, metavar="S", default=None if top else argparse.SUPPRESS, help=help_text)
 
 
 def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:

@@ -32,6 +32,12 @@ THEMES = (
 )
 
 
+# What a tick interval and a window can be, in the config file and on the command line alike. Below 50 ms
+# NVML's own sampling is the limit; a window past a week of ticks is memory the ring buffers would take.
+INTERVAL_RANGE_S = (0.05, 3600.0)
+WINDOW_RANGE_S = (1.0, 7 * 86400.0)
+
+
 @dataclass(slots=True)
 class Config:
     interval_s: float = 2.0
@@ -113,7 +119,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
                 raise bad(f"{section}.{key}", f"unknown key; allowed: {', '.join(sorted(_SECTIONS[section]))}")
 
     sampling = data.get("sampling", {})
-    for key, lo, hi in (("interval_s", 0.05, 3600.0), ("window_s", 1.0, 7 * 86400.0)):
+    for key, (lo, hi) in (("interval_s", INTERVAL_RANGE_S), ("window_s", WINDOW_RANGE_S)):
         if key in sampling:
             v = sampling[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:

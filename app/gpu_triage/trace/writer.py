@@ -116,6 +116,24 @@ def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
         yield from walk(f.name, f.type)
 
 
+def check_record_target(path: Path, *, overwrite: bool = False, parent_must_exist: bool = False) -> None:
+    """Raise UserError when ``path`` cannot become a new recording: a directory, an existing file, or the
+    leftover stream of an interrupted one. The dashboard calls it for ``--record FILE`` before it takes the
+    screen (the recordings directory itself it may still create)."""
+    path = Path(path).expanduser()
+    stream = stream_path_for(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a directory: give a file name such as {path / 'run.parquet'}")
+    if path.exists() and not overwrite:
+        raise UserError(f"{path} already exists: choose another name or remove it first")
+    if stream.exists():
+        raise UserError(
+            f"{stream} is left from an interrupted recording: run `gpu-triage recover {stream}` or remove it first"
+        )
+    if parent_must_exist and not path.parent.is_dir():
+        raise UserError(f"cannot record to {path}: directory {path.parent} does not exist")
+
+
 class TraceWriter:
     """Records ticks to ``path`` (Parquet) through a crash-safe stream; see the module docstring.
 
@@ -138,17 +156,7 @@ class TraceWriter:
         self.ticks = 0
         self._clock = clock
         self._closed = False
-        if self.path.is_dir():
-            raise UserError(f"{self.path} is a directory: give a file name such as {self.path / 'run.parquet'}")
-        if self.path.exists() and not overwrite:
-            raise UserError(f"{self.path} already exists: choose another name or remove it first")
-        if self.stream_path.exists():
-            raise UserError(
-                f"{self.stream_path} is left from an interrupted recording: "
-                f"run `gpu-triage recover {self.stream_path}` or remove it first"
-            )
-        if not self.path.parent.is_dir():
-            raise UserError(f"cannot record to {self.path}: directory {self.path.parent} does not exist")
+        check_record_target(self.path, overwrite=overwrite, parent_must_exist=True)
         self._schema = schema_with_metadata(host, self.interval_s)
         self._metadata = self._schema.metadata
         try:

@@ -1,7 +1,7 @@
 """Entry point of the dashboard subcommands: live, demo, replay.
 
 Everything that can fail on user input (a bad file to replay, an unknown scenario) fails here, as a
-UserError, before the screen is taken over. SIGHUP (the SSH session dropped) ends the app cleanly and
+UserError, before the screen is taken over. SIGHUP (the SSH session dropped) and SIGTERM end the app cleanly and
 closes a recording in progress as a valid file.
 """
 
@@ -31,6 +31,10 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
 
     record = getattr(args, "record", None)
     record_path = Path(record).expanduser() if record else None
+    if record_path is not None:
+        from gpu_triage.trace.writer import check_record_target  # pyarrow: it records from the start anyway
+
+        check_record_target(record_path)  # a bad --record FILE fails here, before the screen is taken
     if command == "replay":
         trace = open_replay(args.file)
         window_ticks = max(2, round(config.window_s / trace.interval_s))
@@ -67,7 +71,6 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
 
 def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int:
     app = build_app(command, args, config)
-    previous = None
 
     def on_hangup(signum: int, frame: object) -> None:
         # the terminal is gone: finish the recording first (a valid file), then leave the app
@@ -76,14 +79,16 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(app.exit, 0)
 
-    if hasattr(signal, "SIGHUP"):
-        previous = signal.signal(signal.SIGHUP, on_hangup)
+    # SIGTERM too (`kill PID`, a scheduler ending the job, systemd): without a handler Python died on the
+    # spot and a recording in progress was left as a stream for `gpu-triage recover`
+    stop_signals = [s for s in (getattr(signal, "SIGHUP", None), signal.SIGTERM) if s is not None]
+    previous = {s: signal.signal(s, on_hangup) for s in stop_signals}
     try:
         result = app.run()
     finally:
         app.shutdown()
-        if previous is not None:
-            signal.signal(signal.SIGHUP, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     # Textual catches a crash inside the app, prints it and sets return_code 1 while run() returns None:
     # without this an internal error exited with status 0
     return int(app.return_code or result or 0)
