@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -154,3 +155,56 @@ def _drain(fd: int, seconds: float) -> None:
                     return
             except OSError:
                 return
+
+
+def _null_trace(path: Path, *, sm: bool, util: bool) -> Path:
+    """A pre-Hopper recording (no SM activity, no NVLink, no clocks), or one whose every GPU field is null."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
+    from gpu_triage.trace.writer import TraceWriter
+
+    host = HostInfo(hostname="old", cpu_count=4, gpus=[GpuInfo(index=0), GpuInfo(index=1)])
+    writer = TraceWriter(path, host, 2.0)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(120):
+        busy = (i // 10) % 2 == 1
+        gpus = [
+            GpuSample(index=k, util_pct=(90.0 if busy else 5.0) if util else None,
+                      sm_active_pct=(80.0 if busy else 2.0) if sm else None,
+                      mem_used_bytes=10**9 if util else None, mem_total_bytes=16 * 10**9 if util else None)
+            for k in range(2)
+        ]
+        writer.append(Tick(ts=t0 + timedelta(seconds=2 * i), interval_s=2.0, gpus=gpus, cpu_pct=[30.0] * 4,
+                           disks=[DiskSample("sda")], procs=[ProcSample(pid=7, gpu_index=0)]))
+    return writer.close()
+
+
+def test_unsupported_fields_are_null_and_na_in_diagnose_and_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    old = _null_trace(tmp_path / "old.parquet", sm=False, util=True)
+    blank = _null_trace(tmp_path / "blank.parquet", sm=False, util=False)
+    for argv, says in (
+        (["diagnose", str(old)], "SM activity not available"),
+        (["diagnose", str(blank)], "no GPU data"),
+        (["compare", str(blank), str(old)], "n/a"),
+    ):
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert not re.search(r"\bnan\b", text, re.IGNORECASE), (argv, text)
+        assert says in text
+    compared = text
+    sm_line = next(ln for ln in compared.splitlines() if ln.strip().startswith("SM active mean"))
+    assert sm_line.split()[-4:] == ["n/a"] * 4  # before, after, change, %: never 0
+    assert main(["compare", str(blank), str(old), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)  # strict JSON: NaN would not even parse in other tools
+    sm = result["overall"]["sm_active_mean_pct"]
+    assert sm == {"before": None, "after": None, "change": None, "change_pct": None}
+    util = result["overall"]["util_mean_pct"]
+    assert util["before"] is None and util["after"] == pytest.approx(47.5) and util["change"] is None
+    assert main(["diagnose", str(blank), "--json"]) == 0
+    segments = json.loads(capsys.readouterr().out)["segments"]
+    assert segments and all(s["pattern"] == "idle" for s in segments)
