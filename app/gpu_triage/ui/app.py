@@ -487,7 +487,10 @@ class TriageApp(App[int]):
             return
         if self.recorder is not None:
             path = self.stop_recording()
-            self.notify(f"recording saved: {path}")
+            if path is not None:
+                self.notify(f"recording saved: {path}")
+            else:  # not "recording saved: None": say what failed (the stream stays for `gpu-triage recover`)
+                self.notify(f"recording not saved: {self.record_error}", severity="error")
         else:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             path = self.config.recording_dir / f"gpu-triage-{stamp}.parquet"
