@@ -179,10 +179,13 @@ class RollingWindow:
         # present GPU columns in NVML index order
         order = np.argsort(np.asarray(gpu_indexes, dtype=int), kind="stable") if gpu_indexes else np.arange(0)
         gpu_sorted = [gpu_indexes[i] for i in order]
+        # Cards almost always arrive in index order: then the row gather is the only copy (a second
+        # column gather per field copied every (T, G) array twice, every frame).
+        in_order = bool(np.all(order == np.arange(order.size)))
         return WindowView(
             t=self._t[idx],
             interval_s=self._interval[idx],
-            gpu={f: a[idx][:, order] for f, a in self._gpu.items()},
+            gpu={f: a[idx] if in_order else a[idx][:, order] for f, a in self._gpu.items()},
             gpu_indexes=gpu_sorted,
             cpu=self._cpu[idx],
             iowait=self._iowait[idx],

@@ -251,15 +251,19 @@ class TriageApp(App[int]):
         else:
             self._update_verdict()
 
-    def verdict_now(self) -> Shown:
-        """The shown verdict for the newest tick (diagnosing now if ticks came in since the last frame)."""
+    def verdict_now(self, view: WindowView | None = None) -> Shown:
+        """The shown verdict for the newest tick (diagnosing now if ticks came in since the last frame).
+
+        ``view``: the frame's own copy of the window, so that a frame builds it once, not once for the
+        diagnosis and again for the panes."""
         if self._verdict_stale:
-            self._update_verdict()
+            self._update_verdict(view)
         return self.shown
 
-    def _update_verdict(self) -> None:
+    def _update_verdict(self, view: WindowView | None = None) -> None:
         self._verdict_stale = False
-        view = self.window.view()
+        if view is None:
+            view = self.window.view()
         t = float(view.t[-1]) if view.n else 0.0
         try:
             verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
@@ -306,8 +310,8 @@ class TriageApp(App[int]):
             return
         self.redraws += 1
         self._last_redraw_at = self.clock()
-        self.verdict_now()
         view = self.window.view()
+        self.verdict_now(view)
         width = max(20, self.size.width)
         height = max(5, self.size.height)
         header = self._header_text(width)
