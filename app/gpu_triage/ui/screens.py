@@ -184,7 +184,7 @@ class DetailScreen(_DetailLike, Screen[None]):
         series("p_clock", "SM clock, MHz (blue)", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
 
 
-Y_LABELS_W = 9  # widest y-axis label plotext draws here ("14482.3┤") and a column of slack
+Y_LABELS_W = 6  # plotext shows a title up to width - 6 with the widest y labels drawn here ("14482.3┤"; measured)
 
 # Colours of the secondary lines as RGB: plotext's named colours go through the terminal's 16-colour
 # palette, so "yellow" or "blue" came out purple in some themes and the titles that name them would lie.
