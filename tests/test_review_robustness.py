@@ -208,3 +208,40 @@ def test_unsupported_fields_are_null_and_na_in_diagnose_and_compare(
     assert main(["diagnose", str(blank), "--json"]) == 0
     segments = json.loads(capsys.readouterr().out)["segments"]
     assert segments and all(s["pattern"] == "idle" for s in segments)
+
+
+def _killed_recording(target: Path) -> Path:
+    """What `kill -9` of a recorder leaves: the stream beside ``target``, no Parquet."""
+    from gpu_triage.trace.writer import TraceWriter
+
+    source = SimulatedSource("healthy", gpus=1, cores=2, interval_s=2.0)
+    writer = TraceWriter(target, source.host_info(), 2.0)
+    for _ in range(20):
+        writer.append(source.sample())
+    writer.abort()  # stop without the Parquet step, as a killed recorder does: only the stream stays
+    assert not target.exists() and stream_path_for(target).exists()
+    return target
+
+
+async def test_replay_of_a_killed_recording_opens_the_leftover_and_says_so(tmp_path: Path) -> None:
+    import argparse
+
+    from gpu_triage.config import Config
+    from gpu_triage.ui.run import build_app
+
+    target = _killed_recording(tmp_path / "run.parquet")
+    app = build_app("replay", argparse.Namespace(file=str(target), speed=1.0), Config())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert app.replay.n == 20
+        assert "partial.arrows" in app.query_one("#header").shown_plain
+
+
+def test_diagnose_of_a_killed_recording_says_what_it_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    target = _killed_recording(tmp_path / "run.parquet")
+    assert main(["diagnose", str(target), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["ticks"] == 20  # stdout stays pure JSON
+    assert "partial.arrows" in captured.err and "gpu-triage recover" in captured.err

@@ -45,12 +45,11 @@ class TraceLike(Protocol):
 
 def open_replay(path: str | Path) -> TraceLike:
     """Open a recording for replay; a bad file raises UserError (one line) before any screen appears."""
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise UserError(f"{p}: no such file: check the path to replay")
+    # No existence check of our own here: open_trace also finds FILE.partial.arrows when a recorder was
+    # killed (README: "`gpu-triage replay FILE` finds FILE.partial.arrows"); a check here refused that.
     from gpu_triage.trace.reader import open_trace  # pyarrow: loaded for replay only, never for live
 
-    return open_trace(p)
+    return open_trace(Path(path).expanduser())
 
 
 class ReplayFeed:

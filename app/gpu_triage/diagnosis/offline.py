@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -229,6 +230,7 @@ class LoadedTrace:
     ticks: list[Tick]
     interval_s: float
     host: HostInfo
+    notice: str | None = None  # the reader's word on a crash leftover or a torn last tick
 
 
 def load_trace(path: Path) -> LoadedTrace:
@@ -236,7 +238,7 @@ def load_trace(path: Path) -> LoadedTrace:
     from gpu_triage.trace.reader import open_trace
 
     tf = open_trace(path)
-    return LoadedTrace(list(tf.ticks(0, tf.n)), float(tf.interval_s), tf.host)
+    return LoadedTrace(list(tf.ticks(0, tf.n)), float(tf.interval_s), tf.host, tf.notice)
 
 
 # -- the command ---------------------------------------------------------------------------------------
@@ -245,6 +247,8 @@ def load_trace(path: Path) -> LoadedTrace:
 def run_diagnose(args: argparse.Namespace, config: Any) -> int:
     path = Path(args.file).expanduser()
     trace = load_trace(path)
+    if trace.notice:  # stderr: --json output stays parseable; compare and recover say it the same way
+        print(f"gpu-triage: {trace.notice}", file=sys.stderr)
     if not trace.ticks:
         raise UserError(f"{path}: the recording holds no ticks: record for a few seconds at least")
     segs = segments(trace.ticks, trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)

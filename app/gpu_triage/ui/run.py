@@ -39,7 +39,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         trace = open_replay(args.file)
         window_ticks = max(2, round(config.window_s / trace.interval_s))
         feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
-        return TriageApp(config, replay=feed, source_label=f"replay: {Path(args.file).name}")
+        # the reader's notice (a crash leftover read in place of FILE, a torn last tick) stays on screen
+        return TriageApp(config, replay=feed, source_label=f"replay: {Path(args.file).name}", banner=getattr(trace, "notice", None))
     if command == "demo" and not getattr(args, "scenario", None):
         from gpu_triage.data import H200_TRACE_2S, labels_for
 
