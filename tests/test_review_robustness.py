@@ -245,3 +245,10 @@ def test_diagnose_of_a_killed_recording_says_what_it_read(tmp_path: Path, capsys
     captured = capsys.readouterr()
     assert json.loads(captured.out)["ticks"] == 20  # stdout stays pure JSON
     assert "partial.arrows" in captured.err and "gpu-triage recover" in captured.err
+
+
+def test_recover_of_a_directory_says_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "runs.parquet").mkdir()
+    assert main(["recover", str(tmp_path / "runs.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and err.count("\n") == 1

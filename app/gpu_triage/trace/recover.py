@@ -36,6 +36,8 @@ def find_stream(given: Path) -> Path:
         raise UserError(
             f"{given} is not a leftover stream and no {beside.name} is beside it: nothing to recover"
         )
+    if given.is_dir():  # "no such file" misled when the path was a directory
+        raise UserError(f"{given} is a directory: give the recording's file name (or its .partial.arrows stream)")
     raise UserError(f"{given}: no such file and no {beside.name} beside it: nothing to recover")
 
 
