@@ -103,3 +103,11 @@ def test_top_level_sampling_options_reach_subcommands() -> None:
     assert args.record == "x.parquet"
     args = parser.parse_args(["record", "-o", "f.parquet"])
     assert getattr(args, "interval", None) is None
+
+
+def test_a_key_outside_its_table_says_which_table(tmp_path: Path) -> None:
+    path = tmp_path / "flat.toml"
+    path.write_text("interval_s = 0.5\n")
+    with pytest.raises(UserError) as err:
+        load_config(str(path))
+    assert str(path) in str(err.value) and "[sampling]" in str(err.value)

@@ -111,6 +111,9 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
 
     for section, table in data.items():
         if section not in _SECTIONS:
+            home = next((name for name, keys in _SECTIONS.items() if section in keys), None)
+            if home is not None:  # a key written at the top level, outside its table
+                raise UserError(f"{where}: key {section} must be inside its table: put it under [{home}]")
             raise bad(section, f"unknown section; allowed sections: {', '.join(_SECTIONS)}")
         if not isinstance(table, dict):
             raise bad(section, "must be a table like [" + section + "]")

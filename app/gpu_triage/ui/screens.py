@@ -25,7 +25,7 @@ KEYS_COMMON = [
     ("↑ / ↓", "select a card"),
     ("Enter", "detail charts of the selected card; Esc back"),
     ("r", "start / stop recording to the recording directory"),
-    ("d", "doctor: check the machine"),
+    ("d", "doctor: check the machine (r there checks again, Esc back)"),
 ]
 KEYS_REPLAY = [
     ("space", "play / pause"),
