@@ -1,11 +1,13 @@
-"""When the terminal goes away (an SSH session drops: the pty closes and the kernel sends SIGHUP), the
-dashboard exits cleanly and closes the recording it was making as a valid Parquet file."""
+"""The dashboard ends cleanly, closing the recording it was making as a valid Parquet file, when its
+terminal goes away (an SSH session drops: the pty closes and the kernel sends SIGHUP) and when it is told
+to stop (`kill PID` from a scheduler, systemd or a script: SIGTERM)."""
 
 from __future__ import annotations
 
 import os
 import pty
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,9 +20,10 @@ APP = Path(__file__).resolve().parents[1] / "app"
 
 
 def _drain(fd: int, seconds: float) -> None:
+    """Read what the app draws, so that it never blocks on a full terminal."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        if select.select([fd], [], [], 0.1)[0]:
+        if select.select([fd], [], [], 0.05)[0]:
             try:
                 if not os.read(fd, 65536):
                     return
@@ -28,8 +31,9 @@ def _drain(fd: int, seconds: float) -> None:
                 return
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="pty and SIGHUP semantics of Linux")
-def test_closing_the_terminal_ends_the_dashboard_and_keeps_a_valid_recording(tmp_path: Path) -> None:
+@pytest.mark.skipif(sys.platform != "linux", reason="pty and signal semantics of Linux")
+@pytest.mark.parametrize("ending", ["terminal closed (SIGHUP)", "SIGTERM"])
+def test_the_dashboard_ends_cleanly_and_keeps_a_valid_recording(tmp_path: Path, ending: str) -> None:
     target = tmp_path / "session.parquet"
     stream = Path(str(target) + ".partial.arrows")
     argv = [sys.executable, "-m", "gpu_triage", "--record", str(target), "--interval", "0.2", "demo", "healthy"]
@@ -37,27 +41,33 @@ def test_closing_the_terminal_ends_the_dashboard_and_keeps_a_valid_recording(tmp
     pid, fd = pty.fork()
     if pid == 0:
         os.execvpe(argv[0], argv, env)
+    status = None
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not stream.exists():
-            _drain(fd, 0.2)  # keep reading so the app never blocks on a full terminal
+            _drain(fd, 0.2)
         assert stream.exists(), "the dashboard never started recording"
         _drain(fd, 2.0)  # a few ticks at 0.2 s
-        os.close(fd)  # the terminal goes away: SIGHUP to the session
-        fd = -1
+        if ending == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            os.close(fd)
+            fd = -1
         deadline = time.monotonic() + 30
-        status = None
         while time.monotonic() < deadline:
+            if fd >= 0:
+                _drain(fd, 0.1)
+            else:
+                time.sleep(0.1)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
-            time.sleep(0.1)
-        assert status is not None and time.monotonic() < deadline, "the dashboard did not exit after SIGHUP"
+        assert status is not None and os.WIFEXITED(status), f"the dashboard did not exit ({ending})"
     finally:
         if fd >= 0:
             os.close(fd)
         try:
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
