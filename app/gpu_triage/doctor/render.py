@@ -3,6 +3,8 @@ on a terminal (and never with NO_COLOR set)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -63,8 +65,16 @@ def render_matrix(matrix: list[list[str]], paint: Any = None, numa: list[int | N
     return lines
 
 
-def render_text(report: Any, colour: bool = False) -> str:
-    """The whole report; ``report`` is a :class:`gpu_triage.doctor.run.Report`."""
+def _wrapped(text: str, indent: int, width: int | None) -> list[str]:
+    """``text`` in lines that fit ``width`` columns, continuation lines under the first one's text."""
+    if width is None or width - indent < 20:
+        return [text]
+    return textwrap.wrap(text, width - indent, break_on_hyphens=False) or [""]
+
+
+def render_text(report: Any, colour: bool = False, width: int | None = None) -> str:
+    """The whole report; ``report`` is a :class:`gpu_triage.doctor.run.Report`. With ``width`` (a terminal's
+    columns) summaries and advice wrap under their own column instead of running back to the margin."""
     paint = _Paint(colour)
     f = report.facts
     out: list[str] = []
@@ -80,11 +90,14 @@ def render_text(report: Any, colour: bool = False) -> str:
         out.append(paint(title, "bold"))
         for c in checks:
             tag = paint(c.status.upper().ljust(tag_width), c.status)
-            out.append(f"  {tag}{c.id.ljust(id_width)}{c.summary}")
-            if c.advice and c.status != "ok":
-                out.append(" " * (2 + tag_width + id_width) + paint("-> " + c.advice, "dim"))
-            elif c.advice:
-                out.append(" " * (2 + tag_width + id_width) + paint("   " + c.advice, "dim"))
+            pad = " " * (2 + tag_width + id_width)
+            first, *rest = _wrapped(c.summary, len(pad), width)
+            out.append(f"  {tag}{c.id.ljust(id_width)}{first}")
+            out.extend(pad + line for line in rest)
+            if c.advice:
+                mark = "-> " if c.status != "ok" else "   "
+                for k, line in enumerate(_wrapped(c.advice, len(pad) + 3, width)):
+                    out.append(pad + paint((mark if k == 0 else "   ") + line, "dim"))
         if prefix == "topology." and len(f.topology) > 1:
             out.append("")
             numa = [g.numa_node for g in f.gpus] if len(f.gpus) == len(f.topology) else None

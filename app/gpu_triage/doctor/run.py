@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -115,6 +116,7 @@ def run_doctor(
     if getattr(args, "json", False):
         out.write(json.dumps(report.to_json_obj(), indent=2, default=str) + "\n")
     else:
-        out.write(render_text(report, colour=use_colour(out, os.environ if env is None else env)))
+        width = shutil.get_terminal_size().columns if getattr(out, "isatty", lambda: False)() else None
+        out.write(render_text(report, colour=use_colour(out, os.environ if env is None else env), width=width))
     out.flush()
     return report.exit_code

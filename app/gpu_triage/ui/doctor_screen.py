@@ -53,7 +53,7 @@ class DoctorScreen(Screen[None]):
             return Text(f"The doctor could not finish: {self.error}\nRun `gpu-triage doctor` in a shell for details.", "red")
         if self.report is None:
             return Text("checking GPUs, topology, host and software...", "grey50")
-        return Text.from_ansi(render_text(self.report, colour=True))
+        return Text.from_ansi(render_text(self.report, colour=True, width=max(40, self.app.size.width - 2)))
 
     def _show(self) -> None:
         self.query_one("#doctor-body", Static).update(self._body())
