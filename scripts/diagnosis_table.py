@@ -25,6 +25,8 @@ OWN_2S = ROOT / "tests" / "data" / "h200-own-2s.parquet"
 OWN_05S = ROOT / "tests" / "data" / "h200-own-0.5s.parquet"
 GEN_2S = ROOT / "tests" / "data" / "h200-gen-2s.parquet"
 GEN_05S = ROOT / "tests" / "data" / "h200-gen-0.5s.parquet"
+X2_COMM = ROOT / "tests" / "data" / "h200x2-comm-1s.parquet"
+X2_CUDA0 = ROOT / "tests" / "data" / "h200x2-cuda0-1s.parquet"
 
 MIDDLE = (0.35, 0.9)
 
@@ -87,7 +89,7 @@ def sim_rows() -> list[tuple]:
 def main() -> None:
     show = "--ticks" in sys.argv
     rows = []
-    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S):
+    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0):
         rows += real_rows(p, show)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok "

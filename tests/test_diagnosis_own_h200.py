@@ -25,7 +25,10 @@ OWN = {"own-2s": DATA / "h200-own-2s.parquet", "own-0.5s": DATA / "h200-own-0.5s
 # Recorded later with other workload settings (SECS=30, SAW_ON=2, SAW_OFF=6, two starved workers, shorter
 # epochs) after the rules were settled: a check that they generalise, never used to set a threshold.
 GEN = {"gen-2s": DATA / "h200-gen-2s.parquet", "gen-0.5s": DATA / "h200-gen-0.5s.parquet"}
-ALL = {**OWN, **GEN, "2s": H200_TRACE_2S, "0.5s": H200_TRACE_05S}
+# Two H200s with NV18 between them (lent at the very end of the session, 1 s ticks): NCCL all-reduce traffic,
+# a rank left spinning in a collective, and two processes on cuda:0.
+X2 = {"x2-comm": DATA / "h200x2-comm-1s.parquet", "x2-cuda0": DATA / "h200x2-cuda0-1s.parquet"}
+ALL = {**OWN, **GEN, **X2, "2s": H200_TRACE_2S, "0.5s": H200_TRACE_05S}
 
 
 @cache
@@ -59,7 +62,7 @@ def _ok(lab: dict, pattern: str, bottleneck: str) -> bool:
     return pattern in lab["pattern"] and bottleneck in lab["bottleneck"]
 
 
-OWN_CASES = [(name, lab["scenario"]) for name in {**OWN, **GEN} for lab in _labels(name)]
+OWN_CASES = [(name, lab["scenario"]) for name in {**OWN, **GEN, **X2} for lab in _labels(name)]
 ALL_CASES = [(name, lab["scenario"]) for name in ALL for lab in _labels(name)]
 
 
