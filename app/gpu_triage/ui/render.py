@@ -25,7 +25,7 @@ PATTERN_COLOURS = {
     "steady_low": "yellow",
     "sawtooth": "magenta",
     "single_card_busy": "bright_blue",
-    "imbalanced": "dark_orange",
+    "imbalanced": "deep_sky_blue1",  # distinct from steady_low, which many palettes draw orange
 }
 
 
