@@ -49,3 +49,22 @@ def test_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureF
 def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(tmp_path / "nope.parquet"), "--json"]) == 2
     assert "nope.parquet" in capsys.readouterr().err
+
+
+def test_progress_reaches_a_terminal_and_stays_off_pipes() -> None:
+    import io
+
+    from gpu_triage.diagnosis.offline import terminal_progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert terminal_progress("x", io.StringIO()) is None  # a pipe or a file: nothing written
+    tty = Tty()
+    show = terminal_progress("diagnosing run.parquet", tty)
+    assert show is not None
+    show(500, 1000)
+    show(1000, 1000)
+    text = tty.getvalue()
+    assert "500/1000 ticks (50 %)" in text and text.endswith("1000/1000 ticks (100 %)\n")

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,13 +58,30 @@ class Segment:
         }
 
 
+def terminal_progress(label: str, stream: Any = None) -> Callable[[int, int], None] | None:
+    """A progress line updated in place on stderr when it is a terminal; None (silent) otherwise."""
+    out = stream if stream is not None else sys.stderr
+    if not getattr(out, "isatty", lambda: False)():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        out.write(f"\r{label}: {done}/{total} ticks ({100 * done // max(total, 1)} %)" + end)
+        out.flush()
+
+    return show
+
+
 def _iso(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,
-             cpu_count: int | None = None) -> list[tuple[Tick, Verdict, Verdict]]:
-    """(tick, raw verdict, shown verdict) for every tick, as the dashboard would have computed them."""
+             cpu_count: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> list[tuple[Tick, Verdict, Verdict]]:
+    """(tick, raw verdict, shown verdict) for every tick, as the dashboard would have computed them.
+
+    ``progress(done, total)`` is called every 500 ticks: a day of 2 s ticks takes minutes to diagnose."""
     capacity = max(2, round(window_s / interval_s)) if interval_s > 0 else 150
     window = RollingWindow(capacity)
     tracker = VerdictTracker(thresholds)
@@ -73,6 +91,10 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
         raw = diagnose(window.view(), thresholds, cpu_count)
         shown = tracker.update(tick.ts.timestamp(), raw)
         out.append((tick, raw, shown))
+        if progress is not None and len(out) % 500 == 0 and len(out) < len(ticks):
+            progress(len(out), len(ticks))
+    if progress is not None and out:
+        progress(len(out), len(ticks))  # the last call ends the line
     return out
 
 
@@ -189,14 +211,15 @@ def _basis(raws: list[Verdict], key: tuple[str, str]) -> Verdict:
 
 
 def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,
-             cpu_count: int | None = None) -> list[Segment]:
+             cpu_count: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> list[Segment]:
     """The verdicts of a whole recording, merged into contiguous segments in time order.
 
     Raw verdicts are computed as the dashboard would, then smoothed without regard to causality (see
     :func:`smoothed_keys`), so a segment begins where its regime began. Each segment's evidence and advice
     come from a raw verdict that agrees with the segment (see :func:`_basis`).
     """
-    res = verdicts(ticks, interval_s, thresholds, window_s, cpu_count)
+    res = verdicts(ticks, interval_s, thresholds, window_s, cpu_count, progress)
     if not res:
         return []
     raws = [raw for _t, raw, _s in res]
@@ -251,7 +274,8 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
         print(f"gpu-triage: {trace.notice}", file=sys.stderr)
     if not trace.ticks:
         raise UserError(f"{path}: the recording holds no ticks: record for a few seconds at least")
-    segs = segments(trace.ticks, trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)
+    segs = segments(trace.ticks, trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count,
+                    terminal_progress(f"diagnosing {path.name}"))
     if getattr(args, "json", False):
         obj = {
             "file": str(path),

@@ -123,8 +123,10 @@ def diagnosis_shares(trace: TraceFile, config: Config) -> dict[str, float] | Non
 
     The one place compare touches the diagnosis: gpu_triage.diagnosis.offline.segments over the ticks.
     """
-    from gpu_triage.diagnosis.offline import segments
-    segs = segments(trace.ticks(), trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)
+    from gpu_triage.diagnosis.offline import segments, terminal_progress
+
+    segs = segments(trace.ticks(), trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count,
+                    terminal_progress(f"diagnosing {trace.path.name}"))
     durations: dict[str, float] = {}
     for seg in segs:
         key = f"{seg.pattern}/{seg.bottleneck}"
