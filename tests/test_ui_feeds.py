@@ -8,7 +8,7 @@ import pytest
 
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.errors import UserError
-from gpu_triage.feeds import Recorder, ReplayFeed, fmt_bytes, open_replay
+from gpu_triage.feeds import Recorder, ReplayFeed, open_replay
 from gpu_triage.trace.reader import open_trace
 from tests.ui_ticks import make_host, make_tick
 
@@ -88,9 +88,3 @@ def test_recorder_writes_a_replayable_file(tmp_path: Path) -> None:
     back = open_trace(path)
     assert back.n == 5
     assert back.tick(4).gpus[1].util_pct == make_tick(4, gpus=2, cores=4).gpus[1].util_pct
-
-
-def test_fmt_bytes_none_is_na_never_zero() -> None:
-    assert fmt_bytes(None) == "n/a"
-    assert fmt_bytes(float("nan")) == "n/a"
-    assert fmt_bytes(3 << 30) == "3.0G"

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 from collections.abc import Callable
@@ -232,14 +231,3 @@ class Recorder:
         self._thread.join(timeout=30)
         self.closed_path = self._writer.close()
         return self.closed_path
-
-
-def fmt_bytes(n: float | None, *, suffix: str = "") -> str:
-    """Compact binary size: 1.2G, 340M, 12K; None or NaN -> n/a (never 0)."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "n/a"
-    for unit, div in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if abs(n) >= div:
-            v = n / div
-            return f"{v:.1f}{unit}{suffix}" if v < 10 else f"{v:.0f}{unit}{suffix}"
-    return f"{n:.0f}B{suffix}" if n else f"0{suffix}"

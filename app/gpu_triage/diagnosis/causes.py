@@ -16,6 +16,7 @@ import numpy as np
 from gpu_triage.diagnosis.patterns import nanmax, nanmean, nanpct
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import ProcSample
+from gpu_triage.units import fmt_rate
 
 BOTTLENECKS = (
     "none",
@@ -233,7 +234,7 @@ def _pct(x: float) -> str:
 
 
 def _gbs(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x / 1e9:.1f} GB/s"
+    return fmt_rate(x)
 
 
 def find_cause(pattern: str, hf: HostFacts, pf: ProcFacts, th: Thresholds, n_gpus: int, sm_per_card: dict[int, float],

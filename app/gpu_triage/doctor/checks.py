@@ -22,6 +22,7 @@ from gpu_triage.topology import (
     path_kind,
     path_rank,
 )
+from gpu_triage.units import fmt_bytes
 
 Status = Literal["ok", "warn", "fail"]
 STATUS_ORDER: dict[str, int] = {"ok": 0, "warn": 1, "fail": 2}
@@ -80,10 +81,6 @@ def worst(statuses: list[str]) -> Status:
     return max(statuses, key=STATUS_ORDER.__getitem__, default="ok")  # type: ignore[return-value]
 
 
-def gib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / GIB:.1f} GiB"
-
-
 def _cards(indexes: list[int]) -> str:
     return ("card " if len(indexes) == 1 else "cards ") + ",".join(str(i) for i in indexes)
 
@@ -123,7 +120,7 @@ def check_model(facts: Facts) -> Check:
         return Check("gpu.model", "warn", f"mixed models: {', '.join(names)}",
                      "data-parallel steps run at the pace of the slowest card: use one model per job (CUDA_VISIBLE_DEVICES)", data)
     mem = gpus[0].mem_total_bytes if gpus else None
-    return Check("gpu.model", "ok", f"{len(gpus)} x {names[0] if names else 'n/a'}, {gib(mem)} each", "", data)
+    return Check("gpu.model", "ok", f"{len(gpus)} x {names[0] if names else 'n/a'}, {fmt_bytes(mem)} each", "", data)
 
 
 def check_persistence(facts: Facts) -> Check:
@@ -217,7 +214,7 @@ def check_memory(facts: Facts) -> Check:
     data = {str(g.index): {"used": g.mem_used_bytes, "total": g.mem_total_bytes,
                            "processes": None if g.processes is None else len(g.processes)} for g in gpus}
     if leftover:
-        detail = ", ".join(f"card {g.index}: {gib(g.mem_used_bytes)}" for g in leftover)
+        detail = ", ".join(f"card {g.index}: {fmt_bytes(g.mem_used_bytes)}" for g in leftover)
         return Check("gpu.memory", "warn", f"memory in use with no process on the card ({detail})",
                      "a leftover from an earlier job (a zombie or another container): the first step may run out of memory; "
                      "find it with sudo fuser -v /dev/nvidia* and end it, or reset the card", data)
@@ -239,7 +236,7 @@ def check_processes(facts: Facts) -> Check:
                 mine.append((g.index, p))
 
     def describe(items: list[tuple[int, Any]]) -> str:
-        return ", ".join(f"card {i}: pid {p.pid}" + (f" {p.username}" if p.username else "") + (f" {gib(p.used_bytes)}" if p.used_bytes is not None else "")
+        return ", ".join(f"card {i}: pid {p.pid}" + (f" {p.username}" if p.username else "") + (f" {fmt_bytes(p.used_bytes)}" if p.used_bytes is not None else "")
                          for i, p in items[:6]) + (" ..." if len(items) > 6 else "")
 
     data = {
@@ -446,12 +443,12 @@ def check_host_memory(facts: Facts) -> Check:
     data = {"total": h.mem_total_bytes, "available": h.mem_available_bytes, "gpu_total": gpu_total or None}
     if h.mem_total_bytes is None:
         return Check("host.memory", "ok", "host memory n/a", "", data)
-    summary = f"{gib(h.mem_total_bytes)} RAM, {gib(h.mem_available_bytes)} available"
+    summary = f"{fmt_bytes(h.mem_total_bytes)} RAM, {fmt_bytes(h.mem_available_bytes)} available"
     if h.mem_available_bytes is not None and h.mem_available_bytes < 0.1 * h.mem_total_bytes:
         return Check("host.memory", "warn", summary + " (under 10 % free)",
                      "other jobs or a page cache that will not drop hold the memory: DataLoader workers and pinned buffers may be killed (OOM)", data)
     if gpu_total and h.mem_total_bytes < gpu_total:
-        return Check("host.memory", "warn", summary + f", less than the cards' {gib(gpu_total)}",
+        return Check("host.memory", "warn", summary + f", less than the cards' {fmt_bytes(gpu_total)}",
                      "loading a checkpoint or offloading optimizer state to the CPU will not fit: load shards, or map it (mmap=True)", data)
     return Check("host.memory", "ok", summary, "", data)
 
@@ -540,7 +537,8 @@ def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Check:
     mixed_bytes = fp32_bytes / 2
     data: dict[str, Any] = {"params": params, "bytes_fp32": fp32_bytes, "bytes_mixed": mixed_bytes,
                             "bandwidth_gbps": topo.bandwidth_gbps, "seconds_fp32": None, "seconds_mixed": None}
-    size = f"{params / 1e9:g}B parameters: {fp32_bytes / 1e9:.0f} GB per step in fp32, {mixed_bytes / 1e9:.0f} GB in mixed precision"
+    size = (f"{params / 1e9:g}B parameters: {fmt_bytes(fp32_bytes, digits=0)} per step in fp32, "
+            f"{fmt_bytes(mixed_bytes, digits=0)} in mixed precision")
     if topo.verdict in ("none", "single"):
         return Check("traffic.gradients", "ok", f"{size}; one card or none: no gradient exchange", "", data)
     if topo.bandwidth_gbps is None:

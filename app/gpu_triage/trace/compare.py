@@ -23,6 +23,7 @@ import polars as pl
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.trace.reader import TraceFile, open_trace
+from gpu_triage.units import fmt_bytes
 
 # (key, label) in display order. Keys are the stable JSON keys.
 CARD_METRICS: tuple[tuple[str, str], ...] = (
@@ -217,13 +218,9 @@ def _file_info(trace: TraceFile) -> dict[str, Any]:
 def _fmt_value(key: str, v: float | None, signed: bool = False) -> str:
     if v is None:
         return "n/a"
-    sign = "+" if signed and v > 0 else ""
     if key in _BYTES_KEYS:
-        mag = abs(v)
-        for unit, scale in (("GB/s" if "per_s" in key else "GB", 1e9), ("MB/s" if "per_s" in key else "MB", 1e6)):
-            if mag >= scale:
-                return f"{sign}{v / scale:.2f} {unit}"
-        return f"{sign}{v / 1e3:.1f} {'KB/s' if 'per_s' in key else 'KB'}"
+        return fmt_bytes(v, per_s="per_s" in key, signed=signed, digits=2)
+    sign = "+" if signed and v > 0 else ""
     return f"{sign}{v:.1f}"
 
 

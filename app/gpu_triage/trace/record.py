@@ -28,6 +28,7 @@ from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.trace.writer import TraceWriter
+from gpu_triage.units import fmt_bytes
 
 PROGRESS_EVERY_S = 0.5
 
@@ -64,14 +65,6 @@ def make_source(
             kwargs["start"] = start
         return SimulatedSource(scenario, **kwargs)
     raise UserError(f"unknown --source {spec!r}: use {allowed}")
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def human_seconds(s: float) -> str:
@@ -172,7 +165,7 @@ def record_source(
     path = writer.close()
     print(
         f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
-        f"{human_seconds(elapsed)}) to {path} ({human_bytes(path.stat().st_size)})",
+        f"{human_seconds(elapsed)}) to {path} ({fmt_bytes(path.stat().st_size)})",
         file=out,
         flush=True,
     )
@@ -275,5 +268,5 @@ def _is_tty(stream: Any) -> bool:
 
 
 def _progress(out: Any, writer: TraceWriter, elapsed: float) -> None:
-    line = f"  {writer.ticks} ticks  {human_seconds(elapsed)}  {human_bytes(writer.bytes_written)}"
+    line = f"  {writer.ticks} ticks  {human_seconds(elapsed)}  {fmt_bytes(writer.bytes_written)}"
     print("\r" + line + "\x1b[K", end="", file=out, flush=True)

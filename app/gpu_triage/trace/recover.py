@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpu_triage.errors import UserError
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.record import human_bytes, human_seconds
+from gpu_triage.trace.record import human_seconds
 from gpu_triage.trace.writer import (
     STREAM_SUFFIX,
     describe_os_error,
@@ -21,6 +21,7 @@ from gpu_triage.trace.writer import (
     target_for_stream,
     write_parquet_atomic,
 )
+from gpu_triage.units import fmt_bytes
 
 
 def find_stream(given: Path) -> Path:
@@ -58,6 +59,6 @@ def run_recover(args: argparse.Namespace) -> int:
     stream.unlink(missing_ok=True)
     print(
         f"recovered {trace.n} ticks ({human_seconds(trace.duration_s + trace.interval_s)}) from {stream} "
-        f"into {target} ({human_bytes(target.stat().st_size)}); removed the stream"
+        f"into {target} ({fmt_bytes(target.stat().st_size)}); removed the stream"
     )
     return 0

@@ -28,11 +28,12 @@ from textual.widgets import Static
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
-from gpu_triage.feeds import LiveFeed, Recorder, ReplayFeed, fmt_bytes
+from gpu_triage.feeds import LiveFeed, Recorder, ReplayFeed
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import render
 from gpu_triage.ui.render import Colours, Shown
+from gpu_triage.units import short_bytes as fmt_bytes
 from gpu_triage.window import RollingWindow, WindowView
 
 # Ticks from the sampler or the replay timer are ingested at once, but the screen (and the diagnosis that

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from gpu_triage.feeds import fmt_bytes
+from gpu_triage.units import short_bytes as fmt_bytes
 from gpu_triage.window import WindowView
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
