@@ -95,3 +95,14 @@ def load_nvml(module: Any | None = None) -> Nvml:
         reason = str(exc) or type(exc).__name__
         raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?") from exc
     return Nvml(module)
+
+
+def cuda_version_text(version: Any) -> str | None:
+    """NVML's CUDA driver version integer as text: 12080 -> "12.8" (NVML packs major*1000 + minor*10).
+
+    Anything else (None, 0, an unsupported answer) -> None, shown "n/a". The one parser, shared by the
+    live source and the doctor.
+    """
+    if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"

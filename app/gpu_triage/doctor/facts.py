@@ -21,13 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, load_nvml
+from gpu_triage.hostmeta import training_env
+from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, cuda_version_text, load_nvml
 from gpu_triage.topology import bus_id_of, topology_matrix
 
-#: Environment variables that change how training uses the cards; the doctor shows and checks them.
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
-ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS",
-             "PYTORCH_CUDA_ALLOC_CONF")
 
 
 @dataclass(slots=True)
@@ -98,13 +95,6 @@ class Facts:
 
 
 # -- NVML -------------------------------------------------------------------------------------------
-
-
-def _cuda_text(value: Any) -> str | None:
-    """12040 -> "12.4" (NVML packs major*1000 + minor*10)."""
-    if not isinstance(value, int) or value <= 0:
-        return None
-    return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def _mask_to_cpus(words: Any) -> list[int] | None:
@@ -219,7 +209,7 @@ def gather_gpus(facts: Facts, nvml_module: Any | None, psutil_mod: Any, sysfs: P
         return
     try:
         facts.driver_version = nvml.text("nvmlSystemGetDriverVersion")
-        facts.cuda_driver_version = _cuda_text(nvml.call("nvmlSystemGetCudaDriverVersion"))
+        facts.cuda_driver_version = cuda_version_text(nvml.call("nvmlSystemGetCudaDriverVersion"))
         count = nvml.call("nvmlDeviceGetCount") or 0
         handles = []
         for i in range(count):
@@ -308,12 +298,8 @@ def probe_torch(python: str = sys.executable, timeout_s: float = 120.0, env: Map
         return {"note": "the torch probe printed something unexpected"}
 
 
-def select_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: env[k] for k in sorted(env) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
-
-
 def gather_software(env: Mapping[str, str], torch_probe: Callable[[], dict[str, Any]] | None) -> SoftwareFacts:
-    sw = SoftwareFacts(python=platform.python_version(), env=select_env(env))
+    sw = SoftwareFacts(python=platform.python_version(), env=training_env(env))
     if torch_probe is None:
         sw.torch_note = "torch not checked"
         return sw

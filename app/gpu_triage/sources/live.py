@@ -11,7 +11,6 @@ sleeps and never calls the 20 ms ``nvmlDeviceGetPcieThroughput``.
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import time
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpu_triage import __version__
+from gpu_triage.hostmeta import training_env
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
 from gpu_triage.sources.base import SourceStatus
@@ -27,9 +27,6 @@ from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import GpuProcessReader
 
-_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_")
-_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL", "AUTH")
 
 
 def no_gpu_message(reason: str) -> str:
@@ -37,23 +34,6 @@ def no_gpu_message(reason: str) -> str:
         f"No NVIDIA driver found ({reason}): showing host only. "
         "Try `gpu-triage demo` to see a recorded H200 session."
     )
-
-
-def _training_env() -> dict[str, str]:
-    """Environment variables that shape training throughput (the hostmeta module's list when present)."""
-    try:
-        from gpu_triage.hostmeta import training_env  # noqa: PLC0415 - optional sibling module
-
-        return dict(training_env())
-    except Exception:  # noqa: BLE001 - absent or broken: fall back to our own short list
-        out = {}
-        for name in sorted(os.environ):
-            upper = name.upper()
-            if any(word in upper for word in _SECRET_WORDS):
-                continue
-            if upper in _ENV_NAMES or upper.startswith(_ENV_PREFIXES):
-                out[name] = os.environ[name]
-        return out
 
 
 class LiveSource:
@@ -151,7 +131,7 @@ class LiveSource:
                 "source": self.name,
                 "kernel": platform.release(),
                 "os": platform.system(),
-                "env": _training_env(),
+                "env": training_env(),
             },
         )
         if self._gpus is not None and self._nvml is not None:

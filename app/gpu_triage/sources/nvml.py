@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_triage.model import GpuInfo, GpuSample
-from gpu_triage.nvmlwrap import GpuLost, Nvml
+from gpu_triage.nvmlwrap import GpuLost, Nvml, cuda_version_text
 
 # Constant values from nvml.h, used when the binding lacks the name (older nvidia-ml-py).
 _GPU_UTILIZATION_SAMPLES = 1
@@ -59,13 +59,6 @@ def _text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value if isinstance(value, str) else None
-
-
-def cuda_version_text(version: int | None) -> str | None:
-    """NVML's CUDA driver version integer (12080) as "12.8"."""
-    if not isinstance(version, int) or version <= 0:
-        return None
-    return f"{version // 1000}.{(version % 1000) // 10}"
 
 
 @dataclass
