@@ -13,59 +13,40 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
-from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
+from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick, trace_fields
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import TRACE_SCHEMA
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
 
-f32 = st.none() | st.floats(width=32, allow_nan=False)
-f64 = st.none() | st.floats(allow_nan=False)
-u16 = st.integers(0, 2**16 - 1)
-u32 = st.integers(0, 2**32 - 1)
-u64 = st.none() | st.integers(0, 2**64 - 1)
-names = st.text(max_size=12)
+# Values of each trace type at its full range (what the Arrow width holds), from the model's field list.
+VALUES = {
+    "u16": st.integers(0, 2**16 - 1),
+    "u32": st.integers(0, 2**32 - 1),
+    "u64": st.integers(0, 2**64 - 1),
+    "f32": st.floats(width=32, allow_nan=False),
+    "f64": st.floats(allow_nan=False),
+    "str": st.text(max_size=12),
+}
+f32 = st.none() | VALUES["f32"]
+u64 = st.none() | VALUES["u64"]
 
-gpu_samples = st.builds(
-    GpuSample,
-    index=u16,
-    util_pct=f32,
-    util_min_pct=f32,
-    util_max_pct=f32,
-    sm_active_pct=f32,
-    sm_occupancy_pct=f32,
-    tensor_active_pct=f32,
-    dram_active_pct=f32,
-    mem_used_bytes=u64,
-    mem_total_bytes=u64,
-    pcie_tx_bytes_per_s=f64,
-    pcie_rx_bytes_per_s=f64,
-    nvlink_tx_bytes_per_s=f64,
-    nvlink_rx_bytes_per_s=f64,
-    power_w=f32,
-    temp_c=f32,
-    sm_clock_mhz=f32,
-)
-disk_samples = st.builds(
-    DiskSample,
-    name=names,
-    busy_pct=f32,
-    await_ms=f32,
-    read_bytes_per_s=f64,
-    write_bytes_per_s=f64,
-    reads_per_s=f64,
-    writes_per_s=f64,
-)
-proc_samples = st.builds(
-    ProcSample,
-    pid=u32,
-    gpu_index=u16,
-    name=st.none() | names,
-    gpu_mem_bytes=u64,
-    cpu_pct=f32,
-    workers=st.none() | u16,
-    workers_cpu_pct=st.lists(st.floats(width=32, allow_nan=False), max_size=4),
-    worker_pids=st.lists(u32, max_size=4),
-)
+
+def samples(kind: type) -> st.SearchStrategy:
+    """Any sample of ``kind``: every trace field, required ones always set, optional ones sometimes None."""
+    fields = {}
+    for f in trace_fields(kind):
+        if f.is_list:
+            fields[f.name] = st.lists(VALUES[f.trace_type[5:-1]], max_size=4)
+        elif f.required:
+            fields[f.name] = VALUES[f.trace_type]
+        else:
+            fields[f.name] = st.none() | VALUES[f.trace_type]
+    return st.builds(kind, **fields)
+
+
+gpu_samples = samples(GpuSample)
+disk_samples = samples(DiskSample)
+proc_samples = samples(ProcSample)
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 ticks_strategy = st.lists(
     st.builds(

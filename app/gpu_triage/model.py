@@ -1,8 +1,9 @@
 """The tick: everything the dashboard knows at the end of one sampling interval.
 
-These classes mirror trace v1 (docs/trace-v1.md in the shared folder, summarised in docs/architecture.md)
-field for field, so that a live tick, a simulated tick and a replayed tick are the same object and
-`Tick.to_row()` is exactly one Parquet row. A value the hardware does not give is ``None`` (shown "n/a"),
+These classes are trace v1 (docs/trace-v1.md) field for field, so that a live tick, a simulated tick and
+a replayed tick are the same object and `Tick.to_row()` is exactly one Parquet row. The sample classes
+are the one definition of the per-card, per-disk and per-process fields: each field names its storage
+type, and the Arrow schema, the rolling window's columns and the tests derive from them. A value the hardware does not give is ``None`` (shown "n/a"),
 never 0.
 
 Host facts that do not change per tick (names, UUIDs, topology) live in :class:`HostInfo`, which the
@@ -19,48 +20,98 @@ from typing import Any
 SCHEMA_VERSION = "1"
 
 
+#: Key of a dataclass field's metadata naming its trace-v1 storage width. The sample classes below are the
+#: one definition of the trace's per-card, per-disk and per-process fields: ``trace/schema.py`` builds the
+#: Arrow structs from them, ``window.py`` its numeric columns, the round-trip test its strategies.
+TRACE_TYPE = "trace_type"
+#: The widths a field may have: unsigned integers, floats, text, and lists of those.
+TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]"})
+
+
+def _col(trace_type: str) -> Any:
+    """An optional trace field: None (the hardware does not say) unless set."""
+    return field(default=None, metadata={TRACE_TYPE: trace_type})
+
+
+def _key(trace_type: str) -> Any:
+    """A required trace field (the card's index, a disk's name): no default."""
+    return field(metadata={TRACE_TYPE: trace_type})
+
+
+def _list(trace_type: str) -> Any:
+    return field(default_factory=list, metadata={TRACE_TYPE: trace_type})
+
+
 @dataclass(slots=True)
 class GpuSample:
-    index: int
-    util_pct: float | None = None
-    util_min_pct: float | None = None
-    util_max_pct: float | None = None
-    sm_active_pct: float | None = None
-    sm_occupancy_pct: float | None = None
-    tensor_active_pct: float | None = None
-    dram_active_pct: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    pcie_tx_bytes_per_s: float | None = None
-    pcie_rx_bytes_per_s: float | None = None
-    nvlink_tx_bytes_per_s: float | None = None
-    nvlink_rx_bytes_per_s: float | None = None
-    power_w: float | None = None
-    temp_c: float | None = None
-    sm_clock_mhz: float | None = None
+    index: int = _key("u16")
+    util_pct: float | None = _col("f32")
+    util_min_pct: float | None = _col("f32")
+    util_max_pct: float | None = _col("f32")
+    sm_active_pct: float | None = _col("f32")
+    sm_occupancy_pct: float | None = _col("f32")
+    tensor_active_pct: float | None = _col("f32")
+    dram_active_pct: float | None = _col("f32")
+    mem_used_bytes: int | None = _col("u64")
+    mem_total_bytes: int | None = _col("u64")
+    pcie_tx_bytes_per_s: float | None = _col("f64")
+    pcie_rx_bytes_per_s: float | None = _col("f64")
+    nvlink_tx_bytes_per_s: float | None = _col("f64")
+    nvlink_rx_bytes_per_s: float | None = _col("f64")
+    power_w: float | None = _col("f32")
+    temp_c: float | None = _col("f32")
+    sm_clock_mhz: float | None = _col("f32")
 
 
 @dataclass(slots=True)
 class DiskSample:
-    name: str
-    busy_pct: float | None = None
-    await_ms: float | None = None
-    read_bytes_per_s: float | None = None
-    write_bytes_per_s: float | None = None
-    reads_per_s: float | None = None
-    writes_per_s: float | None = None
+    name: str = _key("str")
+    busy_pct: float | None = _col("f32")
+    await_ms: float | None = _col("f32")
+    read_bytes_per_s: float | None = _col("f64")
+    write_bytes_per_s: float | None = _col("f64")
+    reads_per_s: float | None = _col("f64")
+    writes_per_s: float | None = _col("f64")
 
 
 @dataclass(slots=True)
 class ProcSample:
-    pid: int
-    gpu_index: int
-    name: str | None = None
-    gpu_mem_bytes: int | None = None
-    cpu_pct: float | None = None
-    workers: int | None = None
-    workers_cpu_pct: list[float] = field(default_factory=list)
-    worker_pids: list[int] = field(default_factory=list)
+    pid: int = _key("u32")
+    gpu_index: int = _key("u16")
+    name: str | None = _col("str")
+    gpu_mem_bytes: int | None = _col("u64")
+    cpu_pct: float | None = _col("f32")
+    workers: int | None = _col("u16")
+    workers_cpu_pct: list[float] = _list("list[f32]")
+    worker_pids: list[int] = _list("list[u32]")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceField:
+    """One field of a sample class as trace v1 stores it."""
+
+    name: str
+    trace_type: str  # one of TRACE_TYPES
+    required: bool  # no default: the row is unusable without it (an index, a name, a pid)
+
+    @property
+    def is_list(self) -> bool:
+        return self.trace_type.startswith("list[")
+
+    @property
+    def numeric(self) -> bool:
+        return self.trace_type[0] in "uf"
+
+
+def trace_fields(kind: type) -> tuple[TraceField, ...]:
+    """The trace-v1 fields of ``GpuSample``, ``DiskSample`` or ``ProcSample``, in file order."""
+    out = []
+    for f in dataclasses.fields(kind):
+        trace_type = f.metadata[TRACE_TYPE]
+        assert trace_type in TRACE_TYPES, (kind, f.name, trace_type)
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append(TraceField(f.name, trace_type, required))
+    return tuple(out)
 
 
 @dataclass(slots=True)

@@ -13,34 +13,12 @@ from datetime import datetime
 
 import numpy as np
 
-from gpu_triage.model import ProcSample, Tick
+from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
 
-GPU_FIELDS = (
-    "util_pct",
-    "util_min_pct",
-    "util_max_pct",
-    "sm_active_pct",
-    "sm_occupancy_pct",
-    "tensor_active_pct",
-    "dram_active_pct",
-    "mem_used_bytes",
-    "mem_total_bytes",
-    "pcie_tx_bytes_per_s",
-    "pcie_rx_bytes_per_s",
-    "nvlink_tx_bytes_per_s",
-    "nvlink_rx_bytes_per_s",
-    "power_w",
-    "temp_c",
-    "sm_clock_mhz",
-)
-DISK_FIELDS = (
-    "busy_pct",
-    "await_ms",
-    "read_bytes_per_s",
-    "write_bytes_per_s",
-    "reads_per_s",
-    "writes_per_s",
-)
+# The numeric per-card and per-disk trace fields (all but the card's index and the disk's name), from the
+# sample classes in gpu_triage.model: a field added there is a column here.
+GPU_FIELDS: tuple[str, ...] = tuple(f.name for f in trace_fields(GpuSample) if f.numeric and not f.required)
+DISK_FIELDS: tuple[str, ...] = tuple(f.name for f in trace_fields(DiskSample) if f.numeric and not f.required)
 
 _NAN = float("nan")
 

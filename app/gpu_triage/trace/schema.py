@@ -1,8 +1,9 @@
 """Trace v1 as a pyarrow schema, and the conversions between ticks and Arrow data.
 
-The schema is the recording contract (trace-v1.md): the same column and field names as
-:mod:`gpu_triage.model`, with the units in the names and the widths the bundled H200 recordings use
-(uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts`` as UTC microseconds).
+The schema is the recording contract (docs/trace-v1.md), built from the field definitions in
+:mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the widths the bundled H200
+recordings use (uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts`` as UTC
+microseconds).
 
 Ticks become a :class:`pyarrow.RecordBatch` through one ``pa.array`` call over nested tuples (attribute
 getters, no per-field dicts): the recorder appends one batch per tick and this keeps that near 0.1 ms for
@@ -19,61 +20,37 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpu_triage.model import SCHEMA_VERSION, HostInfo, Tick
+from gpu_triage.model import SCHEMA_VERSION, DiskSample, GpuSample, HostInfo, ProcSample, Tick, trace_fields
 
 META_SCHEMA = b"gpu_triage.schema"
 META_INTERVAL = b"gpu_triage.interval_s"
 META_HOST = b"gpu_triage.host"
 
-GPU_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("index", pa.uint16()),
-    ("util_pct", pa.float32()),
-    ("util_min_pct", pa.float32()),
-    ("util_max_pct", pa.float32()),
-    ("sm_active_pct", pa.float32()),
-    ("sm_occupancy_pct", pa.float32()),
-    ("tensor_active_pct", pa.float32()),
-    ("dram_active_pct", pa.float32()),
-    ("mem_used_bytes", pa.uint64()),
-    ("mem_total_bytes", pa.uint64()),
-    ("pcie_tx_bytes_per_s", pa.float64()),
-    ("pcie_rx_bytes_per_s", pa.float64()),
-    ("nvlink_tx_bytes_per_s", pa.float64()),
-    ("nvlink_rx_bytes_per_s", pa.float64()),
-    ("power_w", pa.float32()),
-    ("temp_c", pa.float32()),
-    ("sm_clock_mhz", pa.float32()),
-)
+#: Arrow type of each trace type named in the model's field metadata.
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "u16": pa.uint16(),
+    "u32": pa.uint32(),
+    "u64": pa.uint64(),
+    "f32": pa.float32(),
+    "f64": pa.float64(),
+    "str": pa.string(),
+    "list[u32]": pa.list_(pa.uint32()),
+    "list[f32]": pa.list_(pa.float32()),
+}
 
-DISK_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("name", pa.string()),
-    ("busy_pct", pa.float32()),
-    ("await_ms", pa.float32()),
-    ("read_bytes_per_s", pa.float64()),
-    ("write_bytes_per_s", pa.float64()),
-    ("reads_per_s", pa.float64()),
-    ("writes_per_s", pa.float64()),
-)
 
-# Scalar fields of a process entry; the two list fields are built separately.
-PROC_SCALAR_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("pid", pa.uint32()),
-    ("gpu_index", pa.uint16()),
-    ("name", pa.string()),
-    ("gpu_mem_bytes", pa.uint64()),
-    ("cpu_pct", pa.float32()),
-    ("workers", pa.uint16()),
-)
-PROC_LIST_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("workers_cpu_pct", pa.float32()),
-    ("worker_pids", pa.uint32()),
-)
+def _arrow_fields(kind: type) -> tuple[tuple[str, pa.DataType], ...]:
+    return tuple((f.name, ARROW_TYPES[f.trace_type]) for f in trace_fields(kind))
+
+
+# Derived from the sample classes in gpu_triage.model, the one definition of the struct fields.
+GPU_FIELDS = _arrow_fields(GpuSample)
+DISK_FIELDS = _arrow_fields(DiskSample)
+PROC_FIELDS = _arrow_fields(ProcSample)
 
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
-PROC_STRUCT = pa.struct(
-    [pa.field(n, t) for n, t in PROC_SCALAR_FIELDS] + [pa.field(n, pa.list_(t)) for n, t in PROC_LIST_FIELDS]
-)
+PROC_STRUCT = pa.struct([pa.field(n, t) for n, t in PROC_FIELDS])
 TS_TYPE = pa.timestamp("us", tz="UTC")
 
 TRACE_SCHEMA = pa.schema(
@@ -92,9 +69,8 @@ TRACE_SCHEMA = pa.schema(
 
 COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
 REQUIRED_STRUCT_FIELDS: dict[str, tuple[str, ...]] = {
-    "gpus": ("index",),
-    "disks": ("name",),
-    "procs": ("pid", "gpu_index"),
+    column: tuple(f.name for f in trace_fields(kind) if f.required)
+    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample))
 }
 
 

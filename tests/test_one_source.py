@@ -1,0 +1,48 @@
+"""Each fact has one source: the trace fields are defined once in gpu_triage.model, and what is written
+by hand elsewhere (the Tick's columns, the contract page in docs/) must agree with that definition."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
+from gpu_triage.trace.schema import TRACE_SCHEMA
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "trace-v1.md"
+DOC_TYPES = {
+    "u16": "UInt16",
+    "u32": "UInt32",
+    "u64": "UInt64",
+    "f32": "Float32",
+    "f64": "Float64",
+    "str": "String",
+    "list[u32]": "List(UInt32)",
+    "list[f32]": "List(Float32)",
+}
+TYPE_WORD = re.compile(r"List\(\w+\)|UInt\d+|Float\d+|String")
+
+
+def test_tick_columns_are_the_schema_columns_in_order() -> None:
+    assert [f.name for f in dataclasses.fields(Tick)] == TRACE_SCHEMA.names
+
+
+def _doc_section(column: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f"`{column}` entries")
+    ends = [i for i in (text.find("` entries", start + 10), text.find("\n## ", start)) if i > 0]
+    return text[start : min(ends)]
+
+
+@pytest.mark.parametrize(("column", "kind"), [("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample)])
+def test_the_contract_page_lists_every_field_with_its_type(column: str, kind: type) -> None:
+    section = _doc_section(column)
+    for f in trace_fields(kind):
+        line = next((ln for ln in section.splitlines() if f"`{f.name}`" in ln), None)
+        assert line is not None, f"docs/trace-v1.md: `{column}` entries do not list {f.name}"
+        after = line[line.index(f"`{f.name}`") :]
+        found = TYPE_WORD.search(after)
+        assert found and found.group() == DOC_TYPES[f.trace_type], (f.name, found and found.group())
