@@ -67,7 +67,9 @@ def run_in_pty(interval: float, seconds: float, cols: int, rows: int) -> dict[st
     if pid == 0:  # child: the dashboard, as a user would start it
         os.environ["TERM"] = "xterm-256color"
         os.environ["COLORTERM"] = "truecolor"
-        os.execv(sys.executable, [sys.executable, "-m", "gpu_triage", "demo", "data_pipeline", "--interval", str(interval)])
+        os.execv(
+            sys.executable, [sys.executable, "-m", "gpu_triage", "demo", "data_pipeline", "--interval", str(interval)]
+        )
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     proc = psutil.Process(pid)
     start = time.monotonic()
@@ -176,7 +178,8 @@ def main() -> None:
     days = m["ticks"] * 2.0 / 86400
     print(
         f"{m['ticks']} ticks ({days:.1f} days at 2 s) through the streaming ingest path: RSS growth "
-        f"{m['rss_growth_mb']:.2f} MB (RSS {m['rss_mb']:.0f} MB), {m['ms_per_tick']:.3f} ms per tick incl. a frame per 100"
+        f"{m['rss_growth_mb']:.2f} MB (RSS {m['rss_mb']:.0f} MB), {m['ms_per_tick']:.3f} ms per tick"
+        " incl. a frame per 100"
         + (f", Python heap growth {m['heap_growth_mb']:.3f} MB" if args.tracemalloc else "")
     )
 

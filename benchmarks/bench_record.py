@@ -29,7 +29,8 @@ import numpy; show("numpy")
 import gpu_triage.sources.live; show("live source (psutil, NVML)")
 import pyarrow, pyarrow.parquet; show("pyarrow")
 import gpu_triage.trace.record, gpu_triage.cli; show("recorder + cli")
-print("  heavy modules loaded by record:", [m for m in ("textual", "polars", "rich", "plotext") if m in sys.modules] or "none")
+heavy = [m for m in ("textual", "polars", "rich", "plotext") if m in sys.modules]
+print("  heavy modules loaded by record:", heavy or "none")
 """
 
 
@@ -43,7 +44,18 @@ def main() -> int:
     subprocess.run([sys.executable, "-c", STAGES], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rec.parquet"
-        cmd = [sys.executable, "-m", "gpu_triage", "record", "-o", str(out), "--source", args.source, "--interval", str(args.interval)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "record",
+            "-o",
+            str(out),
+            "--source",
+            args.source,
+            "--interval",
+            str(args.interval),
+        ]
         child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         proc = psutil.Process(child.pid)
         began = time.monotonic()

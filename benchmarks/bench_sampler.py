@@ -27,7 +27,9 @@ from gpu_triage.sources.nvml import NvmlGpuReader  # noqa: E402
 def stats_ms(samples: list[float]) -> str:
     ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-    return f"median {statistics.median(ordered) * 1e3:7.3f} ms  p95 {p95 * 1e3:7.3f} ms  max {ordered[-1] * 1e3:7.3f} ms"
+    return (
+        f"median {statistics.median(ordered) * 1e3:7.3f} ms  p95 {p95 * 1e3:7.3f} ms  max {ordered[-1] * 1e3:7.3f} ms"
+    )
 
 
 def bench_fake(cards: int, ticks: int) -> None:

@@ -27,10 +27,20 @@ def main() -> int:
         ("sampling cost per tick (bench_sampler)", [sys.executable, str(HERE / "bench_sampler.py")]),
         (
             "dashboard: CPU, RSS, tty bytes, startup, memory over days (bench_dashboard)",
-            [sys.executable, str(HERE / "bench_dashboard.py"), "--seconds", "20" if q else "60", "--ticks", "43200" if q else "302400"],
+            [
+                sys.executable,
+                str(HERE / "bench_dashboard.py"),
+                "--seconds",
+                "20" if q else "60",
+                "--ticks",
+                "43200" if q else "302400",
+            ],
         ),
         ("recording: size of a day, append cost (bench_trace)", [sys.executable, str(HERE / "bench_trace.py")]),
-        ("headless record: RSS and CPU (bench_record)", [sys.executable, str(HERE / "bench_record.py"), "--seconds", "20" if q else "60"]),
+        (
+            "headless record: RSS and CPU (bench_record)",
+            [sys.executable, str(HERE / "bench_record.py"), "--seconds", "20" if q else "60"],
+        ),
     ]
     status = 0
     for title, cmd in runs:

@@ -4,7 +4,8 @@ judged in the middle of each window. Usage: python scripts/diagnosis_table.py [-
 Real traces: the raw verdict and the shown verdict (after the tracker's hold) at each tick between the
 window's 35 % and 90 % marks (the edges hold start-up and wind-down); a row gives how many of those ticks
 are acceptable and the most common shown verdict; "offline segment ok" counts the same ticks judged by the
-segment of `gpu-triage diagnose` that holds them (non-causal smoothing). The window before each scenario holds the previous one.
+segment of `gpu-triage diagnose` that holds them (non-causal smoothing). The window before each scenario
+holds the previous one.
 Simulated: 8 cards, 32 cores, 2 s ticks, seed 3, 90 s; judged from 30 s on (after the first verdict settles).
 """
 
@@ -54,11 +55,31 @@ def real_rows(path, show_ticks: bool) -> list[tuple]:
         if show_ticks:
             for i in idx:
                 r, s = res[i][1], res[i][2]
-                print(lab["scenario"], ts[i].strftime("%H:%M:%S.%f")[:-4], r.pattern, r.bottleneck, "| shown", s.pattern,
-                      s.bottleneck, f"{r.confidence:.2f}", r.period_s, "|", "; ".join(r.evidence[:3]), file=sys.stderr)
-        rows.append((path.name.replace("h200-scenarios-", "").replace("h200-", "").replace(".parquet", ""), lab["scenario"],
-                     "/".join(lab["pattern"]) + " · " + "/".join(lab["bottleneck"]), got,
-                     f"{sum(ok_raw)}/{len(idx)}", f"{sum(ok_shown)}/{len(idx)}", f"{sum(ok_seg)}/{len(idx)}"))
+                print(
+                    lab["scenario"],
+                    ts[i].strftime("%H:%M:%S.%f")[:-4],
+                    r.pattern,
+                    r.bottleneck,
+                    "| shown",
+                    s.pattern,
+                    s.bottleneck,
+                    f"{r.confidence:.2f}",
+                    r.period_s,
+                    "|",
+                    "; ".join(r.evidence[:3]),
+                    file=sys.stderr,
+                )
+        rows.append(
+            (
+                path.name.replace("h200-scenarios-", "").replace("h200-", "").replace(".parquet", ""),
+                lab["scenario"],
+                "/".join(lab["pattern"]) + " · " + "/".join(lab["bottleneck"]),
+                got,
+                f"{sum(ok_raw)}/{len(idx)}",
+                f"{sum(ok_shown)}/{len(idx)}",
+                f"{sum(ok_seg)}/{len(idx)}",
+            )
+        )
     return rows
 
 
@@ -73,7 +94,9 @@ def sim_rows() -> list[tuple]:
     for sc in SCENARIOS:
         src = SimulatedSource(sc, gpus=8, cores=32, seed=3, interval_s=2.0, start=t0)
         ticks = [src.sample() for _ in range(45)]
-        res = [r for r in verdicts(ticks, 2.0, cfg.thresholds, cfg.window_s, 32) if (r[0].ts - t0).total_seconds() >= 30]
+        res = [
+            r for r in verdicts(ticks, 2.0, cfg.thresholds, cfg.window_s, 32) if (r[0].ts - t0).total_seconds() >= 30
+        ]
         exp = EXPECTED[sc]
         raw_ok = sum((r[1].pattern, r[1].bottleneck) == exp for r in res)
         shown_ok = sum((r[2].pattern, r[2].bottleneck) == exp for r in res)

@@ -59,7 +59,10 @@ def main() -> int:
     print(f"opened in {open_s * 1e3:.1f} ms; gpu_available={status.gpu_available}; messages={status.messages}")
     print(f"driver {info.driver_version}  cuda {info.cuda_driver_version}  cpus {info.cpu_count}")
     for g in info.gpus:
-        print(f"  GPU {g.index}: {g.name} {g.uuid} {g.pci_bus_id} mem {g.mem_total_bytes} PCIe gen{g.pcie_gen_max} x{g.pcie_width_max}")
+        print(
+            f"  GPU {g.index}: {g.name} {g.uuid} {g.pci_bus_id} mem {g.mem_total_bytes}"
+            f" PCIe gen{g.pcie_gen_max} x{g.pcie_width_max}"
+        )
     print(f"topology: {info.topology}")
 
     burner = None
@@ -98,7 +101,10 @@ def main() -> int:
         print(f"GPU {idx} always None: {absent}")
     if ticks:
         t = ticks[-1]
-        print(f"host: {len(t.cpu_pct)} cores, iowait {t.iowait_pct}, disks {[d.name for d in t.disks]}, procs {len(t.procs)}")
+        print(
+            f"host: {len(t.cpu_pct)} cores, iowait {t.iowait_pct}, disks {[d.name for d in t.disks]},"
+            f" procs {len(t.procs)}"
+        )
         for p in t.procs[:8]:
             print(f"  proc {p.pid} {p.name} gpu{p.gpu_index} mem {p.gpu_mem_bytes} cpu {p.cpu_pct} workers {p.workers}")
     ordered = sorted(costs)

@@ -38,7 +38,9 @@ def main() -> int:
     ap.add_argument("--detail", type=Path)
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
-    asyncio.run(shoot(args.after, (cols, rows), args.out.resolve(), args.detail and args.detail.resolve(), args.interval))
+    asyncio.run(
+        shoot(args.after, (cols, rows), args.out.resolve(), args.detail and args.detail.resolve(), args.interval)
+    )
     return 0
 
 

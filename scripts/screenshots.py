@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gpu_triage.config import Config
@@ -22,7 +22,7 @@ from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.run import build_app
 
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def sim_app(scenario: str, gpus: int = 8, cores: int = 32, ticks: int = 150) -> TriageApp:
@@ -96,7 +96,13 @@ def to_png(converter: str, svg: Path) -> Path:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "screenshots")
-    parser.add_argument("--png-only", nargs="*", type=Path, metavar="SVG", help="only convert these SVGs to PNG (e.g. the live H200 ones)")
+    parser.add_argument(
+        "--png-only",
+        nargs="*",
+        type=Path,
+        metavar="SVG",
+        help="only convert these SVGs to PNG (e.g. the live H200 ones)",
+    )
     ns = parser.parse_args()
     if ns.png_only:
         conv = shutil.which("rsvg-convert")

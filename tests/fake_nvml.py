@@ -534,9 +534,10 @@ class FakeNvml:
     def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter_type: int) -> int:
         """Only volatile uncorrected errors are configured; the other counters read 0 where ECC is on."""
         card = self._card("nvmlDeviceGetTotalEccErrors", handle)
-        if error_type not in (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED) or counter_type not in (
-            NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
-        ):
+        if error_type not in (
+            NVML_MEMORY_ERROR_TYPE_CORRECTED,
+            NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        ) or counter_type not in (NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         value = self._supported(card.ecc_uncorrected)
         return value if (error_type, counter_type) == (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC) else 0
@@ -598,7 +599,9 @@ class FakeNvml:
         b = self._card("nvmlDeviceGetTopologyCommonAncestor", handle2)
         if handle1.index == handle2.index:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # as on the real H200
-        label = self.ancestor(handle1.index, handle2.index) if self.ancestor else _pcie_ancestor(a.pcie_path, b.pcie_path)
+        label = (
+            self.ancestor(handle1.index, handle2.index) if self.ancestor else _pcie_ancestor(a.pcie_path, b.pcie_path)
+        )
         if label is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return TOPOLOGY_LEVEL[label]
@@ -757,7 +760,7 @@ def _pcie_ancestor(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
     if a[1] != b[1]:
         return "NODE"
     shared = 0
-    for x, y in zip(a[2:], b[2:]):
+    for x, y in zip(a[2:], b[2:], strict=False):  # paths of different depth share a prefix
         if x != y:
             break
         shared += 1

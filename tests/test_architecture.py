@@ -37,5 +37,7 @@ def test_import_linter_contracts_hold() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert exe, "import-linter is a test dependency"
     root = PKG.parents[1]
-    result = subprocess.run([exe], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(PKG.parent), "PATH": ""})
+    result = subprocess.run(
+        [exe], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(PKG.parent), "PATH": ""}
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpu_triage.diagnosis.causes import BOTTLENECKS
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.patterns import PATTERNS, autoperiod
-from gpu_triage.diagnosis.causes import BOTTLENECKS
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import GpuSample, ProcSample, Tick
 from gpu_triage.window import RollingWindow
@@ -65,7 +65,7 @@ def test_one_tick_and_all_nan_fields() -> None:
 def test_random_ticks_never_raise(n: int, g: int, c: int, vals: list[float | None]) -> None:
     ticks = []
     for k in range(n):
-        pick = lambda i: vals[(k * 7 + i) % len(vals)]  # noqa: E731
+        pick = lambda i, k=k: vals[(k * 7 + i) % len(vals)]  # noqa: E731
         gpus = [GpuSample(i, util_pct=pick(i), util_min_pct=pick(i + 1), util_max_pct=pick(i + 2),
                           sm_active_pct=pick(i + 3), mem_used_bytes=None, mem_total_bytes=None) for i in range(g)]
         cpu = [v if v is not None else 0.0 for v in (pick(j) for j in range(c))]

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from fake_nvml import (
     GIB,
     NVML_ERROR_DRIVER_NOT_LOADED,
@@ -235,7 +236,14 @@ def test_other_users_processes_are_warned_and_own_are_not(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("reasons", "expected"),
-    [(REASON_IDLE, "ok"), (0x2, "ok"), (REASON_SW_POWER_CAP, "warn"), (REASON_HW_SLOWDOWN, "fail"), (0x80, "fail"), (0x40, "fail")],
+    [
+        (REASON_IDLE, "ok"),
+        (0x2, "ok"),
+        (REASON_SW_POWER_CAP, "warn"),
+        (REASON_HW_SLOWDOWN, "fail"),
+        (0x80, "fail"),
+        (0x40, "fail"),
+    ],
 )
 def test_clock_event_reasons(tmp_path: Path, reasons: int, expected: str) -> None:
     fake = h200_box(8)
@@ -292,7 +300,9 @@ def test_no_driver_still_checks_host_and_software_and_fails(tmp_path: Path) -> N
 
 def test_json_keys_are_stable(tmp_path: Path) -> None:
     for module in (h200_box(8), FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED)):
-        obj = json.loads(json.dumps(report_for(module, tmp_path / str(id(module)), params=1e9).to_json_obj(), default=str))
+        obj = json.loads(
+            json.dumps(report_for(module, tmp_path / str(id(module)), params=1e9).to_json_obj(), default=str)
+        )
         assert tuple(obj) == JSON_KEYS
         for check in obj["checks"]:
             assert list(check) == ["id", "status", "summary", "advice", "data"]
@@ -308,10 +318,12 @@ def test_torch_probe_reads_a_fake_torch_in_a_child_python(tmp_path: Path) -> Non
     pkg = tmp_path / "torch"
     (pkg / "cuda").mkdir(parents=True)
     (pkg / "__init__.py").write_text(
-        "from types import SimpleNamespace\n__version__ = '9.9.0'\nversion = SimpleNamespace(cuda='12.8')\nfrom torch import cuda\n"
+        "from types import SimpleNamespace\n__version__ = '9.9.0'\nversion = SimpleNamespace(cuda='12.8')\n"
+        "from torch import cuda\n"
     )
     (pkg / "cuda" / "__init__.py").write_text(
-        "from types import SimpleNamespace\ndef is_available():\n    return False\nnccl = SimpleNamespace(version=lambda: (2, 27, 3))\n"
+        "from types import SimpleNamespace\ndef is_available():\n    return False\n"
+        "nccl = SimpleNamespace(version=lambda: (2, 27, 3))\n"
     )
     found = probe_torch(env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert found["version"] == "9.9.0" and found["cuda"] == "12.8"

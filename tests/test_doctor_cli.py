@@ -7,6 +7,7 @@ import json
 import sys
 
 import pytest
+
 from fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNvml, h200_box
 from gpu_triage.cli import main
 from gpu_triage.doctor.run import JSON_KEYS

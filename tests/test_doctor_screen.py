@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from textual.app import App
+from textual.widgets import Static
+
 from fake_nvml import h200_box
 from gpu_triage.doctor.run import Report, collect_report
 from gpu_triage.ui.doctor_screen import DoctorScreen
 from test_doctor import FakePsutil, sysfs_with_nodes
-from textual.app import App
-from textual.widgets import Static
 
 
 def _report(tmp_path: Path) -> Report:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import fake_nvml as fk
 import pytest
-from fake_nvml import FakeCard, FakeNvml, FakeProcess, h200_box
 
+import fake_nvml as fk
+from fake_nvml import FakeCard, FakeNvml, FakeProcess, h200_box
 from gpu_triage.nvmlwrap import load_nvml
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.live import LiveSource

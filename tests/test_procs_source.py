@@ -10,8 +10,8 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
-from fake_nvml import FakeHandle, FakeNvml, FakeProcess, h200_box
 
+from fake_nvml import FakeHandle, FakeNvml, FakeProcess, h200_box
 from gpu_triage.nvmlwrap import load_nvml
 from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs
 

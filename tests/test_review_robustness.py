@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.cli import main
-
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.record import record_source
@@ -81,7 +80,9 @@ def test_doctor_with_stdout_closed_gives_no_traceback() -> None:
         (["replay", "x.parquet", "--speed", "inf"], "--speed"),
     ],
 )
-def test_option_values_out_of_range_are_one_line(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_option_values_out_of_range_are_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2

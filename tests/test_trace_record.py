@@ -18,7 +18,6 @@ from gpu_triage.errors import UserError
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import stream_path_for
 
-
 INTERVAL = 0.1
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_2S
+from gpu_triage.model import ProcSample
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.run import NO_GPU_BANNER, build_app
-from gpu_triage.model import ProcSample
 from tests.ui_ticks import TickListSource, make_tick
 
 
@@ -45,7 +45,7 @@ async def test_every_card_line_is_visible(size: tuple[int, int], gpus: int, core
         # nothing overlaps: panes are stacked in order
         regions = [app.query_one(f"#{p}").region for p in ("header", "gpu", "diag", "cpu", "disk", "procs")]
         shown = [r for r in regions if r.height]
-        assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:]))
+        assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:], strict=False))
         assert shown[-1].bottom <= app.query_one("#foot").region.y
 
 
@@ -84,7 +84,7 @@ async def test_tall_form_keeps_every_card_and_the_panes_below(size: tuple[int, i
         assert all(len(ln) <= size[0] for ln in lines)
         regions = [app.query_one(f"#{p}").region for p in ("header", "gpu", "diag", "cpu", "disk", "procs")]
         shown = [r for r in regions if r.height]
-        assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:]))
+        assert all(a.bottom <= b.y for a, b in zip(shown, shown[1:], strict=False))
         assert shown[-1].bottom <= app.query_one("#foot").region.y
 
 
@@ -164,7 +164,9 @@ async def test_lost_card_is_shown_lost() -> None:
 
 
 async def test_no_gpu_banner_on_a_machine_without_driver() -> None:
-    app = _app(0, 8, gpu_available=False, banner=NO_GPU_BANNER, prefill=[make_tick(i, gpus=0, cores=8) for i in range(3)])
+    app = _app(
+        0, 8, gpu_available=False, banner=NO_GPU_BANNER, prefill=[make_tick(i, gpus=0, cores=8) for i in range(3)]
+    )
     async with app.run_test(size=(200, 30)) as pilot:
         await pilot.pause()
         header = app.query_one("#header").shown_plain
@@ -215,7 +217,7 @@ async def test_record_key_writes_a_valid_file(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("r")
         assert app.recorder is not None
-        for i in range(3):
+        for _ in range(3):
             app.ingest(source.sample())
         await pilot.pause()
         app.redraw()

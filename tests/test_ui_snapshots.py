@@ -6,16 +6,15 @@ Update after an intended visual change: pytest tests/test_ui_snapshots.py --snap
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from gpu_triage.config import Config
+from gpu_triage.sources import sim
 from gpu_triage.ui.app import TriageApp
 
-from gpu_triage.sources import sim
-
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _sim_app(scenario: str) -> TriageApp:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from gpu_triage.model import DiskSample, GpuSample, HostInfo, GpuInfo, ProcSample, Tick
+from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
 
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def make_tick(i: int, *, gpus: int = 8, cores: int = 32, interval_s: float = 2.0, lost: set[int] | None = None,
@@ -44,9 +44,23 @@ def make_tick(i: int, *, gpus: int = 8, cores: int = 32, interval_s: float = 2.0
         iowait_pct=1.5,
         host_mem_used_bytes=20 << 30,
         host_mem_total_bytes=256 << 30,
-        disks=[DiskSample("nvme0n1", 12.0, 0.4, 5e7, 1e6, 400.0, 10.0), DiskSample("sda", None, None, None, None, None, None)],
-        procs=[ProcSample(pid=1000 + k, gpu_index=k, name="python", gpu_mem_bytes=(30 << 30), cpu_pct=99.0, workers=4,
-                          workers_cpu_pct=[80.0, 70.0, 60.0, 50.0], worker_pids=[2000, 2001, 2002, 2003]) for k in range(min(gpus, 2))],
+        disks=[
+            DiskSample("nvme0n1", 12.0, 0.4, 5e7, 1e6, 400.0, 10.0),
+            DiskSample("sda", None, None, None, None, None, None),
+        ],
+        procs=[
+            ProcSample(
+                pid=1000 + k,
+                gpu_index=k,
+                name="python",
+                gpu_mem_bytes=(30 << 30),
+                cpu_pct=99.0,
+                workers=4,
+                workers_cpu_pct=[80.0, 70.0, 60.0, 50.0],
+                worker_pids=[2000, 2001, 2002, 2003],
+            )
+            for k in range(min(gpus, 2))
+        ],
     )
 
 
@@ -58,7 +72,9 @@ def make_host(gpus: int = 8, cores: int = 32) -> HostInfo:
 class TickListSource:
     """A Source (the outside world) that hands out pre-made ticks; used with autostart=False."""
 
-    def __init__(self, gpus: int = 8, cores: int = 32, *, gpu_available: bool = True, lost: set[int] | None = None) -> None:
+    def __init__(
+        self, gpus: int = 8, cores: int = 32, *, gpu_available: bool = True, lost: set[int] | None = None
+    ) -> None:
         from gpu_triage.sources.base import SourceStatus
 
         self.name = "test"

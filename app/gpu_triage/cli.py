@@ -18,7 +18,6 @@ from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.scenarios import SCENARIOS
 
-
 DESCRIPTION = """\
 A terminal dashboard that tells why your GPUs are idle. It watches every GPU, every CPU core and every
 disk side by side (a tick every 2 s over a 5-minute window) and reads the shape of the waveforms: GPU low
@@ -151,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
-    p.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (default: until stopped)")
+    p.add_argument(
+        "--duration", type=_positive_float, metavar="S", help="stop after S seconds (default: until stopped)"
+    )
     p.add_argument(
         "--source",
         default="live",
@@ -205,7 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "doctor",
         help="check the machine before the first training step",
-        description="GPUs, topology, host and software, each ok / warn / fail with what to do. Exit 1 if a check fails.",
+        description=(
+            "GPUs, topology, host and software, each ok / warn / fail with what to do. Exit 1 if a check fails."
+        ),
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.add_argument("--params", type=float, metavar="N", help="model parameters (e.g. 7e9): estimate gradient traffic")

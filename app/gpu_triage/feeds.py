@@ -32,7 +32,9 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 class TraceLike(Protocol):
     """What the replay needs of a recording (the contract of gpu_triage.trace.reader.TraceFile)."""
 
-    n: int
+    @property
+    def n(self) -> int: ...
+
     host: HostInfo
     interval_s: float
     timestamps: np.ndarray
@@ -173,7 +175,9 @@ class Recorder:
     closes the writer so that the result is a valid Parquet file (also on SIGHUP).
     """
 
-    def __init__(self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None
+    ) -> None:
         if writer_factory is None:
             from gpu_triage.trace.writer import TraceWriter  # pyarrow: loaded only once recording starts
 

@@ -3,8 +3,8 @@
 These classes are trace v1 (docs/trace-v1.md) field for field, so that a live tick, a simulated tick and
 a replayed tick are the same object and `Tick.to_row()` is exactly one Parquet row. The sample classes
 are the one definition of the per-card, per-disk and per-process fields: each field names its storage
-type, and the Arrow schema, the rolling window's columns and the tests derive from them. A value the hardware does not give is ``None`` (shown "n/a"),
-never 0.
+type, and the Arrow schema, the rolling window's columns and the tests derive from them. A value the
+hardware does not give is ``None`` (shown "n/a"), never 0.
 
 Host facts that do not change per tick (names, UUIDs, topology) live in :class:`HostInfo`, which the
 recorder writes as file metadata.
@@ -117,7 +117,7 @@ def trace_fields(kind: type) -> tuple[TraceField, ...]:
 @dataclass(slots=True)
 class Tick:
     ts: datetime  # timezone-aware UTC: end of the interval this tick covers
-    interval_s: float  # actual length of the interval
+    interval_s: float | None  # actual length of the interval (None: a recording that lacks it)
     gpus: list[GpuSample] = field(default_factory=list)
     cpu_pct: list[float] = field(default_factory=list)
     iowait_pct: float | None = None

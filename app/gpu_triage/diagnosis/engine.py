@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
-from gpu_triage.diagnosis.causes import host_facts, proc_facts, find_cause
+from gpu_triage.diagnosis.causes import find_cause, host_facts, proc_facts
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView

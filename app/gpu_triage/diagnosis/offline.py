@@ -158,16 +158,16 @@ def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> 
     would never show anything for less than its hold, and neither does the offline reading. The sliver joins
     the neighbour that shares its bottleneck, else its pattern, else the longer one.
     """
-    runs: list[list] = []  # [key, first index, last index]
+    runs: list[list[Any]] = []  # [key, first index, last index]
     for i, k in enumerate(keys):
         if runs and runs[-1][0] == k:
             runs[-1][2] = i
         else:
             runs.append([k, i, i])
 
-    def length(r: list) -> float:
+    def length(r: list[Any]) -> float:
         a, b = r[1], r[2]
-        return t[b] - t[a - 1] if a > 0 else t[b] - t[a] + (t[1] - t[0] if len(t) > 1 else 0.0)
+        return float(t[b] - t[a - 1] if a > 0 else t[b] - t[a] + (t[1] - t[0] if len(t) > 1 else 0.0))
 
     while len(runs) > 1:
         j = min(range(len(runs)), key=lambda q: length(runs[q]))
@@ -180,7 +180,7 @@ def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> 
         runs[q][1], runs[q][2] = lo_i, hi_i
         del runs[j]
         # neighbours that now carry the same key become one run
-        merged: list[list] = []
+        merged: list[list[Any]] = []
         for r in runs:
             if merged and merged[-1][0] == r[0]:
                 merged[-1][2] = r[2]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -43,6 +44,10 @@ class CardShape:
     duty: float | None
 
 
+@overload
+def nanmean(a: np.ndarray, axis: None = None) -> float: ...
+@overload
+def nanmean(a: np.ndarray, axis: int) -> np.ndarray: ...
 def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     """Mean ignoring NaN, NaN (no warning) where everything is missing.
 
@@ -53,27 +58,38 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     if not (isinstance(a, np.ndarray) and a.dtype.kind == "f"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=RuntimeWarning)
-            return np.nanmean(a, axis=axis)
+            mean: np.ndarray | float = np.nanmean(a, axis=axis)
+            return mean
     mask = np.isnan(a)
     arr = np.array(a, copy=True)
     np.copyto(arr, 0, where=mask)
     cnt = np.add.reduce(~mask, axis=axis, dtype=np.intp)
     tot = np.add.reduce(arr, axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"):
-        avg = np.true_divide(tot, cnt)
+        avg: np.ndarray | float = np.true_divide(tot, cnt)
     return avg
 
 
+@overload
+def nanpct(a: np.ndarray, q: float, axis: None = None) -> float: ...
+@overload
+def nanpct(a: np.ndarray, q: float, axis: int) -> np.ndarray: ...
 def nanpct(a: np.ndarray, q: float, axis: int | None = None) -> np.ndarray | float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        return np.nanpercentile(a, q, axis=axis)
+        pct: np.ndarray | float = np.nanpercentile(a, q, axis=axis)
+        return pct
 
 
+@overload
+def nanmax(a: np.ndarray, axis: None = None) -> float: ...
+@overload
+def nanmax(a: np.ndarray, axis: int) -> np.ndarray: ...
 def nanmax(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        return np.nanmax(a, axis=axis) if a.size else float("nan")
+        top: np.ndarray | float = np.nanmax(a, axis=axis) if a.size else float("nan")
+        return top
 
 
 def autoperiod(x: np.ndarray, min_acf: float) -> Period | None:

@@ -21,7 +21,6 @@ import dataclasses
 from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
 
-
 QUICK_CONFIDENCE = 0.6  # at or above: the rule that named the bottleneck had its own evidence (not a fallback)
 
 

@@ -9,6 +9,7 @@ Thresholds are plain module constants with the reason next to them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -77,8 +78,8 @@ class Check:
         return {"id": self.id, "status": self.status, "summary": self.summary, "advice": self.advice, "data": self.data}
 
 
-def worst(statuses: list[str]) -> Status:
-    return max(statuses, key=STATUS_ORDER.__getitem__, default="ok")  # type: ignore[return-value]
+def worst(statuses: Iterable[Status]) -> Status:
+    return max(statuses, key=STATUS_ORDER.__getitem__, default="ok")
 
 
 def _cards(indexes: list[int]) -> str:
@@ -478,7 +479,8 @@ def _ranges(cpus: list[int] | None) -> str | None:
     cpus = sorted(set(cpus))
     out: list[str] = []
     start = prev = cpus[0]
-    for c in cpus[1:] + [None]:  # type: ignore[list-item]
+    ends: list[int | None] = [*cpus[1:], None]  # None closes the last range
+    for c in ends:
         if c is not None and c == prev + 1:
             prev = c
             continue

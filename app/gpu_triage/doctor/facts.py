@@ -26,7 +26,6 @@ from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, cuda_version_tex
 from gpu_triage.topology import bus_id_of, topology_matrix
 
 
-
 @dataclass(slots=True)
 class GpuProcess:
     pid: int
@@ -276,7 +275,9 @@ print(json.dumps(out))
 """
 
 
-def probe_torch(python: str = sys.executable, timeout_s: float = 120.0, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def probe_torch(
+    python: str = sys.executable, timeout_s: float = 120.0, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Ask a child Python for torch's versions: importing torch takes seconds and hundreds of MB, and a
     broken CUDA install can crash the importer, so it never happens inside gpu-triage itself."""
     try:
@@ -329,11 +330,12 @@ def gather_facts(
     if psutil_module is None:
         import psutil as psutil_module  # noqa: PLC0415 - a dependency, imported here so tests can swap it
     env = os.environ if env is None else env
-    facts = Facts(uid=os.getuid() if uid is None else uid)
+    uid = os.getuid() if uid is None else uid
+    facts = Facts(uid=uid)
     try:
         import pwd  # noqa: PLC0415 - POSIX only
 
-        facts.username = pwd.getpwuid(facts.uid).pw_name
+        facts.username = pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
         facts.username = None
     facts.host = gather_host(psutil_module, sysfs)

@@ -4,7 +4,6 @@ on a terminal (and never with NO_COLOR set)."""
 from __future__ import annotations
 
 import textwrap
-
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -102,9 +101,11 @@ def render_text(report: Any, colour: bool = False, width: int | None = None) -> 
             out.append("")
             numa = [g.numa_node for g in f.gpus] if len(f.gpus) == len(f.topology) else None
             out.extend("    " + line for line in render_matrix(f.topology, paint, numa))
-            out.append("    " + paint("NV# = # NVLink links; PIX/PXB = PCIe switch(es); PHB/NODE = through the CPU; SYS = across sockets", "dim"))
+            legend = "NV# = # NVLink links; PIX/PXB = PCIe switch(es); PHB/NODE = through the CPU; SYS = across sockets"
+            out.append("    " + paint(legend, "dim"))
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in ("ok", "warn", "fail")}
     out.append("")
-    verdict = {"ok": "all good", "warn": "usable, with warnings", "fail": "fix the failures before training"}[report.status]
+    verdicts = {"ok": "all good", "warn": "usable, with warnings", "fail": "fix the failures before training"}
+    verdict = verdicts[report.status]
     out.append(paint(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail: {verdict}", report.status))
     return "\n".join(out) + "\n"

@@ -79,7 +79,9 @@ def collect_report(
     torch_probe: Callable[[], dict[str, Any]] | None = probe_torch,
 ) -> Report:
     """Read the machine and judge it. Blocking (seconds): call it off the UI thread."""
-    facts = gather_facts(nvml_module=nvml_module, psutil_module=psutil_module, env=env, sysfs=sysfs, torch_probe=torch_probe)
+    facts = gather_facts(
+        nvml_module=nvml_module, psutil_module=psutil_module, env=env, sysfs=sysfs, torch_probe=torch_probe
+    )
     return build_report(facts, params)
 
 

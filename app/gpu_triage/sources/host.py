@@ -66,7 +66,7 @@ class HostReader:
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415 - injected in tests
-        self.ps = psutil_module
+        self.ps: Any = psutil_module
         self._clock = clock
         self._sys_block = sys_block
         self._prev_cpu: list[Any] | None = None
@@ -130,7 +130,7 @@ class HostReader:
             a, b = after[name], before[name]
             d = DiskSample(name=name)
 
-            def delta(attr: str) -> float | None:
+            def delta(attr: str, a: Any = a, b: Any = b) -> float | None:  # this disk's counters, bound now
                 x, y = getattr(a, attr, None), getattr(b, attr, None)
                 if x is None or y is None or x < y:  # missing or reset (device re-attached)
                     return None

@@ -28,7 +28,6 @@ from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import GpuProcessReader
 
 
-
 def no_gpu_message(reason: str) -> str:
     return (
         f"No NVIDIA driver found ({reason}): showing host only. "
@@ -51,7 +50,7 @@ class LiveSource:
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415
-        self._ps = psutil_module
+        self._ps: Any = psutil_module
         self._clock = clock
         self._wall = wall_clock
         self._status = SourceStatus()

@@ -186,7 +186,8 @@ class NvmlGpuReader:
         if values:
             entry = values[0]
             if getattr(entry, "nvmlReturn", 1) == _SUCCESS:
-                links = field_value(entry.value, getattr(entry, "valueType", 1))
+                count = field_value(entry.value, getattr(entry, "valueType", 1))
+                links = None if count is None else int(count)
         card.nvlink_links = links
         # links None: the count is not reported; try the aggregate counters once and see.
         card.nvlink_mode = "none" if links == 0 else "aggregate"

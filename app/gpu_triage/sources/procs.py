@@ -93,7 +93,7 @@ class GpuProcessReader:
             import psutil as psutil_module  # noqa: PLC0415 - injected in tests
         self.nvml = nvml
         self.cards = cards  # (NVML index, handle)
-        self.ps = psutil_module
+        self.ps: Any = psutil_module
         self._clock = clock
         self._wall = wall_clock
         self._tracked: dict[int, _Tracked] = {}

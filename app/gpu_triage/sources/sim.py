@@ -74,7 +74,6 @@ from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSampl
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.sources.base import SourceStatus
 
-
 EXPECTED: dict[str, tuple[str, str]] = {
     "healthy": ("steady_high", "none"),
     "data_pipeline": ("sawtooth", "data_pipeline"),
@@ -579,7 +578,7 @@ class SimulatedSource:
         if total > 0.8 * 100.0 * self.cores:
             # More runnable threads than cores: the scheduler spreads them, every core is nearly full
             # (85-99 %, as in the real dataloader_cpu_saturated window) and each thread gets its share.
-            cpu = min(100.0, total / self.cores) * rng.uniform(0.88, 0.99, self.cores)
+            cpu: np.ndarray = min(100.0, total / self.cores) * rng.uniform(0.88, 0.99, self.cores)
             loads = loads * min(1.0, float(cpu.sum()) / total)
         else:
             # Few busy threads stay on their cores: a pegged core among idle ones, as in dataloader_starved.

@@ -203,7 +203,9 @@ def _record_paced(
         text = f"{type(exc).__name__}: {exc}"
         if text not in reported_errors:  # say each distinct source problem once, keep recording
             reported_errors.add(text)
-            print(f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True)
+            print(
+                f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True
+            )
 
     tty = _is_tty(out)
     sampler = Sampler(source, interval_s, on_tick, on_error)

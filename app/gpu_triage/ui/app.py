@@ -20,8 +20,8 @@ from typing import Any
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.strip import Strip
 from textual.containers import Vertical
+from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Static
 
