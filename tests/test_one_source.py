@@ -1,5 +1,6 @@
 """Each fact has one source: the trace fields are defined once in gpu_triage.model, and what is written
-by hand elsewhere (the Tick's columns, the contract page in docs/) must agree with that definition."""
+by hand elsewhere (the Tick's columns, the contract page in docs/) must agree with that definition; one
+environment allow-list (hostmeta) and one CUDA-version parser (nvmlwrap) serve every reader."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gpu_triage.doctor.facts import gather_software
+from gpu_triage.hostmeta import training_env
 from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
+from gpu_triage.nvmlwrap import cuda_version_text
 from gpu_triage.trace.schema import TRACE_SCHEMA
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "trace-v1.md"
@@ -46,3 +50,24 @@ def test_the_contract_page_lists_every_field_with_its_type(column: str, kind: ty
         after = line[line.index(f"`{f.name}`") :]
         found = TYPE_WORD.search(after)
         assert found and found.group() == DOC_TYPES[f.trace_type], (f.name, found and found.group())
+
+
+def test_the_doctor_keeps_the_recorders_environment_list() -> None:
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "OMP_NUM_THREADS": "4",
+        "UCX_TLS": "rc",
+        "HOME": "/root",
+        "NCCL_IB_AUTH_TOKEN": "s3cret",
+    }
+    kept = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "4", "UCX_TLS": "rc"}
+    assert training_env(env) == kept
+    assert gather_software(env, None).env == kept  # credentials left out in the doctor too
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"), [(12080, "12.8"), (13000, "13.0"), (12040, "12.4"), (0, None), (None, None), (True, None)]
+)
+def test_one_cuda_version_parser(raw: object, text: str | None) -> None:
+    assert cuda_version_text(raw) == text
