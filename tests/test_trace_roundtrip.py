@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick, trace_fields
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.schema import TRACE_SCHEMA
+from gpu_triage.trace.schema import FIELD_RANGES, TRACE_SCHEMA
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
 
-# Values of each trace type at its full range (what the Arrow width holds), from the model's field list.
+# Values of each trace type at its full range (what the Arrow width holds), from the model's field list,
+# narrowed to what the field can physically be (schema.FIELD_RANGES): the reader reads anything outside
+# as null (tested in test_trace_hostile.py); inside, every value must round-trip exactly.
 VALUES = {
     "u16": st.integers(0, 2**16 - 1),
     "u32": st.integers(0, 2**32 - 1),
@@ -27,43 +29,57 @@ VALUES = {
     "f64": st.floats(allow_nan=False),
     "str": st.text(max_size=12),
 }
-f32 = st.none() | VALUES["f32"]
-u64 = st.none() | VALUES["u64"]
 
 
-def samples(kind: type) -> st.SearchStrategy:
+def in_range(trace_type: str, rng: tuple[float, float] | None) -> st.SearchStrategy:
+    if rng is None:
+        return VALUES[trace_type]
+    lo, hi = rng
+    if trace_type[0] == "u":
+        return st.integers(int(lo), min(int(hi), 2 ** int(trace_type[1:]) - 1))
+    return st.floats(min_value=lo, max_value=hi, width=32 if trace_type == "f32" else 64)
+
+
+def samples(kind: type, column: str) -> st.SearchStrategy:
     """Any sample of ``kind``: every trace field, required ones always set, optional ones sometimes None."""
     fields = {}
     for f in trace_fields(kind):
+        rng = FIELD_RANGES[column].get(f.name)
         if f.is_list:
-            fields[f.name] = st.lists(VALUES[f.trace_type[5:-1]], max_size=4)
+            fields[f.name] = st.lists(in_range(f.trace_type[5:-1], rng), max_size=4)
         elif f.required:
-            fields[f.name] = VALUES[f.trace_type]
+            fields[f.name] = in_range(f.trace_type, rng)
         else:
-            fields[f.name] = st.none() | VALUES[f.trace_type]
+            fields[f.name] = st.none() | in_range(f.trace_type, rng)
     return st.builds(kind, **fields)
 
 
-gpu_samples = samples(GpuSample)
-disk_samples = samples(DiskSample)
-proc_samples = samples(ProcSample)
+def top(name: str, trace_type: str, *, nullable: bool = True) -> st.SearchStrategy:
+    values = in_range(trace_type, FIELD_RANGES[""][name])
+    return st.none() | values if nullable else values
+
+
+gpu_samples = samples(GpuSample, "gpus")
+disk_samples = samples(DiskSample, "disks")
+proc_samples = samples(ProcSample, "procs")
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 ticks_strategy = st.lists(
     st.builds(
         Tick,
         ts=st.integers(0, 10**12).map(lambda us: EPOCH + timedelta(microseconds=us)),
-        interval_s=st.floats(min_value=0.001, max_value=3600),
+        interval_s=top("interval_s", "f64", nullable=False),
         gpus=st.lists(gpu_samples, max_size=3),
-        cpu_pct=st.lists(st.floats(width=32, allow_nan=False), max_size=6),
-        iowait_pct=f32,
-        host_mem_used_bytes=u64,
-        host_mem_total_bytes=u64,
+        cpu_pct=st.lists(top("cpu_pct", "f32", nullable=False), max_size=6),
+        iowait_pct=top("iowait_pct", "f32"),
+        host_mem_used_bytes=top("host_mem_used_bytes", "u64"),
+        host_mem_total_bytes=top("host_mem_total_bytes", "u64"),
         disks=st.lists(disk_samples, max_size=2),
         procs=st.lists(proc_samples, max_size=2),
     ),
     min_size=1,
     max_size=6,
-)
+    unique_by=lambda t: t.ts,
+).map(lambda ticks: sorted(ticks, key=lambda t: t.ts))  # a reader sorts by time and drops repeated ones
 HOST = HostInfo(
     hostname="nœud-7",
     driver_version="580.159.04",

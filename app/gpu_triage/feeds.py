@@ -50,7 +50,7 @@ def open_replay(path: str | Path) -> TraceLike:
     # killed (README: "`gpu-triage replay FILE` finds FILE.partial.arrows"); a check here refused that.
     from gpu_triage.trace.reader import open_trace  # pyarrow: loaded for replay only, never for live
 
-    return open_trace(Path(path).expanduser())
+    return open_trace(path)  # expands ~ itself, after refusing an empty name
 
 
 class ReplayFeed:

@@ -22,15 +22,27 @@ from gpu_triage.errors import UserError
 from gpu_triage.model import SCHEMA_VERSION, HostInfo, Tick
 from gpu_triage.trace.schema import (
     COLUMNS,
+    FIELD_RANGES,
+    INTERVAL_RANGE_S,
     META_HOST,
     META_INTERVAL,
     META_SCHEMA,
     REQUIRED_STRUCT_FIELDS,
     TRACE_SCHEMA,
+    TS_RANGE_US,
     TS_TYPE,
     rows_to_ticks,
 )
-from gpu_triage.trace.writer import STREAM_SUFFIX, stream_path_for
+from gpu_triage.trace.stream import (
+    STREAM_SUFFIX,
+    StreamRead,
+    checked_name,
+    read_stream,
+    read_stream_table,
+    regular_file,
+    shown,
+    stream_path_for,
+)
 
 PARQUET_MAGIC = b"PAR1"
 ARROW_FILE_MAGIC = b"ARROW1"
@@ -48,17 +60,31 @@ class TraceFile:
         *,
         recovered: bool = False,
         notice: str | None = None,
+        notices: list[str] | None = None,
+        out_of_range: dict[str, int] | None = None,
+        duplicates_dropped: int = 0,
+        reordered: bool = False,
     ) -> None:
         self.path = path
-        self.table = table  # normalised: exactly the trace-v1 columns, in order
+        self.table = table  # normalised: trace-v1 columns in order, sorted by ts, no repeated ts, values in range
         self.host = host
-        self.interval_s = interval_s
+        self.interval_s = interval_s  # plausible (INTERVAL_RANGE_S): metadata, else derived from timestamps
         self.recovered = recovered  # True: read from a crash leftover stream, not a finished Parquet
-        self.notice = notice  # one line for the user about how the file was read, or None
+        # what the user should hear about how the file was read, each said once, one line each
+        self.notices: list[str] = list(notices or ([notice] if notice else []))
+        self.out_of_range: dict[str, int] = dict(out_of_range or {})  # "gpus.util_pct" -> values read as null
+        self.duplicates_dropped = duplicates_dropped  # ticks dropped for repeating an earlier tick's ts
+        self.reordered = reordered  # the file's ticks were not in time order and were sorted
+        self.damaged_at: int | None = None  # a stream: where unreadable bytes begin (see stream.read_stream)
         ts = table.column("ts")
         self.timestamps: np.ndarray = (
             pc.cast(ts, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
         )
+
+    @property
+    def notice(self) -> str | None:
+        """Every notice on one line (what diagnose, compare, recover and the replay banner show), or None."""
+        return "; ".join(self.notices) if self.notices else None
 
     @property
     def n(self) -> int:
@@ -96,30 +122,33 @@ class TraceFile:
 
 
 def open_trace(path: Path | str) -> TraceFile:
-    """Open a Parquet recording or a leftover ``.arrows`` stream; UserError (exit 2) on anything else."""
-    path = Path(path).expanduser()
-    notice = None
-    if not path.exists():
+    """Open a Parquet recording or a leftover ``.arrows`` stream; UserError (exit 2) on anything else.
+
+    Only ``stat`` runs before the file is known to be a regular one: a FIFO or a device is refused without
+    being opened (opening a FIFO blocks until a writer comes). A stream that a live recorder is writing is
+    read as it stands, read-only.
+    """
+    path = checked_name(path, what="cannot read", hint="give a recording's file name")
+    notices: list[str] = []
+    if not regular_file(path):
         stream = stream_path_for(path)
-        if stream.is_file():
-            notice = (
-                f"{path} does not exist but {stream.name} does (a recording that did not finish): "
+        if regular_file(stream):
+            notices.append(
+                f"{shown(path)} does not exist but {stream.name} does (a recording that did not finish): "
                 f"reading that; `gpu-triage recover {stream}` makes the Parquet"
             )
             path = stream
         else:
-            raise UserError(f"{path}: no such file: check the path")
-    if path.is_dir():
-        raise UserError(f"{path} is a directory, not a recording: give a .parquet file")
+            raise UserError(f"{shown(path)}: no such file: check the path")
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
     except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise UserError(f"{shown(path)}: cannot read ({exc.strerror or exc})") from exc
     if not head:
-        raise UserError(f"{path} is empty (0 bytes): not a gpu-triage recording")
+        raise UserError(f"{shown(path)} is empty (0 bytes): not a gpu-triage recording")
 
-    recovered = False
+    recovered = False  # a Parquet or Arrow file; streams return from read_leftover
     try:
         if head.startswith(PARQUET_MAGIC):
             table = pq.read_table(path)
@@ -127,49 +156,25 @@ def open_trace(path: Path | str) -> TraceFile:
             with pa.memory_map(str(path)) as source:
                 table = pa.ipc.open_file(source).read_all()
         else:
-            table, complete = read_stream_table(path)
-            recovered = True
-            if not complete and notice is None:
-                notice = f"{path}: the last tick was cut short (recorder stopped mid-write) and is skipped"
+            return read_leftover(path, notices)[1]
     except UserError:
         raise
     except Exception as exc:  # pyarrow raises many types for damaged files; the user needs one line
-        raise UserError(f"{path}: not a readable gpu-triage recording ({_short(exc)})") from exc
+        raise UserError(f"{shown(path)}: not a readable gpu-triage recording ({_short(exc)})") from exc
 
-    return _build_trace(path, table, recovered=recovered, notice=notice)
+    return _build_trace(path, table, recovered=recovered, notices=notices)
 
 
-def read_stream_table(path: Path) -> tuple[pa.Table, bool]:
-    """Every complete batch of an Arrow IPC stream, and whether the stream ended cleanly.
-
-    A torn last batch (the recorder was killed while writing it) is dropped. Raises UserError when not
-    even the schema can be read.
-    """
-    batches: list[pa.RecordBatch] = []
-    complete = True
-    try:
-        with pa.OSFile(str(path), "rb") as source:
-            reader = pa.ipc.open_stream(source)
-            schema = reader.schema
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowInvalid, OSError, EOFError, pa.ArrowException):
-                    complete = False
-                    break
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError(
-            f"{path}: not a gpu-triage recording (neither Parquet nor an Arrow stream: {_short(exc)})"
-        ) from exc
-    # One batch per tick: combine so that slicing (seek) does not walk tens of thousands of chunks.
-    if not batches:
-        return pa.Table.from_batches([], schema=schema), complete
-    # concat_batches measured 2.5x faster than Table.combine_chunks on 10,000 one-tick batches.
-    return pa.Table.from_batches([pa.concat_batches(batches)]).replace_schema_metadata(schema.metadata), complete
+def read_leftover(path: Path, notices: list[str] | None = None) -> tuple[StreamRead, TraceFile]:
+    """A stream as read (every good batch, untouched: what ``recover`` writes) and as a checked TraceFile."""
+    notices = list(notices or [])
+    got = read_stream(path)
+    line = got.damage_line(path)
+    if line and (got.damaged_at is not None or not notices):
+        notices.append(line)
+    trace = _build_trace(path, got.table, recovered=True, notices=notices)
+    trace.damaged_at = got.damaged_at
+    return got, trace
 
 
 def _short(exc: BaseException) -> str:
@@ -177,19 +182,31 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notice: str | None) -> TraceFile:
+def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[str]) -> TraceFile:
     meta = table.schema.metadata or {}
     version = meta.get(META_SCHEMA)
     if version is not None and version.decode(errors="replace") != SCHEMA_VERSION:
         raise UserError(
-            f"{path} uses trace schema {version.decode(errors='replace')!r}; this gpu-triage reads schema "
+            f"{shown(path)} uses trace schema {version.decode(errors='replace')!r}; this gpu-triage reads schema "
             f"{SCHEMA_VERSION}: use a gpu-triage version that matches the recorder"
         )
     if "ts" not in table.column_names:
-        raise UserError(f"{path} has no 'ts' column: not a gpu-triage recording (trace v1 needs ts)")
+        raise UserError(f"{shown(path)} has no 'ts' column: not a gpu-triage recording (trace v1 needs ts)")
     table = _normalise(path, table)
+    table, out_of_range = _in_range(table)
+    table = table.filter(pc.is_valid(table.column("ts"))) if table.column("ts").null_count else table
     if table.num_rows == 0:
-        raise UserError(f"{path} holds no ticks (0 rows): nothing to read")
+        damage = next((line for line in notices if "damaged at byte" in line), None)
+        raise UserError(damage or f"{shown(path)} holds no ticks (0 rows): nothing to read")
+    table, reordered, duplicates = _in_time_order(table)
+    if out_of_range:
+        total = sum(out_of_range.values())
+        worst = ", ".join(f"{k} {v}" for k, v in sorted(out_of_range.items(), key=lambda kv: -kv[1])[:3])
+        notices.append(f"{total} values out of range ignored (read as n/a; {worst})")
+    if reordered:
+        notices.append("ticks were out of time order: sorted by time")
+    if duplicates:
+        notices.append(f"{duplicates} ticks repeating an earlier tick's timestamp dropped")
 
     host = HostInfo()
     raw_host = meta.get(META_HOST)
@@ -199,9 +216,124 @@ def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notice: str | 
             if isinstance(obj, dict):
                 host = HostInfo.from_json_obj(obj)
         except (ValueError, TypeError, AttributeError):
-            notice = notice or f"{path}: host metadata is unreadable and is ignored"
-    interval_s = _nominal_interval(meta, table)
-    return TraceFile(path, table, host, interval_s, recovered=recovered, notice=notice)
+            notices.append(f"{shown(path)}: host metadata is unreadable and is ignored")
+    interval_s, said = _nominal_interval(meta, table)
+    if said:
+        notices.append(said)
+    return TraceFile(
+        path,
+        table,
+        host,
+        interval_s,
+        recovered=recovered,
+        notices=notices,
+        out_of_range=out_of_range,
+        duplicates_dropped=duplicates,
+        reordered=reordered,
+    )
+
+
+def _bad_mask(arr: pa.Array, lo: float, hi: float) -> pa.Array | None:
+    """True where a numeric value lies outside [lo, hi] or is NaN/inf; None when every value is fine."""
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)) or arr.null_count == len(arr):
+        return None
+    if pa.types.is_integer(arr.type):  # compared as integers: uint64 past 2**53 does not convert to float
+        info = np.iinfo(arr.type.to_pandas_dtype())
+        low, high = max(int(lo), int(info.min)), min(int(hi), int(info.max))
+        inside = pc.and_(pc.greater_equal(arr, pa.scalar(low, arr.type)), pc.less_equal(arr, pa.scalar(high, arr.type)))
+    else:
+        inside = pc.and_(pc.greater_equal(arr, pa.scalar(lo)), pc.less_equal(arr, pa.scalar(hi)))  # NaN: false
+    bad = pc.fill_null(pc.invert(inside), False)
+    return bad if pc.any(bad).as_py() else None
+
+
+def _clean_values(arr: pa.Array, lo: float, hi: float, counts: dict[str, int], key: str) -> pa.Array:
+    """``arr`` with out-of-range values as null (elementwise inside a list), counted under ``key``."""
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        first, last = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
+        inner = arr.values.slice(first, last - first)
+        values = _clean_values(inner, lo, hi, counts, key)
+        if values is inner:
+            return arr
+        offsets = pc.subtract(arr.offsets, pa.scalar(first, arr.offsets.type))
+        return type(arr).from_arrays(offsets, values, mask=pc.invert(arr.is_valid()))
+    bad = _bad_mask(arr, lo, hi)
+    if bad is None:
+        return arr
+    counts[key] = counts.get(key, 0) + int(pc.sum(bad).as_py())
+    return pc.if_else(bad, pa.scalar(None, arr.type), arr)
+
+
+def _clean_struct_list(arr: pa.Array, ranges: dict[str, tuple[float, float]], counts: dict[str, int], col: str) -> pa.Array:
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or not pa.types.is_struct(arr.type.value_type):
+        return arr
+    first, last = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
+    structs = arr.values.slice(first, last - first)
+    children, changed = [], False
+    for i, field in enumerate(structs.type):
+        child = structs.field(i)
+        if field.name in ranges:
+            new = _clean_values(child, *ranges[field.name], counts, f"{col}.{field.name}")
+            changed = changed or new is not child
+            child = new
+        children.append(child)
+    if not changed:
+        return arr
+    structs = pa.StructArray.from_arrays(children, fields=list(structs.type), mask=pc.invert(structs.is_valid()))
+    offsets = pc.subtract(arr.offsets, pa.scalar(first, arr.offsets.type))
+    return type(arr).from_arrays(offsets, structs, mask=pc.invert(arr.is_valid()))
+
+
+def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+    """Every value outside its field's physical range (schema.FIELD_RANGES) as null, and how many per field.
+
+    Timestamps outside TS_RANGE_US become null too (the caller drops those rows): a year-300000 tick is
+    no tick, and converting it to a datetime would raise.
+    """
+    counts: dict[str, int] = {}
+    for name in table.column_names:
+        col = table.column(name)
+        if col.null_count == len(col):
+            continue
+        chunks: list[pa.Array] = []
+        for chunk in col.chunks:
+            if name == "ts":
+                raw = chunk.cast(pa.int64())
+                bad = _bad_mask(raw, *TS_RANGE_US)
+                if bad is not None:
+                    counts["ts"] = counts.get("ts", 0) + int(pc.sum(bad).as_py())
+                    chunk = pc.if_else(bad, pa.scalar(None, chunk.type), chunk)
+            elif name in FIELD_RANGES:
+                chunk = _clean_struct_list(chunk, FIELD_RANGES[name], counts, name)
+            elif name in FIELD_RANGES[""]:
+                chunk = _clean_values(chunk, *FIELD_RANGES[""][name], counts, name)
+            chunks.append(chunk)
+        if counts:
+            table = table.set_column(table.column_names.index(name), name, pa.chunked_array(chunks, type=col.type))
+    return table, counts
+
+
+def _in_time_order(table: pa.Table) -> tuple[pa.Table, bool, int]:
+    """Rows sorted by ts (stable) and a tick repeating an earlier one's exact timestamp dropped: nothing
+    downstream ever sees a negative or zero duration. Returns the table, whether it was reordered and how
+    many rows were dropped."""
+    ts = pc.cast(table.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
+    if len(ts) < 2:
+        return table, False, 0
+    step = np.diff(ts)
+    reordered = bool((step < 0).any())
+    if reordered:
+        order = np.argsort(ts, kind="stable")
+        table = table.take(pa.array(order))
+        ts = ts[order]
+        step = np.diff(ts)
+    repeats = step == 0
+    duplicates = int(repeats.sum())
+    if duplicates:
+        table = table.filter(pa.array(np.concatenate(([True], ~repeats))))
+    if reordered or duplicates:
+        table = table.combine_chunks()
+    return table, reordered, duplicates
 
 
 def _normalise(path: Path, table: pa.Table) -> pa.Table:
@@ -259,27 +391,53 @@ def _compatible_scalar(have: pa.DataType, want: pa.DataType) -> bool:
     return pa.types.is_integer(have) or pa.types.is_floating(have)
 
 
-def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> float:
+def _plausible(v: float) -> bool:
+    return bool(np.isfinite(v)) and INTERVAL_RANGE_S[0] <= v <= INTERVAL_RANGE_S[1]
+
+
+def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> tuple[float, str | None]:
+    """The file's tick interval, and a line when its metadata had to be overruled.
+
+    Metadata first; an implausible one (under 1 ms, over a day, NaN, inf, not a number) is ignored and the
+    median time between ticks taken instead: a metadata interval of 1e-9 s once made the offline diagnosis
+    size its window for 3e11 ticks. Whatever is returned lies in INTERVAL_RANGE_S.
+    """
+    from_ts = _median_step(table)
     raw = meta.get(META_INTERVAL)
     if raw:
         try:
             v = float(raw)
-            if v > 0 and np.isfinite(v):
-                return v
         except ValueError:
-            pass
-    intervals = table.column("interval_s").drop_null()
+            v = float("nan")
+        if _plausible(v):
+            return v, None
+        fallback = from_ts if from_ts is not None else _per_tick_interval(table) or 2.0
+        fallback = float(np.clip(fallback, *INTERVAL_RANGE_S))
+        shown_raw = raw[:40].decode(errors="replace")
+        return fallback, (
+            f"metadata interval_s {shown_raw!r} is not a plausible tick interval: using {fallback:g} s, "
+            + ("the median time between ticks" if from_ts is not None else "the default")
+        )
+    v = _per_tick_interval(table) or from_ts or 2.0
+    return float(np.clip(v, *INTERVAL_RANGE_S)), None
+
+
+def _per_tick_interval(table: pa.Table) -> float | None:
+    intervals = table.column("interval_s").drop_null()  # already in range: see _in_range
     if len(intervals):
         v = float(np.median(intervals.to_numpy()))
-        if v > 0 and np.isfinite(v):
+        if _plausible(v):
             return v
-    if table.num_rows >= 2:
-        ts = pc.cast(table.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
-        d = np.diff(ts) / 1e6
-        d = d[d > 0]
-        if len(d):
-            return float(np.median(d))
-    return 2.0
+    return None
 
 
-__all__ = ["STREAM_SUFFIX", "TraceFile", "open_trace", "read_stream_table"]
+def _median_step(table: pa.Table) -> float | None:
+    if table.num_rows < 2:
+        return None
+    ts = pc.cast(table.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
+    d = np.diff(ts) / 1e6
+    d = d[d > 0]
+    return float(np.median(d)) if len(d) else None
+
+
+__all__ = ["STREAM_SUFFIX", "TraceFile", "open_trace", "read_leftover", "read_stream_table"]

@@ -1,8 +1,13 @@
 """``gpu-triage recover``: finish a recording whose recorder was killed.
 
 A killed recorder leaves ``FILE.partial.arrows`` (every tick but at most the one being written) and no
-``FILE``. Recover reads every complete tick, writes ``FILE`` (or ``-o OUT``) atomically, and removes the
+``FILE``. Recover reads every good batch, writes ``FILE`` (or ``-o OUT``) atomically, and removes the
 stream once the Parquet is safely in place.
+
+It holds the stream's lock while it works: a stream whose lock a live recorder holds is refused, naming
+the recorder's pid (recovering it used to remove the stream under the recorder, losing every later
+tick). A stream damaged in the middle keeps every batch before the damage; the stream is then left in
+place (the bytes after the damage are not ours to throw away) and the report says where it stopped.
 """
 
 from __future__ import annotations
@@ -12,53 +17,70 @@ import sys
 from pathlib import Path
 
 from gpu_triage.errors import UserError
-from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.reader import read_leftover
 from gpu_triage.trace.record import human_seconds
-from gpu_triage.trace.writer import (
+from gpu_triage.trace.stream import (
     STREAM_SUFFIX,
-    describe_os_error,
+    checked_name,
+    holding_stream,
+    regular_file,
+    shown,
     stream_path_for,
     target_for_stream,
-    write_parquet_atomic,
 )
+from gpu_triage.trace.writer import describe_os_error, write_parquet_atomic
 from gpu_triage.units import fmt_bytes
 
 
 def find_stream(given: Path) -> Path:
-    """The stream to recover from: the path itself, or the stream recorded beside a Parquet path."""
+    """The stream to recover from: the path itself, or the stream recorded beside a Parquet path.
+
+    Only ``stat`` looks at the paths here: a FIFO, a device or a directory is refused without being opened.
+    """
     if given.name.endswith(STREAM_SUFFIX) or given.suffix == ".arrows":
-        if not given.exists():
-            raise UserError(f"{given}: no such file: check the path")
+        if not regular_file(given):
+            raise UserError(f"{shown(given)}: no such file: check the path")
         return given
     beside = stream_path_for(given)
-    if beside.is_file():
+    if len(given.name) + len(STREAM_SUFFIX) <= 255 and regular_file(beside):
         return beside
-    if given.is_file():
+    if regular_file(given):
         raise UserError(
-            f"{given} is not a leftover stream and no {beside.name} is beside it: nothing to recover"
+            f"{shown(given)} is not a leftover stream and no {beside.name} is beside it: nothing to recover"
         )
-    if given.is_dir():  # "no such file" misled when the path was a directory
-        raise UserError(f"{given} is a directory: give the recording's file name (or its .partial.arrows stream)")
-    raise UserError(f"{given}: no such file and no {beside.name} beside it: nothing to recover")
+    raise UserError(f"{shown(given)}: no such file and no {shown(beside.name)} beside it: nothing to recover")
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    stream = find_stream(Path(args.file).expanduser())
-    target = Path(args.output).expanduser() if getattr(args, "output", None) else target_for_stream(stream)
+    given = checked_name(args.file, what="cannot recover", hint="give the recording's name or its .partial.arrows stream")
+    stream = find_stream(given)
+    output = getattr(args, "output", None)
+    if output is not None:
+        target = checked_name(output, what="cannot write", hint="give a file such as run.parquet")
+    else:
+        target = target_for_stream(stream)
     if target.exists():
         raise UserError(f"{target} already exists: pass -o NEW.parquet to write the recovered ticks elsewhere")
     if not target.parent.is_dir():
         raise UserError(f"cannot write {target}: directory {target.parent} does not exist")
-    trace = open_trace(stream)
-    if trace.notice:
-        print(f"gpu-triage: {trace.notice}", file=sys.stderr)
-    try:
-        write_parquet_atomic(trace.table, target)
-    except OSError as exc:
-        raise UserError(f"writing {target} failed ({describe_os_error(exc)}); {stream} is left as it was") from exc
-    stream.unlink(missing_ok=True)
-    print(
-        f"recovered {trace.n} ticks ({human_seconds(trace.duration_s + trace.interval_s)}) from {stream} "
-        f"into {target} ({fmt_bytes(target.stat().st_size)}); removed the stream"
-    )
+    with holding_stream(stream):
+        got, trace = read_leftover(stream)
+        for line in trace.notices:
+            if trace.damaged_at is None or "damaged at byte" not in line:
+                print(f"gpu-triage: {line}", file=sys.stderr)
+        try:
+            write_parquet_atomic(got.table, target)
+        except OSError as exc:
+            raise UserError(f"writing {target} failed ({describe_os_error(exc)}); {stream} is left as it was") from exc
+        span = human_seconds(trace.duration_s + trace.interval_s)
+        size = fmt_bytes(target.stat().st_size)
+        if got.damaged_at is None:
+            stream.unlink(missing_ok=True)
+            print(f"recovered {trace.n} ticks ({span}) from {stream} into {target} ({size}); removed the stream")
+        else:
+            print(
+                f"recovered into {target} ({size}): kept {got.batches} batches ({trace.n} ticks, {span}); stream "
+                f"damaged at byte {got.damaged_at}: the rest ({got.size - got.damaged_at} bytes) is lost; "
+                f"{stream} is left in place: remove it once {target.name} is checked"
+            )
     return 0

@@ -48,6 +48,65 @@ GPU_FIELDS = _arrow_fields(GpuSample)
 DISK_FIELDS = _arrow_fields(DiskSample)
 PROC_FIELDS = _arrow_fields(ProcSample)
 
+# What each measured field can physically be, next to the fields themselves: ``(low, high)``, both
+# inclusive. A value outside (a negative percentage, NaN, inf, 10^6 %, a negative watt, a GPU with a
+# petabyte of memory) is a damaged or foreign file, not a measurement: the reader turns it into null ("the
+# hardware does not say"), counts it and says so once. Identifiers (index, pid, name, workers) have no
+# range here: their Arrow types already bound them. The upper bounds are generous by design (several
+# generations past an H200: 141 GB, 700 W, ~900 GB/s NVLink) so that no real reading is ever dropped.
+PCT = (0.0, 100.0)
+PROCESS_PCT = (0.0, 100.0 * 4096)  # a process's CPU % sums its threads: up to 100 % per core
+BYTES = (0.0, 2.0**50)  # 1 PiB: memory of one GPU or one host
+LINK_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past PCIe 7 x16 and NVLink 5 per direction
+DISK_BYTES_PER_S = (0.0, 1e12)
+DISK_OPS_PER_S = (0.0, 1e9)
+FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "gpus": {
+        "util_pct": PCT,
+        "util_min_pct": PCT,
+        "util_max_pct": PCT,
+        "sm_active_pct": PCT,
+        "sm_occupancy_pct": PCT,
+        "tensor_active_pct": PCT,
+        "dram_active_pct": PCT,
+        "mem_used_bytes": BYTES,
+        "mem_total_bytes": BYTES,
+        "pcie_tx_bytes_per_s": LINK_BYTES_PER_S,
+        "pcie_rx_bytes_per_s": LINK_BYTES_PER_S,
+        "nvlink_tx_bytes_per_s": LINK_BYTES_PER_S,
+        "nvlink_rx_bytes_per_s": LINK_BYTES_PER_S,
+        "power_w": (0.0, 10_000.0),
+        "temp_c": (0.0, 200.0),
+        "sm_clock_mhz": (0.0, 10_000.0),
+    },
+    "disks": {
+        "busy_pct": PCT,
+        "await_ms": (0.0, 1e7),
+        "read_bytes_per_s": DISK_BYTES_PER_S,
+        "write_bytes_per_s": DISK_BYTES_PER_S,
+        "reads_per_s": DISK_OPS_PER_S,
+        "writes_per_s": DISK_OPS_PER_S,
+    },
+    "procs": {
+        "gpu_mem_bytes": BYTES,
+        "cpu_pct": PROCESS_PCT,
+        "workers_cpu_pct": PROCESS_PCT,  # a list: each element
+    },
+    # top-level columns (a list column: each element)
+    "": {
+        "interval_s": (1e-3, 86_400.0),
+        "cpu_pct": PCT,
+        "iowait_pct": PCT,
+        "host_mem_used_bytes": BYTES,
+        "host_mem_total_bytes": BYTES,
+    },
+}
+
+# A tick interval a file may claim (metadata or per tick), and a timestamp it may carry (1970 to 2200, in
+# microseconds): outside, the reader derives the interval from the timestamps / drops the tick.
+INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
+TS_RANGE_US: tuple[float, float] = (0.0, 7_258_118_400.0 * 1e6)
+
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
 PROC_STRUCT = pa.struct([pa.field(n, t) for n, t in PROC_FIELDS])

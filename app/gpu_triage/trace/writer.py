@@ -16,6 +16,7 @@ the stream. If anything fails the stream stays and ``gpu-triage recover`` finish
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -27,27 +28,23 @@ import pyarrow.parquet as pq
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
+from gpu_triage.trace.stream import (
+    META_RECORDER_PID,
+    STREAM_SUFFIX,
+    lock_stream,
+    read_stream_table,
+    record_target_name,
+    stream_holder,
+    stream_path_for,
+    target_for_stream,
+)
 
-STREAM_SUFFIX = ".partial.arrows"
+logger = logging.getLogger(__name__)
+
 FSYNC_EVERY_S = 5.0
 # 8192 rows is 4.5 hours at 2 s: a day of 8 cards is 6 row groups of a few MB each, big enough for zstd
 # and column statistics to pay off, small enough that a reader could fetch one group for a seek.
 ROW_GROUP_ROWS = 8192
-
-
-def stream_path_for(target: Path | str) -> Path:
-    """The crash-safe stream recorded beside ``target``: ``run.parquet`` -> ``run.parquet.partial.arrows``."""
-    target = Path(target)
-    return target.with_name(target.name + STREAM_SUFFIX)
-
-
-def target_for_stream(stream: Path | str) -> Path:
-    """The Parquet file a stream was recording to (inverse of :func:`stream_path_for`)."""
-    stream = Path(stream)
-    name = stream.name
-    if name.endswith(STREAM_SUFFIX):
-        return stream.with_name(name[: -len(STREAM_SUFFIX)])
-    return stream.with_suffix(".parquet")
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -116,22 +113,27 @@ def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
         yield from walk(f.name, f.type)
 
 
-def check_record_target(path: Path, *, overwrite: bool = False, parent_must_exist: bool = False) -> None:
-    """Raise UserError when ``path`` cannot become a new recording: a directory, an existing file, or the
-    leftover stream of an interrupted one. The dashboard calls it for ``--record FILE`` before it takes the
-    screen (the recordings directory itself it may still create)."""
-    path = Path(path).expanduser()
+def check_record_target(path: Path | str, *, overwrite: bool = False, parent_must_exist: bool = False) -> Path:
+    """Raise UserError when ``path`` cannot become a new recording: an empty or too long name, a directory,
+    an existing file, a stream another recorder is writing, or the leftover stream of an interrupted one.
+    Returns the path (``~`` expanded). ``record`` and the dashboard call it before any sampling starts
+    (the recordings directory itself the dashboard may still create)."""
+    path = record_target_name(path)
     stream = stream_path_for(path)
     if path.is_dir():
         raise UserError(f"{path} is a directory: give a file name such as {path / 'run.parquet'}")
     if path.exists() and not overwrite:
         raise UserError(f"{path} already exists: choose another name or remove it first")
     if stream.exists():
+        held = stream_holder(stream)
+        if held is not None:
+            raise UserError(f"{held}: choose another name, or wait for that recording to end")
         raise UserError(
             f"{stream} is left from an interrupted recording: run `gpu-triage recover {stream}` or remove it first"
         )
     if parent_must_exist and not path.parent.is_dir():
         raise UserError(f"cannot record to {path}: directory {path.parent} does not exist")
+    return path
 
 
 class TraceWriter:
@@ -149,18 +151,26 @@ class TraceWriter:
         overwrite: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.path = Path(path).expanduser()
+        self.path = check_record_target(path, overwrite=overwrite, parent_must_exist=True)
         self.stream_path = stream_path_for(self.path)
         self.host = host
         self.interval_s = float(interval_s)
         self.ticks = 0
         self._clock = clock
         self._closed = False
-        check_record_target(self.path, overwrite=overwrite, parent_must_exist=True)
-        self._schema = schema_with_metadata(host, self.interval_s)
-        self._metadata = self._schema.metadata
+        self._lock_fd: int | None = None
+        schema = schema_with_metadata(host, self.interval_s)
+        # The pid tells a second recorder or `recover` who holds the lock (read from the stream's schema).
+        self._schema = schema.with_metadata({**schema.metadata, META_RECORDER_PID: str(os.getpid()).encode()})
         try:
             self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                lock_stream(self._fd)  # before the first byte: nobody sees this stream unlocked with data
+            except OSError:
+                logger.warning("no flock on %s: recover cannot tell this recording from a leftover", self.stream_path)
+            # A second descriptor on the same open file keeps the lock through the final conversion, after
+            # the writing one is closed, until the stream is removed (flock belongs to the open file).
+            self._lock_fd = os.dup(self._fd)
             self._file = os.fdopen(self._fd, "wb", buffering=0)
             self._writer = pa.ipc.new_stream(self._file, self._schema)
         except OSError as exc:
@@ -210,21 +220,27 @@ class TraceWriter:
             pass  # the batches already written are what counts; the end-of-stream marker is optional
         finally:
             self._file.close()
-        if self.ticks == 0:
-            self.stream_path.unlink(missing_ok=True)
-            raise UserError(f"no tick was recorded before the stop: nothing written to {self.path}", exit_code=1)
-        from gpu_triage.trace.reader import read_stream_table
-
-        table, _complete = read_stream_table(self.stream_path)
         try:
-            write_parquet_atomic(table, self.path)
-        except OSError as exc:
-            raise UserError(
-                f"writing {self.path} failed ({describe_os_error(exc)}); the {self.ticks} ticks are kept in "
-                f"{self.stream_path}: `gpu-triage recover {self.stream_path}`"
-            ) from exc
-        self.stream_path.unlink(missing_ok=True)
+            if self.ticks == 0:
+                self.stream_path.unlink(missing_ok=True)
+                raise UserError(f"no tick was recorded before the stop: nothing written to {self.path}", exit_code=1)
+            table, _complete = read_stream_table(self.stream_path)
+            try:
+                write_parquet_atomic(table, self.path)
+            except OSError as exc:
+                raise UserError(
+                    f"writing {self.path} failed ({describe_os_error(exc)}); the {self.ticks} ticks are kept in "
+                    f"{self.stream_path}: `gpu-triage recover {self.stream_path}`"
+                ) from exc
+            self.stream_path.unlink(missing_ok=True)
+        finally:
+            self._unlock()
         return self.path
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def abort(self) -> None:
         """Stop without converting: the stream stays for ``gpu-triage recover`` (used on fatal errors)."""
@@ -237,3 +253,15 @@ class TraceWriter:
             pass
         finally:
             self._file.close()
+            self._unlock()
+
+
+__all__ = [
+    "STREAM_SUFFIX",
+    "TraceWriter",
+    "check_record_target",
+    "describe_os_error",
+    "stream_path_for",
+    "target_for_stream",
+    "write_parquet_atomic",
+]
