@@ -83,6 +83,17 @@ def _gpu_count(text: str) -> int:
     return v
 
 
+def _seed(text: str) -> int:
+    """A simulation seed: a whole number from 0 (numpy refuses negative seeds with a traceback)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"{v}: give a seed from 0 to 2**64 - 1")
+    return v
+
+
 def _add_seconds(p: argparse.ArgumentParser, flag: str, help_text: str, *, top: bool = False) -> None:
     """A positive number of seconds (``--interval``, ``--window``), with the help that fits the command.
 
@@ -138,20 +149,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", nargs="?", choices=SCENARIOS, metavar="SCENARIO", help=", ".join(SCENARIOS))
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="simulated cards, 1-16 (default 8)")
     p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores (default 32)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the simulation (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
     _add_sampling(p)
 
     p = sub.add_parser(
         "record",
         help="record ticks to a Parquet file, headless (tmux, nohup, systemd)",
         description=(
-            "Record without a screen. Each tick is appended to a crash-safe stream beside FILE; a clean stop "
-            "(--duration reached, Ctrl-C, SIGTERM) turns it into FILE. After a crash, `gpu-triage recover`."
+            "Record without a screen. Each tick is appended to a crash-safe stream beside FILE "
+            "(FILE.partial.arrows, locked while this recorder runs); a clean stop (--duration reached, Ctrl-C, "
+            "SIGTERM) turns it into FILE. After a crash, `gpu-triage recover`."
         ),
     )
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
     p.add_argument(
-        "--duration", type=_positive_float, metavar="S", help="stop after S seconds (default: until stopped)"
+        "--duration",
+        type=_positive_float,
+        metavar="S",
+        help=(
+            "stop after S seconds: S / interval ticks, the first one interval after the start "
+            "(--duration 10 at 2 s: 5 ticks, at 2, 4, 6, 8, 10 s); default: until stopped"
+        ),
     )
     p.add_argument(
         "--source",
@@ -160,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="live (this machine) or sim:SCENARIO (a simulated server); default live",
     )
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of a sim source, 0 or more (default 0)")
     _add_seconds(p, "--interval", "seconds between ticks (default 2)")
     p.add_argument(
         "--fast",
@@ -180,7 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "recover",
         help="turn the stream left by a killed recorder into a Parquet file",
-        description="Read FILE.arrows (what a killed recorder leaves) and write every complete tick to Parquet.",
+        description=(
+            "Read FILE.partial.arrows (what a killed recorder leaves) and write every complete tick to Parquet. "
+            "A stream a running recorder holds is refused (stop that recorder: it writes FILE itself); a "
+            "damaged one keeps every batch before the damage and says at which byte it stopped."
+        ),
     )
     p.add_argument("file", metavar="FILE", help="the .arrows stream, or the Parquet path it was recording to")
     p.add_argument("-o", "--output", metavar="OUT", help="the Parquet file to write (default: the recording's name)")
@@ -274,8 +296,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+# The file arguments of each command, as argparse names them, and what each is for in an error line.
+_FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"))
+
+
+def check_file_args(args: argparse.Namespace) -> None:
+    """An empty file argument (`-o ""`, `recover ""`) is one line here, for every command alike: as a path it
+    became "." (the current directory) or a ValueError traceback further on."""
+    for attr, shown in _FILE_ARGS:
+        value = getattr(args, attr, None)
+        if isinstance(value, str) and not value.strip():
+            raise UserError(f"{shown}: the file name is empty: give a file such as run.parquet")
+
+
 def dispatch(args: argparse.Namespace) -> int:
     from gpu_triage.config import load_config
+
+    check_file_args(args)
 
     config = load_config(getattr(args, "config", None))
     if getattr(args, "interval", None):

@@ -63,12 +63,16 @@ def default_config_path() -> Path:
 def find_config_file(cli_path: str | None) -> Path | None:
     if cli_path:
         p = Path(cli_path).expanduser()
+        if p.is_dir():
+            raise UserError(f"config file {p} is a directory: give the TOML file in it, e.g. {p / 'config.toml'}")
         if not p.is_file():
             raise UserError(f"config file {p} does not exist: check the path given to --config")
         return p
     env = os.environ.get("GPU_TRIAGE_CONFIG")
     if env:
         p = Path(env).expanduser()
+        if p.is_dir():
+            raise UserError(f"config file {p} (from $GPU_TRIAGE_CONFIG) is a directory: point it at the TOML file")
         if not p.is_file():
             raise UserError(f"config file {p} (from $GPU_TRIAGE_CONFIG) does not exist: fix or unset the variable")
         return p

@@ -27,7 +27,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
-from gpu_triage.trace.writer import TraceWriter
+from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
 
 PROGRESS_EVERY_S = 0.5
@@ -104,6 +104,9 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     duration_s: float | None = getattr(args, "duration", None)
     fast = bool(getattr(args, "fast", False))
     spec = args.source
+    # The output first: a name that cannot be written is said before a source is opened (NVML start-up on a
+    # live machine) or a single tick is sampled.
+    output = check_record_target(args.output, parent_must_exist=True)
     if fast and not spec.startswith("sim:"):
         raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
     start = None
@@ -112,13 +115,20 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start)
     record_source(
         source,
-        Path(args.output),
+        output,
         interval_s,
         duration_s=duration_s,
         fast=fast,
         describe_machine=spec == "live",
     )
     return 0
+
+
+def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
+    """How many ticks ``--duration`` records: duration / interval, rounded, at least one. The first tick
+    comes one interval after the start and covers it, so 10 s at 2 s is 5 ticks, at t = 2, 4, 6, 8, 10
+    (10 s of data); --fast makes the same count of simulated ticks."""
+    return None if not duration_s else max(1, round(duration_s / interval_s))
 
 
 def record_source(
@@ -131,7 +141,8 @@ def record_source(
     describe_machine: bool = True,
     out: Any = None,
 ) -> tuple[Path, int]:
-    """Record ``source`` to ``output`` until ``duration_s`` or a stop signal; closes the source.
+    """Record ``source`` to ``output`` until ``duration_s`` (:func:`ticks_for`) or a stop signal; closes
+    the source.
 
     Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
     progress line (terminals only) and the summary.
@@ -162,7 +173,7 @@ def record_source(
         elapsed = time.monotonic() - began
     finally:
         source.close()
-    path = writer.close()
+    path = _close_despite_signals(writer)
     print(
         f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
         f"{human_seconds(elapsed)}) to {path} ({fmt_bytes(path.stat().st_size)})",
@@ -172,10 +183,50 @@ def record_source(
     return path, writer.ticks
 
 
+class _StopDuringConversion(BaseException):
+    """A stop signal arrived while the stream was being turned into the Parquet."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _close_despite_signals(writer: TraceWriter) -> Path:
+    """``writer.close()``, telling the user what is kept if a second stop signal cuts it short.
+
+    After the first Ctrl-C / SIGTERM the recorder converts the stream (seconds for a day). A second signal
+    used to kill it silently (exit 143): the stream was in fact kept, but nothing said so or how to finish.
+    Now the conversion stops (its temporary file is removed), the stream stays, and one line says how to
+    recover it; the exit status is 128 + the signal's number, as if the signal had killed it.
+    """
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        raise _StopDuringConversion(signum)
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in _StopSignals.SIGNALS:
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        return writer.close()
+    except _StopDuringConversion as stop:
+        name = signal.Signals(stop.signum).name
+        if writer.path.exists() and not writer.stream_path.exists():
+            return writer.path  # it had finished: the Parquet is whole
+        raise UserError(
+            f"stopped by {name} while writing {writer.path}: the {writer.ticks} ticks are kept in "
+            f"{writer.stream_path}: run `gpu-triage recover {writer.stream_path}`",
+            exit_code=128 + stop.signum,
+        ) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _record_fast(source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None) -> None:
     """Sample back to back without pacing until the simulated duration is covered or a stop signal."""
     stop = threading.Event()
-    limit = round(duration_s / interval_s) if duration_s else None
+    limit = ticks_for(duration_s, interval_s)
     with _StopSignals(stop):
         while not stop.is_set() and (limit is None or writer.ticks < limit):
             writer.append(source.sample())
@@ -190,13 +241,18 @@ def _record_paced(
     failure: list[BaseException] = []
     reported_errors: set[str] = set()
 
+    limit = ticks_for(duration_s, interval_s)
+
     def on_tick(tick: Tick) -> None:
-        if failure:
+        if failure or (limit is not None and writer.ticks >= limit):
             return
         try:
             writer.append(tick)
         except BaseException as exc:  # a disk error ends the recording; the main thread re-raises it
             failure.append(exc)
+            stop.set()
+            return
+        if limit is not None and writer.ticks >= limit:
             stop.set()
 
     def on_error(exc: BaseException) -> None:
@@ -215,7 +271,9 @@ def _record_paced(
         sampler.start()
         try:
             while not stop.is_set():
-                left = None if duration_s is None else duration_s - (time.monotonic() - began)
+                # the tick count ends a --duration; the clock only when ticks went missing (a source error):
+                # one interval of grace after the last tick was due
+                left = None if duration_s is None else duration_s + interval_s - (time.monotonic() - began)
                 if left is not None and left <= 0:
                     break
                 stop.wait(PROGRESS_EVERY_S if left is None else min(PROGRESS_EVERY_S, left))
