@@ -264,8 +264,12 @@ def _clean_values(arr: pa.Array, lo: float, hi: float, counts: dict[str, int], k
     return pc.if_else(bad, pa.scalar(None, arr.type), arr)
 
 
-def _clean_struct_list(arr: pa.Array, ranges: dict[str, tuple[float, float]], counts: dict[str, int], col: str) -> pa.Array:
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or not pa.types.is_struct(arr.type.value_type):
+def _clean_struct_list(
+    arr: pa.Array, ranges: dict[str, tuple[float, float]], counts: dict[str, int], col: str
+) -> pa.Array:
+    """A list<struct> column with each ranged field cleaned by :func:`_clean_values`."""
+    is_list = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
+    if not is_list or not pa.types.is_struct(arr.type.value_type):
         return arr
     first, last = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
     structs = arr.values.slice(first, last - first)

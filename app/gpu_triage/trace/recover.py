@@ -52,7 +52,9 @@ def find_stream(given: Path) -> Path:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    given = checked_name(args.file, what="cannot recover", hint="give the recording's name or its .partial.arrows stream")
+    given = checked_name(
+        args.file, what="cannot recover", hint="give the recording's name or its .partial.arrows stream"
+    )
     stream = find_stream(given)
     output = getattr(args, "output", None)
     if output is not None:
