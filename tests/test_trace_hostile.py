@@ -298,6 +298,12 @@ ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([-3
 ANY_BYTES = st.integers(0, 2**64 - 1)
 
 
+def _as_f32(v: float) -> float:
+    """What a float32 column holds of ``v`` (1e300 -> inf)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
+
+
 def _bad(name: str, group: str, v: object) -> bool:
     lo, hi = FIELD_RANGES[group][name]
     return v is not None and not (isinstance(v, (int, float)) and lo <= v <= hi)  # NaN fails both
@@ -316,10 +322,10 @@ def test_values_outside_a_fields_range_never_reach_a_reader(data: st.DataObject)
         values = {name: column[i] for name, column in gpu_fields.items()}
         for name, v in values.items():
             # float32 fields hold what they can: 1e300 becomes inf (still out), -5e-324 becomes -0.0 (in)
-            stored = float(np.float32(v)) if name in F32 and not name.endswith("_bytes") else v
+            stored = _as_f32(v) if name in F32 else v
             bad += _bad(name, "gpus", stored)
         iowait = data.draw(ANY_FLOAT)
-        bad += _bad("iowait_pct", "", float(np.float32(iowait)))
+        bad += _bad("iowait_pct", "", _as_f32(iowait))
         ticks.append(replace(tick, gpus=[replace(tick.gpus[0], **values)], iowait_pct=iowait))
     with tempfile.TemporaryDirectory() as tmp:
         writer = TraceWriter(Path(tmp) / "wild.parquet", REFERENCE.host, 2.0)
@@ -457,3 +463,16 @@ def test_help_says_what_duration_counts(capsys) -> None:
         main(["record", "--help"])
     text = re.sub(r"\s+", " ", capsys.readouterr().out)
     assert "--duration 10 at 2 s: 5 ticks, at 2, 4, 6, 8, 10 s" in text
+
+
+def test_every_range_names_a_numeric_trace_field() -> None:
+    from gpu_triage.model import DiskSample, GpuSample, ProcSample, trace_fields
+    from gpu_triage.trace.schema import TRACE_SCHEMA
+
+    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample)):
+        numeric = {f.name for f in trace_fields(kind) if f.trace_type[0] in "uf" or f.trace_type.startswith("list[f")}
+        assert set(FIELD_RANGES[column]) <= numeric, column
+    assert set(FIELD_RANGES[""]) <= set(TRACE_SCHEMA.names)
+    for ranges in FIELD_RANGES.values():
+        for lo, hi in ranges.values():
+            assert 0 <= lo < hi < math.inf
