@@ -162,6 +162,7 @@ class TraceWriter:
         schema = schema_with_metadata(host, self.interval_s)
         # The pid tells a second recorder or `recover` who holds the lock (read from the stream's schema).
         self._schema = schema.with_metadata({**schema.metadata, META_RECORDER_PID: str(os.getpid()).encode()})
+        self._fd = -1
         try:
             self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
@@ -174,6 +175,13 @@ class TraceWriter:
             self._file = os.fdopen(self._fd, "wb", buffering=0)
             self._writer = pa.ipc.new_stream(self._file, self._schema)
         except OSError as exc:
+            if self._fd >= 0:  # created but the schema could not be written: leave nothing behind
+                self._unlock()
+                if hasattr(self, "_file"):
+                    self._file.close()
+                else:
+                    os.close(self._fd)
+                self.stream_path.unlink(missing_ok=True)
             raise UserError(f"cannot record to {self.path}: {describe_os_error(exc)}") from exc
         self._last_sync = self._clock()
 
