@@ -87,8 +87,8 @@ def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_p
     try:
         seen = _wait_for_ticks(proc, target, 3)
 
-        for given in (stream, target):  # the stream's path or the recording's: both refused
-            assert main(["recover", str(given)]) == 2
+        for name in (stream, target):  # the stream's path or the recording's: both refused
+            assert main(["recover", str(name)]) == 2
             err = _one_line_error(capsys)
             assert f"being recorded by pid {proc.pid}" in err
         assert stream.exists() and not target.exists()
@@ -438,9 +438,16 @@ def test_a_second_sigterm_during_the_conversion_says_the_stream_is_kept(
     assert open_trace(target).n == 10
 
 
-def test_config_given_a_directory_says_so(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert main(["--config", str(tmp_path), "diagnose", str(H200_TRACE_2S)]) == 2
-    assert "is a directory" in _one_line_error(capsys)
+def test_config_given_a_directory_a_fifo_or_a_long_name_says_so(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    cases = ((tmp_path, "is a directory"), (fifo, "is not a regular file"), (tmp_path / ("c" * 300), "cannot read"))
+    for path, said in cases:
+        with _no_hang():
+            assert main(["--config", str(path), "diagnose", str(H200_TRACE_2S)]) == 2
+        assert said in _one_line_error(capsys)
     monkeypatch.setenv("GPU_TRIAGE_CONFIG", str(tmp_path))
     assert main(["diagnose", str(H200_TRACE_2S)]) == 2
     assert "is a directory" in _one_line_error(capsys)

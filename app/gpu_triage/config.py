@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,22 +61,28 @@ def default_config_path() -> Path:
     return Path(base) / "gpu-triage" / "config.toml"
 
 
+def _config_file(p: Path, given: str, fix: str) -> Path:
+    """``p`` when it is a regular file; else UserError saying what it is instead (``stat`` only: a FIFO
+    given as the config is never opened, a directory is not called missing, a name too long is one line)."""
+    try:
+        st = p.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise UserError(f"config file {p}{given} does not exist: {fix}") from None
+    except OSError as exc:
+        raise UserError(f"config file {str(p)[:120]}{given}: cannot read ({exc.strerror or exc}): {fix}") from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"config file {p}{given} is a directory: give the TOML file in it, e.g. {p / 'config.toml'}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"config file {p}{given} is not a regular file (a FIFO or a device?): give a TOML file")
+    return p
+
+
 def find_config_file(cli_path: str | None) -> Path | None:
     if cli_path:
-        p = Path(cli_path).expanduser()
-        if p.is_dir():
-            raise UserError(f"config file {p} is a directory: give the TOML file in it, e.g. {p / 'config.toml'}")
-        if not p.is_file():
-            raise UserError(f"config file {p} does not exist: check the path given to --config")
-        return p
+        return _config_file(Path(cli_path).expanduser(), "", "check the path given to --config")
     env = os.environ.get("GPU_TRIAGE_CONFIG")
     if env:
-        p = Path(env).expanduser()
-        if p.is_dir():
-            raise UserError(f"config file {p} (from $GPU_TRIAGE_CONFIG) is a directory: point it at the TOML file")
-        if not p.is_file():
-            raise UserError(f"config file {p} (from $GPU_TRIAGE_CONFIG) does not exist: fix or unset the variable")
-        return p
+        return _config_file(Path(env).expanduser(), " (from $GPU_TRIAGE_CONFIG)", "fix or unset the variable")
     p = default_config_path()
     return p if p.is_file() else None
 
