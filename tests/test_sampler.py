@@ -76,3 +76,27 @@ def test_first_tick_can_come_before_a_whole_interval() -> None:
     finally:
         sampler.stop()
     assert source.calls == 1
+
+
+def test_failing_callbacks_do_not_end_sampling() -> None:
+    """The receivers are ours, but a bug in one (the app once passed a keyword ``call_soon_threadsafe`` does
+    not take) ended the thread and froze the screen: the sampler must keep calling the source."""
+    source = CountingSource()
+    got: list[Tick] = []
+    enough = threading.Event()
+
+    def on_tick(t: Tick) -> None:
+        got.append(t)
+        if len(got) == 1:
+            raise ValueError("receiver bug")
+        if len(got) >= 5:
+            enough.set()
+
+    def on_error(exc: BaseException) -> None:
+        raise TypeError("error receiver bug")
+
+    sampler = Sampler(source, 0.005, on_tick, on_error)
+    sampler.start()
+    assert enough.wait(10), "a failing callback ended the sampler"
+    sampler.stop()
+    assert source.calls >= 6  # the source failed once (call 3) and was called again after

@@ -7,12 +7,15 @@ app uses ``call_from_thread``; the headless recorder writes directly).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
+
+log = logging.getLogger(__name__)
 
 
 class Sampler:
@@ -61,15 +64,31 @@ class Sampler:
             began = self._clock()
             try:
                 tick = self.source.sample()
-            except Exception as exc:  # a source error must not kill the loop silently
-                if self._on_error is not None:
-                    self._on_error(exc)
+            except Exception as exc:  # noqa: BLE001 - a source error must not kill the loop: reported, sampling goes on
+                log.warning("source %s failed to sample: %s", getattr(self.source, "name", "?"), exc)
+                self._report(exc)
                 tick = None
             self.busy_s += self._clock() - began
             if tick is not None and not self._stop.is_set():
                 self.ticks += 1
-                self._on_tick(tick)
+                try:
+                    self._on_tick(tick)
+                except Exception as exc:  # noqa: BLE001 - a failing receiver must not end sampling either (the screen froze)
+                    log.exception("the tick receiver failed")
+                    self._report(exc)
             next_at += self.interval_s
             now = self._clock()
             if next_at < now:  # fell behind (machine suspended, slow driver): skip, don't burst
                 next_at = now + self.interval_s
+
+    def _report(self, exc: BaseException) -> None:
+        """Hand an error to ``on_error``; an error in that callback is logged, never raised into the loop.
+
+        Why: an ``on_error`` that raised (the app once passed a keyword that ``call_soon_threadsafe`` does
+        not take) escaped the loop, the thread ended and the dashboard silently stopped updating."""
+        if self._on_error is None:
+            return
+        try:
+            self._on_error(exc)
+        except Exception:  # noqa: BLE001 - logged; the loop must go on
+            log.exception("the error receiver failed while reporting %r", exc)

@@ -21,6 +21,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Static
@@ -93,6 +94,14 @@ class Pane(Static):
     @property
     def shown_plain(self) -> str:
         return self._shown.plain if self._shown is not None else ""
+
+
+class SourceFailed(Message):
+    """Posted from the sampler thread when the source raised (``App.post_message`` is thread-safe)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
 
 
 class TriageApp(App[int]):
@@ -174,6 +183,9 @@ class TriageApp(App[int]):
         self.shown = Shown(None, None, None, [], [], [])
         self._status = SourceStatus()
         self.ticks_ingested = 0
+        self.source_errors = 0
+        self.source_error: str | None = None  # the last source error, shown under the header
+        self._mounted = False
         self.redraws = 0
         self.theme = config.theme
 
@@ -191,6 +203,7 @@ class TriageApp(App[int]):
             yield Pane(id="keys")
 
     def on_mount(self) -> None:
+        self._mounted = True
         self._loop = asyncio.get_running_loop()
         if self.source is not None:
             self._status = self.source.status()
@@ -211,6 +224,7 @@ class TriageApp(App[int]):
         self.redraw()
 
     def on_unmount(self) -> None:
+        self._mounted = False
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -230,8 +244,18 @@ class TriageApp(App[int]):
         self.ingest(tick, draw=True, throttle=True)
 
     def _error_from_thread(self, exc: BaseException) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.notify, f"source error: {exc}", severity="error")
+        # A Textual message, not loop.call_soon_threadsafe(self.notify, ..., severity=...): that call takes
+        # no keywords, the TypeError ended the sampler thread and the screen silently stopped updating.
+        self.post_message(SourceFailed(f"{type(exc).__name__}: {exc}"))
+
+    def on_source_failed(self, message: SourceFailed) -> None:
+        """A source error is shown (a toast, and a header line that stays) while sampling goes on."""
+        self.source_errors += 1
+        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        count = f" ({self.source_errors} errors so far)" if self.source_errors > 1 else ""
+        self.source_error = f"source error at {stamp} UTC: {message.error}{count}; sampling goes on"
+        self.notify(f"source error: {message.error}", severity="error")
+        self.redraw()
 
     def ingest(self, tick: Tick, *, draw: bool = True, record: bool = True, throttle: bool = False) -> None:
         """The single entry point of every tick, live or replayed.
@@ -304,10 +328,10 @@ class TriageApp(App[int]):
         self.redraw()
 
     def redraw(self) -> None:
+        if not self._mounted:
+            return
         if self.paused and self.replay is None:
             self.query_one("#header", Pane).show(self._header_text(self.size.width))
-            return
-        if not self.is_mounted:
             return
         self.redraws += 1
         self._last_redraw_at = self.clock()
@@ -401,9 +425,11 @@ class TriageApp(App[int]):
         lines = [t]
         if self.banner:
             lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
-        label = self._label_now()
-        if label:
-            lines.append(Text(label[:width], "italic", no_wrap=True, end=""))
+        if self.source_error:
+            lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
+        now_playing = self._label_now()
+        if now_playing:
+            lines.append(Text(now_playing[:width], "italic", no_wrap=True, end=""))
         return Text("\n", end="").join(lines)
 
     def _label_now(self) -> str | None:

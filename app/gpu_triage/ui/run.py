@@ -64,9 +64,9 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     if command == "live":
         from gpu_triage.sources.live import LiveSource
 
-        source = LiveSource()
-        banner = None if source.status().gpu_available else NO_GPU_BANNER
-        return TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        live = LiveSource()
+        banner = None if live.status().gpu_available else NO_GPU_BANNER
+        return TriageApp(config, source=live, source_label="live", banner=banner, record_path=record_path)
     raise UserError(f"unknown dashboard command {command!r}")
 
 
