@@ -73,7 +73,7 @@ class Sampler:
                 self.ticks += 1
                 try:
                     self._on_tick(tick)
-                except Exception as exc:  # noqa: BLE001 - a failing receiver must not end sampling either (the screen froze)
+                except Exception as exc:
                     log.exception("the tick receiver failed")
                     self._report(exc)
             next_at += self.interval_s
@@ -90,5 +90,5 @@ class Sampler:
             return
         try:
             self._on_error(exc)
-        except Exception:  # noqa: BLE001 - logged; the loop must go on
+        except Exception:
             log.exception("the error receiver failed while reporting %r", exc)
