@@ -74,3 +74,48 @@ def test_the_dashboard_ends_cleanly_and_keeps_a_valid_recording(tmp_path: Path, 
     assert target.exists() and not stream.exists(), "the recording was not closed as a Parquet file"
     trace = open_trace(target)
     assert trace.n >= 2 and not trace.recovered
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pty and signal semantics of Linux")
+@pytest.mark.parametrize("ending", ["q", "terminal closed (SIGHUP)"])
+def test_a_fast_sampler_with_a_week_long_window_stays_small_and_obeys(ending: str) -> None:
+    """`demo healthy --gpus 16 --interval 0.05 --window 604800` (each value within its range) grew to 10 GB
+    and ignored q and SIGHUP. The window is now capped and the buffers grow with the ticks."""
+    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.05", "--window", "604800", "demo", "healthy", "--gpus", "16"]
+    env = {**os.environ, "PYTHONPATH": str(APP), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, env)
+    status = rusage = None
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and b"window capped" not in seen:
+            if select.select([fd], [], [], 0.1)[0]:
+                seen = (seen + os.read(fd, 65536))[-200_000:]
+        assert b"window capped at" in seen, "the screen does not say that the window was capped"
+        _drain(fd, 3.0)  # 60 ticks at 0.05 s
+        if ending == "q":
+            os.write(fd, b"q")
+        else:
+            os.close(fd)
+            fd = -1
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if fd >= 0:
+                _drain(fd, 0.1)
+            else:
+                time.sleep(0.1)
+            done, status, rusage = os.wait4(pid, os.WNOHANG)
+            if done:
+                break
+        assert status is not None and done, f"the dashboard did not exit on {ending}"
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    assert rusage is not None and rusage.ru_maxrss < 1_000_000, f"peak memory {rusage.ru_maxrss} KB"

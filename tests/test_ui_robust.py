@@ -45,3 +45,39 @@ async def test_a_source_error_is_shown_and_the_screen_keeps_updating() -> None:
         assert any("NVML_ERROR_UNKNOWN" in str(n.message) for n in app._notifications)
         assert app._feed is not None and app._feed.sampler.running
     await asyncio.sleep(0)
+
+
+async def test_a_window_too_long_for_the_interval_is_capped_and_the_screen_says_so() -> None:
+    from gpu_triage.window import MAX_WINDOW_TICKS
+
+    config = Config(interval_s=0.05, window_s=604800)
+    app = TriageApp(config, source=TickListSource(16, 8), source_label="test", autostart=False)
+    assert app.window.capacity == MAX_WINDOW_TICKS
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert f"window capped at {MAX_WINDOW_TICKS} ticks (3 min at 0.05 s" in app.query_one("#header").shown_plain
+
+
+async def test_record_then_quit_at_once_says_why_no_file(tmp_path) -> None:
+    """`r` then `q` before the first tick: nothing can be written, and the terminal is told so."""
+    config = Config(recording_dir=tmp_path)
+    app = TriageApp(config, source=TickListSource(2, 4), source_label="test", autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r")
+        assert app.recorder is not None
+        await pilot.press("q")
+    assert list(tmp_path.glob("*.parquet")) == []
+    assert len(app.exit_notes) == 1
+    assert app.exit_notes[0].startswith("recording not saved: no tick was recorded before the stop")
+
+
+async def test_record_then_quit_after_ticks_says_where_the_file_is(tmp_path) -> None:
+    config = Config(recording_dir=tmp_path)
+    app = TriageApp(config, source=TickListSource(2, 4), source_label="test", autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r")
+        for i in range(3):
+            app.ingest(make_tick(100 + i, gpus=2, cores=4))
+        await pilot.press("q")
+    files = list(tmp_path.glob("*.parquet"))
+    assert len(files) == 1 and app.exit_notes == [f"recording saved: {files[0]}"]

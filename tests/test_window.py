@@ -93,3 +93,33 @@ def test_clear_forgets_everything() -> None:
     w.append(tick(0, {0: 1.0}))
     w.clear()
     assert len(w) == 0 and w.last is None and w.view().n_gpus == 0
+
+
+def test_buffers_grow_as_ticks_arrive_and_keep_their_order() -> None:
+    from gpu_triage.window import FIRST_ROWS
+
+    w = RollingWindow(1000)
+    assert w.allocated_rows == FIRST_ROWS  # nothing reserved for ticks that have not come
+    ticks = [tick(i, {0: float(i % 100), 1: 1.0}) for i in range(300)]
+    for t in ticks:
+        w.append(t)
+    assert FIRST_ROWS < w.allocated_rows < 1000
+    v = w.view()
+    assert v.n == 300 and list(v.t) == [t.ts.timestamp() for t in ticks]
+    for i in range(300, 1200):
+        w.append(tick(i, {0: float(i % 100), 1: 1.0}))
+    v = w.view()
+    assert w.allocated_rows == 1000 and v.n == 1000
+    assert list(v.t) == [tick(i, {}).ts.timestamp() for i in range(200, 1200)]
+    assert v.gpu["util_pct"][:, 0].tolist() == [float(i % 100) for i in range(200, 1200)]
+    assert v.cpu[:, 0].tolist() == [float(i) for i in range(200, 1200)]
+
+
+def test_a_huge_window_is_capped_and_says_so() -> None:
+    from gpu_triage.window import MAX_WINDOW_TICKS, window_capacity
+
+    ticks, notice = window_capacity(604800, 0.05)
+    assert ticks == MAX_WINDOW_TICKS
+    assert notice == f"window capped at {MAX_WINDOW_TICKS} ticks (3 min at 0.05 s; 604800 s asked)"
+    assert window_capacity(300, 2.0) == (150, None)
+    assert window_capacity(300, 0.0)[0] == MAX_WINDOW_TICKS

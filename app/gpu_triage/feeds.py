@@ -25,6 +25,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sampler import Sampler
 from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.window import MAX_WINDOW_TICKS
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
@@ -64,7 +65,8 @@ class ReplayFeed:
         if trace.n < 1:
             raise UserError("the recording holds no ticks")
         self.trace = trace
-        self.window_ticks = max(1, window_ticks)
+        # never more than a live window may hold: the window is read back tick by tick on every seek
+        self.window_ticks = min(MAX_WINDOW_TICKS, max(1, window_ticks))
         self.loop = loop
         self.playing = True
         self.speed = speed

@@ -1,12 +1,15 @@
 """The rolling window: the last N ticks, kept as numpy ring buffers so that diagnosis and drawing read
 columns (time × card, time × core, time × disk) without walking Python objects on every tick.
 
-Memory is bounded by the capacity whatever the run length: appending is O(cards + cores + disks).
-Missing values (None in the tick) are NaN here.
+Memory is bounded by the capacity whatever the run length: appending is O(cards + cores + disks). The
+capacity itself is capped (:data:`MAX_WINDOW_TICKS`) and the buffers grow as ticks arrive, so a long window
+at a short interval neither reserves gigabytes up front nor copies them every frame. Missing values (None
+in the tick) are NaN here.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +24,28 @@ GPU_FIELDS: tuple[str, ...] = tuple(f.name for f in trace_fields(GpuSample) if f
 DISK_FIELDS: tuple[str, ...] = tuple(f.name for f in trace_fields(DiskSample) if f.numeric and not f.required)
 
 _NAN = float("nan")
+
+# The most ticks a window holds, whatever --window / --interval ask. Why this number: every frame copies the
+# window (16 fields x cards + cores + disks per tick, ~3 KB a tick for 16 cards and 128 cores) and the
+# diagnosis reads all of it, so 3,600 ticks (10 MB) keeps a frame cheap on a loaded 2-core box, while still
+# covering two hours at the default 2 s tick. A screen is at most a few hundred columns wide anyway. Before
+# the cap, `demo --gpus 16 --interval 0.05 --window 604800` asked for 12 million ticks (~10 GB, growing).
+MAX_WINDOW_TICKS = 3600
+# Rows the buffers start with; they double as ticks arrive, up to the capacity.
+FIRST_ROWS = 64
+
+
+def window_capacity(window_s: float, interval_s: float) -> tuple[int, str | None]:
+    """Ticks a window of ``window_s`` at ``interval_s`` holds, capped at :data:`MAX_WINDOW_TICKS`, and the
+    line that says so when it is capped (None when it is not)."""
+    wanted = window_s / interval_s if interval_s > 0 else math.inf
+    if not wanted < MAX_WINDOW_TICKS:  # also inf and NaN (an interval of 0 in a file's metadata)
+        span = MAX_WINDOW_TICKS * interval_s
+        shown = f"{span / 60:.0f} min" if span >= 120 else f"{span:.0f} s"
+        return MAX_WINDOW_TICKS, (
+            f"window capped at {MAX_WINDOW_TICKS} ticks ({shown} at {interval_s:g} s; {window_s:g} s asked)"
+        )
+    return max(2, round(wanted)), None
 
 
 def _f(v: float | int | None) -> float:
@@ -60,18 +85,40 @@ class RollingWindow:
             raise ValueError("window capacity must be at least one tick")
         self.capacity = capacity
         self._count = 0  # ticks appended ever
-        self._t = np.full(capacity, _NAN)
-        self._interval = np.full(capacity, _NAN)
-        self._iowait = np.full(capacity, _NAN)
-        self._mem_used = np.full(capacity, _NAN)
-        self._mem_total = np.full(capacity, _NAN)
+        self._rows = min(capacity, FIRST_ROWS)  # rows allocated so far: grows to the capacity as ticks come
+        rows = self._rows
+        self._t = np.full(rows, _NAN)
+        self._interval = np.full(rows, _NAN)
+        self._iowait = np.full(rows, _NAN)
+        self._mem_used = np.full(rows, _NAN)
+        self._mem_total = np.full(rows, _NAN)
         self._gpu_cols: dict[int, int] = {}  # NVML index -> column
-        self._gpu = {f: np.full((capacity, 0), _NAN) for f in GPU_FIELDS}
-        self._cpu = np.full((capacity, 0), _NAN)
+        self._gpu = {f: np.full((rows, 0), _NAN) for f in GPU_FIELDS}
+        self._cpu = np.full((rows, 0), _NAN)
         self._disk_cols: dict[str, int] = {}
-        self._disk = {f: np.full((capacity, 0), _NAN) for f in DISK_FIELDS}
+        self._disk = {f: np.full((rows, 0), _NAN) for f in DISK_FIELDS}
         self._procs: deque[list[ProcSample]] = deque(maxlen=capacity)
         self._last: Tick | None = None
+
+    @property
+    def allocated_rows(self) -> int:
+        """Rows the buffers hold now (at most the capacity)."""
+        return self._rows
+
+    def _grow(self) -> None:
+        """Double the rows (up to the capacity). Only before the ring wraps, so rows keep their order."""
+        rows = min(self.capacity, 2 * self._rows)
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.full((rows, *a.shape[1:]), _NAN)
+            out[: a.shape[0]] = a
+            return out
+
+        self._t, self._interval, self._iowait = grown(self._t), grown(self._interval), grown(self._iowait)
+        self._mem_used, self._mem_total, self._cpu = grown(self._mem_used), grown(self._mem_total), grown(self._cpu)
+        self._gpu = {f: grown(a) for f, a in self._gpu.items()}
+        self._disk = {f: grown(a) for f, a in self._disk.items()}
+        self._rows = rows
 
     # -- writing -------------------------------------------------------------------------------
     def clear(self) -> None:
@@ -82,6 +129,8 @@ class RollingWindow:
             self.append(tick)
 
     def append(self, tick: Tick) -> None:
+        if self._count == self._rows < self.capacity:
+            self._grow()
         row = self._count % self.capacity
         self._count += 1
         self._last = tick

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 from datetime import datetime, timezone
@@ -35,7 +36,9 @@ from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import render
 from gpu_triage.ui.render import Colours, Shown
 from gpu_triage.units import short_bytes as fmt_bytes
-from gpu_triage.window import RollingWindow, WindowView
+from gpu_triage.window import RollingWindow, WindowView, window_capacity
+
+log = logging.getLogger(__name__)
 
 # Ticks from the sampler or the replay timer are ingested at once, but the screen (and the diagnosis that
 # feeds it) is redrawn at most once per REDRAW_MIN_S. Profile (py-spy, 0.25 s tick, 8 simulated cards): 58 %
@@ -153,6 +156,7 @@ class TriageApp(App[int]):
         super().__init__()
         if (source is None) == (replay is None):
             raise ValueError("give exactly one of source or replay")
+        self.exit_notes: list[str] = []  # lines for the terminal once the screen is gone
         self.config = config
         self.source = source
         self.replay = replay
@@ -160,7 +164,14 @@ class TriageApp(App[int]):
         self.banner = banner
         self.labels = labels or []
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
-        self.window = RollingWindow(config.window_ticks if replay is None else replay.window_ticks)
+        interval = config.interval_s if replay is None else replay.trace.interval_s
+        capacity, self.window_notice = window_capacity(config.window_s, interval)
+        if replay is not None:
+            capacity = min(capacity, replay.window_ticks)
+        if self.window_notice:
+            log.info("%s", self.window_notice)
+            self.exit_notes.append(self.window_notice)
+        self.window = RollingWindow(capacity)
         self.host: HostInfo = source.host_info() if source is not None else replay.trace.host  # type: ignore[union-attr]
         self.interval_s = config.interval_s if replay is None else replay.trace.interval_s
         self.paused = False
@@ -232,7 +243,11 @@ class TriageApp(App[int]):
         if self._feed is not None:
             self._feed.stop()
             self._feed = None
-        self.stop_recording()
+        if self.recorder is not None:
+            # said after the screen is gone (run_dashboard prints these): `r` then `q` at once wrote nothing
+            # and said nothing, because the first tick had not come yet
+            path = self.stop_recording()
+            self.exit_notes.append(f"recording saved: {path}" if path is not None else f"recording not saved: {self.record_error}")
 
     # -- data in ------------------------------------------------------------------------------------
     def _tick_from_thread(self, tick: Tick) -> None:
@@ -425,6 +440,8 @@ class TriageApp(App[int]):
         lines = [t]
         if self.banner:
             lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
+        if self.window_notice:
+            lines.append(Text(self.window_notice[:width], "yellow", no_wrap=True, end=""))
         if self.source_error:
             lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
         now_playing = self._label_now()

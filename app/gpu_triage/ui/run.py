@@ -8,13 +8,16 @@ closes a recording in progress as a valid file.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.feeds import ReplayFeed, open_replay
+from gpu_triage.window import window_capacity
 
 NO_GPU_BANNER = (
     "No NVIDIA GPU/driver found: showing host only. Run `gpu-triage demo` to see a recorded H200 session"
@@ -37,7 +40,7 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         check_record_target(record_path)  # a bad --record FILE fails here, before the screen is taken
     if command == "replay":
         trace = open_replay(args.file)
-        window_ticks = max(2, round(config.window_s / trace.interval_s))
+        window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
         # the reader's notice (a crash leftover read in place of FILE, a torn last tick) stays on screen
         return TriageApp(config, replay=feed, source_label=f"replay: {Path(args.file).name}", banner=getattr(trace, "notice", None))
@@ -45,7 +48,7 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         from gpu_triage.data import H200_TRACE_2S, labels_for
 
         trace = open_replay(H200_TRACE_2S)
-        window_ticks = max(2, round(config.window_s / trace.interval_s))
+        window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, loop=True)
         return TriageApp(
             config,
@@ -84,12 +87,22 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
     # spot and a recording in progress was left as a stream for `gpu-triage recover`
     stop_signals = [s for s in (getattr(signal, "SIGHUP", None), signal.SIGTERM) if s is not None]
     previous = {s: signal.signal(s, on_hangup) for s in stop_signals}
+    # Textual draws on stderr: a log record reaching Python's last-resort handler (WARNING and up, printed to
+    # stderr) would be written across the screen. Unless logging was set up, records go nowhere meanwhile.
+    ours = logging.getLogger("gpu_triage")
+    quiet = logging.NullHandler() if not ours.handlers and not logging.getLogger().handlers else None
+    if quiet is not None:
+        ours.addHandler(quiet)
     try:
         result = app.run()
     finally:
         app.shutdown()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if quiet is not None:
+            ours.removeHandler(quiet)
+        for note in app.exit_notes:
+            print(f"gpu-triage: {note}", file=sys.stderr)
     # Textual catches a crash inside the app, prints it and sets return_code 1 while run() returns None:
     # without this an internal error exited with status 0
     return int(app.return_code or result or 0)
