@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.ui.app import TriageApp
@@ -81,3 +83,67 @@ async def test_record_then_quit_after_ticks_says_where_the_file_is(tmp_path) -> 
         await pilot.press("q")
     files = list(tmp_path.glob("*.parquet"))
     assert len(files) == 1 and app.exit_notes == [f"recording saved: {files[0]}"]
+
+
+@pytest.mark.parametrize("overlay", ["question_mark", "d"])
+async def test_q_on_the_help_and_doctor_quits_and_escape_closes(overlay: str) -> None:
+    """README: q quits. On the help and the doctor it only closed the overlay."""
+    from gpu_triage.doctor.run import Report
+
+    def loader() -> Report:
+        raise RuntimeError("no driver here")  # the outside world: the doctor's gathering fails fast
+
+    app = TriageApp(Config(), source=TickListSource(2, 4), source_label="test", autostart=False)
+    app.doctor_loader = loader
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press(overlay)
+        await pilot.pause()
+        overlay_screen = type(app.screen).__name__
+        assert overlay_screen in ("HelpScreen", "DoctorScreen")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "Screen" and app.is_running
+        await pilot.press(overlay)
+        await pilot.pause()
+        assert type(app.screen).__name__ == overlay_screen
+        await pilot.press("q")
+        await pilot.pause()
+    assert not app.is_running
+
+
+async def test_long_toasts_wrap_and_stay_whole_at_80_columns() -> None:
+    from textual.widgets._toast import Toast
+
+    path = "/home/someone/.local/share/gpu-triage/recordings/gpu-triage-20261130T195259Z.parquet"
+    message = (
+        f"recording not saved: writing {path} failed ([Errno 28] No space left on device); the 1234 ticks are "
+        f"kept in {path}.partial.arrows: `gpu-triage recover {path}.partial.arrows`"
+    )
+    app = TriageApp(Config(), source=TickListSource(2, 4), source_label="test", autostart=False)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        app.notify(message, severity="error")
+        await pilot.pause()
+        await pilot.pause()
+        toast = app.screen.query_one(Toast)
+        assert toast.region.bottom <= 24 and toast.region.right <= 80
+        lines = ["".join(seg.text for seg in toast.render_line(y)) for y in range(toast.size.height)]
+        assert "".join(ln.strip() for ln in lines).replace(" ", "") == message.replace(" ", "")  # [Errno 28] kept
+
+
+@pytest.mark.parametrize("key", ["enter", "d"])
+async def test_detail_and_doctor_say_terminal_too_small_at_40x10(key: str) -> None:
+    from gpu_triage.ui.layout import DETAIL_MIN_SIZE, DOCTOR_MIN_SIZE
+
+    need = DETAIL_MIN_SIZE if key == "enter" else DOCTOR_MIN_SIZE
+    app = TriageApp(Config(), source=TickListSource(2, 4), source_label="test", autostart=False,
+                    prefill=[make_tick(i, gpus=2, cores=4) for i in range(10)])
+    app.doctor_loader = lambda: (_ for _ in ()).throw(RuntimeError("no driver"))
+    async with app.run_test(size=(40, 10)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        small = app.screen.query_one("#too-small")
+        assert small.display
+        assert f"terminal too small (need {need[0]}x{need[1]}" in str(small.render())
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert not app.screen.query_one("#too-small").display

@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,9 @@ class TriageApp(App[int]):
     Pane { width: 100%; height: auto; overflow: hidden; }
     #header { background: $panel; }
     #foot { dock: bottom; height: auto; }
+    /* Textual's toast is 60 columns at most half the screen: at 80 columns a path made it 40 wide and so
+       tall that its end fell off the bottom. Wider on narrow screens; the text wraps. */
+    Toast { width: auto; max-width: 90%; }
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
@@ -156,6 +160,7 @@ class TriageApp(App[int]):
         super().__init__()
         if (source is None) == (replay is None):
             raise ValueError("give exactly one of source or replay")
+        self.doctor_loader: Callable[[], Any] | None = None  # None: the doctor checks this machine
         self.exit_notes: list[str] = []  # lines for the terminal once the screen is gone
         self.config = config
         self.source = source
@@ -199,6 +204,11 @@ class TriageApp(App[int]):
         self._mounted = False
         self.redraws = 0
         self.theme = config.theme
+
+    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+        """Textual's notify, without markup by default: our messages carry paths and errors such as
+        ``[Errno 28]``, which markup swallowed (or took for a style, e.g. ``[bold]`` in a file name)."""
+        super().notify(message, markup=markup, **kwargs)
 
     # -- composition --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -553,7 +563,7 @@ class TriageApp(App[int]):
         except ImportError:
             self.notify("doctor screen not available in this build: run `gpu-triage doctor`")
             return
-        self.push_screen(DoctorScreen())
+        self.push_screen(DoctorScreen(loader=self.doctor_loader))
 
     # replay controls (no-ops in live)
     def action_play_pause(self) -> None:

@@ -19,18 +19,21 @@ from textual.widgets import Static
 
 from gpu_triage.doctor.render import render_text
 from gpu_triage.doctor.run import Report, collect_report
+from gpu_triage.ui.layout import DOCTOR_MIN_SIZE, too_small
 
 
 class DoctorScreen(Screen[None]):
     """``DoctorScreen(report)`` shows a report; ``DoctorScreen()`` gathers one off the UI thread."""
 
     BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "back"),
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("q", "app.quit", "quit"),
         Binding("r", "refresh_report", "check again"),
     ]
     DEFAULT_CSS = """
     DoctorScreen #doctor-title { height: 1; background: $panel; padding: 0 1; }
     DoctorScreen VerticalScroll { height: 1fr; padding: 0 1; }
+    DoctorScreen #too-small { height: 1fr; content-align: center middle; }
     """
 
     def __init__(self, report: Report | None = None, loader: Callable[[], Report] | None = None) -> None:
@@ -40,13 +43,27 @@ class DoctorScreen(Screen[None]):
         self.error: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("Doctor   Esc/q back   r check again", id="doctor-title")
+        yield Static("Doctor   Esc back   r check again   q quit", id="doctor-title")
+        yield Static(id="too-small")
         with VerticalScroll():
             yield Static(self._body(), id="doctor-body")
 
     def on_mount(self) -> None:
+        self._fit()
         if self.report is None:
             self._gather()
+
+    def on_resize(self) -> None:
+        self._fit()
+        self._show()
+
+    def _fit(self) -> None:
+        """The report when the terminal is big enough, else one line that says how big it must be."""
+        msg = too_small((self.app.size.width, self.app.size.height), DOCTOR_MIN_SIZE)
+        small = self.query_one("#too-small", Static)
+        small.display = msg is not None
+        small.update(msg or "")
+        self.query_one(VerticalScroll).display = msg is None
 
     def _body(self) -> Text:
         if self.error is not None:

@@ -15,6 +15,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.app import _DetailLike
+from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.render import PATTERN_COLOURS, fit_title
 from gpu_triage.window import WindowView
 
@@ -48,7 +49,7 @@ LEGEND = [
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+    BINDINGS = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     #help { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
@@ -75,7 +76,7 @@ class HelpScreen(ModalScreen[None]):
             t.append(" ▆", colour)
             t.append(f" {pattern}")
         t.append("\n")
-        t.append("Esc, q or ? closes this help", "grey50")
+        t.append("Esc or ? closes this help; q quits", "grey50")
         yield Static(t, id="help")
 
 
@@ -87,6 +88,7 @@ class DetailScreen(_DetailLike, Screen[None]):
     DetailScreen Grid { grid-size: 2 3; height: 1fr; }
     DetailScreen #title { height: 1; background: $panel; }
     DetailScreen PlotextPlot { height: 1fr; }
+    DetailScreen #too-small { height: 1fr; content-align: center middle; }
     """
 
     def __init__(self, column: int, view: WindowView) -> None:
@@ -95,6 +97,7 @@ class DetailScreen(_DetailLike, Screen[None]):
         self._view = view
 
     def compose(self) -> ComposeResult:
+        yield Static(id="too-small")
         yield Static(id="title")
         with Grid():
             for name in ("util", "sm", "mem", "link", "power", "clock"):
@@ -102,12 +105,29 @@ class DetailScreen(_DetailLike, Screen[None]):
 
     def on_mount(self) -> None:
         self._ready = True
+        self._fit()
         self.refresh_data(self._view)
+
+    def on_resize(self) -> None:
+        self._fit()
+        self.refresh_data(self._view)
+
+    def _fit(self) -> bool:
+        """Charts when the terminal is big enough, else one line that says how big it must be."""
+        msg = too_small((self.app.size.width, self.app.size.height), DETAIL_MIN_SIZE)
+        small = self.query_one("#too-small", Static)
+        small.display = msg is not None
+        small.update(msg or "")
+        self.query_one("#title", Static).display = msg is None
+        self.query_one(Grid).display = msg is None
+        return msg is None
 
     def refresh_data(self, view: WindowView) -> None:
         self._view = view
         if not getattr(self, "_ready", False) or not view.n or self.column >= view.n_gpus:
             return
+        if not self.query_one(Grid).display:
+            return  # terminal too small: nothing to chart
         j = self.column
         idx = view.gpu_indexes[j]
         start = datetime.fromtimestamp(float(view.t[0]), timezone.utc).strftime("%H:%M:%S")
