@@ -17,6 +17,7 @@ from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.scenarios import SCENARIOS
+from gpu_triage.ui.keys import cli_line
 
 DESCRIPTION = """\
 A terminal dashboard that tells why your GPUs are idle. It watches every GPU, every CPU core and every
@@ -40,8 +41,9 @@ examples:
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
 
-keys in the dashboard: q quit, p pause, ? help, arrows move, Enter card detail, Esc back, r record, d doctor
 """
+# from the one key table (plain data: importing it loads no Textual)
+EPILOG += cli_line() + "\n"
 
 
 def _positive_float(text: str) -> float:

@@ -1,4 +1,5 @@
-"""TriageApp: the one dashboard, driven by a live/simulated source or by a replay, through one path.
+"""TriageApp: the one dashboard, driven by a live/simulated source; :class:`~gpu_triage.ui.replay.ReplayApp`
+(ui/replay.py) is the same dashboard driven by a recording, with its own keys. One path for ticks either way.
 
 Data flows one way: sampler thread (live) or replay timer -> :meth:`TriageApp.ingest` on the UI thread ->
 RollingWindow -> diagnosis -> panes. Ticks from the sampler thread are scheduled with
@@ -14,8 +15,8 @@ import json
 import logging
 import math
 import time
-from datetime import datetime, timezone
 from collections.abc import Callable
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,17 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.strip import Strip
-from textual.timer import Timer
 from textual.widgets import Static
 
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
-from gpu_triage.feeds import LiveFeed, Recorder, ReplayFeed
+from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import render
+from gpu_triage.ui.follow import FollowsWindow
+from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.render import Colours, Shown
 from gpu_triage.units import short_bytes as fmt_bytes
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
@@ -100,6 +102,9 @@ class Pane(Static):
         return self._shown.plain if self._shown is not None else ""
 
 
+ACTION_MODES = action_modes()
+
+
 class SourceFailed(Message):
     """Posted from the sampler thread when the source raised (``App.post_message`` is thread-safe)."""
 
@@ -124,32 +129,16 @@ class TriageApp(App[int]):
        tall that its end fell off the bottom. Wider on narrow screens; the text wraps. */
     Toast { width: auto; max-width: 90%; }
     """
-    BINDINGS = [
-        Binding("q", "quit", "quit"),
-        Binding("p", "pause", "pause"),
-        Binding("question_mark", "help", "help"),
-        Binding("up", "select(-1)", "card up", show=False),
-        Binding("down", "select(1)", "card down", show=False),
-        Binding("enter", "detail", "detail"),
-        Binding("r", "record", "record"),
-        Binding("d", "doctor", "doctor"),
-        Binding("space", "play_pause", "play/pause", show=False),
-        Binding("left", "step(-1)", "step back", show=False),
-        Binding("right", "step(1)", "step", show=False),
-        Binding("left_square_bracket", "jump(-30)", "-30 s", show=False),
-        Binding("right_square_bracket", "jump(30)", "+30 s", show=False),
-        Binding("plus,equals_sign", "speed(1)", "faster", show=False),
-        Binding("minus", "speed(-1)", "slower", show=False),
-        Binding("g", "seek('start')", "start", show=False),
-        Binding("G", "seek('end')", "end", show=False),
-    ]
+    # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
+    # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
+    BINDINGS = [Binding(key, action, k.footer or "", show=False) for k in KEYS for key, action in k.bindings]
+    mode: Mode = "live"
 
     def __init__(
         self,
         config: Config,
         *,
         source: Source | None = None,
-        replay: ReplayFeed | None = None,
         source_label: str = "",
         banner: str | None = None,
         record_path: Path | None = None,
@@ -158,27 +147,23 @@ class TriageApp(App[int]):
         labels: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
-        if (source is None) == (replay is None):
-            raise ValueError("give exactly one of source or replay")
+        if source is None and self.mode == "live":
+            raise ValueError("the live dashboard needs a source (a recording: ReplayApp)")
         self.doctor_loader: Callable[[], Any] | None = None  # None: the doctor checks this machine
         self.exit_notes: list[str] = []  # lines for the terminal once the screen is gone
         self.config = config
         self.source = source
-        self.replay = replay
         self.source_label = source_label
         self.banner = banner
         self.labels = labels or []
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
-        interval = config.interval_s if replay is None else replay.trace.interval_s
-        capacity, self.window_notice = window_capacity(config.window_s, interval)
-        if replay is not None:
-            capacity = min(capacity, replay.window_ticks)
+        self.host: HostInfo = self._host_info()
+        self.interval_s = self._interval()
+        capacity, self.window_notice = window_capacity(config.window_s, self.interval_s)
         if self.window_notice:
             log.info("%s", self.window_notice)
             self.exit_notes.append(self.window_notice)
         self.window = RollingWindow(capacity)
-        self.host: HostInfo = source.host_info() if source is not None else replay.trace.host  # type: ignore[union-attr]
-        self.interval_s = config.interval_s if replay is None else replay.trace.interval_s
         self.paused = False
         self.selected = 0
         self.recorder: Recorder | None = None
@@ -193,7 +178,6 @@ class TriageApp(App[int]):
         self._verdict_stale = False
         self.redraw_min_s = REDRAW_MIN_S
         self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
-        self._play_timer: Timer | None = None
         self._tracker = VerdictTracker(config.thresholds)
         self.history: list[tuple[float, str, str]] = []
         self.shown = Shown(None, None, None, [], [], [])
@@ -230,16 +214,40 @@ class TriageApp(App[int]):
             self._status = self.source.status()
         for tick in self._prefill:
             self.ingest(tick, draw=False, record=False)
-        if self.replay is not None:
-            self._rebuild_from_replay()
-            self._restart_play_timer()
-        elif self._autostart:
-            assert self.source is not None
-            self._feed = LiveFeed(self.source, self.config.interval_s, self._tick_from_thread, self._error_from_thread)
-            self._feed.start()
+        self._start_feed()
         if self._record_path is not None:
             self.start_recording(self._record_path)
         self.redraw()
+
+    # -- what differs between live and replay (ReplayApp overrides these) ------------------------------
+    def _host_info(self) -> HostInfo:
+        assert self.source is not None
+        return self.source.host_info()
+
+    def _interval(self) -> float:
+        return self.config.interval_s
+
+    def _start_feed(self) -> None:
+        if self._autostart:
+            assert self.source is not None
+            self._feed = LiveFeed(self.source, self.config.interval_s, self._tick_from_thread, self._error_from_thread)
+            self._feed.start()
+
+    def _state_text(self, t: Text, compact: bool) -> None:
+        """The live / paused (/ playing) word of the header."""
+        if self.paused:
+            t.append("■ PAUSED" if compact else "■ PAUSED (sampling goes on)", "bold yellow")
+        else:
+            t.append("● live", "bold green")
+
+    def _bar_text(self, width: int) -> Text:
+        """The replay position bar; live has none."""
+        return Text("")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op."""
+        modes = ACTION_MODES.get(action)
+        return modes is None or self.mode in modes
 
     def on_resize(self) -> None:
         self.redraw()
@@ -276,7 +284,7 @@ class TriageApp(App[int]):
     def on_source_failed(self, message: SourceFailed) -> None:
         """A source error is shown (a toast, and a header line that stays) while sampling goes on."""
         self.source_errors += 1
-        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         count = f" ({self.source_errors} errors so far)" if self.source_errors > 1 else ""
         self.source_error = f"source error at {stamp} UTC: {message.error}{count}; sampling goes on"
         self.notify(f"source error: {message.error}", severity="error")
@@ -291,7 +299,7 @@ class TriageApp(App[int]):
         """
         self.window.append(tick)
         self.ticks_ingested += 1
-        if record and self.recorder is not None and self.replay is None:
+        if record and self.recorder is not None:
             self.recorder.append(tick)
         if self.source is not None:
             self._status = self.source.status()
@@ -355,7 +363,7 @@ class TriageApp(App[int]):
     def redraw(self) -> None:
         if not self._mounted:
             return
-        if self.paused and self.replay is None:
+        if self.paused:
             self.query_one("#header", Pane).show(self._header_text(self.size.width))
             return
         self.redraws += 1
@@ -365,7 +373,9 @@ class TriageApp(App[int]):
         width = max(20, self.size.width)
         height = max(5, self.size.height)
         header = self._header_text(width)
-        fixed = len(header.plain.split("\n")) + 1 + (1 if self.replay is not None else 0)
+        bar = self._bar_text(width)
+        bar_lines = 1 if bar.plain else 0
+        fixed = len(header.plain.split("\n")) + 1 + bar_lines
         last = self.window.last
         budget = render.plan_layout(
             height,
@@ -378,7 +388,7 @@ class TriageApp(App[int]):
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         panes: dict[str, tuple[Text, int]] = {
-            "header": (header, fixed - 1 - (1 if self.replay is not None else 0)),
+            "header": (header, fixed - 1 - bar_lines),
             "gpu": (
                 render.gpu_pane(
                     view,
@@ -396,11 +406,8 @@ class TriageApp(App[int]):
             "disk": (render.disk_pane(view, width, budget.disk), budget.disk),
             "procs": (render.proc_pane(view, width, budget.procs), budget.procs),
             "keys": (self._keys_text(width), 1),
+            "bar": (bar, bar_lines),
         }
-        if self.replay is not None:
-            panes["bar"] = (self._bar_text(width), 1)
-        else:
-            panes["bar"] = (Text(""), 0)
         for name, (text, lines) in panes.items():
             lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
             pane = self.query_one(f"#{name}", Pane)
@@ -408,7 +415,7 @@ class TriageApp(App[int]):
                 pane.styles.height = lines
                 pane.display = lines > 0
             pane.show(text)
-        if isinstance(self.screen, _DetailLike):
+        if isinstance(self.screen, FollowsWindow):
             self.screen.refresh_data(view)
 
     def _header_text(self, width: int) -> Text:
@@ -419,14 +426,7 @@ class TriageApp(App[int]):
         host = self.host.hostname or "this host"
         t.append(f" {host[:24] if compact else host} ", "bold reverse")
         t.append(" ")
-        if self.replay is not None:
-            r = self.replay
-            state = "▶ playing" if r.playing else "■ paused"
-            t.append(f"{state} x{r.speed:g}", "bold")
-        elif self.paused:
-            t.append("■ PAUSED" if compact else "■ PAUSED (sampling goes on)", "bold yellow")
-        else:
-            t.append("● live", "bold green")
+        self._state_text(t, compact)
         if self.recorder is not None:
             rec = self.recorder
             t.append(" · ")
@@ -471,27 +471,7 @@ class TriageApp(App[int]):
         return "now playing: between cases"
 
     def _keys_text(self, width: int) -> Text:
-        if self.replay is not None:
-            keys = "q quit  space play/pause  ←/→ step  [/] ±30s  +/- speed  g/G start/end  ↑↓ card  ⏎ detail  ? help"
-        else:
-            keys = "q quit  p pause  ↑↓ card  ⏎ detail  r record  d doctor  ? help"
-        return Text(keys[:width], "grey62", no_wrap=True, end="")
-
-    def _bar_text(self, width: int) -> Text:
-        r = self.replay
-        assert r is not None
-        ts = r.current_time().astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        info = f" {r.position + 1}/{r.n} {ts}"
-        bar_w = max(5, width - len(info) - 2)
-        filled = round((r.position / max(1, r.n - 1)) * (bar_w - 1))
-        t = Text(no_wrap=True, end="")
-        t.append("[")
-        t.append("━" * filled, "bold")
-        t.append("●", "bold yellow")
-        t.append("─" * (bar_w - 1 - filled), "grey42")
-        t.append("]")
-        t.append(info)
-        return t
+        return Text(footer_line(self.mode)[:width], "grey62", no_wrap=True, end="")
 
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
@@ -514,16 +494,13 @@ class TriageApp(App[int]):
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:
-        if self.replay is not None:
-            self.action_play_pause()
-            return
         self.paused = not self.paused
         self.redraw()
 
     def action_help(self) -> None:
         from gpu_triage.ui.screens import HelpScreen
 
-        self.push_screen(HelpScreen(replay=self.replay is not None))
+        self.push_screen(HelpScreen(self.mode))
 
     def action_select(self, delta: int) -> None:
         n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
@@ -540,9 +517,6 @@ class TriageApp(App[int]):
         self.push_screen(DetailScreen(min(self.selected, view.n_gpus - 1), view))
 
     def action_record(self) -> None:
-        if self.replay is not None:
-            self.notify("recording is for live and demo sessions (a replay is already a recording)")
-            return
         if self.recorder is not None:
             path = self.stop_recording()
             if path is not None:
@@ -550,7 +524,7 @@ class TriageApp(App[int]):
             else:  # not "recording saved: None": say what failed (the stream stays for `gpu-triage recover`)
                 self.notify(f"recording not saved: {self.record_error}", severity="error")
         else:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             path = self.config.recording_dir / f"gpu-triage-{stamp}.parquet"
             self.start_recording(path)
             if self.recorder is not None:
@@ -564,90 +538,6 @@ class TriageApp(App[int]):
             self.notify("doctor screen not available in this build: run `gpu-triage doctor`")
             return
         self.push_screen(DoctorScreen(loader=self.doctor_loader))
-
-    # replay controls (no-ops in live)
-    def action_play_pause(self) -> None:
-        if self.replay is None:
-            return
-        self.replay.toggle()
-        self.redraw()
-
-    def action_step(self, delta: int) -> None:
-        if self.replay is None:
-            return
-        self.replay.playing = False
-        if delta == 1 and self.replay.position + 1 < self.replay.n:
-            tick = self.replay.advance()
-            if tick is not None:
-                self.ingest(tick)
-            return
-        if self.replay.step(delta):
-            self._rebuild_from_replay()
-        self.redraw()
-
-    def action_jump(self, seconds: float) -> None:
-        if self.replay is not None and self.replay.jump(seconds):
-            self._rebuild_from_replay()
-            self.redraw()
-
-    def action_seek(self, where: str) -> None:
-        if self.replay is None:
-            return
-        moved = self.replay.seek_start() if where == "start" else self.replay.seek_end()
-        if moved:
-            self._rebuild_from_replay()
-        self.redraw()
-
-    def action_speed(self, direction: int) -> None:
-        if self.replay is None:
-            return
-        self.replay.faster() if direction > 0 else self.replay.slower()
-        self._restart_play_timer()
-        self.redraw()
-
-    def _restart_play_timer(self) -> None:
-        if self._play_timer is not None:
-            self._play_timer.stop()
-        assert self.replay is not None
-        self._play_timer = self.set_interval(self.replay.tick_interval_s, self._play_step)
-
-    def _play_step(self) -> None:
-        r = self.replay
-        if r is None or not r.playing:
-            return
-        tick = r.advance()
-        if tick is not None:
-            self.ingest_streamed(tick)
-        elif r.loop:
-            r.seek_start()
-            self._rebuild_from_replay()
-            self.redraw()
-        else:
-            self.redraw()  # reached the end: show "paused"
-
-    def _rebuild_from_replay(self) -> None:
-        """After a seek the window is rebuilt from the recording; the diagnosis replays over it."""
-        assert self.replay is not None
-        ticks = self.replay.window_ticks_at_position()
-        self.window.clear()
-        self.history = []
-        self._tracker = VerdictTracker(self.config.thresholds)
-        # feed the window tick by tick so the verdict strip fills as it would have live;
-        # only the last few dozen verdicts are recomputed to keep seeking snappy
-        recompute_from = max(0, len(ticks) - 40)
-        for i, tick in enumerate(ticks):
-            self.window.append(tick)
-            if i >= recompute_from:
-                self._update_verdict()
-        if not ticks:
-            self._update_verdict()
-
-
-class _DetailLike:
-    """Marker base for screens that follow the live window (the card detail view)."""
-
-    def refresh_data(self, view: WindowView) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
 
 
 def _dur(seconds: float) -> str:

@@ -31,11 +31,14 @@ DEMO_LINE = (
 def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     """Make the TriageApp for a subcommand without running it (tests and screenshots use this too)."""
     from gpu_triage.ui.app import TriageApp, load_labels
+    from gpu_triage.ui.replay import ReplayApp
 
     record = getattr(args, "record", None)
     record_path = Path(record).expanduser() if record else None
     if record_path is not None:
-        from gpu_triage.trace.writer import check_record_target  # pyarrow: it records from the start anyway
+        from gpu_triage.trace.writer import (
+            check_record_target,  # pyarrow: it records from the start anyway
+        )
 
         check_record_target(record_path)  # a bad --record FILE fails here, before the screen is taken
     if command == "replay":
@@ -43,16 +46,16 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
         # the reader's notice (a crash leftover read in place of FILE, a torn last tick) stays on screen
-        return TriageApp(config, replay=feed, source_label=f"replay: {Path(args.file).name}", banner=getattr(trace, "notice", None))
+        return ReplayApp(config, feed, source_label=f"replay: {Path(args.file).name}", banner=getattr(trace, "notice", None))
     if command == "demo" and not getattr(args, "scenario", None):
         from gpu_triage.data import H200_TRACE_2S, labels_for
 
         trace = open_replay(H200_TRACE_2S)
         window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, loop=True)
-        return TriageApp(
+        return ReplayApp(
             config,
-            replay=feed,
+            feed,
             source_label="demo: real H200 recording",
             banner=DEMO_LINE,
             labels=load_labels(labels_for(H200_TRACE_2S)),

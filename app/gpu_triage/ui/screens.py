@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -14,27 +14,12 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from gpu_triage.ui.app import _DetailLike
+from gpu_triage.ui.follow import FollowsWindow
+from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.render import PATTERN_COLOURS, fit_title
 from gpu_triage.window import WindowView
 
-KEYS_COMMON = [
-    ("q", "quit (a recording in progress is closed as a valid file)"),
-    ("p", "pause the display (live: sampling and recording go on)"),
-    ("?", "this help"),
-    ("↑ / ↓", "select a card"),
-    ("Enter", "detail charts of the selected card; Esc back"),
-    ("r", "start / stop recording to the recording directory"),
-    ("d", "doctor: check the machine (r there checks again, Esc back)"),
-]
-KEYS_REPLAY = [
-    ("space", "play / pause"),
-    ("← / →", "step one tick (hold to repeat)"),
-    ("[ / ]", "jump 30 s back / forward"),
-    ("+ / -", "faster / slower"),
-    ("g / G", "start / end of the recording"),
-]
 LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
     "A shaded cell: inside that tick the driver saw both low and high (a sawtooth faster than the tick).",
@@ -55,18 +40,18 @@ class HelpScreen(ModalScreen[None]):
     #help { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
     """
 
-    def __init__(self, replay: bool) -> None:
+    def __init__(self, mode: Mode) -> None:
         super().__init__()
-        self.replay = replay
+        self.mode: Mode = mode
 
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("Keys\n", "bold")
-        for key, what in KEYS_COMMON + (KEYS_REPLAY if self.replay else []):
-            t.append(f"  {key:<8}", "bold cyan")
-            t.append(f"{what}\n")
-        if not self.replay:
-            t.append("  (replay adds: space ←/→ [ ] + - g G)\n", "grey50")
+        for key in keys_for(self.mode):  # the one key table (ui/keys.py), as the README's
+            t.append(f"  {key.plain:<12}", "bold cyan")
+            t.append(f"{key.help.replace('`', '')}\n")
+        if self.mode == "live":
+            t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
         t.append("Reading the screen\n", "bold")
         for line in LEGEND:
             t.append(f"  {line}\n")
@@ -80,7 +65,7 @@ class HelpScreen(ModalScreen[None]):
         yield Static(t, id="help")
 
 
-class DetailScreen(_DetailLike, Screen[None]):
+class DetailScreen(FollowsWindow, Screen[None]):
     """Five charts of one card over the window; follows new ticks while open."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
@@ -130,8 +115,8 @@ class DetailScreen(_DetailLike, Screen[None]):
             return  # terminal too small: nothing to chart
         j = self.column
         idx = view.gpu_indexes[j]
-        start = datetime.fromtimestamp(float(view.t[0]), timezone.utc).strftime("%H:%M:%S")
-        end = datetime.fromtimestamp(float(view.t[-1]), timezone.utc).strftime("%H:%M:%S")
+        start = datetime.fromtimestamp(float(view.t[0]), UTC).strftime("%H:%M:%S")
+        end = datetime.fromtimestamp(float(view.t[-1]), UTC).strftime("%H:%M:%S")
         self.query_one("#title", Static).update(
             Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   Esc back", "bold")
         )
@@ -228,6 +213,6 @@ def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
         return [], []
     t0, t1 = float(t[0]), float(t[-1])
     if t1 - t0 <= 0:
-        return [0.0], [datetime.fromtimestamp(t1, timezone.utc).strftime("%H:%M:%S")]
+        return [0.0], [datetime.fromtimestamp(t1, UTC).strftime("%H:%M:%S")]
     steps = np.linspace(t0, t1, count)
-    return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), timezone.utc).strftime("%H:%M:%S") for v in steps]
+    return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), UTC).strftime("%H:%M:%S") for v in steps]

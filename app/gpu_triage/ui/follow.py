@@ -1,0 +1,17 @@
+"""The marker of screens that follow the window while open (the card detail view).
+
+Its own module so that the app (which calls ``refresh_data`` on each frame) and the screens (which implement
+it) both import it, and neither imports the other: screens.py used to import a private class from app.py,
+which imports screens.
+"""
+
+from __future__ import annotations
+
+from gpu_triage.window import WindowView
+
+
+class FollowsWindow:
+    """A screen that is handed the newest window on every frame while it is on top."""
+
+    def refresh_data(self, view: WindowView) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
