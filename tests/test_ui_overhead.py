@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-
 from gpu_triage.config import Config
-from gpu_triage.ui import render
+from gpu_triage.ui import glyphs
 from gpu_triage.ui.app import TriageApp
+
 from tests.ui_ticks import TickListSource, make_tick
 
 
@@ -69,7 +69,7 @@ def test_waveform_one_span_per_colour_run_same_cells() -> None:
     util = np.array([0.0, 0.0, 50.0, 60.0, 70.0, np.nan, 100.0, 100.0])
     umin = np.array([0.0, 0.0, 0.0, 60.0, 70.0, np.nan, 0.0, 100.0])
     umax = np.array([0.0, 0.0, 100.0, 60.0, 70.0, np.nan, 100.0, 100.0])
-    text = render.waveform(util, 8, "green", umin=umin, umax=umax)
+    text = glyphs.waveform(util, 8, "green", umin=umin, umax=umax)
     assert text.plain == "··▄▅▆ ██"
     styles = [(text.plain[s.start : s.end], str(s.style)) for s in text.spans]
     assert styles == [
@@ -83,6 +83,6 @@ def test_waveform_one_span_per_colour_run_same_cells() -> None:
 
 def test_bin_columns_keeps_all_missing_bins_missing() -> None:
     values = np.array([np.nan, np.nan, 10.0, 30.0, np.nan, 50.0])
-    assert np.allclose(render.bin_columns(values, 3), [np.nan, 20.0, 50.0], equal_nan=True)
-    assert np.allclose(render.bin_columns(values, 3, "min"), [np.nan, 10.0, 50.0], equal_nan=True)
-    assert np.allclose(render.bin_columns(values, 3, "max"), [np.nan, 30.0, 50.0], equal_nan=True)
+    assert np.allclose(glyphs.bin_columns(values, 3), [np.nan, 20.0, 50.0], equal_nan=True)
+    assert np.allclose(glyphs.bin_columns(values, 3, "min"), [np.nan, 10.0, 50.0], equal_nan=True)
+    assert np.allclose(glyphs.bin_columns(values, 3, "max"), [np.nan, 30.0, 50.0], equal_nan=True)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sampler import Sampler
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.window import MAX_WINDOW_TICKS
+
+log = logging.getLogger(__name__)
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
@@ -49,7 +52,9 @@ def open_replay(path: str | Path) -> TraceLike:
     """Open a recording for replay; a bad file raises UserError (one line) before any screen appears."""
     # No existence check of our own here: open_trace also finds FILE.partial.arrows when a recorder was
     # killed (README: "`gpu-triage replay FILE` finds FILE.partial.arrows"); a check here refused that.
-    from gpu_triage.trace.reader import open_trace  # pyarrow: loaded for replay only, never for live
+    from gpu_triage.trace.reader import (
+        open_trace,  # pyarrow: loaded for replay only, never for live
+    )
 
     return open_trace(path)  # expands ~ itself, after refusing an empty name
 
@@ -181,7 +186,9 @@ class Recorder:
         self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None
     ) -> None:
         if writer_factory is None:
-            from gpu_triage.trace.writer import TraceWriter  # pyarrow: loaded only once recording starts
+            from gpu_triage.trace.writer import (
+                TraceWriter,  # pyarrow: loaded only once recording starts
+            )
 
             writer_factory = TraceWriter
         self.path = Path(path).expanduser()
@@ -211,6 +218,7 @@ class Recorder:
                 self._writer.append(tick)
                 self.ticks += 1
             except Exception as exc:  # disk full, permission: shown on screen, recording stops
+                log.exception("recording to %s stopped", self.path)
                 self.error = exc
 
     @property

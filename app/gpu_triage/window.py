@@ -48,7 +48,7 @@ def window_capacity(window_s: float, interval_s: float) -> tuple[int, str | None
     return max(2, round(wanted)), None
 
 
-def _f(v: float | int | None) -> float:
+def _f(v: float | None) -> float:
     return _NAN if v is None else float(v)
 
 

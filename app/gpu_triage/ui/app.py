@@ -16,13 +16,13 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.strip import Strip
@@ -34,10 +34,11 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.ui import render
+from gpu_triage.ui import panes
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
-from gpu_triage.ui.render import Colours, Shown
+from gpu_triage.ui.layout import plan_layout
+from gpu_triage.ui.panes import Colours, Shown
 from gpu_triage.units import short_bytes as fmt_bytes
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
@@ -131,7 +132,7 @@ class TriageApp(App[int]):
     """
     # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
     # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
-    BINDINGS = [Binding(key, action, k.footer or "", show=False) for k in KEYS for key, action in k.bindings]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding(key, action, k.footer or "", show=False) for k in KEYS for key, action in k.bindings]
     mode: Mode = "live"
 
     def __init__(
@@ -325,8 +326,9 @@ class TriageApp(App[int]):
         t = float(view.t[-1]) if view.n else 0.0
         try:
             verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
-        except Exception as exc:  # a diagnosis bug must not take the dashboard down
-            self.shown = Shown(None, None, None, [*render.facts(view), f"diagnosis failed: {exc}"], [], [])
+        except Exception as exc:  # a diagnosis bug must not take the dashboard down: logged, facts shown
+            log.exception("diagnosis failed")
+            self.shown = Shown(None, None, None, [*panes.facts(view), f"diagnosis failed: {exc}"], [], [])
             return
         verdict = self._tracker.update(t, verdict)
         self.shown = Shown(
@@ -377,7 +379,7 @@ class TriageApp(App[int]):
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
         last = self.window.last
-        budget = render.plan_layout(
+        budget = plan_layout(
             height,
             width,
             max(1, view.n_gpus),
@@ -387,10 +389,10 @@ class TriageApp(App[int]):
             fixed,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
-        panes: dict[str, tuple[Text, int]] = {
+        drawn: dict[str, tuple[Text, int]] = {
             "header": (header, fixed - 1 - bar_lines),
             "gpu": (
-                render.gpu_pane(
+                panes.gpu_pane(
                     view,
                     width,
                     budget.gpu_rows,
@@ -401,14 +403,14 @@ class TriageApp(App[int]):
                 ),
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),
-            "diag": (render.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
-            "cpu": (render.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (render.disk_pane(view, width, budget.disk), budget.disk),
-            "procs": (render.proc_pane(view, width, budget.procs), budget.procs),
+            "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
+            "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
+            "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),
+            "procs": (panes.proc_pane(view, width, budget.procs), budget.procs),
             "keys": (self._keys_text(width), 1),
             "bar": (bar, bar_lines),
         }
-        for name, (text, lines) in panes.items():
+        for name, (text, lines) in drawn.items():
             lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
             pane = self.query_one(f"#{name}", Pane)
             if pane.styles.height is None or pane.styles.height.value != lines:
@@ -478,7 +480,8 @@ class TriageApp(App[int]):
         try:
             self.recorder = Recorder(path, self.host, self.interval_s)
             self.record_error = None
-        except Exception as exc:  # UserError or OSError: shown, the dashboard goes on
+        except Exception as exc:  # UserError, OSError, Arrow's errors: shown, the dashboard goes on
+            log.exception("recording to %s could not start", path)
             self.recorder = None
             self.record_error = str(exc)
 
@@ -488,7 +491,8 @@ class TriageApp(App[int]):
             return None
         try:
             return rec.close()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - UserError (no tick yet), OSError: said on screen and at exit
+            log.warning("recording not saved: %s", exc)
             self.record_error = str(exc)
             return None
 

@@ -8,11 +8,12 @@ thread; the waveforms behind it keep updating.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
@@ -25,7 +26,7 @@ from gpu_triage.ui.layout import DOCTOR_MIN_SIZE, too_small
 class DoctorScreen(Screen[None]):
     """``DoctorScreen(report)`` shows a report; ``DoctorScreen()`` gathers one off the UI thread."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("q", "app.quit", "quit"),
         Binding("r", "refresh_report", "check again"),

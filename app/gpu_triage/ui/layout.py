@@ -6,6 +6,9 @@ testable on their own.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 # The smallest terminals on which a screen is still readable. Below them the screen says so instead of
 # drawing garbled charts (issue #9: at 40x10 the detail and doctor screens were unreadable).
 DETAIL_MIN_SIZE = (60, 16)  # six plotext charts in a 2x3 grid: each needs ~30x5 to show an axis and a line
@@ -18,3 +21,79 @@ def too_small(size: tuple[int, int], need: tuple[int, int]) -> str | None:
     if width >= need[0] and height >= need[1]:
         return None
     return f"terminal too small (need {need[0]}x{need[1]}, have {width}x{height}): enlarge it, or Esc back"
+
+
+# -- the main screen's panes -------------------------------------------------------------------------
+WIDE_COLS = 120  # from this width a card line also carries temperature and clock (and a tall card drops them from its side)
+CORE_LABEL = "core "  # the label before each line of per-core heat cells
+CORE_LABEL_W = len(CORE_LABEL)
+CORE_BAR_COLS = 16  # one htop-like core bar: "nnn" + 7 cells + " 99% " = 15 columns, and one spare
+TALL_MAX_ROWS = 12  # 8 rows of GPU-Util + 4 of SM: more height adds no reading precision
+TALL_MIN_ROWS = 6  # rows per card from which a card is drawn as two small graphs (util, SM) with a y-axis
+
+
+def core_cells_per_line(width: int) -> int:
+    """Heat cells (one per core) on a line of the compact CPU pane."""
+    return max(1, width - CORE_LABEL_W)
+
+
+def core_bars_per_line(width: int) -> int:
+    """htop-like core bars on a line of the wide CPU pane."""
+    return max(1, width // CORE_BAR_COLS)
+
+
+@dataclass(slots=True)
+class Budget:
+    """Lines given to each pane; ``gpu_rows`` per card: 1 (compact), 2 (util row + SM row) or
+    ``TALL_MIN_ROWS``..``TALL_MAX_ROWS`` (two small graphs with a y-axis, when few cards leave room)."""
+
+    gpu_rows: int
+    cpu: int
+    disk: int
+    procs: int
+    diag: int
+
+
+def plan_layout(height: int, width: int, n_gpus: int, n_cores: int, n_disks: int, n_procs: int, fixed: int) -> Budget:
+    """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
+
+    ``fixed`` counts the header, key line and replay bar. Order of need: cards, CPU, verdict, disks,
+    evidence, processes, then a second (SM) row per card, then more of everything.
+    """
+    left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
+    cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
+    cpu = min(max(0, left), cpu_cells + 1)
+    left -= cpu
+    diag = min(max(0, left), 2)
+    left -= diag
+    disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
+    left -= disk
+    more = min(max(0, left), 2)
+    diag += more
+    left -= more
+    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
+    left -= procs
+    gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
+    if gpu_rows == 2:
+        left -= n_gpus
+    # wide terminals: per-core bars instead of cells, more disks, processes, evidence
+    bars_per_line = core_bars_per_line(width)
+    bar_lines = math.ceil(n_cores / bars_per_line) + 1 if n_cores else 0
+    if n_cores and bar_lines > cpu and left >= bar_lines - cpu:
+        left -= bar_lines - cpu
+        cpu = bar_lines
+    extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
+    disk += extra
+    left -= extra
+    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
+    procs += extra
+    left -= extra
+    # still room (few cards, tall terminal): tall graphs per card, after keeping 4 lines for evidence
+    spare = left - 4
+    if n_gpus and spare > 0:
+        per_card = min(TALL_MAX_ROWS, gpu_rows + spare // n_gpus)
+        if per_card >= TALL_MIN_ROWS:
+            left -= (per_card - gpu_rows) * n_gpus
+            gpu_rows = per_card
+    diag += min(max(0, left), 4)
+    return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag)

@@ -7,7 +7,7 @@ bar. Its keys are the replay rows of ui/keys.py; live-only keys (``r``) are disa
 
 from __future__ import annotations
 
-from datetime import UTC, timezone
+from datetime import UTC
 from typing import Any
 
 from rich.text import Text

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
+from gpu_triage.ui.formatters import fit_title
 from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
-from gpu_triage.ui.render import PATTERN_COLOURS, fit_title
+from gpu_triage.ui.panes import PATTERN_COLOURS
 from gpu_triage.window import WindowView
 
 LEGEND = [
@@ -34,7 +35,7 @@ LEGEND = [
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     #help { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
@@ -68,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
 class DetailScreen(FollowsWindow, Screen[None]):
     """Five charts of one card over the window; follows new ticks while open."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     DetailScreen Grid { grid-size: 2 3; height: 1fr; }
     DetailScreen #title { height: 1; background: $panel; }

@@ -1,0 +1,91 @@
+"""Small formatters of the panes: percentages, rates, sizes, counts and titles that fit a width; None or NaN
+is "n/a", never 0."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
+
+
+def ok(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def pct(v: float | None, width: int = 4) -> str:
+    return f"{v:{width - 1}.0f}%" if ok(v) else "n/a".rjust(width)
+
+
+def rate(v: float | None) -> str:
+    return fmt_bytes(v, suffix="/s") if ok(v) else "n/a"
+
+
+def last(a: np.ndarray) -> float:
+    return float(a[-1]) if a.size else float("nan")
+
+
+def nan_sum(*vals: float) -> float:
+    ok = [v for v in vals if not math.isnan(v)]
+    return float(sum(ok)) if ok else float("nan")
+
+
+class quiet_nan_warnings:
+    """Silence numpy's 'mean of empty slice' warning for all-NaN bins (they stay NaN: drawn blank)."""
+
+    def __enter__(self) -> None:
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._cm.__exit__(None, None, None)
+
+
+def used_of_total(used: float, total: float) -> str:
+    """``87G/2.0T``; a single ``n/a`` when the host reports neither (not ``n/a/n/a``)."""
+    if not ok(used) and not ok(total):
+        return "n/a"
+    return f"{fmt_bytes(used)}/{fmt_bytes(total)}"
+
+
+NA_ON_CARD = "n/a on this card"
+# the SM row of a card without GPM, longest first: a cut "SM activity n/a on this car" read as a glitch
+SM_NA_TEXTS = ("SM activity n/a on this card (no GPM)", "SM activity n/a (no GPM)", "SM n/a (no GPM)", "SM n/a", "n/a")
+
+
+def longest_fitting(texts: tuple[str, ...], width: int) -> str:
+    return next((t for t in texts if len(t) <= width), texts[-1][:width])
+
+
+def fit_title(title: str, width: int, *, missing: bool) -> str:
+    """A chart title that fits ``width`` columns.
+
+    plotext silently drops a title wider than its plot: on an 80-column screen the detail charts lost their
+    titles, and with them the "n/a on this card" that is the only sign an empty box means "not reported".
+    When the chart has no data the n/a goes first so that it survives the cut.
+    """
+    text = f"{NA_ON_CARD}: {title}" if missing else title
+    if width <= 0 or len(text) <= width:
+        return text
+    return text[: max(1, width - 1)] + "…"
+
+
+def num(v: float) -> str:
+    return f"{v:.0f}" if ok(v) else "n/a"
+
+
+PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+
+
+def workers_text(wcpu: list[float]) -> str:
+    """Few workers: each one's CPU (to spot the one that lags); many: count, mean and max, which is what
+    decides "more workers" versus "lighter preprocessing" and fits any width."""
+    if not wcpu:
+        return "-"
+    if len(wcpu) <= 4:
+        return " ".join(f"{w:.0f}" for w in wcpu) + " %"
+    return f"{len(wcpu)}× avg {sum(wcpu) / len(wcpu):.0f} % max {max(wcpu):.0f} %"

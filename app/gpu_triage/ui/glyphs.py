@@ -1,0 +1,191 @@
+"""The glyph engines: a series squeezed into columns (binning), one-line block waveforms and tall bar graphs
+on a fixed 0–100 scale, and runs of one style appended as one span (terminal bytes)."""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+import numpy as np
+from rich.text import Text
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+SAWTOOTH_SPREAD = 40.0  # util_max - util_min inside one tick above which the cell is shaded
+SAWTOOTH_BG = "grey30"
+
+
+def bin_columns(values: np.ndarray, width: int, reduce: str = "mean") -> np.ndarray:
+    """Squeeze a (T,) series into at most ``width`` columns, newest at the right, NaN-aware.
+
+    All-NaN bins stay NaN (drawn blank). Written with fmin/fmax and masked sums rather than nanmean under a
+    warnings filter: that filter was a tenth of the dashboard's frame cost (16 calls per frame).
+    """
+    t = values.shape[0]
+    if t <= width:
+        return values
+    k = math.ceil(t / width)
+    # groups of k from the newest backwards: the rightmost column is always the newest k ticks
+    start = t - (t // k) * k
+    body = values[start:].reshape(-1, k)
+    if reduce == "min":
+        return np.fmin.reduce(body, axis=1)
+    if reduce == "max":
+        return np.fmax.reduce(body, axis=1)
+    ok = ~np.isnan(body)
+    count = ok.sum(axis=1)
+    total = np.where(ok, body, 0.0).sum(axis=1)
+    with np.errstate(all="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def block(v: float) -> str:
+    """Fixed 0–100 scale: 0 % is a dim dot, 100 % a full block, missing is blank."""
+    if math.isnan(v):
+        return " "
+    if v < 0.5:
+        return "·"
+    return BLOCKS[min(8, max(1, math.ceil(v / 12.5)))]
+
+
+_BLOCK_CHARS = np.array(list(BLOCKS), dtype=object)
+
+
+class Runs:
+    """Collects (character, style) cells and appends each run of one style to a Text as ONE span.
+
+    Why: a span per cell made Textual emit a colour escape sequence per cell (16 KB per frame for 8 cards,
+    most of the terminal bytes) and cost a segment per cell in the compositor (the top of the profile).
+    """
+
+    def __init__(self, out: Text) -> None:
+        self.out = out
+        self.chars: list[str] = []
+        self.style: str | None = None
+
+    def add(self, ch: str, style: str) -> None:
+        if style != self.style:
+            self.flush()
+            self.style = style
+        self.chars.append(ch)
+
+    def flush(self) -> None:
+        if self.chars:
+            self.out.append("".join(self.chars), self.style or "")
+            self.chars = []
+
+
+def waveform(
+    util: np.ndarray,
+    width: int,
+    colour: str,
+    *,
+    umin: np.ndarray | None = None,
+    umax: np.ndarray | None = None,
+    sm: np.ndarray | None = None,
+    sm_colour: str | None = None,
+) -> Text:
+    """One row of blocks on a fixed 0–100 scale, right-aligned (newest at the right).
+
+    Cells whose tick hid a fast sawtooth (min/max spread >= 40 points) get a shaded background; with
+    ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
+    busy on paper, not busy in fact.
+    """
+    u = bin_columns(util, width)
+    lo = bin_columns(umin, width, "min") if umin is not None else None
+    hi = bin_columns(umax, width, "max") if umax is not None else None
+    s = bin_columns(sm, width) if sm is not None else None
+    out = Text(" " * (width - u.shape[0]), no_wrap=True, end="")
+    # vectorised per cell (profile: a Python loop over 800 cells per frame was the biggest part of our
+    # own frame time): one character and one style code per cell, then one span per run of a style
+    u = np.asarray(u, dtype=float)
+    missing = np.isnan(u)
+    safe = np.where(missing, 0.0, u)
+    level = np.clip(np.ceil(safe / 12.5), 1, 8).astype(np.intp)
+    chars = _BLOCK_CHARS[level]
+    dot = ~missing & (safe < 0.5)
+    chars[dot] = "·"
+    chars[missing] = " "
+    code = np.zeros(u.shape[0], dtype=np.intp)  # 0 colour, 1 grey42 (zero), 2 sm_colour (SMs idle)
+    code[dot] = 1
+    if s is not None and sm_colour:
+        with np.errstate(invalid="ignore"):
+            idle_sm = ~dot & ~np.isnan(s) & (safe >= 10) & ~missing & (s < u / 3)
+        code[idle_sm] = 2
+    if lo is not None and hi is not None:
+        with np.errstate(invalid="ignore"):
+            shaded = ~np.isnan(lo) & ~np.isnan(hi) & ((hi - lo) >= SAWTOOTH_SPREAD)
+        code += 3 * shaded
+    styles = [colour, "grey42", sm_colour or colour]
+    styles += [f"{st} on {SAWTOOTH_BG}" for st in styles]
+    if u.shape[0]:
+        bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), u.shape[0]]
+        for a, b in pairwise(bounds):
+            out.append("".join(chars[a:b].tolist()), styles[int(code[a])])
+    return out
+
+
+AXIS_W = 4  # "100┤" gutter of the tall graph
+
+
+def axis_label(row: int, rows: int) -> str:
+    """y-axis hint of a tall graph on its fixed 0–100 scale: 100 at the top, 50 halfway, 0 at the bottom."""
+    if row == 0:
+        return "100┤"
+    if row == rows - 1:
+        return "  0┤"
+    if rows >= 4 and row == rows // 2:
+        return " 50┤"
+    return "   │"
+
+
+def tall_graph(
+    values: np.ndarray,
+    width: int,
+    rows: int,
+    colour: str,
+    *,
+    umax: np.ndarray | None = None,
+) -> list[Text]:
+    """``rows`` lines of a bar graph on a fixed 0–100 scale (1/8-row resolution), newest at the right.
+
+    With ``umax`` (the highest GPU-Util inside each tick), the part between the mean bar and that maximum is
+    drawn as a dim ``░``: a sawtooth faster than the tick reads as "busy in bursts" rather than "half busy".
+    Zero is a dim dot on the bottom row and missing data is blank, as in the one-line form. Vectorised per
+    row and one span per run of a style, to keep the frame cost of a tall card close to a one-line card.
+    """
+    u = np.asarray(bin_columns(values, width), dtype=float)
+    hi = np.asarray(bin_columns(umax, width, "max"), dtype=float) if umax is not None else None
+    pad = " " * (width - u.shape[0])
+    missing = np.isnan(u)
+    safe = np.where(missing, 0.0, u)
+    hi_safe = np.where(np.isnan(hi), 0.0, hi) if hi is not None else None
+    step = 100.0 / rows
+    lines: list[Text] = []
+    for r in range(rows):
+        base = (rows - 1 - r) * step
+        level = np.clip(np.round((safe - base) / step * 8), 0, 8).astype(np.intp)
+        chars = _BLOCK_CHARS[level]
+        code = np.zeros(u.shape[0], dtype=np.intp)  # 0 colour, 1 dim
+        if hi_safe is not None:
+            burst = (level == 0) & (hi_safe > base + step / 2) & ~missing
+            chars[burst] = "░"
+            code[burst] = 1
+        if r == rows - 1:
+            dot = ~missing & (safe < 0.5)
+            chars[dot] = "·"
+            code[dot] = 1
+        chars[missing] = " "
+        line = Text(pad, no_wrap=True, end="")
+        styles = (colour, "grey42")
+        if u.shape[0]:
+            bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), u.shape[0]]
+            for a, b in pairwise(bounds):
+                line.append("".join(chars[a:b].tolist()), styles[int(code[a])])
+        lines.append(line)
+    return lines
+
+
+def tall_split(rows_per_card: int) -> tuple[int, int]:
+    """Rows for GPU-Util and for SM activity in the tall form: util gets two thirds (it is read first)."""
+    sm_rows = max(2, rows_per_card // 3)
+    return rows_per_card - sm_rows, sm_rows

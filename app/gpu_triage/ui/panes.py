@@ -1,0 +1,395 @@
+"""The panes of the main screen: cards, cores, disks, processes and the diagnosis. A WindowView (+ verdict) in,
+Rich ``Text`` out, sized to a width and a line budget planned by :mod:`gpu_triage.ui.layout`.
+
+Kept free of widgets so that every pane redraws from the same window whether ticks come live or from a replay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+
+from gpu_triage.ui.formatters import (
+    SM_NA_TEXTS,
+    fmt_bytes,
+    last,
+    longest_fitting,
+    nan_sum,
+    num,
+    ok,
+    pct,
+    quiet_nan_warnings,
+    rate,
+    used_of_total,
+    workers_text,
+)
+from gpu_triage.ui.glyphs import (
+    AXIS_W,
+    Runs,
+    axis_label,
+    block,
+    tall_graph,
+    tall_split,
+    waveform,
+)
+from gpu_triage.ui.layout import (
+    CORE_LABEL,
+    TALL_MIN_ROWS,
+    WIDE_COLS,
+    core_bars_per_line,
+    core_cells_per_line,
+)
+from gpu_triage.window import WindowView
+
+PATTERN_COLOURS = {
+    "idle": "grey50",
+    "steady_high": "green",
+    "steady_low": "yellow",
+    "sawtooth": "magenta",
+    "single_card_busy": "bright_blue",
+    "imbalanced": "deep_sky_blue1",  # distinct from steady_low, which many palettes draw orange
+}
+
+
+@dataclass(slots=True)
+class Colours:
+    gpu: str = "green"
+    sm: str = "cyan"
+    alert: str = "red"
+
+
+# -- panes -------------------------------------------------------------------------------------------
+def gpu_pane(
+    view: WindowView,
+    width: int,
+    rows_per_card: int,
+    colours: Colours,
+    *,
+    lost: set[int] | frozenset[int] = frozenset(),
+    selected: int | None = None,
+    gpu_available: bool = True,
+) -> Text:
+    """Title line + one line (or two: util and SM) per card."""
+    out = Text(no_wrap=True, end="")
+    tall = rows_per_card >= TALL_MIN_ROWS
+    if tall:
+        title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
+    else:
+        title = "GPU  util 0–100 % (fixed scale; shaded = sawtooth inside a tick"
+        title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
+        if rows_per_card == 1:
+            title += f"{colours.sm} = SMs idle)"
+        title += "  memory in use is not work"
+    out.append(title[:width], "bold")
+    if not view.gpu_indexes:
+        out.append("\n")
+        msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
+        out.append(msg[:width], colours.alert if not gpu_available else "grey50")
+        return out
+    wide = width >= WIDE_COLS
+    for j, idx in enumerate(view.gpu_indexes):
+        out.append("\n")
+        g = {f: a[:, j] for f, a in view.gpu.items()}
+        # Silent now after answering earlier in the window = lost. A card that never reported these fields
+        # (every value null: no permission, a MIG parent, an old driver) is unsupported, shown n/a, not LOST.
+        last_missing = view.n > 1 and all(math.isnan(g[f][-1]) for f in _LOST_FIELDS)
+        went_silent = last_missing and any(not np.isnan(g[f][:-1]).all() for f in _LOST_FIELDS)
+        marker = "▶" if selected == j else " "
+        head = f"{marker}{idx:>2} "
+        if idx in lost or went_silent:
+            out.append(head, "bold reverse" if selected == j else "bold")
+            out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)], f"bold {colours.alert}")
+            continue
+        util = last(g["util_pct"])
+        sm = last(g["sm_active_pct"])
+        tail = f" {pct(util)} sm{pct(sm)}"
+        tail += f" {fmt_bytes(last(g['mem_used_bytes']))}/{fmt_bytes(last(g['mem_total_bytes']))}".ljust(10)
+        tail += f" {last(g['power_w']):4.0f}W" if ok(last(g["power_w"])) else "  n/aW"
+        tail += f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
+        tail += f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
+        if wide:
+            t = last(g["temp_c"])
+            c = last(g["sm_clock_mhz"])
+            tail += f" {t:3.0f}C" if ok(t) else "  n/aC"
+            tail += f" {c:5.0f}MHz" if ok(c) else "   n/aMHz"
+        if tall:
+            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j)
+            continue
+        wave_w = max(4, width - len(head) - len(tail))
+        out.append(head, "bold reverse" if selected == j else "bold")
+        out.append_text(
+            waveform(
+                g["util_pct"],
+                wave_w,
+                colours.gpu,
+                umin=g["util_min_pct"],
+                umax=g["util_max_pct"],
+                sm=g["sm_active_pct"] if rows_per_card == 1 else None,
+                sm_colour=colours.sm if rows_per_card == 1 else None,
+            )
+        )
+        out.append(tail[: max(0, width - len(head) - wave_w)])
+        if rows_per_card == 2:
+            out.append("\n")
+            out.append("  sm".ljust(len(head)), colours.sm)
+            if np.all(np.isnan(g["sm_active_pct"])):
+                out.append(" " + longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
+            else:
+                out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm))
+                occ = last(g["sm_occupancy_pct"])
+                ten = last(g["tensor_active_pct"])
+                dram = last(g["dram_active_pct"])
+                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
+    return out
+
+
+_LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
+
+
+def _tall_card(
+    out: Text, g: dict[str, np.ndarray], head: str, tail: str, width: int, rows_per_card: int, colours: Colours, selected: bool
+) -> None:
+    """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
+    the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
+    util_rows, sm_rows = tall_split(rows_per_card)
+    tail_w = len(tail)
+    graph_w = max(4, width - len(head) - AXIS_W - tail_w)
+    side_w = max(0, width - len(head) - AXIS_W - graph_w)
+    with quiet_nan_warnings():
+        mean = float(np.nanmean(g["util_pct"])) if not np.all(np.isnan(g["util_pct"])) else float("nan")
+        peak = float(np.nanmax(g["util_max_pct"])) if not np.all(np.isnan(g["util_max_pct"])) else float("nan")
+        sm_mean = float(np.nanmean(g["sm_active_pct"])) if not np.all(np.isnan(g["sm_active_pct"])) else float("nan")
+    t = last(g["temp_c"])
+    c = last(g["sm_clock_mhz"])
+    util_side = [
+        (tail, ""),
+        (" GPU-Util", colours.gpu),
+        (f" window mean{pct(mean)} peak{pct(peak)}", "grey70"),
+        (f" {t:.0f}°C" if ok(t) else " n/a°C", "grey70"),
+        (f" {c:.0f} MHz" if ok(c) else " n/a MHz", "grey70"),
+    ]
+    if width >= WIDE_COLS:  # the one-line tail already carries temperature and clock
+        util_side = util_side[:3]
+    lines = tall_graph(g["util_pct"], graph_w, util_rows, colours.gpu, umax=g["util_max_pct"])
+    for r, line in enumerate(lines):
+        if r:
+            out.append("\n")
+            out.append(" " * len(head))
+        else:
+            out.append(head, "bold reverse" if selected else "bold")
+        out.append(axis_label(r, util_rows), "grey50")
+        out.append_text(line)
+        if r < len(util_side):
+            txt, style = util_side[r]
+            out.append(txt[:side_w], style)
+    sm_na = bool(np.all(np.isnan(g["sm_active_pct"])))
+    sm_side = [
+        (" SM activity", colours.sm),
+        (f" window mean{pct(sm_mean)}", "grey70"),
+        (
+            f" occ{pct(last(g['sm_occupancy_pct']))} tensor{pct(last(g['tensor_active_pct']))} dram{pct(last(g['dram_active_pct']))}",
+            "grey70",
+        ),
+    ]
+    sm_lines = [] if sm_na else tall_graph(g["sm_active_pct"], graph_w, sm_rows, colours.sm)
+    for r in range(sm_rows):
+        out.append("\n")
+        out.append(("  sm" if r == 0 else "").ljust(len(head)), colours.sm)
+        if sm_na:
+            out.append((" " * AXIS_W + "SM activity n/a on this card (no GPM)" if r == 0 else "")[: width - len(head)], "grey50")
+            continue
+        out.append(axis_label(r, sm_rows), "grey50")
+        out.append_text(sm_lines[r])
+        if r < len(sm_side):
+            txt, style = sm_side[r]
+            out.append(txt[:side_w], style)
+
+
+def _heat(v: float) -> str:
+    if math.isnan(v):
+        return "grey30"
+    if v >= 90:
+        return "red"
+    if v >= 60:
+        return "yellow"
+    if v >= 20:
+        return "green"
+    return "grey50"
+
+
+def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    """Every core: heat cells (compact) or htop-like bars with % (when the budget allows), then a summary."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    cores = view.cpu[-1] if view.n else np.zeros(0)
+    n = cores.shape[0]
+    busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
+    hot = int(np.sum(cores >= 90)) if n else 0
+    io = last(view.iowait)
+    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
+    per_line = core_bars_per_line(width)
+    bar_lines = math.ceil(n / per_line) if n else 0
+    if n and lines - 1 >= bar_lines and bar_lines > 1 or (n and lines - 1 >= bar_lines and n <= per_line):
+        out.append(summary[:width], "bold")
+        for row in range(bar_lines):
+            out.append("\n")
+            for k in range(row * per_line, min(n, (row + 1) * per_line)):
+                v = float(cores[k])
+                filled = 0 if math.isnan(v) else round(v / 100 * 7)
+                out.append(f"{k:>3}", "grey50")
+                out.append("█" * filled + "░" * (7 - filled), _heat(v))
+                out.append(f"{pct(v)} "[:6])
+        return out
+    out.append(summary[:width], "bold")
+    cell_w = core_cells_per_line(width)
+    rows = min(lines - 1, math.ceil(n / cell_w)) if n else 0
+    for row in range(rows):
+        out.append("\n")
+        out.append(CORE_LABEL, "grey50")
+        runs = Runs(out)
+        for k in range(row * cell_w, min(n, (row + 1) * cell_w)):
+            v = float(cores[k])
+            runs.add(block(v) if not math.isnan(v) else " ", _heat(v))
+        runs.flush()
+    return out
+
+
+DISK_HEAD = f"{'DISK':<9} {'BUSY%':>6} {'AWAIT':>7} {'READ/s':>8} {'WRITE/s':>8} {'R IOPS':>7} {'W IOPS':>7}"
+
+
+def disk_pane(view: WindowView, width: int, lines: int) -> Text:
+    """iostat-like, busiest disks first."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    out.append(DISK_HEAD[:width], "bold")
+    if not view.disk_names or not view.n:
+        return out
+    newest = {f: a[-1] for f, a in view.disk.items()}
+    order = sorted(range(len(view.disk_names)), key=lambda k: -np.nan_to_num(newest["busy_pct"][k], nan=-1))
+    for k in order[: lines - 1]:
+        aw = newest["await_ms"][k]
+        line = (
+            f"{view.disk_names[k][:9]:<9} {pct(newest['busy_pct'][k], 6)}"
+            f" {f'{aw:5.1f}ms' if ok(aw) else '    n/a'}"
+            f" {rate(newest['read_bytes_per_s'][k]):>8} {rate(newest['write_bytes_per_s'][k]):>8}"
+            f" {num(newest['reads_per_s'][k]):>7} {num(newest['writes_per_s'][k]):>7}"
+        )
+        out.append("\n")
+        busy = newest["busy_pct"][k]
+        out.append(line[:width], "bold red" if ok(busy) and busy >= 90 else "")
+    return out
+
+
+PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+
+
+def proc_pane(view: WindowView, width: int, lines: int) -> Text:
+    """GPU processes of the newest tick with their DataLoader workers' CPU, in aligned columns
+    (numbers right-aligned under right-aligned headings); what does not fit is counted, not dropped silently."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    out.append(PROC_HEAD[:width], "bold")
+    procs = sorted(view.procs[-1] if view.procs else [], key=lambda p: (p.gpu_index, p.pid))
+    room = lines - 1
+    shown = procs if len(procs) <= room else procs[: max(0, room - 1)]
+    for p in shown:
+        line = (
+            f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>7}  {workers_text(p.workers_cpu_pct or [])}"
+        )
+        out.append("\n")
+        out.append(line[:width])
+    if len(shown) < len(procs) and room >= 1:
+        out.append("\n")
+        out.append(f"{'':>8} +{len(procs) - len(shown)} more"[:width], "grey50")
+    if not procs:
+        out.append("\n")
+        out.append("no process on any GPU"[:width], "grey50")
+    return out
+
+
+@dataclass(slots=True)
+class Shown:
+    """What the diagnosis pane shows: a verdict from the engine, or the raw facts when there is none."""
+
+    pattern: str | None
+    bottleneck: str | None
+    confidence: float | None
+    evidence: list[str]
+    advice: list[str]
+    gpus: list[int]
+
+
+def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    if shown.pattern is None:
+        out.append("FACTS "[:width], "bold")
+        out.append(("  ·  ".join(shown.evidence) or "waiting for ticks")[: max(0, width - 6)])
+    else:
+        bad = shown.bottleneck not in (None, "none")
+        out.append("VERDICT ", "bold")
+        out.append(shown.pattern, f"bold {PATTERN_COLOURS.get(shown.pattern, '')}")
+        out.append(" · ")
+        out.append(str(shown.bottleneck), f"bold {colours.alert}" if bad else "bold")
+        extra = ""
+        if shown.gpus:
+            extra += f"  GPU {','.join(map(str, shown.gpus))}"
+        if shown.confidence is not None:
+            extra += f"  confidence {shown.confidence * 100:.0f}%"
+        out.append(extra)
+        out.truncate(width)
+    used = 1
+    if lines >= 2:
+        out.append("\n")
+        out.append_text(verdict_strip(history, view, width))
+        used += 1
+    body: list[tuple[str, str]] = []
+    if shown.pattern is not None:
+        body += [("• " + e, "") for e in shown.evidence]
+    body += [("→ " + a, colours.sm) for a in shown.advice]
+    for text, style in body[: max(0, lines - used)]:
+        out.append("\n")
+        out.append(text[:width], style)
+    return out
+
+
+def verdict_strip(history: list[tuple[float, str, str]], view: WindowView, width: int) -> Text:
+    """Past verdicts over the window, one coloured cell per tick (newest right); red mark = bottleneck."""
+    label = "past "
+    out = Text(label, "grey50", no_wrap=True, end="")
+    cells = width - len(label)
+    if not view.n or not history:
+        return out
+    t0 = float(view.t[0])
+    recent = [h for h in history if h[0] >= t0 - 1e-6][-cells:]
+    out.append(" " * (cells - len(recent)))
+    runs = Runs(out)
+    for _, pattern, bottleneck in recent:
+        ch = "▆" if bottleneck in (None, "none") else "▇"
+        runs.add(ch, PATTERN_COLOURS.get(pattern, "white") + ("" if bottleneck in (None, "none") else " underline"))
+    runs.flush()
+    return out
+
+
+def facts(view: WindowView) -> list[str]:
+    """The two-minute method's raw facts, shown while no diagnosis engine is there."""
+    if not view.n:
+        return []
+    with quiet_nan_warnings():
+        gpu = float(np.nanmean(view.gpu["util_pct"])) if view.n_gpus else float("nan")
+        cpu = float(np.nanmean(view.cpu)) if view.cpu.size else float("nan")
+        disk = float(np.nanmax(np.nanmean(view.disk["busy_pct"], axis=0))) if view.disk_names else float("nan")
+        links = float(
+            np.nansum(
+                [np.nanmean(view.gpu[f]) for f in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")]
+            )
+        ) if view.n_gpus else float("nan")
+    return [f"GPU mean{pct(gpu)}", f"CPU busy{pct(cpu)}", f"disk busy{pct(disk)}", f"links {rate(links)}"]
