@@ -115,7 +115,7 @@ class SourceFailed(Message):
 
 
 class TriageApp(App[int]):
-    """The dashboard. Give it either ``source`` (live or simulated) or ``replay``."""
+    """The live dashboard over a ``source`` (live NVML or simulated); a recording is :class:`ReplayApp`."""
 
     TITLE = "gpu-triage"
     SUB_TITLE = "gpu-triage"
