@@ -81,7 +81,8 @@ def test_the_dashboard_ends_cleanly_and_keeps_a_valid_recording(tmp_path: Path, 
 def test_a_fast_sampler_with_a_week_long_window_stays_small_and_obeys(ending: str) -> None:
     """`demo healthy --gpus 16 --interval 0.05 --window 604800` (each value within its range) grew to 10 GB
     and ignored q and SIGHUP. The window is now capped and the buffers grow with the ticks."""
-    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.05", "--window", "604800", "demo", "healthy", "--gpus", "16"]
+    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.05", "--window", "604800",
+            "demo", "healthy", "--gpus", "16"]
     env = {**os.environ, "PYTHONPATH": str(APP), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
     pid, fd = pty.fork()
     if pid == 0:

@@ -9,7 +9,6 @@ from pathlib import Path
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.keys import KEYS, footer_line, keys_for, markdown_table
-
 from tests.ui_ticks import TickListSource, make_tick
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -36,7 +35,8 @@ async def test_the_help_screen_lists_the_table_for_its_mode() -> None:
         await pilot.pause()
         shown = str(app.screen.query_one("#help").render())
         for key in keys_for("live"):
-            assert re.search(rf"^\s+{re.escape(key.plain)}\s+{re.escape(key.help.replace('`', '')[:40])}", shown, re.MULTILINE), key.shown
+            row = rf"^\s+{re.escape(key.plain)}\s+{re.escape(key.help.replace('`', '')[:40])}"
+            assert re.search(row, shown, re.MULTILINE), key.shown
         assert "play / pause" not in shown  # replay's rows are only named, in one line
         assert "(replay adds: space ← → [ ] + - g G)" in shown
 

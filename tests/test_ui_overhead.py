@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+
 from gpu_triage.config import Config
 from gpu_triage.ui import glyphs
 from gpu_triage.ui.app import TriageApp
-
 from tests.ui_ticks import TickListSource, make_tick
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.ui.app import TriageApp
-
 from tests.ui_ticks import TickListSource, make_tick
 
 

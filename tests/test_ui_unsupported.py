@@ -9,7 +9,6 @@ from gpu_triage.config import Config
 from gpu_triage.model import GpuSample
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.formatters import NA_ON_CARD, fit_title
-
 from tests.ui_ticks import TickListSource, make_tick
 
 

@@ -109,7 +109,12 @@ def _add_seconds(p: argparse.ArgumentParser, flag: str, help_text: str, *, top: 
 def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     """--interval and --window of the dashboard commands (and the top level, for the default `live`)."""
     _add_seconds(p, "--interval", "seconds between ticks (default 2, from the config file if set)", top=top)
-    _add_seconds(p, "--window", "seconds of history the waveforms and the diagnosis look at (default 300; at most 3600 ticks)", top=top)
+    _add_seconds(
+        p,
+        "--window",
+        "seconds of history the waveforms and the diagnosis look at (default 300; at most 3600 ticks)",
+        top=top,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
