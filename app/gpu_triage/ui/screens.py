@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -34,6 +35,9 @@ LEGEND = [
 ]
 
 
+HELP_KEY_W = 14  # "  Enter / Esc " : the key column of the help screen
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
@@ -48,9 +52,13 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("Keys\n", "bold")
-        for key in keys_for(self.mode):  # the one key table (ui/keys.py), as the README's
-            t.append(f"  {key.plain:<12}", "bold cyan")
-            t.append(f"{key.help.replace('`', '')}\n")
+        # the one key table (ui/keys.py), as the README's; a long description wraps under itself, not under
+        # the keys (border and padding take 4 columns)
+        desc_w = max(20, self.app.size.width - 4 - HELP_KEY_W)
+        for key in keys_for(self.mode):
+            t.append(f"  {key.plain:<{HELP_KEY_W - 2}}", "bold cyan")
+            lines = textwrap.wrap(key.help.replace("`", ""), desc_w) or [""]
+            t.append(("\n" + " " * HELP_KEY_W).join(lines) + "\n")
         if self.mode == "live":
             t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
         t.append("Reading the screen\n", "bold")
