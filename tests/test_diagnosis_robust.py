@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gpu_triage.diagnosis.causes import BOTTLENECKS
 from gpu_triage.diagnosis.engine import diagnose
+from gpu_triage.diagnosis.engine import COLLECTING
 from gpu_triage.diagnosis.patterns import PATTERNS, autoperiod
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import GpuSample, ProcSample, Tick
@@ -31,7 +32,7 @@ def _tick(k: int, gpus: list[GpuSample], cpu: list[float] | None = None, procs: 
 
 
 def _sane(v) -> None:  # type: ignore[no-untyped-def]
-    assert v.pattern in PATTERNS and v.bottleneck in BOTTLENECKS
+    assert (v.pattern in PATTERNS or v.pattern == COLLECTING) and v.bottleneck in BOTTLENECKS
     assert 0.0 <= v.confidence <= 1.0 and v.evidence
 
 

@@ -1,369 +1,490 @@
-"""Why the GPUs wait: the two-minute method's facts (GPU, SM, CPU cores, disks, links, processes) and the
-rules that turn them into one bottleneck with its evidence.
+"""Why the GPUs wait: one small rule per mechanism, tried in order; the first that holds names the bottleneck.
 
-The host facts are read over the *stall ticks* (ticks where the cards' mean GPU-Util is below
-``high_util_pct``): in a sawtooth, what the CPU does while the GPU waits is what explains the wait; what it
-does while the GPU computes (the main process pegging a core to launch kernels) does not.
+Each rule is an object with a name (the mechanism), the bottleneck it names and ``detect(ctx)``, which
+returns a :class:`Cause` (confidence and evidence as :class:`~gpu_triage.diagnosis.facts.Fact`) or None.
+Every number a rule compares with or gives is a field of :class:`Thresholds`, explained in
+docs/diagnosis.md. Advice for each mechanism is in advice.py.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from gpu_triage.diagnosis.patterns import nanmax, nanmean, nanpct
+from gpu_triage.diagnosis.facts import Fact, HostFacts, ProcFacts
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.model import ProcSample
 from gpu_triage.units import fmt_rate
-
-BOTTLENECKS = (
-    "none",
-    "data_pipeline",
-    "storage_io",
-    "communication",
-    "launch_overhead",
-    "memory_idle",
-    "stall_unexplained",
-)
-
-
-@dataclass(slots=True)
-class ProcFacts:
-    """What the GPU processes and their children (DataLoader workers) did over the judged ticks."""
-
-    seen: bool = False  # any process on a GPU in the stretch
-    workers: int = 0  # the most workers one process had
-    workers_pegged: int = 0  # workers at or above core_pegged_pct (median over ticks)
-    worker_cpu_mean: float = float("nan")  # mean CPU % of a worker (100 = one core)
-    respawns: int = 0  # times a process's whole set of worker pids was replaced
-    main_pegged: bool = False  # a training process itself holds a core (kernel launches or in-process loading)
-    ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
-    mem_holders: list[int] = field(default_factory=list)  # pids holding GPU memory
-
-
-def proc_facts(procs: list[list[ProcSample]], th: Thresholds, other_cards_busy: bool) -> ProcFacts:
-    facts = ProcFacts()
-    pegged_per_tick: list[int] = []
-    worker_cpu: list[float] = []
-    last_sets: dict[int, frozenset[int]] = {}
-    main_pegged_ticks = 0
-    ticks_with_procs = 0
-    cards_seen: set[int] = set()
-    pids_by_card: dict[int, set[int]] = {}
-    holders: set[int] = set()
-    for tick in procs:
-        if not tick:
-            continue
-        ticks_with_procs += 1
-        pegged = 0
-        main_pegged = False
-        for p in tick:
-            cards_seen.add(p.gpu_index)
-            pids_by_card.setdefault(p.gpu_index, set()).add(p.pid)
-            if p.gpu_mem_bytes:
-                holders.add(p.pid)
-            if p.workers is not None:
-                facts.workers = max(facts.workers, int(p.workers))
-            cpus = [c for c in p.workers_cpu_pct if c is not None]
-            worker_cpu.extend(cpus)
-            pegged += sum(1 for c in cpus if c >= th.core_pegged_pct)
-            if p.cpu_pct is not None and p.cpu_pct >= th.core_pegged_pct:
-                main_pegged = True
-            if p.worker_pids:
-                pids = frozenset(p.worker_pids)
-                prev = last_sets.get(p.pid)
-                if prev is not None and prev and not (prev & pids):
-                    facts.respawns += 1
-                last_sets[p.pid] = pids
-        pegged_per_tick.append(pegged)
-        main_pegged_ticks += main_pegged
-    facts.seen = ticks_with_procs > 0
-    if pegged_per_tick:
-        facts.workers_pegged = int(np.median(pegged_per_tick))
-    if worker_cpu:
-        facts.worker_cpu_mean = float(np.mean(worker_cpu))
-    facts.main_pegged = ticks_with_procs > 0 and main_pegged_ticks >= 0.5 * ticks_with_procs
-    if len(cards_seen) == 1 and not other_cards_busy:
-        facts.ranks_on_first_card = len(pids_by_card[next(iter(cards_seen))])
-    facts.mem_holders = sorted(holders)
-    return facts
-
-
-@dataclass(slots=True)
-class HostFacts:
-    """The two-minute method's numbers over the judged ticks (NaN where not measured)."""
-
-    gpu_mean: float
-    gpu_p5: float
-    gpu_p95: float
-    sm_mean: float  # NaN: no SM activity on these cards (pre-Hopper, no GPM)
-    cpu_busy: float  # mean busy % of all cores during stall ticks
-    cpu_saturated_share: float  # share of stall ticks whose mean core busy reaches cpu_saturated_pct
-    max_core: float  # the busiest core's busy %, averaged over stall ticks
-    cores: int
-    cores_pegged: int  # median count of pegged cores during stall ticks
-    others_busy: float  # mean busy % of the cores that are not pegged
-    pegged_ids: list[int]  # the cores most often pegged
-    disk_busy: float
-    disk_name: str | None
-    await_ms: float
-    iowait: float
-    link_bytes_per_s: float  # busiest card's PCIe + NVLink traffic, both directions
-    mem_frac: float  # highest share of a card's memory in use
-    mem_card: int | None
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "gpu_util_mean_pct": self.gpu_mean,
-            "gpu_util_p5_pct": self.gpu_p5,
-            "gpu_util_p95_pct": self.gpu_p95,
-            "sm_active_mean_pct": self.sm_mean,
-            "cpu_busy_pct": self.cpu_busy,
-            "cpu_saturated_share": self.cpu_saturated_share,
-            "cpu_max_core_pct": self.max_core,
-            "cpu_cores": float(self.cores),
-            "cpu_cores_pegged": float(self.cores_pegged),
-            "disk_busy_pct": self.disk_busy,
-            "disk_await_ms": self.await_ms,
-            "iowait_pct": self.iowait,
-            "link_bytes_per_s": self.link_bytes_per_s,
-            "gpu_mem_used_frac": self.mem_frac,
-        }
-
-
-def _f(x: object) -> float:
-    try:
-        v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return float("nan")
-    return v
-
-
-def host_facts(
-    gpu: dict[str, np.ndarray],
-    gpu_indexes: list[int],
-    cpu: np.ndarray,
-    iowait: np.ndarray,
-    disk: dict[str, np.ndarray],
-    disk_names: list[str],
-    th: Thresholds,
-    cpu_count: int | None,
-) -> HostFacts:
-    util = gpu["util_pct"]
-    per_tick = nanmean(util, axis=1) if util.shape[1] else np.full(util.shape[0], np.nan)
-    stall = per_tick < th.high_util_pct
-    if not stall.any():
-        stall = np.ones_like(stall, dtype=bool)
-    vals = util[~np.isnan(util)]
-    gpu_mean = float(vals.mean()) if vals.size else float("nan")
-    # one sort for both percentiles (same values as two calls)
-    gpu_p5, gpu_p95 = (float(v) for v in np.percentile(vals, [5, 95])) if vals.size else (float("nan"),) * 2
-    sm_mean = _f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
-
-    c = cpu[stall] if cpu.shape[1] else cpu
-    cores = int(cpu_count or cpu.shape[1] or 0)
-    if c.size and not np.isnan(c).all():
-        cpu_busy = _f(nanmean(c))
-        tick_busy = nanmean(c, axis=1)
-        cpu_sat = float(np.mean(tick_busy >= th.cpu_saturated_pct))
-        max_core = _f(nanmean(nanmax(c, axis=1)))
-        pegged = c >= th.core_pegged_pct
-        n_pegged = pegged.sum(axis=1)
-        cores_pegged = int(np.median(n_pegged))
-        freq = pegged.mean(axis=0)
-        pegged_ids = [int(i) for i in np.argsort(-freq, kind="stable")[:cores_pegged] if freq[i] >= 0.5]
-        rest = np.where(pegged, np.nan, c)
-        others_busy = _f(nanmean(rest))
-    else:
-        cpu_busy = max_core = others_busy = cpu_sat = float("nan")
-        cores_pegged = 0
-        pegged_ids = []
-
-    iow = _f(nanmean(iowait[stall])) if iowait.size else float("nan")
-    busy = disk["busy_pct"][stall] if disk["busy_pct"].shape[1] else np.zeros((0, 0))
-    if busy.size and not np.isnan(busy).all():
-        per_disk = nanmean(busy, axis=0)
-        j = int(np.nanargmax(per_disk))
-        disk_busy = _f(per_disk[j])
-        disk_name = disk_names[j] if j < len(disk_names) else None
-        aw = disk["await_ms"][stall][:, j]
-        await_ms = _f(nanmean(aw)) if aw.size else float("nan")
-    else:
-        disk_busy = await_ms = float("nan")
-        disk_name = None
-
-    link = np.zeros(util.shape)
-    have_link = np.zeros(util.shape, dtype=bool)
-    for name in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
-        a = gpu[name]
-        have_link |= ~np.isnan(a)
-        link += np.nan_to_num(a)
-    link = np.where(have_link, link, np.nan)
-    per_card_link = nanmean(link, axis=0) if link.size else np.zeros(0)
-    link_max = _f(nanmax(per_card_link)) if np.size(per_card_link) else float("nan")
-
-    used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = nanmean(used / total, axis=0) if used.size else np.zeros(0)
-    if np.size(frac) and not np.isnan(frac).all():
-        j = int(np.nanargmax(frac))
-        mem_frac, mem_card = _f(frac[j]), gpu_indexes[j]
-    else:
-        mem_frac, mem_card = float("nan"), None
-    return HostFacts(
-        gpu_mean, gpu_p5, gpu_p95, sm_mean, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
-        disk_busy, disk_name, await_ms, iowait=iow, link_bytes_per_s=link_max, mem_frac=mem_frac, mem_card=mem_card,
-    )
 
 
 @dataclass(slots=True)
 class Cause:
     bottleneck: str
     confidence: float
-    evidence: list[str]
+    evidence: list[Fact]
+    mechanism: str = ""  # the rule that named it (advice.py keys on it)
+    cards: list[int] | None = None  # the cards concerned, when not the pattern's
 
 
-def _ge(x: float, limit: float) -> bool:
+def ge(x: float, limit: float) -> bool:
     return not math.isnan(x) and x >= limit
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.0f} %"
 
 
-def _gbs(x: float) -> str:
-    return fmt_rate(x)
+def gbs(x: float) -> str:
+    return fmt_rate(x)  # the project's one convention for rates (units.py)
 
 
-def find_cause(pattern: str, hf: HostFacts, pf: ProcFacts, th: Thresholds, n_gpus: int, sm_per_card: dict[int, float],
-               util_per_card: dict[int, float]) -> Cause:
-    """Apply the method's rules in order; the first that holds names the bottleneck."""
-    sm_known = not math.isnan(hf.sm_mean)
-    gpu_line = f"GPU-Util mean {_pct(hf.gpu_mean)}, p5 {_pct(hf.gpu_p5)}, p95 {_pct(hf.gpu_p95)}"
-    ev: list[str] = [gpu_line]
-    if sm_known:
-        ev.append(f"SM activity mean {_pct(hf.sm_mean)}")
-    no_sm_note = "SM activity not available on these cards (no GPM before Hopper): judged from GPU-Util alone"
-
-    # -- input pressure: what the host does while the GPU waits --------------------------------------------
-    storage_ev: list[str] = []
-    if _ge(hf.iowait, th.iowait_pct):
-        storage_ev.append(f"iowait {_pct(hf.iowait)}")
-    if _ge(hf.disk_busy, th.disk_busy_pct):
-        storage_ev.append(f"disk {hf.disk_name} {_pct(hf.disk_busy)} busy")
-    if _ge(hf.await_ms, th.await_ms):
-        storage_ev.append(f"disk {hf.disk_name} await {hf.await_ms:.0f} ms")
-    if storage_ev and not math.isnan(hf.await_ms) and not any(s.startswith("disk " + str(hf.disk_name) + " await") for s in storage_ev):
-        storage_ev.append(f"await {hf.await_ms:.1f} ms")
-
-    data_ev: list[str] = []
-    too_few = False
-    cpu_full = _ge(hf.cpu_saturated_share, 0.5)
-    if cpu_full:
-        data_ev.append(f"CPU {_pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits "
-                       f"(at or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those ticks)")
-    few_limit = max(2, hf.cores // 8)
-    lone_cores = 1 <= hf.cores_pegged <= few_limit and (math.isnan(hf.others_busy) or hf.others_busy < 25.0)
-    if pf.workers_pegged >= 1 and (pf.workers <= max(2, hf.cores // 4) or lone_cores):
-        too_few = True
-        ids = " and ".join(str(i) for i in hf.pegged_ids) if hf.pegged_ids else ""
-        if hf.cores_pegged >= 1 and lone_cores:
-            where = f"cores {ids} at {hf.max_core:.0f} %" if len(hf.pegged_ids) > 1 else (
-                f"core {ids} at {hf.max_core:.0f} %" if ids else f"{hf.cores_pegged} cores pegged")
-            data_ev.append(f"{where} while the other {max(hf.cores - hf.cores_pegged, 0)} idle "
-                           f"({_pct(hf.others_busy)})")
-        data_ev.append(f"{pf.workers} DataLoader workers, {pf.workers_pegged} of them at 100 % of a core: "
-                       "too few workers for this input pipeline")
-    elif pf.workers >= 1 and pf.workers_pegged * 2 >= pf.workers and not cpu_full:
-        # every worker busy the whole time while the GPU waits: the workers are the limit (more of them
-        # needs more cores; lighter preprocessing needs none), whatever their number
-        data_ev.append(f"{pf.workers_pegged} of {pf.workers} DataLoader workers at 100 % of a core while the "
-                       "GPU waits: preprocessing cannot keep up")
-    elif lone_cores and not pf.seen and not (sm_known and hf.sm_mean < th.sm_idle_pct):
-        too_few = True
-        data_ev.append(
-            f"{hf.cores_pegged} of {hf.cores} cores pegged ({_pct(hf.max_core)}) while the rest idle "
-            f"({_pct(hf.others_busy)}): too few loader processes")
-    if pf.respawns >= 2:
-        data_ev.append(f"DataLoader worker pids changed {pf.respawns} times: workers re-spawned each epoch")
-    in_process = (pf.seen and pf.workers == 0 and pf.main_pegged and lone_cores and hf.cores_pegged <= 1)
-
-    # -- rules, in order -----------------------------------------------------------------------------------
-    if pattern == "idle":
-        if _ge(hf.mem_frac, th.mem_held_frac):
-            return Cause("memory_idle", 0.85, [
-                f"card {hf.mem_card} holds {hf.mem_frac * 100:.0f} % of its memory",
-                gpu_line + ": no kernels run",
-            ] + ([f"SM activity {_pct(hf.sm_mean)}"] if sm_known else []))
-        if pf.seen and storage_ev:
-            return Cause("storage_io", 0.7, ev + storage_ev)
-        if pf.seen and data_ev:
-            return Cause("data_pipeline", 0.6, ev + data_ev)
-        return Cause("none", 0.8 if not pf.seen else 0.6, ev + ["no kernels run" + (
-            "" if pf.seen else " and no process uses the GPUs")])
-
-    high = _ge(hf.gpu_mean, th.high_util_pct)
-    # communication: busy on paper, SMs idle (NCCL kernels waiting hold their SMs at 100 % GPU-Util)
-    waiting = [i for i, u in util_per_card.items() if u >= th.high_util_pct and sm_per_card.get(i, np.nan) < th.sm_low_pct]
-    if sm_known and waiting and (len(waiting) * 2 >= max(1, len([u for u in util_per_card.values() if u >= th.stall_util_pct]))):
-        link_ok = _ge(hf.link_bytes_per_s, th.link_busy_bytes_per_s)
-        if link_ok or n_gpus >= 2:
-            cev = ev + [
-                f"cards {', '.join(map(str, waiting))}: GPU-Util ≥ {th.high_util_pct:.0f} % but SM activity "
-                f"< {th.sm_low_pct:.0f} %: kernels waiting, not computing",
-            ]
-            if link_ok:
-                cev.append(f"link traffic {_gbs(hf.link_bytes_per_s)} on the busiest card")
-            strag = [i for i, u in util_per_card.items() if i not in waiting and u >= th.stall_util_pct]
-            if strag:
-                cev.append(f"card {', '.join(map(str, strag))} computes while the others wait: a straggler")
-            return Cause("communication", 0.75 if link_ok else 0.6, cev)
-
-    if not high or pattern in ("sawtooth", "steady_low", "imbalanced"):
-        if storage_ev:
-            return Cause("storage_io", min(0.9, 0.55 + 0.15 * len(storage_ev)), ev + storage_ev)
-        if data_ev:
-            conf = 0.85 if (too_few or pf.respawns >= 2 or cpu_full) else 0.6
-            if not sm_known:
-                conf -= 0.1
-                data_ev.append(no_sm_note)
-            return Cause("data_pipeline", conf, ev + data_ev)
-        moderate = _ge(hf.gpu_mean, th.stall_util_pct)
-        if sm_known and moderate and hf.sm_mean < th.sm_idle_pct:
-            return Cause("launch_overhead", 0.8, ev + [
-                f"GPU-Util {_pct(hf.gpu_mean)} with SM activity {hf.sm_mean:.1f} %: many tiny kernels, the "
-                "GPU waits on kernel launches",
-                f"no input pressure: CPU {_pct(hf.cpu_busy)}, disks {_pct(hf.disk_busy)}, iowait {_pct(hf.iowait)}",
-            ])
-        if in_process and not sm_known:
-            return Cause("launch_overhead", 0.35, ev + [
-                "the training process holds one core at 100 % and has no DataLoader workers: it either "
-                "launches many small kernels or loads data itself (num_workers=0)", no_sm_note])
-        if in_process and sm_known:
-            return Cause("data_pipeline", 0.5, ev + [
-                "the training process holds one core at 100 % with no DataLoader workers: it loads data "
-                "itself (num_workers=0)"])
-        if pattern in ("sawtooth", "steady_low"):
-            conf = 0.7 if pattern == "sawtooth" else 0.4
-            if not sm_known:
-                conf -= 0.1
-            return Cause("stall_unexplained", conf, ev + [
-                f"while the GPU waits: CPU {_pct(hf.cpu_busy)} (busiest core {_pct(hf.max_core)}), "
-                f"disk {_pct(hf.disk_busy)}, iowait {_pct(hf.iowait)}, links {_gbs(hf.link_bytes_per_s)}: "
-                "all quiet, so the wait is in the job itself (sleeps, syncs, checkpoints, logging)",
-            ])
-    conf = 0.85 if sm_known and _ge(hf.sm_mean, th.sm_low_pct) else 0.6
-    out = ev + (["the GPUs are kept busy"] if high else ["nothing on the host explains the difference between the cards"])
-    if not sm_known:
-        out.append(no_sm_note)
-    return Cause("none", conf, out)
+def _cards(ids: Sequence[int]) -> str:
+    return ("card " if len(ids) == 1 else "cards ") + ", ".join(map(str, ids))
 
 
-def mem_usage_line(hf: HostFacts) -> str:
-    return f"card {hf.mem_card} holds {_pct(hf.mem_frac * 100 if not math.isnan(hf.mem_frac) else float('nan'))} of its memory"
+@dataclass(frozen=True, slots=True)
+class WorkersRec:
+    """The one num_workers recommendation: from cores, training processes and measured worker saturation."""
+
+    lo: int
+    hi: int
+    now: int | None  # num_workers now (None: no process information)
+    state: str  # "too_few", "cpu_bound" (enough workers, each pegged), "cpu_full" (every core busy), "range"
+
+    def line(self) -> str:
+        now = "" if self.now is None else f" (now {self.now})"
+        if self.state == "cpu_full":
+            return (f"keep num_workers at or below {self.hi} per process{now}: every core is already busy, more "
+                    "workers only add contention")
+        if self.state == "cpu_bound":
+            return (f"num_workers is already {self.now} (at least cores/2 = {self.hi} per process): make each "
+                    "worker's preprocessing lighter rather than adding workers")
+        lo = self.lo if self.now is None or self.state != "too_few" else max(self.lo, min(self.now + 1, self.hi))
+        span = f"{lo}" if lo >= self.hi else f"{lo}..{self.hi}"
+        return f"DataLoader(num_workers={span}){now}: between cores/4 and cores/2 per process"
 
 
-def percentile_or_nan(a: np.ndarray, q: float) -> float:
-    return _f(nanpct(a, q)) if a.size else float("nan")
+@dataclass(slots=True)
+class Context:
+    """Everything a rule may read, computed once per verdict."""
+
+    pattern: str
+    hf: HostFacts
+    pf: ProcFacts
+    th: Thresholds
+    n_gpus: int
+    util: dict[int, float]  # mean GPU-Util of the cards the pattern concerns
+    sm: dict[int, float]  # their SM activity
+    all_util: dict[int, float]  # every card's
+    all_sm: dict[int, float]
+    link: dict[int, float]  # every card's PCIe + NVLink traffic over the judged ticks
+    quiet_wait_s: float = 0.0  # how long the waiting cards have waited with quiet links (whole window)
+    procs_known: bool = True  # any process information in the window (containers may have none)
+    # derived in derive()
+    gpu_line: Fact = field(default_factory=lambda: Fact(""))
+    base: list[Fact] = field(default_factory=list)
+    storage: list[Fact] = field(default_factory=list)
+    data: list[Fact] = field(default_factory=list)
+    workers: WorkersRec | None = None
+    strong_data: bool = False
+
+    @property
+    def sm_known(self) -> bool:
+        return not math.isnan(self.hf.sm_mean)
+
+    @property
+    def high(self) -> bool:
+        return ge(self.hf.gpu_mean, self.th.high_util_pct)
+
+    @property
+    def waiting(self) -> list[int]:
+        """Cards at high GPU-Util with low SM activity: kernels that wait (NCCL at a barrier), not compute."""
+        th = self.th
+        return [i for i, u in self.util.items() if u >= th.high_util_pct and self.sm.get(i, math.nan) < th.sm_low_pct]
+
+    @property
+    def no_sm_note(self) -> Fact:
+        return Fact("SM activity not available on these cards (no GPM before Hopper): judged from GPU-Util alone")
+
+    def derive(self) -> Context:
+        hf, pf, th = self.hf, self.pf, self.th
+        self.gpu_line = Fact(f"GPU-Util mean {pct(hf.gpu_mean)}, p5 {pct(hf.gpu_p5)}, p95 {pct(hf.gpu_p95)}",
+                             "gpu_util_mean_pct", hf.gpu_mean, tuple(self.util))
+        self.base = [self.gpu_line]
+        if self.sm_known:
+            self.base.append(Fact(f"SM activity mean {pct(hf.sm_mean)}", "sm_active_mean_pct", hf.sm_mean))
+        # storage: what the disks do while the GPU waits
+        st: list[Fact] = []
+        if ge(hf.iowait, th.iowait_pct):
+            st.append(Fact(f"iowait {pct(hf.iowait)}", "iowait_pct", hf.iowait))
+        if ge(hf.disk_busy, th.disk_busy_pct):
+            st.append(Fact(f"disk {hf.disk_name} {pct(hf.disk_busy)} busy", "disk_busy_pct", hf.disk_busy))
+        if ge(hf.await_ms, th.await_ms):
+            st.append(Fact(f"disk {hf.disk_name} await {hf.await_ms:.0f} ms", "disk_await_ms", hf.await_ms))
+        elif st and not math.isnan(hf.await_ms):
+            st.append(Fact(f"await {hf.await_ms:.1f} ms", "disk_await_ms", hf.await_ms))
+        self.storage = st
+        # data pipeline: what the cores and the DataLoader workers do while the GPU waits
+        d: list[Fact] = []
+        cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+        if cpu_full:
+            d.append(Fact(f"CPU {pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits (at "
+                          f"or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those "
+                          "ticks)", "cpu_busy_pct", hf.cpu_busy))
+        few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
+        lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
+        procs = max(pf.processes, 1)
+        per = max(hf.cores, 1) / procs
+        lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
+        saturated = pf.workers_pegged >= 1 and (
+            pf.workers_pegged >= th.workers_saturated_share * max(pf.workers_total, 1) or lone
+            or pf.workers <= max(2, int(per / th.few_workers_per_core)))
+        now = pf.workers if pf.seen else None
+        if cpu_full:
+            state = "cpu_full"
+        elif saturated and pf.workers < hi:
+            state = "too_few"
+        elif saturated:
+            state = "cpu_bound"
+        else:
+            state = "range"
+        self.workers = WorkersRec(lo, hi, now, state)
+        if saturated and not cpu_full:
+            if lone and hf.cores_pegged >= 1:
+                ids = ", ".join(map(str, hf.pegged_ids))
+                where = (f"core {ids}" if len(hf.pegged_ids) == 1 else f"cores {ids}") if ids else f"{hf.cores_pegged} cores"
+                d.append(Fact(f"{where} at {pct(hf.max_core)} while the other {max(hf.cores - hf.cores_pegged, 0)} "
+                              f"idle ({pct(hf.others_busy)})", "cpu_cores_pegged", float(hf.cores_pegged)))
+            split = f" ({pf.workers} per process, {pf.processes} processes)" if pf.processes > 1 else ""
+            tail = ("too few workers for this input pipeline" if state == "too_few"
+                    else "preprocessing cannot keep up")
+            d.append(Fact(f"{pf.workers_pegged} of {pf.workers_total} DataLoader workers{split} at 100 % of a core "
+                          f"while the GPU waits: {tail}", "workers_pegged", float(pf.workers_pegged)))
+        elif lone and not pf.seen and not (self.sm_known and hf.sm_mean < th.sm_idle_pct):
+            state = "too_few"
+            self.workers = WorkersRec(lo, hi, None, state)
+            d.append(Fact(f"{hf.cores_pegged} of {hf.cores} cores pegged ({pct(hf.max_core)}) while the rest idle "
+                          f"({pct(hf.others_busy)}): too few loader processes", "cpu_cores_pegged",
+                          float(hf.cores_pegged)))
+        if pf.respawns >= th.respawns_min:
+            d.append(Fact(f"DataLoader worker pids changed {pf.respawns} times: workers re-spawned each epoch",
+                          "worker_respawns", float(pf.respawns)))
+        self.data = d
+        self.strong_data = state == "too_few" or pf.respawns >= th.respawns_min or cpu_full
+        return self
+
+
+class Rule:
+    """detect → evidence (a Cause) or None. ``patterns``: the patterns it applies to (empty: any)."""
+
+    name = ""
+    bottleneck = ""
+    patterns: tuple[str, ...] = ()
+
+    def applies(self, ctx: Context) -> bool:
+        return not self.patterns or ctx.pattern in self.patterns
+
+    def detect(self, ctx: Context) -> Cause | None:  # pragma: no cover - every rule overrides it
+        raise NotImplementedError
+
+    def cause(self, confidence: float, evidence: list[Fact], cards: list[int] | None = None) -> Cause:
+        return Cause(self.bottleneck, confidence, evidence, self.name, cards)
+
+
+WAITING = ("sawtooth", "steady_low", "imbalanced", "single_card_busy", "steady_high")
+
+
+def _job_present(ctx: Context) -> bool:
+    """A process uses the GPUs; without process information, a card holds a context's worth of memory."""
+    return ctx.pf.seen or (not ctx.procs_known and ge(ctx.hf.mem_frac, ctx.th.mem_context_frac))
+
+
+class IdleStorage(Rule):
+    name, bottleneck, patterns = "idle_storage", "storage_io", ("idle",)
+
+    def detect(self, ctx: Context) -> Cause | None:
+        if _job_present(ctx) and ctx.storage:
+            return self.cause(ctx.th.conf_idle_storage, ctx.base + ctx.storage)
+        return None
+
+
+class IdleData(Rule):
+    name, bottleneck, patterns = "idle_data", "data_pipeline", ("idle",)
+
+    def detect(self, ctx: Context) -> Cause | None:
+        if _job_present(ctx) and ctx.data:
+            return self.cause(ctx.th.conf_idle_data, ctx.base + ctx.data)
+        return None
+
+
+class MemoryIdle(Rule):
+    """Memory held on cards that run nothing, with nothing on the host that the job could be waiting for."""
+
+    name, bottleneck, patterns = "memory_idle", "memory_idle", ("idle",)
+
+    def detect(self, ctx: Context) -> Cause | None:
+        hf = ctx.hf
+        if not ge(hf.mem_frac, ctx.th.mem_held_frac):
+            return None
+        ev = [Fact(f"card {hf.mem_card} holds {hf.mem_frac * 100:.0f} % of its memory", "gpu_mem_used_frac",
+                   hf.mem_frac, () if hf.mem_card is None else (hf.mem_card,)),
+              Fact(ctx.gpu_line.text + ": no kernels run", "gpu_util_mean_pct", hf.gpu_mean)]
+        if ctx.sm_known:
+            ev.append(Fact(f"SM activity {pct(hf.sm_mean)}", "sm_active_mean_pct", hf.sm_mean))
+        return self.cause(ctx.th.conf_memory_idle, ev)
+
+
+class IdleNothing(Rule):
+    name, bottleneck, patterns = "idle", "none", ("idle",)
+
+    def detect(self, ctx: Context) -> Cause:
+        seen = ctx.pf.seen
+        return self.cause(ctx.th.conf_idle_waiting if seen else ctx.th.conf_idle_nothing, ctx.base + [
+            Fact("no kernels run" + ("" if seen else " and no process uses the GPUs"))])
+
+
+class RankBlockedOnStorage(Rule):
+    """One rank blocked in IO (a checkpoint with fsync) while the others spin at the next collective.
+
+    Mechanism: the blocked rank's card drops; the others' NCCL kernels wait at the barrier and read ~100 %
+    GPU-Util with low SM activity; the host shows the writes (disk busy, await, iowait or write bytes)."""
+
+    name, bottleneck = "rank_blocked_on_storage", "storage_io"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th = ctx.th
+        if not ctx.sm_known or ctx.n_gpus < 2:
+            return None
+        waiting = [i for i, u in ctx.all_util.items() if u >= th.high_util_pct and ctx.all_sm.get(i, math.nan) < th.sm_low_pct]
+        blocked = [i for i, u in ctx.all_util.items() if u < th.high_util_pct and i not in waiting]
+        writes = ge(ctx.hf.disk_write, th.disk_write_bytes_per_s)
+        if not waiting or not blocked or not (ctx.storage or writes):
+            return None
+        ev = list(ctx.storage)
+        if writes:
+            ev.append(Fact(f"disk writes {gbs(ctx.hf.disk_write)}: a checkpoint or log being written",
+                           "disk_write_bytes_per_s", ctx.hf.disk_write))
+        names = " and ".join(f"rank {i}" for i in blocked)
+        ev.insert(0, Fact(f"{_cards(blocked)} dropped to GPU-Util "
+                          f"{', '.join(pct(ctx.all_util[i]) for i in blocked)} while blocked on storage",
+                          "gpu_util_mean_pct", min(ctx.all_util[i] for i in blocked), tuple(blocked)))
+        ev.insert(1, Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % with SM activity "
+                          f"< {th.sm_low_pct:.0f} %: waiting for {names} at a collective", "sm_active_mean_pct",
+                          max(ctx.all_sm[i] for i in waiting), tuple(waiting)))
+        return self.cause(th.conf_rank_blocked, ev, blocked)
+
+
+class HungCollective(Rule):
+    """Ranks spinning in a collective with no traffic: a peer died, hung or never joined. No bytes move, so
+    it is not the topology; the fix is to find the rank that is missing."""
+
+    name, bottleneck = "hung_collective", "communication"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, waiting = ctx.th, ctx.waiting
+        working = [u for u in ctx.util.values() if u >= th.stall_util_pct]
+        if not (ctx.sm_known and waiting and ctx.n_gpus >= 2 and len(waiting) * 2 >= max(1, len(working))):
+            return None
+        link = max((ctx.link.get(i, math.nan) for i in waiting), default=math.nan)
+        if math.isnan(link) or link >= th.link_quiet_bytes_per_s:
+            return None
+        hung = ctx.quiet_wait_s >= th.hung_min_s
+        what = ("a hung collective: no traffic and no progress (a peer died, hung or never joined)" if hung
+                else "a collective waiting with no traffic: a peer is late or gone")
+        ev = ctx.base + [
+            Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % but SM activity "
+                 f"< {th.sm_low_pct:.0f} %: kernels waiting, not computing", "sm_active_mean_pct",
+                 max(ctx.sm[i] for i in waiting), tuple(waiting)),
+            Fact(f"links {gbs(link)} (PCIe + NVLink) for {ctx.quiet_wait_s:.0f} s: {what}",
+                 "link_bytes_per_s", link, tuple(waiting)),
+        ]
+        return self.cause(th.conf_hung if hung else th.conf_comm_no_links, ev)
+
+
+class Communication(Rule):
+    """NCCL kernels waiting for a late rank hold their SMs and read 100 % GPU-Util (NVIDIA/nccl#403)."""
+
+    name, bottleneck = "communication", "communication"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, waiting = ctx.th, ctx.waiting
+        working = [u for u in ctx.util.values() if u >= th.stall_util_pct]
+        if not (ctx.sm_known and waiting and len(waiting) * 2 >= max(1, len(working))):
+            return None
+        link_ok = ge(ctx.hf.link_bytes_per_s, th.link_busy_bytes_per_s)
+        if not (link_ok or ctx.n_gpus >= 2):
+            return None
+        ev = ctx.base + [Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % but SM activity "
+                              f"< {th.sm_low_pct:.0f} %: kernels waiting, not computing", "sm_active_mean_pct",
+                              max(ctx.sm[i] for i in waiting), tuple(waiting))]
+        if link_ok:
+            ev.append(Fact(f"link traffic {gbs(ctx.hf.link_bytes_per_s)} on the busiest card", "link_bytes_per_s",
+                           ctx.hf.link_bytes_per_s))
+        strag = [i for i, u in ctx.util.items() if i not in waiting and u >= th.stall_util_pct]
+        if strag:
+            ev.append(Fact(f"{_cards(strag)} computes while the others wait: a straggler", None, None, tuple(strag)))
+        return self.cause(th.conf_comm_links if link_ok else th.conf_comm_no_links, ev)
+
+
+def _waits(ctx: Context) -> bool:
+    return not ctx.high or ctx.pattern in ("sawtooth", "steady_low", "imbalanced")
+
+
+class Storage(Rule):
+    name, bottleneck = "storage", "storage_io"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        if not (_waits(ctx) and ctx.storage):
+            return None
+        th = ctx.th
+        return self.cause(min(th.conf_storage_max, th.conf_storage_base + th.conf_storage_per_sign * len(ctx.storage)),
+                          ctx.base + ctx.storage)
+
+
+class DataPipeline(Rule):
+    """Every core busy, DataLoader workers pegged, or workers re-spawned each epoch while the GPU waits."""
+
+    name, bottleneck = "data_pipeline", "data_pipeline"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        if not (_waits(ctx) and ctx.data):
+            return None
+        th = ctx.th
+        conf = th.conf_data_strong if ctx.strong_data else th.conf_data_weak
+        ev = ctx.base + ctx.data
+        if not ctx.sm_known:
+            conf -= th.conf_no_sm_penalty
+            ev.append(ctx.no_sm_note)
+        return self.cause(conf, ev)
+
+
+class HostToDeviceCopy(Rule):
+    """Large batches copied from pageable host memory: PCIe RX of several GB/s while the SMs barely work.
+    Kernel-launch overhead moves little over PCIe (real launch loops: ≤ 0.3 GB/s)."""
+
+    name, bottleneck = "h2d_copy", "data_pipeline"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, hf = ctx.th, ctx.hf
+        if not (_waits(ctx) and not ctx.high and ge(hf.h2d_bytes_per_s, th.h2d_bytes_per_s)):
+            return None
+        if ctx.sm_known and hf.sm_mean >= th.sm_low_pct:
+            return None
+        ev = ctx.base + [Fact(f"PCIe host-to-device {gbs(hf.h2d_bytes_per_s)} on {_cards(hf.h2d_cards or [])} while "
+                              "the SMs barely work: the step waits on copying batches to the card",
+                              "pcie_rx_bytes_per_s", hf.h2d_bytes_per_s, tuple(hf.h2d_cards))]
+        conf = th.conf_h2d
+        if not ctx.sm_known:
+            conf -= th.conf_no_sm_penalty
+            ev.append(ctx.no_sm_note)
+        return self.cause(conf, ev)
+
+
+class LaunchOverhead(Rule):
+    name, bottleneck = "launch_overhead", "launch_overhead"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, hf = ctx.th, ctx.hf
+        if not (_waits(ctx) and ctx.sm_known and ge(hf.gpu_mean, th.stall_util_pct) and hf.sm_mean < th.sm_idle_pct):
+            return None
+        return self.cause(th.conf_launch, ctx.base + [
+            Fact(f"GPU-Util {pct(hf.gpu_mean)} with SM activity {hf.sm_mean:.1f} %: many tiny kernels, the GPU "
+                 "waits on kernel launches", "sm_active_mean_pct", hf.sm_mean),
+            Fact(f"no input pressure: CPU {pct(hf.cpu_busy)}, disks {pct(hf.disk_busy)}, iowait {pct(hf.iowait)}, "
+                 f"PCIe host-to-device {gbs(hf.h2d_bytes_per_s)}", "cpu_busy_pct", hf.cpu_busy),
+        ])
+
+
+class InProcessLoader(Rule):
+    """num_workers=0 (PyTorch's default): the training process loads data itself and holds ~100 % of one
+    core. The scheduler moves it between cores, so no core looks pegged: the process's own CPU is read."""
+
+    name, bottleneck = "in_process_loader", "data_pipeline"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, pf = ctx.th, ctx.pf
+        if not (_waits(ctx) and pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)):
+            return None
+        fact = Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
+                    "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)
+        if not ctx.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity
+            return Cause("launch_overhead", th.conf_launch_no_sm, ctx.base + [
+                Fact("the training process holds one core and has no DataLoader workers: it either launches "
+                     "many small kernels or loads data itself (num_workers=0)", "main_process_cpu_pct", pf.main_cpu),
+                ctx.no_sm_note], "in_process_or_launch")
+        return self.cause(th.conf_in_process, ctx.base + [fact])
+
+
+class NoProcessInfo(Rule):
+    """No process information (containers where NVML cannot map host PIDs): the cores still show a loader."""
+
+    name, bottleneck = "no_process_info", "data_pipeline"
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, hf = ctx.th, ctx.hf
+        if ctx.procs_known or not _waits(ctx) or ctx.pattern not in ("sawtooth", "steady_low"):
+            return None
+        if not ge(hf.cpu_cores_busy, th.proc_busy_pct / 100.0):
+            return None
+        return self.cause(th.conf_no_procs, ctx.base + [
+            Fact(f"{hf.cpu_cores_busy:.1f} cores' worth of CPU busy (busiest core {pct(hf.max_core)}) while the "
+                 "GPU waits", "cpu_cores_busy", hf.cpu_cores_busy),
+            Fact("no process information (NVML maps no host PIDs here, as in many containers): the loader is "
+                 "read from the cores alone")])
+
+
+class StallUnexplained(Rule):
+    name, bottleneck, patterns = "stall_unexplained", "stall_unexplained", ("sawtooth", "steady_low")
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, hf = ctx.th, ctx.hf
+        if not _waits(ctx):
+            return None
+        conf = th.conf_stall_sawtooth if ctx.pattern == "sawtooth" else th.conf_stall_low
+        if not ctx.sm_known:
+            conf -= th.conf_no_sm_penalty
+        parts = [(f"CPU {pct(hf.cpu_busy)} (busiest core {pct(hf.max_core)})", ge(hf.cpu_saturated_share, th.cpu_saturated_share)),
+                 (f"disk {pct(hf.disk_busy)}", ge(hf.disk_busy, th.disk_busy_pct)),
+                 (f"iowait {pct(hf.iowait)}", ge(hf.iowait, th.iowait_pct)),
+                 (f"links {gbs(hf.link_stall_bytes_per_s)}", ge(hf.link_stall_bytes_per_s, th.link_busy_bytes_per_s))]
+        quiet = [p for p, busy in parts if not busy]
+        busy = [p for p, b in parts if b]
+        text = "while the GPU waits: " + ", ".join(quiet) + (": all quiet" if not busy else " quiet")
+        if busy:
+            text += "; " + ", ".join(busy) + " busy but no rule names them"
+        text += ", so the wait is in the job itself (sleeps, syncs, checkpoints, logging)"
+        return self.cause(conf, ctx.base + [Fact(text, "link_stall_bytes_per_s", hf.link_stall_bytes_per_s)])
+
+
+class Healthy(Rule):
+    name, bottleneck = "none", "none"
+
+    def detect(self, ctx: Context) -> Cause:
+        th = ctx.th
+        conf = th.conf_none_busy if ctx.sm_known and ge(ctx.hf.sm_mean, th.sm_low_pct) else th.conf_none_other
+        ev = ctx.base + [Fact("the GPUs are kept busy" if ctx.high
+                              else "nothing on the host explains the difference between the cards")]
+        if not ctx.sm_known:
+            ev.append(ctx.no_sm_note)
+        return self.cause(conf, ev)
+
+
+RULES: tuple[Rule, ...] = (
+    IdleStorage(), IdleData(), MemoryIdle(), IdleNothing(),
+    RankBlockedOnStorage(), HungCollective(), Communication(),
+    Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), InProcessLoader(), NoProcessInfo(),
+    StallUnexplained(), Healthy(),
+)
+
+
+def find_cause(ctx: Context) -> Cause:
+    """The first rule that holds names the bottleneck (Healthy always holds)."""
+    for rule in RULES:
+        if rule.applies(ctx):
+            cause = rule.detect(ctx)
+            if cause is not None:
+                return cause
+    raise AssertionError("Healthy always holds")  # pragma: no cover
+
+
+BOTTLENECKS: tuple[str, ...] = tuple(dict.fromkeys(["none"] + [r.bottleneck for r in RULES]))

@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
-from gpu_triage.diagnosis.causes import find_cause, host_facts, proc_facts
+from gpu_triage.diagnosis.causes import Context, find_cause
+from gpu_triage.diagnosis.facts import Fact, host_facts, link_traffic, proc_facts, stall_ticks
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
@@ -35,14 +37,48 @@ class Verdict:
     duty: float | None = None
     facts: dict[str, float] = field(default_factory=dict)
     per_gpu: dict[int, str] = field(default_factory=dict)
+    evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
+    destructive_advice: list[str] = field(default_factory=list)  # kill/free/restart: shown only when held
+    mechanism: str = ""  # the rule that named the bottleneck
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.pattern, self.bottleneck)
 
 
+COLLECTING = "collecting"  # the pattern of a verdict given before the window can support one
+
+
+def format_confidence(confidence: float) -> str:
+    """The one way the dashboard and ``gpu-triage diagnose`` write a confidence."""
+    return f"confidence {confidence * 100:.0f} %"
+
+
 def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdict:
-    return Verdict("idle", "none", [], 0.1, [reason], [], facts=facts or {})
+    return Verdict("idle", "none", [], 0.1, [reason], [], facts=facts or {},
+                   evidence_facts=[Fact(reason).as_dict()])
+
+
+def _collecting(view: WindowView, dt: float, th: Thresholds) -> Verdict:
+    """No verdict yet: the window is shorter than warmup_s. The raw facts of the newest tick, no advice."""
+    have = view.n * dt
+    util = view.gpu["util_pct"][-1]
+    sm = view.gpu["sm_active_pct"][-1]
+    cpu = view.cpu[-1] if view.cpu.shape[1] else np.zeros(0)
+    facts = [Fact(f"collecting ({have:.0f} s of {th.warmup_s:.0f} s): no verdict before the window can support one",
+                  "collected_s", have)]
+    u = float(nanmean(util))
+    if not math.isnan(u):
+        facts.append(Fact(f"GPU-Util now {u:.0f} % (cards {', '.join(f'{x:.0f}' for x in util if not math.isnan(x))})",
+                          "gpu_util_pct", u, tuple(view.gpu_indexes)))
+    s = float(nanmean(sm)) if sm.size else math.nan
+    if not math.isnan(s):
+        facts.append(Fact(f"SM activity now {s:.0f} %", "sm_active_pct", s))
+    c = float(nanmean(cpu)) if cpu.size else math.nan
+    if not math.isnan(c):
+        facts.append(Fact(f"CPU now {c:.0f} % over {cpu.size} cores", "cpu_busy_pct", c))
+    return Verdict(COLLECTING, "none", [], 0.0, [x.text for x in facts], [], facts={"judged_s": have},
+                   evidence_facts=[x.as_dict() for x in facts])
 
 
 def tick_seconds(view: WindowView) -> float:
@@ -78,10 +114,6 @@ def _tick_features(view: WindowView) -> np.ndarray:
 # how far a tick may sit from the regime's median and still belong to it, per feature (percentage points)
 _BANDS = np.array([15.0, 25.0, 25.0, 5.0, 20.0, 30.0, 15.0])
 _GPU_COLS = 4  # the first four features are the cards' own (GPU-Util, min, max, memory share); the rest the host's
-
-
-def _in_band(feat: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    return _in_band_split(feat, ref)[0]
 
 
 def _in_band_split(feat: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +219,8 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         return no_data_verdict("no GPU data: GPU-Util missing on every card")
 
     dt = tick_seconds(view)
+    if n * dt < th.warmup_s or n < 3:
+        return _collecting(view, dt, th)
     start, fresh, prior_run = judged_span(view, th, dt)
     sl = slice(start, n)
     gpu = {k: v[sl] for k, v in view.gpu.items()}
@@ -214,11 +248,22 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     hf = host_facts(focus, focus_idx, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
                     view.disk_names, th, cpu_count)
     others_busy = len([s for s in shapes.values() if s.pattern != "idle"]) > 1
-    pf = proc_facts(view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):], th, others_busy)
+    procs = view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):]
+    pf = proc_facts(procs, stall_ticks(focus["util_pct"], th), th, others_busy)
     sm = gpu["sm_active_pct"]
-    sm_per_card = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes) if idx in focus_idx}
-    util_per_card = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean) and idx in focus_idx}
-    cause = find_cause(pattern, hf, pf, th, view.n_gpus, sm_per_card, util_per_card)
+    all_sm = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
+    all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
+    link = link_traffic(gpu)
+    link_per_card = {idx: float(nanmean(link[:, j])) for j, idx in enumerate(view.gpu_indexes)}
+    ctx = Context(
+        pattern, hf, pf, th, view.n_gpus,
+        util={i: u for i, u in all_util.items() if i in focus_idx},
+        sm={i: v for i, v in all_sm.items() if i in focus_idx},
+        all_util=all_util, all_sm=all_sm, link=link_per_card,
+        quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
+        procs_known=any(bool(t) for t in view.procs),
+    ).derive()
+    cause = find_cause(ctx)
 
     # period and duty: from the cards the pattern concerns
     period_s: float | None = None
@@ -236,29 +281,30 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     evidence = list(cause.evidence)
     if pattern == "sawtooth":
         if period_s is not None:
-            evidence.insert(0, f"sawtooth: period {period_s:.1f} s, busy {duty * 100:.0f} % of it" if duty is not None
-                            else f"sawtooth: period {period_s:.1f} s")
+            evidence.insert(0, Fact(f"sawtooth: period {period_s:.1f} s, busy {duty * 100:.0f} % of it"
+                                    if duty is not None else f"sawtooth: period {period_s:.1f} s", "period_s", period_s))
         elif fast:
-            evidence.insert(0, f"sawtooth faster than the tick ({dt:g} s): min near 0 and max near 100 inside "
-                               "each tick while the mean sits between")
+            evidence.insert(0, Fact(f"sawtooth faster than the tick ({dt:g} s): min near 0 and max near 100 inside "
+                                    "each tick while the mean sits between", "tick_s", dt))
         else:
-            evidence.insert(0, "GPU-Util swings between stalls and bursts without a steady period")
+            evidence.insert(0, Fact("GPU-Util swings between stalls and bursts without a steady period"))
     elif pattern == "single_card_busy":
         idle_cards = [i for i, s in shapes.items() if s.pattern == "idle"]
-        evidence.insert(0, f"card {cards[0]} busy ({shapes[cards[0]].mean:.0f} %) while {len(idle_cards)} "
-                           "other cards idle")
+        evidence.insert(0, Fact(f"card {cards[0]} busy ({shapes[cards[0]].mean:.0f} %) while {len(idle_cards)} "
+                                "other cards idle", "gpu_util_mean_pct", shapes[cards[0]].mean, (cards[0],)))
     elif pattern == "imbalanced":
         means = {i: s.mean for i, s in shapes.items()}
         hi_i = max(means, key=means.__getitem__)
         lo_i = min(means, key=means.__getitem__)
-        evidence.insert(0, f"cards spread: card {hi_i} at {means[hi_i]:.0f} %, card {lo_i} at {means[lo_i]:.0f} %")
+        evidence.insert(0, Fact(f"cards spread: card {hi_i} at {means[hi_i]:.0f} %, card {lo_i} at "
+                                f"{means[lo_i]:.0f} %", "gpu_util_spread_pct", means[hi_i] - means[lo_i], (hi_i, lo_i)))
 
     span_s = (n - start) * dt
     confidence = cause.confidence
     if n - start < 3:
-        confidence *= 0.5
-    elif span_s < 10.0:
-        confidence *= 0.8
+        confidence *= th.conf_tiny_factor
+    elif span_s < th.short_judged_s:
+        confidence *= th.conf_short_factor
     if cause.bottleneck == "memory_idle":
         gpus = [hf.mem_card] if hf.mem_card is not None else cards
         # every card holding memory counts
@@ -266,6 +312,8 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         with np.errstate(invalid="ignore", divide="ignore"):
             frac = nanmean(used / total, axis=0)
         gpus = [idx for j, idx in enumerate(view.gpu_indexes) if frac[j] >= th.mem_held_frac] or gpus
+    elif cause.cards is not None:
+        gpus = cause.cards
     else:
         gpus = cards
 
@@ -275,17 +323,42 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     facts["judged_s"] = span_s
     facts["regime_prior_run_s"] = prior_run * dt
     facts["regime_fresh"] = 1.0 if fresh else 0.0
-    n_procs = len({p.pid for tick in view.procs[-(n - start):] for p in tick}) if view.procs else 0
-    adv = advise(cause.bottleneck, pattern, hf, pf, view.n_gpus, n_procs)
+    adv, destructive = advise(cause, ctx)
     return Verdict(
         pattern=pattern,
         bottleneck=cause.bottleneck,
         gpus=list(gpus),
         confidence=float(np.clip(confidence, 0.0, 1.0)),
-        evidence=evidence,
+        evidence=[e.text for e in evidence],
         advice=adv,
         period_s=period_s,
         duty=duty,
         facts=facts,
         per_gpu={i: s.pattern for i, s in shapes.items()},
+        evidence_facts=[e.as_dict() for e in evidence],
+        destructive_advice=destructive,
+        mechanism=cause.mechanism,
     )
+
+
+def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:
+    """How long, back from the newest tick, every one of ``cards`` that waits (GPU-Util high, SM low) has done
+    so with its links quiet: the age of a collective that moves no bytes."""
+    cols = [view.gpu_indexes.index(i) for i in cards]
+    if not cols:
+        return 0.0
+    g = {k: view.gpu[k][:, cols] for k in view.gpu}
+    util, sm = g["util_pct"], g["sm_active_pct"]
+    link = link_traffic(g)
+    waiting_now = (util[-1] >= th.high_util_pct) & (sm[-1] < th.sm_low_pct)
+    if not waiting_now.any():
+        return 0.0
+    w = waiting_now
+    ok = ((util[:, w] >= th.high_util_pct) & (sm[:, w] < th.sm_low_pct)
+          & (np.nan_to_num(link[:, w], nan=np.inf) < th.link_quiet_bytes_per_s)).all(axis=1)
+    run = 0
+    for v in ok[::-1]:
+        if not v:
+            break
+        run += 1
+    return run * dt

@@ -1,40 +1,81 @@
 """Thresholds of the diagnosis, each derived from a mechanism or a public figure (see docs/diagnosis.md).
 
-They are configurable under ``[diagnosis]`` in the config file; every field here is a valid key.
+Every number a rule compares with, and every confidence a rule gives, lives here: a rule in causes.py
+names the field it uses, docs/diagnosis.md gives its reason. They are configurable under ``[diagnosis]``
+in the config file; every field here is a valid key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
+    # -- levels ---------------------------------------------------------------------------------------------
     idle_util_pct: float = 5.0  # below: no kernel ran (KempnerPulse's idle)
     stall_util_pct: float = 10.0  # below: a stalled tick (SageMaker's "GPU < 10 %")
     high_util_pct: float = 80.0  # steady_high when the card holds above this
     cpu_saturated_pct: float = 75.0  # mean busy of all cores: the host cannot prepare more input
+    cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
+    proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
+    others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy
+    lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
+    few_workers_per_core: float = 4.0  # "few workers": at most max(2, cores / this) (num_workers' lower bound)
+    workers_saturated_share: float = 0.5  # this share of the DataLoader workers pegged: the workers are the limit
+    respawns_min: float = 2.0  # worker pid sets replaced this often: re-spawned each epoch
     disk_busy_pct: float = 80.0  # iostat %util near saturation for one-request-at-a-time devices
     iowait_pct: float = 20.0  # share of CPU time waiting on IO
     await_ms: float = 20.0  # mean time per IO, queue included
+    disk_write_bytes_per_s: float = 2e8  # sustained writes of a checkpoint, not a log flush (KB/s)
     sm_low_pct: float = 50.0  # SM activity below this is "likely ineffective" (DCGM guide: SM_ACTIVE < 0.5)
     sm_idle_pct: float = 5.0  # SMs essentially unused
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
+    link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
+    h2d_bytes_per_s: float = 1e9  # PCIe host-to-device traffic of a copy-bound step (4x a launch loop's)
+    hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
     mem_held_frac: float = 0.10  # memory held: share of the card's memory in use
+    mem_context_frac: float = 0.01  # a process holds a context (an idle H200 with none: 0.4 %)
     imbalance_pct: float = 30.0  # spread of mean GPU-Util between cards
     sawtooth_min_swing_pct: float = 50.0  # p95 - p5 of GPU-Util (ticks, or min/max inside ticks) for a sawtooth
     burst_util_pct: float = 70.0  # a burst reaches this (SageMaker "fluctuating": p95 > 70 while p5 < 10)
     sawtooth_min_acf: float = 0.3  # autocorrelation at the period for a periodic stall
+    # -- time -----------------------------------------------------------------------------------------------
     hold_s: float = 6.0  # a new verdict must hold this long before it replaces the old one
     recent_s: float = 20.0  # the current verdict judges this much recent history (levels, causes)
     regime_min_s: float = 4.0  # a steady stretch this long at the end is a new regime of its own
-
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> Thresholds:
-        return cls(**{k: float(v) for k, v in values.items()})
+    warmup_s: float = 6.0  # no verdict before the window holds this much ("collecting"), and 3 ticks
+    short_judged_s: float = 10.0  # a judged stretch shorter than this lowers the confidence
+    # -- confidences ----------------------------------------------------------------------------------------
+    conf_memory_idle: float = 0.85
+    conf_idle_storage: float = 0.7
+    conf_idle_data: float = 0.6
+    conf_idle_nothing: float = 0.8  # idle and no process on the GPUs
+    conf_idle_waiting: float = 0.6  # idle with processes but nothing explains it
+    conf_rank_blocked: float = 0.8
+    conf_hung: float = 0.85  # waiting with no traffic for hung_min_s
+    conf_comm_links: float = 0.75
+    conf_comm_no_links: float = 0.6
+    conf_storage_base: float = 0.55
+    conf_storage_per_sign: float = 0.15
+    conf_storage_max: float = 0.9
+    conf_data_strong: float = 0.85  # few workers pegged, re-spawns, or every core busy
+    conf_data_weak: float = 0.6
+    conf_h2d: float = 0.8
+    conf_launch: float = 0.8
+    conf_launch_no_sm: float = 0.35
+    conf_in_process: float = 0.7
+    conf_no_procs: float = 0.45
+    conf_stall_sawtooth: float = 0.7
+    conf_stall_low: float = 0.4
+    conf_none_busy: float = 0.85
+    conf_none_other: float = 0.6
+    conf_no_sm_penalty: float = 0.1  # less sure without SM activity (pre-Hopper cards)
+    conf_short_factor: float = 0.8  # judged stretch under short_judged_s
+    conf_tiny_factor: float = 0.5  # judged stretch under 3 ticks
+    destructive_min_conf: float = 0.8  # kill/free/restart advice only at this confidence, held for hold_s
 
     @classmethod
     def keys(cls) -> list[str]:

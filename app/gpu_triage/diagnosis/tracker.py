@@ -6,19 +6,23 @@ stretch (see engine.py), so a change reaches the screen well inside 30 s at a 2 
 
 Pattern and bottleneck have their own hysteresis: a job that sits on the border between two acceptable
 shapes (steady_low and a sawtooth faster than the tick) must not hold back the news that its bottleneck
-changed, and vice versa. While the shown bottleneck stays, its evidence and advice are refreshed from each
-raw verdict that agrees with it, so the figures stay current without the headline flickering.
+changed, and vice versa. What is *shown* is always one raw verdict whole (headline, evidence and advice
+from the same ticks): the newest raw verdict that says exactly the held pattern and bottleneck. When the
+two holds name a pair no raw verdict has said yet, the previous shown verdict stays until one does.
 
 A change backed by a confident verdict on a *fresh regime* needs only half the hold: the regime rule already
 required the new level to hold in one band for ``max(regime_min_s, 3 ticks)``, a stability test the noise of
 a healthy job does not pass (its ticks stay in the band of the old level, so no fresh regime is seen).
+
+Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
+``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
 
 QUICK_CONFIDENCE = 0.6  # at or above: the rule that named the bottleneck had its own evidence (not a fallback)
@@ -37,8 +41,9 @@ class _Held:
 
     def update(self, t: float, value: str, quick: bool = False) -> bool:
         """Returns True when the held value changed. ``quick``: this evidence already proved itself stable
-        (see :meth:`VerdictTracker.update`), so half the hold is enough."""
-        if self.value is None:
+        (see :meth:`VerdictTracker.update`), so half the hold is enough. Nothing is held over "collecting"
+        (the warm-up): the first real verdict still waits its hold."""
+        if self.value is None or (self.value == COLLECTING and value == COLLECTING):
             self.value = value
             return True
         if value == self.value:
@@ -59,15 +64,12 @@ class _Held:
 
 class VerdictTracker:
     def __init__(self, thresholds: Thresholds) -> None:
-        self.hold_s = thresholds.hold_s
-        self._pattern = _Held(self.hold_s)
-        self._bottleneck = _Held(self.hold_s)
-        self._basis: Verdict | None = None  # latest raw verdict whose bottleneck is the shown one
+        self.th = thresholds
+        self._pattern = _Held(thresholds.hold_s)
+        self._bottleneck = _Held(thresholds.hold_s)
+        self._latest: dict[tuple[str, str], Verdict] = {}  # newest raw verdict for each (pattern, bottleneck)
+        self._shown_since = 0.0
         self.shown: Verdict | None = None
-        self.history: list[tuple[float, str, str]] = []  # (t, pattern, bottleneck) each time the shown one changes
-
-    def reset(self) -> None:
-        self.__init__(Thresholds(hold_s=self.hold_s))  # type: ignore[misc]
 
     def update(self, t_seconds: float, verdict: Verdict) -> Verdict:
         """Feed the raw verdict of time ``t_seconds``; returns the verdict to show."""
@@ -76,18 +78,18 @@ class VerdictTracker:
         quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= QUICK_CONFIDENCE
         self._pattern.update(t_seconds, verdict.pattern, quick)
         self._bottleneck.update(t_seconds, verdict.bottleneck, quick)
-        if verdict.bottleneck == self._bottleneck.value:
-            self._basis = verdict
-        basis = self._basis or verdict
-        pattern = self._pattern.value or verdict.pattern
-        if basis.pattern == pattern:
-            shown = basis
-        elif verdict.pattern == pattern:
-            shown = dataclasses.replace(basis, pattern=pattern, period_s=verdict.period_s, duty=verdict.duty,
-                                        gpus=verdict.gpus)
-        else:
-            shown = dataclasses.replace(basis, pattern=pattern)
+        self._latest[verdict.key] = verdict
+        key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
+        if key[0] == COLLECTING:
+            key = (COLLECTING, "none")
+        shown = self._latest.get(key) or self.shown or verdict
         if self.shown is None or self.shown.key != shown.key:
-            self.history.append((t_seconds, shown.pattern, shown.bottleneck))
+            self._shown_since = t_seconds
+            # only the pairs that can still be shown are kept: the held values and the newest raw one
+            self._latest = {k: v for k, v in self._latest.items() if k[0] == key[0] or k[1] == key[1]
+                            or k == verdict.key}
+        if (shown.destructive_advice and shown.confidence >= self.th.destructive_min_conf
+                and t_seconds - self._shown_since >= self.th.hold_s):
+            shown = dataclasses.replace(shown, advice=shown.advice + shown.destructive_advice)
         self.shown = shown
         return shown

@@ -1,0 +1,263 @@
+"""The two-minute method's facts over the judged ticks: GPU, SM, CPU cores, disks, links, processes.
+
+The host facts are read over the *stall ticks* (ticks where the cards' mean GPU-Util is below
+``high_util_pct``): in a sawtooth, what the CPU does while the GPU waits is what explains the wait; what it
+does while the GPU computes (the main process pegging a core to launch kernels) does not.
+
+:class:`Fact` is one sentence of evidence with the number it rests on, so ``diagnose --json`` and scripts
+read the figure without parsing the text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_triage.diagnosis.patterns import nanmax, nanmean
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.model import ProcSample
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One sentence of evidence and, where it rests on one figure, that figure (metric name, value, cards)."""
+
+    text: str
+    metric: str | None = None
+    value: float | None = None
+    cards: tuple[int, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        value = None if self.value is None or math.isnan(self.value) else round(float(self.value), 3)
+        return {"text": self.text, "metric": self.metric, "value": value, "cards": list(self.cards)}
+
+
+@dataclass(slots=True)
+class ProcFacts:
+    """What the GPU processes and their children (DataLoader workers) did over the judged ticks.
+
+    Worker counts are per tick over every training process, then the median over ticks, so the pegged
+    count never exceeds the total (``pegged <= total`` holds tick by tick, hence for the medians)."""
+
+    seen: bool = False  # any process on a GPU in the stretch
+    processes: int = 0  # training processes (median per tick)
+    workers: int = 0  # the most workers one process had (its num_workers)
+    workers_total: int = 0  # workers of every process together (median per tick)
+    workers_pegged: int = 0  # of those, at or above core_pegged_pct (median per tick)
+    respawns: int = 0  # times a process's whole set of worker pids was replaced
+    main_cpu: float = float("nan")  # the busiest training process's own CPU % while the GPU waits (100 = a core)
+    ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
+
+
+def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool) -> ProcFacts:
+    """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there)."""
+    facts = ProcFacts()
+    pegged_per_tick: list[int] = []
+    total_per_tick: list[int] = []
+    procs_per_tick: list[int] = []
+    main_cpu: list[float] = []
+    last_sets: dict[int, frozenset[int]] = {}
+    cards_seen: set[int] = set()
+    pids_by_card: dict[int, set[int]] = {}
+    for k, tick in enumerate(procs):
+        if not tick:
+            continue
+        pegged = total = 0
+        busiest = float("nan")
+        for p in tick:
+            cards_seen.add(p.gpu_index)
+            pids_by_card.setdefault(p.gpu_index, set()).add(p.pid)
+            cpus = [c for c in p.workers_cpu_pct if c is not None]
+            n_workers = max(int(p.workers or 0), len(cpus))
+            facts.workers = max(facts.workers, n_workers)
+            total += n_workers
+            pegged += sum(1 for c in cpus if c >= th.core_pegged_pct)
+            if p.cpu_pct is not None and not p.cpu_pct <= busiest:
+                busiest = float(p.cpu_pct)
+            if p.worker_pids:
+                pids = frozenset(p.worker_pids)
+                prev = last_sets.get(p.pid)
+                if prev is not None and prev and not (prev & pids):
+                    facts.respawns += 1
+                last_sets[p.pid] = pids
+        pegged_per_tick.append(pegged)
+        total_per_tick.append(total)
+        procs_per_tick.append(len({p.pid for p in tick}))
+        if (k >= stall.size or stall[k]) and not math.isnan(busiest):
+            main_cpu.append(busiest)
+    facts.seen = bool(procs_per_tick)
+    if procs_per_tick:
+        facts.processes = int(np.median(procs_per_tick))
+        facts.workers_pegged = int(np.median(pegged_per_tick))
+        facts.workers_total = int(np.median(total_per_tick))
+    if main_cpu:
+        facts.main_cpu = float(np.median(main_cpu))
+    if len(cards_seen) == 1 and not other_cards_busy:
+        facts.ranks_on_first_card = len(pids_by_card[next(iter(cards_seen))])
+    return facts
+
+
+@dataclass(slots=True)
+class HostFacts:
+    """The two-minute method's numbers over the judged ticks (NaN where not measured)."""
+
+    gpu_mean: float
+    gpu_p5: float
+    gpu_p95: float
+    sm_mean: float  # NaN: no SM activity on these cards (pre-Hopper, no GPM)
+    cpu_busy: float  # mean busy % of all cores during stall ticks
+    cpu_saturated_share: float  # share of stall ticks whose mean core busy reaches cpu_saturated_pct
+    max_core: float  # the busiest core's busy %, averaged over stall ticks
+    cores: int
+    cores_pegged: int  # median count of pegged cores during stall ticks
+    others_busy: float  # mean busy % of the cores that are not pegged
+    pegged_ids: list[int]  # the cores most often pegged
+    disk_busy: float
+    disk_name: str | None
+    await_ms: float
+    disk_write: float  # busiest disk's write bytes/s during stall ticks
+    iowait: float
+    link_bytes_per_s: float  # busiest card's PCIe + NVLink traffic, both directions, over the judged ticks
+    link_stall_bytes_per_s: float  # the same over the stall ticks only
+    h2d_bytes_per_s: float  # busiest card's PCIe host-to-device (RX) traffic during stall ticks
+    h2d_cards: list[int]  # cards whose RX reaches h2d_bytes_per_s
+    mem_frac: float  # highest share of a card's memory in use
+    mem_card: int | None
+
+    @property
+    def cpu_cores_busy(self) -> float:
+        """Cores' worth of CPU time in use while the GPU waits (sum of busy shares)."""
+        return float("nan") if math.isnan(self.cpu_busy) else self.cpu_busy * self.cores / 100.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "gpu_util_mean_pct": self.gpu_mean,
+            "gpu_util_p5_pct": self.gpu_p5,
+            "gpu_util_p95_pct": self.gpu_p95,
+            "sm_active_mean_pct": self.sm_mean,
+            "cpu_busy_pct": self.cpu_busy,
+            "cpu_saturated_share": self.cpu_saturated_share,
+            "cpu_max_core_pct": self.max_core,
+            "cpu_cores": float(self.cores),
+            "cpu_cores_pegged": float(self.cores_pegged),
+            "disk_busy_pct": self.disk_busy,
+            "disk_await_ms": self.await_ms,
+            "disk_write_bytes_per_s": self.disk_write,
+            "iowait_pct": self.iowait,
+            "link_bytes_per_s": self.link_bytes_per_s,
+            "link_stall_bytes_per_s": self.link_stall_bytes_per_s,
+            "pcie_rx_bytes_per_s": self.h2d_bytes_per_s,
+            "gpu_mem_used_frac": self.mem_frac,
+        }
+
+
+def f(x: object) -> float:
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def stall_ticks(util: np.ndarray, th: Thresholds) -> np.ndarray:
+    """Ticks where the cards' mean GPU-Util is below high_util_pct; every tick when there is none."""
+    per_tick = nanmean(util, axis=1) if util.shape[1] else np.full(util.shape[0], np.nan)
+    stall = per_tick < th.high_util_pct
+    if not stall.any():
+        stall = np.ones_like(stall, dtype=bool)
+    return stall
+
+
+def link_traffic(gpu: dict[str, np.ndarray]) -> np.ndarray:
+    """(T, G) PCIe + NVLink bytes/s both directions; NaN where a card reports none of the four."""
+    shape = gpu["util_pct"].shape
+    link = np.zeros(shape)
+    have = np.zeros(shape, dtype=bool)
+    for name in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
+        a = gpu[name]
+        have |= ~np.isnan(a)
+        link += np.nan_to_num(a)
+    return np.where(have, link, np.nan)
+
+
+def _busiest(a: np.ndarray) -> float:
+    per_card = nanmean(a, axis=0) if a.size else np.zeros(0)
+    return f(nanmax(per_card)) if np.size(per_card) else float("nan")
+
+
+def host_facts(
+    gpu: dict[str, np.ndarray],
+    gpu_indexes: list[int],
+    cpu: np.ndarray,
+    iowait: np.ndarray,
+    disk: dict[str, np.ndarray],
+    disk_names: list[str],
+    th: Thresholds,
+    cpu_count: int | None,
+) -> HostFacts:
+    util = gpu["util_pct"]
+    stall = stall_ticks(util, th)
+    vals = util[~np.isnan(util)]
+    gpu_mean = float(vals.mean()) if vals.size else float("nan")
+    # one sort for both percentiles (same values as two calls)
+    gpu_p5, gpu_p95 = (float(v) for v in np.percentile(vals, [5, 95])) if vals.size else (float("nan"),) * 2
+    sm_mean = f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
+
+    c = cpu[stall] if cpu.shape[1] else cpu
+    cores = int(cpu_count or cpu.shape[1] or 0)
+    if c.size and not np.isnan(c).all():
+        cpu_busy = f(nanmean(c))
+        tick_busy = nanmean(c, axis=1)
+        cpu_sat = float(np.mean(tick_busy >= th.cpu_saturated_pct))
+        max_core = f(nanmean(nanmax(c, axis=1)))
+        pegged = c >= th.core_pegged_pct
+        n_pegged = pegged.sum(axis=1)
+        cores_pegged = int(np.median(n_pegged))
+        freq = pegged.mean(axis=0)
+        pegged_ids = [int(i) for i in np.argsort(-freq, kind="stable")[:cores_pegged] if freq[i] >= 0.5]
+        rest = np.where(pegged, np.nan, c)
+        others_busy = f(nanmean(rest))
+    else:
+        cpu_busy = max_core = others_busy = cpu_sat = float("nan")
+        cores_pegged = 0
+        pegged_ids = []
+
+    iow = f(nanmean(iowait[stall])) if iowait.size else float("nan")
+    busy = disk["busy_pct"][stall] if disk["busy_pct"].shape[1] else np.zeros((0, 0))
+    if busy.size and not np.isnan(busy).all():
+        per_disk = nanmean(busy, axis=0)
+        j = int(np.nanargmax(per_disk))
+        disk_busy = f(per_disk[j])
+        disk_name = disk_names[j] if j < len(disk_names) else None
+        aw = disk["await_ms"][stall][:, j]
+        await_ms = f(nanmean(aw)) if aw.size else float("nan")
+    else:
+        disk_busy = await_ms = float("nan")
+        disk_name = None
+    writes = disk["write_bytes_per_s"][stall] if disk["write_bytes_per_s"].shape[1] else np.zeros((0, 0))
+    disk_write = _busiest(writes) if writes.size and not np.isnan(writes).all() else float("nan")
+
+    link = link_traffic(gpu)
+    link_max = _busiest(link)
+    link_stall = _busiest(link[stall])
+    rx = gpu["pcie_rx_bytes_per_s"][stall]
+    rx_card = nanmean(rx, axis=0) if rx.size else np.zeros(0)
+    h2d = f(nanmax(rx_card)) if np.size(rx_card) and not np.isnan(rx_card).all() else float("nan")
+    h2d_cards = [gpu_indexes[j] for j in range(np.size(rx_card)) if rx_card[j] >= th.h2d_bytes_per_s]
+
+    used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = nanmean(used / total, axis=0) if used.size else np.zeros(0)
+    if np.size(frac) and not np.isnan(frac).all():
+        j = int(np.nanargmax(frac))
+        mem_frac, mem_card = f(frac[j]), gpu_indexes[j]
+    else:
+        mem_frac, mem_card = float("nan"), None
+    return HostFacts(
+        gpu_mean, gpu_p5, gpu_p95, sm_mean, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
+        disk_busy, disk_name, await_ms, disk_write, iowait=iow, link_bytes_per_s=link_max,
+        link_stall_bytes_per_s=link_stall, h2d_bytes_per_s=h2d, h2d_cards=h2d_cards, mem_frac=mem_frac,
+        mem_card=mem_card,
+    )
