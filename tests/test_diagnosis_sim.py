@@ -15,7 +15,7 @@ from gpu_triage.sources.sim import EXPECTED, SCENARIOS, SimulatedSource
 from gpu_triage.window import RollingWindow
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-MULTI_CARD = {"communication", "single_card_busy", "imbalanced"}
+MULTI_CARD = {"communication", "single_card_busy", "imbalanced", "checkpoint_stall", "hung_collective"}
 
 
 def _ticks(src: SimulatedSource, seconds: float) -> list:

@@ -37,8 +37,9 @@ def advise(cause: Cause, ctx: Context) -> tuple[list[str], list[str]]:
         elif mech == "in_process_loader":
             rec = ctx.workers
             hi = rec.hi if rec else 2
-            out.append(f"DataLoader(num_workers=2..{max(2, hi)}) (now 0): PyTorch's default num_workers=0 loads "
-                       "every batch in the training process, between steps")
+            span = "2" if hi <= 2 else f"2..{hi}"
+            out.append(f"DataLoader(num_workers={span}) (now 0): PyTorch's default num_workers=0 loads every batch "
+                       "in the training process, between steps")
         if pf.respawns >= ctx.th.respawns_min:
             out.append("DataLoader(persistent_workers=True): keep the workers alive between epochs instead of "
                        "re-spawning them (and their slow start) every epoch")
@@ -49,7 +50,7 @@ def advise(cause: Cause, ctx: Context) -> tuple[list[str], list[str]]:
             out.append(ctx.workers.line())
         if mech != "h2d_copy":
             out.append("pin_memory=True and prefetch_factor=2..4 so batches are ready before the GPU asks")
-        if pf.respawns < ctx.th.respawns_min and mech != "h2d_copy":
+        if pf.respawns < ctx.th.respawns_min and mech not in ("h2d_copy", "in_process_loader"):
             out.append("persistent_workers=True so workers survive the epoch boundary")
         if ctx.n_gpus >= 2:
             out.append("drop_last=True with several cards, so no rank waits on a short last batch")

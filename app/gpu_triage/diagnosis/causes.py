@@ -133,7 +133,8 @@ class Context:
                           "ticks)", "cpu_busy_pct", hf.cpu_busy))
         few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
         lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
-        procs = max(pf.processes, 1)
+        # training processes: as seen, else one per working card (torchrun's layout)
+        procs = pf.processes if pf.seen else max(1, sum(1 for u in self.all_util.values() if u >= th.idle_util_pct))
         per = max(hf.cores, 1) / procs
         lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
         saturated = pf.workers_pegged >= 1 and (

@@ -71,26 +71,14 @@ import numpy as np
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
-from gpu_triage.scenarios import SCENARIOS
+from gpu_triage.scenarios import REGISTRY, SCENARIOS
 from gpu_triage.sources.base import SourceStatus
 
-EXPECTED: dict[str, tuple[str, str]] = {
-    "healthy": ("steady_high", "none"),
-    "data_pipeline": ("sawtooth", "data_pipeline"),
-    "too_few_workers": ("steady_low", "data_pipeline"),
-    "storage_io": ("steady_low", "storage_io"),
-    "communication": ("steady_high", "communication"),
-    "single_card_busy": ("single_card_busy", "none"),
-    "imbalanced": ("imbalanced", "none"),
-    "launch_overhead": ("steady_low", "launch_overhead"),
-    "memory_idle": ("idle", "memory_idle"),
-    "periodic_stall": ("sawtooth", "stall_unexplained"),
-}
 
-# Cases beyond the ten of the demo and the CLI: playable by name, with their own ground truth.
-EXTRA_EXPECTED: dict[str, tuple[str, str]] = {
-    "epoch_restart": ("sawtooth", "data_pipeline"),
-}
+EXPECTED: dict[str, tuple[str, str]] = {n: REGISTRY[n].expected for n in SCENARIOS}
+
+# Cases beyond those of the demo and the CLI: playable by name, with their own ground truth.
+EXTRA_EXPECTED: dict[str, tuple[str, str]] = {n: s.expected for n, s in REGISTRY.items() if not s.listed}
 _ALL_EXPECTED = {**EXPECTED, **EXTRA_EXPECTED}
 _EPOCH_S, _EPOCH_ON_S = 7.5, 3.0
 
@@ -287,30 +275,22 @@ class SimulatedSource:
         R = G  # one rank per card, as torchrun starts them
         rank_gpu = np.arange(R)
         has_context = np.ones(G, dtype=bool)
-        workers = {
-            "healthy": max(1, min(6, (C - R) // R)),
-            "data_pipeline": max(1, -(-C // R)),  # enough to cover every core
-            "too_few_workers": 2 if R <= 2 else 1,
-            "storage_io": max(1, min(4, (C - R) // R)),
-            "communication": max(1, min(3, (C - R) // R)),
-            "single_card_busy": max(1, min(2, (C - R) // R)),
-            "imbalanced": max(1, min(3, (C - R) // R)),
-            "epoch_restart": max(1, min(12, (C - R) // R)),
-        }.get(scenario, 0)
-        if scenario == "memory_idle":
+        spec = REGISTRY[scenario]
+        workers = spec.workers(C, R)
+        if spec.memory == "idle_hog":
             mem_frac = rng.uniform(0.65, 0.75, G)
-        elif scenario == "single_card_busy":
+        elif spec.memory == "one_card":
             per_rank = min(14 * _GIB, 0.85 * H200_MEM_TOTAL_BYTES / R) * rng.uniform(0.9, 1.0)
             mem_frac = np.zeros(G)
             mem_frac[0] = per_rank * R / H200_MEM_TOTAL_BYTES
             rank_gpu = np.zeros(R, dtype=int)
             has_context = np.arange(G) == 0
-        elif scenario in ("launch_overhead", "periodic_stall"):
+        elif spec.memory == "small":
             mem_frac = np.full(G, rng.uniform(0.03, 0.08))  # small models, as in the real windows
         else:
             mem_frac = np.clip(rng.uniform(0.62, 0.78) + rng.normal(0.0, 0.01, G), 0.05, 0.95)
         held = np.round(mem_frac * H200_MEM_TOTAL_BYTES / (1 << 20)) * (1 << 20)  # allocator granules
-        if scenario == "single_card_busy":
+        if spec.memory == "one_card":
             rank_mem = np.full(R, held[0] / R)
         else:
             rank_mem = held[rank_gpu]
@@ -340,7 +320,7 @@ class SimulatedSource:
             phase.offset_s = float(rng.uniform(0.0, 24.0))
         if scenario == "epoch_restart":
             phase.offset_s = float(rng.uniform(0.0, _EPOCH_S))
-        if scenario == "too_few_workers":
+        if scenario in ("too_few_workers", "starved_no_procs"):
             phase.level = float(rng.uniform(34.0, 40.0))
         if scenario == "data_pipeline":
             phase.next_burst_s = float(rng.uniform(0.0, 4.0))
@@ -372,7 +352,7 @@ class SimulatedSource:
             sm_ratio = rng.uniform(0.85, 0.88, G)
             rx_per_pct, tx_share = 4.8e6, 0.105
             nvlink = rng.uniform(9e9, 14e9, G)
-        elif sc == "too_few_workers":
+        elif sc in ("too_few_workers", "starved_no_procs"):
             ph.level = float(np.clip(ph.level + rng.normal(0.0, 1.5) + 0.1 * (37.0 - ph.level), 28.0, 45.0))
             subs = ph.level + rng.normal(0.0, 1.5, (G, 1)) + rng.normal(0.0, 6.0, (G, S))
             subs = np.clip(subs, ph.level - 16.0, ph.level + 18.0)
@@ -427,6 +407,26 @@ class SimulatedSource:
             rx_per_pct, tx_share = 0.55e6, 0.22
             nvlink = rng.uniform(8e9, 12e9, G)
             self._respawn(ph, int((t_end + ph.offset_s) // _EPOCH_S))
+        elif sc == "h2d_copy":  # pageable copies: the card waits on PCIe, kernels are tiny
+            subs = 15.0 + rng.normal(0.0, 1.5, (G, 1)) + rng.normal(0.0, 4.0, (G, S))
+            sm_ratio = rng.uniform(0.015, 0.025, G)
+            rx_per_pct, tx_share = 4.7e8, 0.01
+        elif sc == "in_process_loader":  # num_workers=0: each step waits for the process to load its batch
+            subs = 35.0 + rng.normal(0.0, 2.0, (G, 1)) + rng.normal(0.0, 6.0, (G, S))
+            sm_ratio = rng.uniform(0.88, 0.92, G)
+            rx_per_pct, tx_share = 0.6e6, 0.2
+        elif sc == "checkpoint_stall":  # rank 0 in fsync; the others' NCCL kernels spin at the barrier
+            subs = 99.0 + rng.normal(0.0, 0.6, (G, S))
+            subs[0] = rng.uniform(0.0, 3.0, S)
+            sm_ratio = rng.uniform(0.13, 0.17, G)
+            sm_ratio[0] = 0.9
+            tensor_ratio, occ_ratio, dram_ratio, spin_w = 0.1, 0.16, 0.2, 2.1
+            rx_per_pct, tx_share = 0.0, 0.0
+        elif sc == "hung_collective":  # a peer is gone: every rank spins in the collective, nothing moves
+            subs = 100.0 - np.abs(rng.normal(0.0, 0.3, (G, S)))
+            sm_ratio = rng.uniform(0.15, 0.19, G)
+            tensor_ratio, occ_ratio, dram_ratio, spin_w = 0.0, 0.16, 0.01, 2.1
+            rx_per_pct, tx_share = 0.0, 0.0
         else:  # pragma: no cover - guarded by _validate
             raise AssertionError(sc)
         subs = np.rint(np.clip(subs, 0.0, 100.0))  # the driver reports whole percents
@@ -485,7 +485,7 @@ class SimulatedSource:
         mem_of_rank = ph.rank_mem.astype(np.int64).tolist()
         main_cpu = mains.tolist()
         worker_cpu = workers.tolist()
-        procs = [
+        procs = [] if not REGISTRY[sc].procs else [
             ProcSample(
                 pid=ph.main_pids[r],
                 gpu_index=gpu_of_rank[r],
@@ -543,7 +543,7 @@ class SimulatedSource:
         elif sc == "data_pipeline":
             main = 12.0 + 80.0 * on_frac + rng.normal(0.0, 3.0, R)
             work = rng.uniform(85.0, 98.0, (R, W))
-        elif sc == "too_few_workers":
+        elif sc in ("too_few_workers", "starved_no_procs"):
             main = rng.uniform(38.0, 46.0, R)
             work = rng.uniform(97.0, 100.0, (R, W))
         elif sc == "storage_io":
@@ -565,6 +565,20 @@ class SimulatedSource:
         elif sc == "memory_idle":
             main = rng.uniform(0.0, 0.5, R)
             work = np.zeros((R, 0))
+        elif sc == "h2d_copy":  # the main thread copies pageable batches (memcpy into the staging buffer)
+            main = rng.uniform(97.0, 100.0, R)
+            work = rng.uniform(15.0, 30.0, (R, W))
+        elif sc == "in_process_loader":
+            main = rng.uniform(97.0, 100.0, R)
+            work = np.zeros((R, 0))
+        elif sc == "checkpoint_stall":  # rank 0 blocked in fsync (D state), the others spin in NCCL
+            main = rng.uniform(99.0, 101.0, R)
+            main[0] = rng.uniform(3.0, 8.0)
+            work = rng.uniform(0.0, 3.0, (R, W))
+            iowait = float(rng.uniform(2.5, 3.5)) * 32.0 / self.cores  # one core's worth waiting
+        elif sc == "hung_collective":
+            main = rng.uniform(99.0, 101.0, R)
+            work = rng.uniform(0.0, 2.0, (R, W))
         elif sc == "epoch_restart":  # fresh workers start up, fill a few batches, then the epoch ends
             main = 0.5 + 97.0 * on_frac + rng.normal(0.0, 0.5, R)
             work = rng.uniform(28.0, 55.0, (R, W)) * min(1.0, 1.5 * on_frac)
@@ -583,6 +597,13 @@ class SimulatedSource:
         else:
             # Few busy threads stay on their cores: a pegged core among idle ones, as in dataloader_starved.
             demand = np.bincount(ph.thread_core, weights=per_core, minlength=self.cores)
+            if sc == "in_process_loader":  # the scheduler moves the loading process between cores in a tick
+                for r in range(R):
+                    home, other = int(ph.thread_core[r]), int(self._core_perm[(r + R) % self.cores])
+                    if other != home:
+                        moved = per_core[r] * float(rng.uniform(0.25, 0.45))
+                        demand[home] -= moved
+                        demand[other] += moved
             share = np.minimum(1.0, 100.0 / np.maximum(demand, 1e-9))  # time-sharing one core
             loads = loads * share[ph.thread_core]
             cpu = np.abs(rng.normal(0.3, 0.5, self.cores)) + np.minimum(demand, 100.0)
@@ -609,12 +630,16 @@ class SimulatedSource:
             await_ms = float(rng.uniform(4.5, 6.5))
             size = float(rng.normal(700e3, 25e3))
         else:
-            rate = {"healthy": 260.0, "data_pipeline": 150.0, "too_few_workers": 40.0, "communication": 220.0,
-                    "single_card_busy": 30.0, "imbalanced": 200.0}.get(sc, 0.0)  # fmt: skip
+            rate = REGISTRY[sc].disk_reads_per_s
             reads = float(rng.poisson(rate)) if rate else 0.0
             busy = reads * 0.012  # ~0.12 ms service per cached-friendly sequential read
             await_ms = float(rng.uniform(0.15, 0.45)) if reads else 0.0
             size = 131072.0
+        if sc == "checkpoint_stall":  # rank 0's torch.save + fsync onto the system disk
+            w_bytes = float(rng.normal(1.5e9, 1e8))
+            sys_disk = DiskSample(name=_DISK_NAMES[0], busy_pct=round(float(min(100.0, rng.normal(96.0, 2.0))), 2),
+                                  await_ms=round(float(rng.uniform(25.0, 45.0)), 3), read_bytes_per_s=0.0,
+                                  write_bytes_per_s=w_bytes, reads_per_s=0.0, writes_per_s=w_bytes / 1048576.0)
         data_disk = DiskSample(
             name=_DISK_NAMES[1],
             busy_pct=round(busy, 2),
