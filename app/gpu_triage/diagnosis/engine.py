@@ -51,7 +51,7 @@ COLLECTING = "collecting"  # the pattern of a verdict given before the window ca
 
 def format_confidence(confidence: float) -> str:
     """The one way the dashboard and ``gpu-triage diagnose`` write a confidence."""
-    return f"confidence {confidence * 100:.0f} %"
+    return f"confidence {confidence * 100:.0f}%"  # as ui/render.py writes it
 
 
 def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdict:

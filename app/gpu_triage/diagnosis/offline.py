@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.diagnosis.engine import Verdict, diagnose
+from gpu_triage.diagnosis.engine import Verdict, diagnose, format_confidence
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
@@ -41,6 +41,7 @@ class Segment:
     period_s: float | None = None
     duty: float | None = None
     facts: dict[str, float] = field(default_factory=dict)
+    evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class Segment:
             "gpus": list(self.gpus),
             "confidence": round(self.confidence, 3),
             "evidence": list(self.evidence),
+            "evidence_facts": list(self.evidence_facts),
             "advice": list(self.advice),
             "ticks": self.ticks,
             "period_s": self.period_s,
@@ -241,6 +243,11 @@ def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
         agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
         seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
         seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
+        seg.evidence_facts = list(b.evidence_facts)
+        # kill/free/restart only when the segment is confident and lasted the live tracker's hold
+        if (b.destructive_advice and seg.confidence >= thresholds.destructive_min_conf
+                and (seg.end - seg.start).total_seconds() >= thresholds.hold_s):
+            seg.advice += b.destructive_advice
         seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
     return segs
 
@@ -291,7 +298,7 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
         dur = (s.end - s.start).total_seconds()
         gpus = ", ".join(map(str, s.gpus)) if s.gpus else "-"
         print(f"{s.start:%H:%M:%S} - {s.end:%H:%M:%S} UTC ({dur:.0f} s)  {s.pattern} / {s.bottleneck}  "
-              f"cards {gpus}  confidence {s.confidence:.2f}")
+              f"cards {gpus}  {format_confidence(s.confidence)}")
         for e in s.evidence:
             print(f"  - {e}")
         for a in s.advice:
