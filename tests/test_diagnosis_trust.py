@@ -16,7 +16,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict, format_confidence
@@ -155,7 +154,7 @@ def test_new_mechanisms_name_the_cause_and_the_fix() -> None:
 
 
 def test_real_rank_left_in_a_collective_gets_hang_advice_not_topology() -> None:
-    interval_s, res = _real("h200x2-comm-1s.parquet")
+    _interval_s, res = _real("h200x2-comm-1s.parquet")
     lab = next(x for x in json.loads((DATA / "h200x2-comm-1s.labels.json").read_text())
                if x["scenario"] == "nccl_wait_after_peer_left")
     start, end = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])

@@ -18,8 +18,8 @@ from gpu_triage.diagnosis.causes import Cause, Context
 HANG_ADVICE = [
     "find the missing rank: py-spy dump --pid PID of every rank shows which one is not in the collective",
     "rerun with NCCL_DEBUG=INFO to see the last collective each rank entered",
-    "set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a collective timeout (init_process_group(timeout=...)) so a "
-    "hung collective fails instead of spinning",
+    ("set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a collective timeout (init_process_group(timeout=...)) so a "
+     "hung collective fails instead of spinning"),
 ]
 
 

@@ -192,9 +192,6 @@ class Rule:
         return Cause(self.bottleneck, confidence, evidence, self.name, cards)
 
 
-WAITING = ("sawtooth", "steady_low", "imbalanced", "single_card_busy", "steady_high")
-
-
 def _job_present(ctx: Context) -> bool:
     """A process uses the GPUs; without process information, a card holds a context's worth of memory."""
     return ctx.pf.seen or (not ctx.procs_known and ge(ctx.hf.mem_frac, ctx.th.mem_context_frac))

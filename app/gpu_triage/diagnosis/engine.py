@@ -19,8 +19,20 @@ import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
 from gpu_triage.diagnosis.causes import Context, find_cause
-from gpu_triage.diagnosis.facts import Fact, host_facts, link_traffic, proc_facts, stall_ticks
-from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, nanmean
+from gpu_triage.diagnosis.facts import (
+    Fact,
+    host_facts,
+    link_traffic,
+    proc_facts,
+    stall_ticks,
+)
+from gpu_triage.diagnosis.patterns import (
+    CardShape,
+    across_cards,
+    autoperiods,
+    card_shapes,
+    nanmean,
+)
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
 
@@ -310,7 +322,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         # every card holding memory counts
         used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
         with np.errstate(invalid="ignore", divide="ignore"):
-            frac = nanmean(used / total, axis=0)
+            frac = np.asarray(nanmean(used / total, axis=0))
         gpus = [idx for j, idx in enumerate(view.gpu_indexes) if frac[j] >= th.mem_held_frac] or gpus
     elif cause.cards is not None:
         gpus = cause.cards

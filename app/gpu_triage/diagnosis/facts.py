@@ -163,8 +163,8 @@ def f(x: object) -> float:
 
 def stall_ticks(util: np.ndarray, th: Thresholds) -> np.ndarray:
     """Ticks where the cards' mean GPU-Util is below high_util_pct; every tick when there is none."""
-    per_tick = nanmean(util, axis=1) if util.shape[1] else np.full(util.shape[0], np.nan)
-    stall = per_tick < th.high_util_pct
+    per_tick = np.asarray(nanmean(util, axis=1)) if util.shape[1] else np.full(util.shape[0], np.nan)
+    stall = np.asarray(per_tick < th.high_util_pct)
     if not stall.any():
         stall = np.ones_like(stall, dtype=bool)
     return stall
@@ -183,7 +183,7 @@ def link_traffic(gpu: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _busiest(a: np.ndarray) -> float:
-    per_card = nanmean(a, axis=0) if a.size else np.zeros(0)
+    per_card = np.asarray(nanmean(a, axis=0)) if a.size else np.zeros(0)
     return f(nanmax(per_card)) if np.size(per_card) else float("nan")
 
 
@@ -209,9 +209,9 @@ def host_facts(
     cores = int(cpu_count or cpu.shape[1] or 0)
     if c.size and not np.isnan(c).all():
         cpu_busy = f(nanmean(c))
-        tick_busy = nanmean(c, axis=1)
+        tick_busy = np.asarray(nanmean(c, axis=1))
         cpu_sat = float(np.mean(tick_busy >= th.cpu_saturated_pct))
-        max_core = f(nanmean(nanmax(c, axis=1)))
+        max_core = f(nanmean(np.asarray(nanmax(c, axis=1))))
         pegged = c >= th.core_pegged_pct
         n_pegged = pegged.sum(axis=1)
         cores_pegged = int(np.median(n_pegged))
@@ -227,7 +227,7 @@ def host_facts(
     iow = f(nanmean(iowait[stall])) if iowait.size else float("nan")
     busy = disk["busy_pct"][stall] if disk["busy_pct"].shape[1] else np.zeros((0, 0))
     if busy.size and not np.isnan(busy).all():
-        per_disk = nanmean(busy, axis=0)
+        per_disk = np.asarray(nanmean(busy, axis=0))
         j = int(np.nanargmax(per_disk))
         disk_busy = f(per_disk[j])
         disk_name = disk_names[j] if j < len(disk_names) else None
@@ -243,13 +243,13 @@ def host_facts(
     link_max = _busiest(link)
     link_stall = _busiest(link[stall])
     rx = gpu["pcie_rx_bytes_per_s"][stall]
-    rx_card = nanmean(rx, axis=0) if rx.size else np.zeros(0)
+    rx_card = np.asarray(nanmean(rx, axis=0)) if rx.size else np.zeros(0)
     h2d = f(nanmax(rx_card)) if np.size(rx_card) and not np.isnan(rx_card).all() else float("nan")
     h2d_cards = [gpu_indexes[j] for j in range(np.size(rx_card)) if rx_card[j] >= th.h2d_bytes_per_s]
 
     used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        frac = nanmean(used / total, axis=0) if used.size else np.zeros(0)
+        frac = np.asarray(nanmean(used / total, axis=0)) if used.size else np.zeros(0)
     if np.size(frac) and not np.isnan(frac).all():
         j = int(np.nanargmax(frac))
         mem_frac, mem_card = f(frac[j]), gpu_indexes[j]

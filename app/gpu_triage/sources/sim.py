@@ -74,7 +74,6 @@ from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSampl
 from gpu_triage.scenarios import REGISTRY, SCENARIOS
 from gpu_triage.sources.base import SourceStatus
 
-
 EXPECTED: dict[str, tuple[str, str]] = {n: REGISTRY[n].expected for n in SCENARIOS}
 
 # Cases beyond those of the demo and the CLI: playable by name, with their own ground truth.
