@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict, format_confidence
