@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gpu_triage.diagnosis.causes import BOTTLENECKS
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.engine import COLLECTING
-from gpu_triage.diagnosis.patterns import PATTERNS, autoperiod
+from gpu_triage.diagnosis.patterns import PATTERNS, autoperiods
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import GpuSample, ProcSample, Tick
 from gpu_triage.window import RollingWindow
@@ -76,11 +76,11 @@ def test_random_ticks_never_raise(n: int, g: int, c: int, vals: list[float | Non
 
 def test_autoperiod_finds_a_square_wave_and_rejects_noise() -> None:
     wave = np.tile([95.0] * 3 + [0.0] * 5, 10)  # period 8 ticks
-    p = autoperiod(wave, TH.sawtooth_min_acf)
+    p = autoperiods(wave[:, None], TH.sawtooth_min_acf)[0]
     assert p is not None and p.ticks == 8.0
     noise = np.random.default_rng(0).uniform(0, 100, 80)
-    assert autoperiod(noise, TH.sawtooth_min_acf) is None
-    assert autoperiod(np.full(50, 40.0), TH.sawtooth_min_acf) is None
+    assert autoperiods(noise[:, None], TH.sawtooth_min_acf)[0] is None
+    assert autoperiods(np.full((50, 1), 40.0), TH.sawtooth_min_acf)[0] is None
 
 
 def test_fast_sawtooth_inside_the_tick_is_a_sawtooth_faster_than_the_tick() -> None:

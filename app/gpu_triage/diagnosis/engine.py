@@ -124,14 +124,16 @@ def _tick_features(view: WindowView) -> np.ndarray:
 
 
 # how far a tick may sit from the regime's median and still belong to it, per feature (percentage points)
-_BANDS = np.array([15.0, 25.0, 25.0, 5.0, 20.0, 30.0, 15.0])
+def _bands(th: Thresholds) -> np.ndarray:
+    return np.array([th.regime_band_util_pct, th.regime_band_minmax_pct, th.regime_band_minmax_pct,
+                     th.regime_band_mem_pct, th.regime_band_cpu_pct, th.regime_band_disk_pct, th.regime_band_iowait_pct])
 _GPU_COLS = 4  # the first four features are the cards' own (GPU-Util, min, max, memory share); the rest the host's
 
 
-def _in_band_split(feat: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _in_band_split(feat: np.ndarray, ref: np.ndarray, bands: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(tick in band on every feature, tick in band on the cards' own features)."""
     diff = np.abs(feat - ref)
-    ok = (diff <= _BANDS) | np.isnan(diff)
+    ok = (diff <= bands) | np.isnan(diff)
     return ok.all(axis=1), ok[:, :_GPU_COLS].all(axis=1)
 
 
@@ -195,7 +197,7 @@ unknown length: a block in its band is not called a new regime until that run ha
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)  # a feature missing everywhere stays NaN
         ref = np.nanmedian(tail, axis=0)
-    ok, gpu_ok = _in_band_split(feat, ref)
+    ok, gpu_ok = _in_band_split(feat, ref, _bands(th))
     member = _members(ok, gpu_ok, m_min)
     if not member[n - m_min :].all():
         return start, False, 0

@@ -71,17 +71,6 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
 
 
 @overload
-def nanpct(a: np.ndarray, q: float, axis: None = None) -> float: ...
-@overload
-def nanpct(a: np.ndarray, q: float, axis: int) -> np.ndarray: ...
-def nanpct(a: np.ndarray, q: float, axis: int | None = None) -> np.ndarray | float:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        pct: np.ndarray | float = np.nanpercentile(a, q, axis=axis)
-        return pct
-
-
-@overload
 def nanmax(a: np.ndarray, axis: None = None) -> float: ...
 @overload
 def nanmax(a: np.ndarray, axis: int) -> np.ndarray: ...
@@ -90,13 +79,6 @@ def nanmax(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
         warnings.simplefilter("ignore", category=RuntimeWarning)
         top: np.ndarray | float = np.nanmax(a, axis=axis) if a.size else float("nan")
         return top
-
-
-def autoperiod(x: np.ndarray, min_acf: float) -> Period | None:
-    """The dominant period of ``x`` in ticks, or None (see :func:`autoperiods`)."""
-    x = np.asarray(x, dtype=float)
-    x = x[~np.isnan(x)]
-    return autoperiods(x[:, None], min_acf)[0]
 
 
 def autoperiods(x: np.ndarray, min_acf: float) -> list[Period | None]:
@@ -146,11 +128,6 @@ def autoperiods(x: np.ndarray, min_acf: float) -> list[Period | None]:
                     best = Period(ticks=float(lag), acf=float(ac[lag]))
         out[c] = best
     return out
-
-
-def card_shape(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresholds) -> CardShape:
-    """The pattern of one card over the judged ticks (``util``, ``umin``, ``umax`` are (T,))."""
-    return card_shapes(util[:, None], umin[:, None], umax[:, None], th)[0]
 
 
 def card_shapes(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresholds) -> list[CardShape]:

@@ -46,6 +46,13 @@ class Thresholds:
     hold_s: float = 6.0  # a new verdict must hold this long before it replaces the old one
     recent_s: float = 20.0  # the current verdict judges this much recent history (levels, causes)
     regime_min_s: float = 4.0  # a steady stretch this long at the end is a new regime of its own
+    # how far a tick may sit from the regime's median and still belong to it (engine.judged_span)
+    regime_band_util_pct: float = 15.0  # GPU-Util, card mean (percentage points)
+    regime_band_minmax_pct: float = 25.0  # min and max inside the tick
+    regime_band_mem_pct: float = 5.0  # share of memory in use
+    regime_band_cpu_pct: float = 20.0  # mean core busy
+    regime_band_disk_pct: float = 30.0  # busiest disk %util
+    regime_band_iowait_pct: float = 15.0  # iowait
     warmup_s: float = 6.0  # no verdict before the window holds this much ("collecting"), and 3 ticks
     short_judged_s: float = 10.0  # a judged stretch shorter than this lowers the confidence
     # -- confidences ----------------------------------------------------------------------------------------
@@ -75,6 +82,7 @@ class Thresholds:
     conf_no_sm_penalty: float = 0.1  # less sure without SM activity (pre-Hopper cards)
     conf_short_factor: float = 0.8  # judged stretch under short_judged_s
     conf_tiny_factor: float = 0.5  # judged stretch under 3 ticks
+    quick_hold_conf: float = 0.6  # a fresh regime this confident needs half the hold (its rule had own evidence)
     destructive_min_conf: float = 0.8  # kill/free/restart advice only at this confidence, held for hold_s
 
     @classmethod

@@ -25,9 +25,6 @@ import dataclasses
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
 
-QUICK_CONFIDENCE = 0.6  # at or above: the rule that named the bottleneck had its own evidence (not a fallback)
-
-
 class _Held:
     """One value with hysteresis: a new value replaces it once seen for hold_s and at least two ticks."""
 
@@ -75,7 +72,7 @@ class VerdictTracker:
         """Feed the raw verdict of time ``t_seconds``; returns the verdict to show."""
         # a confident verdict on a fresh regime (a step that already held max(regime_min_s, 3 ticks) in one
         # band, see engine.judged_span) has passed a stability test of its own: half the hold suffices
-        quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= QUICK_CONFIDENCE
+        quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= self.th.quick_hold_conf
         self._pattern.update(t_seconds, verdict.pattern, quick)
         self._bottleneck.update(t_seconds, verdict.bottleneck, quick)
         self._latest[verdict.key] = verdict
