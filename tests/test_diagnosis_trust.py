@@ -179,3 +179,17 @@ def test_diagnose_json_carries_structured_facts_beside_the_text() -> None:
 
 def test_confidence_is_written_one_way() -> None:
     assert format_confidence(0.854) == "confidence 85%"
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_checkpoint_every_few_seconds_is_storage_on_the_writing_rank(gpus: int) -> None:
+    """Between checkpoints every rank computes; while rank 0 writes, the others wait for it. The rule reads
+    the cards over the ticks where they part ways, so the mix still names rank 0's storage."""
+    src = SimulatedSource.from_schedule([("healthy", 6.0), ("checkpoint_stall", 4.0)] * 8, gpus=gpus, cores=32,
+                                        seed=2, start=T0)
+    res = verdicts([src.sample() for _ in range(80)], 2.0, TH, 300.0, 32)
+    raws = [r for _t, r, _s in res[20:]]
+    named = [r for r in raws if r.bottleneck == "storage_io"]
+    assert len(named) >= 0.9 * len(raws), {r.key for r in raws}
+    assert all(r.gpus == [0] and any("waiting for rank 0" in e for e in r.evidence) for r in named)
+    assert not any(r.bottleneck == "communication" for r in raws)

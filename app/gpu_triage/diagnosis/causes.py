@@ -78,6 +78,8 @@ class Context:
     all_util: dict[int, float]  # every card's
     all_sm: dict[int, float]
     link: dict[int, float]  # every card's PCIe + NVLink traffic over the judged ticks
+    stall_util: dict[int, float] = field(default_factory=dict)  # every card's, over the ticks where the cards part ways
+    stall_sm: dict[int, float] = field(default_factory=dict)
     quiet_wait_s: float = 0.0  # how long the waiting cards have waited with quiet links (whole window)
     procs_known: bool = True  # any process information in the window (containers may have none)
     # derived in derive()
@@ -253,8 +255,10 @@ class RankBlockedOnStorage(Rule):
         th = ctx.th
         if not ctx.sm_known or ctx.n_gpus < 2:
             return None
-        waiting = [i for i, u in ctx.all_util.items() if u >= th.high_util_pct and ctx.all_sm.get(i, math.nan) < th.sm_low_pct]
-        blocked = [i for i, u in ctx.all_util.items() if u < th.high_util_pct and i not in waiting]
+        # read over the ticks where the cards part ways: between checkpoints every rank computes
+        util, sm = ctx.stall_util or ctx.all_util, ctx.stall_sm or ctx.all_sm
+        waiting = [i for i, u in util.items() if u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct]
+        blocked = [i for i, u in util.items() if u < th.high_util_pct and i not in waiting]
         writes = ge(ctx.hf.disk_write, th.disk_write_bytes_per_s)
         if not waiting or not blocked or not (ctx.storage or writes):
             return None
@@ -264,11 +268,11 @@ class RankBlockedOnStorage(Rule):
                            "disk_write_bytes_per_s", ctx.hf.disk_write))
         names = " and ".join(f"rank {i}" for i in blocked)
         ev.insert(0, Fact(f"{_cards(blocked)} dropped to GPU-Util "
-                          f"{', '.join(pct(ctx.all_util[i]) for i in blocked)} while blocked on storage",
-                          "gpu_util_mean_pct", min(ctx.all_util[i] for i in blocked), tuple(blocked)))
+                          f"{', '.join(pct(util[i]) for i in blocked)} while blocked on storage",
+                          "gpu_util_mean_pct", min(util[i] for i in blocked), tuple(blocked)))
         ev.insert(1, Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % with SM activity "
                           f"< {th.sm_low_pct:.0f} %: waiting for {names} at a collective", "sm_active_mean_pct",
-                          max(ctx.all_sm[i] for i in waiting), tuple(waiting)))
+                          max(sm[i] for i in waiting), tuple(waiting)))
         return self.cause(th.conf_rank_blocked, ev, blocked)
 
 

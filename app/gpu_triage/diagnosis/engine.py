@@ -267,13 +267,26 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     sm = gpu["sm_active_pct"]
     all_sm = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
     all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
+    # every card's levels over the ticks where the cards part ways (spread >= imbalance_pct): a rank that
+    # stalls now and then (a checkpoint) shows there, while between those ticks every rank computes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        spread = np.nanmax(util, axis=1) - np.nanmin(util, axis=1) if util.size else np.zeros(0)
+    stall_all = spread >= th.imbalance_pct
+    if not stall_all.any():
+        stall_all = np.ones(util.shape[0], dtype=bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        st_u, st_sm = np.nanmean(util[stall_all], axis=0), np.nanmean(sm[stall_all], axis=0)
+    stall_util = {idx: float(st_u[j]) for j, idx in enumerate(view.gpu_indexes) if not math.isnan(st_u[j])}
+    stall_sm = {idx: float(st_sm[j]) for j, idx in enumerate(view.gpu_indexes)}
     link = link_traffic(gpu)
     link_per_card = {idx: float(nanmean(link[:, j])) for j, idx in enumerate(view.gpu_indexes)}
     ctx = Context(
         pattern, hf, pf, th, view.n_gpus,
         util={i: u for i, u in all_util.items() if i in focus_idx},
         sm={i: v for i, v in all_sm.items() if i in focus_idx},
-        all_util=all_util, all_sm=all_sm, link=link_per_card,
+        all_util=all_util, all_sm=all_sm, link=link_per_card, stall_util=stall_util, stall_sm=stall_sm,
         quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
         procs_known=any(bool(t) for t in view.procs),
     ).derive()

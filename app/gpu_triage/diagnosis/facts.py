@@ -52,6 +52,13 @@ class ProcFacts:
     ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
 
 
+def _median(xs: list[float] | list[int]) -> float:
+    """np.median of a short list, without numpy's per-call overhead (same value)."""
+    v = sorted(xs)
+    m = len(v) // 2
+    return float(v[m]) if len(v) % 2 else (v[m - 1] + v[m]) / 2.0
+
+
 def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool) -> ProcFacts:
     """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there)."""
     facts = ProcFacts()
@@ -90,11 +97,11 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
             main_cpu.append(busiest)
     facts.seen = bool(procs_per_tick)
     if procs_per_tick:
-        facts.processes = int(np.median(procs_per_tick))
-        facts.workers_pegged = int(np.median(pegged_per_tick))
-        facts.workers_total = int(np.median(total_per_tick))
+        facts.processes = int(_median(procs_per_tick))
+        facts.workers_pegged = int(_median(pegged_per_tick))
+        facts.workers_total = int(_median(total_per_tick))
     if main_cpu:
-        facts.main_cpu = float(np.median(main_cpu))
+        facts.main_cpu = _median(main_cpu)
     if len(cards_seen) == 1 and not other_cards_busy:
         facts.ranks_on_first_card = len(pids_by_card[next(iter(cards_seen))])
     return facts
