@@ -217,6 +217,21 @@ class IdleData(Rule):
         return None
 
 
+class IdleInProcess(Rule):
+    """num_workers=0 with a model so small the cards read idle: the training process holds a whole core
+    preparing batches while its cards run (almost) nothing."""
+
+    name, bottleneck, patterns = "in_process_loader", "data_pipeline", ("idle",)
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, pf = ctx.th, ctx.pf
+        if not (pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or _rank_held(ctx):
+            return None
+        return self.cause(th.conf_idle_data, ctx.base + [Fact(
+            f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
+            "DataLoader workers (num_workers=0): it prepares the data itself", "main_process_cpu_pct", pf.main_cpu)])
+
+
 class MemoryIdle(Rule):
     """Memory held on cards that run nothing, with nothing on the host that the job could be waiting for."""
 
@@ -259,13 +274,18 @@ class RankBlockedOnStorage(Rule):
         util, sm = ctx.stall_util or ctx.all_util, ctx.stall_sm or ctx.all_sm
         waiting = [i for i, u in util.items() if u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct]
         blocked = [i for i, u in util.items() if u < th.high_util_pct and i not in waiting]
-        writes = ge(ctx.hf.disk_write, th.disk_write_bytes_per_s)
-        if not waiting or not blocked or not (ctx.storage or writes):
+        # a checkpoint goes to the page cache first and hits the disk at fsync: a spike in any tick counts
+        hf = ctx.hf
+        writes = ge(hf.disk_write_peak, th.disk_write_bytes_per_s)
+        slow = ge(hf.await_peak_ms, th.await_ms)
+        if not waiting or not blocked or not (ctx.storage or writes or slow):
             return None
         ev = list(ctx.storage)
         if writes:
-            ev.append(Fact(f"disk writes {gbs(ctx.hf.disk_write)}: a checkpoint or log being written",
-                           "disk_write_bytes_per_s", ctx.hf.disk_write))
+            ev.append(Fact(f"disk writes up to {gbs(hf.disk_write_peak)}: a checkpoint being written",
+                           "disk_write_peak_bytes_per_s", hf.disk_write_peak))
+        if slow and not any(f.metric == "disk_await_ms" for f in ev):
+            ev.append(Fact(f"disk await up to {hf.await_peak_ms:.0f} ms", "disk_await_peak_ms", hf.await_peak_ms))
         names = " and ".join(f"rank {i}" for i in blocked)
         ev.insert(0, Fact(f"{_cards(blocked)} dropped to GPU-Util "
                           f"{', '.join(pct(util[i]) for i in blocked)} while blocked on storage",
@@ -397,6 +417,14 @@ class LaunchOverhead(Rule):
         ])
 
 
+def _rank_held(ctx: Context) -> bool:
+    """Some card waits at a collective (GPU-Util high, SM low) over the ticks where the cards part ways."""
+    th = ctx.th
+    util, sm = ctx.stall_util or ctx.all_util, ctx.stall_sm or ctx.all_sm
+    return ctx.n_gpus >= 2 and any(u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct
+                                   for i, u in util.items())
+
+
 class InProcessLoader(Rule):
     """num_workers=0 (PyTorch's default): the training process loads data itself and holds ~100 % of one
     core. The scheduler moves it between cores, so no core looks pegged: the process's own CPU is read."""
@@ -406,6 +434,8 @@ class InProcessLoader(Rule):
     def detect(self, ctx: Context) -> Cause | None:
         th, pf = ctx.th, ctx.pf
         if not (_waits(ctx) and pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)):
+            return None
+        if _rank_held(ctx):  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
             return None
         fact = Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
                     "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)
@@ -472,7 +502,7 @@ class Healthy(Rule):
 
 
 RULES: tuple[Rule, ...] = (
-    IdleStorage(), IdleData(), MemoryIdle(), IdleNothing(),
+    IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
     Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), InProcessLoader(), NoProcessInfo(),
     StallUnexplained(), Healthy(),

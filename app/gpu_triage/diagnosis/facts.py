@@ -126,6 +126,8 @@ class HostFacts:
     disk_name: str | None
     await_ms: float
     disk_write: float  # busiest disk's write bytes/s during stall ticks
+    disk_write_peak: float  # the highest one-tick write bytes/s of any disk over the judged ticks
+    await_peak_ms: float  # the highest one-tick await of any disk over the judged ticks
     iowait: float
     link_bytes_per_s: float  # busiest card's PCIe + NVLink traffic, both directions, over the judged ticks
     link_stall_bytes_per_s: float  # the same over the stall ticks only
@@ -153,6 +155,8 @@ class HostFacts:
             "disk_busy_pct": self.disk_busy,
             "disk_await_ms": self.await_ms,
             "disk_write_bytes_per_s": self.disk_write,
+            "disk_write_peak_bytes_per_s": self.disk_write_peak,
+            "disk_await_peak_ms": self.await_peak_ms,
             "iowait_pct": self.iowait,
             "link_bytes_per_s": self.link_bytes_per_s,
             "link_stall_bytes_per_s": self.link_stall_bytes_per_s,
@@ -245,6 +249,9 @@ def host_facts(
         disk_name = None
     writes = disk["write_bytes_per_s"][stall] if disk["write_bytes_per_s"].shape[1] else np.zeros((0, 0))
     disk_write = _busiest(writes) if writes.size and not np.isnan(writes).all() else float("nan")
+    all_w, all_aw = disk["write_bytes_per_s"], disk["await_ms"]
+    write_peak = f(nanmax(all_w)) if all_w.size and not np.isnan(all_w).all() else float("nan")
+    await_peak = f(nanmax(all_aw)) if all_aw.size and not np.isnan(all_aw).all() else float("nan")
 
     link = link_traffic(gpu)
     link_max = _busiest(link)
@@ -264,7 +271,7 @@ def host_facts(
         mem_frac, mem_card = float("nan"), None
     return HostFacts(
         gpu_mean, gpu_p5, gpu_p95, sm_mean, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
-        disk_busy, disk_name, await_ms, disk_write, iowait=iow, link_bytes_per_s=link_max,
+        disk_busy, disk_name, await_ms, disk_write, write_peak, await_peak, iowait=iow, link_bytes_per_s=link_max,
         link_stall_bytes_per_s=link_stall, h2d_bytes_per_s=h2d, h2d_cards=h2d_cards, mem_frac=mem_frac,
         mem_card=mem_card,
     )

@@ -34,7 +34,7 @@ class Thresholds:
     sm_idle_pct: float = 5.0  # SMs essentially unused
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
-    h2d_bytes_per_s: float = 1e9  # PCIe host-to-device traffic of a copy-bound step (4x a launch loop's)
+    h2d_bytes_per_s: float = 5e8  # PCIe RX of a copy-bound step as NVML reads it (launch loops: <= 0.27 GB/s)
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
     mem_held_frac: float = 0.10  # memory held: share of the card's memory in use
     mem_context_frac: float = 0.01  # a process holds a context (an idle H200 with none: 0.4 %)
