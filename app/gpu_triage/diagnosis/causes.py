@@ -308,8 +308,12 @@ class HungCollective(Rule):
         if not (ctx.sm_known and waiting and ctx.n_gpus >= 2 and len(waiting) * 2 >= max(1, len(working))):
             return None
         link = max((ctx.link.get(i, math.nan) for i in waiting), default=math.nan)
-        if math.isnan(link) or link >= th.link_quiet_bytes_per_s:
+        # quiet over the judged stretch, or quiet for a regime's length now (a hang right after traffic)
+        quiet_now = ctx.quiet_wait_s >= th.regime_min_s
+        if not quiet_now and (math.isnan(link) or link >= th.link_quiet_bytes_per_s):
             return None
+        if quiet_now:
+            link = min(link, th.link_quiet_bytes_per_s) if not math.isnan(link) else 0.0
         hung = ctx.quiet_wait_s >= th.hung_min_s
         what = ("a hung collective: no traffic and no progress (a peer died, hung or never joined)" if hung
                 else "a collective waiting with no traffic: a peer is late or gone")
@@ -317,7 +321,8 @@ class HungCollective(Rule):
             Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % but SM activity "
                  f"< {th.sm_low_pct:.0f} %: kernels waiting, not computing", "sm_active_mean_pct",
                  max(ctx.sm[i] for i in waiting), tuple(waiting)),
-            Fact(f"links {gbs(link)} (PCIe + NVLink) for {ctx.quiet_wait_s:.0f} s: {what}",
+            Fact(f"links under {gbs(th.link_quiet_bytes_per_s)} (PCIe + NVLink) for the last {ctx.quiet_wait_s:.0f} s: "
+                 f"{what}",
                  "link_bytes_per_s", link, tuple(waiting)),
         ]
         return self.cause(th.conf_hung if hung else th.conf_comm_no_links, ev)
