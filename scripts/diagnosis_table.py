@@ -28,6 +28,9 @@ GEN_2S = ROOT / "tests" / "data" / "h200-gen-2s.parquet"
 GEN_05S = ROOT / "tests" / "data" / "h200-gen-0.5s.parquet"
 X2_COMM = ROOT / "tests" / "data" / "h200x2-comm-1s.parquet"
 X2_CUDA0 = ROOT / "tests" / "data" / "h200x2-cuda0-1s.parquet"
+# the lab's recordings of issue 11's mechanisms (docs/h200.md), each at 1 s and 2 s ticks
+X2_LAB = [ROOT / "tests" / "data" / f"h200x2-{m}-{iv}.parquet"
+          for m in ("h2d", "loader0", "loader0rn50", "loader0rn50omp1", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
 MIDDLE = (0.35, 0.9)
 
@@ -112,7 +115,7 @@ def sim_rows() -> list[tuple]:
 def main() -> None:
     show = "--ticks" in sys.argv
     rows = []
-    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0):
+    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0, *X2_LAB):
         rows += real_rows(p, show)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok "
