@@ -227,6 +227,10 @@ class IdleInProcess(Rule):
         th, pf = ctx.th, ctx.pf
         if not (pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or _rank_held(ctx):
             return None
+        # the cards are fed, slowly: some kernel runs. A job starting up (imports, model init) also holds a
+        # core with idle cards, but runs no kernel at all
+        if not ge(ctx.hf.sm_stall, th.sm_fed_pct):
+            return None
         return self.cause(th.conf_idle_data, ctx.base + [Fact(
             f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
             "DataLoader workers (num_workers=0): it prepares the data itself", "main_process_cpu_pct", pf.main_cpu)])
@@ -442,6 +446,8 @@ class InProcessLoader(Rule):
             return None
         if _rank_held(ctx):  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
             return None
+        if ctx.sm_known and not ge(ctx.hf.sm_stall, th.sm_fed_pct):
+            return None  # no kernel at all while the GPU waits: a job starting up, not one fed slowly
         fact = Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
                     "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)
         if not ctx.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity

@@ -115,6 +115,7 @@ class HostFacts:
     gpu_p5: float
     gpu_p95: float
     sm_mean: float  # NaN: no SM activity on these cards (pre-Hopper, no GPM)
+    sm_stall: float  # SM activity over the stall ticks only
     cpu_busy: float  # mean busy % of all cores during stall ticks
     cpu_saturated_share: float  # share of stall ticks whose mean core busy reaches cpu_saturated_pct
     max_core: float  # the busiest core's busy %, averaged over stall ticks
@@ -215,6 +216,8 @@ def host_facts(
     # one sort for both percentiles (same values as two calls)
     gpu_p5, gpu_p95 = (float(v) for v in np.percentile(vals, [5, 95])) if vals.size else (float("nan"),) * 2
     sm_mean = f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
+    sm_st = gpu["sm_active_pct"][stall]
+    sm_stall = f(nanmean(sm_st)) if sm_st.size and not np.isnan(sm_st).all() else float("nan")
 
     c = cpu[stall] if cpu.shape[1] else cpu
     cores = int(cpu_count or cpu.shape[1] or 0)
@@ -270,7 +273,7 @@ def host_facts(
     else:
         mem_frac, mem_card = float("nan"), None
     return HostFacts(
-        gpu_mean, gpu_p5, gpu_p95, sm_mean, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
+        gpu_mean, gpu_p5, gpu_p95, sm_mean, sm_stall, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
         disk_busy, disk_name, await_ms, disk_write, write_peak, await_peak, iowait=iow, link_bytes_per_s=link_max,
         link_stall_bytes_per_s=link_stall, h2d_bytes_per_s=h2d, h2d_cards=h2d_cards, mem_frac=mem_frac,
         mem_card=mem_card,
