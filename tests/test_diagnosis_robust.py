@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_triage.diagnosis.causes import BOTTLENECKS
-from gpu_triage.diagnosis.engine import diagnose
-from gpu_triage.diagnosis.engine import COLLECTING
+from gpu_triage.diagnosis.engine import COLLECTING, diagnose
 from gpu_triage.diagnosis.patterns import PATTERNS, autoperiods
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import GpuSample, ProcSample, Tick

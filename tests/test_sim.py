@@ -11,8 +11,8 @@ import pytest
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
-from gpu_triage.sources.base import Source
 from gpu_triage.scenarios import REGISTRY
+from gpu_triage.sources.base import Source
 from gpu_triage.sources.sim import EXPECTED, EXTRA_EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -35,13 +35,15 @@ def _spare(most: int) -> Callable[[int, int], int]:
 
 
 REGISTRY: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("healthy", "steady_high", "none", "util 97-99 %, SM ~95 %, busy workers; compute_healthy, dataloader_tuned",
+    Scenario("healthy", "steady_high", "none", "util 97-99 %, SM ~95 %, busy workers; compute_healthy, "
+             "dataloader_tuned",
              _spare(6), disk_reads_per_s=260.0),
     Scenario("data_pipeline", "sawtooth", "data_pipeline", "every core 85-100 % (workers), bursts between waits; "
              "dataloader_cpu_saturated", lambda cores, ranks: max(1, -(-cores // ranks)), disk_reads_per_s=150.0),
     Scenario("too_few_workers", "steady_low", "data_pipeline", "one worker core per rank pegged, rest idle; "
              "dataloader_starved", lambda cores, ranks: 2 if ranks <= 2 else 1, disk_reads_per_s=40.0),
-    Scenario("storage_io", "steady_low", "storage_io", "dataset disk 100 % busy, iowait ~40 %; io_bound", _spare(4)),
+    Scenario("storage_io", "steady_low", "storage_io", "dataset disk 100 % busy, iowait ~40 %; io_bound",
+             _spare(4)),
     Scenario("communication", "steady_high", "communication", "util ~96 %, SM ~23 %, NVLink 45-75 GB/s, one "
              "straggler (NVIDIA/nccl#403)", _spare(3), disk_reads_per_s=220.0),
     Scenario("single_card_busy", "single_card_busy", "none", "every rank on cuda:0", _spare(2), memory="one_card",

@@ -25,6 +25,7 @@ import dataclasses
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
 
+
 class _Held:
     """One value with hysteresis: a new value replaces it once seen for hold_s and at least two ticks."""
 
