@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from gpu_triage import pulse
 
 
@@ -140,7 +139,7 @@ def test_file_removed_at_exit_and_written_atomically(tmp_path: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(Path(pulse.__file__).parents[1]), GPU_TRIAGE_PULSE_DIR=str(d))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    names = eval(out.stdout)  # noqa: S307 - our own print of a list of file names
+    names = ast.literal_eval(out.stdout)
     assert len(names) == 1 and names[0].startswith("pulse-") and names[0].endswith(".json")  # no .tmp left
     assert list(d.iterdir()) == []  # gone once the process ended
 

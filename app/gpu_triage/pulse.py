@@ -144,7 +144,7 @@ class _Pulse:
                     self._registered = True
             self.last_step_wall = time.time()
             os.pwrite(self._fd, encode_record(self.record()), 0)
-        except Exception as exc:  # never into training: count it, say it once at debug level
+        except Exception as exc:  # noqa: BLE001 - never into training: counted, logged once at debug
             self.failed(exc)
 
     def failed(self, exc: BaseException) -> None:
@@ -220,7 +220,7 @@ def _batch_len(batch: Any) -> int | None:
                 item = item[0]
             else:
                 return None
-    except Exception:  # an exotic batch type: unknown size, steps still count
+    except Exception:  # noqa: BLE001 - an exotic batch type: unknown size, steps still count
         return None
     return None
 
@@ -246,7 +246,7 @@ def watch(loader: Iterable[T], batch_size: int | None = None) -> Iterator[T]:
             n = batch_size if batch_size is not None else _batch_len(batch)
             t2 = perf()
             pulse.count(n, t1 - t0, t2 - t0, t2)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - counted and logged by failed()
             pulse.failed(exc)
 
 
@@ -257,10 +257,10 @@ def step(n: int | None = None) -> None:
     """Count one finished step of ``n`` samples (None: samples unknown, steps still count). Never raises."""
     try:
         _get().count(n, None, None, time.perf_counter())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - counted and logged by failed()
         try:
             _get().failed(exc)
-        except Exception:  # noqa: S110 - nothing left to report it with, and training must go on
+        except Exception:  # noqa: BLE001, S110 - nothing left to report it with; training goes on
             pass
 
 
