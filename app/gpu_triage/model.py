@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = "1"
+from gpu_triage.jobmodel import JobRank, JobSample
+
+SCHEMA_VERSION = "2"  # 2: the job column (trace-v2.md); version-1 files are still read
+READABLE_SCHEMA_VERSIONS = ("1", "2")
 
 
 #: Key of a dataclass field's metadata naming its trace-v1 storage width. The sample classes below are the
@@ -125,6 +128,7 @@ class Tick:
     host_mem_total_bytes: int | None = None
     disks: list[DiskSample] = field(default_factory=list)
     procs: list[ProcSample] = field(default_factory=list)
+    job: JobSample | None = None  # the training's own progress (trace v2); None: no job source
 
     def to_row(self) -> dict[str, Any]:
         """This tick as one trace-v1 row (plain dicts and lists)."""
@@ -138,6 +142,7 @@ class Tick:
             "host_mem_total_bytes": self.host_mem_total_bytes,
             "disks": [_asdict(d) for d in self.disks],
             "procs": [_asdict(p) for p in self.procs],
+            "job": None if self.job is None else _job_row(self.job),
         }
 
     @classmethod
@@ -153,6 +158,7 @@ class Tick:
             host_mem_total_bytes=row.get("host_mem_total_bytes"),
             disks=[_build(DiskSample, d) for d in (row.get("disks") or [])],
             procs=[_build(ProcSample, p) for p in (row.get("procs") or [])],
+            job=_job_from_row(row.get("job")),
         )
 
 
@@ -223,3 +229,20 @@ def _build(kind: type, data: dict[str, Any]) -> Any:
         if list_field in names and kwargs.get(list_field) is None:
             kwargs[list_field] = []
     return kind(**kwargs)
+
+
+def _job_row(job: JobSample) -> dict[str, Any]:
+    row = _asdict(job)
+    row["ranks"] = [_asdict(r) for r in job.ranks]
+    return row
+
+
+def _job_from_row(data: dict[str, Any] | None) -> JobSample | None:
+    if not data or data.get("source") is None:
+        return None
+    kwargs = {k: v for k, v in data.items() if k in _JOB_NAMES and k != "ranks"}
+    ranks = [_build(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
+    return JobSample(**kwargs, ranks=ranks)
+
+
+_JOB_NAMES = frozenset(f.name for f in dataclasses.fields(JobSample))

@@ -1,4 +1,4 @@
-"""Trace v1 as a pyarrow schema, and the conversions between ticks and Arrow data.
+"""The trace (v2: v1 and the job column) as a pyarrow schema, and the conversions between ticks and Arrow data.
 
 The schema is the recording contract (docs/trace-v1.md), built from the field definitions in
 :mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the widths the bundled H200
@@ -107,6 +107,31 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
 INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
 TS_RANGE_US: tuple[float, float] = (0.0, 7_258_118_400.0 * 1e6)
 
+# Trace v2: the job's own progress per tick (docs/trace-v2.md). Whole-job scalars, then one entry per rank.
+JOB_RANK_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("rank", pa.uint32()),
+    ("local_rank", pa.uint32()),
+    ("world_size", pa.uint32()),
+    ("pid", pa.uint32()),
+    ("samples_per_s", pa.float64()),
+    ("steps_per_s", pa.float64()),
+    ("step_time_s", pa.float64()),
+    ("data_wait_pct", pa.float32()),
+    ("since_progress_s", pa.float64()),
+)
+JOB_SCALAR_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("source", pa.string()),
+    ("samples_per_s", pa.float64()),
+    ("steps_per_s", pa.float64()),
+    ("step_time_s", pa.float64()),
+    ("data_wait_pct", pa.float32()),
+    ("since_progress_s", pa.float64()),
+    ("steps", pa.uint64()),
+    ("loss", pa.float64()),
+)
+JOB_RANK_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_RANK_FIELDS])
+JOB_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_SCALAR_FIELDS] + [pa.field("ranks", pa.list_(JOB_RANK_STRUCT))])
+
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
 PROC_STRUCT = pa.struct([pa.field(n, t) for n, t in PROC_FIELDS])
@@ -123,6 +148,7 @@ TRACE_SCHEMA = pa.schema(
         pa.field("host_mem_total_bytes", pa.uint64()),
         pa.field("disks", pa.list_(DISK_STRUCT)),
         pa.field("procs", pa.list_(PROC_STRUCT)),
+        pa.field("job", JOB_STRUCT),
     ]
 )
 
@@ -150,6 +176,14 @@ _ROW_STRUCT = pa.struct(list(TRACE_SCHEMA))
 _gpu_values = operator.attrgetter(*(name for name, _ in GPU_FIELDS))
 _disk_values = operator.attrgetter(*(name for name, _ in DISK_FIELDS))
 _proc_values = operator.attrgetter(*(f.name for f in PROC_STRUCT))
+_job_values = operator.attrgetter(*(name for name, _ in JOB_SCALAR_FIELDS))
+_job_rank_values = operator.attrgetter(*(name for name, _ in JOB_RANK_FIELDS))
+
+
+def _job(job: Any) -> tuple[Any, ...] | None:
+    if job is None:
+        return None
+    return (*_job_values(job), [_job_rank_values(r) for r in job.ranks])
 
 
 def _tick_values(t: Tick) -> tuple[Any, ...]:
@@ -164,6 +198,7 @@ def _tick_values(t: Tick) -> tuple[Any, ...]:
         t.host_mem_total_bytes,
         [_disk_values(d) for d in t.disks],
         [_proc_values(p) for p in t.procs],
+        _job(t.job),
     )
 
 
