@@ -30,6 +30,9 @@ from gpu_triage.sources.joblog import FORMAT_NAMES, LogFollower, Reading, parse_
 log = logging.getLogger(__name__)
 
 
+NOTE_AFTER_LINES = 20  # lines read without one progress line before the formats tried are listed
+
+
 def _stale_after(step_time_s: float | None, interval_s: float) -> float:
     return max(3.0 * (step_time_s or 0.0), 2.0 * interval_s, 1.0)
 
@@ -169,10 +172,9 @@ class LogTracker:
             self.unmatched += 1
             return
         self.matched[r.fmt] = self.matched.get(r.fmt, 0) + 1
-        if r.fmt == "hf_trainer" and r.samples_per_s is None and r.steps_per_s is None:
-            if self.latest is not None:  # a loss dict: keep the rate, take the loss
-                self.latest.loss = r.loss if r.loss is not None else self.latest.loss
-                return
+        if r.fmt == "hf_trainer" and r.samples_per_s is None and r.steps_per_s is None and self.latest is not None:
+            self.latest.loss = r.loss if r.loss is not None else self.latest.loss  # a loss dict: keep the rate
+            return
         prev = self.latest
         if prev is None or r.step is None or prev.step is None or r.step != prev.step:
             self._last_progress = now
@@ -304,6 +306,7 @@ class WithJob:
         self.name = inner.name
         self.on_message = on_message  # told each new job notice at once (the headless recorder prints it)
         self._messages: list[str] = []  # the last few job notices, kept on the banner
+        self._noted = False
 
     def host_info(self) -> HostInfo:
         return self.inner.host_info()
@@ -315,7 +318,12 @@ class WithJob:
         except OSError as exc:  # the log's file system failed: the cards' tick still counts
             log.debug("job source failed: %s", exc)
             tick.job = None
-        for message in self.monitor.messages():
+        messages = self.monitor.messages()
+        note = None if self._noted else self.monitor.note()
+        if note is not None and self.monitor.log is not None and self.monitor.log.unmatched >= NOTE_AFTER_LINES:
+            self._noted = True
+            messages.append(note)
+        for message in messages:
             self._messages = [*self._messages[-4:], message]
             if self.on_message is not None:
                 self.on_message(message)
@@ -330,3 +338,23 @@ class WithJob:
     def close(self) -> None:
         self.monitor.close()
         self.inner.close()
+
+
+def monitor_for(job_log: str | None, batch_size: int | None, config: Any, *, use_pulse: bool = True) -> JobMonitor | None:
+    """The job monitor ``live`` and ``record`` run: the pulse directory always (when ``use_pulse``), the log when
+    ``--job-log`` is given. A log path that cannot be followed is a UserError (one line, exit 2) here, at start."""
+    from gpu_triage.errors import UserError
+    from gpu_triage.sources.joblog import compile_user_regex
+
+    if job_log is None and not use_pulse:
+        return None
+    regex = compile_user_regex(config.job_log_regex) if getattr(config, "job_log_regex", None) else None
+    mon = JobMonitor(log_path=Path(job_log).expanduser() if job_log else None,
+                     batch_size=batch_size or getattr(config, "job_batch_size", None), user_regex=regex,
+                     use_pulse=use_pulse)
+    try:
+        mon.check_start()
+    except OSError as exc:
+        text = exc.strerror if isinstance(exc, PermissionError) and exc.strerror else str(exc)
+        raise UserError(f"--job-log {job_log}: cannot follow it ({text}): give a readable log file") from exc
+    return mon
