@@ -18,6 +18,7 @@ import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
 from gpu_triage.diagnosis.causes import find_cause, host_facts, proc_facts
+from gpu_triage.diagnosis.job import apply_job
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
@@ -277,7 +278,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     facts["regime_fresh"] = 1.0 if fresh else 0.0
     n_procs = len({p.pid for tick in view.procs[-(n - start):] for p in tick}) if view.procs else 0
     adv = advise(cause.bottleneck, pattern, hf, pf, view.n_gpus, n_procs)
-    return Verdict(
+    verdict = Verdict(
         pattern=pattern,
         bottleneck=cause.bottleneck,
         gpus=list(gpus),
@@ -289,3 +290,4 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         facts=facts,
         per_gpu={i: s.pattern for i, s in shapes.items()},
     )
+    return apply_job(verdict, view, start, th, hf, pf, n_procs)  # the job's own clock, when a source gives it
