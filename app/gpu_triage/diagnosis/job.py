@@ -35,10 +35,10 @@ WAIT_SHARE_PCT = 50.0  # more than half of each step without a batch: the input 
 NO_PROGRESS_S = 30.0  # no step for this long: stopped (a healthy step of a training is far shorter)
 HANG_ADVICE = [
     "see where each rank waits: py-spy dump --pid PID (every rank), or faulthandler.dump_traceback_later",
-    "NCCL_DEBUG=INFO and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a shorter timeout in "
-    "init_process_group(timeout=...) so a stuck collective fails with a message instead of spinning",
-    "a rank that skipped a collective (a condition on rank, an uneven last batch: drop_last=True) leaves "
-    "the others waiting in it",
+    ("NCCL_DEBUG=INFO and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a shorter timeout in "
+    "init_process_group(timeout=...) so a stuck collective fails with a message instead of spinning"),
+    ("a rank that skipped a collective (a condition on rank, an uneven last batch: drop_last=True) leaves "
+    "the others waiting in it"),
 ]
 
 
@@ -69,8 +69,8 @@ def apply_job(verdict: Verdict, view: WindowView, start: int, th: Thresholds, hf
     step = last.step_time_s or 0.0
     if since is not None and since >= max(NO_PROGRESS_S, 3 * step) and not math.isnan(util) \
             and util >= th.high_util_pct:
-        evidence = [f"no progress for {since:.0f} s while the cards show {util:.0f} % GPU-Util: a stuck "
-                    "collective or a hang (NCCL kernels waiting spin at 100 % and do nothing)"]
+        evidence = [(f"no progress for {since:.0f} s while the cards show {util:.0f} % GPU-Util: a stuck "
+                    "collective or a hang (NCCL kernels waiting spin at 100 % and do nothing)")]
         return replace(out, bottleneck="communication", confidence=max(out.confidence, 0.85),
                        evidence=evidence + out.evidence, advice=HANG_ADVICE + out.advice,
                        gpus=out.gpus or list(view.gpu_indexes))
