@@ -21,6 +21,8 @@ def test_tqdm_rates_in_both_directions_and_with_units() -> None:
     assert r.steps_per_s == pytest.approx(1 / 1.23)
     r = parse_line("100%|██████████| 5000/5000 [00:10<00:00, 1.52kimg/s]")
     assert r is not None and r.samples_per_s == 1520.0 and r.steps_per_s is None
+    r = parse_line("train: 1234it [00:10, 123.40it/s, loss=1.5]")  # no total: a loop bounded by time
+    assert r is not None and (r.step, r.total, r.steps_per_s, r.loss) == (1234, None, 123.4, 1.5)
     r = parse_line(" 12%|█▏        | 120/1000 [00:03<?, ?it/s]")
     assert r is None  # no rate yet: nothing to read
 

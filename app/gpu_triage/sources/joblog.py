@@ -52,9 +52,10 @@ _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 _SAMPLE_UNITS = {"samples", "sample", "img", "imgs", "images", "image", "ex", "examples", "example", "seq",
                  "seqs", "sequences", "tok", "tokens"}
 
-# tqdm: "  3%|▎         | 10/313 [00:01<00:30,  9.87it/s]" or "[00:05<01:00,  1.23s/it, loss=0.5]"
+# tqdm: "  3%|▎         | 10/313 [00:01<00:30,  9.87it/s]" or "[00:05<01:00,  1.23s/it, loss=0.5]"; without a
+# total: "train: 123it [00:10, 12.30it/s]"
 _TQDM = re.compile(
-    rf"(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
+    rf"(?P<n>\d+)(?:/(?P<total>\d+))?(?:[A-Za-z]+)?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
     rf"(?:(?P<rate>{_NUM})(?P<prefix>[kKMG]?)(?P<unit>[A-Za-z]+)/s|(?P<inv>{_NUM})s/(?P<iunit>[A-Za-z]+))"
 )
 # rich progress (Lightning's RichProgressBar): "Epoch 0/9 ━━━━━━━ 450/1000 0:00:10 • 0:00:12 44.12it/s loss: 0.1"
