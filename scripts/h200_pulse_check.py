@@ -55,21 +55,21 @@ def check_run(rundir: Path, name: str) -> list[tuple[bool, str]]:
         t_a, t_b = rows[0][0] - rows[0][1], rows[-1][0]
         theirs = (own_samples_at(points, t_b) - own_samples_at(points, t_a)) / (t_b - t_a)
         err = 100.0 * (ours - theirs) / theirs
-        out.append((abs(err) <= 2.0, f"{name} {kind}: gpu-triage {ours:.1f} samples/s, the training's own count "
+        out.append((abs(err) <= 2.0, (f"{name} {kind}: gpu-triage {ours:.1f} samples/s, the training's own count "
                                      f"{theirs:.1f} samples/s over the same {t_b - t_a:.0f} s: {err:+.2f} % "
-                                     f"(source {rows[-1][2].source})"))
+                                     f"(source {rows[-1][2].source})")))
         if kind == "pulse":
             waits = [j.data_wait_pct for _, _, j in rows if j.data_wait_pct is not None]
             wait = statistics.median(waits) if waits else float("nan")
             ranks = {r.rank for _, _, j in rows for r in j.ranks}
             if prog["mode"] == "starved":
-                out.append((wait > 50.0, f"{name}: data wait {wait:.0f} % of each step (> 50 % expected), "
-                                         f"ranks seen {sorted(ranks)}"))
+                out.append((wait > 50.0, (f"{name}: data wait {wait:.0f} % of each step (> 50 % expected), "
+                                         f"ranks seen {sorted(ranks)}")))
             else:
-                out.append((wait < 10.0, f"{name}: data wait {wait:.1f} % of each step (< 10 % expected), "
-                                         f"ranks seen {sorted(ranks)}"))
-            out.append((len(ranks) == prog["world"], f"{name}: {len(ranks)} rank(s) in the pulse, "
-                                                     f"{prog['world']} in the job"))
+                out.append((wait < 10.0, (f"{name}: data wait {wait:.1f} % of each step (< 10 % expected), "
+                                         f"ranks seen {sorted(ranks)}")))
+            out.append((len(ranks) == prog["world"], (f"{name}: {len(ranks)} rank(s) in the pulse, "
+                                                     f"{prog['world']} in the job")))
     if not prog.get("tqdm"):
         out.append((False, f"{name}: tqdm was not installed on this machine: the log was not a tqdm log"))
     return out

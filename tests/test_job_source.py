@@ -191,3 +191,30 @@ def test_config_job_table(tmp_path: Path) -> None:
         parse_config({"job": {"log_regex": r"(?P<speed>\d+)"}})
     with pytest.raises(UserError, match=r"job\.log_regex is invalid"):
         parse_config({"job": {"log_regex": "(unclosed"}})
+
+
+def test_newest_reading_wins_and_a_loss_dict_keeps_the_rate(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    lines = [f" {i % 100:2d}%| | {i}/100000 [00:10<00:10, 50.00it/s]" for i in range(1, 100_001)]
+    log.write_text("\n".join(lines) + "\n{'loss': 0.4321, 'learning_rate': 1e-05, 'epoch': 0.3}\n")
+    tr = LogTracker(log, batch_size=8)
+    tr.follower.tail_start = tr.follower.budget = 1 << 40  # read it all: 100,000 lines printed since the last tick
+    job = tr.sample(now=5.0, interval_s=2.0)
+    assert job is not None and job.source == "log:tqdm" and job.steps == 100_000
+    assert job.steps_per_s == 50.0 and job.samples_per_s == 400.0 and job.loss == 0.4321
+    assert tr.unmatched == 0  # only the newest lines were looked at
+
+
+def test_a_1_gb_line_costs_a_skip_not_a_gigabyte(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(b"")
+    tr = LogTracker(log, batch_size=2)
+    tr.sample(now=0.0, interval_s=2.0)
+    with open(log, "r+b") as fh:  # 1 GiB without a line end (sparse: no disk used), then a progress line
+        fh.truncate(1 << 30)
+        fh.seek(1 << 30)
+        fh.write(b"\r 5%| | 5/100 [00:01<00:19, 5.00it/s]\n")
+    job = tr.sample(now=2.0, interval_s=2.0)
+    assert job is not None and job.steps_per_s == 5.0
+    assert tr.follower.skipped_bytes > (1 << 30) - (1 << 20)
+    assert len(tr.follower._partial) == 0

@@ -30,6 +30,7 @@ from gpu_triage.sources.joblog import FORMAT_NAMES, LogFollower, Reading, parse_
 log = logging.getLogger(__name__)
 
 
+MAX_PARSE_LINES = 2000  # lines looked at per tick, newest first (see LogTracker._scan)
 NOTE_AFTER_LINES = 20  # lines read without one progress line before the formats tried are listed
 
 
@@ -166,27 +167,38 @@ class LogTracker:
         self._vanished_said = False
         self.messages: list[str] = []
 
-    def _take(self, line: str, now: float) -> None:
-        r = parse_line(line, self.user_regex)
-        if r is None:
-            self.unmatched += 1
-            return
-        self.matched[r.fmt] = self.matched.get(r.fmt, 0) + 1
-        if r.fmt == "hf_trainer" and r.samples_per_s is None and r.steps_per_s is None and self.latest is not None:
-            self.latest.loss = r.loss if r.loss is not None else self.latest.loss  # a loss dict: keep the rate
-            return
-        prev = self.latest
-        if prev is None or r.step is None or prev.step is None or r.step != prev.step:
-            self._last_progress = now
-        self.latest = r
+    def _scan(self, lines: list[str], now: float) -> None:
+        """Newest line first, up to the newest line that says something about progress: only the latest
+        reading matters, and a writer that printed 100,000 lines since the last tick costs a few, not all."""
+        newest_loss = None
+        found: Reading | None = None
+        for line in reversed(lines[-MAX_PARSE_LINES:]):
+            r = parse_line(line, self.user_regex)
+            if r is None:
+                self.unmatched += 1
+                continue
+            self.matched[r.fmt] = self.matched.get(r.fmt, 0) + 1
+            if r.samples_per_s is None and r.steps_per_s is None and r.step is None and r.step_time_s is None:
+                # a log dict with a loss and no rate (Hugging Face Trainer): keep the rate, take the loss
+                newest_loss = r.loss if newest_loss is None else newest_loss
+                found = found or (r if self.latest is None else None)
+                continue
+            found = r
+            break
+        if found is not None:
+            prev = self.latest
+            if prev is None or found.step is None or prev.step is None or found.step != prev.step:
+                self._last_progress = now
+            self.latest = found
+        if newest_loss is not None and self.latest is not None:
+            self.latest.loss = newest_loss
 
     def sample(self, now: float, interval_s: float) -> JobSample | None:
         lines = self.follower.poll()
-        for line in lines:
-            self._take(line, now)
         partial = self.follower.partial()
         if partial.rstrip().endswith("]"):  # a tqdm bar drawn and waiting for its next redraw
-            self._take(partial, now)
+            lines.append(partial)
+        self._scan(lines, now)
         if self.follower.missing and not self._vanished_said:
             self._vanished_said = True
             self.messages.append(f"job log {self.follower.path} has vanished: waiting for it to come back")

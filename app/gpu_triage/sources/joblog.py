@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024  # longer lines are progress lines of nobody we know: dropped
 CHUNK = 1024 * 1024
-BUDGET = 16 * 1024 * 1024  # bytes read per poll at most; further behind, skip to the tail
+BUDGET = 1024 * 1024  # bytes read per poll at most; further behind, skip to the last TAIL_START bytes
 TAIL_START = 64 * 1024  # on the first open of an existing log, start this far before its end
 
 
@@ -365,7 +365,7 @@ class LogFollower:
 
     def _read(self, out: list[str], size: int | None) -> None:
         assert self._fd is not None
-        if size is not None and size - self._pos > self.budget:
+        if size is not None and size - self._pos > self.budget and size - self.tail_start > self._pos:
             new_pos = size - self.tail_start
             self.skipped_bytes += new_pos - self._pos
             self._pos = new_pos
