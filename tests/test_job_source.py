@@ -218,3 +218,20 @@ def test_a_1_gb_line_costs_a_skip_not_a_gigabyte(tmp_path: Path) -> None:
     assert job is not None and job.steps_per_s == 5.0
     assert tr.follower.skipped_bytes > (1 << 30) - (1 << 20)
     assert len(tr.follower._partial) == 0
+
+
+def test_the_example_config_job_keys_work_when_uncommented() -> None:
+    import tomllib
+
+    from gpu_triage.config import parse_config
+
+    text = (Path(__file__).resolve().parents[1] / "config.example.toml").read_text()
+    job = text[text.index("[job]"):]
+    uncommented = "\n".join(line[2:] if line.startswith("# batch_size") or line.startswith("# log_regex") else line
+                            for line in job.splitlines())
+    cfg = parse_config(tomllib.loads(uncommented))
+    assert cfg.job_batch_size == 256 and cfg.job_log_regex is not None
+    from gpu_triage.sources.joblog import compile_user_regex, parse_line
+
+    r = parse_line("step 120 loss 0.5 0.250 s/step", compile_user_regex(cfg.job_log_regex))
+    assert r is not None and r.step == 120 and r.step_time_s == 0.25
