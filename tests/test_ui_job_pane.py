@@ -101,3 +101,23 @@ async def test_the_dashboard_shows_the_pane_only_with_job_data() -> None:
     async with plain.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert not plain.query_one("#job").display  # no job source, no job data: the screen as before
+
+
+def test_live_with_job_log_checks_the_path_before_the_screen(tmp_path) -> None:
+    import argparse
+
+    from gpu_triage.errors import UserError
+    from gpu_triage.sources.job import WithJob
+    from gpu_triage.ui.run import build_app
+
+    bad = argparse.Namespace(job_log=str(tmp_path / "nodir" / "train.log"), batch_size=None, record=None)
+    with pytest.raises(UserError, match=r"--job-log .*nodir.*cannot follow it"):
+        build_app("live", bad, Config())
+    log = tmp_path / "train.log"
+    log.write_text("")
+    app = build_app("live", argparse.Namespace(job_log=str(log), batch_size=32, record=None), Config())
+    try:
+        assert isinstance(app.source, WithJob) and app.source.monitor.log is not None
+        assert app.source.monitor.log.batch_size == 32
+    finally:
+        app.source.close()
