@@ -8,8 +8,7 @@ import pytest
 
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.jobmodel import JobRank, JobSample
-from gpu_triage.model import Tick
+from gpu_triage.model import JobRank, JobSample, Tick
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.window import RollingWindow
 

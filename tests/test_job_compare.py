@@ -9,8 +9,7 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_2S
-from gpu_triage.jobmodel import JobRank, JobSample
-from gpu_triage.model import GpuSample, HostInfo, Tick
+from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.trace.compare import compare_traces, render_text
 from gpu_triage.trace.job_compare import compare_job
 from gpu_triage.trace.reader import open_trace
@@ -24,11 +23,12 @@ def _record(path: Path, cards: int, rates: list[float | None], wait: float, puls
     for i, rate in enumerate(rates):
         job = None
         if rate is not None:
-            ranks = [JobRank(r, r, cards, 100 + r, rate / cards, rate / cards / 64, 64 * cards / rate if rate else None, wait, 0.1)
+            step = 64 * cards / rate if rate else None
+            ranks = [JobRank(r, r, cards, 100 + r, rate / cards, rate / cards / 64, step, wait, 0.1)
                      for r in range(cards)] if pulse else []
             job = JobSample(source="pulse" if pulse else "log:tqdm", samples_per_s=rate, steps_per_s=rate / 64 / cards,
-                            step_time_s=64 * cards / rate if rate else None, data_wait_pct=wait, ranks=ranks)
-        gpus = [GpuSample(g, util_pct=90.0) for g in range(cards)] + [GpuSample(g, util_pct=0.0) for g in range(cards, 2)]
+                            step_time_s=step, data_wait_pct=wait, ranks=ranks)
+        gpus = [GpuSample(g, util_pct=90.0 if g < cards else 0.0) for g in range(2)]
         w.append(Tick(ts=T0 + timedelta(seconds=2 * i), interval_s=2.0, gpus=gpus, job=job))
     return w.close()
 

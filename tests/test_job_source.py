@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from gpu_triage import pulse
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import SourceStatus

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from gpu_triage.sources.joblog import LogFollower, compile_user_regex, parse_line
 
 DATA = Path(__file__).parent / "data" / "joblogs"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from gpu_triage.data import H200_TRACE_2S
-from gpu_triage.jobmodel import JobRank, JobSample
-from gpu_triage.model import GpuSample, HostInfo, Tick
+from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 

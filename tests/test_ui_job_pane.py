@@ -7,12 +7,11 @@ import dataclasses
 import pytest
 
 from gpu_triage.config import Config
-from gpu_triage.jobmodel import JobRank, JobSample
-from gpu_triage.model import ProcSample
-from gpu_triage.ui.glyphs import BLOCKS
-from gpu_triage.ui.panes import Colours, gpu_pane
+from gpu_triage.model import JobRank, JobSample, ProcSample
 from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.glyphs import BLOCKS
 from gpu_triage.ui.job_pane import NA_TEXT, job_lines, job_pane
+from gpu_triage.ui.panes import Colours, gpu_pane
 from gpu_triage.window import RollingWindow
 from tests.ui_ticks import TickListSource, make_tick
 
@@ -20,7 +19,8 @@ COLOURS = Colours()
 
 
 def _job(i: int, since: float = 0.1, wait0: float = 82.0) -> JobSample:
-    ranks = [JobRank(0, 0, 2, 500, 320.0 + i, 5.0, 0.2, wait0, since), JobRank(1, 1, 2, 501, 320.0 + i, 5.0, 0.2, 4.0, since)]
+    ranks = [JobRank(0, 0, 2, 500, 320.0 + i, 5.0, 0.2, wait0, since),
+             JobRank(1, 1, 2, 501, 320.0 + i, 5.0, 0.2, 4.0, since)]
     return JobSample(source="pulse", samples_per_s=640.0 + 2 * i, steps_per_s=5.0, step_time_s=0.2,
                      data_wait_pct=wait0, since_progress_s=since, ranks=ranks)
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gpu_triage.jobmodel import JobRank, JobSample
-
 SCHEMA_VERSION = "2"  # 2: the job column (trace-v2.md); version-1 files are still read
 READABLE_SCHEMA_VERSIONS = ("1", "2")
 
@@ -28,7 +26,7 @@ READABLE_SCHEMA_VERSIONS = ("1", "2")
 #: Arrow structs from them, ``window.py`` its numeric columns, the round-trip test its strategies.
 TRACE_TYPE = "trace_type"
 #: The widths a field may have: unsigned integers, floats, text, and lists of those.
-TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]"})
+TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]", "list[job_rank]"})
 
 
 def _col(trace_type: str) -> Any:
@@ -89,6 +87,42 @@ class ProcSample:
     worker_pids: list[int] = _list("list[u32]")
 
 
+# Trace v2 (docs/trace-v2.md): the job's side of a tick, what the training itself says about its progress.
+# Filled from the job's log (``--job-log``) or from :mod:`gpu_triage.pulse` inside the job; ``Tick.job`` is
+# None without a job source. Figures the source does not give are None, never 0.
+
+
+@dataclass(slots=True)
+class JobRank:
+    """One training process (rank) as its pulse reports it."""
+
+    rank: int = _key("u32")
+    local_rank: int | None = _col("u32")
+    world_size: int | None = _col("u32")
+    pid: int | None = _col("u32")
+    samples_per_s: float | None = _col("f64")
+    steps_per_s: float | None = _col("f64")
+    step_time_s: float | None = _col("f64")
+    data_wait_pct: float | None = _col("f32")  # share of each step spent waiting for the next batch
+    since_progress_s: float | None = _col("f64")  # seconds since this rank last finished a step
+
+
+@dataclass(slots=True)
+class JobSample:
+    """The job over one tick. Whole-job figures: samples/s summed over ranks, steps/s, step time and wait of
+    the slowest rank, ``since_progress_s`` of the rank that progressed last longest ago."""
+
+    source: str = _key("str")  # "pulse", "log:tqdm", "log:hf_trainer", ...
+    samples_per_s: float | None = _col("f64")
+    steps_per_s: float | None = _col("f64")
+    step_time_s: float | None = _col("f64")
+    data_wait_pct: float | None = _col("f32")
+    since_progress_s: float | None = _col("f64")
+    steps: int | None = _col("u64")  # the job's own step counter, where it says one
+    loss: float | None = _col("f64")
+    ranks: list[JobRank] = _list("list[job_rank]")  # last: the schema builds it from JobRank
+
+
 @dataclass(frozen=True, slots=True)
 class TraceField:
     """One field of a sample class as trace v1 stores it."""
@@ -107,7 +141,8 @@ class TraceField:
 
 
 def trace_fields(kind: type) -> tuple[TraceField, ...]:
-    """The trace-v1 fields of ``GpuSample``, ``DiskSample`` or ``ProcSample``, in file order."""
+    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample`` or ``JobRank`` (v2),
+    in file order."""
     out = []
     for f in dataclasses.fields(kind):
         trace_type = f.metadata[TRACE_TYPE]

@@ -55,7 +55,8 @@ T = TypeVar("T")
 
 
 def pulse_dir() -> str:
-    """Where pulse files are written and read: $GPU_TRIAGE_PULSE_DIR, $XDG_RUNTIME_DIR/gpu-triage, /tmp/gpu-triage-UID."""
+    """Where pulse files are written and read: $GPU_TRIAGE_PULSE_DIR, else $XDG_RUNTIME_DIR/gpu-triage,
+    else /tmp/gpu-triage-UID."""
     explicit = os.environ.get("GPU_TRIAGE_PULSE_DIR")
     if explicit:
         return explicit
@@ -241,7 +242,7 @@ def watch(loader: Iterable[T], batch_size: int | None = None) -> Iterator[T]:
             pulse.publish()
             return
         t1 = perf()
-        yield batch  # type: ignore[misc]
+        yield batch
         try:
             n = batch_size if batch_size is not None else _batch_len(batch)
             t2 = perf()

@@ -16,8 +16,7 @@ from datetime import datetime
 
 import numpy as np
 
-from gpu_triage.jobmodel import JobSample
-from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
+from gpu_triage.model import DiskSample, GpuSample, JobSample, ProcSample, Tick, trace_fields
 
 # The numeric per-card and per-disk trace fields (all but the card's index and the disk's name), from the
 # sample classes in gpu_triage.model: a field added there is a column here.

@@ -25,7 +25,7 @@ from gpu_triage.diagnosis.advice import advise
 from gpu_triage.diagnosis.causes import HostFacts, ProcFacts
 from gpu_triage.diagnosis.patterns import nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.jobmodel import JobSample
+from gpu_triage.model import JobSample
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:

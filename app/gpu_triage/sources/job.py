@@ -1,7 +1,7 @@
 """The job's own progress, merged into each tick: from :mod:`gpu_triage.pulse` files and/or a job log.
 
 :class:`JobMonitor` is polled once per tick (on the sampler thread) and returns a
-:class:`~gpu_triage.jobmodel.JobSample` or None when no source has said anything yet. :class:`WithJob`
+:class:`~gpu_triage.model.JobSample` or None when no source has said anything yet. :class:`WithJob`
 wraps any :class:`~gpu_triage.sources.base.Source` so that its ticks carry ``tick.job``.
 
 Rates come from the job's counters where it has them: the pulse's cumulative steps and samples between
@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage import pulse
-from gpu_triage.jobmodel import JobRank, JobSample
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.sources.joblog import FORMAT_NAMES, LogFollower, Reading, parse_line
 
@@ -352,7 +351,9 @@ class WithJob:
         self.inner.close()
 
 
-def monitor_for(job_log: str | None, batch_size: int | None, config: Any, *, use_pulse: bool = True) -> JobMonitor | None:
+def monitor_for(
+    job_log: str | None, batch_size: int | None, config: Any, *, use_pulse: bool = True
+) -> JobMonitor | None:
     """The job monitor ``live`` and ``record`` run: the pulse directory always (when ``use_pulse``), the log when
     ``--job-log`` is given. A log path that cannot be followed is a UserError (one line, exit 2) here, at start."""
     from gpu_triage.errors import UserError

@@ -20,7 +20,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpu_triage.model import SCHEMA_VERSION, DiskSample, GpuSample, HostInfo, ProcSample, Tick, trace_fields
+from gpu_triage.model import (
+    SCHEMA_VERSION,
+    DiskSample,
+    GpuSample,
+    HostInfo,
+    JobRank,
+    JobSample,
+    ProcSample,
+    Tick,
+    trace_fields,
+)
 
 META_SCHEMA = b"gpu_triage.schema"
 META_INTERVAL = b"gpu_triage.interval_s"
@@ -108,29 +118,11 @@ INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
 TS_RANGE_US: tuple[float, float] = (0.0, 7_258_118_400.0 * 1e6)
 
 # Trace v2: the job's own progress per tick (docs/trace-v2.md). Whole-job scalars, then one entry per rank.
-JOB_RANK_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("rank", pa.uint32()),
-    ("local_rank", pa.uint32()),
-    ("world_size", pa.uint32()),
-    ("pid", pa.uint32()),
-    ("samples_per_s", pa.float64()),
-    ("steps_per_s", pa.float64()),
-    ("step_time_s", pa.float64()),
-    ("data_wait_pct", pa.float32()),
-    ("since_progress_s", pa.float64()),
-)
-JOB_SCALAR_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("source", pa.string()),
-    ("samples_per_s", pa.float64()),
-    ("steps_per_s", pa.float64()),
-    ("step_time_s", pa.float64()),
-    ("data_wait_pct", pa.float32()),
-    ("since_progress_s", pa.float64()),
-    ("steps", pa.uint64()),
-    ("loss", pa.float64()),
-)
+JOB_RANK_FIELDS = _arrow_fields(JobRank)
 JOB_RANK_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_RANK_FIELDS])
-JOB_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_SCALAR_FIELDS] + [pa.field("ranks", pa.list_(JOB_RANK_STRUCT))])
+ARROW_TYPES["list[job_rank]"] = pa.list_(JOB_RANK_STRUCT)
+JOB_FIELDS = _arrow_fields(JobSample)
+JOB_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_FIELDS])
 
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
@@ -176,7 +168,8 @@ _ROW_STRUCT = pa.struct(list(TRACE_SCHEMA))
 _gpu_values = operator.attrgetter(*(name for name, _ in GPU_FIELDS))
 _disk_values = operator.attrgetter(*(name for name, _ in DISK_FIELDS))
 _proc_values = operator.attrgetter(*(f.name for f in PROC_STRUCT))
-_job_values = operator.attrgetter(*(name for name, _ in JOB_SCALAR_FIELDS))
+assert JOB_FIELDS[-1][0] == "ranks"  # the scalars, then the list of ranks (see _job)
+_job_values = operator.attrgetter(*(name for name, _ in JOB_FIELDS[:-1]))
 _job_rank_values = operator.attrgetter(*(name for name, _ in JOB_RANK_FIELDS))
 
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from rich.text import Text
 
-from gpu_triage.jobmodel import JobSample
+from gpu_triage.model import JobSample
 from gpu_triage.ui import formatters, panes
 from gpu_triage.ui.glyphs import waveform
 from gpu_triage.ui.layout import WIDE_COLS

@@ -68,9 +68,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         )
         return TriageApp(config, source=source, source_label=f"demo: simulated {args.gpus}-GPU server, {args.scenario}", record_path=record_path)
     if command == "live":
-        from gpu_triage.sources.live import LiveSource
-
         from gpu_triage.sources.job import WithJob, monitor_for
+        from gpu_triage.sources.live import LiveSource
 
         monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
         live = LiveSource()
