@@ -80,8 +80,7 @@ def test_ordinary_lines_are_not_progress(line: str) -> None:
     assert parse_line(line) is None
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="real logs from the GPU machine not in tests/data/joblogs yet")
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.log")) if DATA.is_dir() else [], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.log")), ids=lambda p: p.name)
 def test_real_logs_from_the_gpu_machine_are_recognised(path: Path) -> None:
     follower = LogFollower(path, tail_start=1 << 40)  # whole file
     lines = follower.poll()

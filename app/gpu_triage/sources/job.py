@@ -163,6 +163,8 @@ class LogTracker:
         self.unmatched = 0
         self._last_progress: float | None = None  # wall time the counter last advanced (or a line matched)
         self._prev_step: tuple[float, int] | None = None  # (time, step) at the previous tick
+        self._prev_means: Reading | None = None  # the previous tick's reading, for _span_means
+        self._last_span: tuple[float, float] | None = None
         self._vanished_said = False
         self.messages: list[str] = []
 
@@ -221,6 +223,9 @@ class LogTracker:
         wait = None
         if r.data_time_s is not None and r.step_time_s:
             wait = min(100.0, max(0.0, 100.0 * r.data_time_s / r.step_time_s))
+        span = self._span_means(r)
+        if span is not None:  # the running means of two lines: step time and data wait over the span between
+            step_time, wait = span
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
         if since is not None and since > _stale_after(step_time, interval_s) and r.step is not None:
             samples = 0.0 if samples is not None else None
@@ -235,6 +240,26 @@ class LogTracker:
             steps=r.step,
             loss=r.loss,
         )
+
+    def _span_means(self, r: Reading) -> tuple[float, float] | None:
+        """Mean step time and data-wait share between the previous tick's line and this one, from the job's
+        running means (ImageNet example: mean x count is the total so far in the epoch); None when not known."""
+        prev = self._prev_means
+        if prev is r:  # no new line this tick: the last span's figures still stand
+            return self._last_span
+        self._prev_means = r
+        self._last_span = None
+        if prev is None or r.epoch != prev.epoch:
+            return None
+        n1, n2 = prev.step, r.step
+        t1, t2, d1, d2 = prev.avg_step_time_s, r.avg_step_time_s, prev.avg_data_time_s, r.avg_data_time_s
+        if n1 is None or n2 is None or t1 is None or t2 is None or d1 is None or d2 is None or n2 <= n1:
+            return None
+        dt = t2 * n2 - t1 * n1
+        if dt <= 0:
+            return None
+        self._last_span = (dt / (n2 - n1), min(100.0, max(0.0, 100.0 * (d2 * n2 - d1 * n1) / dt)))
+        return self._last_span
 
     def not_matched_note(self) -> str | None:
         """What to tell the user when lines came but none was a progress line."""

@@ -44,6 +44,8 @@ class Reading:
     batch: int | None = None  # samples per step the line itself says (Megatron's global batch size)
     loss: float | None = None
     epoch: float | None = None
+    avg_step_time_s: float | None = None  # the job's running means since the epoch began (ImageNet example's
+    avg_data_time_s: float | None = None  # "( 0.401)"): two of them give exact figures for the span between
 
 
 # -- formats ------------------------------------------------------------------------------------------
@@ -58,14 +60,18 @@ _TQDM = re.compile(
     rf"(?P<n>\d+)(?:/(?P<total>\d+))?(?:[A-Za-z]+)?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
     rf"(?:(?P<rate>{_NUM})(?P<prefix>[kKMG]?)(?P<unit>[A-Za-z]+)/s|(?P<inv>{_NUM})s/(?P<iunit>[A-Za-z]+))"
 )
-# rich progress (Lightning's RichProgressBar): "Epoch 0/9 ━━━━━━━ 450/1000 0:00:10 • 0:00:12 44.12it/s loss: 0.1"
-_RICH = re.compile(rf"(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+[\d:-]+\s+(?P<rate>{_NUM})it/s")
-_LIGHTNING_EPOCH = re.compile(r"^\s*Epoch\s+\d+(?:/\d+)?\s*:?")
+# rich progress (Lightning's RichProgressBar): "Epoch 0/9 ━━━━━━━ 450/1000 0:00:10 • 0:00:12 44.12it/s loss: 0.1";
+# written to a file (not a terminal) Rich prints only its final frame, wrapped: the time left may go to the
+# next line ("Epoch 15/999 ━━━━   84/300 0:00:00 •        228.96it/s train_loss:", real lightning 2.6.6 log)
+_RICH = re.compile(rf"(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+(?:[\d:-]+\s+)?(?P<rate>{_NUM})it/s")
+# Lightning's tqdm bar carries its logger's version in the postfix ("v_num=0"); a bare "Epoch 0:" is any tqdm desc
+_LIGHTNING_POSTFIX = re.compile(r"[\s,]v_num=")
 _POSTFIX_LOSS = re.compile(rf"(?:^|[\s,])(?:train_)?loss(?:_step)?[=:]\s*(?P<loss>{_NUM})")
 # PyTorch ImageNet example: "Epoch: [0][ 10/5005]\tTime  0.312 ( 0.401)\tData  0.002 ( 0.089)\tLoss ..."
 _IMAGENET = re.compile(
-    rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<n>\d+)/(?P<total>\d+)\]\s+Time\s+(?P<time>{_NUM})\s*\(\s*{_NUM}\)"
-    rf"\s+Data\s+(?P<data>{_NUM})\s*\(\s*{_NUM}\)(?:\s+Loss\s+(?P<loss>{_NUM}))?"
+    rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<n>\d+)/(?P<total>\d+)\]"
+    rf"\s+Time\s+(?P<time>{_NUM})\s*\(\s*(?P<avg_time>{_NUM})\)"
+    rf"\s+Data\s+(?P<data>{_NUM})\s*\(\s*(?P<avg_data>{_NUM})\)(?:\s+Loss\s+(?P<loss>{_NUM}))?"
 )
 # Megatron-LM: " iteration       10/    1000 | consumed samples: 640 | elapsed time per iteration (ms): 312.5 |
 #   learning rate: ... | global batch size:    64 | lm loss: 7.1E+00 | ..."
@@ -98,7 +104,7 @@ def parse_tqdm(line: str) -> Reading | None:
     m = _TQDM.search(line)
     if not m:
         return None
-    fmt = "lightning" if _LIGHTNING_EPOCH.match(line) else "tqdm"
+    fmt = "lightning" if _LIGHTNING_POSTFIX.search(line, m.end()) else "tqdm"
     r = Reading(fmt, step=int(m["n"]), total=int(m["total"]) if m["total"] else None)
     if m["rate"] is not None:
         value = float(m["rate"]) * _PREFIX[m["prefix"]]
@@ -146,6 +152,8 @@ def parse_imagenet(line: str) -> Reading | None:
         total=int(m["total"]),
         loss=_f(m["loss"]),
         epoch=float(m["epoch"]),
+        avg_step_time_s=float(m["avg_time"]),
+        avg_data_time_s=float(m["avg_data"]),
     )
 
 
