@@ -11,7 +11,8 @@
 # installs; add tqdm's wheel there: the machine has no network and the proof needs real tqdm output):
 #     bash scripts/h200_pulse.sh
 # Bounded: every training and recorder has a timeout; worst case about 5.5 minutes, normally about 4.
-# Results in $OUT: pulse-h200.tar.gz (recordings, labels, logs, the training's own counts, reports),
+# Results in $OUT: pulse-h200.tar.gz (recordings, labels, logs, the training's own counts, reports, an SVG of
+# the live screen with the job pane during the 2-card starved run),
 # checks.txt, log.txt. Exit status 1 if a check failed.
 . "$(dirname "$0")/h200_env.sh"
 set -u
@@ -43,6 +44,12 @@ one_run() {  # NAME NPROC MODE
   GPU_TRIAGE_PULSE_DIR=$NOPULSE timeout -s INT -k 10 $((cap + 20)) python3 -m gpu_triage record \
     -o "$RUN/$name-log.parquet" --interval 1 --job-log "$log" --batch-size $bs > "$RUN/$name-rec-log.out" 2>&1 &
   local rb=$!
+  local shot=""
+  if [ "$name" = 2card-starved ]; then  # the job pane on screen, beside the cards, while the ranks starve
+    GPU_TRIAGE_PULSE_DIR=$PULSE timeout -k 5 $((cap + 10)) python3 scripts/live_screenshot.py --after $((SECS + 10)) \
+      --interval 1 --size 160x48 --out "$RUN/job-pane-2card-starved-160x48.svg" > "$RUN/$name-shot.out" 2>&1 &
+    shot=$!
+  fi
   sleep 2
   local began; began=$(date -u +%FT%T+00:00)
   if [ "$nproc" = 1 ]; then
@@ -58,6 +65,7 @@ one_run() {  # NAME NPROC MODE
   end_ranks
   sleep 2
   kill -INT $ra $rb 2>/dev/null; wait $ra $rb
+  [ -n "$shot" ] && { wait "$shot"; cat "$RUN/$name-shot.out"; }
   cat "$RUN/$name-rec-pulse.out" "$RUN/$name-rec-log.out"
   local bottleneck; [ "$mode" = starved ] && bottleneck=data_pipeline || bottleneck=none
   cat > "$RUN/$name-pulse.labels.json" <<JSON

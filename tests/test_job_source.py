@@ -236,3 +236,19 @@ def test_the_example_config_job_keys_work_when_uncommented() -> None:
 
     r = parse_line("step 120 loss 0.5 0.250 s/step", compile_user_regex(cfg.job_log_regex))
     assert r is not None and r.step == 120 and r.step_time_s == 0.25
+
+
+def test_a_failing_job_side_never_costs_the_cards_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, os.getpid(), **_rec(0, 1.0, 1, 1, 0.0, 1.0))
+
+    def kill(pid: int, sig: int) -> None:  # the OS answers something no one expected
+        raise RuntimeError("unexpected answer")
+
+    monkeypatch.setattr(os, "kill", kill)
+    src = WithJob(_Inner(), JobMonitor(pulse_directory=str(tmp_path)), 2.0)
+    ticks = [src.sample() for _ in range(3)]
+    assert all(t.job is None for t in ticks) and src.failures == 3
+    notes = [m for m in src.status().messages if "could not be read" in m]
+    assert notes == [
+        "the job's progress could not be read (RuntimeError: unexpected answer); the cards are still recorded"
+    ]

@@ -343,18 +343,24 @@ class WithJob:
         self.on_message = on_message  # told each new job notice at once (the headless recorder prints it)
         self._messages: list[str] = []  # the last few job notices, kept on the banner
         self._noted = False
+        self.failures = 0  # ticks whose job side failed (the first is logged with its traceback)
 
     def host_info(self) -> HostInfo:
         return self.inner.host_info()
 
     def sample(self) -> Tick:
         tick = self.inner.sample()
+        messages = []
         try:
             tick.job = self.monitor.sample(tick.ts.timestamp(), tick.interval_s or self.interval_s)
-        except OSError as exc:  # the log's file system failed: the cards' tick still counts
-            log.debug("job source failed: %s", exc)
+        except Exception as exc:  # the cards' tick must not be lost to the job's side: said once, then counted
+            self.failures += 1
             tick.job = None
-        messages = self.monitor.messages()
+            if self.failures == 1:
+                log.warning("job source failed: %s: %s", type(exc).__name__, exc, exc_info=True)
+                messages.append(f"the job's progress could not be read ({type(exc).__name__}: {exc}); "
+                                "the cards are still recorded")
+        messages += self.monitor.messages()
         note = None if self._noted else self.monitor.note()
         if note is not None and self.monitor.log is not None and self.monitor.log.unmatched >= NOTE_AFTER_LINES:
             self._noted = True
