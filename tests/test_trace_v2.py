@@ -64,3 +64,19 @@ def test_a_job_struct_from_another_version_is_fitted(tmp_path: Path) -> None:
     job = open_trace(path).tick(0).job
     assert job is not None and job.samples_per_s == 5.0 and job.ranks[0].rank == 0
     assert job.ranks[0].data_wait_pct == 12.5 and job.step_time_s is None
+
+
+def test_impossible_job_values_read_as_na_and_are_counted(tmp_path: Path) -> None:
+    bad = JobSample(source="pulse", samples_per_s=-5.0, steps_per_s=float("nan"), step_time_s=0.1,
+                    data_wait_pct=400.0, since_progress_s=float("inf"), loss=float("nan"),
+                    ranks=[JobRank(0, 0, 1, 7, 640.0, 10.0, 0.1, -3.0, 0.5)])
+    w = TraceWriter(tmp_path / "bad.parquet", HostInfo(hostname="h"), 2.0)
+    w.append(Tick(ts=T0, interval_s=2.0, gpus=[GpuSample(0, util_pct=40.0)], job=bad))
+    w.append(Tick(ts=T0 + timedelta(seconds=2), interval_s=2.0, gpus=[GpuSample(0, util_pct=40.0)], job=None))
+    trace = open_trace(w.close())
+    job = trace.tick(0).job
+    assert job is not None and job.step_time_s == 0.1 and job.ranks[0].samples_per_s == 640.0
+    assert (job.samples_per_s, job.steps_per_s, job.data_wait_pct, job.since_progress_s) == (None, None, None, None)
+    assert job.ranks[0].data_wait_pct is None
+    assert trace.tick(1).job is None
+    assert "5 values out of range ignored" in (trace.notice or "")

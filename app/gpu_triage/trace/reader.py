@@ -289,6 +289,25 @@ def _clean_struct_list(
     return type(arr).from_arrays(offsets, structs, mask=pc.invert(arr.is_valid()))
 
 
+def _clean_job(arr: pa.Array, counts: dict[str, int]) -> pa.Array:
+    """The trace-v2 job struct with its ranged fields and each rank's cleaned like the other columns."""
+    if not pa.types.is_struct(arr.type):
+        return arr
+    children, changed = [], False
+    for field, child in zip(arr.type, arr.flatten(), strict=True):
+        if field.name in FIELD_RANGES["job"]:
+            new = _clean_values(child, *FIELD_RANGES["job"][field.name], counts, f"job.{field.name}")
+        elif field.name == "ranks":
+            new = _clean_struct_list(child, FIELD_RANGES["job.ranks"], counts, "job.ranks")
+        else:
+            new = child
+        changed = changed or new is not child
+        children.append(new)
+    if not changed:
+        return arr
+    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=pc.invert(arr.is_valid()))
+
+
 def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
     """Every value outside its field's physical range (schema.FIELD_RANGES) as null, and how many per field.
 
@@ -308,6 +327,8 @@ def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
                 if bad is not None:
                     counts["ts"] = counts.get("ts", 0) + int(pc.sum(bad).as_py())
                     chunk = pc.if_else(bad, pa.scalar(None, chunk.type), chunk)
+            elif name == "job":
+                chunk = _clean_job(chunk, counts)
             elif name in FIELD_RANGES:
                 chunk = _clean_struct_list(chunk, FIELD_RANGES[name], counts, name)
             elif name in FIELD_RANGES[""]:

@@ -70,6 +70,13 @@ BYTES = (0.0, 2.0**50)  # 1 PiB: memory of one GPU or one host
 LINK_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past PCIe 7 x16 and NVLink 5 per direction
 DISK_BYTES_PER_S = (0.0, 1e12)
 DISK_OPS_PER_S = (0.0, 1e9)
+JOB_RANGES = {
+    "samples_per_s": (0.0, 1e12),
+    "steps_per_s": (0.0, 1e9),
+    "step_time_s": (0.0, 1e7),  # a step of 116 days is no step
+    "data_wait_pct": PCT,
+    "since_progress_s": (0.0, 1e10),
+}
 FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "gpus": {
         "util_pct": PCT,
@@ -102,6 +109,9 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "cpu_pct": PROCESS_PCT,
         "workers_cpu_pct": PROCESS_PCT,  # a list: each element
     },
+    # trace v2: the job's figures, the whole job's and each rank's (a loss has no physical range: none here)
+    "job": JOB_RANGES,
+    "job.ranks": JOB_RANGES,
     # top-level columns (a list column: each element)
     "": {
         "interval_s": (1e-3, 86_400.0),
