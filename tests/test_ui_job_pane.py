@@ -121,3 +121,33 @@ def test_live_with_job_log_checks_the_path_before_the_screen(tmp_path) -> None:
         assert app.source.monitor.log.batch_size == 32
     finally:
         app.source.close()
+
+
+def test_the_job_sources_notice_is_on_the_pane() -> None:
+    view = _view()
+    notice = "job log /tmp/train.log has vanished: waiting for it to come back"
+    n = job_lines(view, notice)
+    assert n == job_lines(view) + 1
+    lines = job_pane(view, 160, n, COLOURS, notice=notice).plain.split("\n")
+    assert len(lines) == n and lines[-1] == "  " + notice and lines[2].startswith("  rank 0")
+    assert job_pane(view, 160, 1, COLOURS, notice=notice).plain.startswith("JOB  samples/s")  # no room: title
+    empty = _view(job=None)
+    assert job_pane(empty, 160, 1, COLOURS, notice=notice).plain == "JOB  n/a: " + notice
+
+
+def test_monitor_notices_follow_the_log(tmp_path) -> None:
+    from gpu_triage.sources.job import JobMonitor
+
+    log = tmp_path / "train.log"
+    mon = JobMonitor(log_path=log, use_pulse=False)
+    mon.sample(now=0.0)
+    assert mon.current_notice() == f"waiting for the job log {log} to appear"
+    log.write_text(" 10%| | 10/100 [00:01<00:09, 10.00it/s]\n")
+    mon.sample(now=2.0)
+    assert mon.current_notice() is None
+    log.unlink()
+    mon.sample(now=4.0)
+    assert mon.current_notice() == f"job log {log} has vanished: waiting for it to come back"
+    log.write_text("".join(f"warming up {i}\n" for i in range(30)))
+    mon.sample(now=6.0)
+    assert mon.current_notice() is None  # back, and its last progress line still stands

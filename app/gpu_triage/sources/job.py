@@ -304,6 +304,19 @@ class JobMonitor:
     def note(self) -> str | None:
         return self.log.not_matched_note() if self.log is not None else None
 
+    def current_notice(self) -> str | None:
+        """What the job pane should say about the log now: gone, not there yet, or nothing recognised."""
+        if self.log is None:
+            return None
+        follower = self.log.follower
+        if follower.missing:
+            if self.log.latest is None and follower.lines == 0:
+                return f"waiting for the job log {follower.path} to appear"
+            return f"job log {follower.path} has vanished: waiting for it to come back"
+        if self.log.unmatched >= NOTE_AFTER_LINES:
+            return self.note()
+        return None
+
     def close(self) -> None:
         if self.log is not None:
             self.log.follower.close()
@@ -344,6 +357,7 @@ class WithJob:
         self._messages: list[str] = []  # the last few job notices, kept on the banner
         self._noted = False
         self.failures = 0  # ticks whose job side failed (the first is logged with its traceback)
+        self._failing = False
 
     def host_info(self) -> HostInfo:
         return self.inner.host_info()
@@ -353,8 +367,10 @@ class WithJob:
         messages = []
         try:
             tick.job = self.monitor.sample(tick.ts.timestamp(), tick.interval_s or self.interval_s)
+            self._failing = False
         except Exception as exc:  # the cards' tick must not be lost to the job's side: said once, then counted
             self.failures += 1
+            self._failing = True
             tick.job = None
             if self.failures == 1:
                 log.warning("job source failed: %s: %s", type(exc).__name__, exc, exc_info=True)
@@ -370,6 +386,12 @@ class WithJob:
             if self.on_message is not None:
                 self.on_message(message)
         return tick
+
+    def job_notice(self) -> str | None:
+        """One line for the job pane: the job side failing, else the log's state (see JobMonitor)."""
+        if self._failing:
+            return "the job's progress could not be read (see the log); the cards are still shown"
+        return self.monitor.current_notice()
 
     def status(self) -> SourceStatus:
         st = self.inner.status()

@@ -380,7 +380,8 @@ class TriageApp(App[int]):
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
         last = self.window.last
-        job_n = job_pane.job_lines(view) if hasattr(self.source, "monitor") or any(view.jobs) else 0  # the job pane
+        notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
+        job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
         budget = plan_layout(
             height,
             width,
@@ -405,7 +406,7 @@ class TriageApp(App[int]):
                 ),
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),
-            "job": (job_pane.job_pane(view, width, job_n, self.colours), job_n),
+            "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
             "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),

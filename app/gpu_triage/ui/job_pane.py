@@ -25,12 +25,13 @@ NO_PROGRESS_AFTER_S = 10.0  # say "no progress" from here on (the rate already r
 WAIT_ALERT_PCT = 50.0
 
 
-def job_lines(view: WindowView, max_ranks: int = 8) -> int:
-    """Lines the pane wants: title + waveform + one per rank (at most ``max_ranks``); 1 with no job data."""
+def job_lines(view: WindowView, notice: str | None = None, max_ranks: int = 8) -> int:
+    """Lines the pane wants: title + waveform + one per rank (at most ``max_ranks``), and the notice; 1 with no
+    job data."""
     last = _last_job(view)
     if last is None:
         return 1
-    return 2 + min(len(last.ranks), max_ranks)
+    return 2 + min(len(last.ranks), max_ranks) + (1 if notice else 0)
 
 
 def _last_job(view: WindowView) -> JobSample | None:
@@ -75,13 +76,27 @@ def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
 
 
 def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *,
-             source_configured: bool = True) -> Text:
+             source_configured: bool = True, notice: str | None = None) -> Text:
+    """The pane (see the module docstring). ``notice``: what the job source says now (a log that vanished,
+    nothing recognised in it), shown on the last line, or in place of the n/a line when there is no data."""
     out = Text(no_wrap=True, end="")
     last = _last_job(view)
     if last is None:
-        if source_configured:
+        if notice:
+            out.append(f"JOB  n/a: {notice}"[:width], f"bold {colours.alert}")
+        elif source_configured:
             out.append(NA_TEXT[:width], "grey50")
         return out
+    show_notice = bool(notice) and lines >= 2  # the notice takes the last line
+    _body(out, view, last, width, lines - (1 if show_notice else 0), colours)
+    if show_notice:
+        out.append("\n")
+        out.append(f"  {notice}"[:width], f"bold {colours.alert}")
+    return out
+
+
+def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, colours: panes.Colours) -> None:
+    """Title, the samples/s line and the ranks, in ``lines`` lines."""
     stopped = last.since_progress_s is not None and last.since_progress_s >= NO_PROGRESS_AFTER_S
     title = f"JOB  samples/s (scaled to the window's peak, same time axis as the cards)  source: {last.source}"
     if last.ranks:
@@ -93,7 +108,7 @@ def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *
     else:
         out.append(title[:width], "bold")
     if lines < 2:
-        return out
+        return
 
     out.append("\n")
     left, wave_w = card_wave_span(view, width)
@@ -136,4 +151,3 @@ def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *
             extra = f"  no progress for {r.since_progress_s:.0f} s"
             used = len(line) + 15
             out.append(extra[: max(0, width - used)], f"bold {colours.alert}")
-    return out
