@@ -252,3 +252,23 @@ def test_a_failing_job_side_never_costs_the_cards_tick(tmp_path: Path, monkeypat
     assert notes == [
         "the job's progress could not be read (RuntimeError: unexpected answer); the cards are still recorded"
     ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--job-log", "t.log", "--batch-size", "64"], ["live", "--job-log", "t.log", "--batch-size", "64"],
+     ["--job-log", "t.log", "live", "--batch-size", "64"]],
+)
+def test_job_options_parse_at_the_top_level_and_on_live(argv: list[str]) -> None:
+    from gpu_triage.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    assert (args.job_log, args.batch_size) == ("t.log", 64)
+
+
+def test_batch_size_must_be_a_positive_whole_number(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_triage.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["record", "-o", "x.parquet", "--batch-size", "0"])
+    assert "give the samples per step, 1 or more" in capsys.readouterr().err
