@@ -13,7 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
-from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick, trace_fields
+from gpu_triage.model import (
+    DiskSample,
+    GpuInfo,
+    GpuSample,
+    HostInfo,
+    JobRank,
+    JobSample,
+    ProcSample,
+    Tick,
+    trace_fields,
+)
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import FIELD_RANGES, TRACE_SCHEMA
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
@@ -62,6 +72,19 @@ def top(name: str, trace_type: str, *, nullable: bool = True) -> st.SearchStrate
 gpu_samples = samples(GpuSample, "gpus")
 disk_samples = samples(DiskSample, "disks")
 proc_samples = samples(ProcSample, "procs")
+# trace v2: the job column, its ranks a list of structs of their own
+job_rank_samples = samples(JobRank, "job.ranks")
+job_samples = st.builds(
+    JobSample,
+    **{
+        f.name: st.lists(job_rank_samples, max_size=3)
+        if f.name == "ranks"
+        else in_range(f.trace_type, FIELD_RANGES["job"].get(f.name))
+        if f.required
+        else st.none() | in_range(f.trace_type, FIELD_RANGES["job"].get(f.name))
+        for f in trace_fields(JobSample)
+    },
+)
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 ticks_strategy = st.lists(
     st.builds(
@@ -75,6 +98,7 @@ ticks_strategy = st.lists(
         host_mem_total_bytes=top("host_mem_total_bytes", "u64"),
         disks=st.lists(disk_samples, max_size=2),
         procs=st.lists(proc_samples, max_size=2),
+        job=st.none() | job_samples,
     ),
     min_size=1,
     max_size=6,
@@ -118,7 +142,7 @@ def test_ticks_round_trip_through_parquet_and_stream(ticks: list[Tick]) -> None:
         assert list(trace.timestamps) == [t.ts.timestamp() for t in ticks]
 
 
-def test_written_file_has_the_v1_schema_and_metadata(tmp_path: Path) -> None:
+def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
     source = open_trace(H200_TRACE_2S)
     writer = TraceWriter(tmp_path / "copy.parquet", source.host, source.interval_s)
     for t in source.ticks(0, 20):
@@ -126,9 +150,11 @@ def test_written_file_has_the_v1_schema_and_metadata(tmp_path: Path) -> None:
     path = writer.close()
     f = pq.ParquetFile(path)
     assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
-    assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
+    # the bundled recordings are version 1: the v2 schema is theirs plus the job column
+    v1 = TRACE_SCHEMA.remove(TRACE_SCHEMA.get_field_index("job"))
+    assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(v1)
     meta = f.schema_arrow.metadata
-    assert meta[b"gpu_triage.schema"] == b"1"
+    assert meta[b"gpu_triage.schema"] == b"2"
     assert float(meta[b"gpu_triage.interval_s"]) == 2.0
     assert b'"hostname": "h200-lab"' in meta[b"gpu_triage.host"]
     assert f.metadata.row_group(0).column(0).compression == "ZSTD"

@@ -33,6 +33,7 @@ EPILOG = """\
 examples:
   gpu-triage                         live dashboard, 2 s ticks, 5-minute window
   gpu-triage --record run1.parquet   live, recording every tick
+  gpu-triage --job-log train.log --batch-size 256   live, with the training's samples/s from its log
   gpu-triage demo                    replay a real H200 recording on a loop
   gpu-triage demo data_pipeline      a simulated 8-GPU server starved by its DataLoader
   gpu-triage record -o run.parquet --duration 600
@@ -117,6 +118,35 @@ def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
+def _batch_size(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v}: give the samples per step, 1 or more")
+    return v
+
+
+def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--job-log and --batch-size: the training's own progress beside the cards (live and record)."""
+    default = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--job-log",
+        metavar="PATH",
+        default=default,
+        help="follow the training's log like tail -F and read its progress lines (tqdm, Hugging Face Trainer, "
+        "Lightning, the PyTorch ImageNet example, DeepSpeed/Megatron, or [job] log_regex): samples/s, step time",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        metavar="N",
+        default=default,
+        help="samples per step, to turn a log's steps into samples (default: [job] batch_size in the config)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-triage",
@@ -132,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_sampling(parser, top=True)
     parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
+    _add_job(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser(
@@ -143,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--record", metavar="FILE", default=argparse.SUPPRESS, help="record every tick to FILE (Parquet)"
     )
+    _add_job(p)
 
     p = sub.add_parser(
         "demo",
@@ -192,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="sim sources only: write simulated ticks as fast as they are made (--duration counts simulated time)",
     )
+    _add_job(p)
 
     p = sub.add_parser(
         "replay",

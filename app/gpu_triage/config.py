@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class Config:
     color_alert: str = "red"
     recording_dir: Path = Path("~/.local/share/gpu-triage/recordings").expanduser()
     path: Path | None = None  # the file these values came from, if any
+    job_batch_size: int | None = None  # [job] batch_size: samples per step, for logs that count steps
+    job_log_regex: str | None = None  # [job] log_regex: the user's progress line, named groups
 
     @property
     def window_ticks(self) -> int:
@@ -105,6 +108,7 @@ _SECTIONS = {
     "diagnosis": set(Thresholds.keys()),
     "ui": {"theme", "color_gpu", "color_sm", "color_alert"},
     "recording": {"directory"},
+    "job": {"batch_size", "log_regex"},
 }
 
 
@@ -173,6 +177,24 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         if not isinstance(v, str) or not v:
             raise bad("recording.directory", f"must be a path string, got {v!r}")
         cfg.recording_dir = Path(v).expanduser()
+
+    job = data.get("job", {})
+    if "batch_size" in job:
+        v = job["batch_size"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bad("job.batch_size", f"must be a whole number of samples per step (1 or more), got {v!r}")
+        cfg.job_batch_size = v
+    if "log_regex" in job:
+        from gpu_triage.sources.joblog import compile_user_regex  # noqa: PLC0415 - only when one is set
+
+        v = job["log_regex"]
+        if not isinstance(v, str):
+            raise bad("job.log_regex", f"must be a regular expression string, got {v!r}")
+        try:
+            compile_user_regex(v)
+        except (ValueError, re.error) as exc:
+            raise bad("job.log_regex", str(exc)) from exc
+        cfg.job_log_regex = v
     return cfg
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the job column (trace-v2.md); version-1 files are still read
+READABLE_SCHEMA_VERSIONS = ("1", "2")
 
 
 #: Key of a dataclass field's metadata naming its trace-v1 storage width. The sample classes below are the
@@ -25,7 +26,7 @@ SCHEMA_VERSION = "1"
 #: Arrow structs from them, ``window.py`` its numeric columns, the round-trip test its strategies.
 TRACE_TYPE = "trace_type"
 #: The widths a field may have: unsigned integers, floats, text, and lists of those.
-TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]"})
+TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]", "list[job_rank]"})
 
 
 def _col(trace_type: str) -> Any:
@@ -86,6 +87,42 @@ class ProcSample:
     worker_pids: list[int] = _list("list[u32]")
 
 
+# Trace v2 (docs/trace-v2.md): the job's side of a tick, what the training itself says about its progress.
+# Filled from the job's log (``--job-log``) or from :mod:`gpu_triage.pulse` inside the job; ``Tick.job`` is
+# None without a job source. Figures the source does not give are None, never 0.
+
+
+@dataclass(slots=True)
+class JobRank:
+    """One training process (rank) as its pulse reports it."""
+
+    rank: int = _key("u32")
+    local_rank: int | None = _col("u32")
+    world_size: int | None = _col("u32")
+    pid: int | None = _col("u32")
+    samples_per_s: float | None = _col("f64")
+    steps_per_s: float | None = _col("f64")
+    step_time_s: float | None = _col("f64")
+    data_wait_pct: float | None = _col("f32")  # share of each step spent waiting for the next batch
+    since_progress_s: float | None = _col("f64")  # seconds since this rank last finished a step
+
+
+@dataclass(slots=True)
+class JobSample:
+    """The job over one tick. Whole-job figures: samples/s summed over ranks, steps/s, step time and wait of
+    the slowest rank, ``since_progress_s`` of the rank that progressed last longest ago."""
+
+    source: str = _key("str")  # "pulse", "log:tqdm", "log:hf_trainer", ...
+    samples_per_s: float | None = _col("f64")
+    steps_per_s: float | None = _col("f64")
+    step_time_s: float | None = _col("f64")
+    data_wait_pct: float | None = _col("f32")
+    since_progress_s: float | None = _col("f64")
+    steps: int | None = _col("u64")  # the job's own step counter, where it says one
+    loss: float | None = _col("f64")
+    ranks: list[JobRank] = _list("list[job_rank]")  # last: the schema builds it from JobRank
+
+
 @dataclass(frozen=True, slots=True)
 class TraceField:
     """One field of a sample class as trace v1 stores it."""
@@ -104,7 +141,8 @@ class TraceField:
 
 
 def trace_fields(kind: type) -> tuple[TraceField, ...]:
-    """The trace-v1 fields of ``GpuSample``, ``DiskSample`` or ``ProcSample``, in file order."""
+    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample`` or ``JobRank`` (v2),
+    in file order."""
     out = []
     for f in dataclasses.fields(kind):
         trace_type = f.metadata[TRACE_TYPE]
@@ -125,6 +163,7 @@ class Tick:
     host_mem_total_bytes: int | None = None
     disks: list[DiskSample] = field(default_factory=list)
     procs: list[ProcSample] = field(default_factory=list)
+    job: JobSample | None = None  # the training's own progress (trace v2); None: no job source
 
     def to_row(self) -> dict[str, Any]:
         """This tick as one trace-v1 row (plain dicts and lists)."""
@@ -138,6 +177,7 @@ class Tick:
             "host_mem_total_bytes": self.host_mem_total_bytes,
             "disks": [_asdict(d) for d in self.disks],
             "procs": [_asdict(p) for p in self.procs],
+            "job": None if self.job is None else _job_row(self.job),
         }
 
     @classmethod
@@ -153,6 +193,7 @@ class Tick:
             host_mem_total_bytes=row.get("host_mem_total_bytes"),
             disks=[_build(DiskSample, d) for d in (row.get("disks") or [])],
             procs=[_build(ProcSample, p) for p in (row.get("procs") or [])],
+            job=_job_from_row(row.get("job")),
         )
 
 
@@ -223,3 +264,20 @@ def _build(kind: type, data: dict[str, Any]) -> Any:
         if list_field in names and kwargs.get(list_field) is None:
             kwargs[list_field] = []
     return kind(**kwargs)
+
+
+def _job_row(job: JobSample) -> dict[str, Any]:
+    row = _asdict(job)
+    row["ranks"] = [_asdict(r) for r in job.ranks]
+    return row
+
+
+def _job_from_row(data: dict[str, Any] | None) -> JobSample | None:
+    if not data or data.get("source") is None:
+        return None
+    kwargs = {k: v for k, v in data.items() if k in _JOB_NAMES and k != "ranks"}
+    ranks = [_build(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
+    return JobSample(**kwargs, ranks=ranks)
+
+
+_JOB_NAMES = frozenset(f.name for f in dataclasses.fields(JobSample))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
-from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
+from gpu_triage.model import DiskSample, GpuSample, JobSample, ProcSample, Tick, trace_fields
 
 # The numeric per-card and per-disk trace fields (all but the card's index and the disk's name), from the
 # sample classes in gpu_triage.model: a field added there is a column here.
@@ -67,6 +67,7 @@ class WindowView:
     disk: dict[str, np.ndarray]  # field -> (T, D)
     disk_names: list[str]
     procs: list[list[ProcSample]]  # per tick
+    jobs: list[JobSample | None] = field(default_factory=list)  # per tick (trace v2); None: no job source
 
     @property
     def n(self) -> int:
@@ -98,6 +99,7 @@ class RollingWindow:
         self._disk_cols: dict[str, int] = {}
         self._disk = {f: np.full((rows, 0), _NAN) for f in DISK_FIELDS}
         self._procs: deque[list[ProcSample]] = deque(maxlen=capacity)
+        self._jobs: deque[JobSample | None] = deque(maxlen=capacity)
         self._last: Tick | None = None
 
     @property
@@ -166,6 +168,7 @@ class RollingWindow:
                 self._disk[f][row, col] = _f(getattr(d, f))
 
         self._procs.append(tick.procs)
+        self._jobs.append(tick.job)
 
     def _add_gpu(self, index: int) -> int:
         col = len(self._gpu_cols)
@@ -221,6 +224,7 @@ class RollingWindow:
             disk={f: a[idx] for f, a in self._disk.items()},
             disk_names=sorted(self._disk_cols, key=self._disk_cols.__getitem__),
             procs=list(self._procs),
+            jobs=list(self._jobs),
         )
 
 

@@ -26,6 +26,7 @@ from gpu_triage.diagnosis.facts import (
     proc_facts,
     stall_ticks,
 )
+from gpu_triage.diagnosis.job import apply_job
 from gpu_triage.diagnosis.patterns import (
     CardShape,
     across_cards,
@@ -351,7 +352,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     facts["regime_prior_run_s"] = prior_run * dt
     facts["regime_fresh"] = 1.0 if fresh else 0.0
     adv, destructive = advise(cause, ctx)
-    return Verdict(
+    verdict = Verdict(
         pattern=pattern,
         bottleneck=cause.bottleneck,
         gpus=list(gpus),
@@ -366,6 +367,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         destructive_advice=destructive,
         mechanism=cause.mechanism,
     )
+    return apply_job(verdict, view, start, ctx)  # the job's own clock, when a source gives it
 
 
 def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:

@@ -22,6 +22,7 @@ import polars as pl
 
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.trace.job_compare import compare_job, render_job
 from gpu_triage.trace.reader import TraceFile, open_trace
 from gpu_triage.units import fmt_bytes
 
@@ -191,6 +192,7 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config) -> dict[
     return {
         "before": _file_info(before),
         "after": _file_info(after),
+        "job": compare_job(before, after, config.thresholds.idle_util_pct),  # samples/s first: the point of tuning
         "overall": {k: _change(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
         "cards": {
             c: {
@@ -237,6 +239,7 @@ def render_text(result: dict[str, Any]) -> str:
         lines.append(
             f"{side:<7} {f['path']}  ({f['ticks']} ticks, {f['duration_s'] / 60:.1f} min at {f['interval_s']:g} s{rec})"
         )
+    lines.extend(render_job(result.get("job")))
     header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
 
     def block(title: str, rows: dict[str, dict[str, float | None]], labels: Callable[[str], str]) -> None:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
-from gpu_triage.model import SCHEMA_VERSION, HostInfo, Tick
+from gpu_triage.model import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, HostInfo, Tick
 from gpu_triage.trace.schema import (
     COLUMNS,
     FIELD_RANGES,
@@ -185,10 +185,11 @@ def _short(exc: BaseException) -> str:
 def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[str]) -> TraceFile:
     meta = table.schema.metadata or {}
     version = meta.get(META_SCHEMA)
-    if version is not None and version.decode(errors="replace") != SCHEMA_VERSION:
+    if version is not None and version.decode(errors="replace") not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
-            f"{shown(path)} uses trace schema {version.decode(errors='replace')!r}; this gpu-triage reads schema "
-            f"{SCHEMA_VERSION}: use a gpu-triage version that matches the recorder"
+            f"{shown(path)} uses trace schema {version.decode(errors='replace')!r}; this gpu-triage reads schemas "
+            f"{', '.join(READABLE_SCHEMA_VERSIONS)} (writes {SCHEMA_VERSION}): use a gpu-triage version that "
+            "matches the recorder"
         )
     if "ts" not in table.column_names:
         raise UserError(f"{shown(path)} has no 'ts' column: not a gpu-triage recording (trace v1 needs ts)")
@@ -288,6 +289,25 @@ def _clean_struct_list(
     return type(arr).from_arrays(offsets, structs, mask=pc.invert(arr.is_valid()))
 
 
+def _clean_job(arr: pa.Array, counts: dict[str, int]) -> pa.Array:
+    """The trace-v2 job struct with its ranged fields and each rank's cleaned like the other columns."""
+    if not pa.types.is_struct(arr.type):
+        return arr
+    children, changed = [], False
+    for field, child in zip(arr.type, arr.flatten(), strict=True):
+        if field.name in FIELD_RANGES["job"]:
+            new = _clean_values(child, *FIELD_RANGES["job"][field.name], counts, f"job.{field.name}")
+        elif field.name == "ranks":
+            new = _clean_struct_list(child, FIELD_RANGES["job.ranks"], counts, "job.ranks")
+        else:
+            new = child
+        changed = changed or new is not child
+        children.append(new)
+    if not changed:
+        return arr
+    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=pc.invert(arr.is_valid()))
+
+
 def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
     """Every value outside its field's physical range (schema.FIELD_RANGES) as null, and how many per field.
 
@@ -307,6 +327,8 @@ def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
                 if bad is not None:
                     counts["ts"] = counts.get("ts", 0) + int(pc.sum(bad).as_py())
                     chunk = pc.if_else(bad, pa.scalar(None, chunk.type), chunk)
+            elif name == "job":
+                chunk = _clean_job(chunk, counts)
             elif name in FIELD_RANGES:
                 chunk = _clean_struct_list(chunk, FIELD_RANGES[name], counts, name)
             elif name in FIELD_RANGES[""]:
@@ -352,6 +374,8 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
         col = table.column(name)
         if name == "ts":
             col = _as_ts(path, col)
+        elif name == "job":
+            col = _job_column(path, col, want)
         elif name in REQUIRED_STRUCT_FIELDS:
             _check_struct_list(path, name, col.type)
         elif not _compatible_scalar(col.type, want):
@@ -360,6 +384,30 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
     out = pa.Table.from_arrays(columns, names=list(COLUMNS)).replace_schema_metadata(table.schema.metadata)
     if out.column("ts").null_count:
         out = out.filter(pc.is_valid(out.column("ts")))
+    return out
+
+
+def _job_column(path: Path, col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
+    """The job column as this version's struct: fields it lacks are null, fields it does not know dropped."""
+    if pa.types.is_null(col.type):
+        return pa.chunked_array([pa.nulls(len(col), type=want)], type=want)
+    if col.type == want:
+        return col
+    if not pa.types.is_struct(col.type):
+        raise UserError(f"{shown(path)}: column 'job' has type {col.type}, expected a struct: not a trace-v2 file")
+    rows = [_fit_struct(v, want) for v in col.to_pylist()]
+    return pa.chunked_array([pa.array(rows, type=want)], type=want)
+
+
+def _fit_struct(value: object, want: pa.DataType) -> object:
+    if not isinstance(value, dict):
+        return None
+    names = {want.field(i).name for i in range(want.num_fields)}
+    out = {k: v for k, v in value.items() if k in names}
+    if "ranks" in out and isinstance(out["ranks"], list):
+        rank_type = want.field("ranks").type.value_type
+        rank_names = {rank_type.field(i).name for i in range(rank_type.num_fields)}
+        out["ranks"] = [{k: v for k, v in r.items() if k in rank_names} for r in out["ranks"] if isinstance(r, dict)]
     return out
 
 

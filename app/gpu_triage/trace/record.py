@@ -112,7 +112,20 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     start = None
     if fast and duration_s:
         start = datetime.now(UTC) - timedelta(seconds=duration_s)  # the fast trace ends about now
+    job_log = getattr(args, "job_log", None)
+    monitor = None
+    if spec == "live" or job_log:  # the training's own pulse (pulse files, --job-log): checked before recording
+        from gpu_triage.sources.job import monitor_for
+
+        monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
     source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start)
+    if monitor is not None:
+        from gpu_triage.sources.job import WithJob
+
+        def tell(message: str) -> None:
+            print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr), flush=True)
+
+        source = WithJob(source, monitor, interval_s, on_message=tell)
     record_source(
         source,
         output,

@@ -1,4 +1,4 @@
-"""Trace v1 as a pyarrow schema, and the conversions between ticks and Arrow data.
+"""The trace (v2: v1 and the job column) as a pyarrow schema, and the conversions between ticks and Arrow data.
 
 The schema is the recording contract (docs/trace-v1.md), built from the field definitions in
 :mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the widths the bundled H200
@@ -20,7 +20,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpu_triage.model import SCHEMA_VERSION, DiskSample, GpuSample, HostInfo, ProcSample, Tick, trace_fields
+from gpu_triage.model import (
+    SCHEMA_VERSION,
+    DiskSample,
+    GpuSample,
+    HostInfo,
+    JobRank,
+    JobSample,
+    ProcSample,
+    Tick,
+    trace_fields,
+)
 
 META_SCHEMA = b"gpu_triage.schema"
 META_INTERVAL = b"gpu_triage.interval_s"
@@ -60,6 +70,13 @@ BYTES = (0.0, 2.0**50)  # 1 PiB: memory of one GPU or one host
 LINK_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past PCIe 7 x16 and NVLink 5 per direction
 DISK_BYTES_PER_S = (0.0, 1e12)
 DISK_OPS_PER_S = (0.0, 1e9)
+JOB_RANGES = {
+    "samples_per_s": (0.0, 1e12),
+    "steps_per_s": (0.0, 1e9),
+    "step_time_s": (0.0, 1e7),  # a step of 116 days is no step
+    "data_wait_pct": PCT,
+    "since_progress_s": (0.0, 1e10),
+}
 FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "gpus": {
         "util_pct": PCT,
@@ -92,6 +109,9 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "cpu_pct": PROCESS_PCT,
         "workers_cpu_pct": PROCESS_PCT,  # a list: each element
     },
+    # trace v2: the job's figures, the whole job's and each rank's (a loss has no physical range: none here)
+    "job": JOB_RANGES,
+    "job.ranks": JOB_RANGES,
     # top-level columns (a list column: each element)
     "": {
         "interval_s": (1e-3, 86_400.0),
@@ -106,6 +126,13 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
 # microseconds): outside, the reader derives the interval from the timestamps / drops the tick.
 INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
 TS_RANGE_US: tuple[float, float] = (0.0, 7_258_118_400.0 * 1e6)
+
+# Trace v2: the job's own progress per tick (docs/trace-v2.md). Whole-job scalars, then one entry per rank.
+JOB_RANK_FIELDS = _arrow_fields(JobRank)
+JOB_RANK_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_RANK_FIELDS])
+ARROW_TYPES["list[job_rank]"] = pa.list_(JOB_RANK_STRUCT)
+JOB_FIELDS = _arrow_fields(JobSample)
+JOB_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_FIELDS])
 
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
@@ -123,6 +150,7 @@ TRACE_SCHEMA = pa.schema(
         pa.field("host_mem_total_bytes", pa.uint64()),
         pa.field("disks", pa.list_(DISK_STRUCT)),
         pa.field("procs", pa.list_(PROC_STRUCT)),
+        pa.field("job", JOB_STRUCT),
     ]
 )
 
@@ -150,6 +178,15 @@ _ROW_STRUCT = pa.struct(list(TRACE_SCHEMA))
 _gpu_values = operator.attrgetter(*(name for name, _ in GPU_FIELDS))
 _disk_values = operator.attrgetter(*(name for name, _ in DISK_FIELDS))
 _proc_values = operator.attrgetter(*(f.name for f in PROC_STRUCT))
+assert JOB_FIELDS[-1][0] == "ranks"  # the scalars, then the list of ranks (see _job)
+_job_values = operator.attrgetter(*(name for name, _ in JOB_FIELDS[:-1]))
+_job_rank_values = operator.attrgetter(*(name for name, _ in JOB_RANK_FIELDS))
+
+
+def _job(job: Any) -> tuple[Any, ...] | None:
+    if job is None:
+        return None
+    return (*_job_values(job), [_job_rank_values(r) for r in job.ranks])
 
 
 def _tick_values(t: Tick) -> tuple[Any, ...]:
@@ -164,6 +201,7 @@ def _tick_values(t: Tick) -> tuple[Any, ...]:
         t.host_mem_total_bytes,
         [_disk_values(d) for d in t.disks],
         [_proc_values(p) for p in t.procs],
+        _job(t.job),
     )
 
 

@@ -34,7 +34,7 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.ui import panes
+from gpu_triage.ui import job_pane, panes
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
@@ -200,6 +200,7 @@ class TriageApp(App[int]):
         with Vertical(id="body"):
             yield Pane(id="header")
             yield Pane(id="gpu")
+            yield Pane(id="job")
             yield Pane(id="diag")
             yield Pane(id="cpu")
             yield Pane(id="disk")
@@ -379,6 +380,8 @@ class TriageApp(App[int]):
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
         last = self.window.last
+        notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
+        job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
         budget = plan_layout(
             height,
             width,
@@ -386,7 +389,7 @@ class TriageApp(App[int]):
             view.cpu.shape[1],
             len(view.disk_names),
             len(last.procs) if last else 0,
-            fixed,
+            fixed + job_n,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -403,6 +406,7 @@ class TriageApp(App[int]):
                 ),
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),
+            "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
             "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),

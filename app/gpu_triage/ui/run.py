@@ -68,11 +68,14 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         )
         return TriageApp(config, source=source, source_label=f"demo: simulated {args.gpus}-GPU server, {args.scenario}", record_path=record_path)
     if command == "live":
+        from gpu_triage.sources.job import WithJob, monitor_for
         from gpu_triage.sources.live import LiveSource
 
+        monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
         live = LiveSource()
         banner = None if live.status().gpu_available else NO_GPU_BANNER
-        return TriageApp(config, source=live, source_label="live", banner=banner, record_path=record_path)
+        source: Any = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
+        return TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
     raise UserError(f"unknown dashboard command {command!r}")
 
 

@@ -1,0 +1,432 @@
+"""Follow a training job's log (``--job-log PATH``) and read its progress lines.
+
+:class:`LogFollower` reads what was appended since the last poll, as ``tail -F`` does: a file that
+appears later is picked up, a rotated file (a new inode at the path) is read from its start after the
+rest of the old one, a truncated file is read again from the top. Lines end at ``\\n`` *or* ``\\r``
+(tqdm redraws its bar with ``\\r``). Memory and CPU are bounded whatever the writer does: reads go in
+chunks, a poll reads at most ``budget`` bytes and jumps to the tail when the writer got further ahead
+(only the latest progress matters), a line longer than ``max_line`` is dropped without being kept (a
+1 GB line costs a scan, not a gigabyte), and binary data is skipped.
+
+:func:`parse_line` turns one line into a :class:`Reading` with the first format that recognises it
+(the user's regex from the config first, then the built-in formats in :data:`FORMATS`).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 64 * 1024  # longer lines are progress lines of nobody we know: dropped
+CHUNK = 1024 * 1024
+BUDGET = 1024 * 1024  # bytes read per poll at most; further behind, skip to the last TAIL_START bytes
+TAIL_START = 64 * 1024  # on the first open of an existing log, start this far before its end
+
+
+@dataclass(slots=True)
+class Reading:
+    """What one log line says about progress. ``step``/``total``: the job's own counter and its end."""
+
+    fmt: str
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+    step_time_s: float | None = None
+    data_time_s: float | None = None  # time of this step spent loading data (ImageNet example's "Data")
+    step: int | None = None
+    total: int | None = None
+    batch: int | None = None  # samples per step the line itself says (Megatron's global batch size)
+    loss: float | None = None
+    epoch: float | None = None
+    avg_step_time_s: float | None = None  # the job's running means since the epoch began (ImageNet example's
+    avg_data_time_s: float | None = None  # "( 0.401)"): two of them give exact figures for the span between
+
+
+# -- formats ------------------------------------------------------------------------------------------
+_NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+_SAMPLE_UNITS = {"samples", "sample", "img", "imgs", "images", "image", "ex", "examples", "example", "seq",
+                 "seqs", "sequences", "tok", "tokens"}
+
+# tqdm: "  3%|▎         | 10/313 [00:01<00:30,  9.87it/s]" or "[00:05<01:00,  1.23s/it, loss=0.5]"; without a
+# total: "train: 123it [00:10, 12.30it/s]"
+_TQDM = re.compile(
+    rf"(?P<n>\d+)(?:/(?P<total>\d+))?(?:[A-Za-z]+)?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
+    rf"(?:(?P<rate>{_NUM})(?P<prefix>[kKMG]?)(?P<unit>[A-Za-z]+)/s|(?P<inv>{_NUM})s/(?P<iunit>[A-Za-z]+))"
+)
+# rich progress (Lightning's RichProgressBar): "Epoch 0/9 ━━━━━━━ 450/1000 0:00:10 • 0:00:12 44.12it/s loss: 0.1";
+# written to a file (not a terminal) Rich prints only its final frame, wrapped: the time left may go to the
+# next line ("Epoch 15/999 ━━━━   84/300 0:00:00 •        228.96it/s train_loss:", real lightning 2.6.6 log)
+_RICH = re.compile(rf"(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+(?:[\d:-]+\s+)?(?P<rate>{_NUM})it/s")
+# Lightning's tqdm bar carries its logger's version in the postfix ("v_num=0"); a bare "Epoch 0:" is any tqdm desc
+_LIGHTNING_POSTFIX = re.compile(r"[\s,]v_num=")
+_POSTFIX_LOSS = re.compile(rf"(?:^|[\s,])(?:train_)?loss(?:_step)?[=:]\s*(?P<loss>{_NUM})")
+# PyTorch ImageNet example: "Epoch: [0][ 10/5005]\tTime  0.312 ( 0.401)\tData  0.002 ( 0.089)\tLoss ..."
+_IMAGENET = re.compile(
+    rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<n>\d+)/(?P<total>\d+)\]"
+    rf"\s+Time\s+(?P<time>{_NUM})\s*\(\s*(?P<avg_time>{_NUM})\)"
+    rf"\s+Data\s+(?P<data>{_NUM})\s*\(\s*(?P<avg_data>{_NUM})\)(?:\s+Loss\s+(?P<loss>{_NUM}))?"
+)
+# Megatron-LM: " iteration       10/    1000 | consumed samples: 640 | elapsed time per iteration (ms): 312.5 |
+#   learning rate: ... | global batch size:    64 | lm loss: 7.1E+00 | ..."
+_MEGATRON = re.compile(r"iteration\s+(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\|")
+_MEG_TIME = re.compile(rf"elapsed time per iteration \(ms\):\s*(?P<ms>{_NUM})")
+_MEG_BATCH = re.compile(r"global batch size:\s*(?P<gbs>\d+)")
+_MEG_LOSS = re.compile(rf"lm loss:\s*(?P<loss>{_NUM})")
+# DeepSpeed ThroughputTimer: "epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=123.4,
+#   CurrSamplesPerSec=125.1, MemAllocated=..."; and its "samples/sec: X" in wall-clock breakdowns
+_DS_THROUGHPUT = re.compile(
+    rf"global_step=(?P<n>\d+).*?RunningAvgSamplesPerSec=(?P<avg>{_NUM}).*?CurrSamplesPerSec=(?P<cur>{_NUM})"
+)
+_DS_SAMPLES = re.compile(rf"samples/sec:\s*(?P<sps>{_NUM})")
+_DS_STEP = re.compile(r"\bsteps?[:=]\s*(?P<n>\d+)")
+# Hugging Face Trainer: "{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}" and the
+# end-of-training "{'train_runtime': 10.2, 'train_samples_per_second': 98.0, 'train_steps_per_second': 12.3, ...}"
+_DICT = re.compile(r"\{'[a-z_]+': .*\}")
+
+
+def _f(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_tqdm(line: str) -> Reading | None:
+    m = _TQDM.search(line)
+    if not m:
+        return None
+    fmt = "lightning" if _LIGHTNING_POSTFIX.search(line, m.end()) else "tqdm"
+    r = Reading(fmt, step=int(m["n"]), total=int(m["total"]) if m["total"] else None)
+    if m["rate"] is not None:
+        value = float(m["rate"]) * _PREFIX[m["prefix"]]
+        if m["unit"] in _SAMPLE_UNITS:
+            r.samples_per_s = value
+        else:
+            r.steps_per_s = value
+    else:
+        inv = float(m["inv"])
+        if inv <= 0:
+            return None
+        if m["iunit"] in _SAMPLE_UNITS:
+            r.samples_per_s = 1.0 / inv
+        else:
+            r.step_time_s = inv
+            r.steps_per_s = 1.0 / inv
+    lm = _POSTFIX_LOSS.search(line[m.end():])
+    if lm:
+        r.loss = _f(lm["loss"])
+    return r
+
+
+def parse_rich(line: str) -> Reading | None:
+    m = _RICH.search(line)
+    if not m:
+        return None
+    r = Reading("lightning", steps_per_s=float(m["rate"]), step=int(m["n"]), total=int(m["total"]))
+    lm = _POSTFIX_LOSS.search(line[m.end():])
+    if lm:
+        r.loss = _f(lm["loss"])
+    return r
+
+
+def parse_imagenet(line: str) -> Reading | None:
+    m = _IMAGENET.search(line)
+    if not m:
+        return None
+    t = float(m["time"])
+    return Reading(
+        "imagenet",
+        step_time_s=t if t > 0 else None,
+        steps_per_s=1.0 / t if t > 0 else None,
+        data_time_s=float(m["data"]),
+        step=int(m["n"]),
+        total=int(m["total"]),
+        loss=_f(m["loss"]),
+        epoch=float(m["epoch"]),
+        avg_step_time_s=float(m["avg_time"]),
+        avg_data_time_s=float(m["avg_data"]),
+    )
+
+
+def parse_megatron(line: str) -> Reading | None:
+    m = _MEGATRON.search(line)
+    if not m:
+        return None
+    tm = _MEG_TIME.search(line)
+    if not tm:
+        return None
+    t = float(tm["ms"]) / 1000.0
+    bm = _MEG_BATCH.search(line)
+    lm = _MEG_LOSS.search(line)
+    r = Reading("megatron", step_time_s=t if t > 0 else None, steps_per_s=1.0 / t if t > 0 else None,
+                step=int(m["n"]), total=int(m["total"]), loss=_f(lm["loss"]) if lm else None)
+    if bm:
+        r.batch = int(bm["gbs"])
+        if t > 0:
+            r.samples_per_s = r.batch / t
+    return r
+
+
+def parse_deepspeed(line: str) -> Reading | None:
+    m = _DS_THROUGHPUT.search(line)
+    if m:
+        return Reading("deepspeed", samples_per_s=float(m["cur"]), step=int(m["n"]))
+    m2 = _DS_SAMPLES.search(line)
+    if m2:
+        sm = _DS_STEP.search(line)
+        return Reading("deepspeed", samples_per_s=float(m2["sps"]), step=int(sm["n"]) if sm else None)
+    return None
+
+
+def parse_hf_trainer(line: str) -> Reading | None:
+    m = _DICT.search(line)
+    if not m or len(m.group(0)) > 4096:
+        return None
+    try:
+        obj = ast.literal_eval(m.group(0))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    keys = ("loss", "train_loss", "train_samples_per_second", "train_steps_per_second", "epoch")
+    if not any(k in obj for k in keys):
+        return None
+
+    def num(key: str) -> float | None:
+        v = obj.get(key)
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, (int, float)):
+            return float(v)
+        return _f(v) if isinstance(v, str) else None
+
+    return Reading(
+        "hf_trainer",
+        samples_per_s=num("train_samples_per_second"),
+        steps_per_s=num("train_steps_per_second"),
+        loss=num("loss") if "loss" in obj else num("train_loss"),
+        epoch=num("epoch"),
+    )
+
+
+Parser = Callable[[str], "Reading | None"]
+
+# (name, parser) in the order they are tried: the most specific first. tqdm's covers Lightning's bar too
+# (Lightning draws with tqdm; a bar starting "Epoch N:" is reported as lightning).
+FORMATS: tuple[tuple[str, Parser], ...] = (
+    ("imagenet", parse_imagenet),
+    ("megatron", parse_megatron),
+    ("deepspeed", parse_deepspeed),
+    ("hf_trainer", parse_hf_trainer),
+    ("lightning-rich", parse_rich),
+    ("tqdm", parse_tqdm),
+)
+FORMAT_NAMES = ("user regex", "imagenet", "megatron", "deepspeed", "hf_trainer", "lightning", "tqdm")
+
+USER_GROUPS = ("samples_per_s", "steps_per_s", "step_time_s", "data_time_s", "step", "total", "loss", "epoch")
+
+
+def compile_user_regex(pattern: str) -> re.Pattern[str]:
+    """The config's ``[job] log_regex``: a Python regex whose named groups are among USER_GROUPS."""
+    rx = re.compile(pattern)
+    names = set(rx.groupindex)
+    unknown = names - set(USER_GROUPS)
+    if unknown:
+        raise ValueError(f"unknown group name(s) {', '.join(sorted(unknown))}: use {', '.join(USER_GROUPS)}")
+    if not names & {"samples_per_s", "steps_per_s", "step_time_s", "step"}:
+        raise ValueError("needs one of the groups samples_per_s, steps_per_s, step_time_s or step")
+    return rx
+
+
+def parse_user(rx: re.Pattern[str], line: str) -> Reading | None:
+    m = rx.search(line)
+    if not m:
+        return None
+    g = m.groupdict()
+    st = _f(g.get("step_time_s"))
+    step = g.get("step")
+    total = g.get("total")
+    r = Reading(
+        "user regex",
+        samples_per_s=_f(g.get("samples_per_s")),
+        steps_per_s=_f(g.get("steps_per_s")) or (1.0 / st if st else None),
+        step_time_s=st,
+        data_time_s=_f(g.get("data_time_s")),
+        step=int(step) if step and step.isdigit() else None,
+        total=int(total) if total and total.isdigit() else None,
+        loss=_f(g.get("loss")),
+        epoch=_f(g.get("epoch")),
+    )
+    if r.samples_per_s is None and r.steps_per_s is None and r.step is None:
+        return None
+    return r
+
+
+def parse_line(line: str, user: re.Pattern[str] | None = None) -> Reading | None:
+    """The first format that recognises ``line``, or None."""
+    if user is not None:
+        r = parse_user(user, line)
+        if r is not None:
+            return r
+    if len(line) > 8192:  # no progress line of a known format is this long; regexes stay linear anyway
+        return None
+    for _name, parser in FORMATS:
+        r = parser(line)
+        if r is not None:
+            return r
+    return None
+
+
+# -- following the file -------------------------------------------------------------------------------
+_SPLIT = re.compile(rb"[\r\n]")
+
+
+class LogFollower:
+    """``tail -F`` on one path, polled: ``poll()`` returns the complete lines appended since the last poll."""
+
+    def __init__(self, path: Path | str, *, max_line: int = MAX_LINE, chunk: int = CHUNK, budget: int = BUDGET,
+                 tail_start: int = TAIL_START) -> None:
+        self.path = Path(path)
+        self.max_line = max_line
+        self.chunk = chunk
+        self.budget = budget
+        self.tail_start = tail_start
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._pos = 0
+        self._partial = bytearray()
+        self._dropping = False  # inside a line longer than max_line: drop bytes up to its end
+        self._first_open = True
+        self.missing = False  # the path does not exist now
+        self.long_lines = 0
+        self.binary_lines = 0
+        self.skipped_bytes = 0  # jumped over to keep up with the writer
+        self.lines = 0
+
+    def check_start(self) -> None:
+        """At start: the path must be a readable file (or not exist yet, in a directory that does)."""
+        p = self.path
+        if p.exists():
+            if p.is_dir():
+                raise OSError(f"{p} is a directory, not a log file")
+            with open(p, "rb"):
+                pass
+        elif not p.parent.is_dir():
+            raise FileNotFoundError(f"{p}: neither the file nor its directory {p.parent} exists")
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def partial(self) -> str:
+        """The line being written now (a tqdm bar between two redraws), decoded; '' if none."""
+        if self._dropping or not self._partial:
+            return ""
+        return self._decode(bytes(self._partial)) or ""
+
+    def poll(self) -> list[str]:
+        out: list[str] = []
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.missing = True
+            if self._fd is not None:  # the old file may still get its last lines (tail -F keeps reading it)
+                self._read(out, None)
+            return out
+        except OSError:
+            self.missing = True
+            return out
+        self.missing = False
+        ident = (st.st_dev, st.st_ino)
+        if self._fd is not None and ident != self._ident:  # rotated: finish the old file, then the new one
+            self._read(out, None)
+            self.close()
+            self._partial.clear()
+            self._dropping = False
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return out
+            self._ident = ident
+            self._pos = 0
+            if self._first_open and st.st_size > self.tail_start:
+                self._pos = st.st_size - self.tail_start
+                self._dropping = True  # we start mid-line: the first piece is not a whole line
+            self._first_open = False
+        elif st.st_size < self._pos:  # truncated (logrotate copytruncate, `> log`): start again at the top
+            self._pos = 0
+            self._partial.clear()
+            self._dropping = False
+        self._read(out, st.st_size)
+        return out
+
+    def _read(self, out: list[str], size: int | None) -> None:
+        assert self._fd is not None
+        if size is not None and size - self._pos > self.budget and size - self.tail_start > self._pos:
+            new_pos = size - self.tail_start
+            self.skipped_bytes += new_pos - self._pos
+            self._pos = new_pos
+            self._partial.clear()
+            self._dropping = True
+        left = self.budget
+        while left > 0:
+            try:
+                data = os.pread(self._fd, min(self.chunk, left), self._pos)
+            except OSError as exc:
+                log.debug("reading %s failed: %s", self.path, exc)
+                return
+            if not data:
+                return
+            self._pos += len(data)
+            left -= len(data)
+            self._feed(data, out)
+
+    def _feed(self, data: bytes, out: list[str]) -> None:
+        pieces = _SPLIT.split(data)
+        last = pieces.pop()  # after the last separator: the start of a line still being written
+        for piece in pieces:
+            if self._dropping:
+                self._dropping = False
+                self._partial.clear()
+                continue
+            if self._partial:
+                self._partial += piece
+                piece = bytes(self._partial)
+                self._partial.clear()
+            if len(piece) > self.max_line:
+                self.long_lines += 1
+                continue
+            if piece:
+                text = self._decode(piece)
+                if text is not None:
+                    self.lines += 1
+                    out.append(text)
+        if self._dropping:
+            return
+        if len(self._partial) + len(last) > self.max_line:
+            self.long_lines += 1
+            self._partial.clear()
+            self._dropping = True
+        else:
+            self._partial += last
+
+    def _decode(self, raw: bytes) -> str | None:
+        if b"\x00" in raw:
+            self.binary_lines += 1
+            return None
+        text = raw.decode("utf-8", errors="replace")
+        if text.count("\ufffd") > max(2, len(text) // 10):
+            self.binary_lines += 1
+            return None
+        return text
