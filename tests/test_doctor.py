@@ -22,6 +22,7 @@ from gpu_triage.doctor.checks import (
     REASON_HW_SLOWDOWN,
     REASON_IDLE,
     REASON_SW_POWER_CAP,
+    REGISTRY,
 )
 from gpu_triage.doctor.facts import parse_cpulist, probe_torch
 from gpu_triage.doctor.run import JSON_KEYS, Report, collect_report
@@ -340,3 +341,14 @@ def test_torch_that_sees_no_gpu_on_a_gpu_machine_fails(tmp_path: Path) -> None:
 def test_cpulist_parsing() -> None:
     assert parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
     assert parse_cpulist("") == []
+
+
+def test_every_registered_check_is_documented_once_and_runs_on_a_full_machine(tmp_path: Path) -> None:
+    """The registry is the one list of check ids: each is documented in docs/doctor.md, and a full
+    machine with --params runs them all, in registry order."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "doctor.md").read_text()
+    ids = [spec.id for spec in REGISTRY]
+    assert len(ids) == len(set(ids))
+    assert [i for i in ids if f"`{i}`" not in doc] == []
+    r = report_for(h200_box(8), tmp_path, params=7e9)
+    assert [c.id for c in r.checks] == ids

@@ -1,15 +1,21 @@
 """The doctor's checks: pure functions from :class:`~gpu_triage.doctor.facts.Facts` to verdicts.
 
-Each check says ok / warn / fail, one line of why (``summary``) and one line of what to do (``advice``),
-plus the numbers behind it (``data``) for scripts. Nothing here reads the machine, so each rule is tested
-on machines built in the tests.
+Each check says ok / warn / fail / skip, one line of why (``summary``) and one line of what to do
+(``advice``), plus the numbers behind it (``data``) for scripts. ``skip`` means the check had nothing to
+look at here (no GPU, torch not importable, a field the hardware does not report): it is not a pass, and
+like ``ok`` it never changes the exit status. Nothing here reads the machine, so each rule is tested on
+machines built in the tests.
+
+Every check is registered once, with :func:`register` (its id, a title, when it runs): the id is written
+in one place, and :func:`run_checks` runs :data:`REGISTRY` in display order. A check function returns a
+:class:`Finding`; the registry names it.
 
 Thresholds are plain module constants with the reason next to them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,8 +31,9 @@ from gpu_triage.topology import (
 )
 from gpu_triage.units import fmt_bytes
 
-Status = Literal["ok", "warn", "fail"]
-STATUS_ORDER: dict[str, int] = {"ok": 0, "warn": 1, "fail": 2}
+Status = Literal["ok", "warn", "fail", "skip"]
+#: How bad each status is; a skip weighs nothing (see :func:`worst`).
+STATUS_ORDER: dict[str, int] = {"skip": -1, "ok": 0, "warn": 1, "fail": 2}
 
 GIB = 1024**3
 #: An idle card reports a few hundred MiB used by the driver itself; beyond this with no process listed,
@@ -67,6 +74,16 @@ TRAFFIC_WARN_S = 0.25
 
 
 @dataclass(slots=True)
+class Finding:
+    """What one check found; :func:`run_checks` turns it into a :class:`Check` under the check's id."""
+
+    status: Status
+    summary: str
+    advice: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Check:
     id: str
     status: Status
@@ -75,11 +92,48 @@ class Check:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json_obj(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "summary": self.summary, "advice": self.advice, "data": self.data}
+        return {"id": self.id, "status": self.status, "summary": self.summary, "advice": self.advice,
+                "data": self.data}
 
 
 def worst(statuses: Iterable[Status]) -> Status:
-    return max(statuses, key=STATUS_ORDER.__getitem__, default="ok")
+    """The report's status: the worst of its checks, skips left out ("ok" when nothing else is left)."""
+    return max((s for s in statuses if s != "skip"), key=STATUS_ORDER.__getitem__, default="ok")
+
+
+# -- the registry -----------------------------------------------------------------------------------
+
+#: What a check reads: the facts alone; with the topology analysis; with the --params count too.
+Needs = Literal["facts", "topology", "params"]
+#: When it runs: always; only when some card answers (else gpu.driver stands for the GPU part); only
+#: with --params.
+When = Literal["always", "cards", "params"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    id: str
+    title: str
+    func: Callable[..., Finding]
+    needs: Needs = "facts"
+    when: When = "always"
+
+
+#: Every check, in display order (the order of registration below).
+REGISTRY: list[CheckSpec] = []
+
+
+def register(check_id: str, title: str, *, needs: Needs = "facts", when: When = "always"
+             ) -> Callable[[Callable[..., Finding]], Callable[..., Finding]]:
+    """Add the decorated check function to :data:`REGISTRY` under ``check_id``."""
+
+    def add(func: Callable[..., Finding]) -> Callable[..., Finding]:
+        if any(spec.id == check_id for spec in REGISTRY):
+            raise ValueError(f"doctor check {check_id} registered twice")
+        REGISTRY.append(CheckSpec(check_id, title, func, needs, when))
+        return func
+
+    return add
 
 
 def _cards(indexes: list[int]) -> str:
@@ -93,136 +147,159 @@ def _live(facts: Facts) -> list[GpuFacts]:
 # -- GPUs -------------------------------------------------------------------------------------------
 
 
-def check_driver(facts: Facts) -> Check:
+@register("gpu.driver", "driver and cards")
+def check_driver(facts: Facts) -> Finding:
     if facts.gpu_error is not None or not facts.gpus:
         reason = facts.gpu_error or "no GPU listed"
-        return Check(
-            "gpu.driver",
-            "fail",
+        return Finding("fail",
             f"no GPU found: {reason}",
             "install or load the NVIDIA driver (nvidia-smi must work), or run on the GPU machine; "
             "host and software checks below still apply",
             {"error": reason},
         )
     lost = [g.index for g in facts.gpus if g.lost]
-    data = {"driver": facts.driver_version, "cuda_driver": facts.cuda_driver_version, "gpus": len(facts.gpus), "lost": lost}
-    summary = f"{len(facts.gpus)} GPU(s), driver {facts.driver_version or 'n/a'}, CUDA {facts.cuda_driver_version or 'n/a'}"
+    data = {"driver": facts.driver_version, "cuda_driver": facts.cuda_driver_version, "gpus": len(facts.gpus),
+            "lost": lost}
+    summary = (f"{len(facts.gpus)} GPU(s), driver {facts.driver_version or 'n/a'}, CUDA "
+               f"{facts.cuda_driver_version or 'n/a'}")
     if lost:
-        return Check("gpu.driver", "fail", f"{summary}; {_cards(lost)} stopped answering (GPU is lost)",
+        return Finding("fail", f"{summary}; {_cards(lost)} stopped answering (GPU is lost)",
                      "the card fell off the bus: check dmesg for Xid errors, drain the node and reset or reboot", data)
-    return Check("gpu.driver", "ok", summary, "", data)
+    return Finding("ok", summary, "", data)
 
 
-def check_model(facts: Facts) -> Check:
+@register("gpu.model", "card models", when="cards")
+def check_model(facts: Facts) -> Finding:
     gpus = _live(facts)
     names = sorted({g.name or "n/a" for g in gpus})
     data = {"models": names, "memory_bytes": [g.mem_total_bytes for g in gpus]}
     if len(names) > 1:
-        return Check("gpu.model", "warn", f"mixed models: {', '.join(names)}",
-                     "data-parallel steps run at the pace of the slowest card: use one model per job (CUDA_VISIBLE_DEVICES)", data)
+        return Finding("warn", f"mixed models: {', '.join(names)}",
+                     "data-parallel steps run at the pace of the slowest card: use one model per job "
+                     "(CUDA_VISIBLE_DEVICES)", data)
     mem = gpus[0].mem_total_bytes if gpus else None
-    return Check("gpu.model", "ok", f"{len(gpus)} x {names[0] if names else 'n/a'}, {fmt_bytes(mem)} each", "", data)
+    return Finding("ok", f"{len(gpus)} x {names[0] if names else 'n/a'}, {fmt_bytes(mem)} each", "", data)
 
 
-def check_persistence(facts: Facts) -> Check:
+@register("gpu.persistence", "persistence mode", when="cards")
+def check_persistence(facts: Facts) -> Finding:
     gpus = _live(facts)
     off = [g.index for g in gpus if g.persistence is False]
     unknown = all(g.persistence is None for g in gpus)
     data = {"off": off}
     if off:
-        return Check("gpu.persistence", "warn", f"persistence mode off on {_cards(off)}",
-                     "sudo nvidia-smi -pm 1 (or run nvidia-persistenced): otherwise the driver tears down between jobs and each start pays seconds", data)
-    return Check("gpu.persistence", "ok", "persistence mode n/a" if unknown else "persistence mode on", "", data)
+        return Finding("warn", f"persistence mode off on {_cards(off)}",
+                     "sudo nvidia-smi -pm 1 (or run nvidia-persistenced): otherwise the driver tears down between "
+                     "jobs and each start pays seconds", data)
+    return Finding("ok", "persistence mode n/a" if unknown else "persistence mode on", "", data)
 
 
-def check_mig(facts: Facts) -> Check:
+@register("gpu.mig", "MIG mode", when="cards")
+def check_mig(facts: Facts) -> Finding:
     gpus = _live(facts)
     on = [g.index for g in gpus if g.mig_enabled]
-    pending = [g.index for g in gpus if g.mig_pending is not None and g.mig_enabled is not None and g.mig_pending != g.mig_enabled]
+    pending = [g.index for g in gpus
+               if g.mig_pending is not None and g.mig_enabled is not None and g.mig_pending != g.mig_enabled]
     data = {"enabled": on, "pending_change": pending}
     if pending:
-        return Check("gpu.mig", "warn", f"MIG mode change pending on {_cards(pending)}",
+        return Finding("warn", f"MIG mode change pending on {_cards(pending)}",
                      "the change applies after a GPU reset (nvidia-smi -r) or a reboot", data)
     if on:
-        return Check("gpu.mig", "warn", f"MIG enabled on {_cards(on)}: a job sees slices, not whole cards",
-                     "if you meant whole cards: sudo nvidia-smi -i N -mig 0; NCCL does not work across MIG instances", data)
+        return Finding("warn", f"MIG enabled on {_cards(on)}: a job sees slices, not whole cards",
+                     "if you meant whole cards: sudo nvidia-smi -i N -mig 0; NCCL does not work across MIG "
+                     "instances", data)
     unknown = all(g.mig_enabled is None for g in gpus)
-    return Check("gpu.mig", "ok", "MIG n/a (not supported)" if unknown else "MIG off", "", data)
+    return Finding("ok", "MIG n/a (not supported)" if unknown else "MIG off", "", data)
 
 
-def check_ecc(facts: Facts) -> Check:
+@register("gpu.ecc", "uncorrected ECC errors", when="cards")
+def check_ecc(facts: Facts) -> Finding:
     gpus = _live(facts)
     counts = {g.index: g.ecc_uncorrected for g in gpus}
     bad = [i for i, n in counts.items() if n]
     data = {"volatile_uncorrected": {str(i): n for i, n in counts.items()}}
     if bad:
         detail = ", ".join(f"card {i}: {counts[i]}" for i in bad)
-        return Check("gpu.ecc", "fail", f"uncorrected ECC errors since the driver loaded ({detail})",
-                     "results on these cards may be wrong: drain them, check nvidia-smi -q -d ECC,PAGE_RETIREMENT and reset or replace", data)
+        return Finding("fail", f"uncorrected ECC errors since the driver loaded ({detail})",
+                     "results on these cards may be wrong: drain them, check nvidia-smi -q -d ECC,PAGE_RETIREMENT and "
+                     "reset or replace", data)
     if all(n is None for n in counts.values()):
-        return Check("gpu.ecc", "ok", "ECC error counts n/a (ECC off or not reported)", "", data)
-    return Check("gpu.ecc", "ok", "no uncorrected ECC errors", "", data)
+        return Finding("ok", "ECC error counts n/a (ECC off or not reported)", "", data)
+    return Finding("ok", "no uncorrected ECC errors", "", data)
 
 
 def reason_names(mask: int) -> list[str]:
     return [name for bit, name in _REASON_NAMES.items() if mask & bit]
 
 
-def check_clocks(facts: Facts) -> Check:
+@register("gpu.clocks", "clock slowdowns", when="cards")
+def check_clocks(facts: Facts) -> Finding:
     gpus = _live(facts)
     failing = {g.index: g.clock_reasons for g in gpus if g.clock_reasons and g.clock_reasons & _REASONS_FAIL}
     warning = {g.index: g.clock_reasons for g in gpus if g.clock_reasons and g.clock_reasons & _REASONS_WARN}
-    data = {"reasons": {str(g.index): reason_names(g.clock_reasons) if g.clock_reasons is not None else None for g in gpus}}
+    data = {"reasons": {str(g.index): reason_names(g.clock_reasons) if g.clock_reasons is not None else None
+                        for g in gpus}}
     if failing:
         detail = "; ".join(f"card {i}: {', '.join(reason_names(m & _REASONS_FAIL))}" for i, m in failing.items())
-        return Check("gpu.clocks", "fail", f"clocks held down by the hardware ({detail})",
-                     "check cooling, power supply and cabling (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); these cards will be the slow rank", data)
+        return Finding("fail", f"clocks held down by the hardware ({detail})",
+                     "check cooling, power supply and cabling (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); these "
+                     "cards will be the slow rank", data)
     if warning:
         detail = "; ".join(f"card {i}: {', '.join(reason_names(m & _REASONS_WARN))}" for i, m in warning.items())
-        return Check("gpu.clocks", "warn", f"clocks capped ({detail})",
-                     "normal at full load on the power limit; at idle it means heat or a lowered limit (nvidia-smi -q -d PERFORMANCE,POWER)", data)
+        return Finding("warn", f"clocks capped ({detail})",
+                     "normal at full load on the power limit; at idle it means heat or a lowered limit (nvidia-smi -q "
+                     "-d PERFORMANCE,POWER)", data)
     if all(g.clock_reasons is None for g in gpus):
-        return Check("gpu.clocks", "ok", "clock event reasons n/a", "", data)
-    return Check("gpu.clocks", "ok", "no thermal or power slowdown", "", data)
+        return Finding("ok", "clock event reasons n/a", "", data)
+    return Finding("ok", "no thermal or power slowdown", "", data)
 
 
-def check_pcie(facts: Facts) -> Check:
+@register("gpu.pcie", "PCIe link width and generation", when="cards")
+def check_pcie(facts: Facts) -> Finding:
     gpus = _live(facts)
-    narrow = [g for g in gpus if g.pcie_width is not None and g.pcie_width_max is not None and g.pcie_width < g.pcie_width_max]
-    slow_gen = [g for g in gpus if g not in narrow and g.pcie_gen is not None and g.pcie_gen_max is not None and g.pcie_gen < g.pcie_gen_max]
+    narrow = [g for g in gpus
+              if g.pcie_width is not None and g.pcie_width_max is not None and g.pcie_width < g.pcie_width_max]
+    slow_gen = [g for g in gpus if g not in narrow
+                and g.pcie_gen is not None and g.pcie_gen_max is not None and g.pcie_gen < g.pcie_gen_max]
     data = {
-        str(g.index): {"gen": g.pcie_gen, "gen_max": g.pcie_gen_max, "width": g.pcie_width, "width_max": g.pcie_width_max}
+        str(g.index): {"gen": g.pcie_gen, "gen_max": g.pcie_gen_max,
+                       "width": g.pcie_width, "width_max": g.pcie_width_max}
         for g in gpus
     }
     if narrow:
         detail = ", ".join(f"card {g.index} x{g.pcie_width} of x{g.pcie_width_max}" for g in narrow)
-        return Check("gpu.pcie", "fail", f"PCIe link narrower than the card allows ({detail})",
-                     "a narrow link halves host<->card copies: reseat the card or its riser, or move it to a full-width slot", data)
+        return Finding("fail", f"PCIe link narrower than the card allows ({detail})",
+                     "a narrow link halves host<->card copies: reseat the card or its riser, or move it to a "
+                     "full-width slot", data)
     if slow_gen:
         detail = ", ".join(f"card {g.index} gen{g.pcie_gen} of gen{g.pcie_gen_max}" for g in slow_gen)
-        return Check("gpu.pcie", "warn", f"PCIe link below its top generation ({detail}), full width",
-                     "idle cards lower the PCIe generation to save power: check under load (nvidia-smi -q -d PCIE while training)", data)
+        return Finding("warn", f"PCIe link below its top generation ({detail}), full width",
+                     "idle cards lower the PCIe generation to save power: check under load (nvidia-smi -q -d PCIE "
+                     "while training)", data)
     known = [g for g in gpus if g.pcie_width is not None]
     if not known:
-        return Check("gpu.pcie", "ok", "PCIe link n/a", "", data)
+        return Finding("ok", "PCIe link n/a", "", data)
     g = known[0]
-    return Check("gpu.pcie", "ok", f"PCIe links at full width (card {g.index}: gen{g.pcie_gen} x{g.pcie_width})", "", data)
+    return Finding("ok", f"PCIe links at full width (card {g.index}: gen{g.pcie_gen} x{g.pcie_width})", "", data)
 
 
-def check_memory(facts: Facts) -> Check:
+@register("gpu.memory", "memory held without a process", when="cards")
+def check_memory(facts: Facts) -> Finding:
     gpus = _live(facts)
     leftover = [g for g in gpus if g.processes == [] and (g.mem_used_bytes or 0) > LEFTOVER_BYTES]
     data = {str(g.index): {"used": g.mem_used_bytes, "total": g.mem_total_bytes,
                            "processes": None if g.processes is None else len(g.processes)} for g in gpus}
     if leftover:
         detail = ", ".join(f"card {g.index}: {fmt_bytes(g.mem_used_bytes)}" for g in leftover)
-        return Check("gpu.memory", "warn", f"memory in use with no process on the card ({detail})",
-                     "a leftover from an earlier job (a zombie or another container): the first step may run out of memory; "
+        return Finding("warn", f"memory in use with no process on the card ({detail})",
+                     "a leftover from an earlier job (a zombie or another container): the first step may run out of "
+                     "memory; "
                      "find it with sudo fuser -v /dev/nvidia* and end it, or reset the card", data)
-    return Check("gpu.memory", "ok", "no memory held without a process", "", data)
+    return Finding("ok", "no memory held without a process", "", data)
 
 
-def check_processes(facts: Facts) -> Check:
+@register("gpu.processes", "processes on the cards", when="cards")
+def check_processes(facts: Facts) -> Finding:
     gpus = _live(facts)
     others: list[tuple[int, Any]] = []
     mine: list[tuple[int, Any]] = []
@@ -237,7 +314,8 @@ def check_processes(facts: Facts) -> Check:
                 mine.append((g.index, p))
 
     def describe(items: list[tuple[int, Any]]) -> str:
-        return ", ".join(f"card {i}: pid {p.pid}" + (f" {p.username}" if p.username else "") + (f" {fmt_bytes(p.used_bytes)}" if p.used_bytes is not None else "")
+        return ", ".join(f"card {i}: pid {p.pid}" + (f" {p.username}" if p.username else "")
+                         + (f" {fmt_bytes(p.used_bytes)}" if p.used_bytes is not None else "")
                          for i, p in items[:6]) + (" ..." if len(items) > 6 else "")
 
     data = {
@@ -246,17 +324,18 @@ def check_processes(facts: Facts) -> Check:
         "not_visible": [{"card": i, "pid": p.pid, "used_bytes": p.used_bytes} for i, p in hidden],
     }
     if others:
-        return Check("gpu.processes", "warn", f"other users' processes on the cards ({describe(others)})",
-                     "you share these cards: expect less memory and slower steps; pick free cards with CUDA_VISIBLE_DEVICES or ask the owner", data)
+        return Finding("warn", f"other users' processes on the cards ({describe(others)})",
+                     "you share these cards: expect less memory and slower steps; pick free cards with "
+                     "CUDA_VISIBLE_DEVICES or ask the owner", data)
     if hidden:
-        return Check("gpu.processes", "warn", f"processes not visible from here hold cards ({describe(hidden)})",
+        return Finding("warn", f"processes not visible from here hold cards ({describe(hidden)})",
                      "another container or user: check with the machine's owner before training on these cards", data)
     if mine:
-        return Check("gpu.processes", "ok", f"only your processes on the cards ({describe(mine)})",
+        return Finding("ok", f"only your processes on the cards ({describe(mine)})",
                      "if no job of yours should be running, one from an earlier run is still alive", data)
     if all(g.processes is None for g in gpus):
-        return Check("gpu.processes", "ok", "process list n/a", "", data)
-    return Check("gpu.processes", "ok", "no process on the cards", "", data)
+        return Finding("ok", "process list n/a", "", data)
+    return Finding("ok", "no process on the cards", "", data)
 
 
 # -- topology ---------------------------------------------------------------------------------------
@@ -316,7 +395,8 @@ def analyse_topology(facts: Facts) -> TopologyAnalysis:
     pairs = [(i, j, matrix[i][j]) for i in range(n) for j in range(i + 1, n)]
     known = [(i, j, lab) for i, j, lab in pairs if path_rank(lab) is not None]
     if len(known) < len(pairs):
-        return TopologyAnalysis("unknown", None, None, None, [(i, j) for i, j, lab in pairs if path_rank(lab) is None], None)
+        unjoined = [(i, j) for i, j, lab in pairs if path_rank(lab) is None]
+        return TopologyAnalysis("unknown", None, None, None, unjoined, None)
     worst_rank = max(path_rank(lab) for _, _, lab in known)  # type: ignore[type-var]
     best_rank = min(path_rank(lab) for _, _, lab in known)  # type: ignore[type-var]
     speeds = {(i, j): pair_gbps(lab, by_index.get(i), by_index.get(j)) for i, j, lab in known}
@@ -337,33 +417,37 @@ def analyse_topology(facts: Facts) -> TopologyAnalysis:
         verdict = "mixed"
     if all_nv and len({lab for _, _, lab in known}) > 1:
         verdict = "mixed"  # NV18 next to NV4: still a fast road and a slower one
-    return TopologyAnalysis(verdict, slow_label or worst_label, best_label, nccl_level_for(worst_label), slowest_pairs, bandwidth)
+    return TopologyAnalysis(verdict, slow_label or worst_label, best_label, nccl_level_for(worst_label),
+                            slowest_pairs, bandwidth)
 
 
-def check_topology(facts: Facts, topo: TopologyAnalysis) -> Check:
+@register("topology.links", "links between cards", needs="topology")
+def check_topology(facts: Facts, topo: TopologyAnalysis) -> Finding:
     data = {"matrix": facts.topology, **topo.to_json_obj()}
     bw = f" (~{topo.bandwidth_gbps:.0f} GB/s per direction)" if topo.bandwidth_gbps else ""
     if topo.verdict == "none":
-        return Check("topology.links", "ok", "no GPU: no links to check", "", data)
+        return Finding("ok", "no GPU: no links to check", "", data)
     if topo.verdict == "single":
-        return Check("topology.links", "ok", "one card: no traffic between cards", "", data)
+        return Finding("ok", "one card: no traffic between cards", "", data)
     if topo.verdict == "unknown":
         pairs = ", ".join(f"{i}-{j}" for i, j in topo.slowest_pairs[:6])
-        return Check("topology.links", "warn", f"the driver does not say how some cards are joined (pairs {pairs})",
-                     "run nvidia-smi topo -m; in a VM the PCIe tree is often hidden, so NCCL cannot choose well either", data)
+        return Finding("warn", f"the driver does not say how some cards are joined (pairs {pairs})",
+                     "run nvidia-smi topo -m; in a VM the PCIe tree is often hidden, so NCCL cannot choose well "
+                     "either", data)
     pairs = ", ".join(f"{i}-{j}" for i, j in topo.slowest_pairs[:6]) + (" ..." if len(topo.slowest_pairs) > 6 else "")
     if topo.verdict == "all_nvlink":
-        return Check("topology.links", "ok", f"every pair on NVLink ({topo.slowest}){bw}", "", data)
+        return Finding("ok", f"every pair on NVLink ({topo.slowest}){bw}", "", data)
     if topo.verdict == "mixed":
-        return Check("topology.links", "warn",
+        return Finding("warn",
                      f"fast road, slow road: best {topo.fastest}, slowest {topo.slowest} (pairs {pairs}){bw}",
                      "an all-reduce runs at the pace of its slowest pair: keep a job on cards joined by the fast links "
                      "(CUDA_VISIBLE_DEVICES), or expect the slow path's speed", data)
     # pcie_only, every pair the same kind of path
     if topo.slowest == "SYS":
-        return Check("topology.links", "warn", f"no NVLink; every pair crosses CPU sockets (SYS){bw}",
-                     "gradients go through host memory and the socket link: use cards of one socket if the job fits", data)
-    return Check("topology.links", "ok", f"no NVLink; every pair on PCIe ({topo.slowest}){bw}",
+        return Finding("warn", f"no NVLink; every pair crosses CPU sockets (SYS){bw}",
+                     "gradients go through host memory and the socket link: use cards of one socket if the job "
+                     "fits", data)
+    return Finding("ok", f"no NVLink; every pair on PCIe ({topo.slowest}){bw}",
                  "fine for small models; big all-reduces will be bound by PCIe", data)
 
 
@@ -379,32 +463,36 @@ def parse_nccl_level(value: str) -> str | None:
     return None
 
 
-def check_nccl_level(facts: Facts, topo: TopologyAnalysis) -> Check:
+@register("topology.nccl_p2p_level", "NCCL_P2P_LEVEL against the topology", needs="topology")
+def check_nccl_level(facts: Facts, topo: TopologyAnalysis) -> Finding:
     env = facts.software.env
     set_value = env.get("NCCL_P2P_LEVEL")
     disabled = env.get("NCCL_P2P_DISABLE", "").strip() in ("1", "true", "TRUE", "True")
     fits = topo.nccl_level
     data = {"fits": fits, "env": set_value, "p2p_disabled": disabled}
     if disabled and topo.verdict in ("all_nvlink", "mixed"):
-        return Check("topology.nccl_p2p_level", "warn", "NCCL_P2P_DISABLE=1 while cards are joined by NVLink",
+        return Finding("warn", "NCCL_P2P_DISABLE=1 while cards are joined by NVLink",
                      "unset NCCL_P2P_DISABLE: with it NCCL copies through host memory instead of the links", data)
     if fits is None:
-        return Check("topology.nccl_p2p_level", "ok",
-                     f"NCCL_P2P_LEVEL={set_value}" if set_value else "NCCL_P2P_LEVEL not needed (fewer than two cards or topology n/a)",
+        return Finding("ok",
+                     f"NCCL_P2P_LEVEL={set_value}" if set_value else "NCCL_P2P_LEVEL not needed (fewer than two cards "
+                                                                     "or topology n/a)",
                      "", data)
     if set_value is None:
-        return Check("topology.nccl_p2p_level", "ok", f"NCCL_P2P_LEVEL unset (NCCL decides); {fits} fits this machine",
+        return Finding("ok", f"NCCL_P2P_LEVEL unset (NCCL decides); {fits} fits this machine",
                      f"if you set it, use NCCL_P2P_LEVEL={fits}", data)
     level = parse_nccl_level(set_value)
     if level is None:
-        return Check("topology.nccl_p2p_level", "warn", f"NCCL_P2P_LEVEL={set_value} is not a level NCCL knows",
-                     f"use one of {', '.join(NCCL_LEVELS[1:])}: {fits} fits this machine (nvidia-smi's NODE is NCCL's PHB)", data)
+        return Finding("warn", f"NCCL_P2P_LEVEL={set_value} is not a level NCCL knows",
+                     f"use one of {', '.join(NCCL_LEVELS[1:])}: {fits} fits this machine (nvidia-smi's NODE is NCCL's "
+                     "PHB)", data)
     data["env_level"] = level
     if NCCL_LEVELS.index(level) < NCCL_LEVELS.index(fits):
-        return Check("topology.nccl_p2p_level", "warn",
-                     f"NCCL_P2P_LEVEL={set_value} is stricter than the paths here (slowest pair {topo.slowest}): those pairs lose P2P",
+        return Finding("warn",
+                     f"NCCL_P2P_LEVEL={set_value} is stricter than the paths here (slowest pair {topo.slowest}): "
+                     "those pairs lose P2P",
                      f"set NCCL_P2P_LEVEL={fits} or unset it", data)
-    return Check("topology.nccl_p2p_level", "ok", f"NCCL_P2P_LEVEL={set_value} allows every pair ({fits} fits)", "", data)
+    return Finding("ok", f"NCCL_P2P_LEVEL={set_value} allows every pair ({fits} fits)", "", data)
 
 
 # -- host -------------------------------------------------------------------------------------------
@@ -420,7 +508,8 @@ def workers_range(cores: int | None, ranks: int) -> tuple[int, int] | None:
     return lo, hi
 
 
-def check_cpu(facts: Facts) -> Check:
+@register("host.cpu", "CPU cores and num_workers")
+def check_cpu(facts: Facts) -> Finding:
     h = facts.host
     cores = h.cpu_usable or h.cpu_logical
     ranks = max(1, len(_live(facts)))
@@ -428,46 +517,54 @@ def check_cpu(facts: Facts) -> Check:
     data = {"logical": h.cpu_logical, "physical": h.cpu_physical, "usable": h.cpu_usable, "ranks": ranks,
             "num_workers_per_rank": list(rng) if rng else None}
     if rng is None:
-        return Check("host.cpu", "warn", "CPU core count n/a", "set num_workers by trying 2, 4, 8 and watching the GPU", data)
+        return Finding("warn", "CPU core count n/a", "set num_workers by trying 2, 4, 8 and watching the GPU", data)
     usable = "" if h.cpu_usable in (None, h.cpu_logical) else f", {h.cpu_usable} usable here"
     workers = str(rng[0]) if rng[0] == rng[1] else f"{rng[0]}-{rng[1]}"
-    summary = f"{h.cpu_logical} cores ({h.cpu_physical or 'n/a'} physical{usable}): num_workers {workers} per rank for {ranks} rank(s)"
+    summary = (f"{h.cpu_logical} cores ({h.cpu_physical or 'n/a'} physical{usable}): num_workers {workers} per rank "
+               f"for {ranks} rank(s)")
     if _live(facts) and cores is not None and cores // ranks < 4:
-        return Check("host.cpu", "warn", summary + f" - only {cores / ranks:.1f} cores per card",
-                     "data loading will likely starve the cards: preprocess offline, decode on the GPU (DALI), or use fewer ranks per machine", data)
-    return Check("host.cpu", "ok", summary, "start in that range, pin_memory=True, persistent_workers=True, prefetch_factor 2-4", data)
+        return Finding("warn", summary + f" - only {cores / ranks:.1f} cores per card",
+                     "data loading will likely starve the cards: preprocess offline, decode on the GPU (DALI), or use "
+                     "fewer ranks per machine", data)
+    return Finding("ok", summary,
+                   "start in that range, pin_memory=True, persistent_workers=True, prefetch_factor 2-4", data)
 
 
-def check_host_memory(facts: Facts) -> Check:
+@register("host.memory", "host memory")
+def check_host_memory(facts: Facts) -> Finding:
     h = facts.host
     gpu_total = sum(g.mem_total_bytes or 0 for g in _live(facts))
     data = {"total": h.mem_total_bytes, "available": h.mem_available_bytes, "gpu_total": gpu_total or None}
     if h.mem_total_bytes is None:
-        return Check("host.memory", "ok", "host memory n/a", "", data)
+        return Finding("ok", "host memory n/a", "", data)
     summary = f"{fmt_bytes(h.mem_total_bytes)} RAM, {fmt_bytes(h.mem_available_bytes)} available"
     if h.mem_available_bytes is not None and h.mem_available_bytes < 0.1 * h.mem_total_bytes:
-        return Check("host.memory", "warn", summary + " (under 10 % free)",
-                     "other jobs or a page cache that will not drop hold the memory: DataLoader workers and pinned buffers may be killed (OOM)", data)
+        return Finding("warn", summary + " (under 10 % free)",
+                     "other jobs or a page cache that will not drop hold the memory: DataLoader workers and pinned "
+                     "buffers may be killed (OOM)", data)
     if gpu_total and h.mem_total_bytes < gpu_total:
-        return Check("host.memory", "warn", summary + f", less than the cards' {fmt_bytes(gpu_total)}",
-                     "loading a checkpoint or offloading optimizer state to the CPU will not fit: load shards, or map it (mmap=True)", data)
-    return Check("host.memory", "ok", summary, "", data)
+        return Finding("warn", summary + f", less than the cards' {fmt_bytes(gpu_total)}",
+                     "loading a checkpoint or offloading optimizer state to the CPU will not fit: load shards, or map "
+                     "it (mmap=True)", data)
+    return Finding("ok", summary, "", data)
 
 
-def check_numa(facts: Facts) -> Check:
+@register("host.numa", "NUMA placement")
+def check_numa(facts: Facts) -> Finding:
     h = facts.host
     gpus = _live(facts)
     per_card = {str(g.index): {"node": g.numa_node, "cpus": _ranges(g.cpus)} for g in gpus}
     data = {"nodes": {str(k): _ranges(v) for k, v in h.numa_nodes.items()}, "cards": per_card}
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
     if len(h.numa_nodes) <= 1 and len(nodes) <= 1:
-        return Check("host.numa", "ok", "one NUMA node: no placement to get wrong", "", data)
+        return Finding("ok", "one NUMA node: no placement to get wrong", "", data)
     if not gpus:
-        return Check("host.numa", "ok", f"{len(h.numa_nodes)} NUMA nodes", "", data)
+        return Finding("ok", f"{len(h.numa_nodes)} NUMA nodes", "", data)
     if not nodes:
-        return Check("host.numa", "ok", f"{len(h.numa_nodes)} NUMA nodes; the cards' nodes n/a (not reported)", "", data)
-    groups = "; ".join(f"node {n}: {_cards([g.index for g in gpus if g.numa_node == n])} (cores {_ranges(h.numa_nodes.get(n)) or 'n/a'})" for n in nodes)
-    return Check("host.numa", "ok", f"{max(len(h.numa_nodes), len(nodes))} NUMA nodes - {groups}",
+        return Finding("ok", f"{len(h.numa_nodes)} NUMA nodes; the cards' nodes n/a (not reported)", "", data)
+    groups = "; ".join(f"node {n}: {_cards([g.index for g in gpus if g.numa_node == n])} (cores "
+                       f"{_ranges(h.numa_nodes.get(n)) or 'n/a'})" for n in nodes)
+    return Finding("ok", f"{max(len(h.numa_nodes), len(nodes))} NUMA nodes - {groups}",
                  "bind each rank and its DataLoader workers to its card's node (numactl --cpunodebind=N --membind=N), "
                  "so batches are not copied across sockets", data)
 
@@ -493,30 +590,35 @@ def _ranges(cpus: list[int] | None) -> str | None:
 # -- software ---------------------------------------------------------------------------------------
 
 
-def check_torch(facts: Facts) -> Check:
+@register("software.torch", "Python, torch, NCCL")
+def check_torch(facts: Facts) -> Finding:
     sw = facts.software
     data = {"python": sw.python, "torch": sw.torch_version, "torch_cuda": sw.torch_cuda,
             "cuda_available": sw.torch_cuda_available, "nccl": sw.nccl_version}
     if sw.torch_version is None:
-        return Check("software.torch", "ok", f"Python {sw.python}; {sw.torch_note or 'torch n/a'}",
+        return Finding("ok", f"Python {sw.python}; {sw.torch_note or 'torch n/a'}",
                      "run the doctor with your training environment's Python to check its torch and NCCL", data)
-    summary = f"Python {sw.python}, torch {sw.torch_version} (CUDA {sw.torch_cuda or 'none'}), NCCL {sw.nccl_version or 'n/a'}"
+    summary = (f"Python {sw.python}, torch {sw.torch_version} (CUDA {sw.torch_cuda or 'none'}), NCCL "
+               f"{sw.nccl_version or 'n/a'}")
     if facts.gpus and sw.torch_cuda_available is False:
-        return Check("software.torch", "fail", summary + ": torch sees no GPU",
-                     "a CPU-only torch wheel, or a driver older than the CUDA torch was built for: install the wheel matching the driver", data)
-    return Check("software.torch", "ok", summary, "", data)
+        return Finding("fail", summary + ": torch sees no GPU",
+                     "a CPU-only torch wheel, or a driver older than the CUDA torch was built for: install the wheel "
+                     "matching the driver", data)
+    return Finding("ok", summary, "", data)
 
 
 #: Variables that quietly cost speed when left set from a debugging session.
 _SLOW_ENV = {
     "CUDA_LAUNCH_BLOCKING": "makes every kernel launch wait for the previous kernel: unset it outside debugging",
-    "NCCL_SHM_DISABLE": "stops NCCL using shared memory between local ranks: unset it unless a container lacks /dev/shm",
+    "NCCL_SHM_DISABLE": "stops NCCL using shared memory between local ranks: "
+                        "unset it unless a container lacks /dev/shm",
     "NCCL_ALGO": "forces one all-reduce algorithm: unset it unless you measured that it helps",
     "NCCL_PROTO": "forces one NCCL protocol: unset it unless you measured that it helps",
 }
 
 
-def check_env(facts: Facts) -> Check:
+@register("software.env", "environment variables")
+def check_env(facts: Facts) -> Finding:
     env = facts.software.env
     nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
     data = {"env": env}
@@ -524,15 +626,16 @@ def check_env(facts: Facts) -> Check:
     if flagged:
         k, why = flagged[0]
         names = ", ".join(f"{k}={env[k]}" for k, _ in flagged)
-        return Check("software.env", "warn", f"set from debugging? {names}", f"{k} {why}", data)
+        return Finding("warn", f"set from debugging? {names}", f"{k} {why}", data)
     shown = ", ".join(f"{k}={v}" for k, v in nccl.items()) or "no NCCL_* variable set"
-    return Check("software.env", "ok", shown, "", data)
+    return Finding("ok", shown, "", data)
 
 
 # -- gradient traffic -------------------------------------------------------------------------------
 
 
-def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Check:
+@register("traffic.gradients", "gradient traffic per step", needs="params", when="params")
+def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Finding:
     """params x 4 bytes x 2 per step in fp32 (a ring all-reduce sends and receives about twice the
     gradients), halved in mixed precision, over the slowest pair's link: the time spent on links at best."""
     fp32_bytes = params * 4 * 2
@@ -542,9 +645,9 @@ def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Check:
     size = (f"{params / 1e9:g}B parameters: {fmt_bytes(fp32_bytes, digits=0)} per step in fp32, "
             f"{fmt_bytes(mixed_bytes, digits=0)} in mixed precision")
     if topo.verdict in ("none", "single"):
-        return Check("traffic.gradients", "ok", f"{size}; one card or none: no gradient exchange", "", data)
+        return Finding("ok", f"{size}; one card or none: no gradient exchange", "", data)
     if topo.bandwidth_gbps is None:
-        return Check("traffic.gradients", "warn", f"{size}; link bandwidth n/a, so no time estimate",
+        return Finding("warn", f"{size}; link bandwidth n/a, so no time estimate",
                      "measure it: nccl-tests all_reduce_perf -b 1G -e 4G -g <cards>", data)
     bw = topo.bandwidth_gbps * 1e9
     s32, s16 = fp32_bytes / bw, mixed_bytes / bw
@@ -552,25 +655,30 @@ def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Check:
     summary = (f"{size}; over {topo.slowest} (~{topo.bandwidth_gbps:.0f} GB/s) at least {s32:.2f} s per step fp32, "
                f"{s16:.2f} s mixed")
     if s16 >= TRAFFIC_WARN_S:
-        return Check("traffic.gradients", "warn", summary,
+        return Finding("warn", summary,
                      "unless the backward pass takes longer (DDP overlaps buckets with it), steps wait on the links: "
-                     "accumulate gradients (no_sync) to all-reduce less often, keep gradients in bf16, or use faster-linked cards", data)
-    return Check("traffic.gradients", "ok", summary, "", data)
+                     "accumulate gradients (no_sync) to all-reduce less often, keep gradients in bf16, or use "
+                     "faster-linked cards", data)
+    return Finding("ok", summary, "", data)
 
 
 # -- all of them ------------------------------------------------------------------------------------
 
 
 def run_checks(facts: Facts, params: float | None = None) -> tuple[list[Check], TopologyAnalysis]:
-    """Every check in display order. Without GPUs only gpu.driver stands for the GPU part."""
+    """Every registered check that applies, in display order. Without GPUs only gpu.driver stands for the
+    GPU part; traffic.gradients runs only with a parameter count."""
     topo = analyse_topology(facts)
-    checks = [check_driver(facts)]
-    if _live(facts):
-        checks += [check_model(facts), check_persistence(facts), check_mig(facts), check_ecc(facts),
-                   check_clocks(facts), check_pcie(facts), check_memory(facts), check_processes(facts)]
-    checks += [check_topology(facts, topo), check_nccl_level(facts, topo)]
-    checks += [check_cpu(facts), check_host_memory(facts), check_numa(facts)]
-    checks += [check_torch(facts), check_env(facts)]
-    if params is not None:
-        checks.append(check_traffic(facts, topo, params))
+    cards = bool(_live(facts))
+    checks: list[Check] = []
+    for spec in REGISTRY:
+        if (spec.when == "cards" and not cards) or (spec.when == "params" and params is None):
+            continue
+        if spec.needs == "facts":
+            found = spec.func(facts)
+        elif spec.needs == "topology":
+            found = spec.func(facts, topo)
+        else:
+            found = spec.func(facts, topo, params)
+        checks.append(Check(spec.id, found.status, found.summary, found.advice, found.data))
     return checks, topo
