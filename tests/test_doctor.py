@@ -23,6 +23,7 @@ from gpu_triage.doctor.checks import (
     REASON_IDLE,
     REASON_SW_POWER_CAP,
     REGISTRY,
+    worst,
 )
 from gpu_triage.doctor.facts import parse_cpulist, probe_torch
 from gpu_triage.doctor.run import JSON_KEYS, Report, collect_report
@@ -307,7 +308,7 @@ def test_json_keys_are_stable(tmp_path: Path) -> None:
         assert tuple(obj) == JSON_KEYS
         for check in obj["checks"]:
             assert list(check) == ["id", "status", "summary", "advice", "data"]
-            assert check["status"] in ("ok", "warn", "fail")
+            assert check["status"] in ("ok", "warn", "fail", "skip")
         assert {"matrix", "verdict", "nccl_p2p_level", "slowest", "bandwidth_gbps"} <= set(obj["topology"])
         assert {"cpu_logical", "mem_total_bytes", "numa_nodes"} <= set(obj["host"])
 
@@ -352,3 +353,33 @@ def test_every_registered_check_is_documented_once_and_runs_on_a_full_machine(tm
     assert [i for i in ids if f"`{i}`" not in doc] == []
     r = report_for(h200_box(8), tmp_path, params=7e9)
     assert [c.id for c in r.checks] == ids
+
+
+def test_a_check_with_nothing_to_look_at_is_skip_not_ok_and_changes_no_status(tmp_path: Path) -> None:
+    """Issue #13: "OK software.torch ... torch is not importable here" and "OK topology.links no GPU" read
+    as passes. They are SKIP in text and JSON, and neither the report's status nor the exit code moves."""
+    from gpu_triage.doctor.render import render_text
+
+    no_torch = {"version": None, "note": "torch is not importable here: ModuleNotFoundError"}
+    sysfs = sysfs_with_nodes(tmp_path / "sys", {0: "0-95"})
+    r = collect_report(nvml_module=h200_box(8), psutil_module=FakePsutil(), env={}, sysfs=sysfs,
+                       torch_probe=lambda: no_torch)
+    assert status(r, "software.torch") == "skip"
+    assert "SKIP  software.torch" in render_text(r)
+    assert r.status == worst([c.status for c in r.checks if c.status != "skip"])
+    assert r.exit_code == (1 if r.status == "fail" else 0)
+
+    none = report_for(FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED), tmp_path / "none", params=7e9)
+    assert [status(none, i) for i in ("topology.links", "topology.nccl_p2p_level", "traffic.gradients")] == [
+        "skip"] * 3
+    text = render_text(none)
+    assert "SKIP  topology.links" in text and "OK    topology.links" not in text
+    assert "skipped" in text.splitlines()[-1]
+    obj = none.to_json_obj()
+    assert {c["id"]: c["status"] for c in obj["checks"]}["topology.links"] == "skip"
+    assert obj["status"] == "fail"  # gpu.driver; skips neither hide nor add a failure
+
+
+def test_only_skips_and_oks_make_an_ok_report() -> None:
+    assert worst(["skip", "skip"]) == "ok"
+    assert worst(["skip", "ok", "warn"]) == "warn"

@@ -151,12 +151,10 @@ def _live(facts: Facts) -> list[GpuFacts]:
 def check_driver(facts: Facts) -> Finding:
     if facts.gpu_error is not None or not facts.gpus:
         reason = facts.gpu_error or "no GPU listed"
-        return Finding("fail",
-            f"no GPU found: {reason}",
-            "install or load the NVIDIA driver (nvidia-smi must work), or run on the GPU machine; "
-            "host and software checks below still apply",
-            {"error": reason},
-        )
+        return Finding("fail", f"no GPU found: {reason}",
+                       "install or load the NVIDIA driver (nvidia-smi must work), or run on the GPU machine; "
+                       "host and software checks below still apply",
+                       {"error": reason})
     lost = [g.index for g in facts.gpus if g.lost]
     data = {"driver": facts.driver_version, "cuda_driver": facts.cuda_driver_version, "gpus": len(facts.gpus),
             "lost": lost}
@@ -164,7 +162,8 @@ def check_driver(facts: Facts) -> Finding:
                f"{facts.cuda_driver_version or 'n/a'}")
     if lost:
         return Finding("fail", f"{summary}; {_cards(lost)} stopped answering (GPU is lost)",
-                     "the card fell off the bus: check dmesg for Xid errors, drain the node and reset or reboot", data)
+                       "the card fell off the bus: check dmesg for Xid errors, drain the node and reset or reboot",
+                       data)
     return Finding("ok", summary, "", data)
 
 
@@ -175,8 +174,8 @@ def check_model(facts: Facts) -> Finding:
     data = {"models": names, "memory_bytes": [g.mem_total_bytes for g in gpus]}
     if len(names) > 1:
         return Finding("warn", f"mixed models: {', '.join(names)}",
-                     "data-parallel steps run at the pace of the slowest card: use one model per job "
-                     "(CUDA_VISIBLE_DEVICES)", data)
+                       "data-parallel steps run at the pace of the slowest card: use one model per job "
+                       "(CUDA_VISIBLE_DEVICES)", data)
     mem = gpus[0].mem_total_bytes if gpus else None
     return Finding("ok", f"{len(gpus)} x {names[0] if names else 'n/a'}, {fmt_bytes(mem)} each", "", data)
 
@@ -189,9 +188,11 @@ def check_persistence(facts: Facts) -> Finding:
     data = {"off": off}
     if off:
         return Finding("warn", f"persistence mode off on {_cards(off)}",
-                     "sudo nvidia-smi -pm 1 (or run nvidia-persistenced): otherwise the driver tears down between "
-                     "jobs and each start pays seconds", data)
-    return Finding("ok", "persistence mode n/a" if unknown else "persistence mode on", "", data)
+                       "sudo nvidia-smi -pm 1 (or run nvidia-persistenced): otherwise the driver tears down between "
+                       "jobs and each start pays seconds", data)
+    if unknown:
+        return Finding("skip", "persistence mode n/a", "", data)
+    return Finding("ok", "persistence mode on", "", data)
 
 
 @register("gpu.mig", "MIG mode", when="cards")
@@ -203,13 +204,15 @@ def check_mig(facts: Facts) -> Finding:
     data = {"enabled": on, "pending_change": pending}
     if pending:
         return Finding("warn", f"MIG mode change pending on {_cards(pending)}",
-                     "the change applies after a GPU reset (nvidia-smi -r) or a reboot", data)
+                       "the change applies after a GPU reset (nvidia-smi -r) or a reboot", data)
     if on:
         return Finding("warn", f"MIG enabled on {_cards(on)}: a job sees slices, not whole cards",
-                     "if you meant whole cards: sudo nvidia-smi -i N -mig 0; NCCL does not work across MIG "
-                     "instances", data)
+                       "if you meant whole cards: sudo nvidia-smi -i N -mig 0; NCCL does not work across MIG "
+                       "instances", data)
     unknown = all(g.mig_enabled is None for g in gpus)
-    return Finding("ok", "MIG n/a (not supported)" if unknown else "MIG off", "", data)
+    if unknown:
+        return Finding("skip", "MIG n/a (not supported)", "", data)
+    return Finding("ok", "MIG off", "", data)
 
 
 @register("gpu.ecc", "uncorrected ECC errors", when="cards")
@@ -221,10 +224,11 @@ def check_ecc(facts: Facts) -> Finding:
     if bad:
         detail = ", ".join(f"card {i}: {counts[i]}" for i in bad)
         return Finding("fail", f"uncorrected ECC errors since the driver loaded ({detail})",
-                     "results on these cards may be wrong: drain them, check nvidia-smi -q -d ECC,PAGE_RETIREMENT and "
-                     "reset or replace", data)
+                       "results on these cards may be wrong: drain them, check nvidia-smi -q -d ECC,PAGE_RETIREMENT "
+                       "and "
+                       "reset or replace", data)
     if all(n is None for n in counts.values()):
-        return Finding("ok", "ECC error counts n/a (ECC off or not reported)", "", data)
+        return Finding("skip", "ECC error counts n/a (ECC off or not reported)", "", data)
     return Finding("ok", "no uncorrected ECC errors", "", data)
 
 
@@ -242,15 +246,17 @@ def check_clocks(facts: Facts) -> Finding:
     if failing:
         detail = "; ".join(f"card {i}: {', '.join(reason_names(m & _REASONS_FAIL))}" for i, m in failing.items())
         return Finding("fail", f"clocks held down by the hardware ({detail})",
-                     "check cooling, power supply and cabling (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); these "
-                     "cards will be the slow rank", data)
+                       "check cooling, power supply and cabling (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); "
+                       "these "
+                       "cards will be the slow rank", data)
     if warning:
         detail = "; ".join(f"card {i}: {', '.join(reason_names(m & _REASONS_WARN))}" for i, m in warning.items())
         return Finding("warn", f"clocks capped ({detail})",
-                     "normal at full load on the power limit; at idle it means heat or a lowered limit (nvidia-smi -q "
-                     "-d PERFORMANCE,POWER)", data)
+                       "normal at full load on the power limit; at idle it means heat or a lowered limit (nvidia-smi "
+                       "-q "
+                       "-d PERFORMANCE,POWER)", data)
     if all(g.clock_reasons is None for g in gpus):
-        return Finding("ok", "clock event reasons n/a", "", data)
+        return Finding("skip", "clock event reasons n/a", "", data)
     return Finding("ok", "no thermal or power slowdown", "", data)
 
 
@@ -269,16 +275,16 @@ def check_pcie(facts: Facts) -> Finding:
     if narrow:
         detail = ", ".join(f"card {g.index} x{g.pcie_width} of x{g.pcie_width_max}" for g in narrow)
         return Finding("fail", f"PCIe link narrower than the card allows ({detail})",
-                     "a narrow link halves host<->card copies: reseat the card or its riser, or move it to a "
-                     "full-width slot", data)
+                       "a narrow link halves host<->card copies: reseat the card or its riser, or move it to a "
+                       "full-width slot", data)
     if slow_gen:
         detail = ", ".join(f"card {g.index} gen{g.pcie_gen} of gen{g.pcie_gen_max}" for g in slow_gen)
         return Finding("warn", f"PCIe link below its top generation ({detail}), full width",
-                     "idle cards lower the PCIe generation to save power: check under load (nvidia-smi -q -d PCIE "
-                     "while training)", data)
+                       "idle cards lower the PCIe generation to save power: check under load (nvidia-smi -q -d PCIE "
+                       "while training)", data)
     known = [g for g in gpus if g.pcie_width is not None]
     if not known:
-        return Finding("ok", "PCIe link n/a", "", data)
+        return Finding("skip", "PCIe link n/a", "", data)
     g = known[0]
     return Finding("ok", f"PCIe links at full width (card {g.index}: gen{g.pcie_gen} x{g.pcie_width})", "", data)
 
@@ -292,9 +298,9 @@ def check_memory(facts: Facts) -> Finding:
     if leftover:
         detail = ", ".join(f"card {g.index}: {fmt_bytes(g.mem_used_bytes)}" for g in leftover)
         return Finding("warn", f"memory in use with no process on the card ({detail})",
-                     "a leftover from an earlier job (a zombie or another container): the first step may run out of "
-                     "memory; "
-                     "find it with sudo fuser -v /dev/nvidia* and end it, or reset the card", data)
+                       "a leftover from an earlier job (a zombie or another container): the first step may run out of "
+                       "memory; "
+                       "find it with sudo fuser -v /dev/nvidia* and end it, or reset the card", data)
     return Finding("ok", "no memory held without a process", "", data)
 
 
@@ -325,16 +331,16 @@ def check_processes(facts: Facts) -> Finding:
     }
     if others:
         return Finding("warn", f"other users' processes on the cards ({describe(others)})",
-                     "you share these cards: expect less memory and slower steps; pick free cards with "
-                     "CUDA_VISIBLE_DEVICES or ask the owner", data)
+                       "you share these cards: expect less memory and slower steps; pick free cards with "
+                       "CUDA_VISIBLE_DEVICES or ask the owner", data)
     if hidden:
         return Finding("warn", f"processes not visible from here hold cards ({describe(hidden)})",
-                     "another container or user: check with the machine's owner before training on these cards", data)
+                       "another container or user: check with the machine's owner before training on these cards", data)
     if mine:
         return Finding("ok", f"only your processes on the cards ({describe(mine)})",
-                     "if no job of yours should be running, one from an earlier run is still alive", data)
+                       "if no job of yours should be running, one from an earlier run is still alive", data)
     if all(g.processes is None for g in gpus):
-        return Finding("ok", "process list n/a", "", data)
+        return Finding("skip", "process list n/a", "", data)
     return Finding("ok", "no process on the cards", "", data)
 
 
@@ -426,29 +432,30 @@ def check_topology(facts: Facts, topo: TopologyAnalysis) -> Finding:
     data = {"matrix": facts.topology, **topo.to_json_obj()}
     bw = f" (~{topo.bandwidth_gbps:.0f} GB/s per direction)" if topo.bandwidth_gbps else ""
     if topo.verdict == "none":
-        return Finding("ok", "no GPU: no links to check", "", data)
+        return Finding("skip", "no GPU: no links to check", "", data)
     if topo.verdict == "single":
         return Finding("ok", "one card: no traffic between cards", "", data)
     if topo.verdict == "unknown":
         pairs = ", ".join(f"{i}-{j}" for i, j in topo.slowest_pairs[:6])
         return Finding("warn", f"the driver does not say how some cards are joined (pairs {pairs})",
-                     "run nvidia-smi topo -m; in a VM the PCIe tree is often hidden, so NCCL cannot choose well "
-                     "either", data)
+                       "run nvidia-smi topo -m; in a VM the PCIe tree is often hidden, so NCCL cannot choose well "
+                       "either", data)
     pairs = ", ".join(f"{i}-{j}" for i, j in topo.slowest_pairs[:6]) + (" ..." if len(topo.slowest_pairs) > 6 else "")
     if topo.verdict == "all_nvlink":
         return Finding("ok", f"every pair on NVLink ({topo.slowest}){bw}", "", data)
     if topo.verdict == "mixed":
         return Finding("warn",
-                     f"fast road, slow road: best {topo.fastest}, slowest {topo.slowest} (pairs {pairs}){bw}",
-                     "an all-reduce runs at the pace of its slowest pair: keep a job on cards joined by the fast links "
-                     "(CUDA_VISIBLE_DEVICES), or expect the slow path's speed", data)
+                       f"fast road, slow road: best {topo.fastest}, slowest {topo.slowest} (pairs {pairs}){bw}",
+                       "an all-reduce runs at the pace of its slowest pair: keep a job on cards joined by the fast "
+                       "links "
+                       "(CUDA_VISIBLE_DEVICES), or expect the slow path's speed", data)
     # pcie_only, every pair the same kind of path
     if topo.slowest == "SYS":
         return Finding("warn", f"no NVLink; every pair crosses CPU sockets (SYS){bw}",
-                     "gradients go through host memory and the socket link: use cards of one socket if the job "
-                     "fits", data)
+                       "gradients go through host memory and the socket link: use cards of one socket if the job "
+                       "fits", data)
     return Finding("ok", f"no NVLink; every pair on PCIe ({topo.slowest}){bw}",
-                 "fine for small models; big all-reduces will be bound by PCIe", data)
+                   "fine for small models; big all-reduces will be bound by PCIe", data)
 
 
 def parse_nccl_level(value: str) -> str | None:
@@ -472,26 +479,30 @@ def check_nccl_level(facts: Facts, topo: TopologyAnalysis) -> Finding:
     data = {"fits": fits, "env": set_value, "p2p_disabled": disabled}
     if disabled and topo.verdict in ("all_nvlink", "mixed"):
         return Finding("warn", "NCCL_P2P_DISABLE=1 while cards are joined by NVLink",
-                     "unset NCCL_P2P_DISABLE: with it NCCL copies through host memory instead of the links", data)
+                       "unset NCCL_P2P_DISABLE: with it NCCL copies through host memory instead of the links", data)
+    if topo.verdict == "none":
+        return Finding("skip", "no GPU: no level to check", "", data)
     if fits is None:
         return Finding("ok",
-                     f"NCCL_P2P_LEVEL={set_value}" if set_value else "NCCL_P2P_LEVEL not needed (fewer than two cards "
-                                                                     "or topology n/a)",
-                     "", data)
+                       f"NCCL_P2P_LEVEL={set_value}" if set_value else "NCCL_P2P_LEVEL not needed (fewer than two "
+                                                                       "cards "
+                       "or topology n/a)",
+                       "", data)
     if set_value is None:
         return Finding("ok", f"NCCL_P2P_LEVEL unset (NCCL decides); {fits} fits this machine",
-                     f"if you set it, use NCCL_P2P_LEVEL={fits}", data)
+                       f"if you set it, use NCCL_P2P_LEVEL={fits}", data)
     level = parse_nccl_level(set_value)
     if level is None:
         return Finding("warn", f"NCCL_P2P_LEVEL={set_value} is not a level NCCL knows",
-                     f"use one of {', '.join(NCCL_LEVELS[1:])}: {fits} fits this machine (nvidia-smi's NODE is NCCL's "
-                     "PHB)", data)
+                       f"use one of {', '.join(NCCL_LEVELS[1:])}: {fits} fits this machine (nvidia-smi's NODE is "
+                       "NCCL's "
+                       "PHB)", data)
     data["env_level"] = level
     if NCCL_LEVELS.index(level) < NCCL_LEVELS.index(fits):
         return Finding("warn",
-                     f"NCCL_P2P_LEVEL={set_value} is stricter than the paths here (slowest pair {topo.slowest}): "
-                     "those pairs lose P2P",
-                     f"set NCCL_P2P_LEVEL={fits} or unset it", data)
+                       f"NCCL_P2P_LEVEL={set_value} is stricter than the paths here (slowest pair {topo.slowest}): "
+                       "those pairs lose P2P",
+                       f"set NCCL_P2P_LEVEL={fits} or unset it", data)
     return Finding("ok", f"NCCL_P2P_LEVEL={set_value} allows every pair ({fits} fits)", "", data)
 
 
@@ -524,8 +535,9 @@ def check_cpu(facts: Facts) -> Finding:
                f"for {ranks} rank(s)")
     if _live(facts) and cores is not None and cores // ranks < 4:
         return Finding("warn", summary + f" - only {cores / ranks:.1f} cores per card",
-                     "data loading will likely starve the cards: preprocess offline, decode on the GPU (DALI), or use "
-                     "fewer ranks per machine", data)
+                       "data loading will likely starve the cards: preprocess offline, decode on the GPU (DALI), or "
+                       "use "
+                       "fewer ranks per machine", data)
     return Finding("ok", summary,
                    "start in that range, pin_memory=True, persistent_workers=True, prefetch_factor 2-4", data)
 
@@ -536,16 +548,17 @@ def check_host_memory(facts: Facts) -> Finding:
     gpu_total = sum(g.mem_total_bytes or 0 for g in _live(facts))
     data = {"total": h.mem_total_bytes, "available": h.mem_available_bytes, "gpu_total": gpu_total or None}
     if h.mem_total_bytes is None:
-        return Finding("ok", "host memory n/a", "", data)
+        return Finding("skip", "host memory n/a", "", data)
     summary = f"{fmt_bytes(h.mem_total_bytes)} RAM, {fmt_bytes(h.mem_available_bytes)} available"
     if h.mem_available_bytes is not None and h.mem_available_bytes < 0.1 * h.mem_total_bytes:
         return Finding("warn", summary + " (under 10 % free)",
-                     "other jobs or a page cache that will not drop hold the memory: DataLoader workers and pinned "
-                     "buffers may be killed (OOM)", data)
+                       "other jobs or a page cache that will not drop hold the memory: DataLoader workers and pinned "
+                       "buffers may be killed (OOM)", data)
     if gpu_total and h.mem_total_bytes < gpu_total:
         return Finding("warn", summary + f", less than the cards' {fmt_bytes(gpu_total)}",
-                     "loading a checkpoint or offloading optimizer state to the CPU will not fit: load shards, or map "
-                     "it (mmap=True)", data)
+                       "loading a checkpoint or offloading optimizer state to the CPU will not fit: load shards, or "
+                       "map "
+                       "it (mmap=True)", data)
     return Finding("ok", summary, "", data)
 
 
@@ -565,8 +578,9 @@ def check_numa(facts: Facts) -> Finding:
     groups = "; ".join(f"node {n}: {_cards([g.index for g in gpus if g.numa_node == n])} (cores "
                        f"{_ranges(h.numa_nodes.get(n)) or 'n/a'})" for n in nodes)
     return Finding("ok", f"{max(len(h.numa_nodes), len(nodes))} NUMA nodes - {groups}",
-                 "bind each rank and its DataLoader workers to its card's node (numactl --cpunodebind=N --membind=N), "
-                 "so batches are not copied across sockets", data)
+                   "bind each rank and its DataLoader workers to its card's node (numactl --cpunodebind=N "
+                   "--membind=N), "
+                   "so batches are not copied across sockets", data)
 
 
 def _ranges(cpus: list[int] | None) -> str | None:
@@ -596,14 +610,14 @@ def check_torch(facts: Facts) -> Finding:
     data = {"python": sw.python, "torch": sw.torch_version, "torch_cuda": sw.torch_cuda,
             "cuda_available": sw.torch_cuda_available, "nccl": sw.nccl_version}
     if sw.torch_version is None:
-        return Finding("ok", f"Python {sw.python}; {sw.torch_note or 'torch n/a'}",
-                     "run the doctor with your training environment's Python to check its torch and NCCL", data)
+        return Finding("skip", f"Python {sw.python}; {sw.torch_note or 'torch n/a'}",
+                       "run the doctor with your training environment's Python to check its torch and NCCL", data)
     summary = (f"Python {sw.python}, torch {sw.torch_version} (CUDA {sw.torch_cuda or 'none'}), NCCL "
                f"{sw.nccl_version or 'n/a'}")
     if facts.gpus and sw.torch_cuda_available is False:
         return Finding("fail", summary + ": torch sees no GPU",
-                     "a CPU-only torch wheel, or a driver older than the CUDA torch was built for: install the wheel "
-                     "matching the driver", data)
+                       "a CPU-only torch wheel, or a driver older than the CUDA torch was built for: install the wheel "
+                       "matching the driver", data)
     return Finding("ok", summary, "", data)
 
 
@@ -645,10 +659,11 @@ def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Findin
     size = (f"{params / 1e9:g}B parameters: {fmt_bytes(fp32_bytes, digits=0)} per step in fp32, "
             f"{fmt_bytes(mixed_bytes, digits=0)} in mixed precision")
     if topo.verdict in ("none", "single"):
-        return Finding("ok", f"{size}; one card or none: no gradient exchange", "", data)
+        status: Status = "skip" if topo.verdict == "none" else "ok"
+        return Finding(status, f"{size}; one card or none: no gradient exchange", "", data)
     if topo.bandwidth_gbps is None:
         return Finding("warn", f"{size}; link bandwidth n/a, so no time estimate",
-                     "measure it: nccl-tests all_reduce_perf -b 1G -e 4G -g <cards>", data)
+                       "measure it: nccl-tests all_reduce_perf -b 1G -e 4G -g <cards>", data)
     bw = topo.bandwidth_gbps * 1e9
     s32, s16 = fp32_bytes / bw, mixed_bytes / bw
     data.update(seconds_fp32=s32, seconds_mixed=s16)
@@ -656,9 +671,9 @@ def check_traffic(facts: Facts, topo: TopologyAnalysis, params: float) -> Findin
                f"{s16:.2f} s mixed")
     if s16 >= TRAFFIC_WARN_S:
         return Finding("warn", summary,
-                     "unless the backward pass takes longer (DDP overlaps buckets with it), steps wait on the links: "
-                     "accumulate gradients (no_sync) to all-reduce less often, keep gradients in bf16, or use "
-                     "faster-linked cards", data)
+                       "unless the backward pass takes longer (DDP overlaps buckets with it), steps wait on the links: "
+                       "accumulate gradients (no_sync) to all-reduce less often, keep gradients in bf16, or use "
+                       "faster-linked cards", data)
     return Finding("ok", summary, "", data)
 
 

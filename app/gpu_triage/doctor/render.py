@@ -17,7 +17,8 @@ SECTIONS = (
     ("traffic.", "Gradient traffic"),
 )
 
-_ANSI = {"ok": "32", "warn": "33", "fail": "31;1", "dim": "2", "bold": "1", "nv": "32", "pcie": "33", "sys": "31"}
+_ANSI = {"ok": "32", "warn": "33", "fail": "31;1", "skip": "2", "dim": "2", "bold": "1",
+         "nv": "32", "pcie": "33", "sys": "31"}
 
 
 def use_colour(stream: IO[str] | Any, env: Mapping[str, str]) -> bool:
@@ -103,9 +104,11 @@ def render_text(report: Any, colour: bool = False, width: int | None = None) -> 
             out.extend("    " + line for line in render_matrix(f.topology, paint, numa))
             legend = "NV# = # NVLink links; PIX/PXB = PCIe switch(es); PHB/NODE = through the CPU; SYS = across sockets"
             out.append("    " + paint(legend, "dim"))
-    counts = {s: sum(1 for c in report.checks if c.status == s) for s in ("ok", "warn", "fail")}
+    counts = {s: sum(1 for c in report.checks if c.status == s) for s in ("ok", "warn", "fail", "skip")}
     out.append("")
     verdicts = {"ok": "all good", "warn": "usable, with warnings", "fail": "fix the failures before training"}
     verdict = verdicts[report.status]
-    out.append(paint(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail: {verdict}", report.status))
+    skipped = f", {counts['skip']} skipped" if counts["skip"] else ""
+    tally = f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail{skipped}"
+    out.extend(paint(line, report.status) for line in _wrapped(f"{tally}: {verdict}", 0, width))
     return "\n".join(out) + "\n"
