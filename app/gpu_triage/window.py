@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import numpy as np
 
@@ -191,10 +190,6 @@ class RollingWindow:
     @property
     def last(self) -> Tick | None:
         return self._last
-
-    @property
-    def last_time(self) -> datetime | None:
-        return None if self._last is None else self._last.ts
 
     def _order(self) -> np.ndarray:
         n = len(self)

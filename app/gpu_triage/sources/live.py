@@ -26,6 +26,7 @@ from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import GpuProcessReader
+from gpu_triage.topology import topology_matrix
 
 
 def no_gpu_message(reason: str) -> str:
@@ -77,7 +78,6 @@ class LiveSource:
         self._host_info = self._read_host_info()
         self._prev_t = clock()
         self.sample()  # prime every counter: the first real tick then covers a real interval
-        self.last_cost_s: float | None = None  # time the last sample() took (for overhead figures)
 
     # ---- Source protocol ----
     def host_info(self) -> HostInfo:
@@ -92,14 +92,12 @@ class LiveSource:
         return self._status
 
     def sample(self) -> Tick:
-        began = self._clock()
         gpus = self._gpus.sample() if self._gpus is not None else []
         procs = self._procs.sample(self._gpus.lost) if self._procs is not None and self._gpus is not None else []
         host = self._host.sample()
         now = self._clock()
         interval = now - self._prev_t
         self._prev_t = now
-        self.last_cost_s = now - began
         return Tick(
             ts=datetime.fromtimestamp(self._wall(), tz=UTC),
             interval_s=interval,
@@ -141,17 +139,12 @@ class LiveSource:
         return info
 
     def _topology(self) -> list[list[str]]:
-        """``nvidia-smi topo -m`` labels from the topology module, when it exists and works."""
+        """``nvidia-smi topo -m`` labels (``n/a`` for a pair the driver does not describe or a lost card)."""
         assert self._gpus is not None and self._nvml is not None
         handles = self._gpus.handles
         if not handles or any(h is None for h in handles):
             return []
-        try:
-            from gpu_triage.topology import topology_matrix  # noqa: PLC0415 - optional sibling module
-
-            return [list(map(str, row)) for row in topology_matrix(self._nvml, handles)]
-        except Exception:  # noqa: BLE001 - topology is a nicety: never lose the live view over it
-            return []
+        return [list(map(str, row)) for row in topology_matrix(self._nvml, handles)]
 
 
 def _short_reason(exc: BaseException) -> str:

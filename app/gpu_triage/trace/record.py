@@ -47,19 +47,15 @@ def make_source(
     """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed."""
     allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())  # light: no simulator
     if spec == "live":
-        try:
-            from gpu_triage.sources.live import LiveSource
-        except ImportError as exc:
-            raise UserError(f"the live source is not available in this installation ({exc})") from exc
+        from gpu_triage.sources.live import LiveSource  # noqa: PLC0415 - lazy: NVML loads only when asked
+
         return LiveSource()
     if spec.startswith("sim:"):
         scenario = spec[4:]
         if scenario not in sim_scenarios():
             raise UserError(f"unknown --source {spec!r}: use {allowed}")
-        try:
-            from gpu_triage.sources.sim import SimulatedSource
-        except ImportError as exc:
-            raise UserError(f"the simulated source is not available in this installation ({exc})") from exc
+        from gpu_triage.sources.sim import SimulatedSource  # noqa: PLC0415 - lazy, like the live source
+
         kwargs: dict[str, Any] = {"gpus": gpus, "seed": seed, "interval_s": interval_s}
         if start is not None:
             kwargs["start"] = start
