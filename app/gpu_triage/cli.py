@@ -8,6 +8,7 @@ exit status; Ctrl-C exits 130 quietly.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
@@ -16,8 +17,13 @@ from collections.abc import Callable, Sequence
 from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
+from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
+
+log = logging.getLogger(__name__)
+#: The commands that draw the Textual dashboard: nothing but Textual may write to their terminal.
+SCREEN_COMMANDS = ("live", "demo", "replay")
 
 DESCRIPTION = """\
 A terminal dashboard that tells why your GPUs are idle. It watches every GPU, every CPU core and every
@@ -41,6 +47,7 @@ examples:
   gpu-triage diagnose run.parquet --json
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
+  gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
 
 """
 # from the one key table (plain data: importing it loads no Textual)
@@ -107,6 +114,24 @@ def _add_seconds(p: argparse.ArgumentParser, flag: str, help_text: str, *, top: 
     p.add_argument(flag, type=kind, metavar="S", default=None if top else argparse.SUPPRESS, help=help_text)
 
 
+def _add_logging(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--log-file and --log-level, accepted before or after the command (like --interval)."""
+    p.add_argument(
+        "--log-file",
+        metavar="PATH",
+        default=None if top else argparse.SUPPRESS,
+        help="append a log to PATH: source errors, recording start/stop, config problems, each change of the "
+        "shown verdict (default: no log file; headless commands print warnings on stderr)",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        metavar="LEVEL",
+        default="info" if top else argparse.SUPPRESS,
+        help=f"least important records kept: {', '.join(LEVELS)} (default info)",
+    )
+
+
 def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     """--interval and --window of the dashboard commands (and the top level, for the default `live`)."""
     _add_seconds(p, "--interval", "seconds between ticks (default 2, from the config file if set)", top=top)
@@ -161,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="TOML config file (default: $GPU_TRIAGE_CONFIG, then ~/.config/gpu-triage/config.toml)",
     )
     _add_sampling(parser, top=True)
+    _add_logging(parser, top=True)
     parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
     _add_job(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -279,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the Python of your training environment, to read its torch and NCCL versions (default: this one)",
     )
+    for command_parser in sub.choices.values():
+        _add_logging(command_parser)
     return parser
 
 
@@ -325,8 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print, but the work still runs
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
+        configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
+    except UserError as err:  # no log to write it to
+        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        return err.exit_code
+    try:
+        log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
         return dispatch(args)
     except UserError as err:
+        log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
         print(f"gpu-triage: error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ See config.example.toml for every key.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import re
@@ -20,6 +21,8 @@ from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
+
+log = logging.getLogger(__name__)
 
 THEMES = (
     "textual-dark",
@@ -93,7 +96,9 @@ def find_config_file(cli_path: str | None) -> Path | None:
 def load_config(cli_path: str | None = None) -> Config:
     path = find_config_file(cli_path)
     if path is None:
+        log.debug("no config file: defaults")
         return Config()
+    log.info("config from %s", path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

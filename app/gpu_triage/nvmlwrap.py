@@ -11,8 +11,11 @@ code for real.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Error codes from nvml.h; read from the module when it has them.
 _NOT_SUPPORTED = 3
@@ -78,8 +81,8 @@ class Nvml:
     def shutdown(self) -> None:
         try:
             self.m.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down must never fail the program
-            pass
+        except self._error_type as exc:  # shutting down must never fail the program
+            log.debug("nvmlShutdown failed: %s", exc)
 
 
 def load_nvml(module: Any | None = None) -> Nvml:
@@ -94,6 +97,7 @@ def load_nvml(module: Any | None = None) -> Nvml:
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         reason = str(exc) or type(exc).__name__
         raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?") from exc
+    log.debug("NVML started (%s)", getattr(module, "__name__", type(module).__name__))
     return Nvml(module)
 
 

@@ -21,9 +21,13 @@ Destructive advice (kill, free, restart) is added only when the shown verdict's 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
+
+log = logging.getLogger(__name__)
 
 
 class _Held:
@@ -83,6 +87,10 @@ class VerdictTracker:
         shown = self._latest.get(key) or self.shown or verdict
         if self.shown is None or self.shown.key != shown.key:
             self._shown_since = t_seconds
+            before = "none" if self.shown is None else "/".join(self.shown.key)
+            log.info("verdict %s -> %s (cards %s, confidence %.2f, tick at %s)", before, "/".join(shown.key),
+                     ",".join(map(str, shown.gpus)) or "-", shown.confidence,
+                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_seconds)))
             # only the pairs that can still be shown are kept: the held values and the newest raw one
             self._latest = {k: v for k, v in self._latest.items() if k[0] == key[0] or k[1] == key[1]
                             or k == verdict.key}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -20,6 +21,8 @@ from gpu_triage import __version__
 from gpu_triage.doctor.checks import Check, TopologyAnalysis, run_checks, worst
 from gpu_triage.doctor.facts import Facts, gather_facts, probe_torch
 from gpu_triage.errors import UserError
+
+log = logging.getLogger(__name__)
 
 #: Keys of the JSON report; scripts rely on them, so they only ever grow.
 JSON_KEYS = ("version", "status", "checks", "topology", "host", "gpus", "software")
@@ -115,6 +118,8 @@ def run_doctor(
         torch_probe = lambda: probe_torch(python=python)  # noqa: E731
     out = out or sys.stdout
     report = collect_report(params, nvml_module, psutil_module, env, sysfs, torch_probe)
+    bad = [f"{c.id}={c.status}" for c in report.checks if c.status in ("warn", "fail")]
+    log.info("doctor: %s (%d checks%s)", report.status, len(report.checks), f"; {', '.join(bad)}" if bad else "")
     if getattr(args, "json", False):
         out.write(json.dumps(report.to_json_obj(), indent=2, default=str) + "\n")
     else:

@@ -11,6 +11,7 @@ sleeps and never calls the 20 ms ``nvmlDeviceGetPcieThroughput``.
 
 from __future__ import annotations
 
+import logging
 import platform
 import socket
 import time
@@ -27,6 +28,8 @@ from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import GpuProcessReader
 from gpu_triage.topology import topology_matrix
+
+log = logging.getLogger(__name__)
 
 
 def no_gpu_message(reason: str) -> str:
@@ -61,6 +64,7 @@ class LiveSource:
         try:
             self._nvml = load_nvml(nvml_module)
         except NvmlUnavailable as exc:
+            log.info("live source without GPUs: %s", exc)
             self._status.gpu_available = False
             self._status.messages.append(no_gpu_message(_short_reason(exc)))
         if self._nvml is not None:

@@ -15,6 +15,7 @@ Why it is built this way (figures from docs/field-notes.md, measured on an H200)
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ _INVALID_ARGUMENT = 2
 
 # nvmlValue_t union member for each nvmlValueType_t
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+log = logging.getLogger(__name__)
 
 LOST_PROBE_FIRST_S = 5.0  # first re-probe of a lost card after this long
 LOST_PROBE_MAX_S = 300.0  # back-off doubles up to this
@@ -369,6 +372,7 @@ class NvmlGpuReader:
     def _mark_lost(self, card: _Card) -> None:
         if not card.lost:
             self.messages.append(f"GPU {card.index} stopped answering (GPU is lost): showing it as lost.")
+            log.warning("GPU %d stopped answering (GPU is lost); probing it again with back-off", card.index)
         card.lost = True
         card.counters.clear()
         card.gpm_prev_ok = False
@@ -397,6 +401,7 @@ class NvmlGpuReader:
         card.lost = False
         card.probe_backoff_s = LOST_PROBE_FIRST_S
         self.messages.append(f"GPU {card.index} answers again.")
+        log.warning("GPU %d answers again", card.index)
         return True
 
     def close(self) -> None:

@@ -7,11 +7,15 @@ Parquet is written, its path and tick count printed.
 
 ``--fast`` (sim sources only) skips the pacing and writes simulated ticks as fast as they are made:
 ``--duration`` then counts simulated seconds. It makes day-long test traces in seconds.
+
+With a log file at level info (``--log-file``), each tick is also diagnosed as the dashboard would, so the
+log says when the verdict changes (``verdict A -> B``) during an unattended recording.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -25,10 +29,13 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.hostmeta import recorder_extra
+from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
+
+log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 0.5
 
@@ -129,6 +136,7 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         duration_s=duration_s,
         fast=fast,
         describe_machine=spec == "live",
+        config=config,
     )
     return 0
 
@@ -140,6 +148,41 @@ def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
     return None if not duration_s else max(1, round(duration_s / interval_s))
 
 
+class _VerdictLog:
+    """Diagnoses each recorded tick as the dashboard would (window, engine, hysteresis) only so that the
+    tracker logs each change of the shown verdict. Never stops a recording: the ticks are the product."""
+
+    def __init__(self, config: Config, interval_s: float, cpu_count: int | None) -> None:
+        from gpu_triage.diagnosis.engine import diagnose  # noqa: PLC0415 - numpy work, only when logged
+        from gpu_triage.diagnosis.tracker import VerdictTracker  # noqa: PLC0415
+        from gpu_triage.window import RollingWindow  # noqa: PLC0415
+
+        self._diagnose = diagnose
+        self._thresholds = config.thresholds
+        self._window = RollingWindow(max(2, round(config.window_s / interval_s)))
+        self._tracker = VerdictTracker(config.thresholds)
+        self._cpu_count = cpu_count
+        self._broken = False
+
+    def __call__(self, tick: Tick) -> None:
+        if self._broken:
+            return
+        try:
+            self._window.append(tick)
+            raw = self._diagnose(self._window.view(), self._thresholds, self._cpu_count)
+            self._tracker.update(tick.ts.timestamp(), raw)
+        except Exception:  # a diagnosis bug must not end the recording: log it once, keep the ticks coming
+            log.exception("diagnosing the recorded ticks failed; the recording goes on without verdict lines")
+            self._broken = True
+
+
+def _verdict_log(config: Config | None, interval_s: float, cpu_count: int | None) -> Callable[[Tick], None]:
+    """The per-tick verdict logger, or a no-op when nobody would read its lines (no log file at info)."""
+    if config is None or not logging.getLogger("gpu_triage.diagnosis.tracker").isEnabledFor(logging.INFO):
+        return lambda _tick: None
+    return _VerdictLog(config, interval_s, cpu_count)
+
+
 def record_source(
     source: Source,
     output: Path,
@@ -149,12 +192,14 @@ def record_source(
     fast: bool = False,
     describe_machine: bool = True,
     out: Any = None,
+    config: Config | None = None,
 ) -> tuple[Path, int]:
     """Record ``source`` to ``output`` until ``duration_s`` (:func:`ticks_for`) or a stop signal; closes
     the source.
 
     Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
-    progress line (terminals only) and the summary.
+    progress line (terminals only) and the summary. With ``config``, verdict changes are logged (see
+    :class:`_VerdictLog`).
     """
     out = _QuietOnFailure(sys.stdout if out is None else out)
     try:
@@ -162,7 +207,11 @@ def record_source(
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
         writer = TraceWriter(output, host, interval_s)
         for message in source.status().messages:
+            log.info("source %s: %s", source.name, message)
             print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr))
+        log.info("recording %s to %s every %g s%s (stream %s)", source.name, writer.path, interval_s,
+                 f" for {duration_s:g} s" if duration_s else "", writer.stream_path)
+        watch = _verdict_log(config, interval_s, host.cpu_count)
         print(
             f"recording {source.name} to {writer.path} every {interval_s:g} s"
             + (f" for {human_seconds(duration_s)}" if duration_s else "")
@@ -173,16 +222,21 @@ def record_source(
         began = time.monotonic()
         try:
             if fast:
-                _record_fast(source, writer, interval_s, duration_s)
+                stopped_by = _record_fast(source, writer, interval_s, duration_s, watch)
             else:
-                _record_paced(source, writer, interval_s, duration_s, out)
-        except BaseException:
+                stopped_by = _record_paced(source, writer, interval_s, duration_s, out, watch)
+        except BaseException as exc:
             writer.abort()  # keep the stream for `gpu-triage recover`
+            log.error("recording to %s stopped by %s after %d ticks; the stream %s is kept for "
+                      "`gpu-triage recover`", writer.path, type(exc).__name__, writer.ticks, writer.stream_path,
+                      extra=SHOWN)
             raise
         elapsed = time.monotonic() - began
     finally:
         source.close()
     path = _close_despite_signals(writer)
+    log.info("recording stopped (%s): %d ticks in %s, %s", stopped_by, writer.ticks, path,
+             fmt_bytes(path.stat().st_size))
     print(
         f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
         f"{human_seconds(elapsed)}) to {path} ({fmt_bytes(path.stat().st_size)})",
@@ -232,19 +286,32 @@ def _close_despite_signals(writer: TraceWriter) -> Path:
             signal.signal(sig, handler)
 
 
-def _record_fast(source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None) -> None:
-    """Sample back to back without pacing until the simulated duration is covered or a stop signal."""
+def _record_fast(
+    source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
+) -> str:
+    """Sample back to back without pacing until the simulated duration is covered or a stop signal.
+    Returns what stopped it."""
     stop = threading.Event()
     limit = ticks_for(duration_s, interval_s)
-    with _StopSignals(stop):
+    with _StopSignals(stop) as signals:
         while not stop.is_set() and (limit is None or writer.ticks < limit):
-            writer.append(source.sample())
+            tick = source.sample()
+            writer.append(tick)
+            watch(tick)
+    return signals.received or "duration reached"
 
 
 def _record_paced(
-    source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None, out: Any
-) -> None:
-    from gpu_triage.sampler import Sampler
+    source: Source,
+    writer: TraceWriter,
+    interval_s: float,
+    duration_s: float | None,
+    out: Any,
+    watch: Callable[[Tick], None],
+) -> str:
+    """Sample once per interval in the sampler thread until the duration or a stop signal; returns what
+    stopped it. A disk error ends the recording (raised here); a source error is said once and skipped."""
+    from gpu_triage.sampler import Sampler  # noqa: PLC0415
 
     stop = threading.Event()
     failure: list[BaseException] = []
@@ -261,6 +328,7 @@ def _record_paced(
             failure.append(exc)
             stop.set()
             return
+        watch(tick)
         if limit is not None and writer.ticks >= limit:
             stop.set()
 
@@ -268,6 +336,7 @@ def _record_paced(
         text = f"{type(exc).__name__}: {exc}"
         if text not in reported_errors:  # say each distinct source problem once, keep recording
             reported_errors.add(text)
+            log.warning("sampling %s failed (%s); still recording", source.name, text, extra=SHOWN)
             print(
                 f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True
             )
@@ -276,7 +345,7 @@ def _record_paced(
     sampler = Sampler(source, interval_s, on_tick, on_error)
     began = time.monotonic()
     progress: Callable[[], None] = lambda: _progress(out, writer, time.monotonic() - began)  # noqa: E731
-    with _StopSignals(stop):
+    with _StopSignals(stop) as signals:
         sampler.start()
         try:
             while not stop.is_set():
@@ -295,6 +364,7 @@ def _record_paced(
                 print(file=out, flush=True)
     if failure:
         raise failure[0]
+    return signals.received or "duration reached"
 
 
 class _QuietOnFailure:

@@ -13,10 +13,12 @@ place (the bytes after the damage are not ours to throw away) and the report say
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from gpu_triage.errors import UserError
+from gpu_triage.logs import SHOWN
 from gpu_triage.trace.reader import read_leftover
 from gpu_triage.trace.record import human_seconds
 from gpu_triage.trace.stream import (
@@ -30,6 +32,8 @@ from gpu_triage.trace.stream import (
 )
 from gpu_triage.trace.writer import describe_os_error, write_parquet_atomic
 from gpu_triage.units import fmt_bytes
+
+log = logging.getLogger(__name__)
 
 
 def find_stream(given: Path) -> Path:
@@ -69,6 +73,7 @@ def run_recover(args: argparse.Namespace) -> int:
         got, trace = read_leftover(stream)
         for line in trace.notices:
             if trace.damaged_at is None or "damaged at byte" not in line:
+                log.warning("%s: %s", stream, line, extra=SHOWN)
                 print(f"gpu-triage: {line}", file=sys.stderr)
         try:
             write_parquet_atomic(got.table, target)
@@ -78,8 +83,11 @@ def run_recover(args: argparse.Namespace) -> int:
         size = fmt_bytes(target.stat().st_size)
         if got.damaged_at is None:
             stream.unlink(missing_ok=True)
+            log.info("recovered %d ticks from %s into %s; removed the stream", trace.n, stream, target)
             print(f"recovered {trace.n} ticks ({span}) from {stream} into {target} ({size}); removed the stream")
         else:
+            log.warning("recovered %d ticks from %s into %s; the stream is damaged at byte %d and kept",
+                        trace.n, stream, target, got.damaged_at, extra=SHOWN)
             print(
                 f"recovered into {target} ({size}): kept {got.batches} batches ({trace.n} ticks, {span}); stream "
                 f"damaged at byte {got.damaged_at}: the rest ({got.size - got.damaged_at} bytes) is lost; "

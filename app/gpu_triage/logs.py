@@ -1,0 +1,92 @@
+"""Where gpu-triage's log goes: ``--log-file PATH`` and ``--log-level LEVEL`` (global options).
+
+Every module logs through its own ``logging.getLogger(__name__)``, under the ``gpu_triage`` logger that is
+configured here once, by the command line:
+
+- ``--log-file PATH``: every record at ``--log-level`` (default ``info``) and above is appended to PATH,
+  one line each (UTC time, level, module, message). Ops people grep it, e.g. for ``verdict`` (a line each
+  time the verdict on screen changes) or ``recording``. Default: no file.
+- Headless commands (record, recover, diagnose, compare, doctor): warnings and errors also go to stderr,
+  unless the command already printed the same thing there (records marked ``extra=SHOWN``).
+- Dashboard commands (live, demo, replay): nothing is ever written to the terminal, which Textual owns;
+  without a log file the records are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from gpu_triage.errors import UserError
+
+LEVELS = ("debug", "info", "warning", "error")
+#: ``log.warning(..., extra=SHOWN)``: the user has already been told on stderr; the file still gets it.
+SHOWN = {"already_shown": True}
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+_OURS = "gpu_triage"
+
+
+class _NotShownYet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "already_shown", False)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record, not the one at set-up."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+def _utc_formatter() -> logging.Formatter:
+    formatter = logging.Formatter(FORMAT, datefmt="%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime
+    return formatter
+
+
+def configure_logging(log_file: str | None, level: str = "info", *, screen: bool) -> logging.Handler | None:
+    """Set up the ``gpu_triage`` logger for one run. ``screen``: a Textual dashboard owns the terminal.
+
+    Returns the file handler (or ``None``). A log file that cannot be opened is a :class:`UserError`."""
+    if level not in LEVELS:
+        raise UserError(f"--log-level {level}: use one of {', '.join(LEVELS)}")
+    threshold = getattr(logging, level.upper())
+    file_handler: logging.Handler | None = None
+    if log_file is not None:  # opened first: a bad path leaves the logging as it was
+        try:
+            file_handler = logging.FileHandler(Path(log_file), encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise UserError(f"--log-file {log_file}: cannot open it ({reason}): give a writable path") from exc
+        file_handler.setFormatter(_utc_formatter())
+        file_handler.setLevel(threshold)
+    ours = logging.getLogger(_OURS)
+    for old in list(ours.handlers):  # a second call (tests) replaces the first one's handlers
+        ours.removeHandler(old)
+        old.close()
+    ours.propagate = False  # never reach the root logger's (or Python's last-resort) stderr output
+    if file_handler is not None:
+        ours.addHandler(file_handler)
+    if not screen:
+        stderr = _Stderr()
+        stderr.setFormatter(logging.Formatter("gpu-triage: %(levelname)s: %(message)s"))
+        stderr.setLevel(max(threshold, logging.WARNING))
+        stderr.addFilter(_NotShownYet())
+        ours.addHandler(stderr)
+    if not ours.handlers:
+        ours.addHandler(logging.NullHandler())
+    ours.setLevel(threshold)
+    if screen:
+        # other libraries' warnings (asyncio, pyarrow) must not reach the terminal under Textual either
+        root = logging.getLogger()
+        if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+            root.addHandler(logging.NullHandler())
+    return file_handler
