@@ -11,6 +11,7 @@ Every value the hardware does not give stays ``None`` (shown "n/a"), never 0.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import socket
@@ -24,6 +25,14 @@ from typing import Any
 from gpu_triage.hostmeta import training_env
 from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, cuda_version_text, load_nvml
 from gpu_triage.topology import bus_id_of, topology_matrix
+
+log = logging.getLogger(__name__)
+
+
+def _psutil_errors(psutil_mod: Any) -> tuple[type[BaseException], ...]:
+    """What psutil raises for a process that is gone, not ours or in another pid namespace."""
+    names = ("Error", "NoSuchProcess", "AccessDenied", "ZombieProcess")
+    return (OSError, *(getattr(psutil_mod, n) for n in names if isinstance(getattr(psutil_mod, n, None), type)))
 
 
 @dataclass(slots=True)
@@ -138,7 +147,8 @@ def _process_owner(psutil_mod: Any, pid: int) -> tuple[str | None, str | None, i
     try:
         proc = psutil_mod.Process(pid)
         return proc.name(), proc.username(), proc.uids().real
-    except Exception:  # noqa: BLE001 - NoSuchProcess, AccessDenied, another pid namespace: "not visible"
+    except _psutil_errors(psutil_mod) as exc:  # gone, not ours, another pid namespace: "not visible"
+        log.debug("pid %d on a GPU is not visible from here: %s", pid, exc)
         return None, None, None
 
 
@@ -232,9 +242,11 @@ def gather_host(psutil_mod: Any, sysfs: Path) -> HostFacts:
     host = HostFacts(hostname=socket.gethostname(), kernel=platform.release())
     host.cpu_logical = psutil_mod.cpu_count(logical=True)
     host.cpu_physical = psutil_mod.cpu_count(logical=False)
+    no_affinity: tuple[type[BaseException], ...] = (AttributeError, *_psutil_errors(psutil_mod))
     try:
         host.cpu_usable = len(psutil_mod.Process().cpu_affinity())
-    except Exception:  # noqa: BLE001 - not on every platform
+    except no_affinity as exc:  # no cpu_affinity on macOS
+        log.debug("CPU affinity n/a (%s): counting every core as usable", exc)
         host.cpu_usable = host.cpu_logical
     vm = psutil_mod.virtual_memory()
     host.mem_total_bytes, host.mem_available_bytes = int(vm.total), int(vm.available)
