@@ -295,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="check the machine before the first training step",
         description=(
-            "GPUs, topology, host and software, each ok / warn / fail with what to do. Exit 1 if a check fails."
+            "GPUs, topology, host and software, each ok / warn / fail with what to do (skip: nothing to check "
+            "here, e.g. no GPU). Exit 1 if a check fails."
         ),
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
