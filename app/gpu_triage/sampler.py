@@ -41,6 +41,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
+        self.busy_s = 0.0  # time spent inside source.sample(), for the overhead figures
 
     def start(self) -> None:
         if self._thread is not None:
@@ -60,12 +61,14 @@ class Sampler:
     def _run(self) -> None:
         next_at = self._clock() + self._first_after_s
         while not self._stop.wait(max(0.0, next_at - self._clock())):
+            began = self._clock()
             try:
                 tick = self.source.sample()
             except Exception as exc:  # noqa: BLE001 - a source error must not kill the loop: reported, sampling goes on
                 log.warning("source %s failed to sample: %s", getattr(self.source, "name", "?"), exc)
                 self._report(exc)
                 tick = None
+            self.busy_s += self._clock() - began
             if tick is not None and not self._stop.is_set():
                 self.ticks += 1
                 try:
