@@ -79,3 +79,40 @@ def test_headless_warnings_reach_stderr_once_and_the_dashboard_never_sees_one(tm
     assert captured.err == "" and captured.out == ""
     assert "WARNING gpu_triage.sources.nvml: GPU 3 stopped answering" in log_file.read_text()
     assert "DEBUG gpu_triage.sources.nvml: details" in log_file.read_text()
+
+
+class _FlakySource:
+    """Fails the same way twice, works once, fails again, then asks the sampler to stop."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.sampler = None
+
+    def sample(self):
+        from ui_ticks import make_tick
+
+        self.calls += 1
+        if self.calls == 3:
+            return make_tick(0)
+        if self.calls >= 5:
+            self.sampler._stop.set()
+        raise OSError("NVML went away")
+
+
+def test_a_source_failing_every_tick_is_one_warning_until_it_recovers(tmp_path: Path, capsys) -> None:
+    from gpu_triage.sampler import Sampler
+
+    log_file = tmp_path / "s.log"
+    configure_logging(str(log_file), "debug", screen=False)
+    source = _FlakySource()
+    errors: list[BaseException] = []
+    source.sampler = sampler = Sampler(source, 0.001, lambda tick: None, errors.append, first_after_s=0)
+    sampler.start()
+    sampler._thread.join(timeout=30)
+    text = log_file.read_text()
+    assert source.calls == 5 and len(errors) == 4  # every failure still reaches on_error
+    assert text.count("WARNING gpu_triage.sampler: source flaky failed to sample: OSError: NVML went away") == 2
+    assert text.count("DEBUG gpu_triage.sampler: source flaky failed to sample") == 2
+    assert "failed to sample" not in capsys.readouterr().err  # on_error is what the user sees

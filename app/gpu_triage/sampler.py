@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 
@@ -41,7 +42,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
-        self.busy_s = 0.0  # time spent inside source.sample(), for the overhead figures
+        self._last_error: str | None = None
 
     def start(self) -> None:
         if self._thread is not None:
@@ -61,14 +62,13 @@ class Sampler:
     def _run(self) -> None:
         next_at = self._clock() + self._first_after_s
         while not self._stop.wait(max(0.0, next_at - self._clock())):
-            began = self._clock()
             try:
                 tick = self.source.sample()
+                self._last_error = None
             except Exception as exc:  # noqa: BLE001 - a source error must not kill the loop: reported, sampling goes on
-                log.warning("source %s failed to sample: %s", getattr(self.source, "name", "?"), exc)
+                self._log_source_error(exc)
                 self._report(exc)
                 tick = None
-            self.busy_s += self._clock() - began
             if tick is not None and not self._stop.is_set():
                 self.ticks += 1
                 try:
@@ -80,6 +80,16 @@ class Sampler:
             now = self._clock()
             if next_at < now:  # fell behind (machine suspended, slow driver): skip, don't burst
                 next_at = now + self.interval_s
+
+    def _log_source_error(self, exc: BaseException) -> None:
+        """A warning when the error is new, debug while the same one repeats (a source that fails every
+        tick would fill the log with one line per interval). ``on_error`` shows it to the user (stderr or
+        the screen), so the warning is not printed a second time on stderr."""
+        text = f"{type(exc).__name__}: {exc}"
+        level = logging.DEBUG if text == self._last_error else logging.WARNING
+        self._last_error = text
+        name = getattr(self.source, "name", "?")
+        log.log(level, "source %s failed to sample: %s", name, text, extra=SHOWN if self._on_error else None)
 
     def _report(self, exc: BaseException) -> None:
         """Hand an error to ``on_error``; an error in that callback is logged, never raised into the loop.

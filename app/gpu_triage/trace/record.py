@@ -336,7 +336,6 @@ def _record_paced(
         text = f"{type(exc).__name__}: {exc}"
         if text not in reported_errors:  # say each distinct source problem once, keep recording
             reported_errors.add(text)
-            log.warning("sampling %s failed (%s); still recording", source.name, text, extra=SHOWN)
             print(
                 f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True
             )
