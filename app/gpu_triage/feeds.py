@@ -194,6 +194,7 @@ class Recorder:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = writer_factory(self.path, host, interval_s)
+        log.info("recording from the dashboard to %s every %g s", self.path, interval_s)
         self._queue: queue.Queue[Tick | None] = queue.Queue()
         self.ticks = 0
         self.error: BaseException | None = None
@@ -244,4 +245,5 @@ class Recorder:
         self._queue.put(None)
         self._thread.join(timeout=30)
         self.closed_path = self._writer.close()
+        log.info("recording stopped: %d ticks in %s", self.ticks, self.closed_path)
         return self.closed_path
