@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     if cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls, as training scripts set them
     else:
         device = torch.device("cpu")
         torch.set_num_threads(int(cfg["threads"]))
