@@ -151,21 +151,25 @@ class _Ranks:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
         env.update({"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
         env["LOCAL_WORLD_SIZE"] = str(world)
-        for rank in range(world):
-            env_r = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-            log_path = workdir / f"w{world}-rank{rank}.log"
-            self.logs.append(log_path)
-            with open(log_path, "wb") as err:
-                self.procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "gpu_triage.checkup.baseline_rank", json.dumps(cfg)],
-                        env=env_r,
-                        stdin=subprocess.DEVNULL,
-                        stdout=err,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,  # Ctrl-C is ours; we end the ranks
+        try:
+            for rank in range(world):
+                env_r = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
+                log_path = workdir / f"w{world}-rank{rank}.log"
+                self.logs.append(log_path)
+                with open(log_path, "wb") as err:
+                    self.procs.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "gpu_triage.checkup.baseline_rank", json.dumps(cfg)],
+                            env=env_r,
+                            stdin=subprocess.DEVNULL,
+                            stdout=err,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,  # Ctrl-C is ours; we end the ranks
+                        )
                     )
-                )
+        except BaseException:  # Ctrl-C or a failed start half way: no rank left behind
+            self.end(0.0)
+            raise
 
     def wait(self, deadline_s: float) -> None:
         """Until every rank exits 0; UserError naming the first that failed (the others are ended)."""
