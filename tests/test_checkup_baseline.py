@@ -42,19 +42,20 @@ def test_one_card_only_has_no_efficiency() -> None:
 
 
 def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     need_torch()
+    monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))  # this test's ranks only
     rec = tmp_path / "baseline.parquet"
-    argv = ["baseline", "--device", "cpu", "--gpus", "2", "--seconds", "0.5", "--json"]
-    code = main([*argv, "--record", str(rec), "--interval", "0.5"])
+    argv = ["baseline", "--device", "cpu", "--gpus", "2", "--seconds", "1", "--json"]
+    code = main([*argv, "--record", str(rec), "--interval", "0.25"])
     out = json.loads(capsys.readouterr().out)
     assert code == (1 if out["flagged"] else 0)
     assert [r["world_size"] for r in out["runs"]] == [1, 2]
     one, two = out["runs"]
     assert two["backend"] == "gloo" and one["backend"] is None
     for r in out["runs"]:
-        assert r["steps"] > 0 and r["elapsed_s"] >= 0.5 and r["model_size"] == "tiny"
+        assert r["steps"] > 0 and r["elapsed_s"] >= 1.0 and r["model_size"] == "tiny"
         assert r["samples_per_s"] == pytest.approx(r["world_size"] * 64 * r["steps"] / r["elapsed_s"])
     assert out["scaling_efficiency"] == pytest.approx(two["samples_per_s"] / (2 * one["samples_per_s"]))
     assert out["flagged"] is (out["scaling_efficiency"] < 0.5)
@@ -62,6 +63,9 @@ def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
     # the recording: the ordinary trace, with the check-up's settings and the results beside it
     trace = open_trace(rec)
     assert trace.host.extra["checkup"]["step"] == "baseline"
+    # the ranks' own pulse is in the recording: the job's samples/s on the cards' time axis
+    jobs = [j for j in trace.table.column("job").to_pylist() if j and j["samples_per_s"]]
+    assert jobs and {j["source"] for j in jobs} == {"pulse"}
     assert json.loads(Path(f"{rec}.baseline.json").read_text())["runs"] == out["runs"]
     assert main(["compare", str(rec), str(rec)]) == 0
 

@@ -10,9 +10,10 @@ set it (NVLink multicast needs fabric-manager state a check-up should not depend
 Scaling efficiency = samples/s on N cards / (N x samples/s on one card), with the per-card batch fixed
 (weak scaling). Under 50 % is flagged: the doctor's topology and NCCL checks say where to look.
 
-``--record FILE`` records the machine (the live source: GPUs where NVML is, always the host) beside both
-runs with the ordinary recorder, so ``gpu-triage compare FILE real-run.parquet`` sets a real training run
-beside the baseline; the results go to ``FILE.baseline.json`` too.
+``--record FILE`` records the machine (the live source: GPUs where NVML is, always the host; and the job's
+own pulse, which every rank feeds with ``pulse.step``) beside both runs with the ordinary recorder, so
+``gpu-triage compare FILE real-run.parquet`` sets a real training run beside the baseline; the results go
+to ``FILE.baseline.json`` too.
 """
 
 from __future__ import annotations
@@ -252,13 +253,19 @@ def _run_once(world: int, cfg: dict[str, Any], workdir: Path, stopping: threadin
 class _Recorder:
     """The ordinary recorder (live source, crash-safe stream → Parquet) in a thread beside the runs."""
 
-    def __init__(self, path: Path, interval_s: float, checkup: dict[str, Any]) -> None:
+    def __init__(self, path: Path, interval_s: float, checkup: dict[str, Any], config: Config) -> None:
         from gpu_triage.hostmeta import recorder_extra
         from gpu_triage.sampler import Sampler
+        from gpu_triage.sources.base import Source
+        from gpu_triage.sources.job import WithJob, monitor_for
         from gpu_triage.trace.record import make_source
         from gpu_triage.trace.writer import TraceWriter
 
-        self.source = make_source("live", interval_s=interval_s)
+        # the live source, with the job's own pulse beside it: every rank calls pulse.step, so the recording
+        # carries the baseline's samples/s on the cards' time axis (the job column), as a real run's would
+        monitor = monitor_for(None, None, config, use_pulse=True)
+        live = make_source("live", interval_s=interval_s)
+        self.source: Source = live if monitor is None else WithJob(live, monitor, interval_s)
         host = self.source.host_info()
         host.extra.update(recorder_extra(self.source.name, interval_s))
         host.extra["checkup"] = checkup
@@ -313,7 +320,7 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
 
         check_record_target(Path(args.record))
         interval = float(getattr(args, "interval", None) or config.interval_s)
-        recorder = _Recorder(Path(args.record), interval, {"step": "baseline", **report.to_json()})
+        recorder = _Recorder(Path(args.record), interval, {"step": "baseline", **report.to_json()}, config)
     stopping = threading.Event()
     tty = sys.stdout.isatty() and not args.json
     try:

@@ -91,13 +91,7 @@ def main(argv: list[str]) -> int:
     loss_fn = torch.nn.CrossEntropyLoss()
     amp_dtype = torch.bfloat16 if cfg["amp"] else None
 
-    pulse: Any = None
-    try:  # the job's own pulse (issue #12), where it has landed: the recording beside us then has samples/s
-        import importlib
-
-        pulse = importlib.import_module("gpu_triage.pulse")
-    except ImportError:
-        pass
+    from gpu_triage import pulse  # the job's own pulse (issue #12): a recorder beside us sees our samples/s
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -105,8 +99,7 @@ def main(argv: list[str]) -> int:
             loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        if pulse is not None:
-            pulse.step(batch)
+        pulse.step(batch)
 
     def sync() -> None:
         if cuda:
