@@ -99,3 +99,31 @@ def test_help_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_stopping_or_killing_the_baseline_leaves_no_rank_behind(sig: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    need_torch()
+    cmd = [sys.executable, "-m", "gpu_triage", "baseline", "--device", "cpu", "--gpus", "2", "--seconds", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ranks: list[psutil.Process] = []
+        for _ in range(600):  # the first rank is up (torch imported, stepping): at most 60 s
+            ranks = psutil.Process(proc.pid).children()
+            if ranks and ranks[0].cpu_times().user > 1.0:
+                break
+            time.sleep(0.1)
+        assert ranks, "no rank was started"
+        os.kill(proc.pid, getattr(signal, sig))
+        out, _err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    _gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert alive == []
+    if sig == "SIGTERM":  # a stop signal is a clean stop, with what was measured said
+        assert proc.returncode == 130 and "stopped (Ctrl-C or a stop signal)" in out

@@ -120,7 +120,7 @@ def render(report: BaselineReport) -> str:
     elif report.gpus > 1:
         lines.append("  scaling efficiency: n/a (the N-card run did not finish)")
     if report.interrupted:
-        lines.append("  stopped by Ctrl-C: the figures above are what was measured")
+        lines.append("  stopped (Ctrl-C or a stop signal): the figures above are what was measured")
     if report.recording:
         lines.append(f"  recorded to {report.recording}: `gpu-triage compare {report.recording} YOUR-RUN.parquet`")
     return "\n".join(lines)
@@ -294,6 +294,21 @@ class _Recorder:
         return self.writer.close()
 
 
+def _raise_interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_term() -> dict[int, Any]:
+    """SIGTERM and SIGHUP (a `timeout`, a scheduler, a closed terminal) stop the baseline as Ctrl-C does:
+    the ranks are ended and what was measured is reported. Returns the handlers to restore."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                previous[sig] = signal.signal(sig, _raise_interrupt)
+    return previous
+
+
 def run_baseline(args: argparse.Namespace, config: Config) -> int:
     torch = require_torch("baseline")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -323,6 +338,7 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
         recorder = _Recorder(Path(args.record), interval, {"step": "baseline", **report.to_json()}, config)
     stopping = threading.Event()
     tty = sys.stdout.isatty() and not args.json
+    previous = _stop_on_term()
     try:
         with tempfile.TemporaryDirectory(prefix="gpu-triage-baseline-") as tmp:
             for world in [1, gpus] if gpus > 1 else [1]:
@@ -337,6 +353,8 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
                     report.interrupted = True
                     break
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if recorder is not None:
             path = recorder.close()
             report.recording = str(path)

@@ -45,6 +45,21 @@ def build_model(torch: Any, size: str) -> Any:
     return torch.nn.Sequential(*mods)
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this rank if `gpu-triage baseline` dies without ending it (kill -9, OOM)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError) as exc:
+        _log(int(os.environ.get("RANK", "0")), f"cannot tie this rank to its parent ({exc})")
+    if os.getppid() == 1:  # the parent died before the call above
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     cfg = json.loads(argv[0])
     stop_requested = [False]
@@ -56,6 +71,7 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_term)
+    _die_with_parent()
 
     import torch
     import torch.distributed as dist
