@@ -47,6 +47,8 @@ examples:
   gpu-triage diagnose run.parquet --json
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
+  gpu-triage baseline --gpus 2 --seconds 20
+  gpu-triage loader mytrain.data:make_loader --workers 0,4,8
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
 
 """
@@ -306,9 +308,106 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the Python of your training environment, to read its torch and NCCL versions (default: this one)",
     )
+    _add_checkup_commands(sub)
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
     return parser
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas, e.g. 0,2,4") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers 0 or more, separated by commas")
+    return values
+
+
+def _bool_list(text: str) -> list[bool]:
+    words = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+    try:
+        return [words[v.strip().lower()] for v in text.split(",") if v.strip()] or [False]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give on, off or on,off") from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v}: give 1 or more")
+    return v
+
+
+def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
+    """Steps 2 and 3 of the check-up (issue #16); both need PyTorch (the optional extra gpu-triage[torch])."""
+    p = sub.add_parser(
+        "baseline",
+        help="step 2 of the check-up: samples/s on one card and on N with DDP, no input pipeline (needs PyTorch)",
+        description=(
+            "A small model on fixed random tensors already on the device: forward, backward, optimizer step, "
+            "timed after a warm-up, on one card and then on N cards with DDP (NCCL; gloo on CPU). Prints "
+            "samples/s for each and the scaling efficiency; under 50 %% it is flagged (exit 1) and points to "
+            "the doctor's topology and NCCL checks. Needs PyTorch: pip install 'gpu-triage[torch]'."
+        ),
+    )
+    p.add_argument(
+        "--gpus", type=_positive_int, metavar="N", help="cards (CPU: ranks) of the second run (default: all; CPU 2)"
+    )
+    p.add_argument(
+        "--seconds", type=_positive_float, default=20.0, metavar="S", help="timed seconds per run (default 20)"
+    )
+    p.add_argument(
+        "--model-size",
+        choices=("tiny", "small", "medium"),
+        help="MLP size: small (default on GPUs), medium (~540M parameters), tiny (default on CPU)",
+    )
+    p.add_argument("--amp", action="store_true", help="bf16 autocast (default: fp32, TF32 matmuls on GPUs)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when PyTorch sees a card, else cpu")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record the machine beside both runs (Parquet, like `record`), for `compare` with a real run",
+    )
+    _add_seconds(p, "--interval", "seconds between recorded ticks (default 2)")
+
+    p = sub.add_parser(
+        "loader",
+        help="step 3 of the check-up: your DataLoader alone, per num_workers setting (needs PyTorch)",
+        description=(
+            "Import FACTORY from MODULE (importable from the current directory, or a path/to/file.py) and "
+            "iterate what it gives with no model: a DataLoader when it accepts num_workers=, pin_memory=, "
+            "prefetch_factor=, or a Dataset that is wrapped in a DataLoader with --batch-size. Per setting: "
+            "samples/s, CPU use of the process and its workers, peak memory; the recommendation is the "
+            "smallest num_workers within 5 %% of the best. Needs PyTorch: pip install 'gpu-triage[torch]'."
+        ),
+    )
+    p.add_argument("factory", metavar="MODULE:FACTORY", help="e.g. mytrain.data:make_loader or ./data.py:make_dataset")
+    p.add_argument(
+        "--workers", type=_int_list, default=[0, 2, 4, 8, 16], metavar="LIST", help="num_workers (default 0,2,4,8,16)"
+    )
+    p.add_argument("--pin-memory", type=_bool_list, default=[False], metavar="LIST", help="off, on, or on,off")
+    p.add_argument(
+        "--prefetch", type=_int_list, default=[2], metavar="LIST", help="prefetch_factor with workers (default 2)"
+    )
+    p.add_argument(
+        "--batch-size", type=_positive_int, default=32, metavar="B", help="when the factory gives a Dataset (32)"
+    )
+    p.add_argument(
+        "--batches", type=_positive_int, default=100, metavar="N", help="batches timed per setting (100)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=120.0,
+        metavar="S",
+        help="a setting that gives no batch for S seconds is a hang: stop, exit 2 (default 120)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def import_numpy_with_one_blas_thread() -> None:
@@ -421,4 +520,12 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.doctor.run import run_doctor
 
         return run_doctor(args, config)
+    if command == "baseline":
+        from gpu_triage.checkup.baseline import run_baseline
+
+        return run_baseline(args, config)
+    if command == "loader":
+        from gpu_triage.checkup.loader import run_loader
+
+        return run_loader(args)
     raise AssertionError(command)

@@ -1,0 +1,129 @@
+"""`gpu-triage baseline`: one rank then N (gloo on CPU, as CI runs it), samples/s for each, the scaling
+efficiency from those numbers, under 50 % flagged with the doctor named, and a recording `compare` reads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpu_triage.checkup.baseline import BaselineReport, render, scaling_efficiency
+from gpu_triage.cli import main
+from gpu_triage.trace.reader import open_trace
+from torch_needed import need_torch
+
+
+def run(world: int, sps: float) -> dict:
+    return {"world_size": world, "samples_per_s": sps, "step_ms": 10.0, "batch_per_rank": 64, "steps": 100}
+
+
+def test_scaling_efficiency_is_n_cards_against_n_times_one() -> None:
+    assert scaling_efficiency(run(1, 1000.0), run(4, 3600.0)) == pytest.approx(0.9)
+    assert scaling_efficiency(run(1, 1000.0), None) is None
+    assert scaling_efficiency(None, run(2, 10.0)) is None
+
+
+@pytest.mark.parametrize(("sps_n", "flagged"), [(1900.0, False), (1000.0, False), (999.0, True)])
+def test_under_half_of_n_times_one_is_flagged_and_points_to_the_doctor(sps_n: float, flagged: bool) -> None:
+    report = BaselineReport("cuda", 2, "small", False, 20.0, runs=[run(1, 1000.0), run(2, sps_n)])
+    assert report.flagged is flagged
+    text = render(report)
+    assert ("gpu-triage doctor" in text) is flagged
+    assert f"scaling efficiency: {sps_n / 2000:.0%}" in text
+
+
+def test_one_card_only_has_no_efficiency() -> None:
+    report = BaselineReport("cuda", 1, "small", False, 20.0, runs=[run(1, 1000.0)])
+    assert report.efficiency is None and not report.flagged
+    assert "scaling" not in render(report)
+
+
+def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    need_torch()
+    monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))  # this test's ranks only
+    rec = tmp_path / "baseline.parquet"
+    argv = ["baseline", "--device", "cpu", "--gpus", "2", "--seconds", "1", "--json"]
+    code = main([*argv, "--record", str(rec), "--interval", "0.25"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == (1 if out["flagged"] else 0)
+    assert [r["world_size"] for r in out["runs"]] == [1, 2]
+    one, two = out["runs"]
+    assert two["backend"] == "gloo" and one["backend"] is None
+    for r in out["runs"]:
+        assert r["steps"] > 0 and r["elapsed_s"] >= 1.0 and r["model_size"] == "tiny"
+        assert r["samples_per_s"] == pytest.approx(r["world_size"] * 64 * r["steps"] / r["elapsed_s"])
+    assert out["scaling_efficiency"] == pytest.approx(two["samples_per_s"] / (2 * one["samples_per_s"]))
+    assert out["flagged"] is (out["scaling_efficiency"] < 0.5)
+    assert psutil.Process().children(recursive=True) == []  # every rank ended
+    # the recording: the ordinary trace, with the check-up's settings and the results beside it
+    trace = open_trace(rec)
+    assert trace.host.extra["checkup"]["step"] == "baseline"
+    # the ranks' own pulse is in the recording: the job's samples/s on the cards' time axis
+    jobs = [j for j in trace.table.column("job").to_pylist() if j and j["samples_per_s"]]
+    assert jobs and {j["source"] for j in jobs} == {"pulse"}
+    assert json.loads(Path(f"{rec}.baseline.json").read_text())["runs"] == out["runs"]
+    assert main(["compare", str(rec), str(rec)]) == 0
+
+
+def test_cuda_without_a_card_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    torch = need_torch()
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA card")
+    assert main(["baseline", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--device cpu" in err
+
+
+def test_without_torch_it_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # an environment without PyTorch
+    assert main(["baseline"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "needs PyTorch" in err and "gpu-triage[torch]" in err
+
+
+def test_help_does_not_import_torch() -> None:
+    import subprocess
+
+    probe = (
+        "import sys\nfrom gpu_triage.cli import main\n"
+        "for command in ('baseline', 'loader'):\n"
+        "    try:\n        main([command, '--help'])\n    except SystemExit:\n        pass\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_stopping_or_killing_the_baseline_leaves_no_rank_behind(sig: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    need_torch()
+    cmd = [sys.executable, "-m", "gpu_triage", "baseline", "--device", "cpu", "--gpus", "2", "--seconds", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ranks: list[psutil.Process] = []
+        for _ in range(600):  # the first rank is up (torch imported, stepping): at most 60 s
+            ranks = psutil.Process(proc.pid).children()
+            if ranks and ranks[0].cpu_times().user > 1.0:
+                break
+            time.sleep(0.1)
+        assert ranks, "no rank was started"
+        os.kill(proc.pid, getattr(signal, sig))
+        out, _err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    _gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert alive == []
+    if sig == "SIGTERM":  # a stop signal is a clean stop, with what was measured said
+        assert proc.returncode == 130 and "stopped (Ctrl-C or a stop signal)" in out
