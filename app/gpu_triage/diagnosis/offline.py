@@ -31,7 +31,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, ProcSample, Tick, _build
-from gpu_triage.window import DISK_FIELDS, GPU_FIELDS, RollingWindow, WindowView, _widen
+from gpu_triage.window import DISK_FIELDS, GPU_FIELDS, RollingWindow, WindowView, _widen, window_capacity
 
 
 @dataclass(slots=True)
@@ -110,8 +110,7 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
     """(tick, raw verdict, shown verdict) for every tick, as the dashboard would have computed them.
 
     ``progress(done, total)`` is called every 500 ticks: a day of 2 s ticks takes minutes to diagnose."""
-    capacity = max(2, round(window_s / interval_s)) if 0 < interval_s < math.inf else 150
-    window = RollingWindow(min(capacity, max(2, len(ticks))))  # bounded by the real ticks, not the metadata
+    window = RollingWindow(_capacity(window_s, interval_s, len(ticks)))
     tracker = VerdictTracker(thresholds)
     out: list[tuple[Tick, Verdict, Verdict]] = []
     for tick in ticks:
@@ -124,6 +123,12 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
     if progress is not None and out:
         progress(len(out), len(ticks))  # the last call ends the line
     return out
+
+
+def _capacity(window_s: float, interval_s: float, n_ticks: int) -> int:
+    """The dashboard's window size (window.window_capacity), never more rows than the recording has ticks:
+    whatever a file's metadata claims, what is allocated is bounded by what is really there."""
+    return min(window_capacity(window_s, interval_s)[0], max(2, n_ticks))
 
 
 def _mode(values: list[str], lo: int, hi: int, own: str) -> str:
@@ -587,8 +592,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     starts = [0, *(int(i) for i in _gap_starts(src.t, nominal))]
     stride = resolution_stride(n, nominal, resolution_s)
     points = _points(n, starts, stride)
-    capacity = max(2, round(window_s / nominal)) if nominal > 0 else 150
-    capacity = min(capacity, n)  # bounded by the real ticks, whatever the metadata claims
+    capacity = _capacity(window_s, nominal, n)
     group_of = np.searchsorted(np.asarray(starts), points, side="right") - 1
 
     cols = _Columns()
@@ -694,7 +698,7 @@ def _meta_interval(meta: dict[bytes, bytes] | None) -> float | None:
         return None
 
 
-def source_from_trace(tf: Any) -> TraceSource:
+def source_from_trace(tf: Any, batch_rows: int = BATCH_ROWS) -> TraceSource:
     """A TraceSource over an already opened TraceFile (its table is in memory: crash leftovers, compare)."""
     table = tf.table
     t = np.asarray(tf.timestamps, dtype=np.float64)
@@ -712,14 +716,14 @@ def source_from_trace(tf: Any) -> TraceSource:
     meta = _meta_interval(table.schema.metadata)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        yield from table.to_batches(max_chunksize=BATCH_ROWS)
+        yield from table.to_batches(max_chunksize=batch_rows)
 
     return TraceSource(tf.path, tf.host, int(t.size), t, interval, meta, batches, notice)
 
 
-def open_source(path: Path) -> TraceSource:
-    """Open a recording for streaming: a Parquet file is read a row group at a time (only its timestamps
-    and intervals up front); anything else goes through the project's reader whole."""
+def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
+    """Open a recording for streaming: a Parquet file is read ``batch_rows`` rows at a time (only its
+    timestamps and intervals up front); anything else goes through the project's reader whole."""
     from gpu_triage.trace import reader
 
     tf_path = Path(path).expanduser()
@@ -728,7 +732,7 @@ def open_source(path: Path) -> TraceSource:
     except OSError:
         is_parquet = False
     if not is_parquet:
-        return source_from_trace(reader.open_trace(tf_path))
+        return source_from_trace(reader.open_trace(tf_path), batch_rows)
     try:
         pf = pq.ParquetFile(tf_path)
         meta = pf.schema_arrow.metadata
@@ -750,11 +754,11 @@ def open_source(path: Path) -> TraceSource:
     except Exception as exc:  # pyarrow raises many types for damaged files; the user needs one line
         raise UserError(f"{tf_path}: not a readable gpu-triage recording ({reader._short(exc)})") from exc
     if t.size > 1 and not np.all(np.diff(t) > 0):  # out of order: read whole, sorted
-        return source_from_trace(reader.open_trace(tf_path))
+        return source_from_trace(reader.open_trace(tf_path), batch_rows)
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for b in pf.iter_batches(batch_size=BATCH_ROWS):
+            for b in pf.iter_batches(batch_size=batch_rows):
                 table = reader._normalise(tf_path, pa.Table.from_batches([b]).replace_schema_metadata(meta))
                 yield from table.combine_chunks().to_batches()
         except UserError:
@@ -811,7 +815,7 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None) -> 
         dur = human_duration((e.end - e.start).total_seconds())
         gpus = ", ".join(map(str, e.gpus)) if e.gpus else "-"
         lines.append(f"{e.start:{fmt}} - {e.end:{fmt}} UTC ({dur})  {e.pattern} / {e.bottleneck}  "
-                     f"cards {gpus}  confidence {e.confidence:.2f}")
+                     f"cards {gpus}  {format_confidence(e.confidence)}")
         lines.extend(f"  - {x}" for x in e.evidence)
         lines.extend(f"  > {x}" for x in e.advice)
     return "\n".join(lines)
