@@ -27,7 +27,7 @@ from gpu_triage.diagnosis.offline import (
 )
 from gpu_triage.model import Tick
 from gpu_triage.sources.sim import SimulatedSource
-from gpu_triage.trace.compare import compare_traces
+from gpu_triage.trace.compare import compare_traces, render_text
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import META_INTERVAL, schema_with_metadata, ticks_to_batch
 
@@ -153,6 +153,7 @@ def test_gaps_in_compare_leave_the_gap_out_of_durations(tmp_path: Path) -> None:
     after = result["after"]
     assert after["duration_s"] == pytest.approx(240.0, abs=4.0)  # 120 ticks of 2 s, not 10 h
     assert after["gaps"] == 1 and after["gap_s"] == pytest.approx(10 * 3600, abs=3.0)
+    assert "1 gap of 10 h left out" in render_text(result)
     shares = {k: v["after"] for k, v in result["diagnosis"].items()}
     assert sum(shares.values()) == pytest.approx(100.0)
     # half the recorded time each: the healthy hour before the gap, the starved one after
@@ -240,3 +241,19 @@ def test_progress_on_demand_goes_to_stderr(tmp_path: Path, capsys: pytest.Captur
     assert captured.err.strip().endswith("diagnosing p.parquet: 40/40 ticks (100 %)")
     assert main(["compare", str(path), str(path), "--progress"]) == 0
     assert capsys.readouterr().err.count("40/40 ticks (100 %)") == 2
+
+
+@pytest.mark.parametrize("scenario", ["too_few_workers", "periodic_stall", "single_card_busy"])
+def test_streamed_views_judge_like_the_rolling_window(scenario: str) -> None:
+    """The columnar views (process lists converted lazily, a card that joins late) give, tick for tick, the
+    verdicts of the dashboard's RollingWindow path."""
+    from gpu_triage.diagnosis.offline import smoothed_keys, verdicts
+
+    ticks = _sim_ticks(120, scenario, gpus=3)
+    for t in ticks[:30]:
+        t.gpus = t.gpus[1:]
+    th = Config().thresholds
+    raws = [raw for _t, raw, _s in verdicts(ticks, 2.0, th, 300.0, 8)]
+    want = smoothed_keys([t.ts.timestamp() for t in ticks], raws, th, 2.0)
+    got = [(s.pattern, s.bottleneck) for s in segments(ticks, 2.0, th, 300.0, 8) for _ in range(s.ticks)]
+    assert got == want

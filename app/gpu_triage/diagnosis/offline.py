@@ -15,11 +15,11 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 import pyarrow as pa
@@ -30,8 +30,15 @@ from gpu_triage.diagnosis.engine import Verdict, diagnose, format_confidence
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
-from gpu_triage.model import HostInfo, ProcSample, Tick, _build
-from gpu_triage.window import DISK_FIELDS, GPU_FIELDS, RollingWindow, WindowView, _widen, window_capacity
+from gpu_triage.model import HostInfo, ProcSample, Tick
+from gpu_triage.window import (
+    DISK_FIELDS,
+    GPU_FIELDS,
+    RollingWindow,
+    WindowView,
+    _widen,
+    window_capacity,
+)
 
 
 @dataclass(slots=True)
@@ -274,7 +281,7 @@ def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
 MAX_POINTS = 1500  # default budget of engine calls per recording; see resolution_stride
 GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
 MIN_GAP_S = 1.0
-BATCH_ROWS = 8192  # the recorder writes row groups of 8192 rows
+BATCH_ROWS = 1024  # rows read at a time: larger batches measured 50-100 MB more peak RSS, no faster
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
@@ -390,6 +397,9 @@ def _list_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array | None
     return rows, np.arange(total) - starts, pc.list_flatten(col)
 
 
+_PROC_FIELDS = ("pid", "gpu_index", "name", "gpu_mem_bytes", "cpu_pct", "workers", "workers_cpu_pct", "worker_pids")
+
+
 def _field(values: pa.Array, name: str) -> pa.Array | None:
     typ = values.type
     if not pa.types.is_struct(typ) or typ.get_field_index(name) < 0:
@@ -418,7 +428,7 @@ class _Columns:
         self.disk_cols: dict[str, int] = {}
         self.disk_first: list[int] = []
         self.procs: pa.Array | None = None
-        self._proc_cache: dict[int, list[ProcSample]] = {}
+        self._proc_rows: list[list[ProcSample] | None] = []  # converted on demand, aligned with the rows
 
     @property
     def rows(self) -> int:
@@ -514,20 +524,41 @@ class _Columns:
         else:
             self.procs = procs
         self.row0 += drop
-        self._proc_cache = {r: v for r, v in self._proc_cache.items() if r >= self.row0}
+        self._proc_rows = self._proc_rows[drop:] + [None] * n
 
     def _procs(self, lo: int, hi: int) -> list[list[ProcSample]]:
-        """Process lists of global rows lo..hi-1, converted once and only when a view needs them."""
-        out: list[list[ProcSample]] = []
-        missing = [r for r in range(lo, hi) if r not in self._proc_cache]
-        if missing and self.procs is not None and not pa.types.is_null(self.procs.type):
-            a = missing[0]
-            part = self.procs.slice(a - self.row0, missing[-1] + 1 - a).to_pylist()
-            for k, lst in enumerate(part):
-                if a + k not in self._proc_cache:
-                    self._proc_cache[a + k] = [_build(ProcSample, p) for p in (lst or [])]
-        for r in range(lo, hi):
-            out.append(self._proc_cache.get(r) or [])
+        """Process lists of global rows lo..hi-1, each converted once and only when a view needs it."""
+        a, b = lo - self.row0, hi - self.row0
+        rows = self._proc_rows
+        i = a
+        while i < b:
+            if rows[i] is not None:
+                i += 1
+                continue
+            j = i
+            while j < b and rows[j] is None:
+                j += 1
+            rows[i:j] = self._convert_procs(i, j)
+            i = j
+        return [r if r is not None else [] for r in rows[a:b]]
+
+    def _convert_procs(self, a: int, b: int) -> list[list[ProcSample]]:
+        """Buffer rows a..b-1 of the procs column as ProcSample lists: one to_pylist per field, not per row."""
+        if self.procs is None or pa.types.is_null(self.procs.type):
+            return [[] for _ in range(b - a)]
+        part = self.procs.slice(a, b - a)
+        rows, _pos, values = _list_layout(part)
+        if values is None or not len(values):
+            return [[] for _ in range(b - a)]
+        cols = {}
+        for name in _PROC_FIELDS:
+            arr = _field(values, name)
+            cols[name] = arr.to_pylist() if arr is not None else [None] * len(values)
+        out: list[list[ProcSample]] = [[] for _ in range(b - a)]
+        for r, pid, gi, nm, mem, cpu, wk, wcpu, wpids in zip(rows.tolist(), *cols.values(), strict=True):
+            out[r].append(ProcSample(pid=pid, gpu_index=gi, name=nm, gpu_mem_bytes=mem, cpu_pct=cpu, workers=wk,
+                                     workers_cpu_pct=wcpu if wcpu is not None else [],
+                                     worker_pids=wpids if wpids is not None else []))
         return out
 
     def view(self, lo: int, hi: int) -> WindowView:
@@ -551,8 +582,38 @@ class _Columns:
             host_mem_total=self.mem_total[a:b].copy(),
             disk={f: v[a:b, :d].copy() for f, v in self.disk.items()},
             disk_names=sorted(self.disk_cols, key=self.disk_cols.__getitem__)[:d],
-            procs=self._procs(lo, hi),
+            procs=cast(list, _LazyProcs(self, lo, hi)),
         )
+
+
+class _LazyProcs(Sequence[list[ProcSample]]):
+    """The process lists of a view's rows, converted from Arrow only for the rows the engine reads (it
+    reads the judged stretch, the last few seconds; converting the whole window was a third of the time).
+    Valid while the buffer it reads from holds those rows: during the engine call it was made for."""
+
+    def __init__(self, cols: _Columns, lo: int, hi: int) -> None:
+        self._cols, self._lo, self._hi = cols, lo, hi
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    @overload
+    def __getitem__(self, i: int) -> list[ProcSample]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[ProcSample]]: ...
+
+    def __getitem__(self, i: int | slice) -> list[ProcSample] | list[list[ProcSample]]:
+        if isinstance(i, slice):
+            a, b, step = i.indices(len(self))
+            if b <= a:
+                return []
+            rows = self._cols._procs(self._lo + a, self._lo + b)
+            return rows[::step] if step != 1 else rows
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._cols._procs(self._lo + i, self._lo + i + 1)[0]
 
 
 def _points(n: int, starts: list[int], stride: int) -> np.ndarray:
@@ -727,14 +788,18 @@ def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     from gpu_triage.trace import reader
 
     tf_path = Path(path).expanduser()
+    is_parquet = False
     try:
-        is_parquet = tf_path.is_file() and tf_path.open("rb").read(4) == reader.PARQUET_MAGIC
+        if tf_path.is_file():
+            with tf_path.open("rb") as fh:
+                is_parquet = fh.read(4) == reader.PARQUET_MAGIC
     except OSError:
-        is_parquet = False
+        pass  # the reader says what is wrong with it
     if not is_parquet:
         return source_from_trace(reader.open_trace(tf_path), batch_rows)
     try:
-        pf = pq.ParquetFile(tf_path)
+        # pre_buffer (the default) keeps every column chunk read so far: the whole file in memory by the end
+        pf = pq.ParquetFile(tf_path, pre_buffer=False)
         meta = pf.schema_arrow.metadata
         head = next(pf.iter_batches(batch_size=16), None)
         if head is None:
@@ -758,7 +823,7 @@ def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for b in pf.iter_batches(batch_size=batch_rows):
+            for b in pf.iter_batches(batch_size=batch_rows, use_threads=False):
                 table = reader._normalise(tf_path, pa.Table.from_batches([b]).replace_schema_metadata(meta))
                 yield from table.combine_chunks().to_batches()
         except UserError:
