@@ -75,6 +75,16 @@ def measure(path: Path) -> dict[str, float]:
             "peak_rss_mb": int(rss_kb) / 1024}
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the 1,000,000-tick recording")
@@ -82,7 +92,7 @@ def main() -> None:
     cases = [("a day at 2 s, 8 cards", 43_200, 8), ("50,000 ticks, 1 card", 50_000, 1)]
     if not args.quick:
         cases.append(("1,000,000 ticks, 8 cards", 1_000_000, 8))
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    print(f"machine: {_cpu_model()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, pyarrow {pa.__version__}")
     print(f"{'recording':28} {'file MB':>8} {'diagnose s':>11} {'CPU s':>6} {'process s':>10} {'peak RSS MB':>12}")
     with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.offline import (
@@ -147,7 +146,7 @@ def test_a_short_hiccup_is_not_a_gap(tmp_path: Path) -> None:
 
 
 def test_gaps_in_compare_leave_the_gap_out_of_durations(tmp_path: Path) -> None:
-    path, ticks = _gapped(tmp_path, 10 * 3600)
+    path, _ticks = _gapped(tmp_path, 10 * 3600)
     good = _write(tmp_path / "good.parquet", _sim_ticks(120, "healthy"))
     result = compare_traces(open_trace(good), open_trace(path), Config())
     after = result["after"]

@@ -286,7 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diagnose",
         help="diagnose a recording offline, segment by segment",
-        description="Run the two-minute method over FILE and print each segment's pattern, bottleneck and advice.",
+        description="Run the two-minute method over FILE and print each segment's pattern, bottleneck and advice. "
+        "A stretch with no tick for more than 5 intervals is shown as a gap; the interval is taken from the "
+        "timestamps when the file's metadata contradicts them.",
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...], 'gaps': [...]}) for scripts")
