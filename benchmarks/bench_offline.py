@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from gpu_triage.sources.sim import SCENARIOS, SimulatedSource
 from gpu_triage.trace.schema import TS_TYPE, schema_with_metadata, ticks_to_batch
 

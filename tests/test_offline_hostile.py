@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.offline import (

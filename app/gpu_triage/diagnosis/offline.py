@@ -582,7 +582,7 @@ class _Columns:
             host_mem_total=self.mem_total[a:b].copy(),
             disk={f: v[a:b, :d].copy() for f, v in self.disk.items()},
             disk_names=sorted(self.disk_cols, key=self.disk_cols.__getitem__)[:d],
-            procs=cast(list, _LazyProcs(self, lo, hi)),
+            procs=cast("list[list[ProcSample]]", _LazyProcs(self, lo, hi)),
         )
 
 
