@@ -215,7 +215,6 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config,
         "host": {k: _change(sa["host"].get(k), sb["host"].get(k)) for k, _ in HOST_METRICS},
         "diagnosis": diagnosis,
         "metadata_differences": metadata_differences(before, after),
-        "warnings": [f"{t.path}: {w}" for t, tl in ((before, tla), (after, tlb)) for w in tl.warnings],
     }
 
 
@@ -230,6 +229,7 @@ def _file_info(trace: TraceFile, timeline: Any) -> dict[str, Any]:
         "gap_s": sum(g.seconds for g in timeline.gaps),
         "interval_s": timeline.interval_s,
         "recovered": trace.recovered,
+        "warnings": list(timeline.warnings),  # also printed on stderr by the command
     }
 
 
@@ -306,8 +306,9 @@ def run_compare(args: argparse.Namespace, config: Config) -> int:
 
     force = getattr(args, "progress", False)
     result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
-    for w in result["warnings"]:
-        print(f"gpu-triage: {w}", file=sys.stderr)
+    for side in ("before", "after"):
+        for w in result[side]["warnings"]:
+            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, sort_keys=False))
     else:
