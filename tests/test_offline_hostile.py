@@ -179,7 +179,8 @@ def test_dates_appear_only_when_needed() -> None:
 def test_human_duration() -> None:
     assert human_duration(18) == "18 s"
     assert human_duration(3 * 3600 + 12 * 60 + 5) == "3 h 12 min"
-    assert human_duration(315360026) == "3650 d"
+    assert human_duration(315360026) == "3650 d (10.0 years)"
+    assert human_duration(2 * 86400 + 5 * 3600) == "2 d 5 h"
     assert human_duration(-5) == "0 s"
 
 

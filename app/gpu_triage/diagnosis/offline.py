@@ -346,7 +346,7 @@ def _trusted_interval(t: np.ndarray, meta: float | None) -> tuple[float, str | N
     steps = steps[steps > 0]
     ok_meta = meta is not None and math.isfinite(meta) and 0 < meta <= MAX_INTERVAL_S
     if steps.size:
-        med = float(np.median(steps))
+        med = float(f"{float(np.median(steps)):.4g}")  # 1.999938 s of clock jitter is a 2 s recording
         if ok_meta and meta is not None and 0.5 * med <= meta <= 2.0 * med:
             return meta, None
         if meta is None:
@@ -849,6 +849,8 @@ def human_duration(seconds: float) -> str:
     if h < 48:
         return f"{h} h {m} min" if m else f"{h} h"
     d, h = divmod(h, 24)
+    if d >= 365:
+        return f"{d} d ({d / 365.25:.1f} years)"
     return f"{d} d {h} h" if h else f"{d} d"
 
 
