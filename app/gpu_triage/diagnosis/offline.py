@@ -17,7 +17,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast, overload
 
@@ -31,6 +31,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, ProcSample, Tick
+from gpu_triage.trace.schema import INTERVAL_RANGE_S
 from gpu_triage.window import (
     DISK_FIELDS,
     GPU_FIELDS,
@@ -337,6 +338,7 @@ class TraceSource:
     meta_interval_s: float | None  # the file's nominal interval (metadata), None if absent
     batches: Callable[[], Iterator[pa.RecordBatch]]  # normalised trace-v1 batches, rows in order
     notice: str | None = None
+    out_of_range: dict[str, int] = field(default_factory=dict)  # filled while batches() streams: field -> count
 
 
 def _trusted_interval(t: np.ndarray, meta: float | None) -> tuple[float, str | None]:
@@ -344,18 +346,18 @@ def _trusted_interval(t: np.ndarray, meta: float | None) -> tuple[float, str | N
     timestamps' median step; with one tick, the metadata bounded to a sane range."""
     steps = np.diff(t)
     steps = steps[steps > 0]
-    ok_meta = meta is not None and math.isfinite(meta) and 0 < meta <= MAX_INTERVAL_S
+    ok_meta = meta is not None and INTERVAL_RANGE_S[0] <= meta <= INTERVAL_RANGE_S[1]  # else the reader said so
     if steps.size:
         med = float(f"{float(np.median(steps)):.4g}")  # 1.999938 s of clock jitter is a 2 s recording
         if ok_meta and meta is not None and 0.5 * med <= meta <= 2.0 * med:
             return meta, None
-        if meta is None:
+        if meta is None or not ok_meta:
             return med, None
         return med, (f"the metadata interval_s ({meta:g} s) disagrees with the timestamps (a tick every {med:g} s): "
                      "using the timestamps")
     if ok_meta and meta is not None:
         return max(meta, 1e-3), None
-    return 2.0, None if meta is None else f"the metadata interval_s ({meta:g} s) is not usable: assuming 2 s"
+    return 2.0, None
 
 
 def _trusted_ticks(t: np.ndarray, interval: np.ndarray, nominal: float) -> tuple[np.ndarray, int]:
@@ -674,6 +676,10 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
             progress(read, n)
     if progress is not None:
         progress(n, n)
+    if src.out_of_range:  # worded as the reader words it for a file read whole
+        total = sum(src.out_of_range.values())
+        worst = ", ".join(f"{f} {c}" for f, c in sorted(src.out_of_range.items(), key=lambda kv: -kv[1])[:3])
+        warn.append(f"{total} values out of range ignored (read as n/a; {worst})")
     if k < points.size:
         raise UserError(f"{src.path}: the file holds fewer ticks than its index says ({read} of {n}): "
                         "it may be damaged; try `gpu-triage recover`")
@@ -689,7 +695,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
         g_t = [float(x) for x in pt[sel]]
         keys = smoothed_keys(g_t, g_raws, thresholds, nominal * stride)
         iv0 = ivs[a] if not np.isnan(ivs[a]) else min(nominal, MAX_INTERVAL_S)
-        first_start = _dt(src.t[a] - iv0)
+        first_start = _dt(src.t[a]) - timedelta(seconds=float(iv0))  # as Tick.ts - interval: to the microsecond
         if segs:
             gaps.append(Gap(segs[-1].end, max(first_start, segs[-1].end)))
         group_segs: list[Segment] = []
@@ -761,18 +767,9 @@ def _meta_interval(meta: dict[bytes, bytes] | None) -> float | None:
 
 def source_from_trace(tf: Any, batch_rows: int = BATCH_ROWS) -> TraceSource:
     """A TraceSource over an already opened TraceFile (its table is in memory: crash leftovers, compare)."""
-    table = tf.table
+    table = tf.table  # the reader has sorted it, dropped repeated timestamps and nulled impossible values
     t = np.asarray(tf.timestamps, dtype=np.float64)
     notice = tf.notice
-    if t.size > 1 and not np.all(np.diff(t) > 0):
-        # the reader normally sorts; if it did not, sort here and keep the first of equal timestamps
-        order = np.argsort(t, kind="stable")
-        keep = np.concatenate([[True], np.diff(t[order]) > 0])
-        dup = int((~keep).sum())
-        table = table.take(pa.array(order[keep]))
-        t = t[order][keep]
-        extra = f"ticks out of time order were sorted{f', {dup} with a repeated timestamp dropped' if dup else ''}"
-        notice = f"{notice}; {extra}" if notice else f"{tf.path}: {extra}"
     interval = _as_float(table.column("interval_s").combine_chunks())
     meta = _meta_interval(table.schema.metadata)
 
@@ -806,14 +803,16 @@ def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
             raise UserError(f"{tf_path} holds no ticks (0 rows): nothing to read")
         # the reader's own checks (schema number, ts, column types) and host metadata, on the first rows
         first = reader._build_trace(tf_path, pa.Table.from_batches([head]).replace_schema_metadata(meta),
-                                    recovered=False, notice=None)
+                                    recovered=False, notices=[])
         names = pf.schema_arrow.names
         cols = pq.read_table(tf_path, columns=[c for c in ("ts", "interval_s") if c in names])
         ts = reader._as_ts(tf_path, cols.column("ts"))
-        valid = pc.is_valid(ts)
-        t = pc.cast(ts.filter(valid), pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
-        interval = (_as_float(cols.column("interval_s").filter(valid).combine_chunks()) if "interval_s" in names
-                    else np.full(t.size, np.nan))
+        iv = cols.column("interval_s") if "interval_s" in names else pa.chunked_array([pa.nulls(len(ts), pa.float64())])
+        # the same cleaning as every batch gets below, so that rows line up
+        small, _ = reader._in_range(pa.table({"ts": ts, "interval_s": iv}))
+        small = small.filter(pc.is_valid(small.column("ts")))
+        t = pc.cast(small.column("ts"), pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
+        interval = _as_float(small.column("interval_s").combine_chunks())
     except UserError:
         raise
     except Exception as exc:  # pyarrow raises many types for damaged files; the user needs one line
@@ -821,17 +820,29 @@ def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     if t.size > 1 and not np.all(np.diff(t) > 0):  # out of order: read whole, sorted
         return source_from_trace(reader.open_trace(tf_path), batch_rows)
 
+    out_of_range: dict[str, int] = {}
+
     def batches() -> Iterator[pa.RecordBatch]:
+        out_of_range.clear()
         try:
             for b in pf.iter_batches(batch_size=batch_rows, use_threads=False):
+                # the reader's own normalisation and range checks, one batch at a time
                 table = reader._normalise(tf_path, pa.Table.from_batches([b]).replace_schema_metadata(meta))
+                table, counts = reader._in_range(table)
+                for k, v in counts.items():
+                    out_of_range[k] = out_of_range.get(k, 0) + v
+                if table.column("ts").null_count:
+                    table = table.filter(pc.is_valid(table.column("ts")))
                 yield from table.combine_chunks().to_batches()
         except UserError:
             raise
         except Exception as exc:
             raise UserError(f"{tf_path}: damaged part of the recording ({reader._short(exc)})") from exc
 
-    return TraceSource(tf_path, first.host, int(t.size), t, interval, _meta_interval(meta), batches, first.notice)
+    # the head's own count of out-of-range values is replaced by the whole file's (see diagnose_trace)
+    notices = [x for x in first.notices if "values out of range ignored" not in x]
+    return TraceSource(tf_path, first.host, int(t.size), t, interval, _meta_interval(meta), batches,
+                       "; ".join(notices) or None, out_of_range)
 
 
 # -- the command ---------------------------------------------------------------------------------------
