@@ -282,7 +282,7 @@ def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
 MAX_POINTS = 1500  # default budget of engine calls per recording; see resolution_stride
 GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
 MIN_GAP_S = 1.0
-BATCH_ROWS = 1024  # rows read at a time: larger batches measured 50-100 MB more peak RSS, no faster
+BATCH_ROWS = 4096  # rows read at a time: 1,024 cost 70 % more CPU (per-call overhead), 8,192 ~100 MB more RSS
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
