@@ -120,17 +120,25 @@ def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
     }
 
 
-def diagnosis_shares(trace: TraceFile, config: Config) -> dict[str, float] | None:
-    """Share of the recording's time (0-100) per ``pattern/bottleneck``.
+def diagnosis_shares(trace: TraceFile, config: Config,
+                     progress: Callable[[int, int], None] | None = None) -> dict[str, float] | None:
+    """Share of the recording's time (0-100) per ``pattern/bottleneck``; gaps (nothing recorded) count
+    for no diagnosis.
 
-    The one place compare touches the diagnosis: gpu_triage.diagnosis.offline.segments over the ticks.
+    The one place compare touches the diagnosis: gpu_triage.diagnosis.offline, streamed over the table.
     """
-    from gpu_triage.diagnosis.offline import segments, terminal_progress
+    return _shares(_timeline(trace, config, progress))
 
-    segs = segments(trace.ticks(), trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count,
-                    terminal_progress(f"diagnosing {trace.path.name}"))
+
+def _timeline(trace: TraceFile, config: Config, progress: Callable[[int, int], None] | None = None) -> Any:
+    from gpu_triage.diagnosis.offline import diagnose_trace, source_from_trace
+
+    return diagnose_trace(source_from_trace(trace), config.thresholds, config.window_s, progress)
+
+
+def _shares(timeline: Any) -> dict[str, float]:
     durations: dict[str, float] = {}
-    for seg in segs:
+    for seg in timeline.segments:
         key = f"{seg.pattern}/{seg.bottleneck}"
         durations[key] = durations.get(key, 0.0) + max(_segment_seconds(seg), 0.0)
     total = sum(durations.values())
@@ -180,18 +188,21 @@ def _change(before: float | None, after: float | None) -> dict[str, float | None
     return {"before": before, "after": after, "change": change, "change_pct": pct}
 
 
-def compare_traces(before: TraceFile, after: TraceFile, config: Config) -> dict[str, Any]:
-    """The whole comparison as a JSON-ready dict with stable keys (see docs/recording.md)."""
+def compare_traces(before: TraceFile, after: TraceFile, config: Config,
+                   progress: Callable[[str], Callable[[int, int], None] | None] | None = None) -> dict[str, Any]:
+    """The whole comparison as a JSON-ready dict with stable keys (see docs/recording.md).
+
+    ``progress(label)`` gives the progress callback of each file's diagnosis (or None)."""
     sa, sb = summarise(before, config.thresholds), summarise(after, config.thresholds)
     card_ids = sorted(set(sa["cards"]) | set(sb["cards"]), key=int)
     empty: dict[str, float | None] = {}
-    da, db = diagnosis_shares(before, config), diagnosis_shares(after, config)
-    diagnosis = None
-    if da is not None and db is not None:
-        diagnosis = {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
+    tla = _timeline(before, config, progress(f"diagnosing {before.path.name}") if progress else None)
+    tlb = _timeline(after, config, progress(f"diagnosing {after.path.name}") if progress else None)
+    da, db = _shares(tla), _shares(tlb)
+    diagnosis = {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
     return {
-        "before": _file_info(before),
-        "after": _file_info(after),
+        "before": _file_info(before, tla),
+        "after": _file_info(after, tlb),
         "job": compare_job(before, after, config.thresholds.idle_util_pct),  # samples/s first: the point of tuning
         "overall": {k: _change(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
         "cards": {
@@ -207,13 +218,18 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config) -> dict[
     }
 
 
-def _file_info(trace: TraceFile) -> dict[str, Any]:
+def _file_info(trace: TraceFile, timeline: Any) -> dict[str, Any]:
+    """Duration is the recorded time: first tick's start to last tick's end, less the gaps (nothing
+    recorded); the interval is the one the timestamps bear out."""
     return {
         "path": str(trace.path),
         "ticks": trace.n,
-        "duration_s": trace.duration_s + trace.interval_s,
-        "interval_s": trace.interval_s,
+        "duration_s": timeline.recorded_s,
+        "gaps": len(timeline.gaps),
+        "gap_s": sum(g.seconds for g in timeline.gaps),
+        "interval_s": timeline.interval_s,
         "recovered": trace.recovered,
+        "warnings": list(timeline.warnings),  # also printed on stderr by the command
     }
 
 
@@ -232,12 +248,18 @@ def _fmt_pct(v: float | None) -> str:
 
 def render_text(result: dict[str, Any]) -> str:
     """Aligned plain text, readable in a terminal and through a pipe."""
+    from gpu_triage.diagnosis.offline import human_duration
+
     lines: list[str] = []
     for side in ("before", "after"):
         f = result[side]
         rec = ", recovered stream" if f["recovered"] else ""
+        gaps = ""
+        if f.get("gaps"):
+            gaps = f", {f['gaps']} gap{'s' if f['gaps'] > 1 else ''} of {human_duration(f['gap_s'])} left out"
         lines.append(
-            f"{side:<7} {f['path']}  ({f['ticks']} ticks, {f['duration_s'] / 60:.1f} min at {f['interval_s']:g} s{rec})"
+            f"{side:<7} {f['path']}  ({f['ticks']} ticks, {human_duration(f['duration_s'])} at {f['interval_s']:g} s"
+            f"{gaps}{rec})"
         )
     lines.extend(render_job(result.get("job")))
     header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
@@ -280,7 +302,13 @@ def run_compare(args: argparse.Namespace, config: Config) -> int:
     for t in (before, after):
         if t.notice:
             print(f"gpu-triage: {t.notice}", file=sys.stderr)
-    result = compare_traces(before, after, config)
+    from gpu_triage.diagnosis.offline import progress_reporter
+
+    force = getattr(args, "progress", False)
+    result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
+    for side in ("before", "after"):
+        for w in result[side]["warnings"]:
+            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, sort_keys=False))
     else:

@@ -1,0 +1,273 @@
+"""Offline diagnosis on hostile and long recordings (issue #9 items 4, 9, 10): metadata that lies about the
+interval, absurd per-tick intervals, gaps, recordings that span days, ticks out of order, recordings long
+enough to be judged at a stride, row groups streamed one at a time, and --progress into a pipe.
+
+Recordings are written straight with pyarrow (what another tool, or a damaged file, could hold): the
+project's writer would refuse most of these values."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.diagnosis.offline import (
+    diagnose_trace,
+    human_duration,
+    open_source,
+    render_timeline,
+    segments,
+)
+from gpu_triage.model import Tick
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.schema import META_INTERVAL, schema_with_metadata, ticks_to_batch
+
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+
+
+def _sim_ticks(n: int, scenario: str = "data_pipeline", gpus: int = 2, start: datetime = T0) -> list[Tick]:
+    src = SimulatedSource(scenario, gpus=gpus, cores=8, seed=4, interval_s=2.0, start=start)
+    return [src.sample() for _ in range(n)]
+
+
+def _write(path: Path, ticks: list[Tick], *, meta_interval: str = "2.0", row_group: int | None = None,
+           intervals: list[float] | None = None) -> Path:
+    table = pa.Table.from_batches([ticks_to_batch(ticks)])
+    if intervals is not None:
+        table = table.set_column(1, "interval_s", pa.array(intervals, type=pa.float64()))
+    meta = dict(schema_with_metadata(SimulatedSource("healthy").host_info(), 2.0).metadata)
+    meta[META_INTERVAL] = meta_interval.encode()
+    pq.write_table(table.replace_schema_metadata(meta), path, row_group_size=row_group)
+    return path
+
+
+def _shifted(ticks: list[Tick], seconds: float) -> list[Tick]:
+    out = []
+    for t in ticks:
+        c = Tick.from_row(ticks_to_batch([t]).to_pylist()[0])
+        c.ts = t.ts + timedelta(seconds=seconds)
+        out.append(c)
+    return out
+
+
+# -- item 4: the metadata's interval is not believed over the timestamps ------------------------------------
+
+
+@pytest.mark.parametrize("meta", ["1e-6", "1e-9"])
+def test_tiny_metadata_interval_allocates_by_real_ticks(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       meta: str) -> None:
+    path = _write(tmp_path / "tiny.parquet", _sim_ticks(60), meta_interval=meta)
+    tracemalloc.start()
+    try:
+        rc = main(["diagnose", str(path), "--json"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rc == 0
+    assert peak < 64 * 2**20  # 60 ticks: megabytes, not the window that 300 s / 1e-9 s would be
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    assert obj["interval_s"] == pytest.approx(2.0)  # the timestamps' step
+    assert sum(s["ticks"] for s in obj["segments"]) == 60
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "interval_s" in err[0] and "using 2 s" in err[0]
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("meta", ["1e-6", "1e-9"])
+def test_tiny_metadata_interval_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          meta: str) -> None:
+    path = _write(tmp_path / "tiny.parquet", _sim_ticks(40), meta_interval=meta)
+    good = _write(tmp_path / "good.parquet", _sim_ticks(40, "healthy"))
+    assert main(["compare", str(good), str(path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["after"]["interval_s"] == pytest.approx(2.0)
+    assert obj["after"]["duration_s"] == pytest.approx(80.0, abs=2.0)
+    assert sum(c["after"] for c in obj["diagnosis"].values()) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), 1e30, -2.0, 0.0, 1e-12])
+def test_absurd_per_tick_interval_is_ignored_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             bad: float) -> None:
+    ticks = _sim_ticks(50)
+    intervals = [2.0] * 50
+    intervals[0] = bad  # the first tick's start comes from its interval: the OverflowError of issue #9
+    intervals[20] = bad
+    path = _write(tmp_path / "iv.parquet", ticks, intervals=intervals)
+    assert main(["diagnose", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert captured.err.count("\n") == 1 and "interval_s" in captured.err
+    assert "50 ticks of 2 s" in captured.out
+
+
+# -- item 9: gaps, dates, order --------------------------------------------------------------------------
+
+
+def _gapped(tmp_path: Path, gap_s: float) -> tuple[Path, list[Tick]]:
+    first = _sim_ticks(60, "healthy")
+    second = _shifted(_sim_ticks(60, "data_pipeline", start=T0), 120.0 + gap_s)
+    return _write(tmp_path / "gap.parquet", first + second), first + second
+
+
+def test_a_gap_splits_segments_and_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, ticks = _gapped(tmp_path, 3 * 3600 + 12 * 60)
+    assert main(["diagnose", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "— gap 3 h 12 min —" in out
+    assert "(-" not in out  # no negative duration anywhere
+    assert "2026-01-01" in out  # not from today: dates are shown
+    assert main(["diagnose", str(path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    (gap,) = obj["gaps"]
+    assert gap["duration_s"] == pytest.approx(3 * 3600 + 12 * 60, abs=3.0)
+    g0, g1 = datetime.fromisoformat(gap["start"]), datetime.fromisoformat(gap["end"])
+    for s in obj["segments"]:
+        a, b = datetime.fromisoformat(s["start"]), datetime.fromisoformat(s["end"])
+        assert a < b
+        assert b <= g0 or a >= g1, "a segment spans the gap"
+    assert sum(s["ticks"] for s in obj["segments"]) == len(ticks)
+
+
+def test_a_short_hiccup_is_not_a_gap(tmp_path: Path) -> None:
+    first = _sim_ticks(60, "healthy")
+    second = _shifted(_sim_ticks(30, "healthy", start=T0), 120.0 + 4.0)  # two ticks late
+    path = _write(tmp_path / "hiccup.parquet", first + second)
+    tl = diagnose_trace(open_source(path), Config().thresholds, 300.0)
+    assert tl.gaps == []
+
+
+def test_gaps_in_compare_leave_the_gap_out_of_durations(tmp_path: Path) -> None:
+    path, _ticks = _gapped(tmp_path, 10 * 3600)
+    good = _write(tmp_path / "good.parquet", _sim_ticks(120, "healthy"))
+    result = compare_traces(open_trace(good), open_trace(path), Config())
+    after = result["after"]
+    assert after["duration_s"] == pytest.approx(240.0, abs=4.0)  # 120 ticks of 2 s, not 10 h
+    assert after["gaps"] == 1 and after["gap_s"] == pytest.approx(10 * 3600, abs=3.0)
+    assert "1 gap of 10 h left out" in render_text(result)
+    shares = {k: v["after"] for k, v in result["diagnosis"].items()}
+    assert sum(shares.values()) == pytest.approx(100.0)
+    # half the recorded time each: the healthy hour before the gap, the starved one after
+    assert shares.get("steady_high/none", 0.0) == pytest.approx(50.0, abs=15.0)
+
+
+def test_dates_appear_only_when_needed() -> None:
+    tl = segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0)
+    from gpu_triage.diagnosis.offline import Timeline
+
+    timeline = Timeline(tl, [], 2.0, 30, 1)
+    same_day = render_timeline(Path("x.parquet"), timeline, today=T0)
+    assert "2026-01-01" not in same_day and "10:00:" in same_day
+    other_day = render_timeline(Path("x.parquet"), timeline, today=T0 + timedelta(days=3))
+    assert "2026-01-01 10:00:" in other_day
+    midnight = segments(_sim_ticks(60, "healthy", start=T0.replace(hour=23, minute=59)), 2.0,
+                        Config().thresholds, 300.0)
+    spans = render_timeline(Path("x.parquet"), Timeline(midnight, [], 2.0, 60, 1),
+                            today=T0.replace(hour=23, minute=59))
+    assert "2026-01-02 00:0" in spans
+
+
+def test_human_duration() -> None:
+    assert human_duration(18) == "18 s"
+    assert human_duration(3 * 3600 + 12 * 60 + 5) == "3 h 12 min"
+    assert human_duration(315360026) == "3650 d (10.0 years)"
+    assert human_duration(2 * 86400 + 5 * 3600) == "2 d 5 h"
+    assert human_duration(-5) == "0 s"
+
+
+def test_ticks_out_of_order_are_sorted_and_durations_stay_positive(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    ticks = _sim_ticks(80)
+    shuffled = ticks[40:] + ticks[:40] + ticks[10:12]  # two halves swapped, two duplicated timestamps
+    path = _write(tmp_path / "order.parquet", shuffled)
+    assert main(["diagnose", str(path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    starts = [datetime.fromisoformat(s["start"]) for s in obj["segments"]]
+    assert starts == sorted(starts)
+    assert all(datetime.fromisoformat(s["end"]) > datetime.fromisoformat(s["start"]) for s in obj["segments"])
+    assert sum(s["ticks"] for s in obj["segments"]) == 80
+
+
+# -- item 10: streaming and striding ---------------------------------------------------------------------
+
+
+def test_row_groups_streamed_give_the_segments_of_the_whole(tmp_path: Path) -> None:
+    # a card that appears late and a disk list that changes: the columns must keep their places across batches
+    ticks = _sim_ticks(90, "periodic_stall", gpus=3)
+    for t in ticks[:25]:
+        t.gpus = t.gpus[:2]
+    for t in ticks[50:]:
+        t.disks = t.disks[::-1]
+    path = _write(tmp_path / "rg.parquet", ticks, row_group=7)
+    src = open_source(path, batch_rows=7)
+    th = Config().thresholds
+    streamed = diagnose_trace(src, th, 300.0).segments
+    whole = segments(ticks, 2.0, th, 300.0, src.host.cpu_count)
+    assert [s.to_json_obj() for s in streamed] == [s.to_json_obj() for s in whole]
+
+
+def test_long_recordings_are_judged_at_a_stride_that_covers_every_tick(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    ticks = _sim_ticks(600, "healthy", gpus=1) + _shifted(_sim_ticks(1200, "data_pipeline", gpus=1), 1200.0)
+    path = _write(tmp_path / "long.parquet", ticks, row_group=256)
+    assert main(["diagnose", str(path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["judged_every_ticks"] == 2  # 1,800 ticks over a budget of 1,500 verdicts
+    assert sum(s["ticks"] for s in obj["segments"]) == 1800
+    keys = [(s["pattern"], s["bottleneck"]) for s in obj["segments"]]
+    assert keys[0] == ("steady_high", "none") and ("sawtooth", "data_pipeline") in keys
+    assert main(["diagnose", str(path), "--json", "--resolution", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["judged_every_ticks"] == 1
+    assert main(["diagnose", str(path), "--json", "--resolution", "60"]) == 0
+    coarse = json.loads(capsys.readouterr().out)
+    assert coarse["judged_every_ticks"] == 30 and sum(s["ticks"] for s in coarse["segments"]) == 1800
+
+
+def test_progress_on_demand_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "p.parquet", _sim_ticks(40))
+    assert main(["diagnose", str(path), "--json"]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal, not asked: silent
+    assert main(["diagnose", str(path), "--json", "--progress"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)  # stdout stays parseable
+    assert captured.err.strip().endswith("diagnosing p.parquet: 40/40 ticks (100 %)")
+    assert main(["compare", str(path), str(path), "--progress"]) == 0
+    assert capsys.readouterr().err.count("40/40 ticks (100 %)") == 2
+
+
+@pytest.mark.parametrize("scenario", ["too_few_workers", "periodic_stall", "single_card_busy"])
+def test_streamed_views_judge_like_the_rolling_window(scenario: str) -> None:
+    """The columnar views (process lists converted lazily, a card that joins late) give, tick for tick, the
+    verdicts of the dashboard's RollingWindow path."""
+    from gpu_triage.diagnosis.offline import smoothed_keys, verdicts
+
+    ticks = _sim_ticks(120, scenario, gpus=3)
+    for t in ticks[:30]:
+        t.gpus = t.gpus[1:]
+    th = Config().thresholds
+    raws = [raw for _t, raw, _s in verdicts(ticks, 2.0, th, 300.0, 8)]
+    want = smoothed_keys([t.ts.timestamp() for t in ticks], raws, th, 2.0)
+    got = [(s.pattern, s.bottleneck) for s in segments(ticks, 2.0, th, 300.0, 8) for _ in range(s.ticks)]
+    assert got == want
+
+
+def test_streamed_batches_get_the_readers_range_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """diagnose streams Parquet batch by batch, not through open_trace: the values the reader nulls (issue #9
+    item 8) must be nulled there too, and counted once for the whole file."""
+    ticks = _sim_ticks(60, "healthy", gpus=1)
+    for t in ticks[5:45]:
+        t.gpus[0].util_pct = 1e6
+    path = _write(tmp_path / "range.parquet", ticks, row_group=16)
+    assert main(["diagnose", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("values out of range ignored") == 1 and "40 values" in captured.err
+    assert "1000000" not in captured.out
