@@ -1,7 +1,30 @@
 from __future__ import annotations
 
+import logging
 import os
+
+import pytest
 
 # Tests never touch the user's own configuration.
 os.environ.pop("GPU_TRIAGE_CONFIG", None)
 os.environ.setdefault("XDG_CONFIG_HOME", "/nonexistent-gpu-triage-test-config")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gpu_triage_logger():
+    """Each CLI run configures the ``gpu_triage`` logger for its process (logs.configure_logging: its own
+    handlers, no propagation to the root). Tests call ``main()`` in-process many times, so put the logger back
+    as a fresh process has it after each test: a later test's ``caplog`` must see our records."""
+    ours = logging.getLogger("gpu_triage")
+    saved = (list(ours.handlers), ours.propagate, ours.level)
+    root_handlers = list(logging.getLogger().handlers)
+    yield
+    for h in list(ours.handlers):
+        if h not in saved[0]:
+            ours.removeHandler(h)
+            h.close()
+    ours.propagate, ours.level = saved[1], saved[2]
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if h not in root_handlers:
+            root.removeHandler(h)
