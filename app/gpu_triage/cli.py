@@ -156,13 +156,7 @@ def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
 
 
 def _batch_size(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v}: give the samples per step, 1 or more")
-    return v
+    return _positive_int(text, "give the samples per step, 1 or more")
 
 
 def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
@@ -356,13 +350,13 @@ def _bool_list(text: str) -> list[bool]:
         raise argparse.ArgumentTypeError(f"{text!r}: give on, off or on,off") from None
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, hint: str = "give 1 or more") -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if v < 1:
-        raise argparse.ArgumentTypeError(f"{v}: give 1 or more")
+        raise argparse.ArgumentTypeError(f"{v}: {hint}")
     return v
 
 
