@@ -428,6 +428,65 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
+def prepare_imports(args: argparse.Namespace) -> None:
+    """The heavy imports every command shares, done the cheap way: the recorder's pyarrow on malloc (and, for
+    a live recording, without numpy), the rest with numpy on one BLAS thread. benchmarks/rss_stages.py
+    measures what each costs."""
+    if args.command == "record":
+        import_pyarrow_for_recording(with_numpy=args.source != "live")
+    else:
+        import_numpy_with_one_blas_thread()
+
+
+# pyarrow loads numpy when it can but needs it only to convert to and from numpy arrays (optional since 16)
+PYARROW_WITHOUT_NUMPY_SINCE = 16
+
+
+def import_pyarrow_for_recording(*, with_numpy: bool) -> None:
+    """Load pyarrow for `record`: with malloc as its memory pool and, unless ``with_numpy``, without numpy.
+
+    The live recorder turns NVML and psutil readings (Python numbers) into Arrow batches; it never touches a
+    numpy array, yet pyarrow imports numpy when it is installed: 8 MB of RSS and ~0.15 s of start-up on the
+    2-core CI box, and OpenBLAS's thread start-up on many-core machines (docs/performance.md). numpy is
+    hidden only while pyarrow loads; an older pyarrow that requires numpy is loaded the ordinary way.
+
+    A one-row batch per tick is all the recorder holds: with pyarrow's default mimalloc pool, 100 ticks left
+    4 MB resident in a mimalloc segment, with malloc none. The pool is chosen through
+    ARROW_DEFAULT_MEMORY_POOL, read once when pyarrow loads (``pa.set_memory_pool`` later did not keep the
+    segment away); a value the user set is kept, and the environment is restored for the recording's metadata.
+    """
+    if "pyarrow" in sys.modules:
+        return
+    if with_numpy:
+        import_numpy_with_one_blas_thread()
+    hide_numpy = not with_numpy and "numpy" not in sys.modules and _pyarrow_major() >= PYARROW_WITHOUT_NUMPY_SINCE
+    key = "ARROW_DEFAULT_MEMORY_POOL"
+    pool_set = key in os.environ
+    if not pool_set:
+        os.environ[key] = "system"
+    if hide_numpy:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError meanwhile
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.ipc  # noqa: F401
+    except ImportError:
+        pass  # reported where the recorder imports it, as before
+    finally:
+        if hide_numpy:
+            del sys.modules["numpy"]
+        if not pool_set:
+            del os.environ[key]
+
+
+def _pyarrow_major() -> int:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return int(version("pyarrow").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return 0
+
+
 def import_numpy_with_one_blas_thread() -> None:
     """Load numpy with a single OpenBLAS thread, then give the user's environment back.
 
@@ -467,7 +526,7 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    import_numpy_with_one_blas_thread()
+    prepare_imports(args)
     if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print, but the work still runs
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:

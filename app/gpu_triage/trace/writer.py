@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
@@ -67,6 +66,10 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
 
     Raises OSError (left to the caller, which knows what to say about the data it still holds).
     """
+    # Parquet only at the end: pyarrow.parquet (and the file systems it loads) is ~10 MB of a headless
+    # recorder's RSS for the whole run otherwise (benchmarks/rss_stages.py)
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     # A stream holds one batch per tick: 43,200 one-row chunks made the Parquet writer 100x slower.
     table = table.combine_chunks()
