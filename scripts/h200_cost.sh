@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue #15 on the 2-card H200 machine (device kind nvidia-h200-x2), one call of about 4-5 minutes: what the
+# monitors cost side by side under a PyTorch load on both cards, where the recorder's RSS goes (by stage), and
+# start-up to the first frame. Run from the repo root with $OUT set and .whl/ carried (textual & co., and
+# nvitop 1.7.2, whose only dependencies, nvidia-ml-py < 13.616 and psutil, are in the machine's image).
+#   RUNS (default 3) runs of SECS (default 60) seconds of the four monitors at once at a 2 s interval.
+# Results: $OUT/log.txt (everything), $OUT/cost.txt (the tables).
+. scripts/h200_env.sh
+set -o pipefail
+RUNS=${RUNS:-3}
+SECS=${SECS:-60}
+# pip compiles a package's modules when it installs it; h200_env.sh installs with --no-compile, so without this
+# the first start of each tool would measure Python compiling textual, not our start-up
+python3 -m compileall -q -j 0 /tmp/site app > /dev/null
+{ echo "== versions"; python3 --version; nproc
+  python3 -c "import pyarrow, numpy, textual, psutil, pynvml; print('pyarrow', pyarrow.__version__, 'numpy', numpy.__version__, 'textual', textual.__version__, 'psutil', psutil.__version__)"
+  python3 -m pip list 2>/dev/null | grep -iE "^(nvidia-ml-py|torch|pyarrow|nvitop) "
+  python3 -m nvitop --version
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+} 2>&1 | tee "$OUT/cost.txt"
+
+# The load: a bf16 matmul loop on each card, for the whole session (killed at the end).
+cat > /tmp/load.py <<'EOF'
+import sys, time, torch
+dev = torch.device(f"cuda:{sys.argv[1]}")
+a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+print(f"load on {dev}", flush=True)
+while True:
+    for _ in range(50):
+        c = a @ b
+    torch.cuda.synchronize(dev)
+    time.sleep(0.01)  # leave the CPU side nearly idle: the monitors' CPU is what is measured
+EOF
+LOADS=""
+for card in 0 1; do python3 /tmp/load.py $card > /tmp/load-$card.log 2>&1 & LOADS="$LOADS $!"; done
+for i in $(seq 60); do [ "$(cat /tmp/load-*.log 2>/dev/null | grep -c '^load on')" -ge 2 ] && break; sleep 1; done
+cat /tmp/load-*.log
+nvidia-smi --query-gpu=index,utilization.gpu,power.draw --format=csv,noheader
+
+echo "== the recorder's RSS by stage (live source, 2 cards under load)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 8 2>&1 | tee -a "$OUT/cost.txt"
+echo "== the same with pyarrow's default (mimalloc) pool, for comparison" | tee -a "$OUT/cost.txt"
+ARROW_DEFAULT_MEMORY_POOL=mimalloc timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 3 2>&1 \
+  | grep -A4 -E "^(imports|100 ticks)" | tee -a "$OUT/cost.txt"
+
+echo "== start-up to the first frame (under the load)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/bench_startup.py --runs 3 --cmd live --cmd "demo healthy --gpus 2" --importtime 2>&1 \
+  | tee -a "$OUT/cost.txt"
+
+echo "== monitors side by side: all four at once, $RUNS x $SECS s at 2 s, 160x50, steady after 10 s" | tee -a "$OUT/cost.txt"
+timeout $((RUNS * (SECS + 25) + 30)) python3 benchmarks/compare_monitors.py --together --runs "$RUNS" \
+  --seconds "$SECS" --warmup 10 --cols 160 --rows 50 \
+  --cmd "gpu-triage live=python3 -m gpu_triage live --interval 2" \
+  --cmd "gpu-triage record=sh -c 'exec python3 -m gpu_triage record -o /tmp/cmp-\$\$.parquet --interval 2'" \
+  --cmd "nvitop=python3 -m nvitop --interval 2" \
+  --cmd "nvidia-smi dmon=nvidia-smi dmon -d 2" 2>&1 | tee -a "$OUT/cost.txt"
+
+kill $LOADS 2>/dev/null; wait $LOADS 2>/dev/null
+ls -la /tmp/cmp-*.parquet 2>/dev/null
+echo "== done"
