@@ -86,3 +86,44 @@ def test_bin_columns_keeps_all_missing_bins_missing() -> None:
     assert np.allclose(glyphs.bin_columns(values, 3), [np.nan, 20.0, 50.0], equal_nan=True)
     assert np.allclose(glyphs.bin_columns(values, 3, "min"), [np.nan, 10.0, 50.0], equal_nan=True)
     assert np.allclose(glyphs.bin_columns(values, 3, "max"), [np.nan, 30.0, 50.0], equal_nan=True)
+
+
+def test_changed_span_is_the_cells_between_the_first_and_last_differing_segment() -> None:
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    from gpu_triage.ui.app import changed_span
+
+    green = Style(color="green")
+    old = Strip([Segment("GPU0 ", None), Segment("▁▂▃", green), Segment(" 42%", None)])
+    assert changed_span(old, Strip(list(old))) is None
+    newest = Strip([Segment("GPU0 ", None), Segment("▁▂▅", green), Segment(" 42%", None)])
+    assert changed_span(old, newest) == (7, 8)  # only the newest column
+    recoloured = Strip([Segment("GPU0 ", None), Segment("▁▂▃", Style(color="red")), Segment(" 42%", None)])
+    assert changed_span(old, recoloured) == (5, 8)  # same characters, new colour: it changed too
+    number = Strip([Segment("GPU0 ", None), Segment("▁▂▃", green), Segment(" 43%", None)])
+    assert changed_span(old, number) == (10, 11)
+    shorter = Strip([Segment("GPU0 ", None), Segment("▁▂", green), Segment("  42%", None)])
+    assert changed_span(old, shorter) == (7, 8)  # a run one shorter: the cell it left; "42%" did not move
+
+
+async def test_a_pane_with_one_changed_line_is_repainted_on_that_line_only_and_shows_the_new_text() -> None:
+    from rich.text import Text
+    from textual.geometry import Region
+
+    app = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        pane = app.query_one("#keys")
+        pane.styles.height = 3
+        pane.show(Text("first line\nsecond line\nthird line"))
+        await pilot.pause()
+        pane.render_line(0)  # drawn once: what the terminal holds
+        regions: list[tuple[Region, ...]] = []
+        original = pane.refresh
+        pane.refresh = lambda *r, **k: (regions.append(r), original(*r, **k))[1]  # type: ignore[method-assign]
+        pane.show(Text("first line\nsecond LINE\nthird line"))
+        assert regions == [(Region(7, 1, 4, 1),)]  # "LINE": the rest of the pane is not sent again
+        await pilot.pause()
+        assert [pane.render_line(y).text.rstrip() for y in range(3)] == ["first line", "second LINE", "third line"]

@@ -20,10 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
@@ -51,6 +53,43 @@ log = logging.getLogger(__name__)
 REDRAW_MIN_S = 1.0
 
 
+def changed_span(before: Strip, after: Strip) -> tuple[int, int] | None:
+    """The cells [start, end) of a line that differ between two renderings of it, or None when they are the
+    same. Whole segments, narrowed by the characters they share where the style is the same: a waveform
+    whose newest column changed differs only at its right end, even inside one long run of a colour."""
+    a, b = list(before), list(after)
+    if a == b:
+        return None
+    head = 0
+    x0 = 0
+    while head < len(a) and head < len(b) and a[head] == b[head]:
+        x0 += a[head].cell_length
+        head += 1
+    tail = 0
+    end_a, end_b = before.cell_length, after.cell_length
+    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
+        end_a -= a[-1 - tail].cell_length
+        end_b -= b[-1 - tail].cell_length
+        tail += 1
+    whole = (x0, max(end_a, end_b, x0 + 1))  # the differing segments
+    start, end = whole
+    if head < len(a) and head < len(b) and a[head].style == b[head].style:
+        start += cell_len(_common_prefix(a[head].text, b[head].text))
+    last_a, last_b = len(a) - 1 - tail, len(b) - 1 - tail
+    if last_a >= head and last_b >= head and a[last_a].style == b[last_b].style and end_a == end_b:
+        end -= cell_len(_common_prefix(a[last_a].text[::-1], b[last_b].text[::-1]))
+    return (start, end) if end > start else whole
+
+
+def _common_prefix(x: str, y: str) -> str:
+    n = 0
+    for cx, cy in zip(x, y, strict=False):
+        if cx != cy:
+            break
+        n += 1
+    return x[:n]
+
+
 class Pane(Static):
     """A Static that repaints only when its text really changed (saves terminal bytes over SSH)."""
 
@@ -65,16 +104,40 @@ class Pane(Static):
         # over the whole screen is needed, only a repaint of this pane (profile: the layout pass was a
         # third of the frame's cost).
         same_size = self._shown is not None and self._shown.plain.count("\n") == text.plain.count("\n")
+        old = self._strips if same_size and self._strips_key == self._key() else None
         self._shown = text
         self._strips = None
-        if same_size:
+        if not same_size:
+            self.update(text, layout=True)
+        elif old is None:
             # Static.update would convert the text to Textual Content only for render_line below to ignore it
             self.refresh()
         else:
-            self.update(text, layout=True)
+            # Only the cells that changed go to the terminal: Textual sends every line of a repainted
+            # widget, and most lines of a pane (titles, numbers, idle rows) are the same frame after frame.
+            new = self._render_strips()
+            for y, (before, after) in enumerate(zip(old, new, strict=False)):
+                span = changed_span(before, after)
+                if span is not None:
+                    self.refresh(Region(span[0], y, span[1] - span[0], 1))
+            if len(new) != len(old):
+                self.refresh()
 
     _strips: list[Strip] | None = None
     _strips_key: tuple[int, Any] | None = None
+
+    def _key(self) -> tuple[int, Any]:
+        return (self.size.width, self.visual_style.rich_style)
+
+    def _render_strips(self) -> list[Strip]:
+        assert self._shown is not None
+        key = self._key()
+        console = self.app.console
+        options = console.options.update(width=key[0], height=None)
+        lines = console.render_lines(self._shown, options, style=key[1], pad=True)
+        self._strips = [Strip(line, key[0]) for line in lines]
+        self._strips_key = key
+        return self._strips
 
     def render_line(self, y: int) -> Strip:
         """Lines straight from Rich's renderer, cached until the text or the width changes.
@@ -86,17 +149,12 @@ class Pane(Static):
         """
         if self._shown is None:
             return super().render_line(y)
-        base = self.visual_style.rich_style
-        key = (self.size.width, base)
-        if self._strips is None or self._strips_key != key:
-            console = self.app.console
-            options = console.options.update(width=self.size.width, height=None)
-            lines = console.render_lines(self._shown, options, style=base, pad=True)
-            self._strips = [Strip(line, self.size.width) for line in lines]
-            self._strips_key = key
-        if y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(self.size.width, base)
+        strips = self._strips if self._strips is not None and self._strips_key == self._key() else None
+        if strips is None:
+            strips = self._render_strips()
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
 
     @property
     def shown_plain(self) -> str:
