@@ -5,6 +5,7 @@ text did not change is not repainted; the waveform draws one span per run of a c
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import numpy as np
 
@@ -127,3 +128,27 @@ async def test_a_pane_with_one_changed_line_is_repainted_on_that_line_only_and_s
         assert regions == [(Region(7, 1, 4, 1),)]  # "LINE": the rest of the pane is not sent again
         await pilot.pause()
         assert [pane.render_line(y).text.rstrip() for y in range(3)] == ["first line", "second LINE", "third line"]
+
+
+def test_a_stepped_graph_changes_only_its_newest_column_between_moves() -> None:
+    rng = np.random.default_rng(0)
+    series = rng.uniform(0, 100, 400)
+    width, window = 40, 30  # one tick per column
+    frames = [glyphs.stepped_columns(series[n - window + 1 : n + 1], width, n) for n in range(window, window + 16)]
+    moves = 0
+    for n, (before, after) in enumerate(pairwise(frames), start=window + 1):
+        # every tick of the window is drawn, in order, the newest last: nothing of the picture is lost
+        assert np.array_equal(after[~np.isnan(after)], series[n - window + 1 : n + 1])
+        changed = np.flatnonzero(~((before == after) | (np.isnan(before) & np.isnan(after))))
+        if len(changed) > 2:  # more than the new column and the one the oldest tick left
+            moves += 1
+    assert moves == 2  # 16 ticks with a step of 8: the picture moved twice; 13 ticks changed two cells
+
+
+def test_a_stepped_graph_bins_ticks_by_their_number_and_keeps_min_and_max() -> None:
+    values = np.array([10.0, 20.0, np.nan, 40.0, 50.0, 60.0])  # ticks 14..19
+    # 4 columns, a step of 1: 6 ticks need 2 to a column, bins anchored to the tick number:
+    # bin 6 (ticks 12, 13: gone) blank, then (14, 15) (16, 17) (18, 19); the missing tick is skipped
+    assert np.array_equal(glyphs.stepped_columns(values, 4, newest=19), [np.nan, 15.0, 40.0, 55.0], equal_nan=True)
+    assert np.array_equal(glyphs.stepped_columns(values, 4, 19, "max"), [np.nan, 20.0, 40.0, 60.0], equal_nan=True)
+    assert np.array_equal(glyphs.stepped_columns(values, 4, 19, "min"), [np.nan, 10.0, 40.0, 50.0], equal_nan=True)

@@ -67,6 +67,7 @@ class WindowView:
     disk_names: list[str]
     procs: list[list[ProcSample]]  # per tick
     jobs: list[JobSample | None] = field(default_factory=list)  # per tick (trace v2); None: no job source
+    ticks_ever: int = 0  # ticks appended to the window since it started: the newest is number ticks_ever - 1
 
     @property
     def n(self) -> int:
@@ -220,6 +221,7 @@ class RollingWindow:
             disk_names=sorted(self._disk_cols, key=self._disk_cols.__getitem__),
             procs=list(self._procs),
             jobs=list(self._jobs),
+            ticks_ever=self._count,
         )
 
 

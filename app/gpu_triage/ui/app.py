@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
+from rich.console import Console
+from rich.control import Control
 from rich.text import Text
+from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -51,6 +54,31 @@ log = logging.getLogger(__name__)
 # of the CPU was Textual turning pane text into terminal lines and 6 % the diagnosis, both once per tick;
 # the sampler and the window append were under 10 %. A 2 s tick is unaffected (one frame per tick).
 REDRAW_MIN_S = 1.0
+
+
+class _CroppedChops(ChopsUpdate):
+    """Textual's partial screen update, cropped on both sides of each dirty span.
+
+    Textual 8's ``ChopsUpdate.render_segments`` crops a widget's line at the right end of the dirty span but
+    starts it at the widget's left edge (its own "TODO: crop to x extents"): a pane whose only change is one
+    cell in column 150 sent the 150 cells before it too. The only difference here is the left crop.
+    """
+
+    def render_segments(self, console: Console) -> str:
+        move_to = Control.move_to
+        out: list[str] = []
+        last_y = self.spans[-1][0]
+        for y, x1, x2 in self.spans:
+            for end, (x, strip) in zip(self.chop_ends[y], self.chops[y].items(), strict=False):
+                if strip is None or x > x2 or end <= x1:
+                    continue
+                left = max(0, x1 - x)
+                right = min(end, x2) - x
+                out.append(move_to(x + left, y).segment.text)
+                out.append((strip.crop(left, right) if left or end > x2 else strip).render(console))
+            if y != last_y:
+                out.append("\n")
+        return "".join(out)
 
 
 def changed_span(before: Strip, after: Strip) -> tuple[int, int] | None:
@@ -254,6 +282,13 @@ class TriageApp(App[int]):
         super().notify(message, markup=markup, **kwargs)
 
     # -- composition --------------------------------------------------------------------------------
+    def _display(self, screen: Any, renderable: Any) -> None:
+        """Partial updates go out cropped on both sides (:class:`_CroppedChops`): with panes that refresh only
+        their changed cells, this is what keeps a 2 s frame to the cells that changed."""
+        if type(renderable) is ChopsUpdate:
+            renderable = _CroppedChops(renderable.chops, renderable.spans, renderable.chop_ends)
+        super()._display(screen, renderable)
+
     def compose(self) -> ComposeResult:
         with Vertical(id="body"):
             yield Pane(id="header")

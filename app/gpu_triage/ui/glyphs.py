@@ -14,12 +14,20 @@ SAWTOOTH_SPREAD = 40.0  # util_max - util_min inside one tick above which the ce
 SAWTOOTH_BG = "grey30"
 
 
-def bin_columns(values: np.ndarray, width: int, reduce: str = "mean") -> np.ndarray:
+SCROLL_STEP = 8  # columns a stepped graph moves at once (at most a quarter of its width)
+
+
+def bin_columns(values: np.ndarray, width: int, reduce: str = "mean", *, newest: int | None = None) -> np.ndarray:
     """Squeeze a (T,) series into at most ``width`` columns, newest at the right, NaN-aware.
 
     All-NaN bins stay NaN (drawn blank). Written with fmin/fmax and masked sums rather than nanmean under a
     warnings filter: that filter was a tenth of the dashboard's frame cost (16 calls per frame).
+
+    With ``newest`` (the number of the newest tick since the start, counting every tick ever appended) the
+    columns are stepped: see :func:`stepped_columns`.
     """
+    if newest is not None:
+        return stepped_columns(values, width, newest, reduce)
     t = values.shape[0]
     if t <= width:
         return values
@@ -36,6 +44,43 @@ def bin_columns(values: np.ndarray, width: int, reduce: str = "mean") -> np.ndar
     total = np.where(ok, body, 0.0).sum(axis=1)
     with np.errstate(all="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def stepped_columns(values: np.ndarray, width: int, newest: int, reduce: str = "mean") -> np.ndarray:
+    """``width`` columns of a graph that scrolls SCROLL_STEP columns at a time instead of one per tick.
+
+    A graph redrawn with the newest tick always in the last column moves every cell every tick, and the
+    terminal gets the whole row again (issue 15: 7.6 KiB/s for 2 cards). Here each tick keeps its column:
+    tick number i falls in bin i // k (k ticks per column, as many as the width needs), bins are anchored to
+    that count, and the newest bin advances through the last SCROLL_STEP columns; when it passes the right
+    edge the picture moves left by SCROLL_STEP columns at once. Between those moves a tick changes only the
+    newest column (and the oldest, as ticks leave the window). The cost: up to SCROLL_STEP - 1 columns at
+    the right stay blank, and a window just wider than the graph is binned two ticks to a column a few
+    columns sooner than before.
+    """
+    t = values.shape[0]
+    step = max(1, min(SCROLL_STEP, width // 4))
+    span = width - step + 1  # columns up to the newest one, right after a move
+    k = 1 if t <= span else math.ceil(t / span)
+    newest_bin = newest // k
+    used = span + newest_bin % step
+    first_bin = newest_bin - used + 1
+    pos = (newest - (t - 1) + np.arange(t)) // k - first_bin
+    keep = pos >= 0
+    pos, v = pos[keep], values[keep]
+    ok = ~np.isnan(v)
+    pos, v = pos[ok], v[ok]
+    out = np.full(width, np.nan)
+    if reduce == "min":
+        np.fmin.at(out, pos, v)
+    elif reduce == "max":
+        np.fmax.at(out, pos, v)
+    else:
+        total = np.bincount(pos, weights=v, minlength=width)
+        count = np.bincount(pos, minlength=width)
+        with np.errstate(all="ignore"):
+            out = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return out
 
 
 def block(v: float) -> str:
@@ -83,6 +128,7 @@ def waveform(
     umax: np.ndarray | None = None,
     sm: np.ndarray | None = None,
     sm_colour: str | None = None,
+    newest: int | None = None,
 ) -> Text:
     """One row of blocks on a fixed 0–100 scale, right-aligned (newest at the right).
 
@@ -90,10 +136,10 @@ def waveform(
     ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
     busy on paper, not busy in fact.
     """
-    u = bin_columns(util, width)
-    lo = bin_columns(umin, width, "min") if umin is not None else None
-    hi = bin_columns(umax, width, "max") if umax is not None else None
-    s = bin_columns(sm, width) if sm is not None else None
+    u = bin_columns(util, width, newest=newest)
+    lo = bin_columns(umin, width, "min", newest=newest) if umin is not None else None
+    hi = bin_columns(umax, width, "max", newest=newest) if umax is not None else None
+    s = bin_columns(sm, width, newest=newest) if sm is not None else None
     out = Text(" " * (width - u.shape[0]), no_wrap=True, end="")
     # vectorised per cell (profile: a Python loop over 800 cells per frame was the biggest part of our
     # own frame time): one character and one style code per cell, then one span per run of a style
@@ -145,6 +191,7 @@ def tall_graph(
     colour: str,
     *,
     umax: np.ndarray | None = None,
+    newest: int | None = None,
 ) -> list[Text]:
     """``rows`` lines of a bar graph on a fixed 0–100 scale (1/8-row resolution), newest at the right.
 
@@ -153,8 +200,8 @@ def tall_graph(
     Zero is a dim dot on the bottom row and missing data is blank, as in the one-line form. Vectorised per
     row and one span per run of a style, to keep the frame cost of a tall card close to a one-line card.
     """
-    u = np.asarray(bin_columns(values, width), dtype=float)
-    hi = np.asarray(bin_columns(umax, width, "max"), dtype=float) if umax is not None else None
+    u = np.asarray(bin_columns(values, width, newest=newest), dtype=float)
+    hi = np.asarray(bin_columns(umax, width, "max", newest=newest), dtype=float) if umax is not None else None
     pad = " " * (width - u.shape[0])
     missing = np.isnan(u)
     safe = np.where(missing, 0.0, u)

@@ -74,6 +74,8 @@ def gpu_pane(
 ) -> Text:
     """Title line + one line (or two: util and SM) per card."""
     out = Text(no_wrap=True, end="")
+    # graphs step: each tick keeps its column, so the terminal gets the newest column, not every row
+    newest = view.ticks_ever - 1 if view.ticks_ever else None
     tall = rows_per_card >= TALL_MIN_ROWS
     if tall:
         title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
@@ -116,7 +118,7 @@ def gpu_pane(
             tail += f" {t:3.0f}C" if ok(t) else "  n/aC"
             tail += f" {c:5.0f}MHz" if ok(c) else "   n/aMHz"
         if tall:
-            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j)
+            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
             continue
         wave_w = max(4, width - len(head) - len(tail))
         out.append(head, "bold reverse" if selected == j else "bold")
@@ -129,6 +131,7 @@ def gpu_pane(
                 umax=g["util_max_pct"],
                 sm=g["sm_active_pct"] if rows_per_card == 1 else None,
                 sm_colour=colours.sm if rows_per_card == 1 else None,
+                newest=newest,
             )
         )
         out.append(tail[: max(0, width - len(head) - wave_w)])
@@ -138,7 +141,7 @@ def gpu_pane(
             if np.all(np.isnan(g["sm_active_pct"])):
                 out.append(" " + longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
             else:
-                out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm))
+                out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm, newest=newest))
                 occ = last(g["sm_occupancy_pct"])
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
@@ -150,7 +153,15 @@ _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
 
 
 def _tall_card(
-    out: Text, g: dict[str, np.ndarray], head: str, tail: str, width: int, rows_per_card: int, colours: Colours, selected: bool
+    out: Text,
+    g: dict[str, np.ndarray],
+    head: str,
+    tail: str,
+    width: int,
+    rows_per_card: int,
+    colours: Colours,
+    selected: bool,
+    newest: int | None = None,
 ) -> None:
     """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
     the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
@@ -173,7 +184,7 @@ def _tall_card(
     ]
     if width >= WIDE_COLS:  # the one-line tail already carries temperature and clock
         util_side = util_side[:3]
-    lines = tall_graph(g["util_pct"], graph_w, util_rows, colours.gpu, umax=g["util_max_pct"])
+    lines = tall_graph(g["util_pct"], graph_w, util_rows, colours.gpu, umax=g["util_max_pct"], newest=newest)
     for r, line in enumerate(lines):
         if r:
             out.append("\n")
@@ -194,7 +205,7 @@ def _tall_card(
             "grey70",
         ),
     ]
-    sm_lines = [] if sm_na else tall_graph(g["sm_active_pct"], graph_w, sm_rows, colours.sm)
+    sm_lines = [] if sm_na else tall_graph(g["sm_active_pct"], graph_w, sm_rows, colours.sm, newest=newest)
     for r in range(sm_rows):
         out.append("\n")
         out.append(("  sm" if r == 0 else "").ljust(len(head)), colours.sm)
