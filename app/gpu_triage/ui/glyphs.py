@@ -130,7 +130,8 @@ def waveform(
     sm_colour: str | None = None,
     newest: int | None = None,
 ) -> Text:
-    """One row of blocks on a fixed 0–100 scale, right-aligned (newest at the right).
+    """One row of blocks on a fixed 0–100 scale, right-aligned (newest at the right; with ``newest``, the
+    tick count of the last value, stepped: see :func:`stepped_columns`).
 
     Cells whose tick hid a fast sawtooth (min/max spread >= 40 points) get a shaded background; with
     ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
@@ -193,7 +194,8 @@ def tall_graph(
     umax: np.ndarray | None = None,
     newest: int | None = None,
 ) -> list[Text]:
-    """``rows`` lines of a bar graph on a fixed 0–100 scale (1/8-row resolution), newest at the right.
+    """``rows`` lines of a bar graph on a fixed 0–100 scale (1/8-row resolution), newest at the right
+    (stepped with ``newest``, as :func:`waveform`).
 
     With ``umax`` (the highest GPU-Util inside each tick), the part between the mean bar and that maximum is
     drawn as a dim ``░``: a sawtooth faster than the tick reads as "busy in bursts" rather than "half busy".
