@@ -216,8 +216,8 @@ def main() -> int:
             ), flush=True)
     mode = "together" if args.together else "one after another"
     print(f"{args.runs} run(s) of {args.seconds:g} s, {mode}, {args.cols}x{args.rows}, steady after {args.warmup:g} s")
-    print(f"{'tool':<{width}}{'seconds':>10}{'CPU s':>20}{'% core':>20}{'steady %':>20}{'peak RSS MB':>22}"
-          f"{'tty B/s':>18}")
+    print(f"{'tool':<{width}}{'seconds':>10} {'CPU s':>20} {'% core':>20} {'steady %':>20} {'peak RSS MB':>22}"
+          f" {'tty B/s':>18}")
     for label, _ in specs:
         rs = per_label[label]
         errors = [r["error"] for r in rs if "error" in r]
@@ -225,7 +225,8 @@ def main() -> int:
             print(f"{label:<{width}}{errors[0]}")
             continue
         cells = [_fmt([r[c] for r in rs]) for c in COLUMNS]
-        print(f"{label:<{width}}{cells[0]:>10}{cells[1]:>20}{cells[2]:>20}{cells[3]:>20}{cells[4]:>22}{cells[5]:>18}")
+        widths = (10, 20, 20, 20, 22, 18)
+        print(f"{label:<{width}}" + " ".join(f"{cell:>{w}}" for cell, w in zip(cells, widths, strict=True)))
     sys.stdout.flush()
     return 0
 
