@@ -125,7 +125,8 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
     peak = float(np.nanmax(sps)) if not np.isnan(sps).all() else math.nan
     scaled = sps * (100.0 / peak) if peak and not math.isnan(peak) and peak > 0 else np.where(np.isnan(sps), np.nan, 0.0)
     out.append(" /s ".ljust(left)[:left], "bold")
-    out.append_text(waveform(scaled, wave_w, colours.gpu))
+    # stepped as the cards are (panes.gpu_pane): the same tick in the same column
+    out.append_text(waveform(scaled, wave_w, colours.gpu, newest=view.ticks_ever - 1 if view.ticks_ever else None))
     tail = f" {_num(now, unit)} step {_secs(last.step_time_s)}"
     wait = last.data_wait_pct
     out.append(tail[: max(0, width - left - wave_w)])
