@@ -4,7 +4,8 @@
 
 --quick shortens the pty runs to 20 s and the memory test to one day of ticks. On the GPU machine,
 benchmarks/bench_sampler.py also measures the real driver, and compare_monitors.py (run by
-scripts/h200_session.sh) gives the side-by-side table against nvitop and nvidia-smi dmon.
+scripts/h200_cost.sh, all monitors at once under load) gives the side-by-side table against nvitop and
+nvidia-smi dmon.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def main() -> int:
         (
             "headless record: RSS and CPU (bench_record)",
             [sys.executable, str(HERE / "bench_record.py"), "--seconds", "20" if q else "60"],
+        ),
+        ("headless record: RSS by stage (rss_stages)", [sys.executable, str(HERE / "rss_stages.py")]),
+        (
+            "start-up to the first frame (bench_startup)",
+            [sys.executable, str(HERE / "bench_startup.py"), "--runs", "3" if q else "5"],
         ),
     ]
     status = 0
