@@ -430,10 +430,12 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
 
 def prepare_imports(args: argparse.Namespace) -> None:
     """The heavy imports every command shares, done the cheap way: the recorder's pyarrow on malloc (and, for
-    a live recording, without numpy), the rest with numpy on one BLAS thread. benchmarks/rss_stages.py
-    measures what each costs."""
+    a live recording, without numpy unless its verdict log is written), the rest with numpy on one BLAS thread.
+    benchmarks/rss_stages.py measures what each costs."""
     if args.command == "record":
-        import_pyarrow_for_recording(with_numpy=args.source != "live")
+        # numpy for a sim source, and for the verdict log that only a --log-file at info or debug reads
+        verdict_log = args.log_file is not None and args.log_level in ("debug", "info")
+        import_pyarrow_for_recording(with_numpy=args.source != "live" or verdict_log)
     else:
         import_numpy_with_one_blas_thread()
 

@@ -178,9 +178,19 @@ class _VerdictLog:
 
 def _verdict_log(config: Config | None, interval_s: float, cpu_count: int | None) -> Callable[[Tick], None]:
     """The per-tick verdict logger, or a no-op when nobody would read its lines (no log file at info)."""
-    if config is None or not logging.getLogger("gpu_triage.diagnosis.tracker").isEnabledFor(logging.INFO):
+    if config is None or not info_is_read():
         return lambda _tick: None
     return _VerdictLog(config, interval_s, cpu_count)
+
+
+def info_is_read() -> bool:
+    """Whether a handler of ours writes INFO lines (a --log-file at info or debug). The logger is enabled for
+    INFO by default, but without a log file only warnings reach stderr: diagnosing every tick then cost the
+    recorder numpy and the diagnosis for lines nobody reads (issue 15: its CPU and RSS)."""
+    ours = logging.getLogger("gpu_triage")
+    return ours.isEnabledFor(logging.INFO) and any(
+        not isinstance(h, logging.NullHandler) and h.level <= logging.INFO for h in ours.handlers
+    )
 
 
 def record_source(
