@@ -390,6 +390,7 @@ class TriageApp(App[int]):
             len(view.disk_names),
             len(last.procs) if last else 0,
             fixed + job_n,
+            panes.verdict_need(self.shown, width),
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {

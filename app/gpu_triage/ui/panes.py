@@ -7,6 +7,7 @@ Kept free of widgets so that every pane redraws from the same window whether tic
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,7 +327,36 @@ class Shown:
     gpus: list[int]
 
 
+ADVICE_MAX_LINES = 3  # the first advice line wraps (at 80 columns the fix is past the edge); the rest are cut
+
+
+def first_advice_lines(shown: Shown, width: int) -> list[str]:
+    """The verdict's first advice ("→ …") wrapped at ``width`` under itself, at most ADVICE_MAX_LINES lines."""
+    if not shown.advice:
+        return []
+    wrapped = textwrap.wrap(
+        "→ " + shown.advice[0], width=max(10, width), subsequent_indent="  ", break_on_hyphens=False
+    ) or ["→"]
+    if len(wrapped) > ADVICE_MAX_LINES:
+        wrapped = wrapped[:ADVICE_MAX_LINES]
+        wrapped[-1] = _cut(wrapped[-1] + " …", width)
+    return [_cut(w, width) for w in wrapped]
+
+
+def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
+    """(lines of the headline and the wrapped first advice, evidence bullets): what the layout keeps first."""
+    n_evidence = len(shown.evidence) if shown.pattern is not None else 0
+    return 1 + len(first_advice_lines(shown, width)), n_evidence
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, an ellipsis marking what was cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    """Headline, past-verdicts strip, evidence, advice. With too few lines the first advice line is kept
+    before any evidence bullet and the strip goes first (issue #13: the fix is what the user came for)."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
@@ -338,7 +368,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         out.append("VERDICT ", "bold")
         out.append(shown.pattern, f"bold {PATTERN_COLOURS.get(shown.pattern, '')}")
         out.append(" · ")
-        out.append(str(shown.bottleneck), f"bold {colours.alert}" if bad else "bold")
+        out.append(str(shown.bottleneck), f"bold reverse {colours.alert}" if bad else "bold")
         extra = ""
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
@@ -346,18 +376,24 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
             extra += f"  confidence {shown.confidence * 100:.0f}%"
         out.append(extra)
         out.truncate(width)
-    used = 1
-    if lines >= 2:
+    room = lines - 1
+    advice = first_advice_lines(shown, width)[:room]
+    room -= len(advice)
+    evidence = [_cut("• " + e, width) for e in shown.evidence] if shown.pattern is not None else []
+    evidence = evidence[:room]
+    room -= len(evidence)
+    strip = room >= 1
+    room -= int(strip)
+    more_advice = [_cut("→ " + a, width) for a in shown.advice[1:]][: max(0, room)]
+    if strip:
         out.append("\n")
         out.append_text(verdict_strip(history, view, width))
-        used += 1
-    body: list[tuple[str, str]] = []
-    if shown.pattern is not None:
-        body += [("• " + e, "") for e in shown.evidence]
-    body += [("→ " + a, colours.sm) for a in shown.advice]
-    for text, style in body[: max(0, lines - used)]:
+    for text in evidence:
         out.append("\n")
-        out.append(text[:width], style)
+        out.append(text)
+    for text in [*advice, *more_advice]:
+        out.append("\n")
+        out.append(text, f"bold {colours.sm}" if text in advice else colours.sm)
     return out
 
 
