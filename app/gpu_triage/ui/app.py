@@ -24,6 +24,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.filter import Monochrome, NoColor
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
@@ -34,7 +35,7 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.ui import job_pane, panes
+from gpu_triage.ui import job_pane, palette, panes
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
@@ -147,7 +148,9 @@ class TriageApp(App[int]):
         autostart: bool = True,
         labels: list[dict[str, Any]] | None = None,
     ) -> None:
-        super().__init__()
+        # 16/256 colours: "red" and "yellow" reach the terminal as its own (see ui/palette.py)
+        super().__init__(ansi_color=True if palette.named_colours_pass_through() else None)
+        self._fit_filters()
         if source is None and self.mode == "live":
             raise ValueError("the live dashboard needs a source (a recording: ReplayApp)")
         self.doctor_loader: Callable[[], Any] | None = None  # None: the doctor checks this machine
@@ -189,6 +192,14 @@ class TriageApp(App[int]):
         self._mounted = False
         self.redraws = 0
         self.theme = config.theme
+
+    def _fit_filters(self) -> None:
+        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will."""
+        if self.no_color:
+            self._filters = [f for f in self._filters if not isinstance(f, Monochrome | NoColor)]
+            self._filters.append(NoColor())
+        elif palette.color_system() == "standard":
+            self._filters.append(palette.Standard16())
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """Textual's notify, without markup by default: our messages carry paths and errors such as

@@ -213,7 +213,7 @@ def _heat(v: float) -> str:
     if math.isnan(v):
         return "grey30"
     if v >= 90:
-        return "red"
+        return "bold red"  # bold: the busiest cores stand out without colour too (NO_COLOR)
     if v >= 60:
         return "yellow"
     if v >= 20:
