@@ -162,6 +162,8 @@ class TriageApp(App[int]):
         self.labels = labels or []
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
         self.host: HostInfo = self._host_info()
+        # the simulated demo is not this machine: its header must not say "live", its doctor has nothing to check
+        self.simulated = self.host.extra.get("source") == "simulated"
         self.interval_s = self._interval()
         capacity, self.window_notice = window_capacity(config.window_s, self.interval_s)
         if self.window_notice:
@@ -250,6 +252,8 @@ class TriageApp(App[int]):
         """The live / paused (/ playing) word of the header."""
         if self.paused:
             t.append("■ PAUSED" if compact else "■ PAUSED (sampling goes on)", "bold yellow")
+        elif self.simulated:
+            t.append("● simulated", "bold cyan")
         else:
             t.append("● live", "bold green")
 
@@ -457,8 +461,9 @@ class TriageApp(App[int]):
         # the state already says "live": repeat the source only when it says more (demo, replay file)
         label = "" if self.source_label in ("", "live") else self.source_label
         if compact:
-            label = label.removeprefix("demo: ").replace("simulated ", "sim ").replace("-GPU server", " GPU")
-            tail = f"{label} · {self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
+            label = label.removeprefix("demo: ").replace("simulated ", "").replace("-GPU server", " GPU")
+            tail = f"{self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
+            tail = f"{label} · {tail}" if label else tail  # no empty field ("● live ·  · 2s/5m")
         else:
             tail = f"tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}"
             tail = f"{label} · {tail}" if label else tail
@@ -552,6 +557,10 @@ class TriageApp(App[int]):
         self.redraw()
 
     def action_doctor(self) -> None:
+        if self.simulated and self.doctor_loader is None:
+            # it used to check this machine while the screen showed the simulated server
+            self.notify("the doctor checks a real machine, not the simulated server: run `gpu-triage doctor` on the GPU machine")
+            return
         try:
             from gpu_triage.ui.doctor_screen import DoctorScreen
         except ImportError:

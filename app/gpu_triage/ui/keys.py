@@ -41,7 +41,7 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("`q`", "quit (a recording in progress is closed as a valid file)", BOTH, (("q", "quit"),), "q quit", footer_rank=0),
     Key("`p`", "pause the display (sampling and recording go on)", BOTH, (("p", "pause"),), "p pause", LIVE, 10),
-    Key("`↑` `↓`", "select a card", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
+    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
     Key(
         "`Enter` / `Esc`",
         "the selected card's charts (GPU-Util with min/max, SM, memory, PCIe/NVLink, power) / back",
@@ -59,7 +59,7 @@ KEYS: tuple[Key, ...] = (
         "r record",
         footer_rank=62,
     ),
-    Key("`d`", "the doctor's check-up (in it: `r` checks again, `Esc` back)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
+    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
     Key("`?`", "help", BOTH, (("question_mark", "help"),), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
     Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),

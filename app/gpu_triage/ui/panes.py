@@ -168,7 +168,7 @@ def _tall_card(
     util_side = [
         (tail, ""),
         (" GPU-Util", colours.gpu),
-        (f" window mean{pct(mean)} peak{pct(peak)}", "grey70"),
+        (f" window mean {pct(mean).strip()} peak {pct(peak).strip()}", "grey70"),
         (f" {t:.0f}°C" if ok(t) else " n/a°C", "grey70"),
         (f" {c:.0f} MHz" if ok(c) else " n/a MHz", "grey70"),
     ]
@@ -189,7 +189,7 @@ def _tall_card(
     sm_na = bool(np.all(np.isnan(g["sm_active_pct"])))
     sm_side = [
         (" SM activity", colours.sm),
-        (f" window mean{pct(sm_mean)}", "grey70"),
+        (f" window mean {pct(sm_mean).strip()}", "grey70"),
         (
             f" occ{pct(last(g['sm_occupancy_pct']))} tensor{pct(last(g['tensor_active_pct']))} dram{pct(last(g['dram_active_pct']))}",
             "grey70",
@@ -243,7 +243,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
                 filled = 0 if math.isnan(v) else round(v / 100 * 7)
                 out.append(f"{k:>3}", "grey50")
                 out.append("█" * filled + "░" * (7 - filled), _heat(v))
-                out.append(f"{pct(v)} "[:6])
+                out.append(f"{pct(v, 5)} "[:6])  # " 100%": never run into the bar ("███████100%")
         return out
     out.append(summary[:width], "bold")
     cell_w = core_cells_per_line(width)

@@ -10,7 +10,7 @@ import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
+from textual.containers import Grid, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
@@ -42,7 +42,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help { width: auto; height: auto; }
     """
 
     def __init__(self, mode: Mode) -> None:
@@ -51,7 +52,9 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         t = Text()
-        t.append("Keys\n", "bold")
+        # said first: at 80x24 the help is taller than the screen and its last line was out of reach
+        t.append("Keys", "bold")
+        t.append("   (Esc or ? closes; ↑ ↓ PgUp PgDn scroll)\n", "grey50")
         # the one key table (ui/keys.py), as the README's; a long description wraps under itself, not under
         # the keys (border and padding take 4 columns)
         desc_w = max(20, self.app.size.width - 4 - HELP_KEY_W)
@@ -71,13 +74,26 @@ class HelpScreen(ModalScreen[None]):
             t.append(f" {pattern}")
         t.append("\n")
         t.append("Esc or ? closes this help; q quits", "grey50")
-        yield Static(t, id="help")
+        # a scrolling box (focused, so ↑↓/PgDn/End scroll it): at 80x24 the legend did not fit and could not
+        # be reached
+        with VerticalScroll(id="help-box"):
+            yield Static(t, id="help")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box", VerticalScroll).focus()
 
 
 class DetailScreen(FollowsWindow, Screen[None]):
     """Five charts of one card over the window; follows new ticks while open."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
+    # ↑↓ switch the charts to the next card (they used to move the main screen's selection behind this one
+    # while the charts stayed on the old card)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("q", "app.quit", "quit"),
+        Binding("up", "card(-1)", "card", show=False),
+        Binding("down", "card(1)", "card", show=False),
+    ]
     DEFAULT_CSS = """
     DetailScreen Grid { grid-size: 2 3; height: 1fr; }
     DetailScreen #title { height: 1; background: $panel; }
@@ -106,6 +122,16 @@ class DetailScreen(FollowsWindow, Screen[None]):
         self._fit()
         self.refresh_data(self._view)
 
+    def action_card(self, delta: int) -> None:
+        """The charts of the previous / next card; the main screen's selection follows."""
+        n = max(1, self._view.n_gpus)
+        self.column = (self.column + delta) % n
+        app = self.app
+        if hasattr(app, "selected"):
+            app.selected = self.column
+            app.redraw()  # the main screen behind shows the same card selected on return
+        self.refresh_data(self._view)
+
     def _fit(self) -> bool:
         """Charts when the terminal is big enough, else one line that says how big it must be."""
         msg = too_small((self.app.size.width, self.app.size.height), DETAIL_MIN_SIZE)
@@ -127,7 +153,7 @@ class DetailScreen(FollowsWindow, Screen[None]):
         start = datetime.fromtimestamp(float(view.t[0]), UTC).strftime("%H:%M:%S")
         end = datetime.fromtimestamp(float(view.t[-1]), UTC).strftime("%H:%M:%S")
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
         ticks, labels = time_ticks(view.t)
