@@ -92,3 +92,29 @@ async def test_simulated_demo_does_not_run_the_doctor_on_this_machine() -> None:
         await pilot.pause()
         assert type(app.screen).__name__ == "Screen"  # no doctor screen over the simulated server
         assert any("simulated server" in str(n.message) for n in app._notifications)
+
+
+def _demo_args(*argv: str):
+    from gpu_triage.cli import build_parser
+
+    return build_parser().parse_args(["demo", *argv])
+
+
+def test_the_recorded_demo_starts_at_its_first_tick_at_the_asked_speed() -> None:
+    from gpu_triage.ui.run import build_app
+
+    app = build_app("demo", _demo_args("--speed", "4"), Config())
+    assert app.replay.position == 0  # it started at tick 151 of 161, past most of the recorded cases
+    assert app.replay.speed == 4.0
+
+
+async def test_the_simulated_demo_samples_faster_with_speed() -> None:
+    from gpu_triage.ui.run import build_app
+
+    app = build_app("demo", _demo_args("healthy", "--speed", "4", "--gpus", "2"), Config())
+    assert app.speed == 4.0
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app._feed is not None and app._feed.interval_s == Config().interval_s / 4
+        assert "x4" in app.query_one("#header").shown_plain
+        await pilot.press("q")

@@ -147,6 +147,7 @@ class TriageApp(App[int]):
         prefill: list[Tick] | None = None,
         autostart: bool = True,
         labels: list[dict[str, Any]] | None = None,
+        speed: float = 1.0,
     ) -> None:
         # 16/256 colours: "red" and "yellow" reach the terminal as its own (see ui/palette.py)
         super().__init__(ansi_color=True if palette.named_colours_pass_through() else None)
@@ -160,6 +161,7 @@ class TriageApp(App[int]):
         self.source_label = source_label
         self.banner = banner
         self.labels = labels or []
+        self.speed = speed  # the simulated demo samples its ticks this many times faster than their interval
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
         self.host: HostInfo = self._host_info()
         # the simulated demo is not this machine: its header must not say "live", its doctor has nothing to check
@@ -245,7 +247,8 @@ class TriageApp(App[int]):
     def _start_feed(self) -> None:
         if self._autostart:
             assert self.source is not None
-            self._feed = LiveFeed(self.source, self.config.interval_s, self._tick_from_thread, self._error_from_thread)
+            period = self.config.interval_s / self.speed
+            self._feed = LiveFeed(self.source, period, self._tick_from_thread, self._error_from_thread)
             self._feed.start()
 
     def _state_text(self, t: Text, compact: bool) -> None:
@@ -467,6 +470,8 @@ class TriageApp(App[int]):
         else:
             tail = f"tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}"
             tail = f"{label} · {tail}" if label else tail
+        if self.speed != 1.0 and self.mode == "live":
+            tail += f" · x{self.speed:g}"
         t.append(" · ", "grey50")
         t.append(tail)
         t.truncate(width)
