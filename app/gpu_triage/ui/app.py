@@ -34,8 +34,9 @@ from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
+from gpu_triage.proc_control import ProcControl, ProcDetails
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.ui import job_pane, palette, panes
+from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
@@ -133,7 +134,9 @@ class TriageApp(App[int]):
     """
     # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
     # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
-    BINDINGS: ClassVar[list[BindingType]] = [Binding(key, action, k.footer or "", show=False) for k in KEYS for key, action in k.bindings]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(key, action, k.footer or "", show=False, priority=key in k.priority) for k in KEYS for key, action in k.bindings
+    ]
     mode: Mode = "live"
 
     def __init__(
@@ -174,6 +177,11 @@ class TriageApp(App[int]):
         self.window = RollingWindow(capacity)
         self.paused = False
         self.selected = 0
+        self.procs = procview.ProcState()
+        # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
+        # recorded processes are not this machine's
+        self.proc_control: ProcControl | None = None
+        self._proc_page = 1
         self.recorder: Recorder | None = None
         self.record_error: str | None = None
         self._record_path = record_path
@@ -265,7 +273,10 @@ class TriageApp(App[int]):
         return Text("")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op."""
+        """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op.
+        The process keys act on the main screen only (Tab must still move the focus in a dialog)."""
+        if action.startswith("proc") and len(self.screen_stack) > 1:
+            return False
         modes = ACTION_MODES.get(action)
         return modes is None or self.mode in modes
 
@@ -405,7 +416,7 @@ class TriageApp(App[int]):
             width,
             max(1, view.n_gpus),
             view.cpu.shape[1],
-            len(view.disk_names),
+            0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(last.procs) if last else 0,
             fixed + job_n,
             panes.verdict_need(self.shown, width),
@@ -429,10 +440,21 @@ class TriageApp(App[int]):
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
             "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),
-            "procs": (panes.proc_pane(view, width, budget.procs), budget.procs),
+            "procs": (
+                procview.proc_pane(
+                    list(last.procs) if last else [],
+                    width,
+                    budget.procs,
+                    self.procs,
+                    self._proc_details,
+                    local=self.proc_control is not None,
+                ),
+                budget.procs,
+            ),
             "keys": (self._keys_text(width), 1),
             "bar": (bar, bar_lines),
         }
+        self._proc_page = max(1, budget.procs - 2)
         for name, (text, lines) in drawn.items():
             lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
             pane = self.query_one(f"#{name}", Pane)
@@ -533,9 +555,83 @@ class TriageApp(App[int]):
         self.push_screen(HelpScreen(self.mode))
 
     def action_select(self, delta: int) -> None:
+        if self.procs.focused:
+            self.action_proc_move(delta)
+            return
         n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
         self.selected = (self.selected + delta) % n
         self.redraw()
+
+    # -- the process table ----------------------------------------------------------------------------
+    def _proc_details(self, pid: int) -> ProcDetails | None:
+        return self.proc_control.details(pid) if self.proc_control is not None else None
+
+    def _proc_rows(self) -> list[procview.Row]:
+        last = self.window.last
+        return procview.rows(list(last.procs) if last else [], self.procs, self._proc_details)
+
+    def action_procs_focus(self) -> None:
+        self.procs.focused = not self.procs.focused
+        self.redraw()
+
+    def action_procs_unfocus(self) -> None:
+        if self.procs.focused:
+            self.procs.focused = False
+            self.redraw()
+
+    def action_proc_move(self, delta: int | str) -> None:
+        self.procs.focused = True
+        procview.move(self.procs, self._proc_rows(), delta, self._proc_page)
+        self.redraw()
+
+    def action_proc_sort(self) -> None:
+        self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
+        self.redraw()
+
+    def action_proc_tree(self) -> None:
+        self.procs.tree = not self.procs.tree
+        self.redraw()
+
+    def action_proc_filter(self) -> None:
+        from gpu_triage.ui.screens import FilterScreen
+
+        def apply(text: str | None) -> None:
+            if text is not None:
+                self.procs.filter = text.strip()
+                self.procs.focused = True
+                self.procs.offset = 0
+                self.redraw()
+
+        self.push_screen(FilterScreen(self.procs.filter), apply)
+
+    def action_proc_signal(self) -> None:
+        from gpu_triage.ui.screens import SignalScreen
+
+        if self.proc_control is None:
+            self.notify("these are not processes of this machine (simulated or recorded): nothing to signal")
+            return
+        table = self._proc_rows()
+        row = next((r for r in table if r.pid == self.procs.selected), None) if self.procs.focused else None
+        if row is None:
+            self.notify("select a process first: Tab, then ↑ ↓")
+            return
+        control = self.proc_control
+        reason = control.why_not(row.pid)
+        if reason is not None:
+            self.notify(f"not sent: {reason}", severity="warning")
+            return
+        what = procview.detail_line(row, self._proc_details, local=True)
+
+        def send(name: str | None) -> None:
+            if name is None:
+                return
+            error = control.send(row.pid, name)
+            if error is None:
+                self.notify(f"{name} sent to PID {row.pid}")
+            else:
+                self.notify(f"not sent: {error}", severity="error")
+
+        self.push_screen(SignalScreen(what), send)
 
     def action_detail(self) -> None:
         from gpu_triage.ui.screens import DetailScreen

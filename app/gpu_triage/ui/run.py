@@ -81,7 +81,11 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         live = LiveSource()
         banner = None if live.status().gpu_available else NO_GPU_BANNER
         source: Any = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
-        return TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        from gpu_triage.proc_control import ProcControl
+
+        app = TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        app.proc_control = ProcControl()  # this machine's processes: user, command line, signals
+        return app
     raise UserError(f"unknown dashboard command {command!r}")
 
 

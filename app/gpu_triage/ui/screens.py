@@ -10,9 +10,9 @@ import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid, VerticalScroll
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Static
+from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
@@ -60,6 +60,8 @@ class HelpScreen(ModalScreen[None]):
         desc_w = max(20, self.app.size.width - 4 - HELP_KEY_W)
         for key in keys_for(self.mode):
             t.append(f"  {key.plain:<{HELP_KEY_W - 2}}", "bold cyan")
+            if len(key.plain) > HELP_KEY_W - 3:  # "PgUp PgDn Home End": its description on the next line
+                t.append("\n" + " " * HELP_KEY_W)
             lines = textwrap.wrap(key.help.replace("`", ""), desc_w) or [""]
             t.append(("\n" + " " * HELP_KEY_W).join(lines) + "\n")
         if self.mode == "live":
@@ -251,3 +253,66 @@ def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
         return [0.0], [datetime.fromtimestamp(t1, UTC).strftime("%H:%M:%S")]
     steps = np.linspace(t0, t1, count)
     return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), UTC).strftime("%H:%M:%S") for v in steps]
+
+
+class FilterScreen(ModalScreen[str | None]):
+    """`/`: a line to type the process filter in. Enter applies (empty: all), Esc leaves it as it was."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    FilterScreen { align: center bottom; }
+    FilterScreen #filter-box { width: 100%; height: auto; background: $surface; }
+    FilterScreen #filter-box Static { height: 1; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="filter-box"):
+            yield Static("filter processes by part of a name, user, command line or PID · Enter applies · Esc cancels")
+            yield Input(value=self.current, placeholder="e.g. python, alice, train.py", id="filter")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SignalScreen(ModalScreen[str | None]):
+    """The confirmation before a signal: it names the process (PID, user, command line); t sends SIGTERM,
+    K (capital) SIGKILL, Esc cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "choose('SIGTERM')", "SIGTERM"),
+        Binding("K", "choose('SIGKILL')", "SIGKILL"),
+        Binding("escape,n", "choose(None)", "cancel"),
+    ]
+    DEFAULT_CSS = """
+    SignalScreen { align: center middle; }
+    SignalScreen #signal { width: 90%; height: auto; border: round $error; padding: 0 1; background: $surface; }
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("Send a signal to this process?\n", "bold")
+        t.append(self.what + "\n\n")
+        t.append("t", "bold")
+        t.append(" SIGTERM (asks it to stop: a trainer can save and exit)   ")
+        t.append("K", "bold")
+        t.append(" SIGKILL (ends it at once)   ")
+        t.append("Esc", "bold")
+        t.append(" cancel")
+        yield Static(t, id="signal")
+
+    def action_choose(self, name: str | None) -> None:
+        self.dismiss(name)
