@@ -25,7 +25,6 @@ from gpu_triage.ui.formatters import (
     quiet_nan_warnings,
     rate,
     used_of_total,
-    workers_text,
 )
 from gpu_triage.ui.glyphs import (
     AXIS_W,
@@ -287,32 +286,6 @@ def disk_pane(view: WindowView, width: int, lines: int) -> Text:
 
 
 PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
-
-
-def proc_pane(view: WindowView, width: int, lines: int) -> Text:
-    """GPU processes of the newest tick with their DataLoader workers' CPU, in aligned columns
-    (numbers right-aligned under right-aligned headings); what does not fit is counted, not dropped silently."""
-    out = Text(no_wrap=True, end="")
-    if lines <= 0:
-        return out
-    out.append(PROC_HEAD[:width], "bold")
-    procs = sorted(view.procs[-1] if view.procs else [], key=lambda p: (p.gpu_index, p.pid))
-    room = lines - 1
-    shown = procs if len(procs) <= room else procs[: max(0, room - 1)]
-    for p in shown:
-        line = (
-            f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
-            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>7}  {workers_text(p.workers_cpu_pct or [])}"
-        )
-        out.append("\n")
-        out.append(line[:width])
-    if len(shown) < len(procs) and room >= 1:
-        out.append("\n")
-        out.append(f"{'':>8} +{len(procs) - len(shown)} more"[:width], "grey50")
-    if not procs:
-        out.append("\n")
-        out.append("no process on any GPU"[:width], "grey50")
-    return out
 
 
 @dataclass(slots=True)
