@@ -127,6 +127,8 @@ class TriageApp(App[int]):
     #body { height: 1fr; overflow: hidden; }
     Pane { width: 100%; height: auto; overflow: hidden; }
     #header { background: $panel; }
+    /* 16/256 colours: the theme's panel grey came out light grey under grey and cyan text (unreadable) */
+    App:ansi #header { background: ansi_default; }
     #foot { dock: bottom; height: auto; }
     /* Textual's toast is 60 columns at most half the screen: at 80 columns a path made it 40 wide and so
        tall that its end fell off the bottom. Wider on narrow screens; the text wraps. */
