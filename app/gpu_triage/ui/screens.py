@@ -43,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
-    #help { width: auto; height: auto; }
+    #help { width: auto; max-width: 100%; height: auto; }
     """
 
     def __init__(self, mode: Mode) -> None:
@@ -56,8 +56,9 @@ class HelpScreen(ModalScreen[None]):
         t.append("Keys", "bold")
         t.append("   (Esc or ? closes; ↑ ↓ PgUp PgDn scroll)\n", "grey50")
         # the one key table (ui/keys.py), as the README's; a long description wraps under itself, not under
-        # the keys (border and padding take 4 columns)
-        desc_w = max(20, self.app.size.width - 4 - HELP_KEY_W)
+        # the keys (border and padding take 4 columns, the scrollbar 2)
+        text_w = max(40, self.app.size.width - 6)
+        desc_w = max(20, text_w - HELP_KEY_W)
         for key in keys_for(self.mode):
             t.append(f"  {key.plain:<{HELP_KEY_W - 2}}", "bold cyan")
             if len(key.plain) > HELP_KEY_W - 3:  # "PgUp PgDn Home End": its description on the next line
@@ -67,9 +68,10 @@ class HelpScreen(ModalScreen[None]):
         if self.mode == "live":
             t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
         t.append("Reading the screen\n", "bold")
-        for line in LEGEND:
-            t.append(f"  {line}\n")
-        t.append("  past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named\n")
+        legend = [*LEGEND, "past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named"]
+        for line in legend:  # wrapped under itself, as the keys are
+            indent = "    " if line.startswith("  ") else "  "
+            t.append("\n".join(textwrap.wrap(line, text_w, initial_indent="  ", subsequent_indent=indent)) + "\n")
         t.append("   ")
         for pattern, colour in PATTERN_COLOURS.items():
             t.append(" ▆", colour)
