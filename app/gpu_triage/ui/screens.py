@@ -73,9 +73,14 @@ class HelpScreen(ModalScreen[None]):
             indent = "    " if line.startswith("  ") else "  "
             t.append("\n".join(textwrap.wrap(line, text_w, initial_indent="  ", subsequent_indent=indent)) + "\n")
         t.append("   ")
+        used = 3
         for pattern, colour in PATTERN_COLOURS.items():
+            if used + 3 + len(pattern) > text_w:  # the colour key wraps too, under itself
+                t.append("\n   ")
+                used = 3
             t.append(" ▆", colour)
             t.append(f" {pattern}")
+            used += 3 + len(pattern)
         t.append("\n")
         t.append("Esc or ? closes this help; q quits", "grey50")
         # a scrolling box (focused, so ↑↓/PgDn/End scroll it): at 80x24 the legend did not fit and could not
