@@ -85,3 +85,40 @@ def test_never_to_a_process_we_may_not_signal_and_say_why() -> None:
     assert "gpu-triage itself" in (control.send(42, "SIGTERM") or "")
     assert control.why_not(1) is not None
     assert all(sig == 0 for _, sig in kill.sent)  # nothing but the checks was sent
+
+
+class _Times:
+    def __init__(self, cpu_s: float) -> None:
+        self.user, self.system = cpu_s * 0.75, cpu_s * 0.25
+
+
+class _Proc:
+    def __init__(self, pid: int, name: str, cpu_s: float | None, created: float = 1.0) -> None:
+        times = None if cpu_s is None else _Times(cpu_s)  # None: hidden from us
+        self.info = {"pid": pid, "name": name, "cpu_times": times, "create_time": created}
+
+
+class IterPsutil:
+    """psutil.process_iter over a table that the test changes between calls."""
+
+    def __init__(self) -> None:
+        self.procs: list[_Proc] = []
+
+    def process_iter(self, attrs):
+        return list(self.procs)
+
+
+def test_host_only_lists_the_busiest_processes_since_the_last_tick() -> None:
+    from gpu_triage.sources.procs import NO_CARD, BusiestProcesses
+
+    now = [100.0]
+    ps = IterPsutil()
+    reader = BusiestProcesses(ps, clock=lambda: now[0], top=2)
+    ps.procs = [_Proc(10, "idle", 5.0), _Proc(11, "trainer", 50.0), _Proc(12, "hidden", None), _Proc(13, "tar", 1.0)]
+    assert reader.sample() == []  # no baseline yet: no figure rather than a wrong one
+    now[0] += 2.0
+    ps.procs = [_Proc(10, "idle", 5.0), _Proc(11, "trainer", 53.0), _Proc(12, "hidden", None), _Proc(13, "tar", 2.0),
+                _Proc(13, "reused", 0.5, created=99.0)]
+    top = reader.sample()
+    assert [(p.pid, p.name, round(p.cpu_pct or 0)) for p in top] == [(11, "trainer", 150), (13, "tar", 50)]
+    assert all(p.gpu_index == NO_CARD and p.gpu_mem_bytes is None for p in top)

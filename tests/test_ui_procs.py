@@ -160,3 +160,21 @@ async def test_simulated_or_recorded_processes_are_never_signalled() -> None:
         assert type(app.screen).__name__ == "Screen"
         assert any("not processes of this machine" in str(n.message) for n in app._notifications)
         assert "not this machine's" in _procs_text(app)
+
+
+async def test_host_only_mode_shows_the_busiest_processes() -> None:
+    from gpu_triage.sources.procs import NO_CARD
+
+    class HostOnly(TickListSource):
+        def busiest_processes(self) -> list[ProcSample]:
+            return [ProcSample(pid=7, gpu_index=NO_CARD, name="tar", cpu_pct=12.0),
+                    ProcSample(pid=5, gpu_index=NO_CARD, name="ffmpeg", cpu_pct=97.0)]
+
+    source = HostOnly(0, 4, gpu_available=False)
+    prefill = [dataclasses.replace(make_tick(i, gpus=0, cores=4), procs=[]) for i in range(3)]
+    app = TriageApp(Config(), source=source, source_label="live", prefill=prefill, autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        lines = _procs_text(app).split("\n")
+        assert "busiest on the host, no GPU" in lines[0]
+        assert [ln.split()[1] for ln in lines[1:3]] == ["ffmpeg", "tar"]  # busiest first

@@ -33,7 +33,7 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.proc_control import ProcControl, ProcDetails
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import job_pane, palette, panes, procview
@@ -410,7 +410,7 @@ class TriageApp(App[int]):
         bar = self._bar_text(width)
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
-        last = self.window.last
+        shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
         budget = plan_layout(
@@ -419,7 +419,7 @@ class TriageApp(App[int]):
             max(1, view.n_gpus),
             view.cpu.shape[1],
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
-            len(last.procs) if last else 0,
+            len(shown_procs),
             fixed + job_n,
             panes.verdict_need(self.shown, width),
         )
@@ -444,12 +444,13 @@ class TriageApp(App[int]):
             "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),
             "procs": (
                 procview.proc_pane(
-                    list(last.procs) if last else [],
+                    shown_procs,
                     width,
                     budget.procs,
                     self.procs,
                     self._proc_details,
                     local=self.proc_control is not None,
+                    host_only=host_only,
                 ),
                 budget.procs,
             ),
@@ -568,9 +569,17 @@ class TriageApp(App[int]):
     def _proc_details(self, pid: int) -> ProcDetails | None:
         return self.proc_control.details(pid) if self.proc_control is not None else None
 
-    def _proc_rows(self) -> list[procview.Row]:
+    def _procs_now(self) -> tuple[list[ProcSample], bool]:
+        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest."""
         last = self.window.last
-        return procview.rows(list(last.procs) if last else [], self.procs, self._proc_details)
+        procs = list(last.procs) if last else []
+        source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
+        if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
+            return list(source.busiest_processes()), True
+        return procs, False
+
+    def _proc_rows(self) -> list[procview.Row]:
+        return procview.rows(self._procs_now()[0], self.procs, self._proc_details)
 
     def action_procs_focus(self) -> None:
         self.procs.focused = not self.procs.focused

@@ -51,7 +51,8 @@ def _sort_key(sort: str) -> Callable[[ProcSample], tuple[float, ...]]:
         return lambda p: (-(p.gpu_mem_bytes if p.gpu_mem_bytes is not None else -1), p.pid)
     if sort == "CPU":
         return lambda p: (-(p.cpu_pct if p.cpu_pct is not None else -1.0), p.pid)
-    return lambda p: (p.gpu_index, p.pid)
+    # card order; the host-only list (no card) busiest first, as it came
+    return lambda p: (p.gpu_index, -(p.cpu_pct or 0.0) if p.gpu_index < 0 else 0.0, p.pid)
 
 
 def matches(p: ProcSample, needle: str, details: Details) -> bool:
@@ -105,6 +106,8 @@ def _line(row: Row) -> str:
         branch = "└" if row.last_worker else "├"
         return f"{row.pid:>8} {branch} {WORKER:<13} {'':>3} {'':>8} {pct(row.worker_cpu, 5)}"
     workers = "n/a" if p.workers is None else str(p.workers)
+    if p.gpu_index < 0:  # host-only list: no card, no workers counted
+        return f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {'-':>3} {'-':>8} {pct(p.cpu_pct, 5)}"
     return (
         f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
         f" {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
@@ -125,7 +128,14 @@ def detail_line(row: Row | None, details: Details, local: bool) -> str:
 
 
 def proc_pane(
-    procs: list[ProcSample], width: int, lines: int, state: ProcState, details: Details, *, local: bool = True
+    procs: list[ProcSample],
+    width: int,
+    lines: int,
+    state: ProcState,
+    details: Details,
+    *,
+    local: bool = True,
+    host_only: bool = False,
 ) -> Text:
     """The process table in ``lines`` lines: heading (with sort, filter and position), rows, and when focused
     a detail line. Unfocused it reads as before: the first rows and "+N more"; focused it scrolls with the
@@ -136,7 +146,7 @@ def proc_pane(
     table = rows(procs, state, details)
     if state.focused and table and state.selected not in [r.pid for r in table]:
         state.selected = table[0].pid
-    flags = []
+    flags = ["busiest on the host, no GPU"] if host_only else []
     if state.sort != "card":
         flags.append(f"by {state.sort}")
     if state.filter:
