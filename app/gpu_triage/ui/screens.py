@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,7 +15,7 @@ from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
-from gpu_triage.ui.formatters import fit_title
+from gpu_triage.ui.formatters import fit_title, wall_clock, zone_name
 from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
@@ -29,7 +28,7 @@ LEGEND = [
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
     "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red ≥ 90 % busy.",
-    "Detail view (Enter): x axis is wall-clock time in UTC (HH:MM:SS); each chart's title names its colours.",
+    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
     "n/a: the hardware or driver does not report this value (never shown as 0).",
 ]
@@ -159,10 +158,11 @@ class DetailScreen(FollowsWindow, Screen[None]):
             return  # terminal too small: nothing to chart
         j = self.column
         idx = view.gpu_indexes[j]
-        start = datetime.fromtimestamp(float(view.t[0]), UTC).strftime("%H:%M:%S")
-        end = datetime.fromtimestamp(float(view.t[-1]), UTC).strftime("%H:%M:%S")
+        start = wall_clock(float(view.t[0])).strftime("%H:%M:%S")
+        end = wall_clock(float(view.t[-1])).strftime("%H:%M:%S")
+        zone = zone_name(float(view.t[-1]))
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   ↑↓ card  Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, {zone})   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
         ticks, labels = time_ticks(view.t)
@@ -252,14 +252,14 @@ RGB: dict[str, tuple[int, int, int]] = {
 
 def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
     """x-axis ticks of the detail charts: positions in seconds relative to the newest tick (the plotted x)
-    and their wall-clock labels (HH:MM:SS, UTC, like the replay bar), evenly spread over the window."""
+    and their wall-clock labels (HH:MM:SS, local time as the title says), evenly spread over the window."""
     if t.size == 0:
         return [], []
     t0, t1 = float(t[0]), float(t[-1])
     if t1 - t0 <= 0:
-        return [0.0], [datetime.fromtimestamp(t1, UTC).strftime("%H:%M:%S")]
+        return [0.0], [wall_clock(t1).strftime("%H:%M:%S")]
     steps = np.linspace(t0, t1, count)
-    return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), UTC).strftime("%H:%M:%S") for v in steps]
+    return [float(v - t1) for v in steps], [wall_clock(float(v)).strftime("%H:%M:%S") for v in steps]
 
 
 class FilterScreen(ModalScreen[str | None]):
