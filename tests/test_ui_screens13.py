@@ -122,3 +122,13 @@ async def test_the_simulated_demo_samples_faster_with_speed() -> None:
         assert app._feed is not None and app._feed.interval_s == Config().interval_s / 4
         assert "x4" in app.query_one("#header").shown_plain
         await pilot.press("q")
+
+
+def test_temperature_and_clock_stay_at_80_columns() -> None:
+    from gpu_triage.window import RollingWindow
+
+    window = RollingWindow(10)
+    for i in range(10):
+        window.append(make_tick(i, gpus=2, cores=4))  # 50 °C, 1980 MHz
+    lines = gpu_pane(window.view(), 80, 1, Colours()).plain.split("\n")[1:]
+    assert all(line.endswith(" 50C 2.0G") and len(line) <= 80 for line in lines)

@@ -110,11 +110,14 @@ def gpu_pane(
         tail += f" {last(g['power_w']):4.0f}W" if ok(last(g["power_w"])) else "  n/aW"
         tail += f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
         tail += f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
+        t = last(g["temp_c"])
+        c = last(g["sm_clock_mhz"])
         if wide:
-            t = last(g["temp_c"])
-            c = last(g["sm_clock_mhz"])
             tail += f" {t:3.0f}C" if ok(t) else "  n/aC"
             tail += f" {c:5.0f}MHz" if ok(c) else "   n/aMHz"
+        elif not tall:  # compact (80 columns): a hot or throttled card still shows, in 9 columns
+            tail += f" {t:2.0f}C" if ok(t) else " n/a"
+            tail += f" {c / 1000:.1f}G" if ok(c) else " n/a"
         if tall:
             _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j)
             continue
