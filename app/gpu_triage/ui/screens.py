@@ -27,7 +27,7 @@ LEGEND = [
     "Cyan cells: GPU-Util says busy but SMs were mostly idle (tiny kernels, or NCCL waiting).",
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
-    "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red ≥ 90 % busy.",
+    "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red and bold ≥ 90 % busy (NO_COLOR: bold only).",
     "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
     "n/a: the hardware or driver does not report this value (never shown as 0).",
