@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -56,6 +57,19 @@ async def main(out: Path) -> None:
         p = out / f"{scenario}-80x24.svg"
         await shoot(sim_app(scenario), p, (80, 24))
         shots.append(p)
+    # every terminal (issue #13): the same screen with 16 colours and with NO_COLOR
+    for name, env in (("16colours", ("TEXTUAL_COLOR_SYSTEM", "standard")), ("nocolor", ("NO_COLOR", "1"))):
+        os.environ[env[0]] = env[1]
+        try:
+            app = sim_app("single_card_busy")  # the terminal is read when the app is made
+        finally:
+            del os.environ[env[0]]
+        p = out / f"single_card_busy-80x24-{name}.svg"
+        await shoot(app, p, (80, 24))
+        shots.append(p)
+    p = out / "processes-120x40.svg"
+    await shoot(sim_app("data_pipeline"), p, (120, 40), ("tab", "t", "j"))
+    shots.append(p)
     p = out / "data_pipeline-160x48.svg"
     await shoot(sim_app("data_pipeline"), p, (160, 48))
     shots.append(p)

@@ -70,3 +70,17 @@ async def test_a_failing_loader_is_shown_not_raised() -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert "driver wedged" in _body(app)
+
+
+async def test_at_80_columns_no_line_is_wrapped_twice(tmp_path: Path) -> None:
+    """The report wraps itself under its column; Textual must not wrap it again ("run on the / GPU / machine")."""
+    app = App()
+    report = collect_report(params=None, nvml_module=None, psutil_module=FakePsutil(), env={},
+                            sysfs=sysfs_with_nodes(tmp_path / "sys", {0: "0-95"}), torch_probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(DoctorScreen(report))
+        await pilot.pause()
+        body = app.screen.query_one("#doctor-body", Static)
+        lines = str(body.render()).split("\n")
+        assert body.size.height == len(lines)  # one screen line per report line
+        assert all(len(line) <= body.size.width for line in lines)

@@ -342,12 +342,25 @@ async def test_live_lost_card_is_shown_lost() -> None:
     source.close()
 
 
-def test_detail_x_axis_is_wall_clock_utc() -> None:
+def test_detail_x_axis_is_local_wall_clock_and_utc_on_request(monkeypatch) -> None:
+    import time
+
     import numpy as np
 
+    from gpu_triage.ui.formatters import zone_name
     from gpu_triage.ui.screens import time_ticks
 
     t0 = make_tick(0).ts.timestamp()  # 12:00:00 UTC
-    positions, labels = time_ticks(np.array([t0, t0 + 100.0, t0 + 200.0]), count=3)
-    assert positions == [-200.0, -100.0, 0.0]
-    assert labels == ["12:00:00", "12:01:40", "12:03:20"]
+    try:
+        monkeypatch.setenv("TZ", "UTC")  # UTC on request
+        time.tzset()
+        positions, labels = time_ticks(np.array([t0, t0 + 100.0, t0 + 200.0]), count=3)
+        assert positions == [-200.0, -100.0, 0.0]
+        assert labels == ["12:00:00", "12:01:40", "12:03:20"] and zone_name(t0) == "UTC"
+        monkeypatch.setenv("TZ", "Asia/Kolkata")  # local time by default: UTC+5:30, no summer time
+        time.tzset()
+        _, labels = time_ticks(np.array([t0, t0 + 100.0, t0 + 200.0]), count=3)
+        assert labels == ["17:30:00", "17:31:40", "17:33:20"] and zone_name(t0) == "IST"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

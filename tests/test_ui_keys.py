@@ -47,7 +47,7 @@ async def test_live_key_line_and_replay_keys_do_nothing_in_live() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert app.query_one("#keys").shown_plain == footer_line("live")
-        assert footer_line("live") == "q quit  p pause  ↑↓ card  ⏎ detail  r record  d doctor  ? help"
+        assert footer_line("live") == "q quit  p pause  ↑↓ card  ⏎ detail  r record  d doctor  Tab procs  ? help"
         assert app.check_action("step", (1,)) is False and app.check_action("seek", ("end",)) is False
         assert app.check_action("record", ()) is True
         before = app.query_one("#header").shown_plain

@@ -221,6 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="simulated cards, 1-16 (default 8)")
     p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores (default 32)")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
+    p.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        metavar="X",
+        help="play X times faster than real time (default 1; the recording also takes + and - keys)",
+    )
     _add_sampling(p)
 
     p = sub.add_parser(

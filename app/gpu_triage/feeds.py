@@ -66,7 +66,9 @@ class ReplayFeed:
     ``loop`` mode (the demo), where playing past the end starts again from the beginning.
     """
 
-    def __init__(self, trace: TraceLike, window_ticks: int, *, speed: float = 1.0, loop: bool = False) -> None:
+    def __init__(
+        self, trace: TraceLike, window_ticks: int, *, speed: float = 1.0, loop: bool = False, from_start: bool = False
+    ) -> None:
         if trace.n < 1:
             raise UserError("the recording holds no ticks")
         self.trace = trace
@@ -75,8 +77,9 @@ class ReplayFeed:
         self.loop = loop
         self.playing = True
         self.speed = speed
-        # start with a full window already drawn where the recording allows
-        self.position = min(trace.n - 1, self.window_ticks - 1)
+        # start with a full window already drawn where the recording allows; ``from_start`` (the demo) plays
+        # from the first tick instead: the demo's 161-tick recording started at tick 151, its cases unseen
+        self.position = 0 if from_start else min(trace.n - 1, self.window_ticks - 1)
 
     # -- what to show --------------------------------------------------------------------------
     @property

@@ -21,12 +21,12 @@ from typing import Any
 
 from gpu_triage import __version__
 from gpu_triage.hostmeta import training_env
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
-from gpu_triage.sources.procs import GpuProcessReader
+from gpu_triage.sources.procs import BusiestProcesses, GpuProcessReader
 from gpu_triage.topology import topology_matrix
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,9 @@ class LiveSource:
                 wall_clock=wall_clock,
             )
         self._host = HostReader(psutil_module, clock=clock)
+        # no card to watch: the process table shows the busiest processes of the host instead
+        no_card = self._gpus is None or not self._gpus.cards
+        self._busiest = BusiestProcesses(psutil_module, clock=clock) if no_card else None
         self._host_info = self._read_host_info()
         self._prev_t = clock()
         self.sample()  # prime every counter: the first real tick then covers a real interval
@@ -99,6 +102,8 @@ class LiveSource:
         gpus = self._gpus.sample() if self._gpus is not None else []
         procs = self._procs.sample(self._gpus.lost) if self._procs is not None and self._gpus is not None else []
         host = self._host.sample()
+        if self._busiest is not None:
+            self._busiest.sample()
         now = self._clock()
         interval = now - self._prev_t
         self._prev_t = now
@@ -113,6 +118,10 @@ class LiveSource:
             disks=host.disks,
             procs=procs,
         )
+
+    def busiest_processes(self) -> list[ProcSample]:
+        """Host-only mode: the busiest processes at the last tick (empty with a GPU: the table shows GPU ones)."""
+        return list(self._busiest.latest) if self._busiest is not None else []
 
     def close(self) -> None:
         if self._gpus is not None:

@@ -229,3 +229,51 @@ class GpuProcessReader:
         if tracked is not None and tracked.name is not None:
             return tracked.name
         return self.nvml.text("nvmlSystemGetProcessName", pid)  # e.g. another user's process
+
+
+NO_CARD = -1  # gpu_index of a process in the host-only list: it uses no card (the list is never recorded)
+
+
+class BusiestProcesses:
+    """Host-only mode (no GPU/driver): the processes that used the most CPU since the previous call, as htop
+    shows them, so that the process table still says who keeps the machine busy. Not part of a tick (nor of
+    a recording): the trace's process rows are GPU processes."""
+
+    def __init__(
+        self, psutil_module: Any | None = None, *, clock: Callable[[], float] = time.monotonic, top: int = 10
+    ) -> None:
+        if psutil_module is None:
+            import psutil as psutil_module  # noqa: PLC0415 - injected in tests
+        self.ps: Any = psutil_module
+        self._clock = clock
+        self.top = top
+        self._before: dict[tuple[int, float | None], float] = {}
+        self._at: float | None = None
+        self.latest: list[ProcSample] = []
+
+    def sample(self) -> list[ProcSample]:
+        now = self._clock()
+        seen: dict[tuple[int, float | None], tuple[float, str | None]] = {}
+        for proc in self.ps.process_iter(["pid", "name", "cpu_times", "create_time"]):
+            info = getattr(proc, "info", None) or {}
+            times = info.get("cpu_times")
+            if times is None:  # hidden from us (another user's, on some systems) or gone
+                continue
+            # (pid, start time): a pid reused by a new process is not the old one
+            cpu_s = float(times.user) + float(times.system)
+            seen[(int(info["pid"]), info.get("create_time"))] = (cpu_s, info.get("name"))
+        busy: list[tuple[float, int, str | None]] = []
+        if self._at is not None and now > self._at:
+            elapsed = now - self._at
+            for key, (cpu_s, name) in seen.items():
+                before = self._before.get(key)
+                if before is not None:
+                    busy.append((max(0.0, 100.0 * (cpu_s - before) / elapsed), key[0], name))
+        self._before = {key: cpu_s for key, (cpu_s, _) in seen.items()}
+        self._at = now
+        busy.sort(key=lambda b: (-b[0], b[1]))
+        self.latest = [
+            ProcSample(pid=pid, gpu_index=NO_CARD, name=name, gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
+            for cpu, pid, name in busy[: self.top]
+        ]
+        return self.latest

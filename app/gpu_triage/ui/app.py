@@ -28,6 +28,7 @@ from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.filter import Monochrome, NoColor
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
@@ -37,9 +38,10 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, ProcSample, Tick
+from gpu_triage.proc_control import ProcControl, ProcDetails
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.ui import job_pane, panes
+from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
@@ -211,6 +213,8 @@ class TriageApp(App[int]):
     #body { height: 1fr; overflow: hidden; }
     Pane { width: 100%; height: auto; overflow: hidden; }
     #header { background: $panel; }
+    /* 16/256 colours: the theme's panel grey came out light grey under grey and cyan text (unreadable) */
+    App:ansi #header { background: ansi_default; }
     #foot { dock: bottom; height: auto; }
     /* Textual's toast is 60 columns at most half the screen: at 80 columns a path made it 40 wide and so
        tall that its end fell off the bottom. Wider on narrow screens; the text wraps. */
@@ -218,7 +222,9 @@ class TriageApp(App[int]):
     """
     # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
     # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
-    BINDINGS: ClassVar[list[BindingType]] = [Binding(key, action, k.footer or "", show=False) for k in KEYS for key, action in k.bindings]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(key, action, k.footer or "", show=False, priority=key in k.priority) for k in KEYS for key, action in k.bindings
+    ]
     mode: Mode = "live"
 
     def __init__(
@@ -232,8 +238,11 @@ class TriageApp(App[int]):
         prefill: list[Tick] | None = None,
         autostart: bool = True,
         labels: list[dict[str, Any]] | None = None,
+        speed: float = 1.0,
     ) -> None:
-        super().__init__()
+        # 16/256 colours: "red" and "yellow" reach the terminal as its own (see ui/palette.py)
+        super().__init__(ansi_color=True if palette.named_colours_pass_through() else None)
+        self._fit_filters()
         if source is None and self.mode == "live":
             raise ValueError("the live dashboard needs a source (a recording: ReplayApp)")
         self.doctor_loader: Callable[[], Any] | None = None  # None: the doctor checks this machine
@@ -243,8 +252,11 @@ class TriageApp(App[int]):
         self.source_label = source_label
         self.banner = banner
         self.labels = labels or []
+        self.speed = speed  # the simulated demo samples its ticks this many times faster than their interval
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
         self.host: HostInfo = self._host_info()
+        # the simulated demo is not this machine: its header must not say "live", its doctor has nothing to check
+        self.simulated = self.host.extra.get("source") == "simulated"
         self.interval_s = self._interval()
         capacity, self.window_notice = window_capacity(config.window_s, self.interval_s)
         if self.window_notice:
@@ -253,6 +265,11 @@ class TriageApp(App[int]):
         self.window = RollingWindow(capacity)
         self.paused = False
         self.selected = 0
+        self.procs = procview.ProcState()
+        # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
+        # recorded processes are not this machine's
+        self.proc_control: ProcControl | None = None
+        self._proc_page = 1
         self.recorder: Recorder | None = None
         self.record_error: str | None = None
         self._record_path = record_path
@@ -275,6 +292,14 @@ class TriageApp(App[int]):
         self._mounted = False
         self.redraws = 0
         self.theme = config.theme
+
+    def _fit_filters(self) -> None:
+        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will."""
+        if self.no_color:
+            self._filters = [f for f in self._filters if not isinstance(f, Monochrome | NoColor)]
+            self._filters.append(NoColor())
+        elif palette.color_system() == "standard":
+            self._filters.append(palette.Standard16())
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """Textual's notify, without markup by default: our messages carry paths and errors such as
@@ -325,13 +350,16 @@ class TriageApp(App[int]):
     def _start_feed(self) -> None:
         if self._autostart:
             assert self.source is not None
-            self._feed = LiveFeed(self.source, self.config.interval_s, self._tick_from_thread, self._error_from_thread)
+            period = self.config.interval_s / self.speed
+            self._feed = LiveFeed(self.source, period, self._tick_from_thread, self._error_from_thread)
             self._feed.start()
 
     def _state_text(self, t: Text, compact: bool) -> None:
         """The live / paused (/ playing) word of the header."""
         if self.paused:
             t.append("■ PAUSED" if compact else "■ PAUSED (sampling goes on)", "bold yellow")
+        elif self.simulated:
+            t.append("● simulated", "bold cyan")
         else:
             t.append("● live", "bold green")
 
@@ -340,7 +368,10 @@ class TriageApp(App[int]):
         return Text("")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op."""
+        """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op.
+        The process keys act on the main screen only (Tab must still move the focus in a dialog)."""
+        if action.startswith("proc") and len(self.screen_stack) > 1:
+            return False
         modes = ACTION_MODES.get(action)
         return modes is None or self.mode in modes
 
@@ -472,7 +503,7 @@ class TriageApp(App[int]):
         bar = self._bar_text(width)
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
-        last = self.window.last
+        shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
         budget = plan_layout(
@@ -480,9 +511,10 @@ class TriageApp(App[int]):
             width,
             max(1, view.n_gpus),
             view.cpu.shape[1],
-            len(view.disk_names),
-            len(last.procs) if last else 0,
+            0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
+            len(shown_procs),
             fixed + job_n,
+            panes.verdict_need(self.shown, width),
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -503,10 +535,22 @@ class TriageApp(App[int]):
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
             "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),
-            "procs": (panes.proc_pane(view, width, budget.procs), budget.procs),
+            "procs": (
+                procview.proc_pane(
+                    shown_procs,
+                    width,
+                    budget.procs,
+                    self.procs,
+                    self._proc_details,
+                    local=self.proc_control is not None,
+                    host_only=host_only,
+                ),
+                budget.procs,
+            ),
             "keys": (self._keys_text(width), 1),
             "bar": (bar, bar_lines),
         }
+        self._proc_page = max(1, budget.procs - 2)
         for name, (text, lines) in drawn.items():
             lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
             pane = self.query_one(f"#{name}", Pane)
@@ -538,11 +582,14 @@ class TriageApp(App[int]):
         # the state already says "live": repeat the source only when it says more (demo, replay file)
         label = "" if self.source_label in ("", "live") else self.source_label
         if compact:
-            label = label.removeprefix("demo: ").replace("simulated ", "sim ").replace("-GPU server", " GPU")
-            tail = f"{label} · {self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
+            label = label.removeprefix("demo: ").replace("simulated ", "").replace("-GPU server", " GPU")
+            tail = f"{self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
+            tail = f"{label} · {tail}" if label else tail  # no empty field ("● live ·  · 2s/5m")
         else:
             tail = f"tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}"
             tail = f"{label} · {tail}" if label else tail
+        if self.speed != 1.0 and self.mode == "live":
+            tail += f" · x{self.speed:g}"
         t.append(" · ", "grey50")
         t.append(tail)
         t.truncate(width)
@@ -604,9 +651,91 @@ class TriageApp(App[int]):
         self.push_screen(HelpScreen(self.mode))
 
     def action_select(self, delta: int) -> None:
+        if self.procs.focused:
+            self.action_proc_move(delta)
+            return
         n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
         self.selected = (self.selected + delta) % n
         self.redraw()
+
+    # -- the process table ----------------------------------------------------------------------------
+    def _proc_details(self, pid: int) -> ProcDetails | None:
+        return self.proc_control.details(pid) if self.proc_control is not None else None
+
+    def _procs_now(self) -> tuple[list[ProcSample], bool]:
+        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest."""
+        last = self.window.last
+        procs = list(last.procs) if last else []
+        source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
+        if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
+            return list(source.busiest_processes()), True
+        return procs, False
+
+    def _proc_rows(self) -> list[procview.Row]:
+        return procview.rows(self._procs_now()[0], self.procs, self._proc_details)
+
+    def action_procs_focus(self) -> None:
+        self.procs.focused = not self.procs.focused
+        self.redraw()
+
+    def action_procs_unfocus(self) -> None:
+        if self.procs.focused:
+            self.procs.focused = False
+            self.redraw()
+
+    def action_proc_move(self, delta: int | str) -> None:
+        self.procs.focused = True
+        procview.move(self.procs, self._proc_rows(), delta, self._proc_page)
+        self.redraw()
+
+    def action_proc_sort(self) -> None:
+        self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
+        self.redraw()
+
+    def action_proc_tree(self) -> None:
+        self.procs.tree = not self.procs.tree
+        self.redraw()
+
+    def action_proc_filter(self) -> None:
+        from gpu_triage.ui.screens import FilterScreen
+
+        def apply(text: str | None) -> None:
+            if text is not None:
+                self.procs.filter = text.strip()
+                self.procs.focused = True
+                self.procs.offset = 0
+                self.redraw()
+
+        self.push_screen(FilterScreen(self.procs.filter), apply)
+
+    def action_proc_signal(self) -> None:
+        from gpu_triage.ui.screens import SignalScreen
+
+        if self.proc_control is None:
+            self.notify("these are not processes of this machine (simulated or recorded): nothing to signal")
+            return
+        table = self._proc_rows()
+        row = next((r for r in table if r.pid == self.procs.selected), None) if self.procs.focused else None
+        if row is None:
+            self.notify("select a process first: Tab, then ↑ ↓")
+            return
+        control = self.proc_control
+        reason = control.why_not(row.pid)
+        if reason is not None:
+            self.notify(f"not sent: {reason}", severity="warning")
+            return
+        what = procview.detail_line(row, self._proc_details, local=True)
+
+        def send(name: str | None) -> None:
+            if name is None:
+                return
+            error = control.send(row.pid, name)
+            if error is None:
+                self.notify(f"{name} sent to PID {row.pid}")
+            else:
+                self.notify(f"not sent: {error}", severity="error")
+
+        self.push_screen(SignalScreen(what), send)
 
     def action_detail(self) -> None:
         from gpu_triage.ui.screens import DetailScreen
@@ -633,6 +762,10 @@ class TriageApp(App[int]):
         self.redraw()
 
     def action_doctor(self) -> None:
+        if self.simulated and self.doctor_loader is None:
+            # it used to check this machine while the screen showed the simulated server
+            self.notify("the doctor checks a real machine, not the simulated server: run `gpu-triage doctor` on the GPU machine")
+            return
         try:
             from gpu_triage.ui.doctor_screen import DoctorScreen
         except ImportError:

@@ -22,6 +22,8 @@ from gpu_triage.doctor.render import render_text
 from gpu_triage.doctor.run import Report, collect_report
 from gpu_triage.ui.layout import DOCTOR_MIN_SIZE, too_small
 
+DOCTOR_MARGIN = 4  # columns the report's box takes from the terminal: padding 0 1, and a 2-column scrollbar
+
 
 class DoctorScreen(Screen[None]):
     """``DoctorScreen(report)`` shows a report; ``DoctorScreen()`` gathers one off the UI thread."""
@@ -71,7 +73,9 @@ class DoctorScreen(Screen[None]):
             return Text(f"The doctor could not finish: {self.error}\nRun `gpu-triage doctor` in a shell for details.", "red")
         if self.report is None:
             return Text("checking GPUs, topology, host and software...", "grey50")
-        return Text.from_ansi(render_text(self.report, colour=True, width=max(40, self.app.size.width - 2)))
+        # the box's padding (2) and its scrollbar (2) take 4 columns: at width - 2 Textual wrapped our already
+        # wrapped lines again ("run on the / GPU / machine")
+        return Text.from_ansi(render_text(self.report, colour=True, width=max(40, self.app.size.width - DOCTOR_MARGIN)))
 
     def _show(self) -> None:
         self.query_one("#doctor-body", Static).update(self._body())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -89,3 +90,14 @@ def workers_text(wcpu: list[float]) -> str:
     if len(wcpu) <= 4:
         return " ".join(f"{w:.0f}" for w in wcpu) + " %"
     return f"{len(wcpu)}× avg {sum(wcpu) / len(wcpu):.0f} % max {max(wcpu):.0f} %"
+
+
+def wall_clock(ts: float) -> datetime:
+    """A tick's time in the local zone (the machine's TZ; ``TZ=UTC`` asks for UTC): an ops engineer reads
+    the detail view against their own clock and logs, not against UTC (issue #13)."""
+    return datetime.fromtimestamp(ts).astimezone()
+
+
+def zone_name(ts: float) -> str:
+    """The zone's short name at that time ("CET", "UTC"), said next to every clock time shown."""
+    return wall_clock(ts).tzname() or "local time"

@@ -72,6 +72,10 @@ def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
     tail += f" NV {fm.rate(fm.nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
     if width >= WIDE_COLS:
         tail += " 000C" + " 00000MHz"
+    else:  # the compact temperature and clock panes.gpu_pane shows below WIDE_COLS
+        temp, clock = last(g["temp_c"]), last(g["sm_clock_mhz"])
+        tail += f" {temp:2.0f}C" if fm.ok(temp) else " n/a"
+        tail += f" {clock / 1000:.1f}G" if fm.ok(clock) else " n/a"
     return head, max(4, width - head - len(tail))
 
 

@@ -31,6 +31,7 @@ class Key:
     footer: str | None = None
     footer_in: tuple[Mode, ...] = BOTH
     footer_rank: int = 50
+    priority: tuple[str, ...] = ()  # keys Textual would otherwise take first (Tab moves the focus)
 
     @property
     def plain(self) -> str:
@@ -41,7 +42,7 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("`q`", "quit (a recording in progress is closed as a valid file)", BOTH, (("q", "quit"),), "q quit", footer_rank=0),
     Key("`p`", "pause the display (sampling and recording go on)", BOTH, (("p", "pause"),), "p pause", LIVE, 10),
-    Key("`↑` `↓`", "select a card", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
+    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
     Key(
         "`Enter` / `Esc`",
         "the selected card's charts (GPU-Util with min/max, SM, memory, PCIe/NVLink, power) / back",
@@ -59,7 +60,39 @@ KEYS: tuple[Key, ...] = (
         "r record",
         footer_rank=62,
     ),
-    Key("`d`", "the doctor's check-up (in it: `r` checks again, `Esc` back)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
+    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
+    Key(
+        "`Tab`",
+        "the process table: `↑` `↓` move in it and a line under it shows the selected process's user and full "
+        "command line; `Tab` or `Esc` back to the cards",
+        BOTH,
+        (("tab", "procs_focus"), ("escape", "procs_unfocus")),
+        "Tab procs",
+        footer_rank=64,
+        priority=("tab",),
+    ),
+    Key("`j` `k`", "next / previous process (focuses the process table)", BOTH, (("j", "proc_move(1)"), ("k", "proc_move(-1)"))),
+    Key(
+        "`PgUp` `PgDn` `Home` `End`",
+        "processes: a page up / down, the first / last",
+        BOTH,
+        (
+            ("pageup", "proc_move('-page')"),
+            ("pagedown", "proc_move('page')"),
+            ("home", "proc_move('home')"),
+            ("end", "proc_move('end')"),
+        ),
+    ),
+    Key("`s`", "sort the processes by card, by GPU memory, by CPU (each press the next)", BOTH, (("s", "proc_sort"),)),
+    Key("`/`", "filter the processes by part of a name, user, command line or PID (empty: all)", BOTH, (("slash", "proc_filter"),)),
+    Key("`t`", "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)", BOTH, (("t", "proc_tree"),)),
+    Key(
+        "`x`",
+        "send SIGTERM or SIGKILL to the selected process, after a confirmation that names it; refused, with the "
+        "reason, for a process you may not signal",
+        LIVE,
+        (("x", "proc_signal"),),
+    ),
     Key("`?`", "help", BOTH, (("question_mark", "help"),), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
     Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),

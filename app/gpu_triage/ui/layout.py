@@ -54,25 +54,47 @@ class Budget:
     diag: int
 
 
-def plan_layout(height: int, width: int, n_gpus: int, n_cores: int, n_disks: int, n_procs: int, fixed: int) -> Budget:
+VERDICT_EVIDENCE_FIRST = 2  # evidence bullets the verdict keeps before disks and processes get a line
+PROCS_MIN_LINES = 3  # a process table shorter than heading + two rows says nothing ("+8 more"): none instead
+
+
+def plan_layout(
+    height: int,
+    width: int,
+    n_gpus: int,
+    n_cores: int,
+    n_disks: int,
+    n_procs: int,
+    fixed: int,
+    verdict: tuple[int, int] = (1, 0),
+) -> Budget:
     """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
 
-    ``fixed`` counts the header, key line and replay bar. Order of need: cards, CPU, verdict, disks,
-    evidence, processes, then a second (SM) row per card, then more of everything.
+    ``fixed`` counts the header, key line and replay bar. ``verdict`` is (the lines of the verdict's headline
+    with its first advice line as wrapped at ``width``, the number of evidence bullets); see
+    :func:`gpu_triage.ui.panes.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
+    room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
+    the other evidence, the past-verdicts strip, then a second (SM) row per card and more of everything.
     """
+    core, n_evidence = verdict
     left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
+    diag = min(max(0, left), core)
+    left -= diag
     cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
     cpu = min(max(0, left), cpu_cells + 1)
     left -= cpu
-    diag = min(max(0, left), 2)
-    left -= diag
+    evidence = min(max(0, left), n_evidence, VERDICT_EVIDENCE_FIRST)
+    diag += evidence
+    left -= evidence
     disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
     left -= disk
-    more = min(max(0, left), 2)
+    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
+    if procs < min(PROCS_MIN_LINES, 1 + n_procs):
+        procs = 0
+    left -= procs
+    more = min(max(0, left), n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
     diag += more
     left -= more
-    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
-    left -= procs
     gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
     if gpu_rows == 2:
         left -= n_gpus
@@ -86,9 +108,10 @@ def plan_layout(height: int, width: int, n_gpus: int, n_cores: int, n_disks: int
     disk += extra
     left -= extra
     extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
-    procs += extra
-    left -= extra
-    # still room (few cards, tall terminal): tall graphs per card, after keeping 4 lines for evidence
+    if procs + extra >= min(PROCS_MIN_LINES, 1 + n_procs):
+        procs += extra
+        left -= extra
+    # still room (few cards, tall terminal): tall graphs per card, after keeping 4 lines for more advice
     spare = left - 4
     if n_gpus and spare > 0:
         per_card = min(TALL_MAX_ROWS, gpu_rows + spare // n_gpus)

@@ -7,6 +7,7 @@ Kept free of widgets so that every pane redraws from the same window whether tic
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,6 @@ from gpu_triage.ui.formatters import (
     quiet_nan_warnings,
     rate,
     used_of_total,
-    workers_text,
 )
 from gpu_triage.ui.glyphs import (
     AXIS_W,
@@ -112,11 +112,14 @@ def gpu_pane(
         tail += f" {last(g['power_w']):4.0f}W" if ok(last(g["power_w"])) else "  n/aW"
         tail += f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
         tail += f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
+        t = last(g["temp_c"])
+        c = last(g["sm_clock_mhz"])
         if wide:
-            t = last(g["temp_c"])
-            c = last(g["sm_clock_mhz"])
             tail += f" {t:3.0f}C" if ok(t) else "  n/aC"
             tail += f" {c:5.0f}MHz" if ok(c) else "   n/aMHz"
+        elif not tall:  # compact (80 columns): a hot or throttled card still shows, in 9 columns
+            tail += f" {t:2.0f}C" if ok(t) else " n/a"
+            tail += f" {c / 1000:.1f}G" if ok(c) else " n/a"
         if tall:
             _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
             continue
@@ -178,7 +181,7 @@ def _tall_card(
     util_side = [
         (tail, ""),
         (" GPU-Util", colours.gpu),
-        (f" window mean{pct(mean)} peak{pct(peak)}", "grey70"),
+        (f" window mean {pct(mean).strip()} peak {pct(peak).strip()}", "grey70"),
         (f" {t:.0f}°C" if ok(t) else " n/a°C", "grey70"),
         (f" {c:.0f} MHz" if ok(c) else " n/a MHz", "grey70"),
     ]
@@ -199,7 +202,7 @@ def _tall_card(
     sm_na = bool(np.all(np.isnan(g["sm_active_pct"])))
     sm_side = [
         (" SM activity", colours.sm),
-        (f" window mean{pct(sm_mean)}", "grey70"),
+        (f" window mean {pct(sm_mean).strip()}", "grey70"),
         (
             f" occ{pct(last(g['sm_occupancy_pct']))} tensor{pct(last(g['tensor_active_pct']))} dram{pct(last(g['dram_active_pct']))}",
             "grey70",
@@ -223,7 +226,7 @@ def _heat(v: float) -> str:
     if math.isnan(v):
         return "grey30"
     if v >= 90:
-        return "red"
+        return "bold red"  # bold: the busiest cores stand out without colour too (NO_COLOR)
     if v >= 60:
         return "yellow"
     if v >= 20:
@@ -253,7 +256,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
                 filled = 0 if math.isnan(v) else round(v / 100 * 7)
                 out.append(f"{k:>3}", "grey50")
                 out.append("█" * filled + "░" * (7 - filled), _heat(v))
-                out.append(f"{pct(v)} "[:6])
+                out.append(f"{pct(v, 5)} "[:6])  # " 100%": never run into the bar ("███████100%")
         return out
     out.append(summary[:width], "bold")
     cell_w = core_cells_per_line(width)
@@ -299,32 +302,6 @@ def disk_pane(view: WindowView, width: int, lines: int) -> Text:
 PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
 
 
-def proc_pane(view: WindowView, width: int, lines: int) -> Text:
-    """GPU processes of the newest tick with their DataLoader workers' CPU, in aligned columns
-    (numbers right-aligned under right-aligned headings); what does not fit is counted, not dropped silently."""
-    out = Text(no_wrap=True, end="")
-    if lines <= 0:
-        return out
-    out.append(PROC_HEAD[:width], "bold")
-    procs = sorted(view.procs[-1] if view.procs else [], key=lambda p: (p.gpu_index, p.pid))
-    room = lines - 1
-    shown = procs if len(procs) <= room else procs[: max(0, room - 1)]
-    for p in shown:
-        line = (
-            f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
-            f" {pct(p.cpu_pct, 5)} {('n/a' if p.workers is None else str(p.workers)):>7}  {workers_text(p.workers_cpu_pct or [])}"
-        )
-        out.append("\n")
-        out.append(line[:width])
-    if len(shown) < len(procs) and room >= 1:
-        out.append("\n")
-        out.append(f"{'':>8} +{len(procs) - len(shown)} more"[:width], "grey50")
-    if not procs:
-        out.append("\n")
-        out.append("no process on any GPU"[:width], "grey50")
-    return out
-
-
 @dataclass(slots=True)
 class Shown:
     """What the diagnosis pane shows: a verdict from the engine, or the raw facts when there is none."""
@@ -337,7 +314,36 @@ class Shown:
     gpus: list[int]
 
 
+ADVICE_MAX_LINES = 3  # the first advice line wraps (at 80 columns the fix is past the edge); the rest are cut
+
+
+def first_advice_lines(shown: Shown, width: int) -> list[str]:
+    """The verdict's first advice ("→ …") wrapped at ``width`` under itself, at most ADVICE_MAX_LINES lines."""
+    if not shown.advice:
+        return []
+    wrapped = textwrap.wrap(
+        "→ " + shown.advice[0], width=max(10, width), subsequent_indent="  ", break_on_hyphens=False
+    ) or ["→"]
+    if len(wrapped) > ADVICE_MAX_LINES:
+        wrapped = wrapped[:ADVICE_MAX_LINES]
+        wrapped[-1] = _cut(wrapped[-1] + " …", width)
+    return [_cut(w, width) for w in wrapped]
+
+
+def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
+    """(lines of the headline and the wrapped first advice, evidence bullets): what the layout keeps first."""
+    n_evidence = len(shown.evidence) if shown.pattern is not None else 0
+    return 1 + len(first_advice_lines(shown, width)), n_evidence
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, an ellipsis marking what was cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+    """Headline, past-verdicts strip, evidence, advice. With too few lines the first advice line is kept
+    before any evidence bullet and the strip goes first (issue #13: the fix is what the user came for)."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
@@ -349,7 +355,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         out.append("VERDICT ", "bold")
         out.append(shown.pattern, f"bold {PATTERN_COLOURS.get(shown.pattern, '')}")
         out.append(" · ")
-        out.append(str(shown.bottleneck), f"bold {colours.alert}" if bad else "bold")
+        out.append(str(shown.bottleneck), f"bold reverse {colours.alert}" if bad else "bold")
         extra = ""
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
@@ -357,18 +363,24 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
             extra += f"  confidence {shown.confidence * 100:.0f}%"
         out.append(extra)
         out.truncate(width)
-    used = 1
-    if lines >= 2:
+    room = lines - 1
+    advice = first_advice_lines(shown, width)[:room]
+    room -= len(advice)
+    evidence = [_cut("• " + e, width) for e in shown.evidence] if shown.pattern is not None else []
+    evidence = evidence[:room]
+    room -= len(evidence)
+    strip = room >= 1
+    room -= int(strip)
+    more_advice = [_cut("→ " + a, width) for a in shown.advice[1:]][: max(0, room)]
+    if strip:
         out.append("\n")
         out.append_text(verdict_strip(history, view, width))
-        used += 1
-    body: list[tuple[str, str]] = []
-    if shown.pattern is not None:
-        body += [("• " + e, "") for e in shown.evidence]
-    body += [("→ " + a, colours.sm) for a in shown.advice]
-    for text, style in body[: max(0, lines - used)]:
+    for text in evidence:
         out.append("\n")
-        out.append(text[:width], style)
+        out.append(text)
+    for text in [*advice, *more_advice]:
+        out.append("\n")
+        out.append(text, f"bold {colours.sm}" if text in advice else colours.sm)
     return out
 
 

@@ -52,7 +52,7 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
 
         trace = open_replay(H200_TRACE_2S)
         window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
-        feed = ReplayFeed(trace, window_ticks, loop=True)
+        feed = ReplayFeed(trace, window_ticks, loop=True, from_start=True, speed=getattr(args, "speed", 1.0) or 1.0)
         return ReplayApp(
             config,
             feed,
@@ -66,7 +66,13 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         source = SimulatedSource(
             args.scenario, gpus=args.gpus, cores=args.cores, seed=args.seed, interval_s=config.interval_s
         )
-        return TriageApp(config, source=source, source_label=f"demo: simulated {args.gpus}-GPU server, {args.scenario}", record_path=record_path)
+        return TriageApp(
+            config,
+            source=source,
+            source_label=f"demo: simulated {args.gpus}-GPU server, {args.scenario}",
+            record_path=record_path,
+            speed=getattr(args, "speed", 1.0) or 1.0,
+        )
     if command == "live":
         from gpu_triage.sources.job import WithJob, monitor_for
         from gpu_triage.sources.live import LiveSource
@@ -75,7 +81,11 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         live = LiveSource()
         banner = None if live.status().gpu_available else NO_GPU_BANNER
         source: Any = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
-        return TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        from gpu_triage.proc_control import ProcControl
+
+        app = TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        app.proc_control = ProcControl()  # this machine's processes: user, command line, signals
+        return app
     raise UserError(f"unknown dashboard command {command!r}")
 
 

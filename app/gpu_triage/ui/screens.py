@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import textwrap
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Static
+from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
-from gpu_triage.ui.formatters import fit_title
+from gpu_triage.ui.formatters import fit_title, wall_clock, zone_name
 from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
@@ -28,8 +27,8 @@ LEGEND = [
     "Cyan cells: GPU-Util says busy but SMs were mostly idle (tiny kernels, or NCCL waiting).",
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
-    "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red ≥ 90 % busy.",
-    "Detail view (Enter): x axis is wall-clock time in UTC (HH:MM:SS); each chart's title names its colours.",
+    "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red and bold ≥ 90 % busy (NO_COLOR: bold only).",
+    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
     "n/a: the hardware or driver does not report this value (never shown as 0).",
 ]
@@ -42,7 +41,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help { width: auto; max-width: 100%; height: auto; }
     """
 
     def __init__(self, mode: Mode) -> None:
@@ -51,33 +51,57 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         t = Text()
-        t.append("Keys\n", "bold")
+        # said first: at 80x24 the help is taller than the screen and its last line was out of reach
+        t.append("Keys", "bold")
+        t.append("   (Esc or ? closes; ↑ ↓ PgUp PgDn scroll)\n", "grey50")
         # the one key table (ui/keys.py), as the README's; a long description wraps under itself, not under
-        # the keys (border and padding take 4 columns)
-        desc_w = max(20, self.app.size.width - 4 - HELP_KEY_W)
+        # the keys (border and padding take 4 columns, the scrollbar 2)
+        text_w = max(40, self.app.size.width - 6)
+        desc_w = max(20, text_w - HELP_KEY_W)
         for key in keys_for(self.mode):
             t.append(f"  {key.plain:<{HELP_KEY_W - 2}}", "bold cyan")
+            if len(key.plain) > HELP_KEY_W - 3:  # "PgUp PgDn Home End": its description on the next line
+                t.append("\n" + " " * HELP_KEY_W)
             lines = textwrap.wrap(key.help.replace("`", ""), desc_w) or [""]
             t.append(("\n" + " " * HELP_KEY_W).join(lines) + "\n")
         if self.mode == "live":
             t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
         t.append("Reading the screen\n", "bold")
-        for line in LEGEND:
-            t.append(f"  {line}\n")
-        t.append("  past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named\n")
+        legend = [*LEGEND, "past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named"]
+        for line in legend:  # wrapped under itself, as the keys are
+            indent = "    " if line.startswith("  ") else "  "
+            t.append("\n".join(textwrap.wrap(line, text_w, initial_indent="  ", subsequent_indent=indent)) + "\n")
         t.append("   ")
+        used = 3
         for pattern, colour in PATTERN_COLOURS.items():
+            if used + 3 + len(pattern) > text_w:  # the colour key wraps too, under itself
+                t.append("\n   ")
+                used = 3
             t.append(" ▆", colour)
             t.append(f" {pattern}")
+            used += 3 + len(pattern)
         t.append("\n")
         t.append("Esc or ? closes this help; q quits", "grey50")
-        yield Static(t, id="help")
+        # a scrolling box (focused, so ↑↓/PgDn/End scroll it): at 80x24 the legend did not fit and could not
+        # be reached
+        with VerticalScroll(id="help-box"):
+            yield Static(t, id="help")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box", VerticalScroll).focus()
 
 
 class DetailScreen(FollowsWindow, Screen[None]):
     """Five charts of one card over the window; follows new ticks while open."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
+    # ↑↓ switch the charts to the next card (they used to move the main screen's selection behind this one
+    # while the charts stayed on the old card)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("q", "app.quit", "quit"),
+        Binding("up", "card(-1)", "card", show=False),
+        Binding("down", "card(1)", "card", show=False),
+    ]
     DEFAULT_CSS = """
     DetailScreen Grid { grid-size: 2 3; height: 1fr; }
     DetailScreen #title { height: 1; background: $panel; }
@@ -106,6 +130,16 @@ class DetailScreen(FollowsWindow, Screen[None]):
         self._fit()
         self.refresh_data(self._view)
 
+    def action_card(self, delta: int) -> None:
+        """The charts of the previous / next card; the main screen's selection follows."""
+        n = max(1, self._view.n_gpus)
+        self.column = (self.column + delta) % n
+        app = self.app
+        if hasattr(app, "selected"):
+            app.selected = self.column
+            app.redraw()  # the main screen behind shows the same card selected on return
+        self.refresh_data(self._view)
+
     def _fit(self) -> bool:
         """Charts when the terminal is big enough, else one line that says how big it must be."""
         msg = too_small((self.app.size.width, self.app.size.height), DETAIL_MIN_SIZE)
@@ -124,10 +158,11 @@ class DetailScreen(FollowsWindow, Screen[None]):
             return  # terminal too small: nothing to chart
         j = self.column
         idx = view.gpu_indexes[j]
-        start = datetime.fromtimestamp(float(view.t[0]), UTC).strftime("%H:%M:%S")
-        end = datetime.fromtimestamp(float(view.t[-1]), UTC).strftime("%H:%M:%S")
+        start = wall_clock(float(view.t[0])).strftime("%H:%M:%S")
+        end = wall_clock(float(view.t[-1])).strftime("%H:%M:%S")
+        zone = zone_name(float(view.t[-1]))
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} from {start} to {end} UTC ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, UTC)   Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, {zone})   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
         ticks, labels = time_ticks(view.t)
@@ -217,11 +252,74 @@ RGB: dict[str, tuple[int, int, int]] = {
 
 def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
     """x-axis ticks of the detail charts: positions in seconds relative to the newest tick (the plotted x)
-    and their wall-clock labels (HH:MM:SS, UTC, like the replay bar), evenly spread over the window."""
+    and their wall-clock labels (HH:MM:SS, local time as the title says), evenly spread over the window."""
     if t.size == 0:
         return [], []
     t0, t1 = float(t[0]), float(t[-1])
     if t1 - t0 <= 0:
-        return [0.0], [datetime.fromtimestamp(t1, UTC).strftime("%H:%M:%S")]
+        return [0.0], [wall_clock(t1).strftime("%H:%M:%S")]
     steps = np.linspace(t0, t1, count)
-    return [float(v - t1) for v in steps], [datetime.fromtimestamp(float(v), UTC).strftime("%H:%M:%S") for v in steps]
+    return [float(v - t1) for v in steps], [wall_clock(float(v)).strftime("%H:%M:%S") for v in steps]
+
+
+class FilterScreen(ModalScreen[str | None]):
+    """`/`: a line to type the process filter in. Enter applies (empty: all), Esc leaves it as it was."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    FilterScreen { align: center bottom; }
+    FilterScreen #filter-box { width: 100%; height: auto; background: $surface; }
+    FilterScreen #filter-box Static { height: 1; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="filter-box"):
+            yield Static("filter processes by part of a name, user, command line or PID · Enter applies · Esc cancels")
+            yield Input(value=self.current, placeholder="e.g. python, alice, train.py", id="filter")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SignalScreen(ModalScreen[str | None]):
+    """The confirmation before a signal: it names the process (PID, user, command line); t sends SIGTERM,
+    K (capital) SIGKILL, Esc cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "choose('SIGTERM')", "SIGTERM"),
+        Binding("K", "choose('SIGKILL')", "SIGKILL"),
+        Binding("escape,n", "choose(None)", "cancel"),
+    ]
+    DEFAULT_CSS = """
+    SignalScreen { align: center middle; }
+    SignalScreen #signal { width: 90%; height: auto; border: round $error; padding: 0 1; background: $surface; }
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("Send a signal to this process?\n", "bold")
+        t.append(self.what + "\n\n")
+        t.append("t", "bold")
+        t.append(" SIGTERM (asks it to stop: a trainer can save and exit)   ")
+        t.append("K", "bold")
+        t.append(" SIGKILL (ends it at once)   ")
+        t.append("Esc", "bold")
+        t.append(" cancel")
+        yield Static(t, id="signal")
+
+    def action_choose(self, name: str | None) -> None:
+        self.dismiss(name)

@@ -1,0 +1,186 @@
+"""The process table's state and drawing, as htop and nvitop users expect (issue #13): a selection that
+scrolls, sorting, a filter by name / user / command, DataLoader workers as a tree under their trainer, and a
+detail line (user, full command line) for the selected process.
+
+Plain text and data (no Textual): the app owns a :class:`ProcState`, the keys change it, :func:`proc_pane`
+draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from gpu_triage.model import ProcSample
+from gpu_triage.proc_control import ProcDetails
+from gpu_triage.ui.formatters import PROC_HEAD, fmt_bytes, pct, workers_text
+
+SORTS = ("card", "GPU memory", "CPU")  # `s` cycles through them
+WORKER = "DataLoader wkr"
+
+
+@dataclass(slots=True)
+class ProcState:
+    focused: bool = False  # Tab: ↑↓ move in the process table instead of selecting a card
+    sort: str = "card"
+    filter: str = ""
+    tree: bool = False  # `t`: each trainer's DataLoader workers on rows of their own under it
+    selected: int | None = None  # pid of the selected row
+    offset: int = 0  # first row shown
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    pid: int
+    proc: ProcSample  # the GPU process itself, or the trainer of a worker row
+    worker_cpu: float | None = None  # set on a worker row
+    last_worker: bool = False
+
+    @property
+    def is_worker(self) -> bool:
+        return self.pid != self.proc.pid
+
+
+Details = Callable[[int], ProcDetails | None]
+
+
+def _sort_key(sort: str) -> Callable[[ProcSample], tuple[float, ...]]:
+    if sort == "GPU memory":
+        return lambda p: (-(p.gpu_mem_bytes if p.gpu_mem_bytes is not None else -1), p.pid)
+    if sort == "CPU":
+        return lambda p: (-(p.cpu_pct if p.cpu_pct is not None else -1.0), p.pid)
+    # card order; the host-only list (no card) busiest first, as it came
+    return lambda p: (p.gpu_index, -(p.cpu_pct or 0.0) if p.gpu_index < 0 else 0.0, p.pid)
+
+
+def matches(p: ProcSample, needle: str, details: Details) -> bool:
+    """The filter: a case-insensitive part of the process name, its user or its command line."""
+    if not needle:
+        return True
+    needle = needle.lower()
+    if needle in (p.name or "").lower() or needle in str(p.pid):
+        return True
+    d = details(p.pid)
+    return d is not None and any(needle in (v or "").lower() for v in (d.user, d.cmdline))
+
+
+def rows(procs: list[ProcSample], state: ProcState, details: Details) -> list[Row]:
+    """The table's rows in order: sorted, filtered, and with worker rows under their trainer in tree mode."""
+    out: list[Row] = []
+    for p in sorted((p for p in procs if matches(p, state.filter, details)), key=_sort_key(state.sort)):
+        out.append(Row(p.pid, p))
+        if state.tree and p.worker_pids:
+            cpus = list(p.workers_cpu_pct or [])
+            for k, wpid in enumerate(p.worker_pids):
+                cpu = cpus[k] if k < len(cpus) else None
+                out.append(Row(wpid, p, worker_cpu=cpu, last_worker=k == len(p.worker_pids) - 1))
+    return out
+
+
+def move(state: ProcState, table: list[Row], delta: int | str, page: int) -> None:
+    """Move the selection: by ``delta`` rows, a page ("page" / "-page"), or to "home" / "end"."""
+    if not table:
+        state.selected, state.offset = None, 0
+        return
+    pids = [r.pid for r in table]
+    at = pids.index(state.selected) if state.selected in pids else 0
+    if delta == "home":
+        at = 0
+    elif delta == "end":
+        at = len(table) - 1
+    elif delta == "page":
+        at += max(1, page)
+    elif delta == "-page":
+        at -= max(1, page)
+    elif isinstance(delta, int):
+        at += delta
+    at = min(len(table) - 1, max(0, at))
+    state.selected = pids[at]
+
+
+def _line(row: Row) -> str:
+    p = row.proc
+    if row.is_worker:
+        branch = "└" if row.last_worker else "├"
+        return f"{row.pid:>8} {branch} {WORKER:<13} {'':>3} {'':>8} {pct(row.worker_cpu, 5)}"
+    workers = "n/a" if p.workers is None else str(p.workers)
+    if p.gpu_index < 0:  # host-only list: no card, no workers counted
+        return f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {'-':>3} {'-':>8} {pct(p.cpu_pct, 5)}"
+    return (
+        f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+        f" {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
+    )
+
+
+def detail_line(row: Row | None, details: Details, local: bool) -> str:
+    """User and full command line of the selected process (what `ps -o user,args` says)."""
+    if row is None:
+        return "no process selected"
+    what = f"worker of {row.proc.pid}" if row.is_worker else (row.proc.name or "n/a")
+    if not local:
+        return f"PID {row.pid} {what} · user, command: n/a (simulated or recorded, not this machine's)"
+    d = details(row.pid)
+    user = d.user if d is not None and d.user else "n/a"
+    cmd = d.cmdline if d is not None and d.cmdline else "n/a (exited, or hidden from this user)"
+    return f"PID {row.pid} · user {user} · {cmd}"
+
+
+def proc_pane(
+    procs: list[ProcSample],
+    width: int,
+    lines: int,
+    state: ProcState,
+    details: Details,
+    *,
+    local: bool = True,
+    host_only: bool = False,
+) -> Text:
+    """The process table in ``lines`` lines: heading (with sort, filter and position), rows, and when focused
+    a detail line. Unfocused it reads as before: the first rows and "+N more"; focused it scrolls with the
+    selection. What does not fit is counted, never dropped silently."""
+    out = Text(no_wrap=True, end="")
+    if lines <= 0:
+        return out
+    table = rows(procs, state, details)
+    if state.focused and table and state.selected not in [r.pid for r in table]:
+        state.selected = table[0].pid
+    flags = ["busiest on the host, no GPU"] if host_only else []
+    if state.sort != "card":
+        flags.append(f"by {state.sort}")
+    if state.filter:
+        flags.append(f"/{state.filter}")
+    if state.focused and table:
+        at = [r.pid for r in table].index(state.selected) if state.selected in [r.pid for r in table] else 0
+        flags.append(f"{at + 1}/{len(table)}")
+    # the state goes in at the right and the heading gives way to it (at 80 columns it was cut off)
+    tag = " [" + " · ".join(flags) + "]" if flags else ""
+    out.append((PROC_HEAD[: max(0, width - len(tag))].ljust(min(len(PROC_HEAD), max(0, width - len(tag)))) + tag)[:width], "bold")
+    if not table:
+        out.append("\n")
+        msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
+        out.append(msg[:width], "grey50")
+        return out
+    detail = state.focused and lines >= 3
+    room = lines - 1 - int(detail)
+    if state.focused:
+        pids = [r.pid for r in table]
+        at = pids.index(state.selected) if state.selected in pids else 0
+        state.offset = min(max(0, state.offset, at - room + 1), at, max(0, len(table) - room))
+        state.offset = max(0, state.offset)
+        shown = table[state.offset : state.offset + room]
+    else:
+        shown = table if len(table) <= room else table[: max(0, room - 1)]
+    for row in shown:
+        out.append("\n")
+        selected = state.focused and row.pid == state.selected
+        out.append(_line(row)[:width].ljust(width) if selected else _line(row)[:width], "reverse" if selected else "")
+    if not state.focused and len(shown) < len(table) and room >= 1:
+        out.append("\n")
+        out.append(f"{'':>8} +{len(table) - len(shown)} more (Tab: scroll, sort, filter)"[:width], "grey50")
+    if detail:
+        row = next((r for r in table if r.pid == state.selected), None)
+        out.append("\n")
+        out.append(detail_line(row, details, local)[:width], "italic")
+    return out

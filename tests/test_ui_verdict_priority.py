@@ -1,0 +1,64 @@
+"""Issue #13: the verdict with its first advice line is the last thing to lose room on the main screen.
+
+For every simulated scenario at 80x24 (8 cards), 120x40 (8 cards) and 200x60 (16 cards) the headline, the
+evidence that fits and the whole first advice line ("→ …", wrapped) are on screen, inside the terminal.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gpu_triage.config import Config
+from gpu_triage.scenarios import SCENARIOS
+from gpu_triage.sources import sim
+from gpu_triage.ui.app import TriageApp
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+SIZES = [((80, 24), 8), ((120, 40), 8), ((200, 60), 16)]
+
+
+def _sim_app(scenario: str, gpus: int) -> TriageApp:
+    config = Config()
+    source = sim.SimulatedSource(scenario, gpus=gpus, cores=32, seed=0, interval_s=config.interval_s, start=START)
+    prefill = [source.sample() for _ in range(config.window_ticks)]
+    return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
+
+
+def _on_screen(app: TriageApp, pane: str) -> list[str]:
+    widget = app.query_one(f"#{pane}")
+    if not widget.display:
+        return []
+    bottom = app.query_one("#foot").region.y  # the key line and replay bar are drawn over the body
+    height = max(0, min(widget.region.bottom, bottom) - widget.region.y)
+    return widget.shown_plain.split("\n")[:height]
+
+
+@pytest.mark.parametrize(("size", "gpus"), SIZES, ids=[f"{w}x{h}" for (w, h), _ in SIZES])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_headline_evidence_and_first_advice_are_on_screen(
+    scenario: str, size: tuple[int, int], gpus: int
+) -> None:
+    app = _sim_app(scenario, gpus)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        shown = app.shown
+        lines = _on_screen(app, "diag")
+        assert lines and lines[0].startswith(f"VERDICT {shown.pattern} · {shown.bottleneck}")
+        bullets = [ln for ln in lines if ln.startswith("• ")]
+        want = len(shown.evidence) if size != (80, 24) else min(2, len(shown.evidence))
+        assert len(bullets) >= want
+        for bullet, evidence in zip(bullets, shown.evidence, strict=False):
+            assert evidence.startswith(bullet[2:].removesuffix("…"))
+        if shown.advice:
+            start = next(i for i, ln in enumerate(lines) if ln.startswith("→ "))
+            first = [lines[start][2:]] + [ln.strip() for ln in lines[start + 1 :] if ln.startswith("  ")]
+            assert " ".join(first) == shown.advice[0]
+
+
+async def test_single_card_busy_shows_the_set_device_fix_at_80x24() -> None:
+    app = _sim_app("single_card_busy", 8)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "torch.cuda.set_device(local_rank)" in "\n".join(_on_screen(app, "diag"))
