@@ -32,42 +32,13 @@ from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
+from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
 from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 0.5
-
-
-def sim_scenarios() -> tuple[str, ...]:
-    # the light list (gpu_triage.scenarios), not the simulator: a live recording must not import the
-    # simulator and its numpy work (importtime: 13.5 ms of `record` start-up)
-    from gpu_triage.scenarios import SCENARIOS
-
-    return tuple(SCENARIOS)
-
-
-def make_source(
-    spec: str, *, gpus: int = 8, seed: int = 0, interval_s: float = 2.0, start: datetime | None = None
-) -> Source:
-    """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed."""
-    allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())  # light: no simulator
-    if spec == "live":
-        from gpu_triage.sources.live import LiveSource  # noqa: PLC0415 - lazy: NVML loads only when asked
-
-        return LiveSource()
-    if spec.startswith("sim:"):
-        scenario = spec[4:]
-        if scenario not in sim_scenarios():
-            raise UserError(f"unknown --source {spec!r}: use {allowed}")
-        from gpu_triage.sources.sim import SimulatedSource  # noqa: PLC0415 - lazy, like the live source
-
-        kwargs: dict[str, Any] = {"gpus": gpus, "seed": seed, "interval_s": interval_s}
-        if start is not None:
-            kwargs["start"] = start
-        return SimulatedSource(scenario, **kwargs)
-    raise UserError(f"unknown --source {spec!r}: use {allowed}")
 
 
 def human_seconds(s: float) -> str:
