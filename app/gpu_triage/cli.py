@@ -18,6 +18,7 @@ from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
+from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
 
@@ -50,6 +51,7 @@ examples:
   gpu-triage baseline --gpus 2 --seconds 20
   gpu-triage loader mytrain.data:make_loader --workers 0,4,8
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
+  gpu-triage export                  serve Prometheus metrics and the verdict on 127.0.0.1:9839
 
 """
 # from the one key table (plain data: importing it loads no Textual)
@@ -208,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job(p)
 
+    _add_metrics(p)
+
     p = sub.add_parser(
         "demo",
         help="the dashboard on a recorded H200 session or a simulated server",
@@ -222,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores (default 32)")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
     _add_sampling(p)
+    _add_metrics(p)
 
     p = sub.add_parser(
         "record",
@@ -326,6 +331,33 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the Python of your training environment, to read its torch and NCCL versions (default: this one)",
     )
+    p = sub.add_parser(
+        "export",
+        help="serve Prometheus metrics and the verdict, headless (a daemon for a fleet)",
+        description=(
+            "Sample this machine like the dashboard, diagnose every tick with the same engine, and serve "
+            "/metrics (the Prometheus text format) on HOST:PORT: every card, the host, GPU processes and "
+            "the verdict (gpu_triage_verdict{pattern,bottleneck,cards} 1). Serves metrics only. "
+            "SIGTERM or Ctrl-C stop it cleanly. Metric names: docs/metrics.md."
+        ),
+    )
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN}: this machine only; 0.0.0.0:PORT for every "
+        "interface; port 0 picks a free one)",
+    )
+    _add_seconds(p, "--interval", "seconds between ticks (default 2)")
+    _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300)")
+    p.add_argument(
+        "--source",
+        default="live",
+        metavar="SRC",
+        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
+    )
+    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
     _add_checkup_commands(sub)
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
@@ -426,6 +458,15 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
         help="a setting that gives no batch for S seconds is a hang: stop, exit 2 (default 120)",
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def _add_metrics(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="also serve Prometheus metrics on HOST:PORT, the same as `gpu-triage export` "
+        f"(e.g. {DEFAULT_LISTEN})",
+    )
 
 
 def import_numpy_with_one_blas_thread() -> None:
@@ -534,6 +575,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.trace.compare import run_compare
 
         return run_compare(args, config)
+    if command == "export":
+        from gpu_triage.export.run import run_export
+
+        return run_export(args, config)
     if command == "doctor":
         from gpu_triage.doctor.run import run_doctor
 
