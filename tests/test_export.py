@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
@@ -30,8 +32,6 @@ from gpu_triage.model import GpuSample, HostInfo, Tick
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.window import RollingWindow
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
