@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
