@@ -315,3 +315,19 @@ def test_help_lists_export_and_metrics() -> None:
     ns = parser.parse_args(["export"])
     assert ns.listen == "127.0.0.1:9839" and ns.source == "live"
     assert isinstance(ns, argparse.Namespace)
+
+
+def test_readme_names_every_subcommand_and_the_export_options() -> None:
+    from pathlib import Path
+
+    from gpu_triage.cli import build_parser
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in sub.choices:
+        assert f"`gpu-triage {name}" in readme, name
+    for option in sub.choices["export"]._option_string_actions:
+        if option.startswith("--") and option not in ("--help", "--gpus", "--seed", "--window"):
+            assert option in readme, option
+    assert "--metrics" in readme and "## Prometheus and Grafana" in readme
