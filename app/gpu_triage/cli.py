@@ -46,6 +46,7 @@ examples:
   gpu-triage record -o run.parquet --duration 600
   gpu-triage replay run.parquet --speed 4
   gpu-triage diagnose run.parquet --json
+  gpu-triage diagnose fleet/ --summary  per host: time in each bottleneck, worst windows
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
   gpu-triage baseline --gpus 2 --seconds 20
@@ -237,7 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
             "SIGTERM) turns it into FILE. After a crash, `gpu-triage recover`."
         ),
     )
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE|DIR/",
+        help="the Parquet file to write; or DIR/ (or an existing directory): a Hive-partitioned dataset "
+        "DIR/host=NAME/date=YYYY-MM-DD/HHMMSS-….parquet, a new file every --rotate seconds",
+    )
+    _add_rotate(p)
     p.add_argument(
         "--duration",
         type=_positive_float,
@@ -304,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--progress", action="store_true",
                    help="report progress on stderr even when it is not a terminal (a log, a pipe)")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="for a dataset (a directory from `record -o DIR/` or `export --record DIR`, or a glob of its "
+        "files): per host the share of time in each bottleneck and the worst 5-minute windows; implied "
+        "when FILE is a directory or a glob",
+    )
 
     p = sub.add_parser(
         "compare",
@@ -358,6 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="also record every tick into DIR as a Hive-partitioned Parquet dataset (host=/date=/…); a full "
+        "disk stops the recording, not the metrics",
+    )
+    _add_rotate(p)
     _add_checkup_commands(sub)
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
@@ -458,6 +481,13 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
         help="a setting that gives no batch for S seconds is a hang: stop, exit 2 (default 120)",
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+def _add_rotate(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rotate",
+        type=_seconds_between(60.0, 86400.0),
+        metavar="S",
+        help="datasets only: start a new file every S seconds on the clock, and at UTC midnight (default 3600)",
+    )
 
 
 def _add_metrics(p: argparse.ArgumentParser) -> None:
@@ -568,6 +598,12 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_recover(args)
     if command == "diagnose":
+        from gpu_triage.fleet.summary import is_dataset_spec
+
+        if getattr(args, "summary", False) or is_dataset_spec(args.file):
+            from gpu_triage.fleet.summary import run_summary
+
+            return run_summary(args, config)
         from gpu_triage.diagnosis.offline import run_diagnose
 
         return run_diagnose(args, config)

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from gpu_triage.config import Config
+from gpu_triage.errors import UserError
 from gpu_triage.export.collector import TriageCollector
 from gpu_triage.export.monitor import Monitor, TappedSource
 from gpu_triage.export.server import MetricsServer
@@ -90,6 +91,11 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
     from gpu_triage.sources.spec import make_source
 
     interval_s = float(getattr(args, "interval", None) or config.interval_s)
+    record_dir = getattr(args, "record", None)
+    if record_dir:
+        from gpu_triage.fleet.dataset import check_dataset_dir
+
+        check_dataset_dir(record_dir)  # an unwritable DIR: one line, exit 2, before anything starts
     exporter = Exporter(args.listen, config)  # binds: port in use / bad address fail here
     try:
         source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
@@ -97,10 +103,13 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
         exporter.close()
         raise
     monitor = exporter.attach(source)
+    recording = _Recording(record_dir, source, interval_s, getattr(args, "rotate", None)) if record_dir else None
     reported: set[str] = set()
 
     def on_tick(tick: Tick) -> None:
-        monitor.ingest(tick, source.status())
+        monitor.ingest(tick, source.status())  # first: the metrics never wait for the disk
+        if recording is not None:
+            recording.append(tick)
 
     def on_error(exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
@@ -118,6 +127,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
             sampler.start()
             print(
                 f"serving metrics of {source.name} on {exporter.server.url} every {interval_s:g} s"
+                + (f", recording into {record_dir}" if record_dir else "")
                 + "; Ctrl-C to stop",
                 flush=True,
             )
@@ -127,5 +137,38 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
             exporter.close()  # first: scrapes in flight finish on the last snapshot
             sampler.stop()
             source.close()
+            if recording is not None:
+                recording.close()
     print(f"stopped ({stop.received or 'done'}) after {monitor.snapshot.ticks} ticks", flush=True)
     return 0
+
+
+class _Recording:
+    """``export --record DIR``: the rotating dataset, appended on the sampler thread after the metrics.
+    A write error (a full disk) stops the recording with one line on stderr; the metrics go on."""
+
+    def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None) -> None:
+        from gpu_triage.fleet.dataset import DatasetWriter
+        from gpu_triage.hostmeta import recorder_extra
+
+        host = source.host_info()
+        host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
+        self.writer: DatasetWriter | None = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
+
+    def append(self, tick: Tick) -> None:
+        if self.writer is None:
+            return
+        try:
+            self.writer.append(tick)
+        except UserError as err:  # TraceWriter's own words: what failed, and that the stream is kept
+            self.writer.abort()
+            self.writer = None
+            print(f"gpu-triage: recording stopped, still serving metrics: {err}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.writer is None:
+            return
+        try:
+            self.writer.close()
+        except UserError as err:
+            print(f"gpu-triage: {err}", file=sys.stderr, flush=True)

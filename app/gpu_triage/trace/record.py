@@ -33,10 +33,12 @@ from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
+from gpu_triage.fleet.dataset import DatasetWriter, check_dataset_dir, is_dataset_target, open_recording
 from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
 
 log = logging.getLogger(__name__)
+Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
 
 PROGRESS_EVERY_S = 0.5
 
@@ -79,8 +81,11 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     fast = bool(getattr(args, "fast", False))
     spec = args.source
     # The output first: a name that cannot be written is said before a source is opened (NVML start-up on a
-    # live machine) or a single tick is sampled.
-    output = check_record_target(args.output, parent_must_exist=True)
+    # live machine) or a single tick is sampled. DIR/ is a dataset, made now so that it stays one.
+    if is_dataset_target(args.output):
+        output = check_dataset_dir(args.output)
+    else:
+        output = check_record_target(args.output, parent_must_exist=True)
     if fast and not spec.startswith("sim:"):
         raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
     start = None
@@ -108,6 +113,7 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         fast=fast,
         describe_machine=spec == "live",
         config=config,
+        rotate_s=getattr(args, "rotate", None),
     )
     return 0
 
@@ -164,6 +170,7 @@ def record_source(
     describe_machine: bool = True,
     out: Any = None,
     config: Config | None = None,
+    rotate_s: float | None = None,
 ) -> tuple[Path, int]:
     """Record ``source`` to ``output`` until ``duration_s`` (:func:`ticks_for`) or a stop signal; closes
     the source.
@@ -176,7 +183,7 @@ def record_source(
     try:
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
-        writer = TraceWriter(output, host, interval_s)
+        writer = open_recording(output, host, interval_s, rotate_s=rotate_s)
         for message in source.status().messages:
             log.info("source %s: %s", source.name, message)
             print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr))
@@ -210,7 +217,7 @@ def record_source(
              fmt_bytes(path.stat().st_size))
     print(
         f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
-        f"{human_seconds(elapsed)}) to {path} ({fmt_bytes(path.stat().st_size)})",
+        f"{human_seconds(elapsed)}) to {path} ({_size(writer, path)})",
         file=out,
         flush=True,
     )
@@ -225,7 +232,7 @@ class _StopDuringConversion(BaseException):
         self.signum = signum
 
 
-def _close_despite_signals(writer: TraceWriter) -> Path:
+def _close_despite_signals(writer: Writer) -> Path:
     """``writer.close()``, telling the user what is kept if a second stop signal cuts it short.
 
     After the first Ctrl-C / SIGTERM the recorder converts the stream (seconds for a day). A second signal
@@ -257,8 +264,14 @@ def _close_despite_signals(writer: TraceWriter) -> Path:
             signal.signal(sig, handler)
 
 
+def _size(writer: Writer, path: Path) -> str:
+    if isinstance(writer, DatasetWriter):
+        return f"{fmt_bytes(writer.total_bytes)} in {len(writer.files)} files"
+    return fmt_bytes(path.stat().st_size)
+
+
 def _record_fast(
-    source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
+    source: Source, writer: Writer, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
 ) -> str:
     """Sample back to back without pacing until the simulated duration is covered or a stop signal.
     Returns what stopped it."""
@@ -274,7 +287,7 @@ def _record_fast(
 
 def _record_paced(
     source: Source,
-    writer: TraceWriter,
+    writer: Writer,
     interval_s: float,
     duration_s: float | None,
     out: Any,
@@ -376,6 +389,6 @@ def _is_tty(stream: Any) -> bool:
         return False
 
 
-def _progress(out: Any, writer: TraceWriter, elapsed: float) -> None:
+def _progress(out: Any, writer: Writer, elapsed: float) -> None:
     line = f"  {writer.ticks} ticks  {human_seconds(elapsed)}  {fmt_bytes(writer.bytes_written)}"
     print("\r" + line + "\x1b[K", end="", file=out, flush=True)
