@@ -204,6 +204,12 @@ def test_bad_address_is_one_line_and_exit_2(listen: str, capsys: pytest.CaptureF
     assert err.count("\n") == 1 and err.startswith("gpu-triage: error: cannot listen on")
 
 
+def test_live_metrics_on_a_port_in_use_fails_before_the_screen(busy_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "healthy", "--metrics", f"127.0.0.1:{busy_port}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "in use" in err
+
+
 def test_metrics_on_a_recording_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--metrics", "127.0.0.1:0"]) == 2
     assert "--metrics needs a live or simulated source" in capsys.readouterr().err
