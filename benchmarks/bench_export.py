@@ -57,16 +57,31 @@ def scrape_in_process(scrapes: int) -> None:
     times.sort()
     series = sum(1 for line in page.decode().splitlines() if line and not line.startswith("#"))
     print(f"scrape in process, 8 cards ({series} series, {len(page) / 1024:.1f} KiB page), {scrapes} scrapes:")
-    print(f"  median {1e3 * statistics.median(times):.2f} ms   p95 {1e3 * times[int(0.95 * len(times))]:.2f} ms   "
-          f"max {1e3 * times[-1]:.2f} ms")
+    print(
+        f"  median {1e3 * statistics.median(times):.2f} ms   p95 {1e3 * times[int(0.95 * len(times))]:.2f} ms   "
+        f"max {1e3 * times[-1]:.2f} ms"
+    )
     ingest.sort()
-    print(f"  per tick on the sampler thread (window + diagnosis + tracker): median {1e3 * statistics.median(ingest):.2f} ms"
-          f"   p95 {1e3 * ingest[int(0.95 * len(ingest))]:.2f} ms")
+    print(
+        "  per tick on the sampler thread (window + diagnosis + tracker): "
+        f"median {1e3 * statistics.median(ingest):.2f} ms"
+        f"   p95 {1e3 * ingest[int(0.95 * len(ingest))]:.2f} ms"
+    )
 
 
 def start_export(source: str, interval: float) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", str(interval),
-           "--source", source]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpu_triage",
+        "export",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        str(interval),
+        "--source",
+        source,
+    ]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert child.stdout is not None
     for line in child.stdout:
@@ -118,8 +133,10 @@ def daemon_cost(source: str, interval: float, seconds: float) -> None:
             time.sleep(0.5)
         cpu = sum(proc.cpu_times()[:2]) - cpu0
         elapsed = time.monotonic() - t0
-        print(f"  CPU {100 * cpu / elapsed:.2f} % of one core ({cpu:.2f} s over {elapsed:.0f} s)   "
-              f"peak RSS {peak / 2**20:.1f} MB")
+        print(
+            f"  CPU {100 * cpu / elapsed:.2f} % of one core ({cpu:.2f} s over {elapsed:.0f} s)   "
+            f"peak RSS {peak / 2**20:.1f} MB"
+        )
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(30)

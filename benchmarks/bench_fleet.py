@@ -22,7 +22,8 @@ t0 = time.perf_counter()
 rc = main(sys.argv[1:])
 wall = time.perf_counter() - t0
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(f"BENCH rc={rc} wall={wall:.1f}s cpu={ru.ru_utime + ru.ru_stime:.1f}s peak_rss={ru.ru_maxrss / 1024:.0f}MB", file=sys.stderr)
+cpu = ru.ru_utime + ru.ru_stime
+print(f"BENCH rc={rc} wall={wall:.1f}s cpu={cpu:.1f}s peak_rss={ru.ru_maxrss / 1024:.0f}MB", file=sys.stderr)
 """
 
 
@@ -40,12 +41,26 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "fleet"
-        rec = run(["record", "--fast", "--source", f"sim:{args.scenario}", "--gpus", str(args.gpus),
-                   "--duration", str(args.hours * 3600), "-o", f"{root}/"])
+        rec = run(
+            [
+                "record",
+                "--fast",
+                "--source",
+                f"sim:{args.scenario}",
+                "--gpus",
+                str(args.gpus),
+                "--duration",
+                str(args.hours * 3600),
+                "-o",
+                f"{root}/",
+            ]
+        )
         files = list(root.rglob("*.parquet"))
         size = sum(f.stat().st_size for f in files)
-        print(f"record --fast {args.hours:g} h of {args.gpus} cards at 2 s into DIR/: {rec}; "
-              f"{len(files)} files, {size / 1e6:.1f} MB")
+        print(
+            f"record --fast {args.hours:g} h of {args.gpus} cards at 2 s into DIR/: {rec}; "
+            f"{len(files)} files, {size / 1e6:.1f} MB"
+        )
         summ = run(["diagnose", str(root), "--summary"])
         print(f"diagnose DIR --summary of it: {summ}")
     return 0

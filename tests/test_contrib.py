@@ -49,14 +49,21 @@ def _metric_names(text: str) -> set[str]:
 
 
 def test_promtool_checks_the_rules() -> None:
-    out = subprocess.run([require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS: 5 rules found" in out.stdout
 
 
 def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
-    out = subprocess.run([require("promtool"), "test", "rules", RULE_TESTS.name], capture_output=True, text=True, check=False,
-                         cwd=RULE_TESTS.parent)
+    out = subprocess.run(
+        [require("promtool"), "test", "rules", RULE_TESTS.name],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=RULE_TESTS.parent,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert tested >= {"GpuTriageBottleneck", "GpuTriageCardLost", "GpuTriageMemoryHeldIdle", "GpuTriageNoJobProgress"}
@@ -86,7 +93,7 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
     assert any(p.get("repeat") == "gpu" for p in panels if p["type"] == "row")
     for p in panels:
         for t in p.get("targets", []):
-            assert '$instance' in t["expr"], f"{p['title']}: every query is scoped to the instance"
+            assert "$instance" in t["expr"], f"{p['title']}: every query is scoped to the instance"
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
     for p in panels:  # on the 24-column grid
@@ -123,6 +130,8 @@ def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
         pytest.skip("systemd-analyze is not installed")
     unit = tmp_path / UNIT.name
     # ExecStart must exist for verify: this Python running gpu-triage
-    unit.write_text(re.sub(r"^ExecStart=\S+", f"ExecStart={sys.executable} -m gpu_triage", UNIT.read_text(), flags=re.MULTILINE))
+    unit.write_text(
+        re.sub(r"^ExecStart=\S+", f"ExecStart={sys.executable} -m gpu_triage", UNIT.read_text(), flags=re.MULTILINE)
+    )
     out = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr

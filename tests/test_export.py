@@ -93,7 +93,9 @@ def test_per_core_cardinality_does_not_grow_with_cores() -> None:
     monitor = Monitor(source.host_info(), Config(), source.name)
     monitor.ingest(source.sample(), source.status())
     big = scrape(monitor)
-    host = lambda s: sorted(k for k in s if k[0].startswith("gpu_triage_host_cpu"))
+    def host(s: Samples) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+        return sorted(k for k in s if k[0].startswith("gpu_triage_host_cpu"))
+
     assert host(small) == host(big)
     assert big[("gpu_triage_host_cpu_cores", ())] == 192
 
@@ -123,11 +125,17 @@ def test_verdict_is_the_dashboards_shown_verdict() -> None:
     for _ in range(60):
         tick = replay.sample()
         window.append(tick)
-        shown = tracker.update(tick.ts.timestamp(), diagnose(window.view(), Config().thresholds, source.host_info().cpu_count))
+        shown = tracker.update(
+            tick.ts.timestamp(), diagnose(window.view(), Config().thresholds, source.host_info().cpu_count)
+        )
     s = scrape(monitor)
     verdicts = named(s, "gpu_triage_verdict")
     assert verdicts == {
-        (("bottleneck", shown.bottleneck), ("cards", ",".join(map(str, sorted(shown.gpus)))), ("pattern", shown.pattern)): 1.0
+        (
+            ("bottleneck", shown.bottleneck),
+            ("cards", ",".join(map(str, sorted(shown.gpus)))),
+            ("pattern", shown.pattern),
+        ): 1.0
     }
     assert shown.bottleneck == "data_pipeline"
     assert s[("gpu_triage_verdict_confidence_ratio", ())] == pytest.approx(shown.confidence)
@@ -168,8 +176,14 @@ def test_tapped_source_feeds_the_monitor_the_dashboards_own_ticks() -> None:
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("127.0.0.1:9839", ("127.0.0.1", 9839)), (":9000", ("127.0.0.1", 9000)), ("9000", ("127.0.0.1", 9000)),
-     ("[::1]:9839", ("::1", 9839)), ("0.0.0.0:0", ("0.0.0.0", 0)), ("localhost:80", ("localhost", 80))],
+    [
+        ("127.0.0.1:9839", ("127.0.0.1", 9839)),
+        (":9000", ("127.0.0.1", 9000)),
+        ("9000", ("127.0.0.1", 9000)),
+        ("[::1]:9839", ("::1", 9839)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+        ("localhost:80", ("localhost", 80)),
+    ],
 )
 def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
     assert parse_listen(text) == expected
@@ -204,7 +218,9 @@ def test_bad_address_is_one_line_and_exit_2(listen: str, capsys: pytest.CaptureF
     assert err.count("\n") == 1 and err.startswith("gpu-triage: error: cannot listen on")
 
 
-def test_live_metrics_on_a_port_in_use_fails_before_the_screen(busy_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+def test_live_metrics_on_a_port_in_use_fails_before_the_screen(
+    busy_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "healthy", "--metrics", f"127.0.0.1:{busy_port}"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "in use" in err
@@ -275,7 +291,9 @@ def test_a_scrape_in_flight_during_shutdown_gets_a_whole_answer() -> None:
 def _start_export(*extra: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.2", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -298,7 +316,15 @@ def test_daemon_serves_then_stops_cleanly_on_a_signal(sig: signal.Signals) -> No
                 break
             time.sleep(0.1)
         assert status == 200 and s[("gpu_triage_ticks_total", ())] >= 2
-        assert s[("gpu_triage_build_info", (("hostname", "sim-h200x2"), ("source", "sim:storage_io"), ("version", "0.1.0")))] == 1
+        assert (
+            s[
+                (
+                    "gpu_triage_build_info",
+                    (("hostname", "sim-h200x2"), ("source", "sim:storage_io"), ("version", "0.1.0")),
+                )
+            ]
+            == 1
+        )
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -307,7 +333,9 @@ def test_daemon_serves_then_stops_cleanly_on_a_signal(sig: signal.Signals) -> No
     assert proc.returncode == 0, err
     assert f"stopped ({sig.name})" in out and "Traceback" not in err
     with pytest.raises(OSError):
-        http.client.HTTPConnection("127.0.0.1", int(url.split(":")[2].split("/")[0]), timeout=2).request("GET", "/metrics")
+        http.client.HTTPConnection("127.0.0.1", int(url.split(":")[2].split("/")[0]), timeout=2).request(
+            "GET", "/metrics"
+        )
 
 
 def test_help_lists_export_and_metrics() -> None:

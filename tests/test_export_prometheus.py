@@ -51,9 +51,21 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 @pytest.fixture
 def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpu_triage", "export", "--source", f"sim:{SCENARIO}",
-         "--interval", str(INTERVAL_S), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "export",
+            "--source",
+            f"sim:{SCENARIO}",
+            "--interval",
+            str(INTERVAL_S),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     target = None
@@ -82,9 +94,16 @@ def prometheus(tmp_path: Path, exporter: tuple[subprocess.Popen[str], str]) -> I
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
         port = _free_port()
         proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + WAIT_S

@@ -27,8 +27,17 @@ from gpu_triage.trace.writer import TraceWriter
 LATE = datetime(2026, 1, 5, 22, 30, tzinfo=UTC)
 
 
-def _write(root: Path, scenario: str, start: datetime, seconds: float, *, rotate_s: float = 3600,
-           hostname: str | None = None, gpus: int = 2, interval_s: float = 2.0) -> DatasetWriter:
+def _write(
+    root: Path,
+    scenario: str,
+    start: datetime,
+    seconds: float,
+    *,
+    rotate_s: float = 3600,
+    hostname: str | None = None,
+    gpus: int = 2,
+    interval_s: float = 2.0,
+) -> DatasetWriter:
     source = SimulatedSource(scenario, gpus=gpus, seed=1, interval_s=interval_s, start=start)
     writer = DatasetWriter(root, source.host_info(), interval_s, rotate_s=rotate_s, hostname=hostname)
     for _ in range(round(seconds / interval_s)):
@@ -41,7 +50,9 @@ def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path
     writer = _write(tmp_path, "healthy", LATE, 2.5 * 3600)
     files = sorted(tmp_path.rglob("*.parquet"))
     assert [f.relative_to(tmp_path).parent.as_posix() for f in files] == [
-        "host=sim-h200x2/date=2026-01-05", "host=sim-h200x2/date=2026-01-05", "host=sim-h200x2/date=2026-01-06",
+        "host=sim-h200x2/date=2026-01-05",
+        "host=sim-h200x2/date=2026-01-05",
+        "host=sim-h200x2/date=2026-01-06",
     ]
     assert [f.name[:6] for f in files] == ["223000", "230000", "000000"]
     assert not list(tmp_path.rglob("*.arrows"))  # every stream became its Parquet file
@@ -88,8 +99,25 @@ def test_a_killed_recorder_leaves_the_open_files_stream(tmp_path: Path) -> None:
 def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "fleet"
     assert is_dataset_target(f"{target}/") and not is_dataset_target(target)
-    assert main(["record", "--fast", "--source", "sim:storage_io", "--gpus", "2", "--duration", "7200",
-                 "-o", f"{target}/", "--rotate", "1800"]) == 0
+    assert (
+        main(
+            [
+                "record",
+                "--fast",
+                "--source",
+                "sim:storage_io",
+                "--gpus",
+                "2",
+                "--duration",
+                "7200",
+                "-o",
+                f"{target}/",
+                "--rotate",
+                "1800",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     files = sorted(target.rglob("*.parquet"))
     assert 4 <= len(files) <= 5 and f"in {len(files)} files" in out
@@ -97,10 +125,16 @@ def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest
     assert frame.height == 3600 and frame["host"].unique().to_list() == ["sim-h200x2"]
 
 
-@pytest.mark.parametrize("command", [["record", "--fast", "--source", "sim:healthy", "--duration", "10", "-o"],
-                                     ["export", "--listen", "127.0.0.1:0", "--source", "sim:healthy", "--record"]])
-def test_an_unwritable_directory_is_one_line_and_exit_2(tmp_path: Path, command: list[str],
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["record", "--fast", "--source", "sim:healthy", "--duration", "10", "-o"],
+        ["export", "--listen", "127.0.0.1:0", "--source", "sim:healthy", "--record"],
+    ],
+)
+def test_an_unwritable_directory_is_one_line_and_exit_2(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     assert main([*command, f"{blocker}/fleet/"]) == 2

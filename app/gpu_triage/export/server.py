@@ -100,15 +100,21 @@ class MetricsServer:
                 host, port, metrics_only(make_wsgi_app(registry)), _server_class(family), _QuietHandler
             )
         except socket.gaierror:
-            raise UserError(f"cannot listen on {listen!r}: unknown host {host!r}; give an address of this machine") from None
+            raise UserError(
+                f"cannot listen on {listen!r}: unknown host {host!r}; give an address of this machine"
+            ) from None
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise UserError(
                     f"cannot listen on {host}:{port}: the port is in use; pick another with --listen HOST:PORT"
                 ) from None
             if exc.errno in (errno.EACCES, errno.EPERM):
-                raise UserError(f"cannot listen on {host}:{port}: permission denied (ports below 1024 need root)") from None
-            raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; give an address of this machine") from None
+                raise UserError(
+                    f"cannot listen on {host}:{port}: permission denied (ports below 1024 need root)"
+                ) from None
+            raise UserError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; give an address of this machine"
+            ) from None
         self.host = host
         self.port = int(self._httpd.server_address[1])
         self._thread: threading.Thread | None = None

@@ -56,7 +56,9 @@ def dataset_files(spec: str) -> list[Path]:
     else:
         matches = [Path(m) for m in sorted(glob.glob(str(root), recursive=True))]
         if not matches:
-            raise UserError(f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files")
+            raise UserError(
+                f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files"
+            )
     files: list[Path] = []
     for m in matches:
         if m.is_dir():
@@ -210,7 +212,12 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
         .head(WORST)
         .collect()
     )
-    out: dict[str, Any] = {"source": spec, "files": len(files), "leftovers": [str(p) for p in leftovers(spec)], "hosts": {}}
+    out: dict[str, Any] = {
+        "source": spec,
+        "files": len(files),
+        "leftovers": [str(p) for p in leftovers(spec)],
+        "hosts": {},
+    }
     for host in sorted(shares["host"].unique().to_list()):
         mine = shares.filter(pl.col("host") == host)
         seconds = float(mine["seconds"].sum())
@@ -243,8 +250,10 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
     progress = terminal_progress("summarising files")
     result = summarise(spec, config, progress)
     for p in result["leftovers"]:
-        print(f"gpu-triage: {p} is left from an interrupted recording and was not read: `gpu-triage recover {p}`",
-              file=sys.stderr)
+        print(
+            f"gpu-triage: {p} is left from an interrupted recording and was not read: `gpu-triage recover {p}`",
+            file=sys.stderr,
+        )
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0

@@ -28,12 +28,12 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.fleet.dataset import DatasetWriter, check_dataset_dir, is_dataset_target, open_recording
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
-from gpu_triage.fleet.dataset import DatasetWriter, check_dataset_dir, is_dataset_target, open_recording
 from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
 
