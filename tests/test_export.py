@@ -93,6 +93,7 @@ def test_per_core_cardinality_does_not_grow_with_cores() -> None:
     monitor = Monitor(source.host_info(), Config(), source.name)
     monitor.ingest(source.sample(), source.status())
     big = scrape(monitor)
+
     def host(s: Samples) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
         return sorted(k for k in s if k[0].startswith("gpu_triage_host_cpu"))
 
@@ -365,3 +366,43 @@ def test_readme_names_every_subcommand_and_the_export_options() -> None:
         if option.startswith("--") and option not in ("--help", "--gpus", "--seed", "--window"):
             assert option in readme, option
     assert "--metrics" in readme and "## Prometheus and Grafana" in readme
+
+
+async def test_live_metrics_serve_the_dashboards_own_ticks() -> None:
+    """`demo SCENARIO --metrics`: the app samples, the exporter sees the very ticks on screen (what
+    ui/run.py's run_dashboard wires: the exporter bound first, then the app's source tapped)."""
+    from gpu_triage.ui.run import _metrics_exporter, build_app
+
+    config = Config(interval_s=0.1)
+    args = argparse.Namespace(scenario="healthy", gpus=2, cores=4, seed=0, metrics="127.0.0.1:0")
+    exporter = _metrics_exporter("demo", args, config)
+    app = build_app("demo", args, config)
+    app.source = exporter.tap(app.source)
+    exporter.start()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.ticks_ingested < 5:
+                await pilot.pause(0.1)
+            app.shutdown()  # the sampler stops; the tick it handed over last still reaches the screen
+            await pilot.pause(0.2)
+            status, body = _get(exporter.server.url)
+            snap = exporter.monitor.snapshot
+            assert status == 200 and app.ticks_ingested >= 5
+            # a stop that lands while the source is sampling leaves that one tick to the exporter only
+            assert snap.ticks - app.ticks_ingested in (0, 1)
+            s = parse(body)
+            if snap.ticks == app.ticks_ingested:
+                assert snap.tick is app.window.last  # the same tick object on screen and in /metrics
+            util = s[("gpu_triage_gpu_utilization_ratio", (("gpu", "0"),))]
+            assert util == pytest.approx(snap.tick.gpus[0].util_pct / 100)
+            assert (
+                s[
+                    (
+                        "gpu_triage_build_info",
+                        (("hostname", "sim-h200x2"), ("source", "sim:healthy"), ("version", "0.1.0")),
+                    )
+                ]
+                == 1
+            )
+    finally:
+        exporter.close()
