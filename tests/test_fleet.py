@@ -204,6 +204,13 @@ def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
 
 
+def test_diagnose_an_empty_directory_says_it_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("no recording here")
+    assert main(["diagnose", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a directory with no recording in it" in err
+
+
 def test_diagnose_a_glob_that_matches_nothing_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(tmp_path / "nothing-*.parquet")]) == 2
     err = capsys.readouterr().err

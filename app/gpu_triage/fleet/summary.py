@@ -66,7 +66,12 @@ def dataset_files(spec: str) -> list[Path]:
         elif m.name.endswith(".parquet") and not m.name.startswith("."):
             files.append(m)
     if not files:
-        raise UserError(f"{spec}: no Parquet recording in it (record one with `gpu-triage record -o DIR/`)")
+        if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
+            raise UserError(
+                f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "
+                "(`gpu-triage record -o DIR/`)"
+            )
+        raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
     return sorted(set(files))
 
 
