@@ -36,7 +36,16 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def is_dataset_target(output: str | Path) -> bool:
     """``-o DIR/`` (a trailing slash) or an existing directory: record a dataset, not one file."""
     text = str(output)
-    return text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()
+    return text.endswith(("/", os.sep)) or is_directory(text)
+
+
+def is_directory(path: str | Path) -> bool:
+    """``Path.is_dir`` that is False, not an OSError, for a name the file system cannot even look up (a
+    component longer than 255 bytes): the file commands then say what is wrong with the name."""
+    try:
+        return Path(path).expanduser().is_dir()
+    except OSError:
+        return False
 
 
 def host_partition(name: str | None) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.fleet.dataset import is_directory
 
 STRIDE_S = 30.0  # seconds of data between two verdicts (see the module docstring)
 WINDOW_S = 300.0  # the worst windows are this long: the dashboard's default window
@@ -42,7 +43,7 @@ GLOB_CHARS = frozenset("*?[")
 
 def is_dataset_spec(spec: str) -> bool:
     """A directory or a glob: a dataset (``diagnose FILE`` stays the one-recording command)."""
-    return bool(GLOB_CHARS & set(spec)) or Path(spec).expanduser().is_dir()
+    return bool(GLOB_CHARS & set(spec)) or is_directory(spec)
 
 
 def dataset_files(spec: str) -> list[Path]:
