@@ -29,7 +29,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.export.collector import TriageCollector
 from gpu_triage.export.monitor import Monitor, TappedSource
 from gpu_triage.export.server import MetricsServer, parse_listen
-from gpu_triage.model import GpuSample, HostInfo, Tick
+from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.window import RollingWindow
@@ -157,6 +157,23 @@ def test_verdict_age_counts_from_its_change() -> None:
     for i in range(1, len(keys)):
         assert ages[i] == (0 if i in changes else pytest.approx(ages[i - 1] + 2.0))
     assert ages[-1] > 0
+
+
+def test_the_jobs_own_clock_is_exported_when_the_tick_has_one() -> None:
+    monitor = Monitor(HostInfo(hostname="h"), Config(), "fake")
+    job = JobSample("log:tqdm", samples_per_s=512.0, step_time_s=0.25, data_wait_pct=40.0, since_progress_s=3.0,
+                    steps=1200, ranks=[JobRank(0, data_wait_pct=40.0), JobRank(1, data_wait_pct=10.0)])
+    monitor.ingest(Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[GpuSample(0, util_pct=50.0)], job=job))
+    s = scrape(monitor)
+    assert s[("gpu_triage_job_samples_per_second", ())] == 512
+    assert s[("gpu_triage_job_data_wait_ratio", ())] == pytest.approx(0.4)
+    assert s[("gpu_triage_job_seconds_since_progress", ())] == 3
+    assert s[("gpu_triage_job_steps_total", ())] == 1200
+    assert s[("gpu_triage_job_info", (("source", "log:tqdm"),))] == 1
+    assert named(s, "gpu_triage_job_rank_data_wait_ratio") == {(("rank", "0"),): 0.4, (("rank", "1"),): 0.1}
+    assert ("gpu_triage_job_loss", ()) not in s  # the log printed none: absent, not 0
+    monitor.ingest(Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[GpuSample(0, util_pct=50.0)]))
+    assert not [k for k in scrape(monitor) if k[0].startswith("gpu_triage_job")]  # no job in this tick
 
 
 def test_no_tick_yet_exports_no_verdict_and_no_card_values() -> None:

@@ -374,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    _add_job(p)
     p.add_argument(
         "--record",
         metavar="DIR",

@@ -85,6 +85,7 @@ class TriageCollector(Collector):
         yield from _gpus(snap)
         yield from _host(snap)
         yield from _procs(snap)
+        yield from _job(snap)
         yield from _verdict(snap)
 
 
@@ -200,6 +201,43 @@ def _procs(snap: Snapshot) -> Iterator[Metric]:
             workers.add_metric(key, float(p.workers))
             wcpu.add_metric(key, sum(c for c in map(_num, p.workers_cpu_pct) if c is not None) / 100.0)
     yield from (mem, cpu, workers, wcpu)
+
+
+JOB_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("samples_per_s", "samples_per_second", "training samples per second over the tick (all ranks)", 1.0),
+    ("steps_per_s", "steps_per_second", "training steps per second over the tick", 1.0),
+    ("step_time_s", "step_seconds", "time of one step (the slowest rank)", 1.0),
+    ("data_wait_pct", "data_wait_ratio", "share of each step spent waiting for the next batch (slowest rank)", 0.01),
+    ("since_progress_s", "seconds_since_progress", "seconds since the job last finished a step", 1.0),
+    ("loss", "loss", "the loss the job last printed", 1.0),
+)
+JOB_RANK_GAUGES = (JOB_GAUGES[2], JOB_GAUGES[3], JOB_GAUGES[4])
+
+
+def _job(snap: Snapshot) -> Iterator[Metric]:
+    """The job's own clock (its pulse or its log), when the tick has one: absent otherwise."""
+    job = getattr(snap.tick, "job", None)
+    if job is None:
+        return
+    info = InfoMetricFamily(f"{PREFIX}_job", "where the job figures come from (pulse, log:tqdm, ...)")
+    info.add_metric([], {"source": str(job.source)})
+    yield info
+    for field_name, suffix, doc, scale in JOB_GAUGES:
+        if (v := _num(getattr(job, field_name, None))) is not None:
+            fam = _g(f"job_{suffix}", doc)
+            fam.add_metric([], v * scale)
+            yield fam
+    if (steps := _num(getattr(job, "steps", None))) is not None:
+        counter = CounterMetricFamily(f"{PREFIX}_job_steps", "the job's own step counter (resets with the job)")
+        counter.add_metric([], steps)
+        yield counter
+    ranks = list(getattr(job, "ranks", None) or [])
+    for field_name, suffix, doc, scale in JOB_RANK_GAUGES:
+        fam = _g(f"job_rank_{suffix}", f"per rank: {doc}", ["rank"])
+        for r in ranks:
+            if (v := _num(getattr(r, field_name, None))) is not None:
+                fam.add_metric([str(r.rank)], v * scale)
+        yield fam
 
 
 def _verdict(snap: Snapshot) -> Iterator[Metric]:

@@ -96,9 +96,19 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
         from gpu_triage.fleet.dataset import check_dataset_dir
 
         check_dataset_dir(record_dir)  # an unwritable DIR: one line, exit 2, before anything starts
+    job_log = getattr(args, "job_log", None)
+    job = None
+    if args.source == "live" or job_log:  # the training's own pulse, as `record` reads it; a bad log fails here
+        from gpu_triage.sources.job import monitor_for
+
+        job = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=args.source == "live")
     exporter = Exporter(args.listen, config)  # binds: port in use / bad address fail here
     try:
         source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
+        if job is not None:
+            from gpu_triage.sources.job import WithJob
+
+            source = WithJob(source, job, interval_s, on_message=_tell)
     except BaseException:
         exporter.close()
         raise
@@ -141,6 +151,10 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
                 recording.close()
     print(f"stopped ({stop.received or 'done'}) after {monitor.snapshot.ticks} ticks", flush=True)
     return 0
+
+
+def _tell(message: str) -> None:
+    print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
 
 
 class _Recording:
