@@ -123,12 +123,16 @@ def test_verdict_is_the_dashboards_shown_verdict() -> None:
     # the dashboard's way, by hand: window → diagnose → tracker
     replay = SimulatedSource("data_pipeline", gpus=4, seed=3, interval_s=2.0, start=START)
     window, tracker, shown = RollingWindow(Config().window_ticks), VerdictTracker(Config().thresholds), None
+    began = 0.0
     for _ in range(60):
         tick = replay.sample()
         window.append(tick)
+        before = shown
         shown = tracker.update(
             tick.ts.timestamp(), diagnose(window.view(), Config().thresholds, source.host_info().cpu_count)
         )
+        if before is None or before.key != shown.key:
+            began = tick.ts.timestamp()
     s = scrape(monitor)
     verdicts = named(s, "gpu_triage_verdict")
     assert verdicts == {
@@ -140,7 +144,6 @@ def test_verdict_is_the_dashboards_shown_verdict() -> None:
     }
     assert shown.bottleneck == "data_pipeline"
     assert s[("gpu_triage_verdict_confidence_ratio", ())] == pytest.approx(shown.confidence)
-    began = max(t for t, p, b in tracker.history if (p, b) == shown.key)
     assert s[("gpu_triage_verdict_age_seconds", ())] == pytest.approx(monitor.snapshot.tick_time - began)
 
 

@@ -22,8 +22,6 @@ from gpu_triage.window import RollingWindow
 
 log = logging.getLogger(__name__)
 
-TRACKER_HISTORY_KEEP = 64  # the tracker keeps every change; a daemon that runs for months trims it
-
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -64,8 +62,6 @@ class Monitor:
             except Exception:  # a diagnosis bug must not stop the metrics; it is logged with its traceback
                 log.exception("diagnosis failed at %s; the verdict is not exported for this tick", tick.ts)
                 verdict = None
-            if len(self._tracker.history) > 2 * TRACKER_HISTORY_KEEP:
-                del self._tracker.history[:-TRACKER_HISTORY_KEEP]
             since = prev.verdict_since
             if verdict is None:
                 since = None
