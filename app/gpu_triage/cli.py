@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
-from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.export import DEFAULT_LISTEN
+from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
 
