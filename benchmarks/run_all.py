@@ -47,6 +47,14 @@ def main() -> int:
             "start-up to the first frame (bench_startup)",
             [sys.executable, str(HERE / "bench_startup.py"), "--runs", "3" if q else "5"],
         ),
+        (
+            "export: scrape time, daemon CPU and RSS (bench_export)",
+            [sys.executable, str(HERE / "bench_export.py"), "--seconds", "20" if q else "60"],
+        ),
+        (
+            "fleet dataset: record a day, summarise it (bench_fleet)",
+            [sys.executable, str(HERE / "bench_fleet.py"), "--hours", "6" if q else "24"],
+        ),
     ]
     status = 0
     for title, cmd in runs:

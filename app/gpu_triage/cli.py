@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
+from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
@@ -45,11 +46,13 @@ examples:
   gpu-triage record -o run.parquet --duration 600
   gpu-triage replay run.parquet --speed 4
   gpu-triage diagnose run.parquet --json
+  gpu-triage diagnose fleet/ --summary  per host: time in each bottleneck, worst windows
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
   gpu-triage baseline --gpus 2 --seconds 20
   gpu-triage loader mytrain.data:make_loader --workers 0,4,8
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
+  gpu-triage export                  serve Prometheus metrics and the verdict on 127.0.0.1:9839
 
 """
 # from the one key table (plain data: importing it loads no Textual)
@@ -208,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job(p)
 
+    _add_metrics(p)
+
     p = sub.add_parser(
         "demo",
         help="the dashboard on a recorded H200 session or a simulated server",
@@ -229,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="play X times faster than real time (default 1; the recording also takes + and - keys)",
     )
     _add_sampling(p)
+    _add_metrics(p)
 
     p = sub.add_parser(
         "record",
@@ -239,7 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
             "SIGTERM) turns it into FILE. After a crash, `gpu-triage recover`."
         ),
     )
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE|DIR/",
+        help="the Parquet file to write; or DIR/ (or an existing directory): a Hive-partitioned dataset "
+        "DIR/host=NAME/date=YYYY-MM-DD/HHMMSS-….parquet, a new file every --rotate seconds",
+    )
+    _add_rotate(p)
     p.add_argument(
         "--duration",
         type=_positive_float,
@@ -306,6 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--progress", action="store_true",
                    help="report progress on stderr even when it is not a terminal (a log, a pipe)")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="for a dataset (a directory from `record -o DIR/` or `export --record DIR`, or a glob of its "
+        "files): per host the share of time in each bottleneck and the worst 5-minute windows; implied "
+        "when FILE is a directory or a glob",
+    )
 
     p = sub.add_parser(
         "compare",
@@ -333,6 +354,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the Python of your training environment, to read its torch and NCCL versions (default: this one)",
     )
+    p = sub.add_parser(
+        "export",
+        help="serve Prometheus metrics and the verdict, headless (a daemon for a fleet)",
+        description=(
+            "Sample this machine like the dashboard, diagnose every tick with the same engine, and serve "
+            "/metrics (the Prometheus text format) on HOST:PORT: every card, the host, GPU processes and "
+            "the verdict (gpu_triage_verdict{pattern,bottleneck,cards} 1). Serves metrics only. "
+            "SIGTERM or Ctrl-C stop it cleanly. Metric names: docs/metrics.md."
+        ),
+    )
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN}: this machine only; 0.0.0.0:PORT for every "
+        "interface; port 0 picks a free one)",
+    )
+    _add_seconds(p, "--interval", "seconds between ticks (default 2)")
+    _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300)")
+    p.add_argument(
+        "--source",
+        default="live",
+        metavar="SRC",
+        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
+    )
+    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    _add_job(p)
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="also record every tick into DIR as a Hive-partitioned Parquet dataset (host=/date=/…); a full "
+        "disk stops the recording, not the metrics",
+    )
+    _add_rotate(p)
     _add_checkup_commands(sub)
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
@@ -433,6 +489,22 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
         help="a setting that gives no batch for S seconds is a hang: stop, exit 2 (default 120)",
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+def _add_rotate(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rotate",
+        type=_seconds_between(60.0, 86400.0),
+        metavar="S",
+        help="datasets only: start a new file every S seconds on the clock, and at UTC midnight (default 3600)",
+    )
+
+
+def _add_metrics(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="also serve Prometheus metrics on HOST:PORT, the same as `gpu-triage export` "
+        f"(e.g. {DEFAULT_LISTEN})",
+    )
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
@@ -602,6 +674,12 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_recover(args)
     if command == "diagnose":
+        from gpu_triage.fleet.summary import is_dataset_spec
+
+        if getattr(args, "summary", False) or is_dataset_spec(args.file):
+            from gpu_triage.fleet.summary import run_summary
+
+            return run_summary(args, config)
         from gpu_triage.diagnosis.offline import run_diagnose
 
         return run_diagnose(args, config)
@@ -609,6 +687,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.trace.compare import run_compare
 
         return run_compare(args, config)
+    if command == "export":
+        from gpu_triage.export.run import run_export
+
+        return run_export(args, config)
     if command == "doctor":
         from gpu_triage.doctor.run import run_doctor
 

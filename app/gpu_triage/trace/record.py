@@ -28,46 +28,19 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.fleet.dataset import DatasetWriter, check_dataset_dir, is_dataset_target, open_recording
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
+from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
 from gpu_triage.trace.writer import TraceWriter, check_record_target
 from gpu_triage.units import fmt_bytes
 
 log = logging.getLogger(__name__)
+Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
 
 PROGRESS_EVERY_S = 0.5
-
-
-def sim_scenarios() -> tuple[str, ...]:
-    # the light list (gpu_triage.scenarios), not the simulator: a live recording must not import the
-    # simulator and its numpy work (importtime: 13.5 ms of `record` start-up)
-    from gpu_triage.scenarios import SCENARIOS
-
-    return tuple(SCENARIOS)
-
-
-def make_source(
-    spec: str, *, gpus: int = 8, seed: int = 0, interval_s: float = 2.0, start: datetime | None = None
-) -> Source:
-    """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed."""
-    allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())  # light: no simulator
-    if spec == "live":
-        from gpu_triage.sources.live import LiveSource  # noqa: PLC0415 - lazy: NVML loads only when asked
-
-        return LiveSource()
-    if spec.startswith("sim:"):
-        scenario = spec[4:]
-        if scenario not in sim_scenarios():
-            raise UserError(f"unknown --source {spec!r}: use {allowed}")
-        from gpu_triage.sources.sim import SimulatedSource  # noqa: PLC0415 - lazy, like the live source
-
-        kwargs: dict[str, Any] = {"gpus": gpus, "seed": seed, "interval_s": interval_s}
-        if start is not None:
-            kwargs["start"] = start
-        return SimulatedSource(scenario, **kwargs)
-    raise UserError(f"unknown --source {spec!r}: use {allowed}")
 
 
 def human_seconds(s: float) -> str:
@@ -108,8 +81,11 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     fast = bool(getattr(args, "fast", False))
     spec = args.source
     # The output first: a name that cannot be written is said before a source is opened (NVML start-up on a
-    # live machine) or a single tick is sampled.
-    output = check_record_target(args.output, parent_must_exist=True)
+    # live machine) or a single tick is sampled. DIR/ is a dataset, made now so that it stays one.
+    if is_dataset_target(args.output):
+        output = check_dataset_dir(args.output)
+    else:
+        output = check_record_target(args.output, parent_must_exist=True)
     if fast and not spec.startswith("sim:"):
         raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
     start = None
@@ -137,6 +113,7 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         fast=fast,
         describe_machine=spec == "live",
         config=config,
+        rotate_s=getattr(args, "rotate", None),
     )
     return 0
 
@@ -203,6 +180,7 @@ def record_source(
     describe_machine: bool = True,
     out: Any = None,
     config: Config | None = None,
+    rotate_s: float | None = None,
 ) -> tuple[Path, int]:
     """Record ``source`` to ``output`` until ``duration_s`` (:func:`ticks_for`) or a stop signal; closes
     the source.
@@ -215,7 +193,7 @@ def record_source(
     try:
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
-        writer = TraceWriter(output, host, interval_s)
+        writer = open_recording(output, host, interval_s, rotate_s=rotate_s)
         for message in source.status().messages:
             log.info("source %s: %s", source.name, message)
             print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr))
@@ -249,7 +227,7 @@ def record_source(
              fmt_bytes(path.stat().st_size))
     print(
         f"recorded {writer.ticks} ticks ({human_seconds(writer.ticks * interval_s)} of data in "
-        f"{human_seconds(elapsed)}) to {path} ({fmt_bytes(path.stat().st_size)})",
+        f"{human_seconds(elapsed)}) to {path} ({_size(writer, path)})",
         file=out,
         flush=True,
     )
@@ -264,7 +242,7 @@ class _StopDuringConversion(BaseException):
         self.signum = signum
 
 
-def _close_despite_signals(writer: TraceWriter) -> Path:
+def _close_despite_signals(writer: Writer) -> Path:
     """``writer.close()``, telling the user what is kept if a second stop signal cuts it short.
 
     After the first Ctrl-C / SIGTERM the recorder converts the stream (seconds for a day). A second signal
@@ -296,8 +274,14 @@ def _close_despite_signals(writer: TraceWriter) -> Path:
             signal.signal(sig, handler)
 
 
+def _size(writer: Writer, path: Path) -> str:
+    if isinstance(writer, DatasetWriter):
+        return f"{fmt_bytes(writer.total_bytes)} in {len(writer.files)} files"
+    return fmt_bytes(path.stat().st_size)
+
+
 def _record_fast(
-    source: Source, writer: TraceWriter, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
+    source: Source, writer: Writer, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
 ) -> str:
     """Sample back to back without pacing until the simulated duration is covered or a stop signal.
     Returns what stopped it."""
@@ -313,7 +297,7 @@ def _record_fast(
 
 def _record_paced(
     source: Source,
-    writer: TraceWriter,
+    writer: Writer,
     interval_s: float,
     duration_s: float | None,
     out: Any,
@@ -415,6 +399,6 @@ def _is_tty(stream: Any) -> bool:
         return False
 
 
-def _progress(out: Any, writer: TraceWriter, elapsed: float) -> None:
+def _progress(out: Any, writer: Writer, elapsed: float) -> None:
     line = f"  {writer.ticks} ticks  {human_seconds(elapsed)}  {fmt_bytes(writer.bytes_written)}"
     print("\r" + line + "\x1b[K", end="", file=out, flush=True)

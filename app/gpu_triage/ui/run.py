@@ -89,8 +89,29 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     raise UserError(f"unknown dashboard command {command!r}")
 
 
+def _metrics_exporter(command: str, args: argparse.Namespace, config: Config) -> Any:
+    """``--metrics HOST:PORT``: the same exporter as ``gpu-triage export`` (gpu_triage.export.run)."""
+    listen = getattr(args, "metrics", None)
+    if not listen:
+        return None
+    if command != "live" and not getattr(args, "scenario", None):
+        raise UserError("--metrics needs a live or simulated source (live, or demo SCENARIO), not a recording")
+    from gpu_triage.export.run import Exporter
+
+    return Exporter(listen, config)
+
+
 def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int:
-    app = build_app(command, args, config)
+    exporter = _metrics_exporter(command, args, config)  # bound before the screen: a port in use is one line
+    try:
+        app = build_app(command, args, config)
+    except BaseException:
+        if exporter is not None:
+            exporter.close()
+        raise
+    if exporter is not None:
+        app.source = exporter.tap(app.source)  # the dashboard's own ticks, diagnosed for /metrics too
+        exporter.start()
 
     def on_hangup(signum: int, frame: object) -> None:
         # the terminal is gone: finish the recording first (a valid file), then leave the app
@@ -113,6 +134,8 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
         result = app.run()
     finally:
         app.shutdown()
+        if exporter is not None:
+            exporter.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
         if quiet is not None:

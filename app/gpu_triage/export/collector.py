@@ -1,0 +1,260 @@
+"""The metrics, read from the monitor's latest snapshot at scrape time.
+
+Names, units and types follow the Prometheus conventions: base units (``_bytes``, ``_seconds``,
+``_hertz``, ``_watts``, ``_celsius``), activity as ``_ratio`` in 0–1, counters end in ``_total``. A field
+the hardware does not give (``None`` in the tick) is not exported for that card or disk: a missing series
+means "n/a", never 0. Every name is listed in docs/metrics.md.
+
+Cardinality: one series per card and field, per disk and field, per GPU process (labelled by pid: only
+processes that hold GPU memory, a handful per card), and a fixed handful for the host's cores (their mean,
+their maximum and how many are saturated) however many cores the machine has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from gpu_triage import __version__
+from gpu_triage.export.monitor import Snapshot
+from gpu_triage.model import GpuSample
+
+PREFIX = "gpu_triage"
+CORE_SATURATED_RATIO = 0.9  # a core at or above this is counted in gpu_triage_host_cpu_cores_saturated
+
+# (trace field, metric suffix, help, scale to base units)
+GPU_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("util_pct", "utilization_ratio", "GPU-Util over the tick (NVML): a kernel was running, 0-1", 0.01),
+    ("util_min_pct", "utilization_min_ratio", "lowest driver GPU-Util sample inside the tick, 0-1", 0.01),
+    ("util_max_pct", "utilization_max_ratio", "highest driver GPU-Util sample inside the tick, 0-1", 0.01),
+    ("sm_active_pct", "sm_active_ratio", "SM activity (GPM, Hopper and newer): share of SMs busy, 0-1", 0.01),
+    ("sm_occupancy_pct", "sm_occupancy_ratio", "SM occupancy (GPM): resident warps over the maximum, 0-1", 0.01),
+    ("tensor_active_pct", "tensor_active_ratio", "tensor core activity (GPM), 0-1", 0.01),
+    ("dram_active_pct", "dram_active_ratio", "DRAM bandwidth activity (GPM), 0-1", 0.01),
+    ("mem_used_bytes", "memory_used_bytes", "GPU memory in use", 1.0),
+    ("mem_total_bytes", "memory_total_bytes", "GPU memory installed", 1.0),
+    ("pcie_rx_bytes_per_s", "pcie_rx_bytes_per_second", "PCIe bytes received per second over the tick", 1.0),
+    ("pcie_tx_bytes_per_s", "pcie_tx_bytes_per_second", "PCIe bytes sent per second over the tick", 1.0),
+    ("nvlink_rx_bytes_per_s", "nvlink_rx_bytes_per_second", "NVLink bytes received per second, all links", 1.0),
+    ("nvlink_tx_bytes_per_s", "nvlink_tx_bytes_per_second", "NVLink bytes sent per second, all links", 1.0),
+    ("power_w", "power_watts", "board power draw", 1.0),
+    ("temp_c", "temperature_celsius", "GPU temperature", 1.0),
+    ("sm_clock_mhz", "sm_clock_hertz", "SM clock", 1e6),
+)
+
+DISK_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("busy_pct", "busy_ratio", "share of the tick the disk had IO in flight (iostat %util), 0-1", 0.01),
+    ("await_ms", "await_seconds", "mean time an IO took, queue included (iostat await)", 0.001),
+    ("read_bytes_per_s", "read_bytes_per_second", "bytes read per second over the tick", 1.0),
+    ("write_bytes_per_s", "write_bytes_per_second", "bytes written per second over the tick", 1.0),
+    ("reads_per_s", "reads_per_second", "read operations per second over the tick", 1.0),
+    ("writes_per_s", "writes_per_second", "write operations per second over the tick", 1.0),
+)
+
+
+def _num(v: float | None) -> float | None:
+    """``v`` as a float, or None when the hardware did not say (None) or the value is NaN."""
+    if v is None:
+        return None
+    f = float(v)
+    return None if math.isnan(f) else f
+
+
+class TriageCollector(Collector):
+    """A custom collector: everything comes from one snapshot taken at the start of :meth:`collect`."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+        self._snapshot = snapshot  # Monitor.snapshot, read once per scrape
+
+    def describe(self) -> Iterable[object]:
+        return []  # no describe-time collect: registering must not need a tick
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._snapshot()  # one reference: the tick and its verdict belong together
+        if snap is None:
+            return  # live --metrics before the dashboard's source is attached
+        yield from _meta(snap)
+        yield from _gpus(snap)
+        yield from _host(snap)
+        yield from _procs(snap)
+        yield from _job(snap)
+        yield from _verdict(snap)
+
+
+def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
+
+
+def _meta(snap: Snapshot) -> Iterator[Metric]:
+    info = InfoMetricFamily(f"{PREFIX}_build", "gpu-triage version and the source it samples")
+    info.add_metric([], {"version": __version__, "source": snap.source, "hostname": snap.host.hostname or ""})
+    yield info
+    ticks = CounterMetricFamily(f"{PREFIX}_ticks", "ticks sampled and diagnosed since start")
+    ticks.add_metric([], snap.ticks)
+    yield ticks
+    avail = _g("gpu_driver_available", "1 when NVML answered (a driver and cards), 0 when running host-only")
+    avail.add_metric([], 1.0 if snap.gpu_available else 0.0)
+    yield avail
+    if snap.tick is not None and snap.tick_time is not None:
+        ts = _g("tick_timestamp_seconds", "end of the newest tick, seconds since the epoch (stale data shows here)")
+        ts.add_metric([], snap.tick_time)
+        yield ts
+        if (interval := _num(snap.tick.interval_s)) is not None:
+            iv = _g("tick_interval_seconds", "length of the newest tick")
+            iv.add_metric([], interval)
+            yield iv
+
+
+def _gpus(snap: Snapshot) -> Iterator[Metric]:
+    tick = snap.tick
+    samples: dict[int, GpuSample] = {g.index: g for g in tick.gpus} if tick is not None else {}
+    indexes = sorted(set(samples) | set(snap.lost_gpus) | {g.index for g in snap.host.gpus})
+    if not indexes:
+        return
+    info = InfoMetricFamily(f"{PREFIX}_gpu", "static facts of each card", labels=["gpu"])
+    for g in snap.host.gpus:
+        info.add_metric(
+            [str(g.index)],
+            {"name": g.name or "", "uuid": g.uuid or "", "pci_bus_id": g.pci_bus_id or ""},
+        )
+    yield info
+    lost = _g("gpu_lost", "1 when the card fell off the bus (NVML GPU_IS_LOST), else 0", ["gpu"])
+    for i in indexes:
+        lost.add_metric([str(i)], 1.0 if i in snap.lost_gpus else 0.0)
+    yield lost
+    for field_name, suffix, doc, scale in GPU_GAUGES:
+        fam = _g(f"gpu_{suffix}", doc, ["gpu"])
+        for i in indexes:
+            s = samples.get(i)
+            v = _num(getattr(s, field_name)) if s is not None and i not in snap.lost_gpus else None
+            if v is not None:
+                fam.add_metric([str(i)], v * scale)
+        yield fam
+
+
+def _host(snap: Snapshot) -> Iterator[Metric]:
+    tick = snap.tick
+    if tick is None:
+        return
+    cores = [c for c in map(_num, tick.cpu_pct) if c is not None]
+    if cores:
+        n = _g("host_cpu_cores", "CPU cores sampled")
+        n.add_metric([], float(len(cores)))
+        yield n
+        mean = _g("host_cpu_busy_ratio", "mean busy share of all cores over the tick, 0-1")
+        mean.add_metric([], sum(cores) / len(cores) / 100.0)
+        yield mean
+        top = _g("host_cpu_core_busy_max_ratio", "busy share of the busiest core over the tick, 0-1")
+        top.add_metric([], max(cores) / 100.0)
+        yield top
+        sat = _g(
+            "host_cpu_cores_saturated",
+            f"cores at least {CORE_SATURATED_RATIO:.0%} busy over the tick (a starved DataLoader fills them)",
+        )
+        sat.add_metric([], float(sum(1 for c in cores if c / 100.0 >= CORE_SATURATED_RATIO)))
+        yield sat
+    if (iowait := _num(tick.iowait_pct)) is not None:
+        io = _g("host_iowait_ratio", "share of CPU time waiting for IO over the tick, 0-1")
+        io.add_metric([], iowait / 100.0)
+        yield io
+    for value, name, doc in (
+        (tick.host_mem_used_bytes, "host_memory_used_bytes", "host memory in use"),
+        (tick.host_mem_total_bytes, "host_memory_total_bytes", "host memory installed"),
+    ):
+        if (v := _num(value)) is not None:
+            m = _g(name, doc)
+            m.add_metric([], v)
+            yield m
+    for field_name, suffix, doc, scale in DISK_GAUGES:
+        fam = _g(f"host_disk_{suffix}", doc, ["disk"])
+        for d in tick.disks:
+            v = _num(getattr(d, field_name))
+            if v is not None:
+                fam.add_metric([d.name], v * scale)
+        yield fam
+
+
+def _procs(snap: Snapshot) -> Iterator[Metric]:
+    tick = snap.tick
+    if tick is None:
+        return
+    labels = ["pid", "gpu", "name"]
+    mem = _g("process_gpu_memory_bytes", "GPU memory held by a GPU process on that card", labels)
+    cpu = _g("process_cpu_cores", "CPU of a GPU process in cores (1 = one core busy)", labels)
+    workers = _g("process_dataloader_workers", "DataLoader worker processes of a GPU process", labels)
+    wcpu = _g("process_dataloader_workers_cpu_cores", "CPU of its DataLoader workers together, in cores", labels)
+    for p in tick.procs:
+        key = [str(p.pid), str(p.gpu_index), p.name or ""]
+        if (held := _num(p.gpu_mem_bytes)) is not None:
+            mem.add_metric(key, held)
+        if (busy := _num(p.cpu_pct)) is not None:
+            cpu.add_metric(key, busy / 100.0)
+        if p.workers is not None:
+            workers.add_metric(key, float(p.workers))
+            wcpu.add_metric(key, sum(c for c in map(_num, p.workers_cpu_pct) if c is not None) / 100.0)
+    yield from (mem, cpu, workers, wcpu)
+
+
+JOB_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("samples_per_s", "samples_per_second", "training samples per second over the tick (all ranks)", 1.0),
+    ("steps_per_s", "steps_per_second", "training steps per second over the tick", 1.0),
+    ("step_time_s", "step_seconds", "time of one step (the slowest rank)", 1.0),
+    ("data_wait_pct", "data_wait_ratio", "share of each step spent waiting for the next batch (slowest rank)", 0.01),
+    ("since_progress_s", "seconds_since_progress", "seconds since the job last finished a step", 1.0),
+    ("loss", "loss", "the loss the job last printed", 1.0),
+)
+JOB_RANK_GAUGES = (JOB_GAUGES[2], JOB_GAUGES[3], JOB_GAUGES[4])
+
+
+def _job(snap: Snapshot) -> Iterator[Metric]:
+    """The job's own clock (its pulse or its log), when the tick has one: absent otherwise."""
+    job = getattr(snap.tick, "job", None)
+    if job is None:
+        return
+    info = InfoMetricFamily(f"{PREFIX}_job", "where the job figures come from (pulse, log:tqdm, ...)")
+    info.add_metric([], {"source": str(job.source)})
+    yield info
+    for field_name, suffix, doc, scale in JOB_GAUGES:
+        if (v := _num(getattr(job, field_name, None))) is not None:
+            fam = _g(f"job_{suffix}", doc)
+            fam.add_metric([], v * scale)
+            yield fam
+    if (steps := _num(getattr(job, "steps", None))) is not None:
+        counter = CounterMetricFamily(f"{PREFIX}_job_steps", "the job's own step counter (resets with the job)")
+        counter.add_metric([], steps)
+        yield counter
+    ranks = list(getattr(job, "ranks", None) or [])
+    for field_name, suffix, doc, scale in JOB_RANK_GAUGES:
+        fam = _g(f"job_rank_{suffix}", f"per rank: {doc}", ["rank"])
+        for r in ranks:
+            if (v := _num(getattr(r, field_name, None))) is not None:
+                fam.add_metric([str(r.rank)], v * scale)
+        yield fam
+
+
+def _verdict(snap: Snapshot) -> Iterator[Metric]:
+    v = snap.verdict
+    if v is None or snap.tick_time is None:
+        return
+    shown = _g(
+        "verdict",
+        "the verdict shown on the dashboard: always 1, its labels say pattern, bottleneck and cards",
+        ["pattern", "bottleneck", "cards"],
+    )
+    shown.add_metric([v.pattern, v.bottleneck, ",".join(str(i) for i in sorted(v.gpus))], 1.0)
+    yield shown
+    conf = _g("verdict_confidence_ratio", "confidence of the shown verdict, 0-1")
+    conf.add_metric([], float(v.confidence))
+    yield conf
+    if snap.verdict_since is not None:
+        age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
+        age.add_metric([], max(0.0, snap.tick_time - snap.verdict_since))
+        yield age

@@ -1,0 +1,186 @@
+"""The rotating, Hive-partitioned recording: ``DIR/host=NAME/date=YYYY-MM-DD/HHMMSS-TOKEN.parquet``.
+
+Each file is a complete trace-v1 recording written by :class:`~gpu_triage.trace.writer.TraceWriter`: its
+own crash-safe stream while it is open (``….parquet.partial.arrows``, readable by ``replay``, ``diagnose``
+and ``recover``), the host metadata in its schema, and Parquet once it is closed. Files end on the clock:
+at every multiple of ``rotate_s`` since the epoch (hourly by default: 13:00, 14:00 …) and at UTC midnight,
+so a file never straddles two date partitions. Memory stays flat however long it runs: only the open
+file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s is 1,800 rows).
+
+The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
+pyarrow datasets and Spark read as columns ``host`` and ``date``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+import socket
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpu_triage.errors import UserError
+from gpu_triage.model import HostInfo, Tick
+
+if TYPE_CHECKING:  # pyarrow is loaded when the first file opens, not when the module is imported
+    from gpu_triage.trace.writer import TraceWriter
+
+ROTATE_DEFAULT_S = 3600.0
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def is_dataset_target(output: str | Path) -> bool:
+    """``-o DIR/`` (a trailing slash) or an existing directory: record a dataset, not one file."""
+    text = str(output)
+    return text.endswith(("/", os.sep)) or is_directory(text)
+
+
+def is_directory(path: str | Path) -> bool:
+    """``Path.is_dir`` that is False, not an OSError, for a name the file system cannot even look up (a
+    component longer than 255 bytes): the file commands then say what is wrong with the name."""
+    try:
+        return Path(path).expanduser().is_dir()
+    except OSError:
+        return False
+
+
+def host_partition(name: str | None) -> str:
+    """The ``host=`` value: the host name with anything but letters, digits, ``.``, ``_``, ``-`` replaced
+    (``/`` or ``=`` in a value would break the partition path)."""
+    clean = _UNSAFE.sub("_", name or "").strip("._")
+    return clean or "unknown"
+
+
+def check_dataset_dir(path: str | Path) -> Path:
+    """Create ``path`` if needed and prove it writable; UserError (exit 2) saying why not."""
+    from gpu_triage.trace.writer import describe_os_error
+
+    root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UserError(f"cannot record a dataset into {root}: it is a file; give a directory (DIR/)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".gpu-triage-probe-", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"cannot record a dataset into {root}: {describe_os_error(exc)}") from None
+    return root
+
+
+def file_end(ts: datetime, rotate_s: float) -> datetime:
+    """When the file holding a tick that ends at ``ts`` closes: the next multiple of ``rotate_s`` since
+    the epoch, or the next UTC midnight if that comes first."""
+    t = ts.timestamp()
+    boundary = datetime.fromtimestamp((math.floor(t / rotate_s) + 1) * rotate_s, UTC)
+    day = ts.astimezone(UTC)
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+    return min(boundary, midnight)
+
+
+class DatasetWriter:
+    """The :class:`~gpu_triage.trace.writer.TraceWriter` interface (``append``, ``ticks``,
+    ``bytes_written``, ``close``, ``abort``, ``path``) over a rotating dataset. One thread at a time."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        host: HostInfo,
+        interval_s: float,
+        *,
+        rotate_s: float | None = None,
+        hostname: str | None = None,
+    ) -> None:
+        self.root = check_dataset_dir(root)
+        self.path = self.root
+        self.host = host
+        self.interval_s = float(interval_s)
+        self.rotate_s = float(rotate_s or ROTATE_DEFAULT_S)
+        if not self.rotate_s > 0:
+            raise UserError("--rotate must be a positive number of seconds")
+        self.partition = host_partition(hostname or host.hostname or socket.gethostname())
+        self.ticks = 0
+        self.files: list[Path] = []  # closed Parquet files, oldest first
+        self.total_bytes = 0  # of the closed files
+        self._token = secrets.token_hex(3)  # two recorders on one host in the same second never collide
+        self._writer: TraceWriter | None = None
+        self._until: datetime | None = None
+
+    @property
+    def current(self) -> Path | None:
+        """The file being written (its stream is beside it), or None between files."""
+        return None if self._writer is None else self._writer.path
+
+    @property
+    def stream_path(self) -> Path:
+        """The crash-safe stream of the file being written (what `recover` finishes after a stop)."""
+        return self.root if self._writer is None else self._writer.stream_path
+
+    @property
+    def bytes_written(self) -> int:
+        return self.total_bytes + (0 if self._writer is None else self._writer.bytes_written)
+
+    def _open(self, ts: datetime) -> None:
+        from gpu_triage.trace.writer import TraceWriter
+
+        day = ts.astimezone(UTC)
+        folder = self.root / f"host={self.partition}" / f"date={day:%Y-%m-%d}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from gpu_triage.trace.writer import describe_os_error
+
+            raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+        start = day - timedelta(seconds=self.interval_s)  # the first tick's interval begins here
+        name = f"{max(start, datetime(day.year, day.month, day.day, tzinfo=UTC)):%H%M%S}-{self._token}.parquet"
+        self._writer = TraceWriter(folder / name, self.host, self.interval_s)
+        self._until = file_end(ts, self.rotate_s)
+
+    def _finish(self) -> None:
+        writer = self._writer
+        if writer is not None:
+            path = writer.close()  # UserError with the way out (recover) if it cannot
+            self._writer = None  # only now: a stop during the conversion still names this file's stream
+            self.files.append(path)
+            try:
+                self.total_bytes += path.stat().st_size
+            except OSError:
+                pass  # only the progress figure misses it; the file was written and fsynced
+
+    def append(self, tick: Tick) -> None:
+        """Append one tick to the file of its hour (opening and closing files as the clock says)."""
+        if self._writer is not None and self._until is not None and tick.ts > self._until:
+            self._finish()
+        if self._writer is None:
+            self._open(tick.ts)
+        assert self._writer is not None
+        self._writer.append(tick)
+        self.ticks += 1
+
+    def close(self) -> Path:
+        """Close the open file as Parquet; returns the dataset's root."""
+        self._finish()
+        if self.ticks == 0:
+            raise UserError(f"no tick was recorded before the stop: nothing written to {self.root}", exit_code=1)
+        return self.root
+
+    def abort(self) -> None:
+        """Stop without converting the open file: its stream stays for ``gpu-triage recover``."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abort()
+
+
+def open_recording(
+    output: str | Path, host: HostInfo, interval_s: float, *, rotate_s: float | None = None
+) -> DatasetWriter | TraceWriter:
+    """A dataset writer for ``DIR/`` or an existing directory, else a single-file TraceWriter."""
+    if is_dataset_target(output):
+        return DatasetWriter(output, host, interval_s, rotate_s=rotate_s)
+    from gpu_triage.trace.writer import TraceWriter as FileWriter
+
+    return FileWriter(Path(output), host, interval_s)

@@ -1,0 +1,278 @@
+"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck and the
+worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+
+Two passes, both bounded in memory however many files there are:
+
+1. **Verdicts**, file by file (an hour each by default): the ticks go through the dashboard's
+   :class:`~gpu_triage.window.RollingWindow` and the raw engine (:func:`~gpu_triage.diagnosis.engine.diagnose`)
+   is asked for a verdict every :data:`STRIDE_S` seconds of data; each verdict stands for the ticks since the
+   previous one. One file at a time is in memory; only (host, time, bottleneck) rows are kept.
+2. **Utilisation**, through a polars lazy scan of the whole dataset (projection: ``ts``, the cards'
+   ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; the ``host`` partition column): mean GPU-Util per
+   :data:`WINDOW_S` window while a job held the cards. The worst windows are the lowest of those, each with
+   the bottleneck the verdicts gave most often inside it. docs/recording.md shows the same query in DuckDB.
+
+Why a stride and not every tick: a share of time over hours does not need the per-tick hysteresis of the
+screen, and the diagnosis is ~70 % of the cost (profiled). Every tick still goes through the window, so each
+verdict sees the whole 5-minute history; what a 30 s stride loses is the exact edges of a regime, to within
+30 s, and regimes shorter than that are under-counted (the dashboard and `diagnose FILE` still show them).
+A day of 8 cards is 2,880 diagnoses instead of 43,200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.fleet.dataset import is_directory
+
+STRIDE_S = 30.0  # seconds of data between two verdicts (see the module docstring)
+WINDOW_S = 300.0  # the worst windows are this long: the dashboard's default window
+WORST = 3  # worst windows shown per host
+MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
+GLOB_CHARS = frozenset("*?[")
+
+
+def is_dataset_spec(spec: str) -> bool:
+    """A directory or a glob: a dataset (``diagnose FILE`` stays the one-recording command)."""
+    return bool(GLOB_CHARS & set(spec)) or is_directory(spec)
+
+
+def dataset_files(spec: str) -> list[Path]:
+    """The finished Parquet files of a dataset directory or a glob (files, or directories to walk).
+
+    Crash leftovers (``*.partial.arrows``) and temporary files are not read: ``gpu-triage recover`` them
+    first (the summary says how many it saw)."""
+    root = Path(spec).expanduser()
+    if root.is_dir():
+        matches = [root]
+    else:
+        matches = [Path(m) for m in sorted(glob.glob(str(root), recursive=True))]
+        if not matches:
+            raise UserError(
+                f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files"
+            )
+    files: list[Path] = []
+    for m in matches:
+        if m.is_dir():
+            files.extend(p for p in m.rglob("*.parquet") if not p.name.startswith("."))
+        elif m.name.endswith(".parquet") and not m.name.startswith("."):
+            files.append(m)
+    if not files:
+        if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
+            raise UserError(
+                f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "
+                "(`gpu-triage record -o DIR/`)"
+            )
+        raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
+    return sorted(set(files))
+
+
+def leftovers(spec: str) -> list[Path]:
+    root = Path(spec).expanduser()
+    if root.is_dir():
+        return sorted(root.rglob("*.partial.arrows"))
+    return [Path(m) for m in glob.glob(str(root), recursive=True) if m.endswith(".partial.arrows")]
+
+
+def host_of(path: Path, fallback: str | None) -> str:
+    """The ``host=`` partition of a file's path, else the recording's own host name, else its directory."""
+    for part in reversed(path.parts[:-1]):
+        if part.startswith("host="):
+            return part[5:]
+    return fallback or path.parent.name or "unknown"
+
+
+@dataclass(slots=True)
+class Span:
+    host: str
+    start: datetime
+    end: datetime
+    pattern: str
+    bottleneck: str
+
+
+def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
+    """The host of one recording and its verdict spans, one verdict every STRIDE_S seconds of data."""
+    from gpu_triage.diagnosis.engine import diagnose
+    from gpu_triage.trace.reader import open_trace
+    from gpu_triage.window import RollingWindow
+
+    trace = open_trace(path)
+    host = host_of(path, trace.host.hostname)
+    interval = float(trace.interval_s) if trace.interval_s and trace.interval_s > 0 else 2.0
+    window = RollingWindow(max(2, round(config.window_s / interval)))
+    stride = max(1, round(STRIDE_S / interval))
+    chunk = 1024  # ticks converted from Arrow at a time
+    start: datetime | None = None
+    spans: list[Span] = []
+    for lo in range(0, trace.n, chunk):
+        for i, tick in enumerate(trace.ticks(lo, min(trace.n, lo + chunk)), start=lo):
+            window.append(tick)
+            if start is None:
+                start = datetime.fromtimestamp(tick.ts.timestamp() - (tick.interval_s or interval), UTC)
+            if (i + 1) % stride == 0 or i == trace.n - 1:
+                v = diagnose(window.view(), config.thresholds, trace.host.cpu_count)
+                end = tick.ts.astimezone(UTC)
+                spans.append(Span(host, start, end, v.pattern, v.bottleneck))
+                start = end
+    return host, spans
+
+
+def utilisation_windows(files: list[Path]) -> Any:
+    """Per host and WINDOW_S window: mean GPU-Util over the ticks where a job held the cards (polars,
+    lazy: only the columns named are read). The host is the ``host=`` partition column; files outside a
+    partitioned layout get their recording's own host name."""
+    import polars as pl
+
+    if all(any(part.startswith("host=") for part in f.parts[:-1]) for f in files):
+        lf = pl.scan_parquet([str(f) for f in files], hive_partitioning=True)
+    else:
+        lf = pl.concat(
+            [pl.scan_parquet(str(f)).with_columns(pl.lit(_file_host(f)).alias("host")) for f in files],
+            how="diagonal_relaxed",
+        )
+    gpu = pl.element().struct.field
+    return (
+        lf.select(
+            "host",
+            "ts",
+            pl.col("gpus").list.eval(gpu("util_pct")).list.mean().alias("util"),
+            pl.col("gpus")
+            .list.eval(gpu("mem_used_bytes").cast(pl.Float64) / gpu("mem_total_bytes").cast(pl.Float64))
+            .list.max()
+            .alias("mem_frac"),
+        )
+        .filter(pl.col("mem_frac") >= MEM_HELD_FRAC)
+        .sort("host", "ts")
+        .group_by_dynamic("ts", every=f"{int(WINDOW_S)}s", group_by="host", label="left")
+        .agg(pl.col("util").mean().alias("util_pct"), pl.len().alias("ticks"))
+        .collect()
+    )
+
+
+def _file_host(path: Path) -> str:
+    from gpu_triage.trace.reader import open_trace
+
+    return host_of(path, open_trace(path).host.hostname)
+
+
+def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]:
+    import polars as pl
+
+    files = dataset_files(spec)
+    spans: list[Span] = []
+    hosts_files: dict[str, int] = {}
+    for n, f in enumerate(files, start=1):
+        host, found = file_verdicts(f, config)
+        spans.extend(found)
+        hosts_files[host] = hosts_files.get(host, 0) + 1
+        if progress is not None:
+            progress(n, len(files))
+    if not spans:
+        raise UserError(f"{spec}: the recordings hold no ticks")
+    verdicts = pl.DataFrame(
+        {
+            "host": [s.host for s in spans],
+            "start": [s.start for s in spans],
+            "end": [s.end for s in spans],
+            "bottleneck": [s.bottleneck for s in spans],
+        }
+    ).with_columns(((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
+    shares = (
+        verdicts.lazy()
+        .group_by("host", "bottleneck")
+        .agg(pl.col("seconds").sum())
+        .with_columns((pl.col("seconds") / pl.col("seconds").sum().over("host")).alias("share"))
+        .sort(["host", "share"], descending=[False, True])
+        .collect()
+    )
+    util = utilisation_windows(files)
+    # the bottleneck most often given inside each window (verdicts keyed by the window their end falls in)
+    modes = (
+        verdicts.lazy()
+        .with_columns(pl.col("end").dt.truncate(f"{int(WINDOW_S)}s").alias("ts"))
+        .group_by("host", "ts", "bottleneck")
+        .agg(pl.col("seconds").sum())
+        .sort("seconds", descending=True)
+        .group_by("host", "ts", maintain_order=True)
+        .first()
+        .select("host", "ts", "bottleneck")
+        .collect()
+    )
+    worst = (
+        util.lazy()
+        .join(modes.lazy(), on=["host", "ts"], how="left")
+        # a window counts when a job held the cards for at least half of it (not a job's last seconds)
+        .filter(pl.col("ticks") >= pl.col("ticks").max().over("host") // 2)
+        .sort("util_pct")
+        .group_by("host", maintain_order=True)
+        .head(WORST)
+        .collect()
+    )
+    out: dict[str, Any] = {
+        "source": spec,
+        "files": len(files),
+        "leftovers": [str(p) for p in leftovers(spec)],
+        "hosts": {},
+    }
+    for host in sorted(shares["host"].unique().to_list()):
+        mine = shares.filter(pl.col("host") == host)
+        seconds = float(mine["seconds"].sum())
+        out["hosts"][host] = {
+            "seconds": seconds,
+            "files": hosts_files.get(host, 0),
+            "bottlenecks": {r["bottleneck"]: round(r["share"], 4) for r in mine.iter_rows(named=True)},
+            "worst_windows": [
+                {
+                    "start": r["ts"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                    "seconds": WINDOW_S,
+                    "gpu_util_pct": round(float(r["util_pct"]), 1),
+                    "bottleneck": r["bottleneck"],
+                }
+                for r in worst.filter(pl.col("host") == host).iter_rows(named=True)
+            ],
+        }
+    return out
+
+
+def _hms(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def run_summary(args: argparse.Namespace, config: Config) -> int:
+    from gpu_triage.diagnosis.offline import terminal_progress
+
+    spec = args.file
+    progress = terminal_progress("summarising files")
+    result = summarise(spec, config, progress)
+    for p in result["leftovers"]:
+        print(
+            f"gpu-triage: {p} is left from an interrupted recording and was not read: `gpu-triage recover {p}`",
+            file=sys.stderr,
+        )
+    if getattr(args, "json", False):
+        print(json.dumps(result, indent=2, allow_nan=False))
+        return 0
+    hosts = result["hosts"]
+    print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    for host, h in hosts.items():
+        print()
+        print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
+        for bottleneck, share in h["bottlenecks"].items():
+            print(f"  {bottleneck:<18} {100 * share:5.1f} %")
+        if h["worst_windows"]:
+            print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
+            for w in h["worst_windows"]:
+                start = datetime.fromisoformat(w["start"])
+                print(f"    {start:%Y-%m-%d %H:%M} UTC  GPU-Util {w['gpu_util_pct']:5.1f} %  {w['bottleneck'] or '-'}")
+    return 0

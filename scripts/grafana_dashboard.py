@@ -1,0 +1,461 @@
+"""Write contrib/grafana/gpu-triage.json, the Grafana dashboard for `gpu-triage export`.
+
+    python scripts/grafana_dashboard.py            # rewrite the file
+    python scripts/grafana_dashboard.py --check    # exit 1 if the file differs (tests/test_contrib.py)
+
+Generated, not hand-edited: forty panels of JSON drift; a script keeps the queries, units and layout in
+one readable place. The layout reads top-down like the terminal dashboard: the verdict and its timeline,
+then every card (GPU-Util with its min-max band inside the tick, SM activity beside it), then the host
+(cores, iowait, memory, disks), then the GPU processes. Variables: the Prometheus data source,
+``instance`` (one exporter) and ``gpu`` (the cards repeated row by row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "gpu-triage.json"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SEL = 'instance=~"$instance"'
+
+
+class Layout:
+    """Panels placed left to right on Grafana's 24-column grid, wrapping to a new line."""
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+        self.panels: list[dict[str, Any]] = []
+
+    def add(self, panel: dict[str, Any], w: int, h: int) -> dict[str, Any]:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        panel["id"] = self.next_id
+        self.next_id += 1
+        panel["gridPos"] = {"x": self.x, "y": self.y, "w": w, "h": h}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        self.panels.append(panel)
+        return panel
+
+    def row(self, title: str, repeat: str | None = None) -> None:
+        if self.x:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        panel: dict[str, Any] = {"type": "row", "title": title, "collapsed": False, "panels": []}
+        if repeat:
+            panel["repeat"] = repeat
+        self.add(panel, 24, 1)
+        self.x, self.y, self.row_h = 0, self.y + 1, 0
+
+
+def target(expr: str, legend: str, ref: str = "A", **extra: Any) -> dict[str, Any]:
+    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, **extra}
+
+
+def timeseries(
+    title: str,
+    targets: list[dict[str, Any]],
+    unit: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    description: str = "",
+    overrides: list[dict[str, Any]] | None = None,
+    stack: bool = False,
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "custom": {
+            "lineWidth": 1,
+            "fillOpacity": 10,
+            "showPoints": "never",
+            "spanNulls": False,
+            "stacking": {"mode": "normal" if stack else "none"},
+        },
+    }
+    if lo is not None:
+        defaults["min"] = lo
+    if hi is not None:
+        defaults["max"] = hi
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}},
+    }
+
+
+def stat(
+    title: str, targets: list[dict[str, Any]], unit: str, *, text_mode: str = "value", description: str = ""
+) -> dict[str, Any]:
+    for t in targets:  # the current value only: a range query would also list the verdicts of the past hour
+        t.update(instant=True, range=False)
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "textMode": text_mode,
+            "colorMode": "none",
+            "graphMode": "none",
+        },
+    }
+
+
+def build() -> dict[str, Any]:
+    lay = Layout()
+
+    lay.row("Verdict")
+    lay.add(
+        stat(
+            "Verdict",
+            [target(f"gpu_triage_verdict{{{SEL}}}", "{{pattern}} · {{bottleneck}} · cards {{cards}}")],
+            "none",
+            text_mode="name",
+            description="The verdict the terminal dashboard shows: pattern, bottleneck and the cards concerned.",
+        ),
+        12,
+        4,
+    )
+    lay.add(
+        stat("Confidence", [target(f"gpu_triage_verdict_confidence_ratio{{{SEL}}}", "confidence")], "percentunit"), 4, 4
+    )
+    lay.add(
+        stat(
+            "Held for",
+            [target(f"gpu_triage_verdict_age_seconds{{{SEL}}}", "held")],
+            "s",
+            description="Seconds since the shown verdict began.",
+        ),
+        4,
+        4,
+    )
+    lay.add(stat("Cards lost", [target(f"sum(gpu_triage_gpu_lost{{{SEL}}})", "lost")], "none"), 4, 4)
+    lay.add(
+        {
+            "type": "state-timeline",
+            "title": "Verdict timeline (bottleneck)",
+            "description": "One lane per bottleneck: coloured while gpu-triage showed it.",
+            "datasource": DS,
+            "targets": [target(f"max by (bottleneck) (gpu_triage_verdict{{{SEL}}})", "{{bottleneck}}")],
+            "fieldConfig": {
+                "defaults": {
+                    "color": {"mode": "palette-classic"},
+                    "mappings": [{"type": "value", "options": {"1": {"text": "shown"}}}],
+                },
+                "overrides": [],
+            },
+            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+        },
+        12,
+        7,
+    )
+    lay.add(
+        {
+            "type": "state-timeline",
+            "title": "Verdict timeline (pattern)",
+            "datasource": DS,
+            "targets": [target(f"max by (pattern) (gpu_triage_verdict{{{SEL}}})", "{{pattern}}")],
+            "fieldConfig": {
+                "defaults": {
+                    "color": {"mode": "palette-classic"},
+                    "mappings": [{"type": "value", "options": {"1": {"text": "shown"}}}],
+                },
+                "overrides": [],
+            },
+            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+        },
+        12,
+        7,
+    )
+
+    lay.row("Cards: every card at a glance")
+    lay.add(
+        timeseries(
+            "GPU-Util, all cards",
+            [target(f"gpu_triage_gpu_utilization_ratio{{{SEL}}}", "GPU {{gpu}}")],
+            "percentunit",
+            lo=0,
+            hi=1,
+            description="Fixed 0-100 % scale, never auto-scaled: 100 % and 0 % must look different.",
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "SM active, all cards",
+            [target(f"gpu_triage_gpu_sm_active_ratio{{{SEL}}}", "GPU {{gpu}}")],
+            "percentunit",
+            lo=0,
+            hi=1,
+            description="GPM (Hopper and newer). GPU-Util high with SM low: kernels waiting (communication).",
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Memory used",
+            [
+                target(f"gpu_triage_gpu_memory_used_bytes{{{SEL}}}", "GPU {{gpu}} used"),
+            ],
+            "bytes",
+            lo=0,
+            description="Held memory is not work.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "PCIe and NVLink",
+            [
+                target(f"gpu_triage_gpu_pcie_rx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} PCIe rx", "A"),
+                target(f"gpu_triage_gpu_pcie_tx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} PCIe tx", "B"),
+                target(f"gpu_triage_gpu_nvlink_rx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} NVLink rx", "C"),
+                target(f"gpu_triage_gpu_nvlink_tx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} NVLink tx", "D"),
+            ],
+            "Bps",
+            lo=0,
+        ),
+        8,
+        8,
+    )
+    lay.add(timeseries("Power", [target(f"gpu_triage_gpu_power_watts{{{SEL}}}", "GPU {{gpu}}")], "watt", lo=0), 8, 8)
+
+    # one row per card: util with the min-max band of the driver's samples inside the tick, SM beside it
+    lay.row("GPU $gpu", repeat="gpu")
+    card = f'{SEL},gpu="$gpu"'
+    lay.add(
+        timeseries(
+            "GPU $gpu: GPU-Util (band: min-max inside the tick)",
+            [
+                target(f"gpu_triage_gpu_utilization_max_ratio{{{card}}}", "max", "A"),
+                target(f"gpu_triage_gpu_utilization_min_ratio{{{card}}}", "min", "B"),
+                target(f"gpu_triage_gpu_utilization_ratio{{{card}}}", "GPU-Util", "C"),
+            ],
+            "percentunit",
+            lo=0,
+            hi=1,
+            overrides=[
+                {
+                    "matcher": {"id": "byName", "options": "max"},
+                    "properties": [
+                        {"id": "custom.fillBelowTo", "value": "min"},
+                        {"id": "custom.lineWidth", "value": 0},
+                        {"id": "custom.fillOpacity", "value": 25},
+                    ],
+                },
+                {
+                    "matcher": {"id": "byName", "options": "min"},
+                    "properties": [{"id": "custom.lineWidth", "value": 0}, {"id": "custom.fillOpacity", "value": 0}],
+                },
+            ],
+            description="A wide band: the card swung between idle and busy inside each tick "
+            "(a sawtooth faster than the tick).",
+        ),
+        12,
+        7,
+    )
+    lay.add(
+        timeseries(
+            "GPU $gpu: SM, tensor, DRAM activity",
+            [
+                target(f"gpu_triage_gpu_sm_active_ratio{{{card}}}", "SM active", "A"),
+                target(f"gpu_triage_gpu_tensor_active_ratio{{{card}}}", "tensor", "B"),
+                target(f"gpu_triage_gpu_dram_active_ratio{{{card}}}", "DRAM", "C"),
+            ],
+            "percentunit",
+            lo=0,
+            hi=1,
+        ),
+        12,
+        7,
+    )
+
+    lay.row("Host")
+    lay.add(
+        timeseries(
+            "CPU cores",
+            [
+                target(f"gpu_triage_host_cpu_busy_ratio{{{SEL}}}", "mean of all cores", "A"),
+                target(f"gpu_triage_host_cpu_core_busy_max_ratio{{{SEL}}}", "busiest core", "B"),
+                target(
+                    f"gpu_triage_host_cpu_cores_saturated{{{SEL}}} / gpu_triage_host_cpu_cores{{{SEL}}}",
+                    "share of cores >= 90 % busy",
+                    "C",
+                ),
+            ],
+            "percentunit",
+            lo=0,
+            hi=1,
+            description="Every core full while the GPUs wait: the data pipeline. "
+            "One core full: launch overhead or one starved worker.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries("iowait", [target(f"gpu_triage_host_iowait_ratio{{{SEL}}}", "iowait")], "percentunit", lo=0, hi=1),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Host memory",
+            [
+                target(f"gpu_triage_host_memory_used_bytes{{{SEL}}}", "used", "A"),
+                target(f"gpu_triage_host_memory_total_bytes{{{SEL}}}", "total", "B"),
+            ],
+            "bytes",
+            lo=0,
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Disk busy", [target(f"gpu_triage_host_disk_busy_ratio{{{SEL}}}", "{{disk}}")], "percentunit", lo=0, hi=1
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries("Disk await", [target(f"gpu_triage_host_disk_await_seconds{{{SEL}}}", "{{disk}}")], "s", lo=0), 8, 8
+    )
+    lay.add(
+        timeseries(
+            "Disk throughput",
+            [
+                target(f"gpu_triage_host_disk_read_bytes_per_second{{{SEL}}}", "{{disk}} read", "A"),
+                target(f"gpu_triage_host_disk_write_bytes_per_second{{{SEL}}}", "{{disk}} write", "B"),
+            ],
+            "Bps",
+            lo=0,
+        ),
+        8,
+        8,
+    )
+
+    lay.row("GPU processes")
+    lay.add(
+        timeseries(
+            "GPU memory per process",
+            [target(f"gpu_triage_process_gpu_memory_bytes{{{SEL}}}", "{{name}} {{pid}} (GPU {{gpu}})")],
+            "bytes",
+            lo=0,
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "DataLoader workers and their CPU",
+            [
+                target(f"gpu_triage_process_dataloader_workers{{{SEL}}}", "{{name}} {{pid}} workers", "A"),
+                target(
+                    f"gpu_triage_process_dataloader_workers_cpu_cores{{{SEL}}}",
+                    "{{name}} {{pid}} workers' CPU (cores)",
+                    "B",
+                ),
+            ],
+            "none",
+            lo=0,
+        ),
+        12,
+        8,
+    )
+
+    return {
+        "title": "gpu-triage: why are the GPUs idle",
+        "uid": "gpu-triage",
+        "description": "gpu-triage export: every card, the host and the verdict. contrib/grafana/gpu-triage.json",
+        "tags": ["gpu", "gpu-triage", "nvidia"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "10s",
+        "time": {"from": "now-1h", "to": "now"},
+        "graphTooltip": 1,
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Prometheus",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                },
+                {
+                    "name": "instance",
+                    "label": "instance",
+                    "type": "query",
+                    "datasource": DS,
+                    "query": {"query": "label_values(gpu_triage_build_info, instance)", "refId": "instance"},
+                    "definition": "label_values(gpu_triage_build_info, instance)",
+                    "refresh": 2,
+                    "sort": 1,
+                    "multi": False,
+                    "includeAll": False,
+                    "current": {},
+                    "hide": 0,
+                },
+                {
+                    "name": "gpu",
+                    "label": "card",
+                    "type": "query",
+                    "datasource": DS,
+                    "query": {"query": 'label_values(gpu_triage_gpu_lost{instance=~"$instance"}, gpu)', "refId": "gpu"},
+                    "definition": 'label_values(gpu_triage_gpu_lost{instance=~"$instance"}, gpu)',
+                    "refresh": 2,
+                    "sort": 3,
+                    "multi": True,
+                    "includeAll": True,
+                    "current": {},
+                    "hide": 0,
+                },
+            ]
+        },
+        "annotations": {"list": []},
+        "panels": lay.panels,
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is not up to date")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is out of date: run python scripts/grafana_dashboard.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

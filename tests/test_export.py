@@ -1,0 +1,428 @@
+"""`gpu-triage export`: the metrics say what the tick and the dashboard's verdict say, a field the card does
+not give is absent (never 0), and the daemon starts, refuses bad input in one line and stops cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.diagnosis.engine import diagnose
+from gpu_triage.diagnosis.tracker import VerdictTracker
+from gpu_triage.errors import UserError
+from gpu_triage.export.collector import TriageCollector
+from gpu_triage.export.monitor import Monitor, TappedSource
+from gpu_triage.export.server import MetricsServer, parse_listen
+from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
+from gpu_triage.sources.base import SourceStatus
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.window import RollingWindow
+
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(monitor: Monitor) -> Samples:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    return parse(generate_latest(registry).decode())
+
+
+def parse(text: str) -> Samples:
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def named(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: v for (n, labels), v in samples.items() if n == name}
+
+
+def fed(scenario: str, ticks: int, *, gpus: int = 4, interval_s: float = 2.0) -> tuple[Monitor, SimulatedSource, Tick]:
+    source = SimulatedSource(scenario, gpus=gpus, seed=3, interval_s=interval_s, start=START)
+    monitor = Monitor(source.host_info(), Config(interval_s=interval_s), source.name)
+    tick = source.sample()
+    monitor.ingest(tick, source.status())
+    for _ in range(ticks - 1):
+        tick = source.sample()
+        monitor.ingest(tick, source.status())
+    return monitor, source, tick
+
+
+def test_card_metrics_are_the_tick_in_base_units() -> None:
+    monitor, _, tick = fed("communication", 5)
+    s = scrape(monitor)
+    for g in tick.gpus:
+        lab = (("gpu", str(g.index)),)
+        assert s[("gpu_triage_gpu_utilization_ratio", lab)] == pytest.approx(g.util_pct / 100)
+        assert s[("gpu_triage_gpu_utilization_min_ratio", lab)] == pytest.approx(g.util_min_pct / 100)
+        assert s[("gpu_triage_gpu_utilization_max_ratio", lab)] == pytest.approx(g.util_max_pct / 100)
+        assert s[("gpu_triage_gpu_sm_active_ratio", lab)] == pytest.approx(g.sm_active_pct / 100)
+        assert s[("gpu_triage_gpu_memory_used_bytes", lab)] == g.mem_used_bytes
+        assert s[("gpu_triage_gpu_nvlink_rx_bytes_per_second", lab)] == pytest.approx(g.nvlink_rx_bytes_per_s)
+        assert s[("gpu_triage_gpu_sm_clock_hertz", lab)] == pytest.approx(g.sm_clock_mhz * 1e6)
+        assert s[("gpu_triage_gpu_lost", lab)] == 0
+    assert s[("gpu_triage_ticks_total", ())] == 5
+    assert s[("gpu_triage_host_cpu_cores", ())] == len(tick.cpu_pct)
+    assert s[("gpu_triage_host_cpu_core_busy_max_ratio", ())] == pytest.approx(max(tick.cpu_pct) / 100)
+    for d in tick.disks:
+        assert s[("gpu_triage_host_disk_await_seconds", (("disk", d.name),))] == pytest.approx(d.await_ms / 1000)
+
+
+def test_per_core_cardinality_does_not_grow_with_cores() -> None:
+    small = scrape(fed("healthy", 2)[0])
+    source = SimulatedSource("healthy", gpus=4, cores=192, seed=3)
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    monitor.ingest(source.sample(), source.status())
+    big = scrape(monitor)
+
+    def host(s: Samples) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+        return sorted(k for k in s if k[0].startswith("gpu_triage_host_cpu"))
+
+    assert host(small) == host(big)
+    assert big[("gpu_triage_host_cpu_cores", ())] == 192
+
+
+def test_unsupported_and_lost_cards_are_absent_not_zero() -> None:
+    host = HostInfo(hostname="h", cpu_count=2)
+    monitor = Monitor(host, Config(), "fake")
+    old = GpuSample(0, util_pct=50.0, mem_used_bytes=1, mem_total_bytes=2)  # an Ampere: no GPM fields
+    lost = GpuSample(1)  # what the NVML reader gives for a card that fell off the bus
+    tick = Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[old, lost], cpu_pct=[10.0, 20.0])
+    monitor.ingest(tick, SourceStatus(lost_gpus={1}))
+    s = scrape(monitor)
+    assert s[("gpu_triage_gpu_utilization_ratio", (("gpu", "0"),))] == 0.5
+    assert ("gpu_triage_gpu_sm_active_ratio", (("gpu", "0"),)) not in s
+    assert ("gpu_triage_gpu_power_watts", (("gpu", "0"),)) not in s
+    assert s[("gpu_triage_gpu_lost", (("gpu", "1"),))] == 1
+    assert [k for k in s if ("gpu", "1") in k[1]] == [("gpu_triage_gpu_lost", (("gpu", "1"),))]
+    assert ("gpu_triage_host_iowait_ratio", ()) not in s  # None in the tick
+
+
+def test_verdict_is_the_dashboards_shown_verdict() -> None:
+    """The same engine and tracker, fed the same ticks, as ui/app.py runs them."""
+    monitor, source, _ = fed("data_pipeline", 60)
+    # the dashboard's way, by hand: window → diagnose → tracker
+    replay = SimulatedSource("data_pipeline", gpus=4, seed=3, interval_s=2.0, start=START)
+    window, tracker, shown = RollingWindow(Config().window_ticks), VerdictTracker(Config().thresholds), None
+    began = 0.0
+    for _ in range(60):
+        tick = replay.sample()
+        window.append(tick)
+        before = shown
+        shown = tracker.update(
+            tick.ts.timestamp(), diagnose(window.view(), Config().thresholds, source.host_info().cpu_count)
+        )
+        if before is None or before.key != shown.key:
+            began = tick.ts.timestamp()
+    s = scrape(monitor)
+    verdicts = named(s, "gpu_triage_verdict")
+    assert verdicts == {
+        (
+            ("bottleneck", shown.bottleneck),
+            ("cards", ",".join(map(str, sorted(shown.gpus)))),
+            ("pattern", shown.pattern),
+        ): 1.0
+    }
+    assert shown.bottleneck == "data_pipeline"
+    assert s[("gpu_triage_verdict_confidence_ratio", ())] == pytest.approx(shown.confidence)
+    assert s[("gpu_triage_verdict_age_seconds", ())] == pytest.approx(monitor.snapshot.tick_time - began)
+
+
+def test_verdict_age_counts_from_its_change() -> None:
+    source = SimulatedSource.from_schedule([("healthy", 120), ("data_pipeline", 300)], gpus=4, seed=1)
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    ages, keys = [], []
+    for _ in range(200):
+        snap = monitor.ingest(source.sample(), source.status())
+        ages.append(snap.tick_time - snap.verdict_since)
+        keys.append(snap.verdict.key)
+    changes = [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
+    assert changes, "the schedule changes the verdict"
+    for i in range(1, len(keys)):
+        assert ages[i] == (0 if i in changes else pytest.approx(ages[i - 1] + 2.0))
+    assert ages[-1] > 0
+
+
+def test_the_jobs_own_clock_is_exported_when_the_tick_has_one() -> None:
+    monitor = Monitor(HostInfo(hostname="h"), Config(), "fake")
+    job = JobSample("log:tqdm", samples_per_s=512.0, step_time_s=0.25, data_wait_pct=40.0, since_progress_s=3.0,
+                    steps=1200, ranks=[JobRank(0, data_wait_pct=40.0), JobRank(1, data_wait_pct=10.0)])
+    monitor.ingest(Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[GpuSample(0, util_pct=50.0)], job=job))
+    s = scrape(monitor)
+    assert s[("gpu_triage_job_samples_per_second", ())] == 512
+    assert s[("gpu_triage_job_data_wait_ratio", ())] == pytest.approx(0.4)
+    assert s[("gpu_triage_job_seconds_since_progress", ())] == 3
+    assert s[("gpu_triage_job_steps_total", ())] == 1200
+    assert s[("gpu_triage_job_info", (("source", "log:tqdm"),))] == 1
+    assert named(s, "gpu_triage_job_rank_data_wait_ratio") == {(("rank", "0"),): 0.4, (("rank", "1"),): 0.1}
+    assert ("gpu_triage_job_loss", ()) not in s  # the log printed none: absent, not 0
+    monitor.ingest(Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[GpuSample(0, util_pct=50.0)]))
+    assert not [k for k in scrape(monitor) if k[0].startswith("gpu_triage_job")]  # no job in this tick
+
+
+def test_no_tick_yet_exports_no_verdict_and_no_card_values() -> None:
+    monitor = Monitor(HostInfo(hostname="h"), Config(), "fake")
+    s = scrape(monitor)
+    assert not named(s, "gpu_triage_verdict")
+    assert s[("gpu_triage_ticks_total", ())] == 0
+
+
+def test_tapped_source_feeds_the_monitor_the_dashboards_own_ticks() -> None:
+    inner = SimulatedSource("healthy", gpus=2, seed=0)
+    monitor = Monitor(inner.host_info(), Config(), inner.name)
+    tapped = TappedSource(inner, monitor.ingest)
+    tick = tapped.sample()
+    assert monitor.snapshot.tick is tick
+    assert tapped.name == inner.name and tapped.host_info().hostname == inner.host_info().hostname
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("127.0.0.1:9839", ("127.0.0.1", 9839)),
+        (":9000", ("127.0.0.1", 9000)),
+        ("9000", ("127.0.0.1", 9000)),
+        ("[::1]:9839", ("::1", 9839)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+        ("localhost:80", ("localhost", 80)),
+    ],
+)
+def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1:", "host:port", "127.0.0.1:70000", "::1:9839", "[::1]9839", "-1"])
+def test_parse_listen_refuses(text: str) -> None:
+    with pytest.raises(UserError, match="--listen"):
+        parse_listen(text)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_port_in_use_is_one_line_and_exit_2(busy_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["export", "--listen", f"127.0.0.1:{busy_port}", "--source", "sim:healthy"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and "in use" in err and str(busy_port) in err
+
+
+@pytest.mark.parametrize("listen", ["256.1.1.1:9839", "no-such-host.invalid:9839", "192.0.2.1:9839"])
+def test_bad_address_is_one_line_and_exit_2(listen: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--listen", listen, "--source", "sim:healthy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpu-triage: error: cannot listen on")
+
+
+def test_live_metrics_on_a_port_in_use_fails_before_the_screen(
+    busy_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "healthy", "--metrics", f"127.0.0.1:{busy_port}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "in use" in err
+
+
+def test_metrics_on_a_recording_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--metrics", "127.0.0.1:0"]) == 2
+    assert "--metrics needs a live or simulated source" in capsys.readouterr().err
+
+
+def _get(url: str, method: str = "GET") -> tuple[int, str]:
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_serves_metrics_only() -> None:
+    monitor, _, _ = fed("healthy", 2)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    server = MetricsServer("127.0.0.1:0", registry)
+    server.start()
+    try:
+        status, body = _get(server.url)
+        assert status == 200 and "gpu_triage_gpu_utilization_ratio" in body
+        base = server.url.removesuffix("/metrics")
+        assert _get(base + "/")[0] == 404
+        assert _get(base + "/api/v1/anything")[0] == 404
+        assert _get(server.url, "POST")[0] == 405
+    finally:
+        server.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+
+
+def test_a_scrape_in_flight_during_shutdown_gets_a_whole_answer() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def collect(self):
+            entered.set()
+            release.wait(10)
+            monitor, _, _ = fed("healthy", 1)
+            yield from TriageCollector(lambda: monitor.snapshot).collect()
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Slow())
+    server = MetricsServer("127.0.0.1:0", registry)
+    server.start()
+    answer: list[tuple[int, str]] = []
+    scraper = threading.Thread(target=lambda: answer.append(_get(server.url)))
+    scraper.start()
+    assert entered.wait(10)
+    closer = threading.Thread(target=server.close)
+    closer.start()
+    time.sleep(0.3)  # close() has begun; the scrape is still inside collect()
+    assert closer.is_alive(), "close() must wait for the scrape in flight"
+    release.set()
+    closer.join(10)
+    scraper.join(10)
+    status, body = answer[0]
+    assert status == 200 and body.rstrip().endswith(tuple("0123456789")) and "gpu_triage_verdict" in body
+
+
+def _start_export(*extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.2", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(r"on (http://\S+/metrics)", line)
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError(f"export never said where it serves: {proc.communicate()}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_daemon_serves_then_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
+    proc, url = _start_export("--source", "sim:storage_io", "--gpus", "2")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = _get(url)
+            s = parse(body)
+            if s.get(("gpu_triage_ticks_total", ()), 0) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 200 and s[("gpu_triage_ticks_total", ())] >= 2
+        assert (
+            s[
+                (
+                    "gpu_triage_build_info",
+                    (("hostname", "sim-h200x2"), ("source", "sim:storage_io"), ("version", "0.1.0")),
+                )
+            ]
+            == 1
+        )
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert f"stopped ({sig.name})" in out and "Traceback" not in err
+    with pytest.raises(OSError):
+        http.client.HTTPConnection("127.0.0.1", int(url.split(":")[2].split("/")[0]), timeout=2).request(
+            "GET", "/metrics"
+        )
+
+
+def test_help_lists_export_and_metrics() -> None:
+    from gpu_triage.cli import build_parser
+
+    parser = build_parser()
+    text = parser.format_help()
+    assert "export" in text
+    ns = parser.parse_args(["live", "--metrics", "127.0.0.1:9839"])
+    assert ns.metrics == "127.0.0.1:9839"
+    ns = parser.parse_args(["export"])
+    assert ns.listen == "127.0.0.1:9839" and ns.source == "live"
+    assert isinstance(ns, argparse.Namespace)
+
+
+def test_readme_names_every_subcommand_and_the_export_options() -> None:
+    from pathlib import Path
+
+    from gpu_triage.cli import build_parser
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in sub.choices:
+        assert f"`gpu-triage {name}" in readme, name
+    for option in sub.choices["export"]._option_string_actions:
+        if option.startswith("--") and option not in ("--help", "--gpus", "--seed", "--window"):
+            assert option in readme, option
+    assert "--metrics" in readme and "## Prometheus and Grafana" in readme
+
+
+async def test_live_metrics_serve_the_dashboards_own_ticks() -> None:
+    """`demo SCENARIO --metrics`: the app samples, the exporter sees the very ticks on screen (what
+    ui/run.py's run_dashboard wires: the exporter bound first, then the app's source tapped)."""
+    from gpu_triage.ui.run import _metrics_exporter, build_app
+
+    config = Config(interval_s=0.1)
+    args = argparse.Namespace(scenario="healthy", gpus=2, cores=4, seed=0, metrics="127.0.0.1:0")
+    exporter = _metrics_exporter("demo", args, config)
+    app = build_app("demo", args, config)
+    app.source = exporter.tap(app.source)
+    exporter.start()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.ticks_ingested < 5:
+                await pilot.pause(0.1)
+            app.shutdown()  # the sampler stops; the tick it handed over last still reaches the screen
+            await pilot.pause(0.2)
+            status, body = _get(exporter.server.url)
+            snap = exporter.monitor.snapshot
+            assert status == 200 and app.ticks_ingested >= 5
+            # a stop that lands while the source is sampling leaves that one tick to the exporter only
+            assert snap.ticks - app.ticks_ingested in (0, 1)
+            s = parse(body)
+            if snap.ticks == app.ticks_ingested:
+                assert snap.tick is app.window.last  # the same tick object on screen and in /metrics
+            util = s[("gpu_triage_gpu_utilization_ratio", (("gpu", "0"),))]
+            assert util == pytest.approx(snap.tick.gpus[0].util_pct / 100)
+            assert (
+                s[
+                    (
+                        "gpu_triage_build_info",
+                        (("hostname", "sim-h200x2"), ("source", "sim:healthy"), ("version", "0.1.0")),
+                    )
+                ]
+                == 1
+            )
+    finally:
+        exporter.close()

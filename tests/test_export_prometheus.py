@@ -1,0 +1,187 @@
+"""A real Prometheus (Debian's `prometheus` package) scrapes `gpu-triage export --source sim:data_pipeline`
+on localhost: the verdict reaches Prometheus as gpu_triage_verdict{bottleneck="data_pipeline"} 1, and a
+card's GPU-Util as Prometheus stored it is the simulator's own value for that tick.
+
+CI must run this test, not skip it: without the `prometheus` binary it FAILS when $CI is set (.ci/run
+installs the package); elsewhere it is skipped with the command that installs it. Loopback only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.sources.sim import H200_MEM_TOTAL_BYTES, SimulatedSource
+from promtools import require
+
+WAIT_S = 60.0  # bound on every wait: a hung Prometheus or exporter fails the test, it never hangs CI
+INTERVAL_S = 0.5
+SCENARIO = "data_pipeline"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.fixture
+def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "export",
+            "--source",
+            f"sim:{SCENARIO}",
+            "--interval",
+            str(INTERVAL_S),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    target = None
+    for line in proc.stdout:
+        m = re.search(r"on http://(127\.0\.0\.1:\d+)/metrics", line)
+        if m:
+            target = m.group(1)
+            break
+    if target is None:
+        raise AssertionError(f"export did not start: {_stop(proc)}")
+    try:
+        yield proc, target
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, exporter: tuple[subprocess.Popen[str], str]) -> Iterator[str]:
+    binary = require("prometheus")
+    _, target = exporter
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: gpu-triage\n    static_configs:\n      - targets: ['{target}']\n"
+    )
+    for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
+        port = _free_port()
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        if proc.poll() is None:
+            try:
+                yield base
+            finally:
+                _stop(proc)
+            return
+        err = _stop(proc)
+        if "address already in use" not in err:
+            raise AssertionError(f"prometheus did not start: {err[-2000:]}")
+    raise AssertionError("prometheus found no free port in three attempts")
+
+
+def _query(base: str, promql: str) -> list[dict]:
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body = json.load(resp)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def _wait_for(base: str, promql: str, ok: Callable[[list[dict]], bool]) -> list[dict]:
+    deadline = time.monotonic() + WAIT_S
+    result: list[dict] = []
+    while time.monotonic() < deadline:
+        result = _query(base, promql)
+        if ok(result):
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"{promql} never satisfied the test within {WAIT_S:g} s; last answer: {result}")
+
+
+def test_prometheus_scrapes_the_verdict_and_the_simulators_numbers(prometheus: str) -> None:
+    base = prometheus
+    verdict = f'gpu_triage_verdict{{bottleneck="{SCENARIO}"}}'
+    found = _wait_for(base, verdict, lambda r: any(s["value"][1] == "1" for s in r))
+    labels = found[0]["metric"]
+    assert labels["job"] == "gpu-triage" and labels["pattern"] and labels["cards"]
+    assert _query(base, 'up{job="gpu-triage"}')[0]["value"][1] == "1"
+
+    # GPU-Util of card 0 as Prometheus stored it, beside the tick counter of the same scrape (one snapshot
+    # per scrape: equal timestamps mean the same tick), against the simulator replayed from its seed
+    util = _query(base, 'gpu_triage_gpu_utilization_ratio{gpu="0"}[5m]')[0]["values"]
+    ticks = dict(_query(base, "gpu_triage_ticks_total[5m]")[0]["values"])
+    pairs = [(int(ticks[t]), float(v)) for t, v in util if t in ticks]
+    assert len(pairs) >= 5, (util, ticks)
+    sim = SimulatedSource(SCENARIO, gpus=8, seed=0, interval_s=INTERVAL_S)
+    by_tick: dict[int, float] = {}
+    for k in range(1, max(k for k, _ in pairs) + 1):
+        by_tick[k] = sim.sample().gpus[0].util_pct / 100
+    for k, value in pairs:
+        assert value == pytest.approx(by_tick[k], abs=1e-9), f"tick {k}"
+    assert len({v for _, v in pairs}) > 1  # a sawtooth: the stored values move with the ticks
+
+    total = _query(base, "gpu_triage_gpu_memory_total_bytes")
+    assert {s["metric"]["gpu"] for s in total} == {str(i) for i in range(8)}
+    assert all(float(s["value"][1]) == H200_MEM_TOTAL_BYTES for s in total)
+
+
+def test_every_grafana_query_is_valid_promql_with_data(prometheus: str) -> None:
+    """The dashboard's queries, with its variables filled in, against the real Prometheus: a typo in a
+    metric name or in PromQL shows here (an empty answer or an error), not on someone's wall screen."""
+    base = prometheus
+    _wait_for(base, "gpu_triage_gpu_utilization_ratio", lambda r: len(r) == 8)
+    _wait_for(base, "gpu_triage_verdict_age_seconds", lambda r: len(r) == 1)
+    instance = _query(base, "gpu_triage_build_info")[0]["metric"]["instance"]
+    dashboard = json.loads((Path(__file__).parent.parent / "contrib/grafana/gpu-triage.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert len(exprs) > 20
+    for expr in exprs:
+        promql = expr.replace("$instance", instance).replace("$gpu", "3")
+        assert _query(base, promql), f"no data for {expr}"

@@ -1,0 +1,240 @@
+"""A fleet's recordings as one dataset: `record -o DIR/` and `export --record DIR` write Hive-partitioned
+Parquet files that rotate on the clock and at midnight, each a complete trace; a killed recorder leaves a
+stream per file; `diagnose DIR --summary` gives per host the share of time in each bottleneck and the
+worst windows."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.export.run import _Recording
+from gpu_triage.fleet.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
+from gpu_triage.fleet.summary import summarise
+from gpu_triage.model import HostInfo
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.writer import TraceWriter
+
+LATE = datetime(2026, 1, 5, 22, 30, tzinfo=UTC)
+
+
+def _write(
+    root: Path,
+    scenario: str,
+    start: datetime,
+    seconds: float,
+    *,
+    rotate_s: float = 3600,
+    hostname: str | None = None,
+    gpus: int = 2,
+    interval_s: float = 2.0,
+) -> DatasetWriter:
+    source = SimulatedSource(scenario, gpus=gpus, seed=1, interval_s=interval_s, start=start)
+    writer = DatasetWriter(root, source.host_info(), interval_s, rotate_s=rotate_s, hostname=hostname)
+    for _ in range(round(seconds / interval_s)):
+        writer.append(source.sample())
+    writer.close()
+    return writer
+
+
+def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path: Path) -> None:
+    writer = _write(tmp_path, "healthy", LATE, 2.5 * 3600)
+    files = sorted(tmp_path.rglob("*.parquet"))
+    assert [f.relative_to(tmp_path).parent.as_posix() for f in files] == [
+        "host=sim-h200x2/date=2026-01-05",
+        "host=sim-h200x2/date=2026-01-05",
+        "host=sim-h200x2/date=2026-01-06",
+    ]
+    assert [f.name[:6] for f in files] == ["223000", "230000", "000000"]
+    assert not list(tmp_path.rglob("*.arrows"))  # every stream became its Parquet file
+    ticks = 0
+    ends = [datetime(2026, 1, 5, 23, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC), datetime(2026, 1, 6, 1, tzinfo=UTC)]
+    for f, end in zip(files, ends, strict=True):
+        trace = open_trace(f)
+        assert trace.host.hostname == "sim-h200x2" and len(trace.host.gpus) == 2  # metadata in every file
+        assert trace.timestamps.max() <= end.timestamp()
+        assert trace.timestamps.min() > end.timestamp() - 3600
+        ticks += trace.n
+    assert ticks == writer.ticks == 4500
+    every = np.concatenate([open_trace(f).timestamps for f in files])
+    assert np.allclose(np.diff(every), 2.0)  # nothing lost or doubled at a rotation
+
+
+def test_a_rotation_that_does_not_divide_the_day_still_ends_at_midnight() -> None:
+    # multiples of 7 h since the epoch fall at 23:00 and 06:00 around this midnight
+    assert file_end(datetime(2026, 1, 5, 22, 0, 1, tzinfo=UTC), 7 * 3600) == datetime(2026, 1, 5, 23, tzinfo=UTC)
+    assert file_end(datetime(2026, 1, 5, 23, 30, tzinfo=UTC), 7 * 3600) == datetime(2026, 1, 6, tzinfo=UTC)
+    assert file_end(datetime(2026, 1, 5, 13, 0, 0, tzinfo=UTC), 3600) == datetime(2026, 1, 5, 14, tzinfo=UTC)
+    assert file_end(datetime(2026, 1, 5, 13, 59, 59, tzinfo=UTC), 600) == datetime(2026, 1, 5, 14, tzinfo=UTC)
+
+
+def test_host_partition_is_path_safe() -> None:
+    assert host_partition("gpu01.cluster") == "gpu01.cluster"
+    assert host_partition("a/b=c d") == "a_b_c_d"
+    assert host_partition("") == host_partition(None) == "unknown"
+
+
+def test_a_killed_recorder_leaves_the_open_files_stream(tmp_path: Path) -> None:
+    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
+    writer = DatasetWriter(tmp_path, source.host_info(), 2.0)
+    for _ in range(1000):  # past the 23:00 rotation
+        writer.append(source.sample())
+    writer.abort()  # what a kill leaves: the closed file and the open one's stream
+    assert len(list(tmp_path.rglob("*.parquet"))) == 1
+    (stream,) = tmp_path.rglob("*.partial.arrows")
+    assert open_trace(stream).n == 1000 - 900  # readable in place, `gpu-triage recover` finishes it
+    result = summarise(str(tmp_path), Config())
+    assert result["leftovers"] == [str(stream)]
+
+
+def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "fleet"
+    assert is_dataset_target(f"{target}/") and not is_dataset_target(target)
+    assert (
+        main(
+            [
+                "record",
+                "--fast",
+                "--source",
+                "sim:storage_io",
+                "--gpus",
+                "2",
+                "--duration",
+                "7200",
+                "-o",
+                f"{target}/",
+                "--rotate",
+                "1800",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    files = sorted(target.rglob("*.parquet"))
+    assert 4 <= len(files) <= 5 and f"in {len(files)} files" in out
+    frame = pl.scan_parquet(str(target / "**/*.parquet"), hive_partitioning=True).select("host", "date", "ts").collect()
+    assert frame.height == 3600 and frame["host"].unique().to_list() == ["sim-h200x2"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["record", "--fast", "--source", "sim:healthy", "--duration", "10", "-o"],
+        ["export", "--listen", "127.0.0.1:0", "--source", "sim:healthy", "--record"],
+    ],
+)
+def test_an_unwritable_directory_is_one_line_and_exit_2(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert main([*command, f"{blocker}/fleet/"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot record a dataset into" in err and "a-file" in err
+
+
+def test_a_failed_write_stops_the_recording_not_the_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
+    recording = _Recording(str(tmp_path / "fleet"), source, 2.0, None)
+    for _ in range(10):
+        recording.append(source.sample())
+    # the disk goes away under the open file's partition: the next rotation cannot create its folder
+    part = tmp_path / "fleet" / "host=sim-h200x2"
+    (part / "date=2026-01-06").write_text("in the way")
+    for _ in range(3700):  # crosses 23:00 and midnight
+        recording.append(source.sample())
+    err = capsys.readouterr().err
+    assert err.count("recording stopped, still serving metrics") == 1
+    assert recording.writer is None
+    recording.close()  # nothing left to close: no error
+
+
+def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
+    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    _write(tmp_path, "data_pipeline", start, 3600, hostname="gpu01")
+    _write(tmp_path, "healthy", start, 3600, hostname="gpu02")
+    result = summarise(str(tmp_path), Config())
+    hosts = result["hosts"]
+    assert set(hosts) == {"gpu01", "gpu02"}
+    assert hosts["gpu01"]["bottlenecks"]["data_pipeline"] > 0.8
+    assert hosts["gpu02"]["bottlenecks"]["none"] > 0.8
+    for h in hosts.values():
+        assert sum(h["bottlenecks"].values()) == pytest.approx(1.0)
+        assert h["seconds"] == pytest.approx(3600, abs=2)
+        assert 1 <= len(h["worst_windows"]) <= 3
+        utils = [w["gpu_util_pct"] for w in h["worst_windows"]]
+        assert utils == sorted(utils)
+    worst_a = hosts["gpu01"]["worst_windows"][0]
+    assert worst_a["gpu_util_pct"] < min(w["gpu_util_pct"] for w in hosts["gpu02"]["worst_windows"])
+    assert worst_a["bottleneck"] == "data_pipeline"
+
+    only = summarise(str(tmp_path / "host=gpu02" / "**" / "*.parquet"), Config())  # a glob narrows it
+    assert set(only["hosts"]) == {"gpu02"}
+
+
+def test_summary_of_plain_recordings_takes_the_host_from_their_metadata(tmp_path: Path) -> None:
+    for i, scenario in enumerate(("launch_overhead", "healthy")):
+        source = SimulatedSource(scenario, gpus=2, seed=i, start=LATE)
+        host = source.host_info()
+        host.hostname = f"box{i}"
+        writer = TraceWriter(tmp_path / f"run{i}.parquet", host, 2.0)
+        for _ in range(300):
+            writer.append(source.sample())
+        writer.close()
+    result = summarise(str(tmp_path / "run*.parquet"), Config())
+    assert set(result["hosts"]) == {"box0", "box1"}
+    assert result["hosts"]["box0"]["bottlenecks"].get("launch_overhead", 0) > 0.5
+
+
+def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(tmp_path, "storage_io", LATE, 1200, hostname="gpu07")
+    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu07: 0:20:00 of data in 1 files" in out and "storage_io" in out and "worst 5-minute windows" in out
+    assert main(["diagnose", str(tmp_path), "--json"]) == 0  # a directory implies --summary
+    assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
+
+
+def test_diagnose_an_empty_directory_says_it_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("no recording here")
+    assert main(["diagnose", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a directory with no recording in it" in err
+
+
+def test_diagnose_a_glob_that_matches_nothing_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(tmp_path / "nothing-*.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no file or directory matches" in err
+
+
+def test_dataset_writer_refuses_a_file_as_root(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("")
+    with pytest.raises(UserError, match="it is a file"):
+        DatasetWriter(f, HostInfo(hostname="h"), 2.0)
+
+
+def test_rotation_keeps_one_file_open() -> None:
+    """Memory flat: closed files are on disk, only the open file's stream is the writer's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        source = SimulatedSource("healthy", gpus=1, seed=1, start=LATE - timedelta(hours=3))
+        writer = DatasetWriter(d, source.host_info(), 2.0, rotate_s=600)
+        opened = set()
+        for _ in range(3000):
+            writer.append(source.sample())
+            opened.add(writer.current)
+        assert len(writer.files) == len(opened) - 1 == 9
+        assert len(list(Path(d).rglob("*.partial.arrows"))) == 1
+        writer.close()
