@@ -54,8 +54,26 @@ timeout $((RUNS * (SECS + 25) + 30)) python3 benchmarks/compare_monitors.py --to
   --cmd "gpu-triage live=python3 -m gpu_triage live --interval 2" \
   --cmd "gpu-triage record=sh -c 'exec python3 -m gpu_triage record -o /tmp/cmp-\$\$.parquet --interval 2'" \
   --cmd "nvitop=python3 -m nvitop --interval 2" \
-  --cmd "nvidia-smi dmon=nvidia-smi dmon -d 2" 2>&1 | tee -a "$OUT/cost.txt"
+  --cmd "nvidia-smi dmon=nvidia-smi dmon -d 2" \
+  --cmd "gpu-triage export=python3 -m gpu_triage export --interval 2 --listen 127.0.0.1:9840" 2>&1 | tee -a "$OUT/cost.txt"
 
+echo "== one real scrape of export (2 cards under load), and its time over 20 scrapes" | tee -a "$OUT/cost.txt"
+python3 -m gpu_triage export --listen 127.0.0.1:9839 --interval 2 > /tmp/export.log 2>&1 &
+E=$!
+sleep 7
+python3 - "$OUT/h200-metrics.txt" <<'PY' 2>&1 | tee -a "$OUT/cost.txt"
+import statistics, sys, time, urllib.request
+times = []
+for _ in range(20):
+    t0 = time.perf_counter()
+    body = urllib.request.urlopen("http://127.0.0.1:9839/metrics", timeout=5).read()
+    times.append((time.perf_counter() - t0) * 1000)
+    time.sleep(0.1)
+open(sys.argv[1], "wb").write(body)
+print(f"scrape over HTTP: median {statistics.median(times):.2f} ms, max {max(times):.2f} ms, "
+      f"{len(body)} bytes, {sum(1 for l in body.decode().splitlines() if l.startswith('gpu_triage'))} samples")
+PY
+kill -TERM "$E"; wait "$E"; echo "export exit status $?"; cat /tmp/export.log
 kill $LOADS 2>/dev/null; wait $LOADS 2>/dev/null
 ls -la /tmp/cmp-*.parquet 2>/dev/null
 echo "== done"
