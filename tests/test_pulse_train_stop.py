@@ -12,13 +12,14 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from torch_needed import need_torch
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "h200_pulse_train.py"
 
 
-def _load():  # type: ignore[no-untyped-def]
+def _load() -> Any:
     spec = importlib.util.spec_from_file_location("h200_pulse_train", SCRIPT)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
