@@ -84,6 +84,11 @@ one_run 2card-fixed 2 fixed
 echo "== checks"
 python3 scripts/h200_pulse_check.py "$RUN" 1card-starved 1card-fixed 2card-starved 2card-fixed | tee "$RUN/checks.txt"
 status=${PIPESTATUS[0]}
+# compare reads with polars; the GPU machine of 2026-11-30 had none (ModuleNotFoundError): say so in one line
+# and leave it to be run where polars is (the recordings come back in the tarball)
+if ! python3 -c "import polars" 2>/dev/null; then
+  echo "polars is not installed here: run the two compares below on the recordings elsewhere (docs/h200.md)"
+fi
 echo "== compare: scaling (1 card fixed -> 2 cards fixed)"
 timeout 60 python3 -m gpu_triage compare "$RUN/1card-fixed-pulse.parquet" "$RUN/2card-fixed-pulse.parquet" | tee "$RUN/compare-scaling.txt"
 echo "== compare: the fix (1 card starved -> fixed)"

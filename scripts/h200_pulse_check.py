@@ -33,12 +33,20 @@ def own_samples_at(points: list[list[float]], t: float) -> float:
 
 
 def check_run(rundir: Path, name: str) -> list[tuple[bool, str]]:
+    """The checks of run NAME as the driver script leaves it in RUNDIR."""
+    return check_files(name, rundir / f"{name}-progress.json",
+                       {kind: rundir / f"{name}-{kind}.parquet" for kind in ("pulse", "log")})
+
+
+def check_files(name: str, progress: Path, recordings: dict[str, Path]) -> list[tuple[bool, str]]:
+    """(passed, line) per check of run NAME: its own count in ``progress``, its recordings by kind ("pulse":
+    recorded with the pulse, "log": from the tqdm log only). tests/test_pulse_h200_proof.py runs the same
+    checks on the recordings kept in tests/data."""
     out: list[tuple[bool, str]] = []
-    prog = json.loads((rundir / f"{name}-progress.json").read_text())
+    prog = json.loads(progress.read_text())
     points = prog["points"]
     lo, hi = points[0][0] + 2.0, points[-1][0] - 1.0
-    for kind in ("pulse", "log"):
-        path = rundir / f"{name}-{kind}.parquet"
+    for kind, path in recordings.items():
         if not path.exists():
             out.append((False, f"{name} {kind}: {path.name} missing"))
             continue

@@ -8,7 +8,9 @@ CPU (~2 ms: a decode-and-augment stand-in), through ``gpu_triage.pulse.watch`` (
 ``starved``: one DataLoader worker per rank, far slower than the card. ``fixed``: 12 workers, pinned memory,
 prefetch 4, persistent workers. Rank 0 draws a tqdm bar (to stderr: the job log the recorder follows) and
 keeps its own count, the reference the recorded samples/s is checked against: after every step the time and
-the job's cumulative samples (steps x batch x world size), written to --progress at the end. Each rank
+the job's cumulative samples (steps x batch x world size), written to --progress at the end. With several
+ranks the last step is decided together (``stop_together``: an all-reduce of a stop flag), so no rank waits in
+a collective its peers have left. Each rank
 writes its pid to $RANK_PID_DIR so that the driver script can end leftover ranks by pid.
 """
 
@@ -64,6 +66,25 @@ class Model(torch.nn.Module):
         b, f = x.shape
         x = x.unsqueeze(1).expand(b, self.rows, f).reshape(b * self.rows, f)
         return self.head(self.body(self.inp(x)))
+
+
+def stop_together(stop: bool, world: int, dev: torch.device) -> bool:
+    """Whether every rank leaves the loop after this step: the ranks decide the last step together.
+
+    Each rank's deadline runs on its own clock, started after its own first step, so with a rank-local
+    test one rank can leave the loop while its peer starts one more step and waits forever in that step's
+    gradient all-reduce (the 2-card starved run of 2026-11-30 hung so: rank 0 sat in the barrier after the
+    loop, rank 1 in backward(), until the timeout killed torchrun). An all-reduce (MAX) of the stop flag
+    makes the first rank past its deadline stop them all at the same step. It costs one tiny collective and
+    one sync per step: nothing beside a starved step of ~130 ms, well under 1 % of a fixed step of ~40 ms.
+    """
+    if world == 1:
+        return stop
+    import torch.distributed as dist
+
+    flag = torch.tensor([1 if stop else 0], dtype=torch.int32, device=dev)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def main() -> int:
@@ -128,7 +149,7 @@ def main() -> int:
             own.append((now, steps * BATCH * world))
         if deadline is None:
             deadline = now + args.seconds  # the clock starts after the first (warm-up) step
-        if now >= deadline:
+        if stop_together(now >= deadline, world, dev):
             break
     torch.cuda.synchronize()
     if bar is not None:

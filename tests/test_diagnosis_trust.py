@@ -60,8 +60,9 @@ def _check_shown(v: Verdict, raw_keys: set[tuple[str, str]]) -> None:
         assert mean < TH.stall_util_pct, where  # never "idle" above "GPU-Util mean 99 %"
     if v.pattern == "steady_high" and mean is not None:
         assert mean >= TH.high_util_pct - TH.imbalance_pct, where
-    if v.pattern == "sawtooth":
-        assert "sawtooth" in v.evidence[0] or "swings" in v.evidence[0], where
+    if v.pattern == "sawtooth":  # the waveform's first line says so (the job's own clock, when known, leads)
+        first = next(f["text"] for f in v.evidence_facts if not str(f["metric"]).startswith("job_"))
+        assert "sawtooth" in first or "swings" in first, where
     if any("every core is busy" in a for a in v.advice):
         assert v.facts["cpu_saturated_share"] >= TH.cpu_saturated_share, where
     assert sum("num_workers" in a for a in v.advice) <= 1, f"one num_workers recommendation: {v.advice}"
