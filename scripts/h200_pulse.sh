@@ -76,13 +76,21 @@ JSON
   cp "$RUN/$name-pulse.labels.json" "$RUN/$name-log.labels.json"
 }
 
-one_run 1card-starved 1 starved
-one_run 1card-fixed 1 fixed
-one_run 2card-starved 2 starved
-one_run 2card-fixed 2 fixed
+# CASES picks the runs (default all four), e.g. CASES=2card-starved to redo one
+CASES=${CASES:-"1card-starved 1card-fixed 2card-starved 2card-fixed"}
+for c in $CASES; do
+  case $c in
+    1card-starved) one_run "$c" 1 starved ;;
+    1card-fixed) one_run "$c" 1 fixed ;;
+    2card-starved) one_run "$c" 2 starved ;;
+    2card-fixed) one_run "$c" 2 fixed ;;
+    *) echo "unknown case $c" ;;
+  esac
+done
 
 echo "== checks"
-python3 scripts/h200_pulse_check.py "$RUN" 1card-starved 1card-fixed 2card-starved 2card-fixed | tee "$RUN/checks.txt"
+# shellcheck disable=SC2086  # CASES is a list of words
+python3 scripts/h200_pulse_check.py "$RUN" $CASES | tee "$RUN/checks.txt"
 status=${PIPESTATUS[0]}
 # compare reads with polars; the GPU machine of 2026-11-30 had none (ModuleNotFoundError): say so in one line
 # and leave it to be run where polars is (the recordings come back in the tarball)
@@ -90,11 +98,11 @@ if ! python3 -c "import polars" 2>/dev/null; then
   echo "polars is not installed here: run the two compares below on the recordings elsewhere (docs/h200.md)"
 fi
 echo "== compare: scaling (1 card fixed -> 2 cards fixed)"
-timeout 60 python3 -m gpu_triage compare "$RUN/1card-fixed-pulse.parquet" "$RUN/2card-fixed-pulse.parquet" | tee "$RUN/compare-scaling.txt"
+[ -f "$RUN/2card-fixed-pulse.parquet" ] && [ -f "$RUN/1card-fixed-pulse.parquet" ] && timeout 60 python3 -m gpu_triage compare "$RUN/1card-fixed-pulse.parquet" "$RUN/2card-fixed-pulse.parquet" | tee "$RUN/compare-scaling.txt"
 echo "== compare: the fix (1 card starved -> fixed)"
-timeout 60 python3 -m gpu_triage compare "$RUN/1card-starved-pulse.parquet" "$RUN/1card-fixed-pulse.parquet" | tee "$RUN/compare-fix.txt"
+[ -f "$RUN/1card-starved-pulse.parquet" ] && [ -f "$RUN/1card-fixed-pulse.parquet" ] && timeout 60 python3 -m gpu_triage compare "$RUN/1card-starved-pulse.parquet" "$RUN/1card-fixed-pulse.parquet" | tee "$RUN/compare-fix.txt"
 echo "== diagnose: 2 cards starved"
-timeout 60 python3 -m gpu_triage diagnose "$RUN/2card-starved-pulse.parquet" | tee "$RUN/diagnose-2card-starved.txt"
+[ -f "$RUN/2card-starved-pulse.parquet" ] && timeout 60 python3 -m gpu_triage diagnose "$RUN/2card-starved-pulse.parquet" | tee "$RUN/diagnose-2card-starved.txt"
 cp "$RUN/checks.txt" "$OUT/checks.txt"
 tar czf "$OUT/pulse-h200.tar.gz" -C "$RUN" .
 ls -la "$OUT"
