@@ -381,6 +381,14 @@ def _gap_starts(t: np.ndarray, nominal: float) -> np.ndarray:
     return np.flatnonzero(np.diff(t) > limit) + 1
 
 
+def stretch_starts(t: np.ndarray, meta_interval_s: float | None) -> tuple[np.ndarray, float]:
+    """The ticks that begin a new stretch after a gap, with the interval trusted as ``diagnose`` trusts it.
+
+    The one definition of a gap: ``replay`` splits its window at the same ticks as the offline segments."""
+    nominal, _ = _trusted_interval(t, meta_interval_s)
+    return _gap_starts(t, nominal), nominal
+
+
 def _as_float(arr: pa.Array) -> np.ndarray:
     if pa.types.is_null(arr.type):
         return np.full(len(arr), np.nan)
@@ -869,7 +877,12 @@ def _clock(entries: list[Segment | Gap], today: datetime | None = None) -> str:
     """strftime format for the times: the date too when the recording spans days or is not from today."""
     if not entries:
         return "%H:%M:%S"
-    first, last = entries[0].start.astimezone(UTC), entries[-1].end.astimezone(UTC)
+    return clock_format(entries[0].start, entries[-1].end, today)
+
+
+def clock_format(first: datetime, last: datetime, today: datetime | None = None) -> str:
+    """strftime format for the times of a recording from ``first`` to ``last`` (``replay`` uses it too)."""
+    first, last = first.astimezone(UTC), last.astimezone(UTC)
     today = (today or datetime.now(UTC)).astimezone(UTC)
     same_day = first.date() == last.date() == today.date()
     return "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S"
