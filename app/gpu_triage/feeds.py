@@ -5,7 +5,9 @@
   UI thread).
 * :class:`ReplayFeed` plays a recording: it owns a *position* (tick index), play/pause, speed, stepping
   and seeking. On a seek the dashboard rebuilds its window from :meth:`ReplayFeed.window_ticks` (the ticks
-  of the window ending at the position); on a normal step it ingests one tick, exactly as live does.
+  of the window ending at the position); on a normal step it ingests one tick, exactly as live does. A gap in
+  the recording (the offline diagnosis's definition) ends the window: the first tick after it starts a
+  new one, as a seek does.
 * :class:`Recorder` appends ticks to a :class:`~gpu_triage.trace.writer.TraceWriter` on its own thread so
   that recording never costs the UI thread more than a queue put.
 """
@@ -16,9 +18,9 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,6 +29,9 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sampler import Sampler
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.window import MAX_WINDOW_TICKS
+
+if TYPE_CHECKING:
+    from gpu_triage.diagnosis.offline import Gap
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,12 @@ class ReplayFeed:
         self.trace = trace
         # never more than a live window may hold: the window is read back tick by tick on every seek
         self.window_ticks = min(MAX_WINDOW_TICKS, max(1, window_ticks))
+        # The ticks that begin a stretch after a gap, by the offline diagnosis's definition (pyarrow is
+        # loaded for replay anyway; live never imports it): the window never reaches back across a gap.
+        from gpu_triage.diagnosis.offline import stretch_starts
+
+        ts = np.asarray(trace.timestamps, dtype=float)
+        self.gap_starts, self._gap_interval_s = stretch_starts(ts, trace.interval_s)
         self.loop = loop
         self.playing = True
         self.speed = speed
@@ -87,8 +98,35 @@ class ReplayFeed:
         return self.trace.n
 
     def window_ticks_at_position(self) -> list[Tick]:
-        """The ticks of the window that ends at the position (oldest first)."""
-        return self.trace.ticks(max(0, self.position - self.window_ticks + 1), self.position + 1)
+        """The ticks of the window that ends at the position (oldest first), none from before a gap."""
+        start = max(0, self.position - self.window_ticks + 1, self.stretch_start())
+        return self.trace.ticks(start, self.position + 1)
+
+    def stretch_start(self, index: int | None = None) -> int:
+        """The first tick of the stretch between gaps that holds ``index`` (default: the position)."""
+        i = self.position if index is None else index
+        k = int(np.searchsorted(self.gap_starts, i, side="right"))
+        return int(self.gap_starts[k - 1]) if k else 0
+
+    @property
+    def at_gap(self) -> bool:
+        """The position is the first tick after a gap: the window starts afresh there."""
+        return self.position > 0 and self.stretch_start() == self.position
+
+    def gap_before(self, index: int | None = None) -> Gap | None:
+        """The gap just before the stretch that holds ``index`` (default: the position); None without one.
+
+        It runs from the end of the last tick before it to the start of the first tick after it (its end
+        less one interval), as ``diagnose`` prints it."""
+        from gpu_triage.diagnosis.offline import Gap
+
+        first = self.stretch_start(index)
+        if first == 0:
+            return None
+        ts = self.trace.timestamps
+        start = datetime.fromtimestamp(float(ts[first - 1]), UTC)
+        end = datetime.fromtimestamp(max(float(ts[first]) - self._gap_interval_s, float(ts[first - 1])), UTC)
+        return Gap(start, end)
 
     def current_time(self) -> datetime:
         return self.trace.tick(self.position).ts

@@ -2,14 +2,18 @@
 
 The same screen and the same tick path as live (:meth:`TriageApp.ingest`); what differs lives here: a
 position in the recording instead of a sampler, play/pause, stepping, seeking and speed, and the position
-bar. Its keys are the replay rows of ui/keys.py; live-only keys (``r``) are disabled by ``check_action``.
+bar. A gap in the recording (as ``diagnose`` defines it) starts the window afresh, is said under the header
+while the window is still short after it, and is marked on the position bar. Its keys are the replay rows
+of ui/keys.py; live-only keys (``r``) are disabled by ``check_action``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC
+import itertools
+from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.timer import Timer
 
@@ -20,6 +24,9 @@ from gpu_triage.model import HostInfo
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.keys import Mode
 from gpu_triage.window import RollingWindow
+
+GAP_MARK = "┊"  # a gap on the position bar
+_BAR_STYLES = {"━": "bold", "●": "bold yellow", "─": "grey42", GAP_MARK: "bold red"}
 
 
 class ReplayApp(TriageApp):
@@ -41,6 +48,12 @@ class ReplayApp(TriageApp):
         if replay.window_ticks < self.window.capacity:  # the feed reads back no more than its own window
             self.window = RollingWindow(replay.window_ticks)
         self._play_timer: Timer | None = None
+        # pyarrow comes with the offline diagnosis: imported here, not at the top, as live imports this module
+        from gpu_triage.diagnosis.offline import clock_format
+
+        ts = replay.trace.timestamps
+        # the date beside the times when the recording spans days or is not from today, as diagnose does
+        self._clock = clock_format(datetime.fromtimestamp(float(ts[0]), UTC), datetime.fromtimestamp(float(ts[-1]), UTC))
 
     # -- the hooks of TriageApp ---------------------------------------------------------------------
     def _host_info(self) -> HostInfo:
@@ -63,15 +76,40 @@ class ReplayApp(TriageApp):
         ts = r.current_time().astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         info = f" {r.position + 1}/{r.n} {ts}"
         bar_w = max(5, width - len(info) - 2)
-        filled = round((r.position / max(1, r.n - 1)) * (bar_w - 1))
+        scale = (bar_w - 1) / max(1, r.n - 1)
+        filled = round(r.position * scale)
+        cells = ["━"] * filled + ["●"] + ["─"] * (bar_w - 1 - filled)
+        for c in np.unique(np.rint(r.gap_starts * scale).astype(int)).tolist():  # where the recording has a hole
+            if c != filled:
+                cells[c] = GAP_MARK
         t = Text(no_wrap=True, end="")
         t.append("[")
-        t.append("━" * filled, "bold")
-        t.append("●", "bold yellow")
-        t.append("─" * (bar_w - 1 - filled), "grey42")
+        for cell, run in itertools.groupby(cells):
+            t.append(cell * len(list(run)), _BAR_STYLES[cell])
         t.append("]")
         t.append(info)
         return t
+
+    def _header_text(self, width: int) -> Text:
+        """The header, and the gap before the window under it while the window is still short after it."""
+        t = super()._header_text(width)
+        notice = self.gap_notice()
+        if notice:
+            t = Text("\n", end="").join([t, Text(notice[:width], "bold yellow", no_wrap=True, end="")])
+        return t
+
+    def gap_notice(self) -> str | None:
+        """``gap 3 h 12 min before this window (nothing recorded 10:05:20 - 13:17:20 UTC)`` while the window
+        holds fewer ticks than it would without the gap; None otherwise. The gap's times are those
+        ``diagnose`` prints; the most telling words come first, as narrow screens cut the line's end."""
+        from gpu_triage.diagnosis.offline import human_duration  # loaded by the feed already
+
+        r = self.replay
+        gap = r.gap_before()
+        if gap is None or r.position - r.stretch_start() + 1 >= self.window.capacity:
+            return None
+        fmt = self._clock
+        return f"gap {human_duration(gap.seconds)} before this window (nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)"
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:
@@ -86,7 +124,10 @@ class ReplayApp(TriageApp):
         self.replay.playing = False
         if delta == 1 and self.replay.position + 1 < self.replay.n:
             tick = self.replay.advance()
-            if tick is not None:
+            if self.replay.at_gap:
+                self._rebuild_from_replay()  # the window starts afresh after a gap
+                self.redraw()
+            elif tick is not None:
                 self.ingest(tick)
             return
         if self.replay.step(delta):
@@ -120,7 +161,10 @@ class ReplayApp(TriageApp):
         if not r.playing:
             return
         tick = r.advance()
-        if tick is not None:
+        if tick is not None and r.at_gap:
+            self._rebuild_from_replay()  # the window starts afresh after a gap
+            self.redraw()
+        elif tick is not None:
             self.ingest_streamed(tick)
         elif r.loop:
             r.seek_start()
