@@ -282,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "replay",
         help="play a recording back through the same dashboard",
-        description="Replay FILE (Parquet, or a crash leftover .arrows stream) in the dashboard.",
+        description="Replay FILE (Parquet, or a crash leftover .arrows stream) in the dashboard. A gap in the "
+        "recording (no tick for more than 5 intervals) starts a fresh window, is said under the header and "
+        "marked on the position bar.",
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
