@@ -13,6 +13,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.offline import diagnose_trace, open_source
 from gpu_triage.feeds import ReplayFeed, open_replay
@@ -79,13 +81,17 @@ async def test_stepping_past_a_gap_starts_the_window_afresh_and_says_so(tmp_path
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("space")  # paused: only keys move the position now
         assert app.replay.position == 149  # the first window: 150 ticks, all before the gap
+        await pilot.pause()
+        bar = _bar(app)
+        # the hole is marked on the position bar, once, ahead of the position, about half-way along
+        assert bar.count(GAP_MARK) == 1 and bar.index("●") < bar.index(GAP_MARK)
+        assert bar.index(GAP_MARK) / bar.index("]") == pytest.approx(BEFORE / 320, abs=0.02)
         await pilot.press(*["right"] * (BEFORE - 1 - 149))
         await pilot.pause()
         assert app.replay.position == BEFORE - 1
         before_gap = _window_times(app)
         assert len(before_gap) == 150 and before_gap[-1] == first[-1].ts.timestamp()
         assert not _gap_lines(app)
-        assert GAP_MARK in _bar(app)  # the hole is marked on the position bar ahead of the position
 
         await pilot.press("right")  # the first tick after the gap
         await pilot.pause()
@@ -177,6 +183,6 @@ async def test_a_ten_year_gap_shows_dates_and_years_never_a_negative_duration(tm
 
         await pilot.press("g")
         await pilot.pause()
-        assert "2026-01-01 10:00:02 UTC" in _bar(app)
+        assert "2026-01-01 10:00:02 UTC" in _bar(app) and _bar(app).count(GAP_MARK) == 1
         assert not _gap_lines(app)
         assert _window_times(app) == [first[0].ts.timestamp()]
