@@ -34,7 +34,12 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
         await pilot.pause()
         assert app.window.last.ts == make_tick(29).ts and app.ticks_ingested == 30  # every tick is kept
         assert app.redraws == frames  # but not drawn yet: too soon after the last frame
-        await asyncio.sleep(0.3)
+        for _ in range(100):  # the throttled frame's timer fires once: wait for it (bounded), however busy the box
+            await asyncio.sleep(0.05)
+            await pilot.pause()
+            if app.redraws > frames:
+                break
+        await asyncio.sleep(0.2)  # and give a second, wrong frame the chance to show up
         await pilot.pause()
         assert app.redraws == frames + 1  # ten ticks, one frame
         assert len(app.history) == verdicts + 1  # and one diagnosis, of the newest window
