@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpu_triage.commands.recover import run_recover
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.recover import run_recover
 from gpu_triage.trace.schema import ticks_to_batch
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
 

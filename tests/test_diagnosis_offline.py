@@ -54,7 +54,7 @@ def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_progress_reaches_a_terminal_and_stays_off_pipes() -> None:
     import io
 
-    from gpu_triage.diagnosis.offline import terminal_progress
+    from gpu_triage.commands.progress import terminal_progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -668,25 +668,25 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_dashboard(command, args, config)
     if command == "record":
-        from gpu_triage.trace.record import run_record
+        from gpu_triage.commands.record import run_record
 
         return run_record(args, config)
     if command == "recover":
-        from gpu_triage.trace.recover import run_recover
+        from gpu_triage.commands.recover import run_recover
 
         return run_recover(args)
     if command == "diagnose":
         from gpu_triage.fleet.summary import is_dataset_spec
 
         if getattr(args, "summary", False) or is_dataset_spec(args.file):
-            from gpu_triage.fleet.summary import run_summary
+            from gpu_triage.commands.summary import run_summary
 
             return run_summary(args, config)
-        from gpu_triage.diagnosis.offline import run_diagnose
+        from gpu_triage.commands.diagnose import run_diagnose
 
         return run_diagnose(args, config)
     if command == "compare":
-        from gpu_triage.trace.compare import run_compare
+        from gpu_triage.commands.compare import run_compare
 
         return run_compare(args, config)
     if command == "export":
@@ -694,7 +694,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_export(args, config)
     if command == "doctor":
-        from gpu_triage.doctor.run import run_doctor
+        from gpu_triage.commands.doctor import run_doctor
 
         return run_doctor(args, config)
     if command == "baseline":

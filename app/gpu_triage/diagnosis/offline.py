@@ -9,12 +9,9 @@ to end with no gap: each ends where the next begins.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
-import json
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -73,39 +70,6 @@ class Segment:
             "period_s": self.period_s,
             "duty": None if self.duty is None else round(self.duty, 3),
         }
-
-
-def terminal_progress(label: str, stream: Any = None) -> Callable[[int, int], None] | None:
-    """A progress line updated in place on stderr when it is a terminal; None (silent) otherwise."""
-    out = stream if stream is not None else sys.stderr
-    if not getattr(out, "isatty", lambda: False)():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        out.write(f"\r{label}: {done}/{total} ticks ({100 * done // max(total, 1)} %)" + end)
-        out.flush()
-
-    return show
-
-
-def progress_reporter(label: str, force: bool = False, stream: Any = None) -> Callable[[int, int], None] | None:
-    """Progress on stderr: in place on a terminal; with ``force`` (``--progress``) also when stderr is a
-    pipe or a file, then as whole lines at most every 10 % (a log stays readable)."""
-    tty = terminal_progress(label, stream)
-    if tty is not None or not force:
-        return tty
-    out = stream if stream is not None else sys.stderr
-    last = [-1]
-
-    def lines(done: int, total: int) -> None:
-        pct = 100 * done // max(total, 1)
-        if pct // 10 > last[0] or done >= total:
-            last[0] = pct // 10
-            out.write(f"{label}: {done}/{total} ticks ({pct} %)\n")
-            out.flush()
-
-    return lines
 
 
 def _iso(ts: datetime) -> str:
@@ -910,29 +874,3 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None) -> 
         lines.extend(f"  - {x}" for x in e.evidence)
         lines.extend(f"  > {x}" for x in e.advice)
     return "\n".join(lines)
-
-
-def run_diagnose(args: argparse.Namespace, config: Any) -> int:
-    path = Path(args.file).expanduser()
-    src = open_source(path)
-    if src.notice:  # stderr: --json output stays parseable; compare and recover say it the same way
-        print(f"gpu-triage: {src.notice}", file=sys.stderr)
-    if src.n == 0:
-        raise UserError(f"{path}: the recording holds no ticks: record for a few seconds at least")
-    progress = progress_reporter(f"diagnosing {path.name}", force=getattr(args, "progress", False))
-    tl = diagnose_trace(src, config.thresholds, config.window_s, progress, getattr(args, "resolution", None))
-    for w in tl.warnings:
-        print(f"gpu-triage: {path}: {w}", file=sys.stderr)
-    if getattr(args, "json", False):
-        obj = {
-            "file": str(path),
-            "interval_s": tl.interval_s,
-            "ticks": tl.ticks,
-            "judged_every_ticks": tl.stride,
-            "segments": [s.to_json_obj() for s in tl.segments],
-            "gaps": [g.to_json_obj() for g in tl.gaps],
-        }
-        print(json.dumps(obj, indent=2, allow_nan=False, default=str))
-        return 0
-    print(render_timeline(path, tl))
-    return 0

@@ -6,12 +6,6 @@ asks NVML for every pair of cards and starts a child Python to read torch's vers
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import os
-import shutil
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,8 +15,6 @@ from gpu_triage import __version__
 from gpu_triage.doctor.checks import Check, TopologyAnalysis, run_checks, worst
 from gpu_triage.doctor.facts import Facts, gather_facts, probe_torch
 from gpu_triage.errors import UserError
-
-log = logging.getLogger(__name__)
 
 #: Keys of the JSON report; scripts rely on them, so they only ever grow.
 JSON_KEYS = ("version", "status", "checks", "topology", "host", "gpus", "software")
@@ -88,42 +80,9 @@ def collect_report(
     return build_report(facts, params)
 
 
-def _check_params(params: float | None) -> float | None:
+def check_params(params: float | None) -> float | None:
     if params is None:
         return None
     if not params > 0 or params != params or params == float("inf"):
         raise UserError(f"--params {params:g}: give the model's parameter count, a positive number such as 7e9")
     return params
-
-
-def run_doctor(
-    args: argparse.Namespace,
-    config: Any = None,
-    *,
-    nvml_module: Any | None = None,
-    psutil_module: Any | None = None,
-    env: Mapping[str, str] | None = None,
-    sysfs: Path = Path("/sys"),
-    torch_probe: Callable[[], dict[str, Any]] | None = probe_torch,
-    out: Any = None,
-) -> int:
-    """Entry point of the subcommand. The keyword arguments are the outside world, for tests."""
-    from gpu_triage.doctor.render import render_text, use_colour  # noqa: PLC0415 - keep import light
-
-    params = _check_params(getattr(args, "params", None))
-    python = getattr(args, "python", None)
-    if python is not None and torch_probe is probe_torch:
-        if not (Path(python).is_file() and os.access(python, os.X_OK)):
-            raise UserError(f"--python {python}: not an executable file; give the python of your training environment")
-        torch_probe = lambda: probe_torch(python=python)  # noqa: E731
-    out = out or sys.stdout
-    report = collect_report(params, nvml_module, psutil_module, env, sysfs, torch_probe)
-    bad = [f"{c.id}={c.status}" for c in report.checks if c.status in ("warn", "fail")]
-    log.info("doctor: %s (%d checks%s)", report.status, len(report.checks), f"; {', '.join(bad)}" if bad else "")
-    if getattr(args, "json", False):
-        out.write(json.dumps(report.to_json_obj(), indent=2, default=str) + "\n")
-    else:
-        width = shutil.get_terminal_size().columns if getattr(out, "isatty", lambda: False)() else None
-        out.write(render_text(report, colour=use_colour(out, os.environ if env is None else env), width=width))
-    out.flush()
-    return report.exit_code

@@ -21,10 +21,7 @@ A day of 8 cards is 2,880 diagnoses instead of 43,200.
 
 from __future__ import annotations
 
-import argparse
 import glob
-import json
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,37 +239,3 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
             ],
         }
     return out
-
-
-def _hms(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def run_summary(args: argparse.Namespace, config: Config) -> int:
-    from gpu_triage.diagnosis.offline import terminal_progress
-
-    spec = args.file
-    progress = terminal_progress("summarising files")
-    result = summarise(spec, config, progress)
-    for p in result["leftovers"]:
-        print(
-            f"gpu-triage: {p} is left from an interrupted recording and was not read: `gpu-triage recover {p}`",
-            file=sys.stderr,
-        )
-    if getattr(args, "json", False):
-        print(json.dumps(result, indent=2, allow_nan=False))
-        return 0
-    hosts = result["hosts"]
-    print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
-    for host, h in hosts.items():
-        print()
-        print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
-        for bottleneck, share in h["bottlenecks"].items():
-            print(f"  {bottleneck:<18} {100 * share:5.1f} %")
-        if h["worst_windows"]:
-            print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
-            for w in h["worst_windows"]:
-                start = datetime.fromisoformat(w["start"])
-                print(f"    {start:%Y-%m-%d %H:%M} UTC  GPU-Util {w['gpu_util_pct']:5.1f} %  {w['bottleneck'] or '-'}")
-    return 0

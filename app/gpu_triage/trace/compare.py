@@ -11,10 +11,7 @@ Aggregations run in polars on the Arrow tables (``explode("gpus").unnest("gpus")
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +20,7 @@ import polars as pl
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.trace.job_compare import compare_job, render_job
-from gpu_triage.trace.reader import TraceFile, open_trace
+from gpu_triage.trace.reader import TraceFile
 from gpu_triage.units import fmt_bytes
 
 # (key, label) in display order. Keys are the stable JSON keys.
@@ -294,23 +291,3 @@ def render_text(result: dict[str, Any]) -> str:
     else:
         lines.append("metadata: the same (driver, env vars, interval, cards, host)")
     return "\n".join(lines)
-
-
-def run_compare(args: argparse.Namespace, config: Config) -> int:
-    before = open_trace(args.before)
-    after = open_trace(args.after)
-    for t in (before, after):
-        if t.notice:
-            print(f"gpu-triage: {t.notice}", file=sys.stderr)
-    from gpu_triage.diagnosis.offline import progress_reporter
-
-    force = getattr(args, "progress", False)
-    result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
-    for side in ("before", "after"):
-        for w in result[side]["warnings"]:
-            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
-    if getattr(args, "json", False):
-        print(json.dumps(result, indent=2, sort_keys=False))
-    else:
-        print(render_text(result))
-    return 0

@@ -14,27 +14,25 @@ log says when the verdict changes (``verdict A -> B``) during an unattended reco
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import DatasetWriter, check_dataset_dir, is_dataset_target, open_recording
+from gpu_triage.fleet.dataset import DatasetWriter, open_recording
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
-from gpu_triage.trace.writer import TraceWriter, check_record_target
+from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
 
 log = logging.getLogger(__name__)
@@ -73,49 +71,6 @@ class _StopSignals:
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-def run_record(args: argparse.Namespace, config: Config) -> int:
-    interval_s = float(getattr(args, "interval", None) or config.interval_s)
-    duration_s: float | None = getattr(args, "duration", None)
-    fast = bool(getattr(args, "fast", False))
-    spec = args.source
-    # The output first: a name that cannot be written is said before a source is opened (NVML start-up on a
-    # live machine) or a single tick is sampled. DIR/ is a dataset, made now so that it stays one.
-    if is_dataset_target(args.output):
-        output = check_dataset_dir(args.output)
-    else:
-        output = check_record_target(args.output, parent_must_exist=True)
-    if fast and not spec.startswith("sim:"):
-        raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
-    start = None
-    if fast and duration_s:
-        start = datetime.now(UTC) - timedelta(seconds=duration_s)  # the fast trace ends about now
-    job_log = getattr(args, "job_log", None)
-    monitor = None
-    if spec == "live" or job_log:  # the training's own pulse (pulse files, --job-log): checked before recording
-        from gpu_triage.sources.job import monitor_for
-
-        monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
-    source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start)
-    if monitor is not None:
-        from gpu_triage.sources.job import WithJob
-
-        def tell(message: str) -> None:
-            print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr), flush=True)
-
-        source = WithJob(source, monitor, interval_s, on_message=tell)
-    record_source(
-        source,
-        output,
-        interval_s,
-        duration_s=duration_s,
-        fast=fast,
-        describe_machine=spec == "live",
-        config=config,
-        rotate_s=getattr(args, "rotate", None),
-    )
-    return 0
 
 
 def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
@@ -189,14 +144,14 @@ def record_source(
     progress line (terminals only) and the summary. With ``config``, verdict changes are logged (see
     :class:`_VerdictLog`).
     """
-    out = _QuietOnFailure(sys.stdout if out is None else out)
+    out = QuietOnFailure(sys.stdout if out is None else out)
     try:
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
         writer = open_recording(output, host, interval_s, rotate_s=rotate_s)
         for message in source.status().messages:
             log.info("source %s: %s", source.name, message)
-            print(f"gpu-triage: {message}", file=_QuietOnFailure(sys.stderr))
+            print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr))
         log.info("recording %s to %s every %g s%s (stream %s)", source.name, writer.path, interval_s,
                  f" for {duration_s:g} s" if duration_s else "", writer.stream_path)
         watch = _verdict_log(config, interval_s, host.cpu_count)
@@ -331,7 +286,7 @@ def _record_paced(
         if text not in reported_errors:  # say each distinct source problem once, keep recording
             reported_errors.add(text)
             print(
-                f"gpu-triage: sampling failed ({text}); still recording", file=_QuietOnFailure(sys.stderr), flush=True
+                f"gpu-triage: sampling failed ({text}); still recording", file=QuietOnFailure(sys.stderr), flush=True
             )
 
     tty = _is_tty(out)
@@ -360,7 +315,7 @@ def _record_paced(
     return signals.received or "duration reached"
 
 
-class _QuietOnFailure:
+class QuietOnFailure:
     """Wraps the recorder's stdout so that losing it never stops a recording.
 
     Headless recorders outlive their terminals: stdout piped to ``head`` that exits, an SSH session whose

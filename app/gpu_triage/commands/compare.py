@@ -1,0 +1,30 @@
+"""``gpu-triage compare BEFORE AFTER``: two recordings side by side, printed as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpu_triage.commands.progress import progress_reporter
+from gpu_triage.config import Config
+from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.trace.reader import open_trace
+
+
+def run_compare(args: argparse.Namespace, config: Config) -> int:
+    before = open_trace(args.before)
+    after = open_trace(args.after)
+    for t in (before, after):
+        if t.notice:
+            print(f"gpu-triage: {t.notice}", file=sys.stderr)
+    force = getattr(args, "progress", False)
+    result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
+    for side in ("before", "after"):
+        for w in result[side]["warnings"]:
+            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        print(render_text(result))
+    return 0

@@ -1,0 +1,39 @@
+"""``gpu-triage diagnose FILE``: the offline diagnosis of one recording, printed as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.commands.progress import progress_reporter
+from gpu_triage.diagnosis.offline import diagnose_trace, open_source, render_timeline
+from gpu_triage.errors import UserError
+
+
+def run_diagnose(args: argparse.Namespace, config: Any) -> int:
+    path = Path(args.file).expanduser()
+    src = open_source(path)
+    if src.notice:  # stderr: --json output stays parseable; compare and recover say it the same way
+        print(f"gpu-triage: {src.notice}", file=sys.stderr)
+    if src.n == 0:
+        raise UserError(f"{path}: the recording holds no ticks: record for a few seconds at least")
+    progress = progress_reporter(f"diagnosing {path.name}", force=getattr(args, "progress", False))
+    tl = diagnose_trace(src, config.thresholds, config.window_s, progress, getattr(args, "resolution", None))
+    for w in tl.warnings:
+        print(f"gpu-triage: {path}: {w}", file=sys.stderr)
+    if getattr(args, "json", False):
+        obj = {
+            "file": str(path),
+            "interval_s": tl.interval_s,
+            "ticks": tl.ticks,
+            "judged_every_ticks": tl.stride,
+            "segments": [s.to_json_obj() for s in tl.segments],
+            "gaps": [g.to_json_obj() for g in tl.gaps],
+        }
+        print(json.dumps(obj, indent=2, allow_nan=False, default=str))
+        return 0
+    print(render_timeline(path, tl))
+    return 0
