@@ -7,6 +7,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "app" / "gpu_triage"
@@ -41,3 +42,14 @@ def test_import_linter_contracts_hold() -> None:
         [exe], cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(PKG.parent), "PATH": ""}
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_trace_module_has_its_layer() -> None:
+    """The layers contract names trace/'s modules one by one (its commands sit above the diagnosis, the
+    recording format below it): a new module there must be placed, or the contract would not check it."""
+    pyproject = tomllib.loads((PKG.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = pyproject["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["name"].startswith("Layers: cli"))
+    named = {m.strip() for line in layers for part in line.split("|") for m in part.split(":")}
+    modules = {f"gpu_triage.trace.{p.stem}" for p in (PKG / "trace").glob("*.py") if p.stem != "__init__"}
+    assert modules - named == set()
