@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.commands.export import _Recording
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.export.run import _Recording
 from gpu_triage.fleet.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
 from gpu_triage.fleet.summary import summarise
 from gpu_triage.model import HostInfo

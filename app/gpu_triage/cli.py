@@ -690,7 +690,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_compare(args, config)
     if command == "export":
-        from gpu_triage.export.run import run_export
+        from gpu_triage.commands.export import run_export
 
         return run_export(args, config)
     if command == "doctor":

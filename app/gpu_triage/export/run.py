@@ -1,31 +1,19 @@
-"""``gpu-triage export``: the headless daemon that serves ``/metrics``; and :class:`Exporter`, which
-``live --metrics`` uses too, so an SSH session and Prometheus read the same engine's numbers.
-
-Start-up order: the listen address is bound first (a port in use or a bad address is one line and exit
-2 before any sampling), then the source is opened and the sampler started. SIGTERM, SIGINT and SIGHUP
-stop it cleanly: the server stops accepting and finishes the scrapes in flight, then the sampler stops
-and the source is closed.
-"""
+""":class:`Exporter`: the metrics server over a sampled source, which ``gpu-triage export`` (its handler is
+:mod:`gpu_triage.commands.export`) and ``live --metrics`` share, so an SSH session and Prometheus read the
+same engine's numbers. Closing it stops accepting and finishes the scrapes in flight."""
 
 from __future__ import annotations
 
-import argparse
 import logging
-import signal
-import sys
-import threading
-from types import FrameType
-from typing import Any, Self
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from gpu_triage.config import Config
-from gpu_triage.errors import UserError
 from gpu_triage.export.collector import TriageCollector
 from gpu_triage.export.monitor import Monitor, TappedSource
 from gpu_triage.export.server import MetricsServer
-from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -59,130 +47,3 @@ class Exporter:
 
     def close(self) -> None:
         self.server.close()
-
-
-class _Stop:
-    """SIGINT/SIGTERM/SIGHUP set an event (main thread only); the previous handlers come back on exit."""
-
-    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = signal.Signals(signum).name
-        self.event.set()
-
-    def __enter__(self) -> Self:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None = None) -> int:
-    from gpu_triage.sampler import Sampler
-    from gpu_triage.sources.spec import make_source
-
-    interval_s = float(getattr(args, "interval", None) or config.interval_s)
-    record_dir = getattr(args, "record", None)
-    if record_dir:
-        from gpu_triage.fleet.dataset import check_dataset_dir
-
-        check_dataset_dir(record_dir)  # an unwritable DIR: one line, exit 2, before anything starts
-    job_log = getattr(args, "job_log", None)
-    job = None
-    if args.source == "live" or job_log:  # the training's own pulse, as `record` reads it; a bad log fails here
-        from gpu_triage.sources.job import monitor_for
-
-        job = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=args.source == "live")
-    exporter = Exporter(args.listen, config)  # binds: port in use / bad address fail here
-    try:
-        source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
-        if job is not None:
-            from gpu_triage.sources.job import WithJob
-
-            source = WithJob(source, job, interval_s, on_message=_tell)
-    except BaseException:
-        exporter.close()
-        raise
-    monitor = exporter.attach(source)
-    recording = _Recording(record_dir, source, interval_s, getattr(args, "rotate", None)) if record_dir else None
-    reported: set[str] = set()
-
-    def on_tick(tick: Tick) -> None:
-        monitor.ingest(tick, source.status())  # first: the metrics never wait for the disk
-        if recording is not None:
-            recording.append(tick)
-
-    def on_error(exc: BaseException) -> None:
-        text = f"{type(exc).__name__}: {exc}"
-        if text not in reported:  # each distinct source problem once; the metrics keep being served
-            reported.add(text)
-            print(f"gpu-triage: sampling failed ({text}); still serving", file=sys.stderr, flush=True)
-
-    for message in source.status().messages:
-        print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
-    sampler = Sampler(source, interval_s, on_tick, on_error, first_after_s=min(interval_s, 0.5))
-    stop = stop or _Stop()
-    with stop:
-        try:
-            exporter.start()
-            sampler.start()
-            print(
-                f"serving metrics of {source.name} on {exporter.server.url} every {interval_s:g} s"
-                + (f", recording into {record_dir}" if record_dir else "")
-                + "; Ctrl-C to stop",
-                flush=True,
-            )
-            while not stop.event.wait(1.0):
-                pass
-        finally:
-            exporter.close()  # first: scrapes in flight finish on the last snapshot
-            sampler.stop()
-            source.close()
-            if recording is not None:
-                recording.close()
-    print(f"stopped ({stop.received or 'done'}) after {monitor.snapshot.ticks} ticks", flush=True)
-    return 0
-
-
-def _tell(message: str) -> None:
-    print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
-
-
-class _Recording:
-    """``export --record DIR``: the rotating dataset, appended on the sampler thread after the metrics.
-    A write error (a full disk) stops the recording with one line on stderr; the metrics go on."""
-
-    def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None) -> None:
-        from gpu_triage.fleet.dataset import DatasetWriter
-        from gpu_triage.hostmeta import recorder_extra
-
-        host = source.host_info()
-        host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
-        self.writer: DatasetWriter | None = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
-
-    def append(self, tick: Tick) -> None:
-        if self.writer is None:
-            return
-        try:
-            self.writer.append(tick)
-        except UserError as err:  # TraceWriter's own words: what failed, and that the stream is kept
-            self.writer.abort()
-            self.writer = None
-            print(f"gpu-triage: recording stopped, still serving metrics: {err}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.writer is None:
-            return
-        try:
-            self.writer.close()
-        except UserError as err:
-            print(f"gpu-triage: {err}", file=sys.stderr, flush=True)
