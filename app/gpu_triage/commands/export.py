@@ -10,45 +10,18 @@ and the source is closed.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
-from types import FrameType
-from typing import Any, Self
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
+from gpu_triage.trace.record import StopSignals
 
 
-class _Stop:
-    """SIGINT/SIGTERM/SIGHUP set an event (main thread only); the previous handlers come back on exit."""
-
-    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = signal.Signals(signum).name
-        self.event.set()
-
-    def __enter__(self) -> Self:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None = None) -> int:
+def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | None = None) -> int:
     from gpu_triage.sampler import Sampler
     from gpu_triage.sources.spec import make_source
 
@@ -92,7 +65,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: _Stop | None =
     for message in source.status().messages:
         print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
     sampler = Sampler(source, interval_s, on_tick, on_error, first_after_s=min(interval_s, 0.5))
-    stop = stop or _Stop()
+    stop = stop or StopSignals(threading.Event())  # SIGINT/SIGTERM/SIGHUP, as `record` stops
     with stop:
         try:
             exporter.start()

@@ -48,21 +48,21 @@ def human_seconds(s: float) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
-class _StopSignals:
-    """Turn SIGINT/SIGTERM/SIGHUP into an event for the duration of a recording, then restore."""
+class StopSignals:
+    """Turn SIGINT/SIGTERM/SIGHUP into an event for the duration of a recording (or `export`), then restore."""
 
     SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 
     def __init__(self, stop: threading.Event) -> None:
-        self._stop = stop
+        self.event = stop
         self._previous: dict[int, Any] = {}
         self.received: str | None = None
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received = signal.Signals(signum).name
-        self._stop.set()
+        self.event.set()
 
-    def __enter__(self) -> _StopSignals:
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -211,7 +211,7 @@ def _close_despite_signals(writer: Writer) -> Path:
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in _StopSignals.SIGNALS:
+        for sig in StopSignals.SIGNALS:
             previous[sig] = signal.signal(sig, interrupt)
     try:
         return writer.close()
@@ -242,7 +242,7 @@ def _record_fast(
     Returns what stopped it."""
     stop = threading.Event()
     limit = ticks_for(duration_s, interval_s)
-    with _StopSignals(stop) as signals:
+    with StopSignals(stop) as signals:
         while not stop.is_set() and (limit is None or writer.ticks < limit):
             tick = source.sample()
             writer.append(tick)
@@ -293,7 +293,7 @@ def _record_paced(
     sampler = Sampler(source, interval_s, on_tick, on_error)
     began = time.monotonic()
     progress: Callable[[], None] = lambda: _progress(out, writer, time.monotonic() - began)  # noqa: E731
-    with _StopSignals(stop) as signals:
+    with StopSignals(stop) as signals:
         sampler.start()
         try:
             while not stop.is_set():
