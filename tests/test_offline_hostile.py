@@ -271,3 +271,43 @@ def test_streamed_batches_get_the_readers_range_checks(tmp_path: Path, capsys: p
     captured = capsys.readouterr()
     assert captured.err.count("values out of range ignored") == 1 and "40 values" in captured.err
     assert "1000000" not in captured.out
+
+
+@pytest.mark.parametrize("batch_rows", [7, 4096])
+def test_streamed_views_carry_the_jobs_of_the_rolling_window(tmp_path: Path, batch_rows: int) -> None:
+    """Tick by tick, the streamed view's job per tick equals RollingWindow's (issue #12's job column): a real
+    2-card recording with the pulse, whose first ticks have no job, cut into batches that start with none."""
+    import numpy as np
+
+    from gpu_triage.diagnosis.offline import _Columns, open_source
+    from gpu_triage.window import RollingWindow
+
+    real = Path(__file__).parent / "data" / "h200x2-pulse-2card-starved-1s.parquet"
+    ticks = open_trace(real).ticks()
+    assert any(t.job is None for t in ticks[:7]) and sum(t.job is not None for t in ticks) > 40
+    src = open_source(_write(tmp_path / "jobs.parquet", ticks, row_group=batch_rows), batch_rows=batch_rows)
+    capacity = 30  # the window slides, so rows leave the buffer as batches come
+    window = RollingWindow(capacity)
+    cols = _Columns()
+    seen = 0
+    for batch in src.batches():
+        cols.push(batch, np.full(batch.num_rows, np.nan), keep=capacity - 1)
+        for p in range(seen, seen + batch.num_rows):
+            window.append(ticks[p])
+            want = window.view().jobs
+            got = cols.view(max(0, p - capacity + 1), p + 1).jobs
+            assert list(got) == want, p
+            assert list(got[-3:]) == want[-3:]
+        seen += batch.num_rows
+    assert seen == len(ticks)
+
+
+def test_diagnose_of_a_v1_file_without_a_job_column_has_no_job_facts(tmp_path: Path) -> None:
+    ticks = _sim_ticks(40, "data_pipeline", gpus=1)
+    table = pa.Table.from_batches([ticks_to_batch(ticks)]).drop_columns(["job"])
+    meta = dict(schema_with_metadata(SimulatedSource("healthy").host_info(), 2.0).metadata)
+    meta[b"gpu_triage.schema"] = b"1"
+    path = tmp_path / "v1.parquet"
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    segs = diagnose_trace(open_source(path), Config().thresholds, 300.0).segments
+    assert segs and not any("job_samples_per_s" in s.facts for s in segs)

@@ -123,9 +123,6 @@ def test_the_hang_after_the_2card_starved_run_is_not_called_the_data_pipeline() 
     assert not any(v.bottleneck == "data_pipeline" for v in hung)
 
 
-@pytest.mark.xfail(strict=True, reason="regression, reported: the streaming `gpu-triage diagnose` (offline.py) "
-                   "does not apply the job rules; on the GPU machine, before that merge, it named data_pipeline "
-                   "with '91 % of each step waits for the next batch' on this recording")
 def test_offline_diagnose_uses_the_jobs_data_wait() -> None:
     cfg = Config()
     tr = load_trace(rec("2card-starved"))

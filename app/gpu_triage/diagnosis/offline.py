@@ -27,7 +27,7 @@ from gpu_triage.diagnosis.engine import Verdict, diagnose, format_confidence
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
-from gpu_triage.model import HostInfo, ProcSample, Tick
+from gpu_triage.model import HostInfo, JobSample, ProcSample, Tick, _job_from_row
 from gpu_triage.trace.schema import INTERVAL_RANGE_S
 from gpu_triage.window import (
     DISK_FIELDS,
@@ -403,6 +403,10 @@ class _Columns:
         self.disk_first: list[int] = []
         self.procs: pa.Array | None = None
         self._proc_rows: list[list[ProcSample] | None] = []  # converted on demand, aligned with the rows
+        # trace v2's job column, kept as Arrow like the procs and converted only for the rows a view reads
+        # (the job rules read the judged stretch); None: a v1 file, or a batch with no job at all
+        self.job: pa.Array | None = None
+        self._job_rows: list[Any] = []  # JobSample or None per row; False: not converted yet
 
     @property
     def rows(self) -> int:
@@ -497,8 +501,21 @@ class _Columns:
             self.procs = pa.concat_arrays([old, procs]) if old.type == procs.type else procs
         else:
             self.procs = procs
+        job = batch.column("job") if "job" in batch.schema.names else None
+        if job is not None and job.null_count == len(job):
+            job = None  # v1 files and runs with no job source: nothing to keep or convert
+        old_job = self.job.slice(drop) if self.job is not None and drop < len(self.job) else None
+        if job is None and old_job is None:
+            self.job = None
+        else:
+            filler = job.type if job is not None else old_job.type  # type: ignore[union-attr]
+            old = old_job if old_job is not None else pa.nulls(len(self._job_rows) - drop, filler)
+            new = job if job is not None else pa.nulls(n, filler)
+            self.job = pa.concat_arrays([old, new]) if old.type == new.type else \
+                pa.concat_arrays([pa.nulls(len(old), new.type), new])
         self.row0 += drop
         self._proc_rows = self._proc_rows[drop:] + [None] * n
+        self._job_rows = self._job_rows[drop:] + [False] * n
 
     def _procs(self, lo: int, hi: int) -> list[list[ProcSample]]:
         """Process lists of global rows lo..hi-1, each converted once and only when a view needs it."""
@@ -535,6 +552,24 @@ class _Columns:
                                      worker_pids=wpids if wpids is not None else []))
         return out
 
+    def _jobs(self, lo: int, hi: int) -> list[JobSample | None]:
+        """The jobs of global rows lo..hi-1 (None: no job source at that tick), each converted once."""
+        a, b = lo - self.row0, hi - self.row0
+        rows = self._job_rows
+        if self.job is None:
+            return [None] * (b - a)
+        i = a
+        while i < b:
+            if rows[i] is not False:
+                i += 1
+                continue
+            j = i
+            while j < b and rows[j] is False:
+                j += 1
+            rows[i:j] = [_job_from_row(r) for r in self.job.slice(i, j - i).to_pylist()]
+            i = j
+        return [r if r is not False else None for r in rows[a:b]]
+
     def view(self, lo: int, hi: int) -> WindowView:
         """The window of global rows lo..hi-1, as RollingWindow.view() would give it at row hi-1."""
         a, b = lo - self.row0, hi - self.row0
@@ -557,6 +592,7 @@ class _Columns:
             disk={f: v[a:b, :d].copy() for f, v in self.disk.items()},
             disk_names=sorted(self.disk_cols, key=self.disk_cols.__getitem__)[:d],
             procs=cast("list[list[ProcSample]]", _LazyProcs(self, lo, hi)),
+            jobs=cast("list[JobSample | None]", _LazyJobs(self, lo, hi)),
         )
 
 
@@ -567,6 +603,9 @@ class _LazyProcs(Sequence[list[ProcSample]]):
 
     def __init__(self, cols: _Columns, lo: int, hi: int) -> None:
         self._cols, self._lo, self._hi = cols, lo, hi
+
+    def _rows(self, a: int, b: int) -> list[Any]:
+        return self._cols._procs(a, b)
 
     def __len__(self) -> int:
         return self._hi - self._lo
@@ -581,13 +620,20 @@ class _LazyProcs(Sequence[list[ProcSample]]):
             a, b, step = i.indices(len(self))
             if b <= a:
                 return []
-            rows = self._cols._procs(self._lo + a, self._lo + b)
+            rows = self._rows(self._lo + a, self._lo + b)
             return rows[::step] if step != 1 else rows
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        return self._cols._procs(self._lo + i, self._lo + i + 1)[0]
+        return self._rows(self._lo + i, self._lo + i + 1)[0]  # type: ignore[no-any-return]
+
+
+class _LazyJobs(_LazyProcs):
+    """The jobs of a view's rows (trace v2), converted from Arrow only where the job rules read them."""
+
+    def _rows(self, a: int, b: int) -> list[Any]:
+        return self._cols._jobs(a, b)
 
 
 def _points(n: int, starts: list[int], stride: int) -> np.ndarray:
