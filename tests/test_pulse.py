@@ -164,3 +164,21 @@ def test_torn_or_foreign_record_is_rejected() -> None:
     assert pulse.decode_record(b"") is None
     assert pulse.decode_record(b"\x00" * 512) is None
     assert pulse.decode_record(b"hello world, not a record at all") is None
+
+
+def test_step_with_a_known_data_wait_reports_its_share(pulse_dir: Path) -> None:
+    """A loop with no input pipeline says so (gpu-triage baseline): its steps are timed call to call and their
+    data-wait share is a measured 0 %, which the diagnosis may use; without data_wait_s nothing is timed."""
+    from gpu_triage.sources.job import PulseReader
+
+    reader = PulseReader(str(pulse_dir))
+    pulse.step(8, data_wait_s=0.0)  # the first call only starts the clock
+    pulse._get().publish()
+    reader.sample(0.0, 1.0)
+    for _ in range(5):
+        pulse.step(8, data_wait_s=0.0)
+    pulse._get().publish()
+    rec = _published(pulse_dir)
+    assert rec["steps"] == 6 and rec["timed_steps"] == 5 and rec["wait_s"] == 0.0 and rec["step_s"] > 0
+    (rank,) = reader.sample(rec["t"], 1.0)
+    assert rank.data_wait_pct == 0.0 and rank.step_time_s is not None and rank.step_time_s > 0

@@ -7,7 +7,10 @@
 ``watch`` times each step of the loop: the time spent inside the loader's ``__next__`` (waiting for the
 next batch) and the rest (the step itself), per rank (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` from the
 environment torchrun sets). ``step(n)`` counts one step of ``n`` samples where the loop is not a plain
-``for`` over a loader (it knows no data wait then).
+``for`` over a loader. It knows no data wait then, and reports none (the dashboard shows n/a and the
+diagnosis takes it as "not measured": it rules nothing out). A loop that knows its wait says so:
+``step(n, data_wait_s=w)`` (``0.0`` where there is no input pipeline at all, as in ``gpu-triage baseline``);
+the step's length is then the time since the previous ``step`` call.
 
 How it publishes, and why a file: each process keeps a few cumulative counters (steps, samples, seconds
 waiting for data, seconds of steps, time of the last step) and at most every ``PUBLISH_EVERY_S`` writes them
@@ -90,6 +93,7 @@ class _Pulse:
         self.step_s = 0.0  # seconds of whole steps (wait + the rest), for steps whose wait was measured
         self.timed_steps = 0
         self.last_step_wall = 0.0
+        self.last_step_perf: float | None = None  # perf_counter of the previous step() call
         self.errors = 0
         self._logged = False
         self._next_publish = 0.0
@@ -254,10 +258,18 @@ def watch(loader: Iterable[T], batch_size: int | None = None) -> Iterator[T]:
 _END: Any = object()
 
 
-def step(n: int | None = None) -> None:
-    """Count one finished step of ``n`` samples (None: samples unknown, steps still count). Never raises."""
+def step(n: int | None = None, data_wait_s: float | None = None) -> None:
+    """Count one finished step of ``n`` samples (None: samples unknown, steps still count). Never raises.
+
+    ``data_wait_s``: seconds this step waited for its input, where the caller knows it (``0.0``: the loop
+    has no input pipeline). Without it the data wait is unknown and none is reported. With it, the step
+    lasted from the previous ``step`` call to this one (the first call only starts the clock)."""
     try:
-        _get().count(n, None, None, time.perf_counter())
+        p = _get()
+        now = time.perf_counter()
+        prev, p.last_step_perf = p.last_step_perf, now
+        timed = data_wait_s is not None and prev is not None and now > prev
+        p.count(n, data_wait_s if timed else None, now - prev if timed and prev is not None else None, now)
     except Exception as exc:  # noqa: BLE001 - counted and logged by failed()
         try:
             _get().failed(exc)
