@@ -56,8 +56,16 @@ def test_data_wait_share_names_the_data_pipeline_whatever_the_utilisation() -> N
     assert any("num_workers" in a for a in v.advice)
 
 
+def _spinning(ticks: list[Tick]) -> list[Tick]:
+    """NCCL kernels waiting in a collective: GPU-Util stays high on a few SMs (real hang: SM 1-18 %)."""
+    for t in ticks:
+        for g in t.gpus:
+            g.sm_active_pct = 15.0
+    return ticks
+
+
 def test_no_progress_on_busy_cards_is_a_stuck_collective() -> None:
-    ticks = _ticks("healthy")
+    ticks = _spinning(_ticks("healthy"))
     v = _verdict(_with_job(ticks, samples_per_s=0.0, data_wait_pct=None, since_progress_s=45.0, step_time_s=0.25))
     assert v.bottleneck == "communication"
     assert v.evidence[0].startswith("no progress for 45 s while the cards show")
@@ -70,3 +78,46 @@ def test_no_progress_on_idle_cards_is_not_called_a_hang() -> None:
     v = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=45.0, step_time_s=0.25))
     assert v.bottleneck != "communication"
     assert v.facts["job_since_progress_s"] == pytest.approx(45.0)
+
+
+def test_no_progress_is_judged_against_the_jobs_own_step_time() -> None:
+    """No step for 10 of its steps (and at least no_progress_min_s) is no progress: 6 s is a hang for a job
+    of 0.25 s steps, not for one of 2 s steps (max(5 s, 10 x 2 s) = 20 s)."""
+    ticks = _spinning(_ticks("healthy"))
+    fast = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=6.0, step_time_s=0.25))
+    slow = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=6.0, step_time_s=2.0))
+    assert fast.bottleneck == "communication" and fast.mechanism == "hung_collective"
+    assert slow.mechanism != "hung_collective" and not any("no progress" in e for e in slow.evidence)
+
+
+def test_busy_sms_without_steps_are_not_called_a_hang() -> None:
+    """Between training steps a job may evaluate: real kernels (SM activity high), no step counted."""
+    v = _verdict(_with_job(_ticks("healthy"), samples_per_s=0.0, since_progress_s=45.0, step_time_s=0.25))
+    assert v.bottleneck != "communication"
+
+
+def test_a_stale_data_wait_is_not_evidence() -> None:
+    """The share a job reports after its last step describes steps that no longer happen: not used once no
+    step came for max(1 s, 3 steps, 2 ticks) = 4 s at 2 s ticks (SM busy: not the hang rule either)."""
+    ticks = _ticks("healthy")
+    fresh = _verdict(_with_job(ticks, samples_per_s=600.0, data_wait_pct=82.0, since_progress_s=0.2,
+                               step_time_s=0.25))
+    stale = _verdict(_with_job(ticks, samples_per_s=0.0, data_wait_pct=82.0, since_progress_s=4.5,
+                               step_time_s=0.25))
+    assert fresh.bottleneck == "data_pipeline"
+    assert stale.bottleneck != "data_pipeline" and stale.facts["job_data_wait_pct"] != stale.facts["job_data_wait_pct"]
+    assert not any("waits for the next batch" in e for e in stale.evidence)
+
+
+def test_a_measured_low_data_wait_rules_out_a_loader_read_from_the_host() -> None:
+    """A loader read from the cores (the simulated data_pipeline) is ruled out when the job's own steps
+    measurably do not wait for data; an unmeasured wait (None) rules nothing out."""
+    ticks = _ticks("data_pipeline")
+    plain = _verdict(ticks)
+    assert plain.bottleneck == "data_pipeline"
+    low = _verdict(_with_job(ticks, samples_per_s=600.0, data_wait_pct=3.0, since_progress_s=0.2, step_time_s=0.25))
+    unknown = _verdict(_with_job(ticks, samples_per_s=600.0, data_wait_pct=None, since_progress_s=0.2,
+                                 step_time_s=0.25))
+    assert low.bottleneck != "data_pipeline"
+    assert any("of each step waits for the next batch" in e and "not the input pipeline" in e for e in low.evidence)
+    assert unknown.bottleneck == "data_pipeline"

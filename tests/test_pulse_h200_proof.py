@@ -113,9 +113,6 @@ def test_live_diagnosis_with_job_data_names_the_data_pipeline_only_when_starved(
         assert not any(res[i][1].bottleneck == "data_pipeline" for i in training)
 
 
-@pytest.mark.xfail(strict=True, reason="misread, reported: the data-wait rule uses the share of the last step "
-                   "finished, which the pulse carries on while no step runs; the hang (27 s) is shorter than "
-                   "NO_PROGRESS_S (30 s), so the waveform's 'collective waiting' is overridden by data_pipeline")
 def test_the_hang_after_the_2card_starved_run_is_not_called_the_data_pipeline() -> None:
     res = _live("2card-starved")
     hung = [v for t, v, _s in res if t.job and t.job.samples_per_s == 0.0 and (t.job.since_progress_s or 0) >= 5]

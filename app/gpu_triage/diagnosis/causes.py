@@ -520,9 +520,18 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def find_cause(ctx: Context) -> Cause:
-    """The first rule that holds names the bottleneck (Healthy always holds)."""
+# The rules that read an input pipeline from the host (cores, the training process's CPU, workers): they
+# stand aside when the job's own clock says its steps do not wait for data (diagnosis/job.py). Not the
+# host-to-device copy: it happens inside the step (``.to(device)``), after the loader has returned.
+LOADER_RULES = frozenset({"idle_data", "in_process_loader", "data_pipeline", "no_process_info"})
+
+
+def find_cause(ctx: Context, loader_ruled_out: bool = False) -> Cause:
+    """The first rule that holds names the bottleneck (Healthy always holds); with ``loader_ruled_out``
+    the rules in :data:`LOADER_RULES` are skipped."""
     for rule in RULES:
+        if loader_ruled_out and rule.name in LOADER_RULES:
+            continue
         if rule.applies(ctx):
             cause = rule.detect(ctx)
             if cause is not None:

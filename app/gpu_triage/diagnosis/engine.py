@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpu_triage.diagnosis.advice import advise
-from gpu_triage.diagnosis.causes import Context, find_cause
+from gpu_triage.diagnosis.causes import LOADER_RULES, Context, find_cause
 from gpu_triage.diagnosis.facts import (
     Fact,
     host_facts,
@@ -26,7 +26,7 @@ from gpu_triage.diagnosis.facts import (
     proc_facts,
     stall_ticks,
 )
-from gpu_triage.diagnosis.job import apply_job
+from gpu_triage.diagnosis.job import apply_job, job_state, loader_ruled_out
 from gpu_triage.diagnosis.patterns import (
     CardShape,
     across_cards,
@@ -292,6 +292,10 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         procs_known=any(bool(t) for t in view.procs),
     ).derive()
     cause = find_cause(ctx)
+    job = job_state(view, start, th)  # the job's own clock, when a source gives it
+    if job is not None and job.rules_out_loader and cause.mechanism in LOADER_RULES:
+        cause = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
+        cause.evidence = [*cause.evidence, loader_ruled_out(job)]
 
     # period and duty: from the cards the pattern concerns
     period_s: float | None = None
@@ -367,7 +371,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         destructive_advice=destructive,
         mechanism=cause.mechanism,
     )
-    return apply_job(verdict, view, start, ctx)  # the job's own clock, when a source gives it
+    return apply_job(verdict, view, start, ctx, job)
 
 
 def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:

@@ -1,38 +1,113 @@
 """The job's own clock as direct evidence (trace v2 ``job``): it outranks what the waveforms suggest.
 
-Two rules, applied after the waveform verdict is made (``engine.diagnose`` calls :func:`apply_job` once):
+:func:`job_state` reads the window's job data once per verdict (``engine.diagnose``); the waveform rules
+then run, and :func:`apply_job` applies the job's evidence to their verdict. Every number is a field of
+:class:`~gpu_triage.diagnosis.thresholds.Thresholds` (docs/diagnosis.md gives the reasons).
 
-- **Data wait.** When more than ``WAIT_SHARE_PCT`` of each step is spent waiting for the next batch (the
-  median over the judged ticks that report it, slowest rank), the bottleneck is the data pipeline, whatever
-  the utilisation says: the GPUs cannot be the limit of a step that spends most of its time without work.
-- **No progress.** When the job has not finished a step for ``NO_PROGRESS_S`` seconds (and for more than
-  three of its own steps) while the cards look busy (mean GPU-Util at least ``high_util_pct``), the cards
-  are not working but waiting: NCCL kernels spinning in a stuck collective hold GPU-Util at 100 %, and so
-  does a rank that hangs while its peers wait for it.
+- **Stale figures.** A data-wait share describes steps that happen. When the job has finished no step for
+  ``max(job_stale_min_s, job_stale_steps`` × its median step time, 2 ticks``)``, the share it still reports
+  is the last finished step's and says nothing about now: it is not evidence. Ticks whose share is stale
+  are left out of the median too.
+- **No progress.** No step for ``max(no_progress_min_s, no_progress_steps`` × the median step time``)``
+  while the cards look busy (mean GPU-Util at least ``high_util_pct`` over the last 3 ticks) and their SMs
+  do little (below ``sm_low_pct`` where SM activity is known): NCCL kernels spinning in a stuck collective
+  hold GPU-Util at 100 % on a few SMs and do nothing, and so does a rank that hangs while its peers wait.
+  A job that evaluates between training steps runs real kernels (SM activity high) and is not called hung.
+- **Data wait high.** More than ``job_wait_share_pct`` of each step spent waiting for the next batch (the
+  median over the judged ticks whose share is fresh, slowest rank): the data pipeline, whatever the
+  utilisation says.
+- **Data wait low.** Measured and below ``job_wait_low_pct``: the steps do not wait for data, so the rules
+  that read a loader from the host (busy cores, a training process holding a core, few workers) are ruled
+  out (:attr:`JobState.rules_out_loader`): when one of them held, the verdict names what the other facts
+  support instead, with the job's share as evidence; otherwise nothing changes.
+  A share the job does not measure (``None``: a log without data time, or ``pulse.step()`` without
+  ``data_wait_s``) rules nothing out.
 
 A verdict whose window holds no job data is returned unchanged. Facts added when there is job data:
-``job_samples_per_s``, ``job_data_wait_pct``, ``job_since_progress_s`` (NaN where the source does not say).
+``job_samples_per_s``, ``job_data_wait_pct`` (NaN when stale or not reported), ``job_since_progress_s``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gpu_triage.diagnosis.advice import HANG_ADVICE, advise
 from gpu_triage.diagnosis.causes import Cause, Context
 from gpu_triage.diagnosis.facts import Fact
 from gpu_triage.diagnosis.patterns import nanmean
+from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import JobSample
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:
     from gpu_triage.diagnosis.engine import Verdict
 
-WAIT_SHARE_PCT = 50.0  # more than half of each step without a batch: the input is the limit
-NO_PROGRESS_S = 30.0  # no step for this long: stopped (a healthy step of a training is far shorter)
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """What the job's clock says over one window (see the module docstring)."""
+
+    last: JobSample  # the newest job sample of the judged stretch
+    step_s: float | None  # median step time over the window's ticks that report one
+    stale_after_s: float  # no step for longer: the figures of the last step are stale
+    stopped_after_s: float  # no step for this long: no progress
+    wait: float | None  # median fresh data-wait share over the judged ticks; None when stale or not measured
+    th: Thresholds
+
+    @property
+    def since_s(self) -> float | None:
+        return self.last.since_progress_s
+
+    @property
+    def stopped(self) -> bool:
+        return self.since_s is not None and self.since_s >= self.stopped_after_s
+
+    @property
+    def rules_out_loader(self) -> bool:
+        """The steps measurably do not wait for data: no loader-reading rule may name the data pipeline."""
+        return self.wait is not None and self.wait < self.th.job_wait_low_pct
+
+
+def _tick_s(view: WindowView) -> float:
+    iv = view.interval_s[~np.isnan(view.interval_s)] if view.n else view.interval_s
+    if iv.size:
+        return float(np.median(iv))
+    steps = np.diff(view.t)
+    return float(np.median(steps)) if steps.size else 0.0
+
+
+def job_state(view: WindowView, start: int, th: Thresholds) -> JobState | None:
+    """The job's clock over ``view`` (judged from ``start``); None when the judged ticks hold no job data."""
+    if len(view.jobs) != view.n:
+        return None
+    judged = [j for j in view.jobs[start:] if j is not None]
+    if not judged:
+        return None
+    steps = [j.step_time_s for j in view.jobs if j is not None and j.step_time_s]
+    step = statistics.median(steps) if steps else None
+    tick = _tick_s(view)
+    stale_after = max(th.job_stale_min_s, th.job_stale_steps * (step or 0.0), 2.0 * tick)
+    stopped_after = max(th.no_progress_min_s, th.no_progress_steps * (step or 0.0))
+
+    def fresh(j: JobSample) -> bool:
+        return j.since_progress_s is None or j.since_progress_s <= stale_after
+
+    last = judged[-1]
+    waits = [j.data_wait_pct for j in judged if j.data_wait_pct is not None and fresh(j)]
+    wait = statistics.median(waits) if waits and fresh(last) else None
+    return JobState(last, step, stale_after, stopped_after, wait, th)
+
+
+def loader_ruled_out(job: JobState) -> Fact:
+    """The evidence shown when the job's clock ruled out the loader a host rule read (engine.diagnose)."""
+    wait = job.wait or 0.0
+    return Fact(f"{wait:.0f} % of each step waits for the next batch (the job's own clock): not the input "
+                "pipeline, whatever the cores say", "job_data_wait_pct", float(wait))
 
 
 def _rank_note(job: JobSample) -> str:
@@ -41,43 +116,40 @@ def _rank_note(job: JobSample) -> str:
     return f", rank {worst.rank}" if worst is not None and len(job.ranks) > 1 else ""
 
 
-def apply_job(verdict: Verdict, view: WindowView, start: int, ctx: Context) -> Verdict:
+def apply_job(verdict: Verdict, view: WindowView, start: int, ctx: Context, job: JobState | None) -> Verdict:
     """``verdict`` with the job's evidence applied (see the module docstring); unchanged without job data."""
-    th = ctx.th
-    jobs = view.jobs[start:] if len(view.jobs) == view.n else []
-    present = [j for j in jobs if j is not None]
-    if not present:
+    if job is None:
         return verdict
-    last = present[-1]
+    th, last, wait = ctx.th, job.last, job.wait
     facts = dict(verdict.facts)
-    waits = [j.data_wait_pct for j in present if j.data_wait_pct is not None]
-    wait = statistics.median(waits) if waits else None
     facts["job_samples_per_s"] = math.nan if last.samples_per_s is None else float(last.samples_per_s)
     facts["job_data_wait_pct"] = math.nan if wait is None else float(wait)
     facts["job_since_progress_s"] = math.nan if last.since_progress_s is None else float(last.since_progress_s)
     out = replace(verdict, facts=facts)
 
-    util = nanmean(view.gpu["util_pct"][max(start, view.n - 3):], axis=None) if view.n_gpus else math.nan
-    since = last.since_progress_s
-    step = last.step_time_s or 0.0
-    if since is not None and since >= max(NO_PROGRESS_S, 3 * step) and not math.isnan(util) \
-            and util >= th.high_util_pct:
+    recent = slice(max(start, view.n - 3), None)
+    util = nanmean(view.gpu["util_pct"][recent], axis=None) if view.n_gpus else math.nan
+    sm = nanmean(view.gpu["sm_active_pct"][recent], axis=None) if view.n_gpus else math.nan
+    spinning = math.isnan(sm) or sm < th.sm_low_pct  # unknown SM activity: GPU-Util alone, as before
+    if job.stopped and not math.isnan(util) and util >= th.high_util_pct and spinning:
+        since = float(job.since_s or 0.0)
         fact = Fact(f"no progress for {since:.0f} s while the cards show {util:.0f} % GPU-Util: a stuck "
                     "collective or a hang (NCCL kernels waiting spin at 100 % and do nothing)",
-                    "job_since_progress_s", float(since))
+                    "job_since_progress_s", since)
         advice = out.advice if out.mechanism == "hung_collective" else \
             HANG_ADVICE + [a for a in out.advice if a not in HANG_ADVICE]
-        return replace(out, bottleneck="communication", confidence=max(out.confidence, 0.85),
+        return replace(out, bottleneck="communication", confidence=max(out.confidence, th.conf_hung),
                        evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
-                       advice=advice, mechanism="hung_collective", gpus=out.gpus or list(view.gpu_indexes))
-    if wait is not None and wait > WAIT_SHARE_PCT:
+                       advice=advice, mechanism="hung_collective",
+                       gpus=out.gpus or list(view.gpu_indexes))
+    if wait is not None and wait > th.job_wait_share_pct:
         fact = Fact(f"{wait:.0f} % of each step waits for the next batch (the job's own clock{_rank_note(last)}): "
                     "the input pipeline sets the pace, whatever the utilisation says", "job_data_wait_pct", float(wait))
         if out.bottleneck == "data_pipeline":
             advice, destructive = out.advice, out.destructive_advice
         else:
-            advice, destructive = advise(Cause("data_pipeline", 0.9, [fact], "job_data_wait"), ctx)
-        return replace(out, bottleneck="data_pipeline", confidence=max(out.confidence, 0.9),
+            advice, destructive = advise(Cause("data_pipeline", th.conf_job_wait, [fact], "job_data_wait"), ctx)
+        return replace(out, bottleneck="data_pipeline", confidence=max(out.confidence, th.conf_job_wait),
                        evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
                        advice=advice, destructive_advice=destructive,
                        mechanism=out.mechanism if out.bottleneck == "data_pipeline" else "job_data_wait",

@@ -36,6 +36,8 @@ class Thresholds:
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
     h2d_bytes_per_s: float = 5e8  # PCIe RX of a copy-bound step as NVML reads it (launch loops: <= 0.27 GB/s)
+    job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
+    job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
     mem_held_frac: float = 0.10  # memory held: share of the card's memory in use
     mem_context_frac: float = 0.01  # a process holds a context (an idle H200 with none: 0.4 %)
@@ -54,6 +56,10 @@ class Thresholds:
     regime_band_cpu_pct: float = 20.0  # mean core busy
     regime_band_disk_pct: float = 30.0  # busiest disk %util
     regime_band_iowait_pct: float = 15.0  # iowait
+    job_stale_steps: float = 3.0  # no step for this many median step times: the last step's figures are stale
+    job_stale_min_s: float = 1.0  # ... and at least this long (and 2 ticks): the source's own "stopped"
+    no_progress_steps: float = 10.0  # no step for this many median step times (and no_progress_min_s): no progress
+    no_progress_min_s: float = 5.0  # a few seconds: pulse publication, a tick of lag and a slow step all fit under
     warmup_s: float = 6.0  # no verdict before the window holds this much ("collecting"), and 3 ticks
     short_judged_s: float = 10.0  # a judged stretch shorter than this lowers the confidence
     # -- confidences ----------------------------------------------------------------------------------------
@@ -63,7 +69,8 @@ class Thresholds:
     conf_idle_nothing: float = 0.8  # idle and no process on the GPUs
     conf_idle_waiting: float = 0.6  # idle with processes but nothing explains it
     conf_rank_blocked: float = 0.8
-    conf_hung: float = 0.85  # waiting with no traffic for hung_min_s
+    conf_hung: float = 0.85  # waiting with no traffic for hung_min_s (and the job's no-progress rule)
+    conf_job_wait: float = 0.9  # the job's own clock: most of each step waits for data
     conf_comm_links: float = 0.75
     conf_comm_no_links: float = 0.6
     conf_storage_base: float = 0.55
