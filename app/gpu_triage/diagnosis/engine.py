@@ -39,7 +39,10 @@ from gpu_triage.window import WindowView
 
 
 @dataclass(slots=True)
-class Verdict:
+class Finding:
+    """What a verdict says, whoever says it: the engine for one tick (:class:`Verdict`), the offline reading
+    for a stretch of a recording (``offline.Segment``). The dashboard shows a Verdict (``ui.panes.Shown``)."""
+
     pattern: str
     bottleneck: str
     gpus: list[int]
@@ -49,14 +52,20 @@ class Verdict:
     period_s: float | None = None
     duty: float | None = None
     facts: dict[str, float] = field(default_factory=dict)
-    per_gpu: dict[int, str] = field(default_factory=dict)
     evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
-    destructive_advice: list[str] = field(default_factory=list)  # kill/free/restart: shown only when held
-    mechanism: str = ""  # the rule that named the bottleneck
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.pattern, self.bottleneck)
+
+
+@dataclass(slots=True)
+class Verdict(Finding):
+    """The engine's reading of one window, with what only the live path uses."""
+
+    per_gpu: dict[int, str] = field(default_factory=dict)
+    destructive_advice: list[str] = field(default_factory=list)  # kill/free/restart: shown only when held
+    mechanism: str = ""  # the rule that named the bottleneck
 
 
 COLLECTING = "collecting"  # the pattern of a verdict given before the window can support one

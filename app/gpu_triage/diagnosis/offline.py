@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from gpu_triage.diagnosis.engine import Verdict, diagnose, format_confidence
+from gpu_triage.diagnosis.engine import Finding, Verdict, diagnose, format_confidence
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
@@ -39,21 +39,13 @@ from gpu_triage.window import (
 )
 
 
-@dataclass(slots=True)
-class Segment:
+@dataclass(slots=True, kw_only=True)
+class Segment(Finding):
+    """A stretch of a recording and what the offline reading says of it (the verdict's fields: Finding)."""
+
     start: datetime  # start of the first tick's interval
     end: datetime  # end of the last tick's interval
-    pattern: str
-    bottleneck: str
-    gpus: list[int]
-    confidence: float
-    evidence: list[str]
-    advice: list[str]
     ticks: int = 0
-    period_s: float | None = None
-    duty: float | None = None
-    facts: dict[str, float] = field(default_factory=dict)
-    evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
@@ -730,7 +722,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 members[-1].append(raw)
                 continue
             start = group_segs[-1].end if group_segs else first_start  # contiguous inside a stretch
-            group_segs.append(Segment(start, end, key[0], key[1], [], 0.0, [], [], covered))
+            group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
             members.append([raw])
         for seg, group in zip(group_segs, members, strict=True):
             b = _basis(group, (seg.pattern, seg.bottleneck))

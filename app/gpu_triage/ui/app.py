@@ -45,7 +45,7 @@ from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
-from gpu_triage.ui.panes import Colours, Shown
+from gpu_triage.ui.panes import Colours, FactsOnly, Shown
 from gpu_triage.units import short_bytes as fmt_bytes
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
@@ -284,7 +284,7 @@ class TriageApp(App[int]):
         self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
         self._tracker = VerdictTracker(config.thresholds)
         self.history: list[tuple[float, str, str]] = []
-        self.shown = Shown(None, None, None, [], [], [])
+        self.shown: Shown = FactsOnly([])
         self._status = SourceStatus()
         self.ticks_ingested = 0
         self.source_errors = 0
@@ -453,17 +453,10 @@ class TriageApp(App[int]):
             verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
         except Exception as exc:  # a diagnosis bug must not take the dashboard down: logged, facts shown
             log.exception("diagnosis failed")
-            self.shown = Shown(None, None, None, [*panes.facts(view), f"diagnosis failed: {exc}"], [], [])
+            self.shown = FactsOnly([*panes.facts(view), f"diagnosis failed: {exc}"])
             return
         verdict = self._tracker.update(t, verdict)
-        self.shown = Shown(
-            verdict.pattern,
-            verdict.bottleneck,
-            verdict.confidence,
-            list(verdict.evidence),
-            list(verdict.advice),
-            list(verdict.gpus),
-        )
+        self.shown = verdict
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]
         self.history.append((t, verdict.pattern, verdict.bottleneck))

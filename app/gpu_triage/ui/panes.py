@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from rich.text import Text
 
+from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.ui.formatters import (
     SM_NA_TEXTS,
     fmt_bytes,
@@ -303,15 +305,13 @@ PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {
 
 
 @dataclass(slots=True)
-class Shown:
-    """What the diagnosis pane shows: a verdict from the engine, or the raw facts when there is none."""
+class FactsOnly:
+    """The diagnosis pane with no verdict to show (no tick yet, or the engine failed): the raw facts."""
 
-    pattern: str | None
-    bottleneck: str | None
-    confidence: float | None
-    evidence: list[str]
-    advice: list[str]
-    gpus: list[int]
+    lines: list[str]
+
+
+Shown: TypeAlias = Verdict | FactsOnly  # what the diagnosis pane shows: the tracker's verdict, or the raw facts
 
 
 ADVICE_MAX_LINES = 3  # the first advice line wraps (at 80 columns the fix is past the edge); the rest are cut
@@ -319,7 +319,7 @@ ADVICE_MAX_LINES = 3  # the first advice line wraps (at 80 columns the fix is pa
 
 def first_advice_lines(shown: Shown, width: int) -> list[str]:
     """The verdict's first advice ("→ …") wrapped at ``width`` under itself, at most ADVICE_MAX_LINES lines."""
-    if not shown.advice:
+    if isinstance(shown, FactsOnly) or not shown.advice:
         return []
     wrapped = textwrap.wrap(
         "→ " + shown.advice[0], width=max(10, width), subsequent_indent="  ", break_on_hyphens=False
@@ -332,7 +332,7 @@ def first_advice_lines(shown: Shown, width: int) -> list[str]:
 
 def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
     """(lines of the headline and the wrapped first advice, evidence bullets): what the layout keeps first."""
-    n_evidence = len(shown.evidence) if shown.pattern is not None else 0
+    n_evidence = 0 if isinstance(shown, FactsOnly) else len(shown.evidence)
     return 1 + len(first_advice_lines(shown, width)), n_evidence
 
 
@@ -347,31 +347,33 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
-    if shown.pattern is None:
+    if isinstance(shown, FactsOnly):
         out.append("FACTS "[:width], "bold")
-        out.append(("  ·  ".join(shown.evidence) or "waiting for ticks")[: max(0, width - 6)])
+        out.append(("  ·  ".join(shown.lines) or "waiting for ticks")[: max(0, width - 6)])
+        evidence: list[str] = []
+        all_advice: list[str] = []
     else:
-        bad = shown.bottleneck not in (None, "none")
+        bad = shown.bottleneck != "none"
         out.append("VERDICT ", "bold")
         out.append(shown.pattern, f"bold {PATTERN_COLOURS.get(shown.pattern, '')}")
         out.append(" · ")
-        out.append(str(shown.bottleneck), f"bold reverse {colours.alert}" if bad else "bold")
+        out.append(shown.bottleneck, f"bold reverse {colours.alert}" if bad else "bold")
         extra = ""
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
-        if shown.confidence is not None:
-            extra += f"  confidence {shown.confidence * 100:.0f}%"
+        extra += f"  confidence {shown.confidence * 100:.0f}%"
         out.append(extra)
         out.truncate(width)
+        evidence = [_cut("• " + e, width) for e in shown.evidence]
+        all_advice = shown.advice
     room = lines - 1
     advice = first_advice_lines(shown, width)[:room]
     room -= len(advice)
-    evidence = [_cut("• " + e, width) for e in shown.evidence] if shown.pattern is not None else []
     evidence = evidence[:room]
     room -= len(evidence)
     strip = room >= 1
     room -= int(strip)
-    more_advice = [_cut("→ " + a, width) for a in shown.advice[1:]][: max(0, room)]
+    more_advice = [_cut("→ " + a, width) for a in all_advice[1:]][: max(0, room)]
     if strip:
         out.append("\n")
         out.append_text(verdict_strip(history, view, width))
