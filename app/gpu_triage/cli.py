@@ -181,6 +181,18 @@ def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
+def _add_source(p: argparse.ArgumentParser) -> None:
+    """--source and, for a sim source, --gpus and --seed: the headless commands (record, export)."""
+    p.add_argument(
+        "--source",
+        default="live",
+        metavar="SRC",
+        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
+    )
+    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of a sim source, 0 or more (default 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-triage",
@@ -263,14 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
             "(--duration 10 at 2 s: 5 ticks, at 2, 4, 6, 8, 10 s); default: until stopped"
         ),
     )
-    p.add_argument(
-        "--source",
-        default="live",
-        metavar="SRC",
-        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
-    )
-    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
-    p.add_argument("--seed", type=_seed, default=0, help="random seed of a sim source, 0 or more (default 0)")
+    _add_source(p)
     _add_seconds(p, "--interval", "seconds between ticks (default 2)")
     p.add_argument(
         "--fast",
@@ -375,14 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_seconds(p, "--interval", "seconds between ticks (default 2)")
     _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300)")
-    p.add_argument(
-        "--source",
-        default="live",
-        metavar="SRC",
-        help="live (this machine) or sim:SCENARIO (a simulated server); default live",
-    )
-    p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="cards of a sim source (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of a sim source")
+    _add_source(p)
     _add_job(p)
     p.add_argument(
         "--record",
