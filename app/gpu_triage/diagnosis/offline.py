@@ -373,6 +373,21 @@ def _field(values: pa.Array, name: str) -> pa.Array | None:
     return pc.struct_field(values, name)
 
 
+def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callable[[int, int], list[Any]]) -> None:
+    """Convert in place, run by run, the rows a..b-1 still holding the ``missing`` marker: each row is converted
+    once, and a run of neighbours in one call (one ``to_pylist`` per run, not per row)."""
+    i = a
+    while i < b:
+        if rows[i] is not missing:
+            i += 1
+            continue
+        j = i
+        while j < b and rows[j] is missing:
+            j += 1
+        rows[i:j] = convert(i, j)
+        i = j
+
+
 class _Columns:
     """Consecutive ticks as numpy columns. Columns of cards, cores and disks keep their place from batch
     to batch (new ones are appended), and remember the row where each first appeared, so that a view at a
@@ -513,16 +528,7 @@ class _Columns:
         """Process lists of global rows lo..hi-1, each converted once and only when a view needs it."""
         a, b = lo - self.row0, hi - self.row0
         rows = self._proc_rows
-        i = a
-        while i < b:
-            if rows[i] is not None:
-                i += 1
-                continue
-            j = i
-            while j < b and rows[j] is None:
-                j += 1
-            rows[i:j] = self._convert_procs(i, j)
-            i = j
+        _fill_runs(rows, a, b, None, self._convert_procs)
         return [r if r is not None else [] for r in rows[a:b]]
 
     def _convert_procs(self, a: int, b: int) -> list[list[ProcSample]]:
@@ -548,18 +554,10 @@ class _Columns:
         """The jobs of global rows lo..hi-1 (None: no job source at that tick), each converted once."""
         a, b = lo - self.row0, hi - self.row0
         rows = self._job_rows
-        if self.job is None:
+        job = self.job
+        if job is None:
             return [None] * (b - a)
-        i = a
-        while i < b:
-            if rows[i] is not False:
-                i += 1
-                continue
-            j = i
-            while j < b and rows[j] is False:
-                j += 1
-            rows[i:j] = [_job_from_row(r) for r in self.job.slice(i, j - i).to_pylist()]
-            i = j
+        _fill_runs(rows, a, b, False, lambda i, j: [_job_from_row(r) for r in job.slice(i, j - i).to_pylist()])
         return [r if r is not False else None for r in rows[a:b]]
 
     def view(self, lo: int, hi: int) -> WindowView:
