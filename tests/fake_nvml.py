@@ -48,6 +48,7 @@ NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
@@ -62,6 +63,7 @@ _ERROR_TEXT = {
     NVML_ERROR_NOT_FOUND: "Not Found",
     NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
     NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_TIMEOUT: "Timeout",
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
@@ -70,6 +72,8 @@ _ERROR_TEXT = {
 }
 
 NVML_TEMPERATURE_GPU = 0
+nvmlEventTypeSingleBitEccError = 0x1
+nvmlEventTypeXidCriticalError = 0x8
 NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
@@ -292,6 +296,10 @@ class FakeCard:
     # health facts the doctor reads; None = the driver answers NOT_SUPPORTED
     clock_reasons: int | None = 0  # nvmlClocksEventReason* bit mask
     ecc_uncorrected: int | None = 0  # volatile (since the driver loaded) uncorrected errors
+    ecc_corrected: int = 0  # volatile corrected errors (NOT_SUPPORTED with the uncorrected ones when None)
+    # NVML events: the mask nvmlDeviceGetSupportedEventTypes answers, and XID codes raised and not yet read
+    event_types: int | None = 0x1 | 0x8
+    xids: list[int] = field(default_factory=list)
     persistence: int | None = 1
     mig: list[int] | None = None  # [current, pending]
     numa_node: int | None = None  # the lab H200 does not say (field notes)
@@ -360,6 +368,7 @@ class FakeNvml:
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
+    nvmlEventTypeXidCriticalError = nvmlEventTypeXidCriticalError
 
     def __init__(
         self,
@@ -540,7 +549,9 @@ class FakeNvml:
         ) or counter_type not in (NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         value = self._supported(card.ecc_uncorrected)
-        return value if (error_type, counter_type) == (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC) else 0
+        if counter_type != NVML_VOLATILE_ECC:
+            return 0
+        return value if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else card.ecc_corrected
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         return self._supported(self._card("nvmlDeviceGetCurrentClocksEventReasons", handle).clock_reasons)
@@ -724,6 +735,46 @@ class FakeNvml:
             else:
                 metric.nvmlReturn, metric.value = NVML_ERROR_NOT_SUPPORTED, 0.0
         return metrics_get
+
+    # ---- events (XIDs): one set holds the cards registered in it; waiting with 0 ms never blocks ----
+    def nvmlDeviceGetSupportedEventTypes(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetSupportedEventTypes", handle).event_types)
+
+    def nvmlEventSetCreate(self) -> Struct:
+        self._sys("nvmlEventSetCreate")
+        return Struct(cards=[], freed=False)
+
+    def nvmlEventSetFree(self, event_set: Struct) -> None:
+        self._sys("nvmlEventSetFree")
+        event_set.freed = True
+
+    def nvmlDeviceRegisterEvents(self, handle: FakeHandle, event_types: int, event_set: Struct) -> None:
+        card = self._card("nvmlDeviceRegisterEvents", handle)
+        if card.event_types is None or event_types & ~card.event_types:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        event_set.cards.append(handle.index)
+
+    def nvmlEventSetWait(self, event_set: Struct, timeout_ms: int) -> Struct:  # the pre-v2 name, same answers
+        return self._event_wait("nvmlEventSetWait", event_set, timeout_ms)
+
+    def nvmlEventSetWait_v2(self, event_set: Struct, timeout_ms: int) -> Struct:
+        return self._event_wait("nvmlEventSetWait_v2", event_set, timeout_ms)
+
+    def _event_wait(self, fn: str, event_set: Struct, timeout_ms: int) -> Struct:
+        self._sys(fn)
+        assert timeout_ms == 0, "a live tick must never block on NVML events"
+        if event_set.freed:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        for index in event_set.cards:
+            card = self.cards[index]
+            if card.lost:
+                raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+            if card.xids:
+                return Struct(
+                    device=FakeHandle(index), eventType=nvmlEventTypeXidCriticalError, eventData=card.xids.pop(0),
+                    gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF,
+                )
+        raise NVMLError(NVML_ERROR_TIMEOUT)
 
     # ---- processes ----
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[FakeProcess]:

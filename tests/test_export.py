@@ -426,3 +426,30 @@ async def test_live_metrics_serve_the_dashboards_own_ticks() -> None:
             )
     finally:
         exporter.close()
+
+
+def test_card_health_swap_and_network_are_exported_and_unknown_is_absent() -> None:
+    from gpu_triage.model import NetSample
+
+    monitor = Monitor(HostInfo(hostname="h", cpu_count=1), Config(), "fake")
+    hot = GpuSample(0, util_pct=90.0, clock_event_reasons=0x4 | 0x1, ecc_corrected=5, ecc_uncorrected=1,
+                    xid_count=2, xid_last=79)
+    unknown = GpuSample(1, util_pct=90.0)  # a card that reports none of them
+    nets = [NetSample("ib0", rx_bytes_per_s=1e9, tx_bytes_per_s=2e9), NetSample("eth0", None, 5.0)]
+    tick = Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[hot, unknown], cpu_pct=[10.0],
+                host_swap_used_bytes=1 << 20, host_swap_total_bytes=1 << 30, nets=nets)
+    monitor.ingest(tick, SourceStatus())
+    s = scrape(monitor)
+    g0 = ("gpu", "0")
+    assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "power")))] == 1
+    assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "idle")))] == 1
+    assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "thermal")))] == 0
+    assert s[("gpu_triage_gpu_ecc_corrected_errors", (g0,))] == 5
+    assert s[("gpu_triage_gpu_ecc_uncorrected_errors", (g0,))] == 1
+    assert s[("gpu_triage_gpu_xid_events", (g0,))] == 2 and s[("gpu_triage_gpu_xid_last_code", (g0,))] == 79
+    assert not [k for k in s if ("gpu", "1") in k[1] and ("reason" in dict(k[1]) or "ecc" in k[0] or "xid" in k[0])]
+    assert s[("gpu_triage_host_swap_used_bytes", ())] == 1 << 20
+    assert s[("gpu_triage_host_swap_total_bytes", ())] == 1 << 30
+    assert s[("gpu_triage_host_network_receive_bytes_per_second", (("interface", "ib0"),))] == 1e9
+    assert s[("gpu_triage_host_network_transmit_bytes_per_second", (("interface", "eth0"),))] == 5.0
+    assert ("gpu_triage_host_network_receive_bytes_per_second", (("interface", "eth0"),)) not in s

@@ -32,9 +32,28 @@ def disk(reads: int, writes: int, rbytes: int, wbytes: int, rtime: int, wtime: i
 class FakePsutil:
     """Plays back one reading per call of each counter function."""
 
-    def __init__(self, cpu_seq: list[list], disk_seq: list[dict], mem: tuple[int, int] = (64 << 30, 16 << 30)) -> None:
+    def __init__(
+        self,
+        cpu_seq: list[list],
+        disk_seq: list[dict],
+        mem: tuple[int, int] = (64 << 30, 16 << 30),
+        net_seq: list[dict] | None = None,
+        swap: tuple[int, int] | None = (0, 0),
+    ) -> None:
         self.cpu_seq, self.disk_seq = list(cpu_seq), list(disk_seq)
         self.mem_total, self.mem_available = mem
+        self.net_seq = list(net_seq) if net_seq is not None else None
+        self.swap = swap  # (used, total); None: /proc/swaps unreadable
+
+    def swap_memory(self) -> SimpleNamespace:
+        if self.swap is None:
+            raise OSError("/proc/swaps: no such file")
+        used, total = self.swap
+        return SimpleNamespace(used=used, total=total, free=total - used, percent=0.0, sin=0, sout=0)
+
+    def net_io_counters(self, pernic: bool = False) -> dict:
+        assert pernic
+        return self.net_seq.pop(0) if self.net_seq is not None else {}
 
     def cpu_times(self, percpu: bool = False) -> list:
         assert percpu
@@ -166,3 +185,76 @@ def test_real_live_source_on_this_machine_runs_host_only() -> None:
         assert info.cpu_count == psutil.cpu_count(logical=True) and info.hostname
     finally:
         source.close()
+
+
+NetIO = namedtuple("NetIO", "bytes_sent bytes_recv packets_sent packets_recv errin errout dropin dropout")
+
+
+def nic(recv: int, sent: int) -> NetIO:
+    return NetIO(sent, recv, 0, 0, 0, 0, 0, 0)
+
+
+def _ib_port(root, device: str, port: int, rcv_words: int, xmit_words: int) -> None:
+    counters = root / device / "ports" / str(port) / "counters"
+    counters.mkdir(parents=True, exist_ok=True)
+    (counters / "port_rcv_data").write_text(f"{rcv_words}\n")
+    (counters / "port_xmit_data").write_text(f"{xmit_words}\n")
+
+
+def test_swap_used_and_total_are_read_each_tick() -> None:
+    ps = FakePsutil(cpu_seq=[[cpu(idle=1)]], disk_seq=[{}], swap=(3 << 30, 8 << 30))
+    out = HostReader(ps, clock=FakeClock(), sys_block=None, sys_infiniband=None).sample()
+    assert (out.swap_used_bytes, out.swap_total_bytes) == (3 << 30, 8 << 30)
+
+
+def test_unreadable_swap_is_none_not_zero() -> None:
+    ps = FakePsutil(cpu_seq=[[cpu(idle=1)]], disk_seq=[{}], swap=None)
+    out = HostReader(ps, clock=FakeClock(), sys_block=None, sys_infiniband=None).sample()
+    assert out.swap_used_bytes is None and out.swap_total_bytes is None
+
+
+def test_network_rates_per_interface_from_counter_deltas_without_loopback() -> None:
+    ps = FakePsutil(
+        cpu_seq=[[cpu(idle=1)], [cpu(idle=3)], [cpu(idle=5)]],
+        disk_seq=[{}, {}, {}],
+        net_seq=[
+            {"lo": nic(0, 0), "eth0": nic(1_000, 2_000)},
+            {"lo": nic(9**9, 9**9), "eth0": nic(201_000, 42_000), "ib0": nic(5, 5)},
+            {"lo": nic(0, 0), "eth0": nic(100, 52_000), "ib0": nic(4_000_005, 5)},  # eth0 rx reset
+        ],
+    )
+    clock = FakeClock()
+    reader = HostReader(ps, clock=clock, sys_block=None, sys_infiniband=None)
+    assert reader.sample().nets == []  # baseline only
+    clock.t += 2.0
+    out = reader.sample()
+    assert [(n.name, n.rx_bytes_per_s, n.tx_bytes_per_s) for n in out.nets] == [("eth0", 100_000.0, 20_000.0)]
+    clock.t += 2.0
+    out = reader.sample()
+    rates = {n.name: (n.rx_bytes_per_s, n.tx_bytes_per_s) for n in out.nets}
+    assert rates == {"eth0": (None, 5_000.0), "ib0": (2_000_000.0, 0.0)}  # a counter that went back: no rate
+
+
+def test_infiniband_ports_from_sysfs_counters_in_four_byte_words(tmp_path) -> None:
+    root = tmp_path / "infiniband"
+    _ib_port(root, "mlx5_0", 1, rcv_words=1_000, xmit_words=0)
+    _ib_port(root, "mlx5_1", 1, rcv_words=0, xmit_words=0)
+    (root / "mlx5_1" / "ports" / "2" / "counters").mkdir(parents=True)  # a port without data counters
+    ps = FakePsutil(cpu_seq=[[cpu(idle=1)], [cpu(idle=3)]], disk_seq=[{}, {}])
+    clock = FakeClock()
+    reader = HostReader(ps, clock=clock, sys_block=None, sys_infiniband=root)
+    reader.sample()
+    _ib_port(root, "mlx5_0", 1, rcv_words=1_000 + 500_000, xmit_words=250_000)  # 2 MB in, 1 MB out
+    clock.t += 2.0
+    out = reader.sample()
+    rates = {n.name: (n.rx_bytes_per_s, n.tx_bytes_per_s) for n in out.nets}
+    assert rates == {"mlx5_0/1": (1_000_000.0, 500_000.0), "mlx5_1/1": (0.0, 0.0)}
+
+
+def test_no_infiniband_tree_means_no_ports(tmp_path) -> None:
+    ps = FakePsutil(cpu_seq=[[cpu(idle=1)], [cpu(idle=3)]], disk_seq=[{}, {}])
+    clock = FakeClock()
+    reader = HostReader(ps, clock=clock, sys_block=None, sys_infiniband=tmp_path / "absent")
+    reader.sample()
+    clock.t += 2.0
+    assert reader.sample().nets == []

@@ -280,3 +280,70 @@ def test_tick_rows_round_trip_through_the_trace_model() -> None:
     assert tick.interval_s == pytest.approx(2.0)
     assert tick.ts.tzinfo is not None
     assert type(tick).from_row(tick.to_row()) == tick
+
+
+# ---- card health: throttle reasons, ECC, XID events (issue 13) ----
+
+
+def test_throttle_reasons_and_ecc_counts_per_card() -> None:
+    fake = FakeNvml([FakeCard(clock_reasons=0x4 | 0x1, ecc_uncorrected=2, ecc_corrected=7), FakeCard()])
+    first, second = reader_for(fake).sample()
+    assert first.clock_event_reasons == 0x5
+    assert (first.ecc_corrected, first.ecc_uncorrected) == (7, 2)
+    assert second.clock_event_reasons == 0 and (second.ecc_corrected, second.ecc_uncorrected) == (0, 0)
+
+
+def test_older_binding_reads_throttle_reasons_by_their_old_name() -> None:
+    fake = FakeNvml([FakeCard(clock_reasons=0x40)], missing={"nvmlDeviceGetCurrentClocksEventReasons"})
+    assert reader_for(fake).sample()[0].clock_event_reasons == 0x40
+
+
+def test_unsupported_health_fields_are_none_never_zero() -> None:
+    fake = FakeNvml([FakeCard(clock_reasons=None, ecc_uncorrected=None, event_types=None)])
+    gpu = reader_for(fake).sample()[0]
+    assert gpu.clock_event_reasons is None
+    assert gpu.ecc_corrected is None and gpu.ecc_uncorrected is None
+    assert gpu.xid_count is None and gpu.xid_last is None
+    assert fake.calls["nvmlEventSetCreate"] == 0  # no set for a card that cannot report XIDs
+
+
+def test_xid_events_are_counted_per_card_with_the_last_code_without_waiting() -> None:
+    fake = FakeNvml([FakeCard(), FakeCard(), FakeCard(event_types=0x1)])  # card 2: no XID events
+    reader = reader_for(fake)
+    first = reader.sample()
+    assert [(g.xid_count, g.xid_last) for g in first] == [(0, None), (0, None), (None, None)]
+    fake.cards[1].xids += [13, 79]
+    fake.advance(2.0)
+    second = reader.sample()
+    assert [(g.xid_count, g.xid_last) for g in second] == [(0, None), (2, 79), (None, None)]
+    fake.cards[1].xids.append(48)
+    fake.advance(2.0)
+    assert (reader.sample()[1].xid_count, reader.sample()[1].xid_last) == (3, 48)  # counts since start
+    assert not reader.nvml.failures  # an empty set answers TIMEOUT: normal, not a failure
+
+
+def test_xid_polling_with_the_older_event_wait_and_close_frees_the_sets() -> None:
+    fake = FakeNvml([FakeCard(xids=[31])], missing={"nvmlEventSetWait_v2"})
+    reader = reader_for(fake)
+    assert reader.sample()[0].xid_last == 31
+    assert fake.calls["nvmlEventSetWait"] == 2  # the event, then TIMEOUT: nothing more pending
+    reader.close()
+    assert fake.calls["nvmlEventSetFree"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mask", "only_throttle", "names"),
+    [
+        (None, True, None),
+        (0, True, []),
+        (0x1 | 0x2 | 0x10 | 0x100, True, []),  # idle, app clocks, sync boost, display: not a slowdown
+        (0x4 | 0x20, True, ["power", "thermal"]),
+        (0x8 | 0x40 | 0x80, True, ["hw-slowdown", "hw-thermal", "power-brake"]),
+        (0x1 | 0x4, False, ["idle", "power"]),
+        (0x400, False, ["0x400"]),  # a reason newer than this program
+    ],
+)
+def test_throttle_names(mask, only_throttle, names) -> None:
+    from gpu_triage.model import throttle_names
+
+    assert throttle_names(mask, only_throttle=only_throttle) == names

@@ -165,15 +165,48 @@ def test_dates_appear_only_when_needed() -> None:
     from gpu_triage.diagnosis.offline import Timeline
 
     timeline = Timeline(tl, [], 2.0, 30, 1)
-    same_day = render_timeline(Path("x.parquet"), timeline, today=T0)
+    same_day = render_timeline(Path("x.parquet"), timeline, today=T0, tz=UTC)
     assert "2026-01-01" not in same_day and "10:00:" in same_day
-    other_day = render_timeline(Path("x.parquet"), timeline, today=T0 + timedelta(days=3))
+    other_day = render_timeline(Path("x.parquet"), timeline, today=T0 + timedelta(days=3), tz=UTC)
     assert "2026-01-01 10:00:" in other_day
     midnight = segments(_sim_ticks(60, "healthy", start=T0.replace(hour=23, minute=59)), 2.0,
                         Config().thresholds, 300.0)
     spans = render_timeline(Path("x.parquet"), Timeline(midnight, [], 2.0, 60, 1),
-                            today=T0.replace(hour=23, minute=59))
+                            today=T0.replace(hour=23, minute=59), tz=UTC)
     assert "2026-01-02 00:0" in spans
+
+
+def test_times_are_local_by_default_with_the_zone_named_and_utc_on_request() -> None:
+    from zoneinfo import ZoneInfo
+
+    from gpu_triage.diagnosis.offline import Timeline
+
+    timeline = Timeline(segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0), [], 2.0, 30, 1)
+    tokyo = render_timeline(Path("x.parquet"), timeline, today=T0, tz=ZoneInfo("Asia/Tokyo"))
+    assert "19:00:" in tokyo and " JST (" in tokyo and "UTC" not in tokyo  # 10:00 UTC is 19:00 in Tokyo
+    utc = render_timeline(Path("x.parquet"), timeline, today=T0, tz=UTC)
+    assert "10:00:" in utc and " UTC (" in utc
+
+
+def test_diagnose_cli_prints_local_time_and_utc_with_the_flag(tmp_path: Path, capsys, monkeypatch) -> None:
+    import time
+
+    path = _write(tmp_path / "run.parquet", _sim_ticks(30, "healthy"))
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert main(["diagnose", str(path)]) == 0
+        local = capsys.readouterr().out
+        assert main(["diagnose", str(path), "--utc"]) == 0
+        utc = capsys.readouterr().out
+        assert main(["diagnose", str(path), "--json"]) == 0
+        as_json = capsys.readouterr().out
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert "19:00:" in local and "JST" in local
+    assert "10:00:" in utc and " UTC (" in utc
+    assert "2026-01-01T10:00:" in as_json  # JSON stays ISO 8601 UTC
 
 
 def test_human_duration() -> None:

@@ -12,11 +12,12 @@ import pytest
 
 from gpu_triage.doctor.facts import gather_software
 from gpu_triage.hostmeta import training_env
-from gpu_triage.model import DiskSample, GpuSample, ProcSample, Tick, trace_fields
+from gpu_triage.model import DiskSample, GpuSample, NetSample, ProcSample, Tick, trace_fields
 from gpu_triage.nvmlwrap import cuda_version_text
 from gpu_triage.trace.schema import TRACE_SCHEMA
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "trace-v1.md"
+DOC_V2 = DOC.with_name("trace-v2.md")  # fields added in version 2 are listed there
 DOC_TYPES = {
     "u16": "UInt16",
     "u32": "UInt32",
@@ -34,19 +35,23 @@ def test_tick_columns_are_the_schema_columns_in_order() -> None:
     assert [f.name for f in dataclasses.fields(Tick)] == TRACE_SCHEMA.names
 
 
-def _doc_section(column: str) -> str:
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(f"`{column}` entries")
-    ends = [i for i in (text.find("` entries", start + 10), text.find("\n## ", start)) if i > 0]
+def _doc_section(column: str, doc: Path = DOC) -> str:
+    text = doc.read_text(encoding="utf-8")
+    start = text.find(f"`{column}` entries")
+    if start < 0:
+        return ""
+    ends = [i for i in (text.find("` entries", start + 10), text.find("\n## ", start), len(text)) if i > 0]
     return text[start : min(ends)]
 
 
-@pytest.mark.parametrize(("column", "kind"), [("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample)])
+@pytest.mark.parametrize(
+    ("column", "kind"), [("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample), ("nets", NetSample)]
+)
 def test_the_contract_page_lists_every_field_with_its_type(column: str, kind: type) -> None:
-    section = _doc_section(column)
+    section = _doc_section(column) + "\n" + _doc_section(column, DOC_V2)
     for f in trace_fields(kind):
         line = next((ln for ln in section.splitlines() if f"`{f.name}`" in ln), None)
-        assert line is not None, f"docs/trace-v1.md: `{column}` entries do not list {f.name}"
+        assert line is not None, f"docs/trace-v1.md / trace-v2.md: `{column}` entries do not list {f.name}"
         after = line[line.index(f"`{f.name}`") :]
         found = TYPE_WORD.search(after)
         assert found and found.group() == DOC_TYPES[f.trace_type], (f.name, found and found.group())

@@ -96,8 +96,9 @@ def test_every_scenario_gives_valid_ticks(scenario: str, gpus: int, cores: int) 
             for name in ("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
                 value = getattr(g, name)
                 assert (value is None) == (gpus == 1), name  # one card: no links, as on the real H200
-            fields = {k: getattr(g, k) for k in g.__slots__ if not k.startswith("nvlink")}
+            fields = {k: getattr(g, k) for k in g.__slots__ if not k.startswith("nvlink") and k != "xid_last"}
             assert all(v is not None for v in fields.values()), fields
+            assert g.xid_last is None and g.xid_count == 0  # no XID on a simulated card: no last code
             for pct in ("util_pct", "util_min_pct", "util_max_pct", "sm_active_pct", "sm_occupancy_pct",
                         "tensor_active_pct", "dram_active_pct"):  # fmt: skip
                 assert 0.0 <= getattr(g, pct) <= 100.0, pct
@@ -290,6 +291,9 @@ GPU_STRUCT = pa.struct(
     + [(n, pa.float64()) for n in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s",
                                     "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")]
     + [(n, pa.float32()) for n in ("power_w", "temp_c", "sm_clock_mhz")]
+    # trace v2: the card's health (docs/trace-v2.md)
+    + [(n, pa.uint64()) for n in ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected")]
+    + [(n, pa.uint32()) for n in ("xid_count", "xid_last")]
 )  # fmt: skip
 DISK_STRUCT = pa.struct(
     [("name", pa.string()), ("busy_pct", pa.float32()), ("await_ms", pa.float32())]

@@ -296,6 +296,9 @@ def _assert_in_range(tick: Tick) -> None:
 F32 = {name for name, typ in GPU_FIELDS if typ == pa.float32()}
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([-36.0, 1e6, 101.0, -1e-9])
 ANY_BYTES = st.integers(0, 2**64 - 1)
+# what an unsigned field can hold at all (counters: ECC errors, XID events and codes)
+ANY_UINT = {pa.uint64(): ANY_BYTES, pa.uint32(): st.integers(0, 2**32 - 1)}
+GPU_TYPES = dict(GPU_FIELDS)
 
 
 def _as_f32(v: float) -> float:
@@ -314,7 +317,7 @@ def _bad(name: str, group: str, v: object) -> bool:
 def test_values_outside_a_fields_range_never_reach_a_reader(data: st.DataObject) -> None:
     base = REFERENCE.ticks(0, 6)
     gpu_fields = {
-        name: data.draw(st.lists(ANY_BYTES if name.endswith("_bytes") else ANY_FLOAT, min_size=6, max_size=6))
+        name: data.draw(st.lists(ANY_UINT.get(GPU_TYPES[name], ANY_FLOAT), min_size=6, max_size=6))
         for name in FIELD_RANGES["gpus"]
     }
     ticks, bad = [], 0
@@ -473,10 +476,10 @@ def test_help_says_what_duration_counts(capsys) -> None:
 
 
 def test_every_range_names_a_numeric_trace_field() -> None:
-    from gpu_triage.model import DiskSample, GpuSample, ProcSample, trace_fields
+    from gpu_triage.model import DiskSample, GpuSample, NetSample, ProcSample, trace_fields
     from gpu_triage.trace.schema import TRACE_SCHEMA
 
-    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample)):
+    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample), ("nets", NetSample)):
         numeric = {f.name for f in trace_fields(kind) if f.trace_type[0] in "uf" or f.trace_type.startswith("list[f")}
         assert set(FIELD_RANGES[column]) <= numeric, column
     assert set(FIELD_RANGES[""]) <= set(TRACE_SCHEMA.names)

@@ -20,6 +20,7 @@ from gpu_triage.model import (
     HostInfo,
     JobRank,
     JobSample,
+    NetSample,
     ProcSample,
     Tick,
     trace_fields,
@@ -72,6 +73,7 @@ def top(name: str, trace_type: str, *, nullable: bool = True) -> st.SearchStrate
 gpu_samples = samples(GpuSample, "gpus")
 disk_samples = samples(DiskSample, "disks")
 proc_samples = samples(ProcSample, "procs")
+net_samples = samples(NetSample, "nets")
 # trace v2: the job column, its ranks a list of structs of their own
 job_rank_samples = samples(JobRank, "job.ranks")
 job_samples = st.builds(
@@ -99,6 +101,9 @@ ticks_strategy = st.lists(
         disks=st.lists(disk_samples, max_size=2),
         procs=st.lists(proc_samples, max_size=2),
         job=st.none() | job_samples,
+        host_swap_used_bytes=top("host_swap_used_bytes", "u64"),
+        host_swap_total_bytes=top("host_swap_total_bytes", "u64"),
+        nets=st.lists(net_samples, max_size=2),
     ),
     min_size=1,
     max_size=6,
@@ -150,8 +155,13 @@ def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
     path = writer.close()
     f = pq.ParquetFile(path)
     assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
-    # the bundled recordings are version 1: the v2 schema is theirs plus the job column
-    v1 = TRACE_SCHEMA.remove(TRACE_SCHEMA.get_field_index("job"))
+    # the bundled recordings are version 1: the v2 schema is theirs plus job, swap, nets and the cards' health
+    v2_columns = ("job", "host_swap_used_bytes", "host_swap_total_bytes", "nets")
+    v2_gpu = ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last")
+    v1 = pa.schema([f for f in TRACE_SCHEMA if f.name not in v2_columns])
+    gpu = v1.field("gpus").type.value_type
+    v1_gpu = pa.struct([f for f in gpu if f.name not in v2_gpu])
+    v1 = v1.set(v1.get_field_index("gpus"), pa.field("gpus", pa.list_(v1_gpu)))
     assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(v1)
     meta = f.schema_arrow.metadata
     assert meta[b"gpu_triage.schema"] == b"2"

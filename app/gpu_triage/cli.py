@@ -315,7 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
         "timestamps when the file's metadata contradicts them.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...], 'gaps': [...]}) for scripts")
+    p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...], 'gaps': [...]}) for scripts; "
+                   "its times are always ISO 8601 UTC")
+    p.add_argument("--utc", action="store_true",
+                   help="print the report's times in UTC (default: this machine's local time, the zone named)")
     _add_seconds(p, "--window", "seconds of history each verdict looks at (default 300)")
     p.add_argument(
         "--resolution",

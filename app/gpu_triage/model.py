@@ -62,6 +62,56 @@ class GpuSample:
     power_w: float | None = _col("f32")
     temp_c: float | None = _col("f32")
     sm_clock_mhz: float | None = _col("f32")
+    # trace v2 (docs/trace-v2.md): card health, on the live screen as short flags
+    clock_event_reasons: int | None = _col("u64")  # nvmlClocksEventReason* bit mask now; see throttle_names
+    ecc_corrected: int | None = _col("u64")  # volatile ECC errors (since the driver loaded)
+    ecc_uncorrected: int | None = _col("u64")
+    xid_count: int | None = _col("u32")  # critical XID events seen since this program started watching
+    xid_last: int | None = _col("u32")  # the code of the newest of them (None: none seen)
+
+
+#: Short names of the nvmlClocksEventReason* bits (nvml.h), in bit order.
+CLOCK_EVENT_NAMES: dict[int, str] = {
+    0x1: "idle",
+    0x2: "app-clocks",
+    0x4: "power",
+    0x8: "hw-slowdown",
+    0x10: "sync-boost",
+    0x20: "thermal",
+    0x40: "hw-thermal",
+    0x80: "power-brake",
+    0x100: "display",
+}
+#: The reasons that slow a busy card down (a throttle): power cap, thermal, hardware slowdown and brake.
+#: Idle, application clocks, sync boost and display clocks are settings or rest, not throttling.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+def throttle_names(mask: int | None, *, only_throttle: bool = True) -> list[str] | None:
+    """The short names of the reasons set in ``mask`` (None: the card does not say). With ``only_throttle``
+    just those that slow a card down (see THROTTLE_MASK); unknown bits are named by their hex value."""
+    if mask is None:
+        return None
+    if only_throttle:
+        mask &= THROTTLE_MASK
+    names = []
+    bit = 1
+    while bit <= mask:
+        if mask & bit:
+            names.append(CLOCK_EVENT_NAMES.get(bit, f"0x{bit:x}"))
+        bit <<= 1
+    return names
+
+
+@dataclass(slots=True)
+class NetSample:
+    """One network interface over the tick (trace v2). InfiniBand/RoCE ports are interfaces too (ib0...);
+    where sysfs has the port's own data counters, ``ib_*`` carry them (the RDMA traffic that bypasses the
+    kernel's counters)."""
+
+    name: str = _key("str")
+    rx_bytes_per_s: float | None = _col("f64")
+    tx_bytes_per_s: float | None = _col("f64")
 
 
 @dataclass(slots=True)
@@ -141,7 +191,8 @@ class TraceField:
 
 
 def trace_fields(kind: type) -> tuple[TraceField, ...]:
-    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample`` or ``JobRank`` (v2),
+    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample``, ``JobRank`` or
+    ``NetSample`` (v2),
     in file order."""
     out = []
     for f in dataclasses.fields(kind):
@@ -164,6 +215,9 @@ class Tick:
     disks: list[DiskSample] = field(default_factory=list)
     procs: list[ProcSample] = field(default_factory=list)
     job: JobSample | None = None  # the training's own progress (trace v2); None: no job source
+    host_swap_used_bytes: int | None = None  # trace v2
+    host_swap_total_bytes: int | None = None  # trace v2
+    nets: list[NetSample] = field(default_factory=list)  # trace v2: busiest first is the screen's business
 
     def to_row(self) -> dict[str, Any]:
         """This tick as one trace-v1 row (plain dicts and lists)."""
@@ -178,6 +232,9 @@ class Tick:
             "disks": [_asdict(d) for d in self.disks],
             "procs": [_asdict(p) for p in self.procs],
             "job": None if self.job is None else _job_row(self.job),
+            "host_swap_used_bytes": self.host_swap_used_bytes,
+            "host_swap_total_bytes": self.host_swap_total_bytes,
+            "nets": [_asdict(n) for n in self.nets],
         }
 
     @classmethod
@@ -194,6 +251,9 @@ class Tick:
             disks=[_build(DiskSample, d) for d in (row.get("disks") or [])],
             procs=[_build(ProcSample, p) for p in (row.get("procs") or [])],
             job=_job_from_row(row.get("job")),
+            host_swap_used_bytes=row.get("host_swap_used_bytes"),
+            host_swap_total_bytes=row.get("host_swap_total_bytes"),
+            nets=[_build(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
         )
 
 

@@ -25,6 +25,7 @@ _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _INVALID_ARGUMENT = 2
 _ARGUMENT_VERSION_MISMATCH = 25
+_TIMEOUT = 10
 
 
 class NvmlUnavailable(Exception):
@@ -51,6 +52,7 @@ class Nvml:
             code("NVML_ERROR_ARGUMENT_VERSION_MISMATCH", _ARGUMENT_VERSION_MISMATCH),
         }
         self._lost_code = code("NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST)
+        self._timeout_code = code("NVML_ERROR_TIMEOUT", _TIMEOUT)
         self.failures: dict[str, int] = {}  # function name -> times it failed for another reason
 
     def error_code(self, exc: BaseException) -> int | None:
@@ -70,6 +72,42 @@ class Nvml:
             if code not in self._na_codes:
                 self.failures[fn] = self.failures.get(fn, 0) + 1
             return None
+
+    def succeeds(self, fn: str, *args: Any) -> bool:
+        """``module.fn(*args)`` for a call that returns nothing: whether it worked (raises :class:`GpuLost`)."""
+        func: Callable[..., Any] | None = getattr(self.m, fn, None)
+        if func is None:
+            return False
+        try:
+            func(*args)
+        except self._error_type as exc:
+            code = self.error_code(exc)
+            if code == self._lost_code:
+                raise GpuLost(fn) from exc
+            if code not in self._na_codes:
+                self.failures[fn] = self.failures.get(fn, 0) + 1
+            return False
+        return True
+
+    def next_event(self, event_set: Any) -> Any:
+        """The next pending event of ``event_set``, or ``None`` when none is pending. Never waits: the
+        timeout is 0 ms, so a tick costs one call per card when nothing happened (NVML_ERROR_TIMEOUT)."""
+        for fn in ("nvmlEventSetWait_v2", "nvmlEventSetWait"):
+            func: Callable[..., Any] | None = getattr(self.m, fn, None)
+            if func is None:
+                continue
+            try:
+                return func(event_set, 0)
+            except self._error_type as exc:
+                code = self.error_code(exc)
+                if code == self._timeout_code:
+                    return None
+                if code == self._lost_code:
+                    raise GpuLost(fn) from exc
+                if code not in self._na_codes:
+                    self.failures[fn] = self.failures.get(fn, 0) + 1
+                return None
+        return None
 
     def text(self, fn: str, *args: Any) -> str | None:
         """A call that returns a string (older bindings return bytes)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_triage.model import DiskSample, GpuSample, JobSample, ProcSample, Tick, trace_fields
+from gpu_triage.model import DiskSample, GpuSample, JobSample, NetSample, ProcSample, Tick, trace_fields
 
 # The numeric per-card and per-disk trace fields (all but the card's index and the disk's name), from the
 # sample classes in gpu_triage.model: a field added there is a column here.
@@ -67,6 +67,8 @@ class WindowView:
     disk_names: list[str]
     procs: list[list[ProcSample]]  # per tick
     jobs: list[JobSample | None] = field(default_factory=list)  # per tick (trace v2); None: no job source
+    swap: list[tuple[int | None, int | None]] = field(default_factory=list)  # per tick (v2): used, total bytes
+    nets: list[list[NetSample]] = field(default_factory=list)  # per tick (v2): one entry per interface
     ticks_ever: int = 0  # ticks appended to the window since it started: the newest is number ticks_ever - 1
 
     @property
@@ -100,6 +102,8 @@ class RollingWindow:
         self._disk = {f: np.full((rows, 0), _NAN) for f in DISK_FIELDS}
         self._procs: deque[list[ProcSample]] = deque(maxlen=capacity)
         self._jobs: deque[JobSample | None] = deque(maxlen=capacity)
+        self._swap: deque[tuple[int | None, int | None]] = deque(maxlen=capacity)
+        self._nets: deque[list[NetSample]] = deque(maxlen=capacity)
         self._last: Tick | None = None
 
     @property
@@ -169,6 +173,8 @@ class RollingWindow:
 
         self._procs.append(tick.procs)
         self._jobs.append(tick.job)
+        self._swap.append((tick.host_swap_used_bytes, tick.host_swap_total_bytes))
+        self._nets.append(tick.nets)
 
     def _add_gpu(self, index: int) -> int:
         col = len(self._gpu_cols)
@@ -221,6 +227,8 @@ class RollingWindow:
             disk_names=sorted(self._disk_cols, key=self._disk_cols.__getitem__),
             procs=list(self._procs),
             jobs=list(self._jobs),
+            swap=list(self._swap),
+            nets=list(self._nets),
             ticks_ever=self._count,
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -35,5 +36,5 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
         }
         print(json.dumps(obj, indent=2, allow_nan=False, default=str))
         return 0
-    print(render_timeline(path, tl))
+    print(render_timeline(path, tl, tz=UTC if getattr(args, "utc", False) else None))
     return 0

@@ -14,7 +14,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, cast, overload
 
@@ -873,25 +873,38 @@ def human_duration(seconds: float) -> str:
     return f"{d} d {h} h" if h else f"{d} d"
 
 
-def _clock(entries: list[Segment | Gap], today: datetime | None = None) -> str:
-    """strftime format for the times: the date too when the recording spans days or is not from today."""
+def _local(ts: datetime, tz: tzinfo | None) -> datetime:
+    """``ts`` in ``tz``; None: this machine's local zone (what the TZ variable says)."""
+    return ts.astimezone(tz) if tz is not None else ts.astimezone()
+
+
+def _clock(entries: list[Segment | Gap], today: datetime | None = None, tz: tzinfo | None = UTC) -> str:
+    """strftime format for the times: the date too when the recording spans days or is not from today
+    (days as they fall in ``tz``; None: the local zone)."""
     if not entries:
         return "%H:%M:%S"
-    return clock_format(entries[0].start, entries[-1].end, today)
+    return clock_format(entries[0].start, entries[-1].end, today, tz)
 
 
-def clock_format(first: datetime, last: datetime, today: datetime | None = None) -> str:
-    """strftime format for the times of a recording from ``first`` to ``last`` (``replay`` uses it too)."""
-    first, last = first.astimezone(UTC), last.astimezone(UTC)
-    today = (today or datetime.now(UTC)).astimezone(UTC)
+def clock_format(first: datetime, last: datetime, today: datetime | None = None, tz: tzinfo | None = UTC) -> str:
+    """strftime format for the times of a recording from ``first`` to ``last`` (``replay`` uses it too),
+    days as they fall in ``tz`` (None: the local zone)."""
+    first, last = _local(first, tz), _local(last, tz)
+    today = _local(today or datetime.now(UTC), tz)
     same_day = first.date() == last.date() == today.date()
     return "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S"
 
 
-def render_timeline(path: Path, tl: Timeline, today: datetime | None = None) -> str:
-    """The plain-text report of ``gpu-triage diagnose``: one block per segment, one line per gap."""
+def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz: tzinfo | None = None) -> str:
+    """The plain-text report of ``gpu-triage diagnose``: one block per segment, one line per gap. Times in
+    ``tz`` (None: the local zone, ``diagnose --utc``: UTC), each named by its zone's abbreviation."""
     entries = tl.entries()
-    fmt = _clock(entries, today)
+    fmt = _clock(entries, today, tz)
+
+    def span(start: datetime, end: datetime) -> str:
+        a, b = _local(start, tz), _local(end, tz)
+        return f"{a:{fmt}} - {b:{fmt}} {b.tzname() or b.strftime('%z')}"
+
     head = f"{path}: {tl.ticks} ticks of {tl.interval_s:g} s, {len(tl.segments)} segments"
     if tl.gaps:
         head += f", {len(tl.gaps)} gap{'s' if len(tl.gaps) > 1 else ''} ({human_duration(sum(g.seconds for g in tl.gaps))})"
@@ -901,11 +914,11 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None) -> 
     for e in entries:
         lines.append("")
         if isinstance(e, Gap):
-            lines.append(f"— gap {human_duration(e.seconds)} — ({e.start:{fmt}} - {e.end:{fmt}} UTC: nothing recorded)")
+            lines.append(f"— gap {human_duration(e.seconds)} — ({span(e.start, e.end)}: nothing recorded)")
             continue
         dur = human_duration((e.end - e.start).total_seconds())
         gpus = ", ".join(map(str, e.gpus)) if e.gpus else "-"
-        lines.append(f"{e.start:{fmt}} - {e.end:{fmt}} UTC ({dur})  {e.pattern} / {e.bottleneck}  "
+        lines.append(f"{span(e.start, e.end)} ({dur})  {e.pattern} / {e.bottleneck}  "
                      f"cards {gpus}  {format_confidence(e.confidence)}")
         lines.extend(f"  - {x}" for x in e.evidence)
         lines.extend(f"  > {x}" for x in e.advice)

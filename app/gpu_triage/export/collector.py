@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from gpu_triage import __version__
 from gpu_triage.export.monitor import Snapshot
-from gpu_triage.model import GpuSample
+from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample
 
 PREFIX = "gpu_triage"
 CORE_SATURATED_RATIO = 0.9  # a core at or above this is counted in gpu_triage_host_cpu_cores_saturated
@@ -48,6 +48,15 @@ GPU_GAUGES: tuple[tuple[str, str, str, float], ...] = (
     ("power_w", "power_watts", "board power draw", 1.0),
     ("temp_c", "temperature_celsius", "GPU temperature", 1.0),
     ("sm_clock_mhz", "sm_clock_hertz", "SM clock", 1e6),
+    ("ecc_corrected", "ecc_corrected_errors", "volatile corrected ECC errors (since the driver loaded)", 1.0),
+    ("ecc_uncorrected", "ecc_uncorrected_errors", "volatile uncorrected ECC errors (since the driver loaded)", 1.0),
+    ("xid_count", "xid_events", "critical XID events seen since the exporter started watching", 1.0),
+    ("xid_last", "xid_last_code", "code of the newest critical XID event (absent while none was seen)", 1.0),
+)
+
+NET_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("rx_bytes_per_s", "receive_bytes_per_second", "bytes received per second over the tick", 1.0),
+    ("tx_bytes_per_s", "transmit_bytes_per_second", "bytes sent per second over the tick", 1.0),
 )
 
 DISK_GAUGES: tuple[tuple[str, str, str, float], ...] = (
@@ -138,6 +147,20 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
             if v is not None:
                 fam.add_metric([str(i)], v * scale)
         yield fam
+    reasons = _g(
+        "gpu_clock_event_reason",
+        "1 while the named reason holds the card's clocks down (NVML clocks event reasons: power, thermal, "
+        "hw-slowdown... ; idle and app-clocks are not throttling), else 0",
+        ["gpu", "reason"],
+    )
+    for i in indexes:
+        s = samples.get(i)
+        mask = s.clock_event_reasons if s is not None and i not in snap.lost_gpus else None
+        if mask is None:
+            continue
+        for bit, name in CLOCK_EVENT_NAMES.items():
+            reasons.add_metric([str(i), name], 1.0 if mask & bit else 0.0)
+    yield reasons
 
 
 def _host(snap: Snapshot) -> Iterator[Metric]:
@@ -168,6 +191,8 @@ def _host(snap: Snapshot) -> Iterator[Metric]:
     for value, name, doc in (
         (tick.host_mem_used_bytes, "host_memory_used_bytes", "host memory in use"),
         (tick.host_mem_total_bytes, "host_memory_total_bytes", "host memory installed"),
+        (tick.host_swap_used_bytes, "host_swap_used_bytes", "host swap in use"),
+        (tick.host_swap_total_bytes, "host_swap_total_bytes", "host swap configured (0: none)"),
     ):
         if (v := _num(value)) is not None:
             m = _g(name, doc)
@@ -179,6 +204,13 @@ def _host(snap: Snapshot) -> Iterator[Metric]:
             v = _num(getattr(d, field_name))
             if v is not None:
                 fam.add_metric([d.name], v * scale)
+        yield fam
+    for field_name, suffix, doc, scale in NET_GAUGES:
+        fam = _g(f"host_network_{suffix}", doc + " (InfiniBand/RoCE ports as DEVICE/PORT)", ["interface"])
+        for net in tick.nets:
+            v = _num(getattr(net, field_name))
+            if v is not None:
+                fam.add_metric([net.name], v * scale)
         yield fam
 
 

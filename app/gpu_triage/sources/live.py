@@ -117,6 +117,9 @@ class LiveSource:
             host_mem_total_bytes=host.mem_total_bytes,
             disks=host.disks,
             procs=procs,
+            host_swap_used_bytes=host.swap_used_bytes,
+            host_swap_total_bytes=host.swap_total_bytes,
+            nets=host.nets,
         )
 
     def busiest_processes(self) -> list[ProcSample]:

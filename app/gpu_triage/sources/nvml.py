@@ -9,6 +9,9 @@ Why it is built this way (figures from docs/field-notes.md, measured on an H200)
   only the four metrics shown are asked for (GPM metrics are computed on the CPU: 12 cost 5 ms).
 - PCIe and NVLink rates come from *cumulative* counters read in ONE batched ``nvmlDeviceGetFieldValues``
   per card: ``nvmlDeviceGetPcieThroughput`` blocks for a 20 ms window per call and is never used.
+- Throttle reasons and volatile ECC counts are three plain calls per card; XID events come from one NVML
+  event set per card, drained each tick with a 0 ms wait (never blocking), so a tick costs one call per card
+  when nothing happened.
 - A card that falls off the bus (GPU_IS_LOST) is reported lost with an all-None sample while the others
   keep updating; it is probed again with growing back-off, never at full cost every tick.
 """
@@ -40,6 +43,11 @@ _GPM_DRAM_BW_UTIL = 10
 _SCOPE_ALL_LINKS = 0xFFFFFFFF  # nvml.h: scopeId UINT_MAX = aggregate over all links
 _SUCCESS = 0
 _INVALID_ARGUMENT = 2
+_EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+_MEMORY_ERROR_CORRECTED = 0
+_MEMORY_ERROR_UNCORRECTED = 1
+_VOLATILE_ECC = 0
+_MAX_EVENTS_PER_TICK = 256  # a storm of events is still drained over a few ticks, never in an endless loop
 
 # nvmlValue_t union member for each nvmlValueType_t
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -87,6 +95,9 @@ class _Card:
     nvlink_mode: str = "aggregate"  # "aggregate" (scope UINT_MAX), "per_link", "none"
     nvlink_links: int | None = None
     counters: dict[str, _Counter] = field(default_factory=dict)
+    xid_set: Any = None  # this card's NVML event set for critical XIDs (None: the card cannot report them)
+    xid_count: int = 0
+    xid_last: int | None = None
     lost: bool = False
     next_probe_at: float = 0.0
     probe_backoff_s: float = LOST_PROBE_FIRST_S
@@ -121,6 +132,10 @@ class NvmlGpuReader:
                 ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", _GPM_ANY_TENSOR_UTIL),
                 ("NVML_GPM_METRIC_DRAM_BW_UTIL", _GPM_DRAM_BW_UTIL),
                 ("NVML_ERROR_INVALID_ARGUMENT", _INVALID_ARGUMENT),
+                ("nvmlEventTypeXidCriticalError", _EVENT_XID_CRITICAL),
+                ("NVML_MEMORY_ERROR_TYPE_CORRECTED", _MEMORY_ERROR_CORRECTED),
+                ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", _MEMORY_ERROR_UNCORRECTED),
+                ("NVML_VOLATILE_ECC", _VOLATILE_ECC),
             )
         }
         self._gpm_ids = [
@@ -143,6 +158,7 @@ class NvmlGpuReader:
             card = _Card(index=index, handle=handle, info=self._static_info(index, handle))
             self._setup_gpm(card)
             self._setup_nvlink(card)
+            self._setup_xid(card)
         except GpuLost:
             card = _Card(index=index, handle=None, info=GpuInfo(index=index))
             self._mark_lost(card)
@@ -195,6 +211,31 @@ class NvmlGpuReader:
         # links None: the count is not reported; try the aggregate counters once and see.
         card.nvlink_mode = "none" if links == 0 else "aggregate"
 
+    def _setup_xid(self, card: _Card) -> None:
+        """One event set per card, registered for critical XIDs where the card supports them."""
+        xid = self._const["nvmlEventTypeXidCriticalError"]
+        supported = self.nvml.call("nvmlDeviceGetSupportedEventTypes", card.handle)
+        if supported is None or not int(supported) & xid:
+            return
+        event_set = self.nvml.call("nvmlEventSetCreate")
+        if event_set is None:
+            return
+        if not self.nvml.succeeds("nvmlDeviceRegisterEvents", card.handle, xid, event_set):
+            self.nvml.call("nvmlEventSetFree", event_set)
+            return
+        card.xid_set = event_set
+
+    def _xids(self, card: _Card) -> None:
+        """Drain the card's pending XID events without waiting: count them, keep the newest code."""
+        for _ in range(_MAX_EVENTS_PER_TICK):
+            event = self.nvml.next_event(card.xid_set)
+            if event is None:
+                return
+            code = getattr(event, "eventData", None)
+            card.xid_count += 1
+            card.xid_last = int(code) if code is not None else card.xid_last
+            log.warning("GPU %d raised XID %s", card.index, code)
+
     @property
     def gpu_infos(self) -> list[GpuInfo]:
         return [card.info for card in self.cards]
@@ -245,7 +286,25 @@ class NvmlGpuReader:
             gpm = self._gpm(card)
             if gpm is not None:
                 s.sm_active_pct, s.sm_occupancy_pct, s.tensor_active_pct, s.dram_active_pct = gpm
+        self._health(card, s)
         return s
+
+    def _health(self, card: _Card, s: GpuSample) -> None:
+        """Throttle reasons, volatile ECC counts, XID events: each None where the card does not say."""
+        h, c = card.handle, self._const
+        reasons = self.nvml.call("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:  # the pre-CUDA-12 name
+            reasons = self.nvml.call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        s.clock_event_reasons = int(reasons) if reasons is not None else None
+        for attr, kind in (
+            ("ecc_corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+            ("ecc_uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+        ):
+            count = self.nvml.call("nvmlDeviceGetTotalEccErrors", h, c[kind], c["NVML_VOLATILE_ECC"])
+            setattr(s, attr, int(count) if count is not None else None)
+        if card.xid_set is not None:
+            self._xids(card)
+            s.xid_count, s.xid_last = card.xid_count, card.xid_last
 
     def _util(self, card: _Card) -> tuple[float | None, float | None, float | None]:
         """Mean/min/max of the driver samples newer than the last one seen; fallback: the current rate."""
@@ -394,6 +453,8 @@ class NvmlGpuReader:
                 card.info = self._static_info(card.index, card.handle)
                 self._setup_gpm(card)
                 self._setup_nvlink(card)
+                if card.xid_set is None:
+                    self._setup_xid(card)
             elif self.nvml.call("nvmlDeviceGetMemoryInfo", card.handle) is None:
                 return False
         except GpuLost:
@@ -413,3 +474,9 @@ class NvmlGpuReader:
                     except GpuLost:
                         pass
             card.gpm_supported = False
+            if card.xid_set is not None:
+                try:
+                    self.nvml.call("nvmlEventSetFree", card.xid_set)
+                except GpuLost:
+                    pass
+                card.xid_set = None

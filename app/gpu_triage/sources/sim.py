@@ -477,6 +477,8 @@ class SimulatedSource:
                 nvlink_tx_bytes_per_s=ltx if has_links else None,
                 nvlink_rx_bytes_per_s=lrx if has_links else None,
                 power_w=p, temp_c=tc, sm_clock_mhz=ck,
+                # a healthy simulated card: not throttled (idle when it does nothing), no ECC error, no XID
+                clock_event_reasons=0x1 if u < 1.0 else 0, ecc_corrected=0, ecc_uncorrected=0, xid_count=0,
             )
             for i, (u, lo, hi, s, o, te, d, m, ptx, prx, ltx, lrx, p, tc, ck) in enumerate(cols)
         ]  # fmt: skip

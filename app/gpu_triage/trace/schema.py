@@ -27,6 +27,7 @@ from gpu_triage.model import (
     HostInfo,
     JobRank,
     JobSample,
+    NetSample,
     ProcSample,
     Tick,
     trace_fields,
@@ -57,6 +58,7 @@ def _arrow_fields(kind: type) -> tuple[tuple[str, pa.DataType], ...]:
 GPU_FIELDS = _arrow_fields(GpuSample)
 DISK_FIELDS = _arrow_fields(DiskSample)
 PROC_FIELDS = _arrow_fields(ProcSample)
+NET_FIELDS = _arrow_fields(NetSample)
 
 # What each measured field can physically be, next to the fields themselves: ``(low, high)``, both
 # inclusive. A value outside (a negative percentage, NaN, inf, 10^6 %, a negative watt, a GPU with a
@@ -70,6 +72,8 @@ BYTES = (0.0, 2.0**50)  # 1 PiB: memory of one GPU or one host
 LINK_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past PCIe 7 x16 and NVLink 5 per direction
 DISK_BYTES_PER_S = (0.0, 1e12)
 DISK_OPS_PER_S = (0.0, 1e9)
+NET_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past any NIC or 800G InfiniBand port
+ERROR_COUNT = (0.0, 2.0**63)  # counters: any non-negative count a u64 can honestly hold
 JOB_RANGES = {
     "samples_per_s": (0.0, 1e12),
     "steps_per_s": (0.0, 1e9),
@@ -95,6 +99,15 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "power_w": (0.0, 10_000.0),
         "temp_c": (0.0, 200.0),
         "sm_clock_mhz": (0.0, 10_000.0),
+        # trace v2: card health (the reason mask is a bit set, bounded by its type: no range)
+        "ecc_corrected": ERROR_COUNT,
+        "ecc_uncorrected": ERROR_COUNT,
+        "xid_count": (0.0, 2.0**32 - 1),
+        "xid_last": (0.0, 2.0**16),  # XID codes are small numbers (79: fell off the bus)
+    },
+    "nets": {
+        "rx_bytes_per_s": NET_BYTES_PER_S,
+        "tx_bytes_per_s": NET_BYTES_PER_S,
     },
     "disks": {
         "busy_pct": PCT,
@@ -119,6 +132,8 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "iowait_pct": PCT,
         "host_mem_used_bytes": BYTES,
         "host_mem_total_bytes": BYTES,
+        "host_swap_used_bytes": BYTES,
+        "host_swap_total_bytes": BYTES,
     },
 }
 
@@ -137,6 +152,7 @@ JOB_STRUCT = pa.struct([pa.field(n, t) for n, t in JOB_FIELDS])
 GPU_STRUCT = pa.struct([pa.field(n, t) for n, t in GPU_FIELDS])
 DISK_STRUCT = pa.struct([pa.field(n, t) for n, t in DISK_FIELDS])
 PROC_STRUCT = pa.struct([pa.field(n, t) for n, t in PROC_FIELDS])
+NET_STRUCT = pa.struct([pa.field(n, t) for n, t in NET_FIELDS])
 TS_TYPE = pa.timestamp("us", tz="UTC")
 
 TRACE_SCHEMA = pa.schema(
@@ -151,13 +167,16 @@ TRACE_SCHEMA = pa.schema(
         pa.field("disks", pa.list_(DISK_STRUCT)),
         pa.field("procs", pa.list_(PROC_STRUCT)),
         pa.field("job", JOB_STRUCT),
+        pa.field("host_swap_used_bytes", pa.uint64()),
+        pa.field("host_swap_total_bytes", pa.uint64()),
+        pa.field("nets", pa.list_(NET_STRUCT)),
     ]
 )
 
 COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
 REQUIRED_STRUCT_FIELDS: dict[str, tuple[str, ...]] = {
     column: tuple(f.name for f in trace_fields(kind) if f.required)
-    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample))
+    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample), ("nets", NetSample))
 }
 
 
@@ -178,6 +197,7 @@ _ROW_STRUCT = pa.struct(list(TRACE_SCHEMA))
 _gpu_values = operator.attrgetter(*(name for name, _ in GPU_FIELDS))
 _disk_values = operator.attrgetter(*(name for name, _ in DISK_FIELDS))
 _proc_values = operator.attrgetter(*(f.name for f in PROC_STRUCT))
+_net_values = operator.attrgetter(*(name for name, _ in NET_FIELDS))
 assert JOB_FIELDS[-1][0] == "ranks"  # the scalars, then the list of ranks (see _job)
 _job_values = operator.attrgetter(*(name for name, _ in JOB_FIELDS[:-1]))
 _job_rank_values = operator.attrgetter(*(name for name, _ in JOB_RANK_FIELDS))
@@ -202,6 +222,9 @@ def _tick_values(t: Tick) -> tuple[Any, ...]:
         [_disk_values(d) for d in t.disks],
         [_proc_values(p) for p in t.procs],
         _job(t.job),
+        t.host_swap_used_bytes,
+        t.host_swap_total_bytes,
+        [_net_values(n) for n in t.nets],
     )
 
 

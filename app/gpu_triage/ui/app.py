@@ -508,6 +508,7 @@ class TriageApp(App[int]):
             len(shown_procs),
             fixed + job_n,
             panes.verdict_need(self.shown, width),
+            n_nets=len(view.nets[-1]) if view.nets else 0,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -527,7 +528,7 @@ class TriageApp(App[int]):
             "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (panes.disk_pane(view, width, budget.disk), budget.disk),
+            "disk": (panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0), budget.disk + budget.net),
             "procs": (
                 procview.proc_pane(
                     shown_procs,

@@ -52,6 +52,7 @@ class Budget:
     disk: int
     procs: int
     diag: int
+    net: int = 0  # the NET line (busiest network interfaces), when there is room
 
 
 VERDICT_EVIDENCE_FIRST = 2  # evidence bullets the verdict keeps before disks and processes get a line
@@ -67,6 +68,7 @@ def plan_layout(
     n_procs: int,
     fixed: int,
     verdict: tuple[int, int] = (1, 0),
+    n_nets: int = 0,
 ) -> Budget:
     """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
 
@@ -74,7 +76,8 @@ def plan_layout(
     with its first advice line as wrapped at ``width``, the number of evidence bullets); see
     :func:`gpu_triage.ui.panes.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
     room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
-    the other evidence, the past-verdicts strip, then a second (SM) row per card and more of everything.
+    the other evidence, the past-verdicts strip, the NET line (``n_nets`` interfaces), then a second (SM)
+    row per card and more of everything.
     """
     core, n_evidence = verdict
     left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
@@ -95,6 +98,8 @@ def plan_layout(
     more = min(max(0, left), n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
     diag += more
     left -= more
+    net = 1 if n_nets and left >= 1 else 0
+    left -= net
     gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
     if gpu_rows == 2:
         left -= n_gpus
@@ -119,4 +124,4 @@ def plan_layout(
             left -= (per_card - gpu_rows) * n_gpus
             gpu_rows = per_card
     diag += min(max(0, left), 4)
-    return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag)
+    return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag, net=net)

@@ -15,6 +15,7 @@ import numpy as np
 from rich.text import Text
 
 from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.model import NetSample, throttle_names
 from gpu_triage.ui.formatters import (
     SM_NA_TEXTS,
     fmt_bytes,
@@ -122,11 +123,19 @@ def gpu_pane(
         elif not tall:  # compact (80 columns): a hot or throttled card still shows, in 9 columns
             tail += f" {t:2.0f}C" if ok(t) else " n/a"
             tail += f" {c / 1000:.1f}G" if ok(c) else " n/a"
+        flags = card_flags(g)
         if tall:
+            tail = f" {flags}{tail}" if flags else tail
             _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
             continue
-        wave_w = max(4, width - len(head) - len(tail))
+        flag_text = f"{flags} " if flags else ""
+        wave_w = max(4, width - len(head) - len(flag_text) - len(tail))
         out.append(head, "bold reverse" if selected == j else "bold")
+        # throttling, ECC errors, XIDs: only when there is something, before the graph; when the row is
+        # full they keep their place and the tail's end (temperature, clock) gives way
+        flag_text = flag_text[: max(0, width - len(head) - 4)]
+        if flag_text:
+            out.append(flag_text, f"bold {colours.alert}")
         out.append_text(
             waveform(
                 g["util_pct"],
@@ -139,7 +148,7 @@ def gpu_pane(
                 newest=newest,
             )
         )
-        out.append(tail[: max(0, width - len(head) - wave_w)])
+        out.append(tail[: max(0, width - len(head) - len(flag_text) - wave_w)])
         if rows_per_card == 2:
             out.append("\n")
             out.append("  sm".ljust(len(head)), colours.sm)
@@ -155,6 +164,29 @@ def gpu_pane(
 
 
 _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
+
+
+def card_flags(g: dict[str, np.ndarray]) -> str:
+    """The card's health as short flags, only what is active or non-zero at the newest tick: "THR power"
+    (clocks held down: power cap, thermal, hardware slowdown), "ECC 2" (uncorrected errors; "ecc 5" when
+    only corrected ones), "XID 79 ×3" (critical XIDs seen, the last code). Empty when all is well or unknown."""
+    out = []
+    mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
+    names = throttle_names(int(mask)) if ok(mask) else None
+    if names:
+        out.append("THR " + ",".join(names))
+    unc = last(g["ecc_uncorrected"]) if "ecc_uncorrected" in g else float("nan")
+    cor = last(g["ecc_corrected"]) if "ecc_corrected" in g else float("nan")
+    if ok(unc) and unc > 0:
+        out.append(f"ECC {unc:.0f}")
+    elif ok(cor) and cor > 0:
+        out.append(f"ecc {cor:.0f}")
+    xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
+    code = last(g["xid_last"]) if "xid_last" in g else float("nan")
+    if ok(xids) and xids > 0:
+        xid = f"XID {code:.0f}" if ok(code) else "XID"
+        out.append(xid if xids == 1 else f"{xid} ×{xids:.0f}")
+    return " ".join(out)
 
 
 def _tall_card(
@@ -247,6 +279,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     hot = int(np.sum(cores >= 90)) if n else 0
     io = last(view.iowait)
     summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
+    summary += f" · swap {swap_text(view)}"
     per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n / per_line) if n else 0
     if n and lines - 1 >= bar_lines and bar_lines > 1 or (n and lines - 1 >= bar_lines and n <= per_line):
@@ -274,14 +307,52 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     return out
 
 
+def swap_text(view: WindowView) -> str:
+    """Swap in use of configured at the newest tick: "1.2G/8.0G", "none" (no swap configured), "n/a"."""
+    used, total = view.swap[-1] if view.swap else (None, None)
+    if total == 0:
+        return "none"
+    return used_of_total(_f(used), _f(total))
+
+
+def _f(v: int | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def net_line(view: WindowView, width: int) -> str:
+    """One line, busiest interfaces first: "NET ib0 ↓11.9G/s ↑11.9G/s · eth0 ↓2.0M/s ↑140K/s"; as many as fit."""
+    nets = view.nets[-1] if view.nets else []
+    if not nets:
+        return "NET n/a"
+
+    def total(n: NetSample) -> float:
+        return (n.rx_bytes_per_s or 0.0) + (n.tx_bytes_per_s or 0.0)
+
+    out = "NET"
+    sep = " "
+    for n in sorted(nets, key=lambda n: (-total(n), n.name)):
+        part = f"{sep}{n.name} ↓{rate(n.rx_bytes_per_s)} ↑{rate(n.tx_bytes_per_s)}"
+        if len(out) + len(part) > width:
+            break
+        out += part
+        sep = " · "
+    return out
+
+
 DISK_HEAD = f"{'DISK':<9} {'BUSY%':>6} {'AWAIT':>7} {'READ/s':>8} {'WRITE/s':>8} {'R IOPS':>7} {'W IOPS':>7}"
 
 
-def disk_pane(view: WindowView, width: int, lines: int) -> Text:
-    """iostat-like, busiest disks first."""
+def disk_pane(view: WindowView, width: int, lines: int, *, net: bool = False) -> Text:
+    """iostat-like, busiest disks first; with ``net`` the NET line first (one of ``lines``)."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
+    if net:
+        out.append(net_line(view, width)[:width], "bold")
+        lines -= 1
+        if lines <= 0:
+            return out
+        out.append("\n")
     out.append(DISK_HEAD[:width], "bold")
     if not view.disk_names or not view.n:
         return out
