@@ -58,36 +58,29 @@ class Nvml:
     def error_code(self, exc: BaseException) -> int | None:
         return getattr(exc, "value", None)
 
-    def call(self, fn: str, *args: Any) -> Any:
-        """``module.fn(*args)``; ``None`` when unsupported or failing; raises :class:`GpuLost`."""
+    def _invoke(self, fn: str, *args: Any) -> tuple[bool, Any]:
+        """(whether ``module.fn(*args)`` worked, what it returned); raises :class:`GpuLost`. An unsupported
+        answer (or an older binding without ``fn``) is not counted as a failure; any other error is."""
         func: Callable[..., Any] | None = getattr(self.m, fn, None)
         if func is None:  # an older binding without this function
-            return None
+            return False, None
         try:
-            return func(*args)
+            return True, func(*args)
         except self._error_type as exc:
             code = self.error_code(exc)
             if code == self._lost_code:
                 raise GpuLost(fn) from exc
             if code not in self._na_codes:
                 self.failures[fn] = self.failures.get(fn, 0) + 1
-            return None
+            return False, None
+
+    def call(self, fn: str, *args: Any) -> Any:
+        """``module.fn(*args)``; ``None`` when unsupported or failing; raises :class:`GpuLost`."""
+        return self._invoke(fn, *args)[1]
 
     def succeeds(self, fn: str, *args: Any) -> bool:
         """``module.fn(*args)`` for a call that returns nothing: whether it worked (raises :class:`GpuLost`)."""
-        func: Callable[..., Any] | None = getattr(self.m, fn, None)
-        if func is None:
-            return False
-        try:
-            func(*args)
-        except self._error_type as exc:
-            code = self.error_code(exc)
-            if code == self._lost_code:
-                raise GpuLost(fn) from exc
-            if code not in self._na_codes:
-                self.failures[fn] = self.failures.get(fn, 0) + 1
-            return False
-        return True
+        return self._invoke(fn, *args)[0]
 
     def next_event(self, event_set: Any) -> Any:
         """The next pending event of ``event_set``, or ``None`` when none is pending. Never waits: the
