@@ -14,10 +14,7 @@ import math
 import os
 import re
 import signal
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -38,6 +35,7 @@ from gpu_triage.trace import writer as writer_module
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import FIELD_RANGES, GPU_FIELDS
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
+from recorder_proc import start_recorder, wait_for_ticks
 
 REFERENCE = open_trace(H200_TRACE_2S)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -53,39 +51,12 @@ def _one_line_error(capsys) -> str:
 # --- 1. a live recorder's lock --------------------------------------------------------------------------
 
 
-def _start_recorder(target: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpu_triage", "record", "-o", str(target), "--source", "sim:healthy",
-         "--interval", "0.2", "--gpus", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for_ticks(proc: subprocess.Popen[str], target: Path, at_least: int) -> int:
-    stream = stream_path_for(target)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        if stream.exists():
-            try:
-                n = open_trace(stream).n
-            except UserError:
-                n = 0  # the schema is not written yet
-            if n >= at_least:
-                return n
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the recorder produced no ticks")
-
-
 def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_path: Path, capsys) -> None:
     target = tmp_path / "live.parquet"
     stream = stream_path_for(target)
-    proc = _start_recorder(target)
+    proc = start_recorder(target, 0.2)
     try:
-        seen = _wait_for_ticks(proc, target, 3)
+        seen = wait_for_ticks(proc, target, 3)
 
         for name in (stream, target):  # the stream's path or the recording's: both refused
             assert main(["recover", str(name)]) == 2
@@ -104,7 +75,7 @@ def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_p
         assert stream.exists() and not target.exists()
         assert proc.poll() is None  # the recorder never noticed
 
-        later = _wait_for_ticks(proc, target, seen + 3)
+        later = wait_for_ticks(proc, target, seen + 3)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -118,9 +89,9 @@ def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_p
 
 def test_the_lock_of_a_killed_recorder_is_stale(tmp_path: Path, capsys) -> None:
     target = tmp_path / "killed.parquet"
-    proc = _start_recorder(target)
+    proc = start_recorder(target, 0.2)
     try:
-        n = _wait_for_ticks(proc, target, 3)
+        n = wait_for_ticks(proc, target, 3)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)

@@ -14,39 +14,11 @@ import numpy as np
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.errors import UserError
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import stream_path_for
+from recorder_proc import start_recorder, wait_for_ticks
 
 INTERVAL = 0.1
-
-
-def _start(target: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpu_triage", "record", "-o", str(target), "--source", "sim:healthy",
-         "--interval", str(INTERVAL), "--gpus", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for_ticks(proc: subprocess.Popen[str], target: Path, at_least: int) -> int:
-    """Poll the live stream (read while being written) until it holds ``at_least`` ticks."""
-    stream = stream_path_for(target)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        if stream.exists():
-            try:
-                n = open_trace(stream).n
-            except UserError:
-                n = 0  # schema not written yet
-            if n >= at_least:
-                return n
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the recorder produced no ticks")
 
 
 def _assert_contiguous(trace) -> None:
@@ -57,8 +29,8 @@ def _assert_contiguous(trace) -> None:
 def test_kill_9_keeps_every_tick_but_the_last_and_recover_finishes(tmp_path: Path) -> None:
     target = tmp_path / "run.parquet"
     began = time.monotonic()
-    proc = _start(target)
-    seen = _wait_for_ticks(proc, target, 10)
+    proc = start_recorder(target, INTERVAL)
+    seen = wait_for_ticks(proc, target, 10)
     proc.send_signal(signal.SIGKILL)
     ran_s = time.monotonic() - began
     proc.communicate(timeout=30)
@@ -86,8 +58,8 @@ def test_kill_9_keeps_every_tick_but_the_last_and_recover_finishes(tmp_path: Pat
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_clean_stop_writes_a_valid_parquet(tmp_path: Path, sig: signal.Signals) -> None:
     target = tmp_path / "run.parquet"
-    proc = _start(target)
-    _wait_for_ticks(proc, target, 3)
+    proc = start_recorder(target, INTERVAL)
+    wait_for_ticks(proc, target, 3)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
