@@ -20,23 +20,7 @@ python3 -m compileall -q -j 0 /tmp/site app > /dev/null
 } 2>&1 | tee "$OUT/cost.txt"
 
 # The load: a bf16 matmul loop on each card, for the whole session (killed at the end).
-cat > /tmp/load.py <<'EOF'
-import sys, time, torch
-dev = torch.device(f"cuda:{sys.argv[1]}")
-a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-print(f"load on {dev}", flush=True)
-while True:
-    for _ in range(50):
-        c = a @ b
-    torch.cuda.synchronize(dev)
-    time.sleep(0.01)  # leave the CPU side nearly idle: the monitors' CPU is what is measured
-EOF
-LOADS=""
-for card in 0 1; do python3 /tmp/load.py $card > /tmp/load-$card.log 2>&1 & LOADS="$LOADS $!"; done
-for i in $(seq 60); do [ "$(cat /tmp/load-*.log 2>/dev/null | grep -c '^load on')" -ge 2 ] && break; sleep 1; done
-cat /tmp/load-*.log
-nvidia-smi --query-gpu=index,utilization.gpu,power.draw --format=csv,noheader
+. scripts/h200_load.sh
 
 echo "== the recorder's RSS by stage (live source, 2 cards under load)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 8 2>&1 | tee -a "$OUT/cost.txt"
