@@ -100,6 +100,10 @@ NVML_GPM_METRIC_SM_OCCUPANCY = 3
 NVML_GPM_METRIC_INTEGER_UTIL = 4
 NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
 NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20
+NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21
+NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60
+NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61
 NVML_GPM_METRIC_MAX = 477
 NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_SUPPORT_VERSION = 1
@@ -315,6 +319,7 @@ class FakeCard:
     # GPM (Hopper+): metric id -> value over the interval between two samples.
     gpm_supported: bool = True
     gpm: dict[int, float] = field(default_factory=dict)
+    gpm_unsupported: set[int] = field(default_factory=set)  # metric ids answering NOT_SUPPORTED
     # cumulative counters and how fast they grow (bytes/s; NVLink per link, KiB counters underneath)
     pcie_tx_bytes: int = 0
     pcie_rx_bytes: int = 0
@@ -730,11 +735,31 @@ class FakeNvml:
         self.calls["gpm_metrics_requested"] += metrics_get.numMetrics
         for i in range(metrics_get.numMetrics):
             metric = metrics_get.metrics[i]
-            if metric.metricId in card.gpm:
+            derived = self._gpm_link_metric(card, metric.metricId)
+            if metric.metricId in card.gpm_unsupported:
+                metric.nvmlReturn, metric.value = NVML_ERROR_NOT_SUPPORTED, 0.0
+            elif metric.metricId in card.gpm:
                 metric.nvmlReturn, metric.value = NVML_SUCCESS, float(card.gpm[metric.metricId])
+            elif derived is not None:
+                metric.nvmlReturn, metric.value = NVML_SUCCESS, derived
             else:
                 metric.nvmlReturn, metric.value = NVML_ERROR_NOT_SUPPORTED, 0.0
         return metrics_get
+
+    @staticmethod
+    def _gpm_link_metric(card: FakeCard, metric_id: int) -> float | None:
+        """GPM's PCIe and NVLink rates (MiB/s) follow the same traffic as the cumulative counters; a card without
+        NVLink does not answer the NVLink ones. ``card.gpm`` overrides (e.g. to make GPM disagree)."""
+        mib = float(2**20)
+        if metric_id == NVML_GPM_METRIC_PCIE_TX_PER_SEC:
+            return card.pcie_tx_rate / mib
+        if metric_id == NVML_GPM_METRIC_PCIE_RX_PER_SEC:
+            return card.pcie_rx_rate / mib
+        if card.nvlink_links and metric_id == NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
+            return card.nvlink_tx_rate_per_link * card.nvlink_links / mib
+        if card.nvlink_links and metric_id == NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
+            return card.nvlink_rx_rate_per_link * card.nvlink_links / mib
+        return None
 
     # ---- events (XIDs): one set holds the cards registered in it; waiting with 0 ms never blocks ----
     def nvmlDeviceGetSupportedEventTypes(self, handle: FakeHandle) -> int:

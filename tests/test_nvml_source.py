@@ -49,7 +49,7 @@ def test_rate_uses_actual_elapsed_time_not_nominal() -> None:
 
 
 def test_counter_reset_gives_none_for_that_tick_then_recovers() -> None:
-    fake = h200_box(1, pcie_tx_rate=1e9)
+    fake = h200_box(1, pcie_tx_rate=1e9, gpm_supported=False)  # without GPM the rates come from the counters
     reader = reader_for(fake)
     reader.sample()
     fake.advance(1.0)
@@ -61,8 +61,8 @@ def test_counter_reset_gives_none_for_that_tick_then_recovers() -> None:
     assert reader.sample()[0].pcie_tx_bytes_per_s == pytest.approx(1e9)
 
 
-def test_one_batched_field_read_per_card_per_tick_and_never_pcie_throughput() -> None:
-    fake = h200_box(4)
+def test_without_gpm_one_batched_field_read_per_card_per_tick_and_never_pcie_throughput() -> None:
+    fake = h200_box(4, gpm_supported=False)
     reader = reader_for(fake)
     before = fake.calls["nvmlDeviceGetFieldValues"]
     for _ in range(5):
@@ -70,6 +70,57 @@ def test_one_batched_field_read_per_card_per_tick_and_never_pcie_throughput() ->
         reader.sample()
     assert fake.calls["nvmlDeviceGetFieldValues"] - before == 4 * 5
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+def test_with_gpm_the_link_rates_come_from_the_gpm_sample_and_the_counters_are_read_once() -> None:
+    # 2.1 ms per card for the counters against 0.16 ms for GPM on an H200, and the PCIe counters wrap at 4 GiB
+    fake = h200_box(2, pcie_tx_rate=3e9, pcie_rx_rate=24e9, nvlink_tx_rate_per_link=1e9, nvlink_rx_rate_per_link=2e9)
+    reader = reader_for(fake)
+    first = reader.sample()  # no GPM interval yet: the counters are read (and tell whether there is NVLink)
+    assert all(g.pcie_rx_bytes_per_s is None for g in first)
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 2 + 2  # the link count at start, then this first tick
+    for _ in range(3):
+        fake.advance(2.0)
+        gpus = reader.sample()
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 4  # not one more after the first tick
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+    for gpu in gpus:
+        assert gpu.pcie_tx_bytes_per_s == pytest.approx(3e9) and gpu.pcie_rx_bytes_per_s == pytest.approx(24e9)
+        assert gpu.nvlink_tx_bytes_per_s == pytest.approx(18e9) and gpu.nvlink_rx_bytes_per_s == pytest.approx(36e9)
+
+
+def test_gpm_rate_is_taken_over_the_counter_when_they_disagree() -> None:
+    # a 24 GB/s copy wraps a 32-bit byte counter several times per tick; GPM's rate is the one to trust
+    fake = h200_box(1, pcie_rx_rate=5e6, gpm={fk.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 23_000.0})
+    reader = reader_for(fake)
+    reader.sample()
+    fake.advance(2.0)
+    assert reader.sample()[0].pcie_rx_bytes_per_s == pytest.approx(23_000.0 * 2**20)
+
+
+def test_a_link_metric_gpm_does_not_answer_falls_back_to_its_counter_alone() -> None:
+    fake = h200_box(1, pcie_tx_rate=7e6, pcie_rx_rate=1e6)
+    fake.cards[0].gpm_unsupported = {fk.NVML_GPM_METRIC_PCIE_TX_PER_SEC}
+    reader = reader_for(fake)
+    reader.sample()
+    for _ in range(3):
+        fake.advance(2.0)
+        before = fake.calls["nvmlDeviceGetFieldValues"]
+        gpu = reader.sample()[0]
+        assert fake.calls["nvmlDeviceGetFieldValues"] - before == 1  # the one counter GPM does not give
+    assert gpu.pcie_tx_bytes_per_s == pytest.approx(7e6) and gpu.pcie_rx_bytes_per_s == pytest.approx(1e6)
+    assert reader.cards[0].gpm_link_keys == {"pcie_rx", "nvlink_tx", "nvlink_rx"}
+
+
+def test_nvlink_is_none_on_a_card_without_links_even_where_gpm_answers_zero() -> None:
+    fake = FakeNvml([FakeCard(nvlink_links=0, gpm={fk.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 0.0,
+                                                    fk.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: 0.0})])
+    reader = reader_for(fake)
+    reader.sample()
+    fake.advance(2.0)
+    gpu = reader.sample()[0]
+    assert gpu.nvlink_tx_bytes_per_s is None and gpu.nvlink_rx_bytes_per_s is None
+    assert gpu.pcie_tx_bytes_per_s == 0.0  # PCIe exists and is idle: 0, not n/a
 
 
 def test_util_mean_min_max_from_driver_samples_since_last_timestamp() -> None:
@@ -116,7 +167,7 @@ def test_no_new_samples_is_not_found_and_falls_back() -> None:
     assert reader.nvml.failures == {}
 
 
-def test_gpm_fields_between_previous_and_new_sample_asking_only_four_metrics() -> None:
+def test_gpm_fields_between_previous_and_new_sample_asking_only_the_eight_metrics_used() -> None:
     fake = h200_box(1)
     reader = reader_for(fake)
     first = reader.sample()[0]
@@ -129,7 +180,7 @@ def test_gpm_fields_between_previous_and_new_sample_asking_only_four_metrics() -
     fake.advance(2.0)
     reader.sample()
     assert fake.calls["nvmlGpmMetricsGet"] == 2
-    assert fake.calls["gpm_metrics_requested"] == 2 * 4
+    assert fake.calls["gpm_metrics_requested"] == 2 * 8  # SM, occupancy, tensor, DRAM; PCIe and NVLink tx/rx
 
 
 def test_gpm_unsupported_gives_none_for_the_four_fields_only() -> None:
@@ -156,6 +207,7 @@ def test_one_gpm_metric_unsupported_is_none_alone() -> None:
 def test_unsupported_and_failing_fields_are_none_and_the_tick_survives() -> None:
     card = FakeCard(
         util=80.0,
+        gpm_supported=False,  # the counters' own failures (with GPM the rates come from its sample)
         pcie_rx_rate=2e6,
         unsupported_fields={fk.NVML_FI_DEV_PCIE_COUNT_TX_BYTES},
         unsupported={"nvmlDeviceGetPowerUsage"},
