@@ -307,7 +307,11 @@ PROC_STRUCT = pa.struct(
 TRACE_V1 = pa.schema(
     [("ts", pa.timestamp("us", tz="UTC")), ("interval_s", pa.float64()), ("gpus", pa.list_(GPU_STRUCT)),
      ("cpu_pct", pa.list_(pa.float32())), ("iowait_pct", pa.float32()), ("host_mem_used_bytes", pa.uint64()),
-     ("host_mem_total_bytes", pa.uint64()), ("disks", pa.list_(DISK_STRUCT)), ("procs", pa.list_(PROC_STRUCT))]
+     ("host_mem_total_bytes", pa.uint64()), ("disks", pa.list_(DISK_STRUCT)), ("procs", pa.list_(PROC_STRUCT)),
+     # trace v2: the host's swap and network interfaces (docs/trace-v2.md)
+     ("host_swap_used_bytes", pa.uint64()), ("host_swap_total_bytes", pa.uint64()),
+     ("nets", pa.list_(pa.struct([("name", pa.string()), ("rx_bytes_per_s", pa.float64()),
+                                  ("tx_bytes_per_s", pa.float64())])))]
 )  # fmt: skip
 
 

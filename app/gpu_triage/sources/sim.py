@@ -70,7 +70,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from gpu_triage.errors import UserError
-from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, ProcSample, Tick
+from gpu_triage.model import DiskSample, GpuInfo, GpuSample, HostInfo, NetSample, ProcSample, Tick
 from gpu_triage.scenarios import REGISTRY, SCENARIOS
 from gpu_triage.sources.base import SourceStatus
 
@@ -88,6 +88,11 @@ MAX_CORES = 4096
 H200_MEM_TOTAL_BYTES = 150_754_820_096  # 141 GiB as NVML counts it
 _DRIVER_RESERVED_BYTES = 644_874_240  # memory "used" on an idle H200 with no process (real trace)
 _GIB = 1 << 30
+# The host's swap and its one Ethernet interface (the simulated box is a single node: no InfiniBand traffic).
+# Derived from the tick's other figures, never from the random stream, so adding them changed no verdict.
+_SWAP_TOTAL_BYTES = 8 * _GIB
+_SWAP_USED_BYTES = 212 * (1 << 20)  # a little paged out long ago and never touched again
+_ETH_BASE_RX, _ETH_BASE_TX = 1.4e6, 0.35e6  # metrics agents, ssh, logging
 _H200_BUS_IDS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)  # an HGX H200 board's layout
 
 # Power, clock and temperature model fitted to the real H200 windows:
@@ -509,6 +514,11 @@ class SimulatedSource:
             host_mem_total_bytes=host_total,
             disks=disks,
             procs=procs,
+            host_swap_used_bytes=_SWAP_USED_BYTES,
+            host_swap_total_bytes=_SWAP_TOTAL_BYTES,
+            # logging and checkpoints pushed out scale a little with the work done
+            nets=[NetSample(name="eth0", rx_bytes_per_s=_ETH_BASE_RX + 0.002 * float(rx.sum()),
+                            tx_bytes_per_s=_ETH_BASE_TX + 0.004 * float(tx.sum()))],
         )
 
     def _respawn(self, ph: _Phase, epoch: int) -> None:
