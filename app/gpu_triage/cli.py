@@ -699,11 +699,11 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_doctor(args, config)
     if command == "baseline":
-        from gpu_triage.checkup.baseline import run_baseline
+        from gpu_triage.commands.baseline import run_baseline
 
         return run_baseline(args, config)
     if command == "loader":
-        from gpu_triage.checkup.loader import run_loader
+        from gpu_triage.commands.loader import run_loader
 
         return run_loader(args)
     raise AssertionError(command)

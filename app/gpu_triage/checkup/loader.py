@@ -21,11 +21,9 @@ CPU and memory for nothing.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import inspect
-import json
 import logging
 import os
 import sys
@@ -36,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.checkup.torchreq import require_torch
 from gpu_triage.errors import UserError
 from gpu_triage.units import fmt_bytes
 
@@ -149,7 +146,7 @@ def load_factory(spec: str, cwd: Path | None = None) -> Callable[..., Any]:
     return factory
 
 
-class _Source:
+class FactorySource:
     """What the factory gives, per setting: a DataLoader it builds, or a Dataset we wrap."""
 
     def __init__(self, torch: Any, factory: Callable[..., Any], spec: str, batch_size: int, n_settings: int) -> None:
@@ -216,7 +213,7 @@ def _is_dataset(data: Any, obj: Any) -> bool:
     return hasattr(obj, "__getitem__") and hasattr(obj, "__len__") and not hasattr(obj, "__iter__")
 
 
-class _Tree:
+class WorkerTree:
     """CPU seconds and RSS of this process and its descendants (the DataLoader workers)."""
 
     def __init__(self) -> None:
@@ -268,10 +265,10 @@ class _Tree:
                 continue
 
 
-class _Run:
+class SettingRun:
     """One setting's iteration, in a thread the main thread watches (progress, hang, Ctrl-C)."""
 
-    def __init__(self, source: _Source, setting: Setting, batches: int, tree: _Tree) -> None:
+    def __init__(self, source: FactorySource, setting: Setting, batches: int, tree: WorkerTree) -> None:
         self.source = source
         self.setting = setting
         self.batches = batches
@@ -357,15 +354,15 @@ class _Run:
 
 
 def measure(
-    source: _Source,
+    source: FactorySource,
     setting: Setting,
     batches: int,
     timeout_s: float,
-    tree: _Tree,
-    progress: Callable[[_Run], None] | None = None,
+    tree: WorkerTree,
+    progress: Callable[[SettingRun], None] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """One setting; returns its result and whether Ctrl-C stopped it. UserError on a hang or a failure."""
-    run = _Run(source, setting, batches, tree)
+    run = SettingRun(source, setting, batches, tree)
     run.start()
     interrupted = False
     try:
@@ -431,53 +428,3 @@ def render_table(results: Sequence[Mapping[str, Any]], rec: Mapping[str, Any] | 
             f"({rec['best_rate']:,.0f} with num_workers={rec['best_num_workers']})"
         )
     return "\n".join(lines)
-
-
-def run_loader(args: argparse.Namespace) -> int:
-    torch = require_torch("loader")
-    factory = load_factory(args.factory)
-    settings = settings_for(args.workers, args.pin_memory, args.prefetch)
-    source = _Source(torch, factory, args.factory, args.batch_size, len(settings))
-    tree = _Tree()
-    tty = sys.stdout.isatty() and not args.json
-    results: list[dict[str, Any]] = []
-    interrupted = False
-
-    def progress(run: _Run) -> None:
-        rate = ""
-        if run.t0 is not None and run.n:
-            rate = f"  {run.n / max(time.perf_counter() - run.t0, 1e-9):,.1f} batches/s"
-        state = "starting" if run.first_batch_s is None else f"{run.n}/{run.batches} batches"
-        print(
-            f"\r  [{len(results) + 1}/{len(settings)}] {run.setting.label()}: {state}{rate}\x1b[K", end="", flush=True
-        )
-
-    for setting in settings:
-        result, interrupted = measure(source, setting, args.batches, args.timeout, tree, progress if tty else None)
-        results.append(result)
-        if interrupted:
-            break
-    if tty:
-        print("\r\x1b[K", end="", flush=True)
-    rec = recommend(results)
-    cores = os.cpu_count() or 1
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "factory": args.factory,
-                    "kind": source.kind,
-                    "batch_size_when_wrapped": args.batch_size,
-                    "cpu_count": cores,
-                    "results": results,
-                    "recommendation": rec,
-                    "interrupted": interrupted,
-                },
-                indent=2,
-            )
-        )
-    else:
-        print(render_table(results, rec, cores))
-        if interrupted:
-            print("stopped by Ctrl-C: the settings above are what was measured")
-    return 130 if interrupted else 0
