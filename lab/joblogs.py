@@ -155,12 +155,19 @@ def run_lightning(secs: float) -> None:
     batch = 128
     loader = torch.utils.data.DataLoader(Synthetic(128 * 300), batch_size=batch, num_workers=2)
     callbacks: list = [Count(batch)]
-    if os.environ.get("LIGHTNING_BAR") == "tqdm":  # not run yet: the default bar is Rich's where rich is installed
+    logger: bool = False
+    root = None
+    if os.environ.get("LIGHTNING_BAR") == "tqdm":  # the bar where rich is not installed, or chosen explicitly
+        import tempfile
+
         from lightning.pytorch.callbacks import TQDMProgressBar
 
         callbacks.append(TQDMProgressBar())
+        # Lightning's default logger, as a user has it: it puts the run's version in the bar ("v_num=0")
+        logger, root = True, tempfile.mkdtemp(prefix="joblogs-lightning-")
     trainer = L.Trainer(accelerator="gpu", devices=1, max_epochs=1000, max_time={"seconds": secs},
-                        enable_checkpointing=False, logger=False, log_every_n_steps=10, callbacks=callbacks)
+                        enable_checkpointing=False, logger=logger, default_root_dir=root, log_every_n_steps=10,
+                        callbacks=callbacks)
     trainer.fit(Module(), loader)
 
 

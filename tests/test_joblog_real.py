@@ -96,3 +96,25 @@ def test_imagenet_example_meters_give_exact_span_figures(tmp_path: Path) -> None
     assert job.step_time_s == pytest.approx(total_t / 220)
     assert job.data_wait_pct == pytest.approx(100 * total_d / total_t)  # 37 %: the loader was part of each step
     assert job.samples_per_s == pytest.approx(256 * 220 / 25.0)  # the counter's advance over the 25 s between
+
+
+def test_lightning_tqdm_bar_with_its_logger_version() -> None:
+    # Lightning 2.6.6's TQDMProgressBar with the default logger: "Epoch 17:  64%|...| 192/300 [00:00<00:00,
+    # 246.55it/s, v_num=0, train_loss=0.000653]", every step, 18 epochs of 300 steps in 20 s
+    rs = _readings("lightning_tqdm.log")
+    read = [r for line, r in rs if r is not None and line.startswith("Epoch ")]
+    # the bar of the very first step has no postfix yet (nothing logged): that one reads as plain tqdm
+    assert len(read) > 5000 and {r.fmt for r in read[1:]} == {"lightning"} and read[0].step == 1
+    assert {r.total for r in read} == {300} and max(r.step or 0 for r in read) == 300
+    assert all(r.loss is None or r.loss < 1.0 for r in read[-100:])
+    # the bar's own smoothed rate against the job's count (TRUE: 33,861.7 samples/s at batch 128 = 264.5 it/s;
+    # the bar restarts its clock every epoch and read 246 it/s at the end)
+    assert read[-1].steps_per_s == pytest.approx(_true("lightning_tqdm.log") / 128, rel=0.1)
+
+
+def test_lightning_tqdm_log_followed_gives_the_jobs_samples_per_s() -> None:
+    tr = LogTracker(DATA / "lightning_tqdm.log", batch_size=128)
+    tr.follower.tail_start = tr.follower.budget = 1 << 40
+    job = tr.sample(now=1.0, interval_s=2.0)
+    assert job is not None and job.source == "log:lightning"
+    assert job.samples_per_s == pytest.approx(_true("lightning_tqdm.log"), rel=0.1)
