@@ -12,6 +12,7 @@ import pytest
 from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
 from gpu_triage.scenarios import REGISTRY
+from gpu_triage.sources import sim as sim_module
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.sim import EXPECTED, EXTRA_EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
 
@@ -345,3 +346,9 @@ def test_epoch_restart_respawns_workers_each_epoch() -> None:
     changes = sum(a != b for a, b in zip(pid_sets, pid_sets[1:], strict=False))
     assert 10 <= changes <= 13 and len({t.procs[0].pid for t in ticks}) == 1  # same rank, new workers
     assert src.expected_at(1) == EXTRA_EXPECTED["epoch_restart"] and "epoch_restart" not in SCENARIOS
+
+
+def test_every_scenario_has_its_physics_and_nothing_else_does() -> None:
+    # the simulator keeps one entry per scenario (cards, cores, disks, phase set-up); a scenario added to the
+    # registry without one would fail on its first tick
+    assert set(sim_module._PHYSICS) == set(REGISTRY)  # noqa: SLF001
