@@ -22,6 +22,9 @@ python3 -m compileall -q -j 0 /tmp/site app > /dev/null
 # The load: a bf16 matmul loop on each card, for the whole session (killed at the end).
 . scripts/h200_load.sh
 
+echo "== parts of a tick on the real driver (benchmarks/bench_tick_parts.py, 40 ticks at 0.5 s)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/bench_tick_parts.py --ticks 40 --interval 0.5 --top 15 2>&1 | tee -a "$OUT/cost.txt"
+
 echo "== the recorder's RSS by stage (live source, 2 cards under load)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 8 2>&1 | tee -a "$OUT/cost.txt"
 echo "== the same with pyarrow's default (mimalloc) pool, for comparison" | tee -a "$OUT/cost.txt"
@@ -39,7 +42,10 @@ timeout $((RUNS * (SECS + 25) + 30)) python3 benchmarks/compare_monitors.py --to
   --cmd "gpu-triage record=sh -c 'exec python3 -m gpu_triage record -o /tmp/cmp-\$\$.parquet --interval 2'" \
   --cmd "nvitop=python3 -m nvitop --interval 2" \
   --cmd "nvidia-smi dmon=nvidia-smi dmon -d 2" \
-  --cmd "gpu-triage export=python3 -m gpu_triage export --interval 2 --listen 127.0.0.1:9840" 2>&1 | tee -a "$OUT/cost.txt"
+  --cmd "gpu-triage export=python3 -m gpu_triage export --interval 2 --listen 127.0.0.1:9840" \
+  --cmd "live (MALLOC_ARENA_MAX 2)=env MALLOC_ARENA_MAX=2 python3 -m gpu_triage live --interval 2" \
+  --cmd "record (MALLOC_ARENA_MAX 2)=sh -c 'MALLOC_ARENA_MAX=2 exec python3 -m gpu_triage record -o /tmp/cmpa-\$\$.parquet --interval 2'" \
+  2>&1 | tee -a "$OUT/cost.txt"
 
 echo "== one real scrape of export (2 cards under load), and its time over 20 scrapes" | tee -a "$OUT/cost.txt"
 python3 -m gpu_triage export --listen 127.0.0.1:9839 --interval 2 > /tmp/export.log 2>&1 &
