@@ -13,7 +13,7 @@ import pytest
 
 from fake_nvml import FakeHandle, FakeNvml, FakeProcess, h200_box
 from gpu_triage.nvmlwrap import load_nvml
-from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs
+from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs, proc_children
 
 CpuTimes = namedtuple("CpuTimes", "user system")
 
@@ -229,3 +229,77 @@ def test_procfs_finds_children_and_grandchildren_of_a_real_process() -> None:
                 pass
         parent.kill()
         parent.wait()
+
+
+def _fake_proc(root: Path, pid: int, threads: dict[int, str]) -> None:
+    """/proc/PID/task/TID/children files of a fake procfs: tid -> the file's text."""
+    for tid, text in threads.items():
+        tid_dir = root / str(pid) / "task" / str(tid)
+        tid_dir.mkdir(parents=True)
+        (tid_dir / "children").write_text(text)
+
+
+def test_proc_children_reads_every_threads_children_file(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 10, {10: "11 12 ", 13: "", 14: "15 "})  # a worker forked by a thread other than main
+    _fake_proc(tmp_path, 11, {11: "16 "})
+    for pid in (12, 15, 16):
+        _fake_proc(tmp_path, pid, {pid: ""})
+    assert sorted(proc_children(10, tmp_path) or []) == [11, 12, 15]
+    assert sorted(descendants_procfs(10, str(tmp_path)) or []) == [11, 12, 15, 16]
+    assert descendants_procfs(16, tmp_path) == []
+
+
+def test_proc_children_is_none_when_procfs_cannot_tell(tmp_path: Path) -> None:
+    assert proc_children(10, tmp_path) is None  # no such process
+    (tmp_path / "20" / "task" / "20").mkdir(parents=True)  # a kernel without CONFIG_PROC_CHILDREN
+    assert proc_children(20, tmp_path) is None
+    assert descendants_procfs(20, tmp_path) is None
+
+
+def test_proc_children_reads_a_children_file_longer_than_one_read(tmp_path: Path) -> None:
+    many = list(range(1_000_000, 1_012_000))  # 96 KB of pids: more than one 64 KiB read
+    _fake_proc(tmp_path, 10, {10: "".join(f"{p} " for p in many)})
+    assert proc_children(10, tmp_path) == many
+
+
+def test_reader_finds_workers_through_a_procfs_tree(tmp_path: Path) -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    ps = FakePsutil()
+    wall = 1_700_000_000.0
+    main = ps.add(100, "python3", created=wall - 60)
+    worker = ps.add(101, "pt_data_worker", created=wall - 60)  # no ppid: psutil's children() would not see it
+    _fake_proc(tmp_path, 100, {100: "", 105: "101 "})
+    _fake_proc(tmp_path, 101, {101: ""})
+    mono = [1000.0]
+    reader = GpuProcessReader(
+        load_nvml(fake),
+        [(0, FakeHandle(0))],
+        ps,
+        clock=lambda: mono[0],
+        wall_clock=lambda: wall,
+        use_procfs=True,
+        proc_root=tmp_path,
+    )
+    reader.sample()
+    mono[0] += 2.0
+    main.cpu_s += 1.0
+    worker.cpu_s += 2.0
+    proc = reader.sample()[0]
+    assert proc.worker_pids == [101] and proc.workers_cpu_pct == [pytest.approx(100.0)]
+    assert proc.cpu_pct == pytest.approx(50.0)
+
+
+def test_reader_falls_back_to_psutil_when_procfs_lacks_the_process(tmp_path: Path) -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    ps = FakePsutil()
+    ps.add(100, "python3", created=1.0)
+    ps.add(101, "pt_data_worker", created=1.0, ppid=100)
+    mono = [1000.0]
+    reader = GpuProcessReader(
+        load_nvml(fake), [(0, FakeHandle(0))], ps, clock=lambda: mono[0], use_procfs=True, proc_root=tmp_path
+    )
+    reader.sample()
+    mono[0] += 1.0
+    assert reader.sample()[0].worker_pids == [101]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +28,25 @@ from gpu_triage.nvmlwrap import GpuLost, Nvml
 _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
 
 
-def proc_children(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+def _read_all(path: str) -> bytes:
+    """A whole procfs file through os.open/os.read: a children file is read per thread per tick, and
+    pathlib's objects plus a text wrapper cost ~6x the two syscalls (benchmarks/bench_procs.py)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 65536)
+        if len(data) < 65536:
+            return data
+        chunks = [data]  # thousands of children: read on to the end
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def proc_children(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list[int] | None:
     """Direct children of ``pid`` from procfs (every thread's children file); None when unavailable."""
-    task_dir = proc_root / str(pid) / "task"
+    task_dir = f"{os.fspath(proc_root)}/{pid}/task"
     try:
         tids = os.listdir(task_dir)
     except OSError:
@@ -38,31 +55,30 @@ def proc_children(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None
     found_file = False
     for tid in tids:
         try:
-            text = (task_dir / tid / "children").read_text()
-        except FileNotFoundError:
-            continue  # the thread ended, or the kernel lacks CONFIG_PROC_CHILDREN
+            data = _read_all(f"{task_dir}/{tid}/children")
         except OSError:
-            continue
+            continue  # the thread ended (ENOENT/ESRCH), or the kernel lacks CONFIG_PROC_CHILDREN
         found_file = True
-        children.extend(int(tok) for tok in text.split())
+        if data:
+            children.extend(map(int, data.split()))
     return children if found_file else None
 
 
-def descendants_procfs(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+def descendants_procfs(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list[int] | None:
     """All descendants of ``pid`` (breadth first), or None when procfs cannot tell."""
     first = proc_children(pid, proc_root)
     if first is None:
         return None
     out: list[int] = []
     seen = {pid}
-    queue = list(first)
+    queue = deque(first)
     while queue and len(out) < _MAX_DESCENDANTS:
-        child = queue.pop(0)
+        child = queue.popleft()
         if child in seen:
             continue
         seen.add(child)
         out.append(child)
-        queue.extend(proc_children(child, proc_root) or [])
+        queue.extend(proc_children(child, proc_root) or ())
     return out
 
 
@@ -88,6 +104,7 @@ class GpuProcessReader:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         use_procfs: bool | None = None,
+        proc_root: str | os.PathLike[str] = "/proc",
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415 - injected in tests
@@ -102,6 +119,7 @@ class GpuProcessReader:
         if use_procfs is None:
             use_procfs = Path("/proc/self/task").is_dir() and getattr(psutil_module, "LINUX", False)
         self._use_procfs = use_procfs
+        self._proc_root = proc_root  # a fake tree in tests and benchmarks
         self._no_such = getattr(psutil_module, "NoSuchProcess", ProcessLookupError)
         self._denied = getattr(psutil_module, "AccessDenied", PermissionError)
         self._gone = (self._no_such, self._denied, getattr(psutil_module, "ZombieProcess", self._no_such))
@@ -213,7 +231,7 @@ class GpuProcessReader:
 
     def _descendants(self, pid: int) -> list[int]:
         if self._use_procfs:
-            found = descendants_procfs(pid)
+            found = descendants_procfs(pid, self._proc_root)
             if found is not None:
                 return found
         tracked = self._process(pid)
