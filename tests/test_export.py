@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -453,3 +454,26 @@ def test_card_health_swap_and_network_are_exported_and_unknown_is_absent() -> No
     assert s[("gpu_triage_host_network_receive_bytes_per_second", (("interface", "ib0"),))] == 1e9
     assert s[("gpu_triage_host_network_transmit_bytes_per_second", (("interface", "eth0"),))] == 5.0
     assert ("gpu_triage_host_network_receive_bytes_per_second", (("interface", "eth0"),)) not in s
+
+
+def _mapped_libraries(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc/PID/maps")
+@pytest.mark.parametrize("record", [False, True])
+def test_export_loads_arrow_only_to_record(record: bool, tmp_path: Path) -> None:
+    """pyarrow is ~35 MB of a daemon's RSS (docs/performance.md): `export` loads it only for --record."""
+    extra = ("--record", str(tmp_path / "fleet")) if record else ()
+    proc, url = _start_export("--source", "sim:healthy", "--gpus", "1", *extra)
+    try:
+        deadline = time.monotonic() + 60
+        while parse(_get(url)[1]).get(("gpu_triage_ticks_total", ()), 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        maps = _mapped_libraries(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert ("pyarrow" in maps) is record
+    assert "polars" not in maps

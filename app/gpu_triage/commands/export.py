@@ -18,7 +18,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
-from gpu_triage.trace.record import StopSignals
+from gpu_triage.stopsignals import StopSignals
 
 
 def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | None = None) -> int:

@@ -32,6 +32,7 @@ from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
+from gpu_triage.stopsignals import StopSignals
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
 
@@ -46,31 +47,6 @@ def human_seconds(s: float) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
-class StopSignals:
-    """Turn SIGINT/SIGTERM/SIGHUP into an event for the duration of a recording (or `export`), then restore."""
-
-    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.event = stop
-        self._previous: dict[int, Any] = {}
-        self.received: str | None = None
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = signal.Signals(signum).name
-        self.event.set()
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
