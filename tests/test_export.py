@@ -477,3 +477,30 @@ def test_export_loads_arrow_only_to_record(record: bool, tmp_path: Path) -> None
         proc.communicate(timeout=30)
     assert ("pyarrow" in maps) is record
     assert "polars" not in maps
+
+
+def _wakeups(native_id: int) -> int:
+    with open(f"/proc/self/task/{native_id}/status") as status:
+        text = status.read()
+    return sum(int(m) for m in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", text, re.M))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc/self/task")
+def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
+    """No polling: the accept loop wakes for a connection or for close(), never on a timer."""
+    monitor, _, _ = fed("healthy", 1)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    server = MetricsServer("127.0.0.1:0", registry)
+    server.start()
+    try:
+        assert _get(server.url)[0] == 200  # the loop has run: it now sits in select()
+        thread = server._thread  # noqa: SLF001 - the accept loop's thread, to read its kernel counters
+        assert thread is not None and thread.native_id is not None
+        before = _wakeups(thread.native_id)
+        time.sleep(1.2)  # a 0.2 s poll (the previous loop) would have woken 6 times
+        assert _wakeups(thread.native_id) - before <= 1
+        assert _get(server.url)[0] == 200  # and it still answers
+    finally:
+        server.close()
+    assert not thread.is_alive()

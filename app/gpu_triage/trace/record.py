@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
 
 PROGRESS_EVERY_S = 0.5
+IDLE_WAIT_S = 60.0  # no progress line (not a terminal): the main thread only waits for a stop (a signal sets it)
 
 
 def human_seconds(s: float) -> str:
@@ -278,7 +279,9 @@ def _record_paced(
                 left = None if duration_s is None else duration_s + interval_s - (time.monotonic() - began)
                 if left is not None and left <= 0:
                     break
-                stop.wait(PROGRESS_EVERY_S if left is None else min(PROGRESS_EVERY_S, left))
+                # off a terminal there is no progress line to draw: sleep until a stop or the duration's end
+                every = PROGRESS_EVERY_S if tty else IDLE_WAIT_S
+                stop.wait(every if left is None else min(every, left))
                 if tty:
                     progress()
         finally:
