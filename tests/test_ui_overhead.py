@@ -212,3 +212,16 @@ def test_render_strips_is_rich_for_any_text(text: Text) -> None:
     for style in (None, Style(color="white", bgcolor="black")):
         got = [list(strip) for strip in render_strips(console, text, 16, style)]
         assert got == _rich_lines(console, text, 16, style)
+
+
+def test_runs_text_is_the_text_that_appending_each_run_builds() -> None:
+    chars = np.array(list("··▄▄░█ █"))
+    code = np.array([1, 1, 0, 0, 1, 0, 0, 2])
+    styles = ["green", "grey42", "red on grey30"]
+    built = Text("  ", no_wrap=True, end="")
+    runs = [("··", "grey42"), ("▄▄", "green"), ("░", "grey42"), ("█ ", "green"), ("█", "red on grey30")]
+    for run, style in runs:
+        built.append(run, style)
+    made = glyphs.runs_text("  ", chars, code, styles)
+    assert made == built and made.no_wrap and made.end == ""
+    assert glyphs.runs_text("   ", chars[:0], code[:0], styles) == Text("   ")
