@@ -63,15 +63,18 @@ class _FakePsutil:
 
 def fake_proc_tree(root: Path, trainers: list[int]) -> None:
     """Each trainer pid: MAIN_THREADS threads, the main thread's children file lists WORKERS workers, each
-    worker has WORKER_THREADS threads and no children (empty children files, as the kernel shows them)."""
+    worker has WORKER_THREADS threads and no children (empty children files, as the kernel shows them);
+    every process has a stat file (its CPU time)."""
     next_pid = 500_000
     for trainer in trainers:
         workers = list(range(next_pid, next_pid + WORKERS))
         next_pid += WORKERS * (WORKER_THREADS + 1)
         for pid, threads, kids in [(trainer, MAIN_THREADS, workers)] + [(w, WORKER_THREADS, []) for w in workers]:
+            (root / str(pid)).mkdir(parents=True)
+            (root / str(pid) / "stat").write_text(f"{pid} (python) S 1 {pid} {pid} 0 -1 0 0 0 0 0 {pid} 7 0 0 20\n")
             for n in range(threads):
                 tid_dir = root / str(pid) / "task" / str(pid + n)
-                tid_dir.mkdir(parents=True)
+                tid_dir.mkdir(parents=True, exist_ok=True)
                 text = "".join(f"{k} " for k in kids) if n == 0 else ""
                 (tid_dir / "children").write_text(text)
 

@@ -5,8 +5,9 @@ few), and workers re-spawned every epoch show as changing pids. So for each (pro
 report the process's own CPU % (100 = one core) and each descendant's CPU % and pid.
 
 Cost is kept bounded for a box with hundreds of workers:
-- CPU % comes from ``cpu_times()`` deltas against the previous tick, with a cached ``psutil.Process``
-  per pid (one /proc read per process per tick); a process born since the last tick is measured from
+- CPU % comes from CPU-time deltas against the previous tick (on Linux read from /proc/PID/stat, one
+  read per process per tick; elsewhere psutil's ``cpu_times()``), with a cached ``psutil.Process`` per pid
+  for its start time and name (read once); a process born since the last tick is measured from
   its creation time, so new workers get a real figure on their first tick instead of a fake 0.
 - Descendants are found on Linux through ``/proc/PID/task/TID/children`` (reads only the family of
   each GPU process), and elsewhere through psutil's ``children(recursive=True)``.
@@ -62,6 +63,20 @@ def proc_children(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list
         if data:
             children.extend(map(int, data.split()))
     return children if found_file else None
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # the unit of /proc/PID/stat's times
+
+
+def proc_cpu_seconds(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> float | None:
+    """User + system CPU seconds of ``pid`` from /proc/PID/stat (what psutil's cpu_times() reads, at about
+    half its cost per call); None when the process is gone or hidden from us."""
+    try:
+        data = _read_all(f"{os.fspath(proc_root)}/{pid}/stat")
+        fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces and ")"
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def descendants_procfs(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list[int] | None:
@@ -210,12 +225,10 @@ class GpuProcessReader:
         tracked = self._process(pid)
         if tracked is None:
             return None
-        try:
-            times = tracked.proc.cpu_times()
-        except self._gone:
+        cpu_s = self._cpu_seconds(tracked, pid)
+        if cpu_s is None:
             self._tracked.pop(pid, None)
             return None
-        cpu_s = float(times.user) + float(times.system)
         prev_s, prev_at = tracked.cpu_s, tracked.at
         tracked.cpu_s, tracked.at = cpu_s, now
         if prev_s is not None:
@@ -228,6 +241,17 @@ class GpuProcessReader:
             age = wall - tracked.create_time
             return max(0.0, 100.0 * cpu_s / age) if age > 0.05 else None
         return None
+
+    def _cpu_seconds(self, tracked: _Tracked, pid: int) -> float | None:
+        """Per process per tick: on Linux straight from /proc/PID/stat (psutil's cpu_times() reads the same
+        file with more Python around it), elsewhere through psutil. None: it exited or is hidden."""
+        if self._use_procfs:
+            return proc_cpu_seconds(pid, self._proc_root)
+        try:
+            times = tracked.proc.cpu_times()
+        except self._gone:
+            return None
+        return float(times.user) + float(times.system)
 
     def _descendants(self, pid: int) -> list[int]:
         if self._use_procfs:
