@@ -20,7 +20,6 @@ from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.stopsignals import StopSignals
 
-
 IDLE_WAIT_S = 60.0  # the main thread only waits for a stop: a safety net, not a cadence
 
 
