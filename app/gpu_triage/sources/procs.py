@@ -31,13 +31,12 @@ _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
 
 def _read_all(path: str) -> bytes:
     """A whole procfs file through os.open/os.read: a children file is read per thread per tick, and
-    pathlib's objects plus a text wrapper cost ~6x the two syscalls (benchmarks/bench_procs.py)."""
+    pathlib's objects plus a text wrapper cost several times the syscalls (benchmarks/bench_procs.py).
+    Read to the end (an empty read), as read_text did: a procfs read may return less than asked for. Most
+    children files are empty, so that is one read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        data = os.read(fd, 65536)
-        if len(data) < 65536:
-            return data
-        chunks = [data]  # thousands of children: read on to the end
+        chunks = []
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
         return b"".join(chunks)
