@@ -5,6 +5,9 @@
 1. Runs `gpu-triage demo data_pipeline` (simulated 8-card server, 32 cores) in a pseudo-terminal at a 2 s
    tick and at a 0.25 s tick, and counts the bytes the app writes to the terminal (what would go over SSH),
    the CPU time of the process, and its RSS. The first 3 s (start-up, first full paint) are excluded.
+   Before those, the CPU of one frame headless at one tick per frame (--frames, 2 and 8 cards, at --size
+   and at 160x50), split into redraw() (ingest, diagnosis, the panes' text and changed strips) and Textual's
+   paint; --frames-only stops there, --profile tottime adds a cProfile of those frames.
 2. Startup: seconds from exec to the first frame on the terminal (the key line painted).
 3. Feeds ticks (default 302,400 = 7 days at 2 s) through the app's streaming ingest path headless (window,
    status, one diagnosis + redraw per frame, a frame per 100 ticks) and prints the RSS growth after warm-up;
@@ -24,6 +27,7 @@ import os
 import pty
 import select
 import signal
+import statistics
 import struct
 import sys
 import termios
@@ -157,6 +161,49 @@ async def memory_growth(n_ticks: int, trace_heap: bool = False) -> dict[str, flo
     }
 
 
+async def frame_cost(cards: int, cols: int, rows: int, frames: int, profile: str | None = None) -> dict[str, float]:
+    """CPU per frame at one tick per frame (a 2 s tick): the tick's ingest, ``redraw()`` (diagnosis + panes'
+    text + the changed cells' strips) and Textual's paint of it (compositor, terminal bytes), headless."""
+    import cProfile
+    import pstats
+
+    from gpu_triage.config import Config
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.ui.app import TriageApp
+
+    config = Config()
+    source = SimulatedSource("data_pipeline", gpus=cards, cores=32, seed=0, interval_s=2.0)
+    ticks = [source.sample() for _ in range(config.window_ticks + frames)]
+    app = TriageApp(config, source=source, source_label="bench", autostart=False)
+    redraw_s, paint_s = [], []
+    prof = cProfile.Profile() if profile else None
+    async with app.run_test(size=(cols, rows)) as pilot:
+        app.clock = lambda: 0.0
+        for t in ticks[: config.window_ticks]:
+            app.ingest(t, draw=False)
+        app.redraw()
+        await pilot.pause()
+        app.redraw_min_s = 1e9  # the feed's path, but the frames come only from this loop (no timer's frame)
+        for t in ticks[config.window_ticks :]:
+            if prof is not None:
+                prof.enable()
+            c0 = time.process_time()
+            app.ingest(t, draw=True, record=False, throttle=True)  # as the live feed: diagnosis left to the frame
+            app.redraw()
+            c1 = time.process_time()
+            await pilot.pause()
+            c2 = time.process_time()
+            if prof is not None:
+                prof.disable()
+            redraw_s.append(c1 - c0)
+            paint_s.append(c2 - c1)
+    if prof is not None:
+        pstats.Stats(prof).sort_stats(profile).print_stats(25)
+    med = statistics.median
+    return {"redraw_ms": med(redraw_s) * 1e3, "paint_ms": med(paint_s) * 1e3, "frame_ms": med(
+        [a + b for a, b in zip(redraw_s, paint_s, strict=True)]) * 1e3}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -164,8 +211,21 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=302_400, help="ticks for the memory test (7 days at 2 s)")
     parser.add_argument("--skip-pty", action="store_true")
     parser.add_argument("--tracemalloc", action="store_true", help="also measure Python-heap growth (slower)")
+    parser.add_argument("--frames", type=int, default=150, help="frames for the per-frame CPU (0: skip)")
+    parser.add_argument("--frames-only", action="store_true", help="only the per-frame CPU")
+    parser.add_argument("--profile", metavar="SORT", help="cProfile the frames, sorted by SORT (tottime)")
     args = parser.parse_args()
     cols, rows = (int(v) for v in args.size.split("x"))
+    if args.frames:
+        for cards in (2, 8):
+            for fc, fr in ((cols, rows), (160, 50)):
+                f = asyncio.run(frame_cost(cards, fc, fr, args.frames, args.profile))
+                print(
+                    f"frame CPU, {cards} cards {fc}x{fr}: {f['frame_ms']:6.2f} ms median (redraw() "
+                    f"{f['redraw_ms']:5.2f} ms: ingest + diagnosis + panes; Textual's paint {f['paint_ms']:5.2f} ms)"
+                )
+        if args.frames_only:
+            return
     if not args.skip_pty:
         for interval in (2.0, 0.25):
             r = run_in_pty(interval, args.seconds, cols, rows)

@@ -26,6 +26,7 @@ def main() -> int:
     runs = [
         ("machine", ["sh", "-c", "lscpu | grep 'Model name'; nproc"]),
         ("sampling cost per tick (bench_sampler)", [sys.executable, str(HERE / "bench_sampler.py")]),
+        ("GPU process reader per tick (bench_procs)", [sys.executable, str(HERE / "bench_procs.py")]),
         (
             "dashboard: CPU, RSS, tty bytes, startup, memory over days (bench_dashboard)",
             [
@@ -43,6 +44,7 @@ def main() -> int:
             [sys.executable, str(HERE / "bench_record.py"), "--seconds", "20" if q else "60"],
         ),
         ("headless record: RSS by stage (rss_stages)", [sys.executable, str(HERE / "rss_stages.py")]),
+        ("RSS of each long-running command (rss_commands)", [sys.executable, str(HERE / "rss_commands.py")]),
         (
             "start-up to the first frame (bench_startup)",
             [sys.executable, str(HERE / "bench_startup.py"), "--runs", "3" if q else "5"],

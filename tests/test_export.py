@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -453,3 +454,54 @@ def test_card_health_swap_and_network_are_exported_and_unknown_is_absent() -> No
     assert s[("gpu_triage_host_network_receive_bytes_per_second", (("interface", "ib0"),))] == 1e9
     assert s[("gpu_triage_host_network_transmit_bytes_per_second", (("interface", "eth0"),))] == 5.0
     assert ("gpu_triage_host_network_receive_bytes_per_second", (("interface", "eth0"),)) not in s
+
+
+def _mapped_libraries(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc/PID/maps")
+@pytest.mark.parametrize("record", [False, True])
+def test_export_loads_arrow_only_to_record(record: bool, tmp_path: Path) -> None:
+    """pyarrow is ~35 MB of a daemon's RSS (docs/performance.md): `export` loads it only for --record."""
+    extra = ("--record", str(tmp_path / "fleet")) if record else ()
+    proc, url = _start_export("--source", "sim:healthy", "--gpus", "1", *extra)
+    try:
+        deadline = time.monotonic() + 60
+        while parse(_get(url)[1]).get(("gpu_triage_ticks_total", ()), 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        maps = _mapped_libraries(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert ("pyarrow" in maps) is record
+    assert "polars" not in maps
+
+
+def _wakeups(native_id: int) -> int:
+    with open(f"/proc/self/task/{native_id}/status") as status:
+        text = status.read()
+    return sum(int(m) for m in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", text, re.M))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc/self/task")
+def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
+    """No polling: the accept loop wakes for a connection or for close(), never on a timer."""
+    monitor, _, _ = fed("healthy", 1)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    server = MetricsServer("127.0.0.1:0", registry)
+    server.start()
+    try:
+        assert _get(server.url)[0] == 200  # the loop has run
+        thread = server._thread  # noqa: SLF001 - the accept loop's thread, to read its kernel counters
+        assert thread is not None and thread.native_id is not None
+        time.sleep(0.3)  # the scrape's thread start and GIL hand-offs settle; the loop sits in select()
+        before = _wakeups(thread.native_id)
+        time.sleep(1.2)  # a 0.2 s poll (the previous loop) would have woken 6 times
+        assert _wakeups(thread.native_id) - before <= 2
+        assert _get(server.url)[0] == 200  # and it still answers
+    finally:
+        server.close()
+    assert not thread.is_alive()

@@ -13,7 +13,7 @@ import pytest
 
 from fake_nvml import FakeHandle, FakeNvml, FakeProcess, h200_box
 from gpu_triage.nvmlwrap import load_nvml
-from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs
+from gpu_triage.sources.procs import GpuProcessReader, descendants_procfs, proc_children, proc_cpu_seconds
 
 CpuTimes = namedtuple("CpuTimes", "user system")
 
@@ -229,3 +229,115 @@ def test_procfs_finds_children_and_grandchildren_of_a_real_process() -> None:
                 pass
         parent.kill()
         parent.wait()
+
+
+def _fake_proc(root: Path, pid: int, threads: dict[int, str]) -> None:
+    """/proc/PID/task/TID/children files of a fake procfs: tid -> the file's text."""
+    for tid, text in threads.items():
+        tid_dir = root / str(pid) / "task" / str(tid)
+        tid_dir.mkdir(parents=True)
+        (tid_dir / "children").write_text(text)
+
+
+def test_proc_children_reads_every_threads_children_file(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 10, {10: "11 12 ", 13: "", 14: "15 "})  # a worker forked by a thread other than main
+    _fake_proc(tmp_path, 11, {11: "16 "})
+    for pid in (12, 15, 16):
+        _fake_proc(tmp_path, pid, {pid: ""})
+    assert sorted(proc_children(10, tmp_path) or []) == [11, 12, 15]
+    assert sorted(descendants_procfs(10, str(tmp_path)) or []) == [11, 12, 15, 16]
+    assert descendants_procfs(16, tmp_path) == []
+
+
+def test_proc_children_is_none_when_procfs_cannot_tell(tmp_path: Path) -> None:
+    assert proc_children(10, tmp_path) is None  # no such process
+    (tmp_path / "20" / "task" / "20").mkdir(parents=True)  # a kernel without CONFIG_PROC_CHILDREN
+    assert proc_children(20, tmp_path) is None
+    assert descendants_procfs(20, tmp_path) is None
+
+
+def test_proc_children_reads_a_children_file_longer_than_one_read(tmp_path: Path) -> None:
+    many = list(range(1_000_000, 1_012_000))  # 96 KB of pids: more than one 64 KiB read
+    _fake_proc(tmp_path, 10, {10: "".join(f"{p} " for p in many)})
+    assert proc_children(10, tmp_path) == many
+
+
+def _fake_stat(root: Path, pid: int, comm: str, utime: int, stime: int) -> None:
+    """/proc/PID/stat as the kernel writes it (times in clock ticks)."""
+    rest = ["S", "1", str(pid), str(pid), "0", "-1", "4194560", "100", "0", "0", "0", str(utime), str(stime)]
+    rest += ["0", "0", "20", "0", "41", "0", "12345"]
+    (root / str(pid)).mkdir(parents=True, exist_ok=True)
+    (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(rest)}\n")
+
+
+def test_proc_cpu_seconds_reads_user_plus_system_from_stat(tmp_path: Path) -> None:
+    tck = os.sysconf("SC_CLK_TCK")
+    _fake_stat(tmp_path, 10, "pt_data_worker", utime=3 * tck, stime=tck // 2)
+    _fake_stat(tmp_path, 11, "a (weird) name", utime=tck, stime=0)  # comm may hold spaces and parentheses
+    assert proc_cpu_seconds(10, tmp_path) == pytest.approx(3.5)
+    assert proc_cpu_seconds(11, str(tmp_path)) == pytest.approx(1.0)
+    assert proc_cpu_seconds(12, tmp_path) is None  # gone
+
+
+def test_proc_cpu_seconds_of_this_process_is_what_psutil_says() -> None:
+    if not Path("/proc/self/stat").is_file():
+        pytest.skip("no procfs here")
+    import psutil
+
+    sum(range(2_000_000))  # some CPU time of our own
+    times = psutil.Process().cpu_times()
+    ours = proc_cpu_seconds(os.getpid())
+    assert ours is not None and ours >= times.user + times.system - 0.011  # ticks of 10 ms; ours is read later
+    assert ours <= sum(psutil.Process().cpu_times()[:2]) + 0.011
+
+
+def _procfs_reader(tmp_path: Path, ps: FakePsutil, mono: list[float], wall: float) -> GpuProcessReader:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    return GpuProcessReader(
+        load_nvml(fake),
+        [(0, FakeHandle(0))],
+        ps,
+        clock=lambda: mono[0],
+        wall_clock=lambda: wall,
+        use_procfs=True,
+        proc_root=tmp_path,
+    )
+
+
+def test_reader_takes_workers_and_cpu_from_a_procfs_tree(tmp_path: Path) -> None:
+    tck = os.sysconf("SC_CLK_TCK")
+    ps = FakePsutil()
+    wall = 1_700_000_000.0
+    ps.add(100, "python3", created=wall - 60)
+    ps.add(101, "pt_data_worker", created=wall - 60)  # no ppid: psutil's children() would not see it
+    _fake_proc(tmp_path, 100, {100: "", 105: "101 "})  # forked by thread 105, not the main thread
+    _fake_proc(tmp_path, 101, {101: ""})
+    _fake_stat(tmp_path, 100, "python3", utime=10 * tck, stime=0)
+    _fake_stat(tmp_path, 101, "pt_data_worker", utime=20 * tck, stime=0)
+    mono = [1000.0]
+    reader = _procfs_reader(tmp_path, ps, mono, wall)
+    reader.sample()
+    mono[0] += 2.0
+    _fake_stat(tmp_path, 100, "python3", utime=10 * tck + tck // 2, stime=tck // 2)  # one second in two
+    _fake_stat(tmp_path, 101, "pt_data_worker", utime=22 * tck, stime=0)  # two seconds in two
+    proc = reader.sample()[0]
+    assert proc.cpu_pct == pytest.approx(50.0)
+    assert proc.worker_pids == [101] and proc.workers_cpu_pct == [pytest.approx(100.0)]
+    (tmp_path / "101" / "stat").unlink()  # the worker exited
+    mono[0] += 2.0
+    assert reader.sample()[0].worker_pids == []
+
+
+def test_reader_falls_back_to_psutil_when_procfs_has_no_children_files(tmp_path: Path) -> None:
+    ps = FakePsutil()
+    ps.add(100, "python3", created=1.0)
+    ps.add(101, "pt_data_worker", created=1.0, ppid=100)
+    (tmp_path / "100" / "task" / "100").mkdir(parents=True)  # a kernel without CONFIG_PROC_CHILDREN
+    _fake_stat(tmp_path, 100, "python3", utime=1, stime=0)
+    _fake_stat(tmp_path, 101, "pt_data_worker", utime=1, stime=0)
+    mono = [1000.0]
+    reader = _procfs_reader(tmp_path, ps, mono, 1_700_000_000.0)
+    reader.sample()
+    mono[0] += 1.0
+    assert reader.sample()[0].worker_pids == [101]

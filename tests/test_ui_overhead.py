@@ -8,10 +8,16 @@ import asyncio
 from itertools import pairwise
 
 import numpy as np
+import pytest
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
 
 from gpu_triage.config import Config
+from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.ui import glyphs
-from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.app import Pane, TriageApp, render_strips
 from tests.ui_ticks import TickListSource, make_tick
 
 
@@ -157,3 +163,65 @@ def test_a_stepped_graph_bins_ticks_by_their_number_and_keeps_min_and_max() -> N
     assert np.array_equal(glyphs.stepped_columns(values, 4, newest=19), [np.nan, 15.0, 40.0, 55.0], equal_nan=True)
     assert np.array_equal(glyphs.stepped_columns(values, 4, 19, "max"), [np.nan, 20.0, 40.0, 60.0], equal_nan=True)
     assert np.array_equal(glyphs.stepped_columns(values, 4, 19, "min"), [np.nan, 10.0, 40.0, 50.0], equal_nan=True)
+
+
+def _rich_lines(console: Console, text: Text, width: int, style: Style | None) -> list[list[Segment]]:
+    options = console.options.update(width=width, height=None)
+    return console.render_lines(text, options, style=style, pad=True)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "gpus", "size"),
+    [("data_pipeline", 2, (160, 50)), ("healthy", 8, (120, 40)), ("storage_io", 1, (80, 24))],
+)
+async def test_panes_render_segment_for_segment_as_rich_renders_them(
+    scenario: str, gpus: int, size: tuple[int, int]
+) -> None:
+    """The panes' fast path (no word wrap for text that fits) gives Rich's own lines, styles included."""
+    source = SimulatedSource(scenario, gpus=gpus, cores=16, seed=1, interval_s=2.0)
+    app = TriageApp(Config(), source=source, source_label="test", autostart=False)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(40):
+            app.ingest(source.sample(), draw=False)
+        app.redraw()
+        await pilot.pause()
+        panes_seen = 0
+        for pane in app.query(Pane):
+            if pane._shown is None or not pane._shown.plain:  # noqa: SLF001 - the pane's own text
+                continue
+            width, style = pane._key()  # noqa: SLF001
+            got = [list(strip) for strip in render_strips(app.console, pane._shown, width, style)]  # noqa: SLF001
+            assert got == _rich_lines(app.console, pane._shown, width, style), pane.id  # noqa: SLF001
+            panes_seen += 1
+        assert panes_seen >= 6
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        Text("a line wider than ten cells", "bold"),  # wrapped by Rich: the general path
+        Text("tab\there"),
+        Text("plain, no style\nsecond"),
+        Text("styled, no spans\nsecond", "grey62"),
+        Text.assemble(("red", "red"), " and ", ("blue on white", "blue on white"), "\n", ("x", "bold")),
+        Text("centred", justify="center"),
+    ],
+)
+def test_render_strips_is_rich_for_any_text(text: Text) -> None:
+    console = Console(width=40, color_system="truecolor", force_terminal=True)
+    for style in (None, Style(color="white", bgcolor="black")):
+        got = [list(strip) for strip in render_strips(console, text, 16, style)]
+        assert got == _rich_lines(console, text, 16, style)
+
+
+def test_runs_text_is_the_text_that_appending_each_run_builds() -> None:
+    chars = np.array(list("··▄▄░█ █"))
+    code = np.array([1, 1, 0, 0, 1, 0, 0, 2])
+    styles = ["green", "grey42", "red on grey30"]
+    built = Text("  ", no_wrap=True, end="")
+    runs = [("··", "grey42"), ("▄▄", "green"), ("░", "grey42"), ("█ ", "green"), ("█", "red on grey30")]
+    for run, style in runs:
+        built.append(run, style)
+    made = glyphs.runs_text("  ", chars, code, styles)
+    assert made == built and made.no_wrap and made.end == ""
+    assert glyphs.runs_text("   ", chars[:0], code[:0], styles) == Text("   ")

@@ -18,7 +18,9 @@ from gpu_triage.errors import UserError
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
-from gpu_triage.trace.record import StopSignals
+from gpu_triage.stopsignals import StopSignals
+
+IDLE_WAIT_S = 60.0  # the main thread only waits for a stop: a safety net, not a cadence
 
 
 def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | None = None) -> int:
@@ -76,7 +78,8 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
                 + "; Ctrl-C to stop",
                 flush=True,
             )
-            while not stop.event.wait(1.0):
+            # a signal's handler sets the event (a blocked wait is interrupted on POSIX): no 1 s polling
+            while not stop.event.wait(IDLE_WAIT_S):
                 pass
         finally:
             exporter.close()  # first: scrapes in flight finish on the last snapshot

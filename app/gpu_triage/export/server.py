@@ -5,6 +5,10 @@ one :class:`UserError` line before anything else starts. Each scrape runs on its
 :meth:`MetricsServer.close` the server stops accepting and *waits for the scrapes in flight* (non-daemon
 request threads), so a scrape during shutdown gets a whole answer or a refused connection, never half a
 page. A client that stalls is cut after :data:`REQUEST_TIMEOUT_S`.
+
+The accept loop sleeps in one select() on the listening socket and a wake-up pipe: no timeout, so an idle
+daemon's server thread never wakes (socketserver's serve_forever polls its shutdown flag every
+poll_interval instead), and close() is still prompt: it writes one byte to the pipe.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import os
+import selectors
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -118,6 +124,7 @@ class MetricsServer:
         self.host = host
         self.port = int(self._httpd.server_address[1])
         self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1  # the pipe close() wakes the accept loop through
         self._closed = False
         self._lock = threading.Lock()
 
@@ -128,10 +135,32 @@ class MetricsServer:
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="gpu-triage-metrics", daemon=True
-            )
+            self._wake_r, self._wake_w = os.pipe()
+            self._thread = threading.Thread(target=self._serve, name="gpu-triage-metrics", daemon=True)
             self._thread.start()
+
+    def _serve(self) -> None:
+        """Accept until close() writes to the wake-up pipe; each scrape is handled on its own thread."""
+        httpd = self._httpd
+        with selectors.DefaultSelector() as selector:
+            selector.register(httpd.socket, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                ready = {key.fileobj for key, _ in selector.select()}
+                if self._wake_r in ready:
+                    return
+                try:
+                    request, client = httpd.get_request()
+                except OSError:
+                    continue  # the client gave up before we accepted
+                if not httpd.verify_request(request, client):
+                    httpd.shutdown_request(request)
+                    continue
+                try:
+                    httpd.process_request(request, client)  # a thread per scrape (ThreadingMixIn)
+                except Exception:  # e.g. no thread could be started: drop this scrape, keep serving
+                    log.exception("could not serve a scrape from %s", client)
+                    httpd.shutdown_request(request)
 
     def close(self) -> None:
         """Stop accepting, let scrapes in flight finish, release the port."""
@@ -140,6 +169,8 @@ class MetricsServer:
                 return
             self._closed = True
         if self._thread is not None:
-            self._httpd.shutdown()
+            os.write(self._wake_w, b"x")
             self._thread.join()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
         self._httpd.server_close()  # joins the request threads (block_on_close)

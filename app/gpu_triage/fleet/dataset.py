@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import secrets
 import socket
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -106,7 +105,9 @@ class DatasetWriter:
         self.ticks = 0
         self.files: list[Path] = []  # closed Parquet files, oldest first
         self.total_bytes = 0  # of the closed files
-        self._token = secrets.token_hex(3)  # two recorders on one host in the same second never collide
+        # two recorders on one host in the same second never collide; os.urandom, not secrets: secrets
+        # imports hashlib and with it OpenSSL's libcrypto, 3.3 MB of every recorder's RSS
+        self._token = os.urandom(3).hex()
         self._writer: TraceWriter | None = None
         self._until: datetime | None = None
 

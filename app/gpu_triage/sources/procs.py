@@ -5,8 +5,9 @@ few), and workers re-spawned every epoch show as changing pids. So for each (pro
 report the process's own CPU % (100 = one core) and each descendant's CPU % and pid.
 
 Cost is kept bounded for a box with hundreds of workers:
-- CPU % comes from ``cpu_times()`` deltas against the previous tick, with a cached ``psutil.Process``
-  per pid (one /proc read per process per tick); a process born since the last tick is measured from
+- CPU % comes from CPU-time deltas against the previous tick (on Linux read from /proc/PID/stat, one
+  read per process per tick; elsewhere psutil's ``cpu_times()``), with a cached ``psutil.Process`` per pid
+  for its start time and name (read once); a process born since the last tick is measured from
   its creation time, so new workers get a real figure on their first tick instead of a fake 0.
 - Descendants are found on Linux through ``/proc/PID/task/TID/children`` (reads only the family of
   each GPU process), and elsewhere through psutil's ``children(recursive=True)``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,24 @@ from gpu_triage.nvmlwrap import GpuLost, Nvml
 _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
 
 
-def proc_children(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+def _read_all(path: str) -> bytes:
+    """A whole procfs file through os.open/os.read: a children file is read per thread per tick, and
+    pathlib's objects plus a text wrapper cost several times the syscalls (benchmarks/bench_procs.py).
+    Read to the end (an empty read), as read_text did: a procfs read may return less than asked for. Most
+    children files are empty, so that is one read."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def proc_children(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list[int] | None:
     """Direct children of ``pid`` from procfs (every thread's children file); None when unavailable."""
-    task_dir = proc_root / str(pid) / "task"
+    task_dir = f"{os.fspath(proc_root)}/{pid}/task"
     try:
         tids = os.listdir(task_dir)
     except OSError:
@@ -38,31 +55,44 @@ def proc_children(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None
     found_file = False
     for tid in tids:
         try:
-            text = (task_dir / tid / "children").read_text()
-        except FileNotFoundError:
-            continue  # the thread ended, or the kernel lacks CONFIG_PROC_CHILDREN
+            data = _read_all(f"{task_dir}/{tid}/children")
         except OSError:
-            continue
+            continue  # the thread ended (ENOENT/ESRCH), or the kernel lacks CONFIG_PROC_CHILDREN
         found_file = True
-        children.extend(int(tok) for tok in text.split())
+        if data:
+            children.extend(map(int, data.split()))
     return children if found_file else None
 
 
-def descendants_procfs(pid: int, proc_root: Path = Path("/proc")) -> list[int] | None:
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # the unit of /proc/PID/stat's times
+
+
+def proc_cpu_seconds(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> float | None:
+    """User + system CPU seconds of ``pid`` from /proc/PID/stat (what psutil's cpu_times() reads, at about
+    half its cost per call); None when the process is gone or hidden from us."""
+    try:
+        data = _read_all(f"{os.fspath(proc_root)}/{pid}/stat")
+        fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces and ")"
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants_procfs(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> list[int] | None:
     """All descendants of ``pid`` (breadth first), or None when procfs cannot tell."""
     first = proc_children(pid, proc_root)
     if first is None:
         return None
     out: list[int] = []
     seen = {pid}
-    queue = list(first)
+    queue = deque(first)
     while queue and len(out) < _MAX_DESCENDANTS:
-        child = queue.pop(0)
+        child = queue.popleft()
         if child in seen:
             continue
         seen.add(child)
         out.append(child)
-        queue.extend(proc_children(child, proc_root) or [])
+        queue.extend(proc_children(child, proc_root) or ())
     return out
 
 
@@ -88,6 +118,7 @@ class GpuProcessReader:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         use_procfs: bool | None = None,
+        proc_root: str | os.PathLike[str] = "/proc",
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415 - injected in tests
@@ -102,6 +133,7 @@ class GpuProcessReader:
         if use_procfs is None:
             use_procfs = Path("/proc/self/task").is_dir() and getattr(psutil_module, "LINUX", False)
         self._use_procfs = use_procfs
+        self._proc_root = proc_root  # a fake tree in tests and benchmarks
         self._no_such = getattr(psutil_module, "NoSuchProcess", ProcessLookupError)
         self._denied = getattr(psutil_module, "AccessDenied", PermissionError)
         self._gone = (self._no_such, self._denied, getattr(psutil_module, "ZombieProcess", self._no_such))
@@ -192,12 +224,10 @@ class GpuProcessReader:
         tracked = self._process(pid)
         if tracked is None:
             return None
-        try:
-            times = tracked.proc.cpu_times()
-        except self._gone:
+        cpu_s = self._cpu_seconds(tracked, pid)
+        if cpu_s is None:
             self._tracked.pop(pid, None)
             return None
-        cpu_s = float(times.user) + float(times.system)
         prev_s, prev_at = tracked.cpu_s, tracked.at
         tracked.cpu_s, tracked.at = cpu_s, now
         if prev_s is not None:
@@ -211,9 +241,20 @@ class GpuProcessReader:
             return max(0.0, 100.0 * cpu_s / age) if age > 0.05 else None
         return None
 
+    def _cpu_seconds(self, tracked: _Tracked, pid: int) -> float | None:
+        """Per process per tick: on Linux straight from /proc/PID/stat (psutil's cpu_times() reads the same
+        file with more Python around it), elsewhere through psutil. None: it exited or is hidden."""
+        if self._use_procfs:
+            return proc_cpu_seconds(pid, self._proc_root)
+        try:
+            times = tracked.proc.cpu_times()
+        except self._gone:
+            return None
+        return float(times.user) + float(times.system)
+
     def _descendants(self, pid: int) -> list[int]:
         if self._use_procfs:
-            found = descendants_procfs(pid)
+            found = descendants_procfs(pid, self._proc_root)
             if found is not None:
                 return found
         tracked = self._process(pid)

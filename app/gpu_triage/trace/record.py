@@ -32,6 +32,7 @@ from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
+from gpu_triage.stopsignals import StopSignals
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
 
 PROGRESS_EVERY_S = 0.5
+IDLE_WAIT_S = 60.0  # no progress line (not a terminal): the main thread only waits for a stop (a signal sets it)
 
 
 def human_seconds(s: float) -> str:
@@ -46,31 +48,6 @@ def human_seconds(s: float) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
-class StopSignals:
-    """Turn SIGINT/SIGTERM/SIGHUP into an event for the duration of a recording (or `export`), then restore."""
-
-    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.event = stop
-        self._previous: dict[int, Any] = {}
-        self.received: str | None = None
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = signal.Signals(signum).name
-        self.event.set()
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
@@ -302,7 +279,9 @@ def _record_paced(
                 left = None if duration_s is None else duration_s + interval_s - (time.monotonic() - began)
                 if left is not None and left <= 0:
                     break
-                stop.wait(PROGRESS_EVERY_S if left is None else min(PROGRESS_EVERY_S, left))
+                # off a terminal there is no progress line to draw: sleep until a stop or the duration's end
+                every = PROGRESS_EVERY_S if tty else IDLE_WAIT_S
+                stop.wait(every if left is None else min(every, left))
                 if tty:
                     progress()
         finally:

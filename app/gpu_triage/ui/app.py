@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 from rich.cells import cell_len
 from rich.console import Console
 from rich.control import Control
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
@@ -120,6 +122,36 @@ def _common_prefix(x: str, y: str) -> str:
     return x[:n]
 
 
+def _fits(text: Text, width: int) -> bool:
+    """True when Rich's wrapping would leave ``text`` as it is: no tab, no line wider than ``width``, no
+    justification that pads (the panes build their lines to the width already)."""
+    plain = text.plain
+    if not plain or "\t" in plain or text.justify not in (None, "default"):
+        return False
+    return all(cell_len(line) <= width for line in plain.split("\n"))
+
+
+def render_strips(console: Console, text: Text, width: int, style: Style | None) -> list[Strip]:
+    """The lines of ``text`` as Strips of ``width`` cells under the pane's ``style``: what
+    ``console.render_lines(text, width, style=style, pad=True)`` gives, segment for segment.
+
+    A pane's text already fits its width, so Rich's word wrap (split into lines, wrap each, join them again)
+    changes nothing but took about half of the rendering (benchmarks/bench_dashboard.py): such text goes
+    straight from its spans to segments. Anything else (a too-long line, a tab) takes Rich's own path.
+    """
+    if not _fits(text, width):
+        options = console.options.update(width=width, height=None)
+        return [Strip(line, width) for line in console.render_lines(text, options, style=style, pad=True)]
+    segments: Iterable[Segment] = text.render(console, end="")
+    if text.style and not text.spans:
+        # Text.render leaves out the text's own style when it has no spans (wrapping had made it a span)
+        segments = Segment.apply_style(segments, console.get_style(text.style))
+    if style:
+        segments = Segment.apply_style(segments, style)
+    lines = Segment.split_and_crop_lines(segments, width, style=style, pad=True, include_new_lines=False)
+    return [Strip(line, width) for line in lines]
+
+
 class Pane(Static):
     """A Static that repaints only when its text really changed (saves terminal bytes over SSH)."""
 
@@ -162,10 +194,7 @@ class Pane(Static):
     def _render_strips(self) -> list[Strip]:
         assert self._shown is not None
         key = self._key()
-        console = self.app.console
-        options = console.options.update(width=key[0], height=None)
-        lines = console.render_lines(self._shown, options, style=key[1], pad=True)
-        self._strips = [Strip(line, key[0]) for line in lines]
+        self._strips = render_strips(self.app.console, self._shown, *key)
         self._strips_key = key
         return self._strips
 

@@ -7,7 +7,7 @@ import math
 from itertools import pairwise
 
 import numpy as np
-from rich.text import Text
+from rich.text import Span, Text
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 SAWTOOTH_SPREAD = 40.0  # util_max - util_min inside one tick above which the cell is shaded
@@ -141,7 +141,7 @@ def waveform(
     lo = bin_columns(umin, width, "min", newest=newest) if umin is not None else None
     hi = bin_columns(umax, width, "max", newest=newest) if umax is not None else None
     s = bin_columns(sm, width, newest=newest) if sm is not None else None
-    out = Text(" " * (width - u.shape[0]), no_wrap=True, end="")
+    pad = " " * (width - u.shape[0])
     # vectorised per cell (profile: a Python loop over 800 cells per frame was the biggest part of our
     # own frame time): one character and one style code per cell, then one span per run of a style
     u = np.asarray(u, dtype=float)
@@ -164,11 +164,20 @@ def waveform(
         code += 3 * shaded
     styles = [colour, "grey42", sm_colour or colour]
     styles += [f"{st} on {SAWTOOTH_BG}" for st in styles]
-    if u.shape[0]:
-        bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), u.shape[0]]
-        for a, b in pairwise(bounds):
-            out.append("".join(chars[a:b].tolist()), styles[int(code[a])])
-    return out
+    return runs_text(pad, chars, code, styles)
+
+
+def runs_text(pad: str, chars: np.ndarray, code: np.ndarray, styles: list[str] | tuple[str, ...]) -> Text:
+    """``pad`` then one cell per character, one span per run of a style code: the Text that appending each
+    run would build (same plain text, same spans), made at once. Text.append per run was the graphs' main
+    cost in a frame (a sawtooth makes a run of every other cell)."""
+    n = chars.shape[0]
+    if not n:
+        return Text(pad, no_wrap=True, end="")
+    start = len(pad)
+    bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), n]
+    spans = [Span(start + a, start + b, styles[int(code[a])]) for a, b in pairwise(bounds)]
+    return Text(pad + "".join(chars.tolist()), no_wrap=True, end="", spans=spans)
 
 
 AXIS_W = 4  # "100┤" gutter of the tall graph
@@ -224,13 +233,7 @@ def tall_graph(
             chars[dot] = "·"
             code[dot] = 1
         chars[missing] = " "
-        line = Text(pad, no_wrap=True, end="")
-        styles = (colour, "grey42")
-        if u.shape[0]:
-            bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), u.shape[0]]
-            for a, b in pairwise(bounds):
-                line.append("".join(chars[a:b].tolist()), styles[int(code[a])])
-        lines.append(line)
+        lines.append(runs_text(pad, chars, code, (colour, "grey42")))
     return lines
 
 

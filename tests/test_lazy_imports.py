@@ -1,0 +1,38 @@
+"""pyarrow (~35 MB of RSS) and polars are loaded only by the commands that read or write recordings: the
+dashboard on a live or simulated source loads them only with --record (docs/performance.md). `export`'s
+side of it is in test_export.py (its daemon's mapped libraries)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_DASHBOARD = """
+import asyncio, argparse, json, sys
+from gpu_triage.config import Config
+from gpu_triage.ui.run import build_app
+args = argparse.Namespace(scenario="healthy", gpus=2, cores=32, seed=0, speed=1.0, record=sys.argv[1] or None)
+config = Config()
+config.interval_s = 0.2
+app = build_app("demo", args, config)
+async def go():
+    async with app.run_test(size=(160, 50)) as pilot:
+        while app.window.last is None:
+            await pilot.pause(0.1)
+        await pilot.pause(0.3)
+asyncio.run(go())
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & {"pyarrow", "polars"})))
+"""
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_dashboard_loads_arrow_only_to_record(record: bool, tmp_path: Path) -> None:
+    target = str(tmp_path / "live.parquet") if record else ""
+    out = subprocess.run(
+        [sys.executable, "-c", _DASHBOARD, target], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == (["pyarrow"] if record else [])
