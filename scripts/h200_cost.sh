@@ -25,6 +25,11 @@ python3 -m compileall -q -j 0 /tmp/site app > /dev/null
 echo "== parts of a tick on the real driver (benchmarks/bench_tick_parts.py, 40 ticks at 0.5 s)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/bench_tick_parts.py --ticks 40 --interval 0.5 --top 15 2>&1 | tee -a "$OUT/cost.txt"
 
+echo "== RSS of each command as a user starts it (benchmarks/rss_commands.py --source live)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/rss_commands.py --source live 2>&1 | tee -a "$OUT/cost.txt"
+echo "== the GPU process reader on a real family (benchmarks/bench_procs.py)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/bench_procs.py --ticks 100 2>&1 | tee -a "$OUT/cost.txt"
+
 echo "== the recorder's RSS by stage (live source, 2 cards under load)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 8 2>&1 | tee -a "$OUT/cost.txt"
 echo "== the same with pyarrow's default (mimalloc) pool, for comparison" | tee -a "$OUT/cost.txt"
