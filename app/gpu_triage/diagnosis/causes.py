@@ -217,6 +217,41 @@ class IdleData(Rule):
         return None
 
 
+class StartUp(Rule):
+    """A job whose processes appeared on the cards and do not run yet, one of them busy on the host: imports,
+    the CUDA context, building and moving the model, NCCL set-up, then the first steps. Its process holds a
+    core while the cards idle, exactly as a loader with num_workers=0 would, but no step has run yet: nothing
+    waits for input. (Real lab jobs: 4-8 s of it, SM activity 0.0 and card memory arriving.) The tracker
+    shows it without letting it change the held verdict (tracker.py)."""
+
+    name, bottleneck = "start_up", "none"  # any pattern: the judged stretch may still hold the job before it
+
+    def detect(self, ctx: Context) -> Cause | None:
+        pf, th = ctx.pf, ctx.th
+        if math.isnan(pf.startup_s) or (not math.isnan(pf.startup_cpu) and pf.startup_cpu < th.proc_busy_pct):
+            return None  # a process that appeared idle on the host waits for something else: not start-up
+        mem = ""
+        if not math.isnan(pf.startup_mem_from):
+            mem = f"; card memory {pf.startup_mem_from / 2**30:.1f} → {pf.startup_mem_now / 2**30:.1f} GiB"
+        cpu = "" if math.isnan(pf.startup_cpu) else f"; its process at {pct(pf.startup_cpu)} of a core"
+        ran = ("no kernel since" if math.isnan(pf.startup_kernel_s)
+               else f"its first kernels {pf.startup_kernel_s:.0f} s ago")
+        return self.cause(th.conf_start_up, ctx.base + [Fact(
+            f"the job appeared {pf.startup_s:.0f} s ago, {ran}{cpu}{mem}: starting up (imports, CUDA context, "
+            "model build, first steps), not yet waiting for input", "startup_s", pf.startup_s)])
+
+
+def _fed_slowly(ctx: Context) -> bool:
+    """Since the job runs (the tick after the one where the last of its cards ran its first kernel), the
+    GPU waited in most ticks, and kernels ran in those waits: a job fed slowly. A job starting up holds a
+    core with idle cards too, but runs no kernel; a job that waits in a minority of its running ticks is a
+    compute job ramping up (real DDP start: one tick at 71 %, then 97 %), not one starved of input."""
+    pf, th = ctx.pf, ctx.th
+    if pf.running_waits < 1 or 2 * pf.running_waits <= pf.running_ticks:
+        return False
+    return not ctx.sm_known or ge(pf.sm_running_waits, th.sm_fed_pct)
+
+
 class IdleInProcess(Rule):
     """num_workers=0 with a model so small the cards read idle: the training process holds a whole core
     preparing batches while its cards run (almost) nothing."""
@@ -227,9 +262,8 @@ class IdleInProcess(Rule):
         th, pf = ctx.th, ctx.pf
         if not (pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or _rank_held(ctx):
             return None
-        # the cards are fed, slowly: some kernel runs. A job starting up (imports, model init) also holds a
-        # core with idle cards, but runs no kernel at all
-        if not ge(ctx.hf.sm_stall, th.sm_fed_pct):
+        # the cards are fed, slowly: some kernel runs (judged since the job's first kernel, see _fed_slowly)
+        if not ctx.sm_known or not _fed_slowly(ctx):
             return None
         return self.cause(th.conf_idle_data, ctx.base + [Fact(
             f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
@@ -446,8 +480,8 @@ class InProcessLoader(Rule):
             return None
         if _rank_held(ctx):  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
             return None
-        if ctx.sm_known and not ge(ctx.hf.sm_stall, th.sm_fed_pct):
-            return None  # no kernel at all while the GPU waits: a job starting up, not one fed slowly
+        if not _fed_slowly(ctx):
+            return None  # no kernel while the GPU waits, or only a ramp: a job starting up, not one fed slowly
         fact = Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
                     "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)
         if not ctx.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity
@@ -513,7 +547,7 @@ class Healthy(Rule):
 
 
 RULES: tuple[Rule, ...] = (
-    IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
+    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
     Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), InProcessLoader(), NoProcessInfo(),
     StallUnexplained(), Healthy(),

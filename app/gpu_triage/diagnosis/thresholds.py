@@ -82,6 +82,7 @@ class Thresholds:
     conf_launch: float = 0.8
     conf_launch_no_sm: float = 0.35
     conf_in_process: float = 0.7
+    conf_start_up: float = 0.6  # a job that has run no kernel since it appeared, its process busy on the host
     conf_no_procs: float = 0.45
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4
