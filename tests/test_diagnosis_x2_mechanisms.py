@@ -1,25 +1,26 @@
 """The mechanisms of issue 11 on real 2-card H200 recordings (the lab's, docs/h200.md): each labelled window
-(not the 1-2 tick checkpoint `event` windows) is read right live and offline, and the advice fits the
-mechanism. Thresholds were chosen on each mechanism's first setting; the second was held out, and some of
-its ticks are still misread (the first seconds of a 3.2 GB torch.save before its fsync reaches the disk;
-the first ticks after rank 0 hangs, while the judged stretch still holds the all-reduce before it), so a
-window must be right in most of its middle ticks, and the tuning settings in all of them.
+(not the 1-6 s checkpoint `event` windows) is read right live and offline in every judged tick, and the
+advice fits the mechanism. Thresholds were chosen on each mechanism's first setting; the second was held
+out. A periodic checkpoint window is judged from its first save on (`visible_from`, data.judged_ticks):
+before it the job only computes. The checkpoint events are judged from the first tick where the save shows
+on the host (the card's copy to host memory, or the disk).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 from gpu_triage.config import Config
-from gpu_triage.data import labels_for
+from gpu_triage.data import judged_ticks, labels_for
 from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
 
 DATA = Path(__file__).parent / "data"
+TH = Config().thresholds
 MECHANISMS = ["h2d", "loader0", "loader0rn50", "loader0rn50omp1", "ddp-ckpt", "stuck"]
 FILES = [DATA / f"h200x2-{m}-{iv}.parquet" for m in MECHANISMS for iv in ("1s", "2s")]
 # the first setting of each mechanism: the thresholds were chosen on these windows
@@ -43,8 +44,7 @@ CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p)
 def test_each_mechanism_window_is_read_right(path: Path, scenario: str) -> None:
     lab = next(x for x in json.loads(labels_for(path).read_text()) if x["scenario"] == scenario)
     res, seg_of = _run(path)
-    a, b = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])
-    idx = [i for i, (t, _r, _s) in enumerate(res) if a + (b - a) * 0.35 <= t.ts <= a + (b - a) * 0.9]
+    idx = judged_ticks(lab, [t.ts for t, _r, _s in res], load_trace(path).interval_s)
     assert idx
 
     def ok(v) -> bool:  # type: ignore[no-untyped-def]
@@ -52,10 +52,9 @@ def test_each_mechanism_window_is_read_right(path: Path, scenario: str) -> None:
 
     raw = [ok(res[i][1]) for i in idx]
     seg = [ok(seg_of[i]) for i in idx]
-    need = 1.0 if scenario in TUNED else 0.5
     got = [res[i][1].key for i in idx]
-    assert sum(raw) >= need * len(idx), f"raw {sum(raw)}/{len(idx)}: {got}"
-    assert sum(seg) >= need * len(idx), f"offline {sum(seg)}/{len(idx)}"
+    assert all(raw), f"raw {sum(raw)}/{len(idx)}: {got}"
+    assert all(seg), f"offline {sum(seg)}/{len(idx)}"
     for i in idx:
         shown = res[i][2]
         if scenario.startswith("stuck"):
@@ -68,3 +67,27 @@ def test_each_mechanism_window_is_read_right(path: Path, scenario: str) -> None:
             assert res[i][1].gpus == [0], "named on the rank that writes"
         if ok(res[i][1]) and scenario.startswith("loader"):
             assert any("num_workers=0" in e or "every core" in e or "CPU" in e for e in res[i][1].evidence)
+
+
+EVENTS = [(p, lab["scenario"]) for p in FILES if "ddp-ckpt" in p.name for lab in json.loads(labels_for(p).read_text())
+          if lab.get("event")]
+
+
+@pytest.mark.parametrize(("path", "scenario"), EVENTS, ids=[f"{p.stem}-{s}" for p, s in EVENTS])
+def test_a_checkpoint_is_named_once_the_host_shows_it(path: Path, scenario: str) -> None:
+    """Each real checkpoint (torch.save then fsync by rank 0, rank 1 spinning at the next all-reduce): from the
+    first tick where the save shows on the host (card 0 copying to host memory, or the disk writing) to the
+    end of the save, the raw verdict is storage_io on card 0. Before the fsync the bytes sit in the page cache
+    and only the card's device-to-host copy shows them (both sizes: 0.59-0.87 GB/s)."""
+    lab = next(x for x in json.loads(labels_for(path).read_text()) if x["scenario"] == scenario)
+    res, _ = _run(path)
+    a = datetime.fromisoformat(lab["start"])
+    # the marks are whole seconds; the tick whose interval holds the save's last moment ends up to a tick later
+    b = datetime.fromisoformat(lab["end"]) + timedelta(seconds=1 + load_trace(path).interval_s)
+    ticks = [(t, r) for t, r, _s in res if a < t.ts <= b]
+    shows = [k for k, (t, _r) in enumerate(ticks)
+             if (t.gpus[0].pcie_tx_bytes_per_s or 0) >= TH.d2h_bytes_per_s
+             or max((d.write_bytes_per_s or 0) for d in t.disks) >= TH.disk_write_bytes_per_s]
+    assert shows, "every real checkpoint shows on the host before it ends"
+    named = [r for _t, r in ticks[shows[0]:]]
+    assert all(r.bottleneck == "storage_io" and r.gpus == [0] for r in named), [r.key for r in named]

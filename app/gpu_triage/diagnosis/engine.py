@@ -390,6 +390,14 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         st_u, st_sm = np.nanmean(util[stall_all], axis=0), np.nanmean(sm[stall_all], axis=0)
     stall_util = {idx: float(st_u[j]) for j, idx in enumerate(view.gpu_indexes) if not math.isnan(st_u[j])}
     stall_sm = {idx: float(st_sm[j]) for j, idx in enumerate(view.gpu_indexes)}
+    # each card's highest device-to-host rate on a parting tick where its SMs idle: a rank copying tensors
+    # off its card outside the step (torch.save of CUDA tensors), the others waiting at the next collective
+    tx = gpu["pcie_tx_bytes_per_s"]
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        quiet_sm = np.where(np.isnan(sm), True, sm < th.sm_idle_pct)
+        d2h = np.nanmax(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
+    stall_d2h = {idx: float(d2h[j]) for j, idx in enumerate(view.gpu_indexes) if j < d2h.size}
     link = link_traffic(gpu)
     link_per_card = {idx: float(nanmean(link[:, j])) for j, idx in enumerate(view.gpu_indexes)}
     ctx = Context(
@@ -397,6 +405,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         util={i: u for i, u in all_util.items() if i in focus_idx},
         sm={i: v for i, v in all_sm.items() if i in focus_idx},
         all_util=all_util, all_sm=all_sm, link=link_per_card, stall_util=stall_util, stall_sm=stall_sm,
+        stall_d2h=stall_d2h,
         quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
         procs_known=any(bool(t) for t in view.procs),
     ).derive()
@@ -405,6 +414,10 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     if clock is not None and clock.rules_out_loader and cause.mechanism in LOADER_RULES:
         cause = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
         cause.evidence = [*cause.evidence, loader_ruled_out(clock)]
+    if pattern == "single_card_busy" and cause.mechanism == "rank_blocked_on_storage":
+        # the busy card waits for the blocked one (SM low): a job on every card held by one rank, not a job
+        # that uses one card (real h200x2-ddp-ckpt: 5 s of fsync, card 0 at 2 %, card 1 spinning at 100 %)
+        pattern = "imbalanced"
 
     # period and duty: from the cards the pattern concerns
     period_s: float | None = None

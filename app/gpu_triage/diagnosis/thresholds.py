@@ -36,6 +36,7 @@ class Thresholds:
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
     h2d_bytes_per_s: float = 5e8  # PCIe RX of a copy-bound step as NVML reads it (launch loops: <= 0.27 GB/s)
+    d2h_bytes_per_s: float = 5e8  # the same pageable copy by one CPU thread, device to host (PCIe TX)
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
@@ -69,6 +70,7 @@ class Thresholds:
     conf_idle_nothing: float = 0.8  # idle and no process on the GPUs
     conf_idle_waiting: float = 0.6  # idle with processes but nothing explains it
     conf_rank_blocked: float = 0.8
+    conf_rank_blocked_d2h: float = 0.65  # ... seen only as the blocked card's copy to the host (no disk yet)
     conf_hung: float = 0.85  # waiting with no traffic for hung_min_s (and the job's no-progress rule)
     conf_job_wait: float = 0.9  # the job's own clock: most of each step waits for data
     conf_comm_links: float = 0.75
