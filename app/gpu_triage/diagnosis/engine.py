@@ -411,9 +411,11 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     ).derive()
     cause = find_cause(ctx)
     clock = job_state(view, start, th)  # the job's own clock, when a source gives it
-    if clock is not None and clock.rules_out_loader and cause.mechanism in LOADER_RULES:
-        cause = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
-        cause.evidence = [*cause.evidence, loader_ruled_out(clock)]
+    if clock is not None and clock.rules_out_loader:
+        ruled = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
+        if cause.mechanism in LOADER_RULES or ruled.mechanism != cause.mechanism:
+            cause = ruled  # the clock changed the reading: say so
+            cause.evidence = [*cause.evidence, loader_ruled_out(clock)]
     if pattern == "single_card_busy" and cause.mechanism == "rank_blocked_on_storage":
         # the busy card waits for the blocked one (SM low): a job on every card held by one rank, not a job
         # that uses one card (real h200x2-ddp-ckpt: 5 s of fsync, card 0 at 2 %, card 1 spinning at 100 %)

@@ -21,7 +21,8 @@ class Thresholds:
     cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
     proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
-    others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy
+    others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy (and a
+    # starting process below this share of a core waits for something else: not a start-up)
     lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
     few_workers_per_core: float = 4.0  # "few workers": at most max(2, cores / this) (num_workers' lower bound)
     workers_saturated_share: float = 0.5  # this share of the DataLoader workers pegged: the workers are the limit
@@ -83,6 +84,7 @@ class Thresholds:
     conf_h2d: float = 0.8
     conf_launch: float = 0.8
     conf_launch_no_sm: float = 0.35
+    conf_host_bound: float = 0.7  # a core-bound process, a steady GPU and a measured low data wait
     conf_in_process: float = 0.7
     conf_start_up: float = 0.6  # a job that has run no kernel since it appeared, its process busy on the host
     conf_no_procs: float = 0.45
