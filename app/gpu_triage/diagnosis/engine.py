@@ -241,13 +241,14 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     if not any_hits.size:
         return JobSpan(start, appeared, None, None)
     first = appeared + int(any_hits[0])
-    firsts = []
+    firsts: list[int] = []  # each of the job's cards: its first kernel
     for j, idx in enumerate(view.gpu_indexes):
         if idx in cards:
             hits = np.flatnonzero(kernel[:, j])
-            firsts.append(appeared + int(hits[0]) if hits.size else None)
-    running = max(firsts) if firsts and None not in firsts else first  # type: ignore[type-var]
-    return JobSpan(start, appeared, first, running)
+            if not hits.size:  # a card of the job has run none yet: the job runs from its first kernel anywhere
+                return JobSpan(start, appeared, first, first)
+            firsts.append(appeared + int(hits[0]))
+    return JobSpan(start, appeared, first, max(firsts, default=first))
 
 
 def judged_span(view: WindowView, th: Thresholds, dt: float, floor: int = 0,
@@ -372,7 +373,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     sm_w = focus["sm_active_pct"][waits]
     if sm_w.size and not np.isnan(sm_w).all():
         pf.sm_running_waits = float(nanmean(sm_w))
-    if span.starting(n) and span.appeared is not None:
+    if span.starting(n):
         _startup_facts(pf, view, span, dt)
     sm = gpu["sm_active_pct"]
     all_sm = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
