@@ -7,6 +7,7 @@ The expected verdict of each window comes from the mechanism that ran (issue #11
   DDP with rank 0 writing a checkpoint with fsync, the other rank at its all-reduce -> storage_io
   one rank stops calling collectives, the other spins in all_reduce              -> communication (hung collective)
 A window with both cards is the overlap of the two processes' own windows (each wrote its start and end).
+A periodic checkpoint window says from when its mechanism can be seen (`visible_from`: the first save).
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ def windows(marks: list[dict]) -> dict[str, list[dict]]:
                          "rank 1 waits at the next all-reduce; between checkpoints the job is compute-bound"),
             "true_samples_per_s": m["samples_per_s"], "checkpoints": m["checkpoints"],
             "cards": {"0": "rank 0: writes the checkpoint", "1": "rank 1: waits for rank 0 in the all-reduce"},
+            # the job only computes until its first checkpoint (every_s after its start): no tick before the
+            # first save can show a storage stall, so the window is judged from there (data.judged_ticks)
+            "visible_from": m["checkpoints"][0]["start"],
         })
         for c in m["checkpoints"]:
             start = _t(c["start"])

@@ -1,5 +1,6 @@
 """What the current rules say in each labelled window of the 2-card recordings (the tests' method: raw
-verdicts fed tick by tick, judged from 35 % to 90 % of each window; and the offline segments there).
+verdicts fed tick by tick, judged from 35 % to 90 % of each window, a periodic checkpoint's from its first save:
+gpu_triage.data.judged_ticks; and the offline segments there).
 
 usage: PYTHONPATH=app python3 lab/x2_verdicts.py tests/data/h200x2-h2d-1s.parquet ...
 Prints one line per window: share of middle ticks whose raw verdict matches the label, the verdicts seen there,
@@ -11,11 +12,10 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 from gpu_triage.config import Config
-from gpu_triage.data import labels_for
+from gpu_triage.data import judged_ticks, labels_for
 from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
 
 
@@ -28,9 +28,7 @@ def main() -> None:
         per_tick = [s for s in segs for _ in range(s.ticks)]
         print(f"== {path}")
         for lab in json.loads(labels_for(Path(path)).read_text()):
-            start, end = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])
-            lo, hi = start + (end - start) * 0.35, start + (end - start) * 0.9
-            idx = [i for i, t in enumerate(tr.ticks) if lo <= t.ts <= hi]
+            idx = judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)
             want = f"{'|'.join(lab['pattern'])} / {'|'.join(lab['bottleneck'])}"
             if not idx:
                 print(f"  {lab['scenario']:42} want {want:40} no tick in the window's middle")

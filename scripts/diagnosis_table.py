@@ -2,7 +2,8 @@
 judged in the middle of each window. Usage: python scripts/diagnosis_table.py [--ticks]
 
 Real traces: the raw verdict and the shown verdict (after the tracker's hold) at each tick between the
-window's 35 % and 90 % marks (the edges hold start-up and wind-down); a row gives how many of those ticks
+window's 35 % and 90 % marks (the edges hold start-up and wind-down; a periodic checkpoint's window from its
+first save on: gpu_triage.data.judged_ticks); a row gives how many of those ticks
 are acceptable and the most common shown verdict; "offline segment ok" counts the same ticks judged by the
 segment of `gpu-triage diagnose` that holds them (non-causal smoothing). The window before each scenario
 holds the previous one.
@@ -18,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gpu_triage.config import Config
-from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
+from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, judged_ticks, labels_for
 from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,15 +33,6 @@ X2_CUDA0 = ROOT / "tests" / "data" / "h200x2-cuda0-1s.parquet"
 X2_LAB = [ROOT / "tests" / "data" / f"h200x2-{m}-{iv}.parquet"
           for m in ("h2d", "loader0", "loader0rn50", "loader0rn50omp1", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
-MIDDLE = (0.35, 0.9)
-
-
-def middle(ticks_ts, start: datetime, end: datetime) -> list[int]:
-    a = start + (end - start) * MIDDLE[0]
-    b = start + (end - start) * MIDDLE[1]
-    return [i for i, ts in enumerate(ticks_ts) if a <= ts <= b]
-
-
 def real_rows(path, show_ticks: bool) -> list[tuple]:
     cfg = Config()
     trace = load_trace(path)
@@ -50,7 +42,7 @@ def real_rows(path, show_ticks: bool) -> list[tuple]:
     seg_of = [s for s in segs for _ in range(s.ticks)]  # segments are contiguous runs of ticks, in order
     rows = []
     for lab in json.loads(labels_for(path).read_text()):
-        idx = middle(ts, datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"]))
+        idx = judged_ticks(lab, ts, trace.interval_s)
         ok_raw = [res[i][1].pattern in lab["pattern"] and res[i][1].bottleneck in lab["bottleneck"] for i in idx]
         ok_shown = [res[i][2].pattern in lab["pattern"] and res[i][2].bottleneck in lab["bottleneck"] for i in idx]
         ok_seg = [seg_of[i].pattern in lab["pattern"] and seg_of[i].bottleneck in lab["bottleneck"] for i in idx]

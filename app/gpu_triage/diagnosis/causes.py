@@ -80,8 +80,10 @@ class Context:
     link: dict[int, float]  # every card's PCIe + NVLink traffic over the judged ticks
     stall_util: dict[int, float] = field(default_factory=dict)  # every card's, over the ticks where the cards part ways
     stall_sm: dict[int, float] = field(default_factory=dict)
+    stall_d2h: dict[int, float] = field(default_factory=dict)  # peak device-to-host bytes/s there, SMs idle
     quiet_wait_s: float = 0.0  # how long the waiting cards have waited with quiet links (whole window)
     procs_known: bool = True  # any process information in the window (containers may have none)
+    loader_ruled_out: bool = False  # the job's own clock says its steps do not wait for data (find_cause)
     # derived in derive()
     gpu_line: Fact = field(default_factory=lambda: Fact(""))
     base: list[Fact] = field(default_factory=list)
@@ -217,6 +219,41 @@ class IdleData(Rule):
         return None
 
 
+class StartUp(Rule):
+    """A job whose processes appeared on the cards and do not run yet, one of them busy on the host: imports,
+    the CUDA context, building and moving the model, NCCL set-up, then the first steps. Its process holds a
+    core while the cards idle, exactly as a loader with num_workers=0 would, but no step has run yet: nothing
+    waits for input. (Real lab jobs: 4-8 s of it, SM activity 0.0 and card memory arriving.) The tracker
+    shows it without letting it change the held verdict (tracker.py)."""
+
+    name, bottleneck = "start_up", "none"  # any pattern: the judged stretch may still hold the job before it
+
+    def detect(self, ctx: Context) -> Cause | None:
+        pf, th = ctx.pf, ctx.th
+        if math.isnan(pf.startup_s) or (not math.isnan(pf.startup_cpu) and pf.startup_cpu < th.others_quiet_pct):
+            return None  # a process that appeared idle on the host waits for something else: not start-up
+        mem = ""
+        if not math.isnan(pf.startup_mem_from):
+            mem = f"; card memory {pf.startup_mem_from / 2**30:.1f} → {pf.startup_mem_now / 2**30:.1f} GiB"
+        cpu = "" if math.isnan(pf.startup_cpu) else f"; its process at {pct(pf.startup_cpu)} of a core"
+        ran = ("no kernel since" if math.isnan(pf.startup_kernel_s)
+               else f"its first kernels {pf.startup_kernel_s:.0f} s ago")
+        return self.cause(th.conf_start_up, ctx.base + [Fact(
+            f"the job appeared {pf.startup_s:.0f} s ago, {ran}{cpu}{mem}: starting up (imports, CUDA context, "
+            "model build, first steps), not yet waiting for input", "startup_s", pf.startup_s)])
+
+
+def _fed_slowly(ctx: Context) -> bool:
+    """Since the job runs (the tick after the one where the last of its cards ran its first kernel), the
+    GPU waited in most ticks, and kernels ran in those waits: a job fed slowly. A job starting up holds a
+    core with idle cards too, but runs no kernel; a job that waits in a minority of its running ticks is a
+    compute job ramping up (real DDP start: one tick at 71 %, then 97 %), not one starved of input."""
+    pf, th = ctx.pf, ctx.th
+    if pf.running_waits < 1 or 2 * pf.running_waits <= pf.running_ticks:
+        return False
+    return not ctx.sm_known or ge(pf.sm_running_waits, th.sm_fed_pct)
+
+
 class IdleInProcess(Rule):
     """num_workers=0 with a model so small the cards read idle: the training process holds a whole core
     preparing batches while its cards run (almost) nothing."""
@@ -227,9 +264,8 @@ class IdleInProcess(Rule):
         th, pf = ctx.th, ctx.pf
         if not (pf.seen and pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or _rank_held(ctx):
             return None
-        # the cards are fed, slowly: some kernel runs. A job starting up (imports, model init) also holds a
-        # core with idle cards, but runs no kernel at all
-        if not ge(ctx.hf.sm_stall, th.sm_fed_pct):
+        # the cards are fed, slowly: some kernel runs (judged since the job's first kernel, see _fed_slowly)
+        if not ctx.sm_known or not _fed_slowly(ctx):
             return None
         return self.cause(th.conf_idle_data, ctx.base + [Fact(
             f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
@@ -266,7 +302,11 @@ class RankBlockedOnStorage(Rule):
     """One rank blocked in IO (a checkpoint with fsync) while the others spin at the next collective.
 
     Mechanism: the blocked rank's card drops; the others' NCCL kernels wait at the barrier and read ~100 %
-    GPU-Util with low SM activity; the host shows the writes (disk busy, await, iowait or write bytes)."""
+    GPU-Util with low SM activity; the host shows the writes (disk busy, await, iowait or write bytes).
+    Before the disk sees anything, ``torch.save`` of CUDA tensors copies them to host memory: the blocked
+    card sends device-to-host (PCIe TX) with its SMs idle, and the bytes sit in the page cache until fsync
+    (real lab checkpoints: 0.59-0.87 GB/s for the 2-5 s of the save, both sizes). That copy is named too,
+    with less confidence: the disk has not confirmed it yet."""
 
     name, bottleneck = "rank_blocked_on_storage", "storage_io"
 
@@ -282,9 +322,16 @@ class RankBlockedOnStorage(Rule):
         hf = ctx.hf
         writes = ge(hf.disk_write_peak, th.disk_write_bytes_per_s)
         slow = ge(hf.await_peak_ms, th.await_ms)
-        if not waiting or not blocked or not (ctx.storage or writes or slow):
+        copying = [i for i in blocked if ge(ctx.stall_d2h.get(i, math.nan), th.d2h_bytes_per_s)]
+        if not waiting or not blocked or not (ctx.storage or writes or slow or copying):
             return None
         ev = list(ctx.storage)
+        if copying:
+            peak = max(ctx.stall_d2h[i] for i in copying)
+            ev.append(Fact(f"{_cards(copying)} copies up to {gbs(peak)} to the host with its SMs idle: tensors "
+                           "moved off the card outside the step (torch.save of CUDA tensors goes through host "
+                           "memory; the disk sees the bytes at fsync)", "pcie_tx_peak_bytes_per_s", peak,
+                           tuple(copying)))
         if writes:
             ev.append(Fact(f"disk writes up to {gbs(hf.disk_write_peak)}: a checkpoint being written",
                            "disk_write_peak_bytes_per_s", hf.disk_write_peak))
@@ -297,7 +344,8 @@ class RankBlockedOnStorage(Rule):
         ev.insert(1, Fact(f"{_cards(waiting)}: GPU-Util ≥ {th.high_util_pct:.0f} % with SM activity "
                           f"< {th.sm_low_pct:.0f} %: waiting for {names} at a collective", "sm_active_mean_pct",
                           max(sm[i] for i in waiting), tuple(waiting)))
-        return self.cause(th.conf_rank_blocked, ev, blocked)
+        disk = bool(ctx.storage or writes or slow)
+        return self.cause(th.conf_rank_blocked if disk else th.conf_rank_blocked_d2h, ev, blocked)
 
 
 class HungCollective(Rule):
@@ -434,6 +482,29 @@ def _rank_held(ctx: Context) -> bool:
                                    for i, u in util.items())
 
 
+class HostBoundStep(Rule):
+    """The step is bound by the host thread that issues it: the job's own clock says its steps do not wait
+    for data, its process holds a whole core, and the GPU is fed steadily below what it could do (no pauses:
+    not a sawtooth). A process sleeping or waiting on a service would not hold a core; one loading data would
+    show a data wait. What is left is the Python loop launching kernels (and small host work between them)
+    faster than nothing but slower than the GPU runs them: launch overhead, whatever the kernels' size
+    (real `gpu-triage baseline`, a 16.8 M-parameter MLP on 2 H200: GPU-Util 60-75 %, SM activity 33-36 %,
+    the rank at ~92 % of a core, data wait a measured 0 %)."""
+
+    name, bottleneck, patterns = "host_bound_step", "launch_overhead", ("steady_low", "single_card_busy", "imbalanced")
+
+    def detect(self, ctx: Context) -> Cause | None:
+        th, pf, hf = ctx.th, ctx.pf, ctx.hf
+        if not (ctx.loader_ruled_out and _waits(ctx) and ge(hf.gpu_mean, th.stall_util_pct)):
+            return None
+        if not (pf.seen and ge(pf.main_cpu, th.proc_busy_pct)):
+            return None
+        return self.cause(th.conf_host_bound, ctx.base + [
+            Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU is fed steadily at "
+                 f"{pct(hf.gpu_mean)}: the host thread issuing the step is the limit (kernel launches and the "
+                 "Python between them), not the data", "main_process_cpu_pct", pf.main_cpu)])
+
+
 class InProcessLoader(Rule):
     """num_workers=0 (PyTorch's default): the training process loads data itself and holds ~100 % of one
     core. The scheduler moves it between cores, so no core looks pegged: the process's own CPU is read."""
@@ -446,8 +517,8 @@ class InProcessLoader(Rule):
             return None
         if _rank_held(ctx):  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
             return None
-        if ctx.sm_known and not ge(ctx.hf.sm_stall, th.sm_fed_pct):
-            return None  # no kernel at all while the GPU waits: a job starting up, not one fed slowly
+        if not _fed_slowly(ctx):
+            return None  # no kernel while the GPU waits, or only a ramp: a job starting up, not one fed slowly
         fact = Fact(f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
                     "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)
         if not ctx.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity
@@ -513,9 +584,10 @@ class Healthy(Rule):
 
 
 RULES: tuple[Rule, ...] = (
-    IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
+    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
-    Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), InProcessLoader(), NoProcessInfo(),
+    Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), InProcessLoader(),
+    NoProcessInfo(),
     StallUnexplained(), Healthy(),
 )
 
@@ -528,7 +600,8 @@ LOADER_RULES = frozenset({"idle_data", "in_process_loader", "data_pipeline", "no
 
 def find_cause(ctx: Context, loader_ruled_out: bool = False) -> Cause:
     """The first rule that holds names the bottleneck (Healthy always holds); with ``loader_ruled_out``
-    the rules in :data:`LOADER_RULES` are skipped."""
+    the rules in :data:`LOADER_RULES` are skipped (and the rules that need the loader ruled out may hold)."""
+    ctx.loader_ruled_out = loader_ruled_out
     for rule in RULES:
         if loader_ruled_out and rule.name in LOADER_RULES:
             continue

@@ -21,6 +21,7 @@ from gpu_triage.diagnosis.advice import advise
 from gpu_triage.diagnosis.causes import LOADER_RULES, Context, find_cause
 from gpu_triage.diagnosis.facts import (
     Fact,
+    ProcFacts,
     host_facts,
     link_traffic,
     proc_facts,
@@ -69,6 +70,7 @@ class Verdict(Finding):
 
 
 COLLECTING = "collecting"  # the pattern of a verdict given before the window can support one
+START_UP = "start_up"  # the mechanism of a verdict on a job that has run no kernel yet (causes.StartUp)
 
 
 def format_confidence(confidence: float) -> str:
@@ -179,7 +181,78 @@ def _longest_run(mask: np.ndarray) -> int:
     return longest
 
 
-def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool, int]:
+@dataclass(frozen=True, slots=True)
+class JobSpan:
+    """Where the current job begins in the window, from the GPU processes NVML lists.
+
+    ``start``: the first tick after the newest tick held by *other* processes (a different job, whose pids
+    share none with the current one); 0 when no such tick is in reach (one job all along, or no process
+    information). ``appeared``: the first tick at or after ``start`` with a process on a card (None: none).
+    ``first_kernel``: the first tick from ``appeared`` on where a kernel ran (SM activity ≥ ``sm_fed_pct`` or
+    GPU-Util ≥ ``idle_util_pct``); None: not one yet, the job is starting.
+    ``running_from``: the first tick by which every card holding one of its processes had run a kernel (ranks
+    start up at their own pace); ``first_kernel`` where some card has run none yet.
+    """
+
+    start: int = 0
+    appeared: int | None = None
+    first_kernel: int | None = None
+    running_from: int | None = None  # the first tick by which every card the job uses had run a kernel
+
+    def starting(self, n: int) -> bool:
+        """Its processes appeared inside the window (of ``n`` ticks) and it does not run yet: no kernel since
+        (imports, CUDA context, model build), or on the tick where the last of the cards it uses ran its first
+        kernel (that tick is part start-up)."""
+        if self.appeared is None or self.appeared == 0 or self.first_kernel == self.appeared:
+            return False  # a job that ran kernels from its first tick on was already running (listed late)
+        return self.running_from is None or (n - 1) - self.running_from < 1
+
+
+def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
+    """The current job's span over the last ``reach`` ticks (bounded: process lists are converted lazily
+    offline, and nothing older than the judged stretch plus its look-back is read)."""
+    n = view.n
+    lo = max(0, n - reach)
+    procs = view.procs[-(n - lo):] if len(view.procs) >= n - lo else list(view.procs)
+    off = n - len(procs)  # procs are aligned to the newest tick
+    current: set[int] = set()
+    cards: set[int] = set()
+    start = 0
+    appeared: int | None = None
+    for k in range(len(procs) - 1, -1, -1):
+        pids = {p.pid for p in procs[k]}
+        if not pids:
+            continue
+        if current and not (pids & current):
+            start = off + k + 1  # the newest tick of another job: the current one begins after it
+            break
+        current = pids
+        cards.update(p.gpu_index for p in procs[k])
+        appeared = off + k
+    if appeared is None:
+        return JobSpan(start)
+    sm = view.gpu["sm_active_pct"][appeared:]
+    util = view.gpu["util_pct"][appeared:]
+    # (T, G): a kernel ran. Tiny kernels read SM 0.0 at GPU-Util 20-31 % (field notes), and copies alone
+    # (the model moved to the card) read GPU-Util 1-4 %: either figure above its floor counts
+    with np.errstate(invalid="ignore"):
+        kernel = (sm >= th.sm_fed_pct) | (util >= th.idle_util_pct)
+    any_hits = np.flatnonzero(kernel.any(axis=1))
+    if not any_hits.size:
+        return JobSpan(start, appeared, None, None)
+    first = appeared + int(any_hits[0])
+    firsts: list[int] = []  # each of the job's cards: its first kernel
+    for j, idx in enumerate(view.gpu_indexes):
+        if idx in cards:
+            hits = np.flatnonzero(kernel[:, j])
+            if not hits.size:  # a card of the job has run none yet: the job runs from its first kernel anywhere
+                return JobSpan(start, appeared, first, first)
+            firsts.append(appeared + int(hits[0]))
+    return JobSpan(start, appeared, first, max(firsts, default=first))
+
+
+def judged_span(view: WindowView, th: Thresholds, dt: float, floor: int = 0,
+                running_from: int | None = None) -> tuple[int, bool, int]:
     """Index of the first judged tick, whether the judged stretch is a fresh steady regime, and (for a fresh
     one) the longest earlier run in its band, in ticks: the part of the block that a cycle's phase could also
     have made, so offline readers back-date the regime only over what came after it.
@@ -193,6 +266,12 @@ def judged_span(view: WindowView, th: Thresholds, dt: float) -> tuple[int, bool,
     similar level a minute ago does not veto today's step. A run cut by the start of the window has an
 unknown length: a block in its band is not called a new regime until that run has left the look-back. Host-only blips shorter than the block's minimum
     length do not break the block (see :func:`_members`).
+
+    ``floor`` (:func:`job_span`): the first tick of the current job. The look-back does not reach before it:
+    an earlier job at the same level (real `h200x2-stuck`: card 0 spinning while card 1 idles, then a new job
+    with the roles swapped, 24 s later) is not a phase of this one, and a run that began with the job has a
+    known length. ``running_from``: a block that holds the job's start-up (a card that has run no kernel yet)
+    begins only when every card runs, so a rank still starting up is not read as an idle card.
     """
     n = view.n
     recent = max(3, int(math.ceil(th.recent_s / dt)))
@@ -219,13 +298,18 @@ unknown length: a block in its band is not called a new regime until that run ha
     if k <= start:  # steady over the whole recent stretch: judge the recent stretch
         return start, False, 0
     # is it a new regime, or one more phase of a cycle seen before? compare with earlier runs in band
-    lo = max(0, k - 2 * recent)
+    lo = max(0, floor, k - 2 * recent)  # and not before the job began: another job's runs say nothing of this one
     longest = _longest_run(member[lo:k])
     if lo == 0 and member[0]:
         # a run that began before the first tick: its length is unknown, so it cannot be outlasted
         longest = max(longest, block)
     # half as long again as the longest such run before: the cycle's low phase jitters, a new regime does not end
     if block > 1.5 * longest:
+        if running_from is not None and k < running_from:
+            # a new job's block starts once every card runs: its start-up (no kernel yet) is a phase of its own
+            k = running_from
+            if n - k < m_min:
+                return start, False, 0
         return k, True, longest
     return start, False, 0
 
@@ -245,7 +329,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     dt = tick_seconds(view)
     if n * dt < th.warmup_s or n < 3:
         return _collecting(view, dt, th)
-    start, fresh, prior_run = judged_span(view, th, dt)
+    recent = max(3, int(math.ceil(th.recent_s / dt)))
+    span = job_span(view, th, 3 * recent)  # the judged stretch and its look-back reach at most 3 x recent back
+    start, fresh, prior_run = judged_span(view, th, dt, floor=span.start, running_from=span.running_from)
     sl = slice(start, n)
     gpu = {k: v[sl] for k, v in view.gpu.items()}
     util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
@@ -273,7 +359,22 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
                     view.disk_names, th, cpu_count)
     others_busy = len([s for s in shapes.values() if s.pattern != "idle"]) > 1
     procs = view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):]
-    pf = proc_facts(procs, stall_ticks(focus["util_pct"], th), th, others_busy)
+    stall = stall_ticks(focus["util_pct"], th)
+    # ticks since the job's first kernel: before it the job starts up, it does not wait for input
+    if span.appeared is None:
+        running = np.ones(n - start, dtype=bool)
+    else:
+        # strictly after: the tick that holds the first kernel is still part start-up
+        running = np.arange(start, n) > (span.running_from if span.running_from is not None else n)
+    pf = proc_facts(procs, stall, th, others_busy, running)
+    waits = stall & running
+    pf.running_waits = int(waits.sum())
+    pf.running_ticks = int(running.sum())
+    sm_w = focus["sm_active_pct"][waits]
+    if sm_w.size and not np.isnan(sm_w).all():
+        pf.sm_running_waits = float(nanmean(sm_w))
+    if span.starting(n):
+        _startup_facts(pf, view, span, dt)
     sm = gpu["sm_active_pct"]
     all_sm = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
     all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
@@ -290,6 +391,14 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         st_u, st_sm = np.nanmean(util[stall_all], axis=0), np.nanmean(sm[stall_all], axis=0)
     stall_util = {idx: float(st_u[j]) for j, idx in enumerate(view.gpu_indexes) if not math.isnan(st_u[j])}
     stall_sm = {idx: float(st_sm[j]) for j, idx in enumerate(view.gpu_indexes)}
+    # each card's highest device-to-host rate on a parting tick where its SMs idle: a rank copying tensors
+    # off its card outside the step (torch.save of CUDA tensors), the others waiting at the next collective
+    tx = gpu["pcie_tx_bytes_per_s"]
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        quiet_sm = np.where(np.isnan(sm), True, sm < th.sm_idle_pct)
+        d2h = np.nanmax(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
+    stall_d2h = {idx: float(d2h[j]) for j, idx in enumerate(view.gpu_indexes) if j < d2h.size}
     link = link_traffic(gpu)
     link_per_card = {idx: float(nanmean(link[:, j])) for j, idx in enumerate(view.gpu_indexes)}
     ctx = Context(
@@ -297,14 +406,21 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         util={i: u for i, u in all_util.items() if i in focus_idx},
         sm={i: v for i, v in all_sm.items() if i in focus_idx},
         all_util=all_util, all_sm=all_sm, link=link_per_card, stall_util=stall_util, stall_sm=stall_sm,
+        stall_d2h=stall_d2h,
         quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
         procs_known=any(bool(t) for t in view.procs),
     ).derive()
     cause = find_cause(ctx)
-    job = job_state(view, start, th)  # the job's own clock, when a source gives it
-    if job is not None and job.rules_out_loader and cause.mechanism in LOADER_RULES:
-        cause = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
-        cause.evidence = [*cause.evidence, loader_ruled_out(job)]
+    clock = job_state(view, start, th)  # the job's own clock, when a source gives it
+    if clock is not None and clock.rules_out_loader:
+        ruled = find_cause(ctx, loader_ruled_out=True)  # the steps do not wait for data: not a loader
+        if cause.mechanism in LOADER_RULES or ruled.mechanism != cause.mechanism:
+            cause = ruled  # the clock changed the reading: say so
+            cause.evidence = [*cause.evidence, loader_ruled_out(clock)]
+    if pattern == "single_card_busy" and cause.mechanism == "rank_blocked_on_storage":
+        # the busy card waits for the blocked one (SM low): a job on every card held by one rank, not a job
+        # that uses one card (real h200x2-ddp-ckpt: 5 s of fsync, card 0 at 2 %, card 1 spinning at 100 %)
+        pattern = "imbalanced"
 
     # period and duty: from the cards the pattern concerns
     period_s: float | None = None
@@ -380,7 +496,27 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         destructive_advice=destructive,
         mechanism=cause.mechanism,
     )
-    return apply_job(verdict, view, start, ctx, job)
+    return apply_job(verdict, view, start, ctx, clock)
+
+
+def _startup_facts(pf: ProcFacts, view: WindowView, span: JobSpan, dt: float) -> None:
+    """What a job that does not run yet does: how long since it appeared (and since its first kernel), its
+    process's CPU, its cards' memory then and now."""
+    n = view.n
+    appeared = span.appeared if span.appeared is not None else n - 1
+    pf.startup_s = (n - appeared) * dt
+    if span.first_kernel is not None:
+        pf.startup_kernel_s = (n - span.first_kernel) * dt
+    # a process's first CPU reading is 0 (psutil measures from the previous call): the ticks after it count
+    procs = view.procs[-(n - appeared - 1):] if n - appeared > 1 else []
+    cpu = [max(float(p.cpu_pct) for p in tick if p.cpu_pct is not None) for tick in procs
+           if any(p.cpu_pct is not None for p in tick)]
+    if cpu:
+        pf.startup_cpu = float(np.median(cpu))
+    used = view.gpu["mem_used_bytes"]
+    first, last = used[appeared], used[-1]
+    if not np.isnan(first).all() and not np.isnan(last).all():
+        pf.startup_mem_from, pf.startup_mem_now = float(np.nansum(first)), float(np.nansum(last))
 
 
 def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:

@@ -48,8 +48,18 @@ class ProcFacts:
     workers_total: int = 0  # workers of every process together (median per tick)
     workers_pegged: int = 0  # of those, at or above core_pegged_pct (median per tick)
     respawns: int = 0  # times a process's whole set of worker pids was replaced
-    main_cpu: float = float("nan")  # the busiest training process's own CPU % while the GPU waits (100 = a core)
+    main_cpu: float = float("nan")  # the busiest training process's own CPU % while the GPU waits (100 = a core),
+    # over the ticks since the job's first kernel (start-up holds a core with idle cards too: not a wait)
     ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
+    running_waits: int = 0  # ticks where the GPU waited after the job's first kernel (engine.job_span)
+    running_ticks: int = 0  # ticks after the job's first kernel
+    sm_running_waits: float = float("nan")  # SM activity over those ticks: some kernel runs (fed, slowly)
+    startup_s: float = float("nan")  # the job appeared this long ago and does not run yet (NaN: not so)
+    startup_kernel_s: float = float("nan")  # its first kernel ran this long ago (NaN: none yet)
+    startup_cpu: float = float("nan")  # its busiest process's CPU % meanwhile (imports, CUDA init, model build);
+    # NaN on the tick it appeared (a process's first CPU reading is 0)
+    startup_mem_from: float = float("nan")  # its cards' memory in use when it appeared, bytes (all cards)
+    startup_mem_now: float = float("nan")  # ... and now: a context, then the model, arriving
 
 
 def _median(xs: list[float] | list[int]) -> float:
@@ -59,8 +69,10 @@ def _median(xs: list[float] | list[int]) -> float:
     return float(v[m]) if len(v) % 2 else (v[m - 1] + v[m]) / 2.0
 
 
-def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool) -> ProcFacts:
-    """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there)."""
+def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool,
+               running: np.ndarray | None = None) -> ProcFacts:
+    """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there);
+    ``running``: per tick, whether the job had run its first kernel (None: all ticks)."""
     facts = ProcFacts()
     pegged_per_tick: list[int] = []
     total_per_tick: list[int] = []
@@ -93,7 +105,8 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
         pegged_per_tick.append(pegged)
         total_per_tick.append(total)
         procs_per_tick.append(len({p.pid for p in tick}))
-        if (k >= stall.size or stall[k]) and not math.isnan(busiest):
+        if ((k >= stall.size or stall[k]) and (running is None or k >= running.size or running[k])
+                and not math.isnan(busiest)):
             main_cpu.append(busiest)
     facts.seen = bool(procs_per_tick)
     if procs_per_tick:

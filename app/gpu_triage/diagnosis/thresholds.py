@@ -21,7 +21,8 @@ class Thresholds:
     cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
     proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
-    others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy
+    others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy (and a
+    # starting process below this share of a core waits for something else: not a start-up)
     lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
     few_workers_per_core: float = 4.0  # "few workers": at most max(2, cores / this) (num_workers' lower bound)
     workers_saturated_share: float = 0.5  # this share of the DataLoader workers pegged: the workers are the limit
@@ -36,6 +37,7 @@ class Thresholds:
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
     h2d_bytes_per_s: float = 5e8  # PCIe RX of a copy-bound step as NVML reads it (launch loops: <= 0.27 GB/s)
+    d2h_bytes_per_s: float = 5e8  # the same pageable copy by one CPU thread, device to host (PCIe TX)
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
@@ -69,6 +71,7 @@ class Thresholds:
     conf_idle_nothing: float = 0.8  # idle and no process on the GPUs
     conf_idle_waiting: float = 0.6  # idle with processes but nothing explains it
     conf_rank_blocked: float = 0.8
+    conf_rank_blocked_d2h: float = 0.65  # ... seen only as the blocked card's copy to the host (no disk yet)
     conf_hung: float = 0.85  # waiting with no traffic for hung_min_s (and the job's no-progress rule)
     conf_job_wait: float = 0.9  # the job's own clock: most of each step waits for data
     conf_comm_links: float = 0.75
@@ -81,7 +84,9 @@ class Thresholds:
     conf_h2d: float = 0.8
     conf_launch: float = 0.8
     conf_launch_no_sm: float = 0.35
+    conf_host_bound: float = 0.7  # a core-bound process, a steady GPU and a measured low data wait
     conf_in_process: float = 0.7
+    conf_start_up: float = 0.6  # a job that has run no kernel since it appeared, its process busy on the host
     conf_no_procs: float = 0.45
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4

@@ -16,6 +16,13 @@ a healthy job does not pass (its ticks stay in the band of the old level, so no 
 
 Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
 ``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
+
+A job *starting up* (its processes appeared and have run no kernel yet: ``causes.StartUp``) says nothing yet
+about its bottleneck, as the warm-up says nothing: its verdict is shown as it is (headline and evidence from
+the same ticks), but it does not count towards a change of the held pattern and bottleneck, and the verdicts
+kept for them are forgotten (they were another job's). Once the job runs, the held pair is shown again as soon
+as a raw verdict of the new job says it; a different one needs half the hold (the held pair was another
+job's: there is no verdict of this job to protect from noise yet), then the usual hold applies again.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import dataclasses
 import logging
 import time
 
-from gpu_triage.diagnosis.engine import COLLECTING, Verdict
+from gpu_triage.diagnosis.engine import COLLECTING, START_UP, Verdict
 from gpu_triage.diagnosis.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
@@ -71,26 +78,31 @@ class VerdictTracker:
         self._bottleneck = _Held(thresholds.hold_s)
         self._latest: dict[tuple[str, str], Verdict] = {}  # newest raw verdict for each (pattern, bottleneck)
         self._shown_since = 0.0
+        self._new_job = False  # a job started up and none of its verdicts has been held yet
         self.shown: Verdict | None = None
 
     def update(self, t_seconds: float, verdict: Verdict) -> Verdict:
         """Feed the raw verdict of time ``t_seconds``; returns the verdict to show."""
+        if verdict.mechanism == START_UP:
+            self._latest = {}  # the verdicts kept so far were another job's
+            self._new_job = True
+            self._note_shown(t_seconds, verdict)
+            self.shown = verdict
+            return verdict
         # a confident verdict on a fresh regime (a step that already held max(regime_min_s, 3 ticks) in one
         # band, see engine.judged_span) has passed a stability test of its own: half the hold suffices
         quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= self.th.quick_hold_conf
+        quick = quick or self._new_job  # the first verdict of a job that just started up
         self._pattern.update(t_seconds, verdict.pattern, quick)
         self._bottleneck.update(t_seconds, verdict.bottleneck, quick)
+        if verdict.key == (self._pattern.value, self._bottleneck.value):
+            self._new_job = False  # the new job's verdict is held: the usual hold from now on
         self._latest[verdict.key] = verdict
         key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
         if key[0] == COLLECTING:
             key = (COLLECTING, "none")
         shown = self._latest.get(key) or self.shown or verdict
-        if self.shown is None or self.shown.key != shown.key:
-            self._shown_since = t_seconds
-            before = "none" if self.shown is None else "/".join(self.shown.key)
-            log.info("verdict %s -> %s (cards %s, confidence %.2f, tick at %s)", before, "/".join(shown.key),
-                     ",".join(map(str, shown.gpus)) or "-", shown.confidence,
-                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_seconds)))
+        if self._note_shown(t_seconds, shown):
             # only the pairs that can still be shown are kept: the held values and the newest raw one
             self._latest = {k: v for k, v in self._latest.items() if k[0] == key[0] or k[1] == key[1]
                             or k == verdict.key}
@@ -99,3 +111,15 @@ class VerdictTracker:
             shown = dataclasses.replace(shown, advice=shown.advice + shown.destructive_advice)
         self.shown = shown
         return shown
+
+    def _note_shown(self, t_seconds: float, shown: Verdict) -> bool:
+        """Note (and log) a change of the shown pair; True when it changed."""
+        if self.shown is not None and self.shown.key == shown.key and (
+                (self.shown.mechanism == START_UP) == (shown.mechanism == START_UP)):
+            return False
+        self._shown_since = t_seconds
+        before = "none" if self.shown is None else "/".join(self.shown.key)
+        log.info("verdict %s -> %s (cards %s, confidence %.2f, tick at %s)", before, "/".join(shown.key),
+                 ",".join(map(str, shown.gpus)) or "-", shown.confidence,
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_seconds)))
+        return True
