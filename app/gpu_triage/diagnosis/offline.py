@@ -239,6 +239,7 @@ MAX_POINTS = 1500  # default budget of engine calls per recording; see resolutio
 GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
 MIN_GAP_S = 1.0
 BATCH_ROWS = 4096  # rows read at a time: 1,024 cost 70 % more CPU (per-call overhead), 8,192 ~100 MB more RSS
+PROC_AHEAD = 512  # process lists converted from Arrow at a time (see _Columns._procs)
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
@@ -525,10 +526,17 @@ class _Columns:
         self._job_rows = self._job_rows[drop:] + [False] * n
 
     def _procs(self, lo: int, hi: int) -> list[list[ProcSample]]:
-        """Process lists of global rows lo..hi-1, each converted once and only when a view needs it."""
+        """Process lists of global rows lo..hi-1, each converted once, when a view first needs it.
+
+        When a row must be converted, the rows up to PROC_AHEAD past it are converted in the same call: the
+        next views read the rows after these (the window slides forward), and a conversion costs a dozen
+        Arrow calls whatever its length (one call per view for the judged stretch, one more for the window's
+        first row that the engine's ``procs_known`` reads, were 18 % of ``diagnose DIR --summary``)."""
         a, b = lo - self.row0, hi - self.row0
         rows = self._proc_rows
-        _fill_runs(rows, a, b, None, self._convert_procs)
+        first = next((i for i in range(a, b) if rows[i] is None), None)
+        if first is not None:
+            _fill_runs(rows, first, min(len(rows), max(b, first + PROC_AHEAD)), None, self._convert_procs)
         return [r if r is not None else [] for r in rows[a:b]]
 
     def _convert_procs(self, a: int, b: int) -> list[list[ProcSample]]:
@@ -639,17 +647,27 @@ def _points(n: int, starts: list[int], stride: int) -> np.ndarray:
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
 
 
-def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
-                   progress: Callable[[int, int], None] | None = None,
-                   resolution_s: float | None = None) -> Timeline:
-    """Segments and gaps of a whole recording, streamed (see the comment above :data:`MAX_POINTS`).
+@dataclass(slots=True)
+class Judged:
+    """Raw verdicts of a recording at chosen ticks (see :func:`judge`)."""
 
-    Raw verdicts are computed as the dashboard would, at the chosen points, then smoothed without regard to
-    causality (see :func:`smoothed_keys`), so a segment begins where its regime began. Each segment's
-    evidence and advice come from a raw verdict that agrees with the segment (see :func:`_basis`). A gap
-    (no tick for more than GAP_INTERVALS intervals) ends the stretch before it: the window starts afresh
-    after it, and segments never span it.
-    """
+    points: np.ndarray  # (k,) the ticks the engine ran at, in order
+    raws: list[Verdict]  # the verdict at each point
+    starts: list[int]  # the first tick of each stretch between gaps (starts[0] == 0)
+    group_of: np.ndarray  # (k,) the stretch of each point
+    nominal: float  # the trusted interval
+    intervals: np.ndarray  # (n,) the per-tick intervals trusted (NaN where not)
+    stride: int
+    warnings: list[str]
+
+
+def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
+          progress: Callable[[int, int], None] | None = None,
+          resolution_s: float | None = None, stride: int | None = None) -> Judged:
+    """The dashboard's raw verdict (a RollingWindow of ``window_s``, the engine) every ``stride`` ticks of
+    each stretch between gaps and at the last tick of each stretch, streamed batch by batch. ``stride``
+    None: from ``resolution_s`` (see :func:`resolution_stride`). ``diagnose FILE`` smooths these into
+    segments (:func:`diagnose_trace`); ``diagnose DIR --summary`` counts them."""
     warn: list[str] = []
     nominal, why = _trusted_interval(src.t, src.meta_interval_s)
     if why:
@@ -658,10 +676,11 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     if dropped:
         warn.append(f"{dropped} ticks' interval_s disagree with their timestamps and are ignored")
     n = src.n
+    if stride is None:
+        stride = resolution_stride(n, nominal, resolution_s)
     if n == 0:
-        return Timeline([], [], nominal, 0, 1, warn)
+        return Judged(np.zeros(0, dtype=np.int64), [], [0], np.zeros(0, dtype=np.int64), nominal, ivs, stride, warn)
     starts = [0, *(int(i) for i in _gap_starts(src.t, nominal))]
-    stride = resolution_stride(n, nominal, resolution_s)
     points = _points(n, starts, stride)
     capacity = _capacity(window_s, nominal, n)
     group_of = np.searchsorted(np.asarray(starts), points, side="right") - 1
@@ -691,6 +710,32 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     if k < points.size:
         raise UserError(f"{src.path}: the file holds fewer ticks than its index says ({read} of {n}): "
                         "it may be damaged; try `gpu-triage recover`")
+    return Judged(points, raws, starts, group_of, nominal, ivs, stride, warn)
+
+
+def first_start(src: TraceSource, judged: Judged, a: int) -> datetime:
+    """When tick ``a``'s interval began (as Tick.ts - interval: to the microsecond): where a stretch
+    starting at ``a`` begins."""
+    iv0 = judged.intervals[a] if not np.isnan(judged.intervals[a]) else min(judged.nominal, MAX_INTERVAL_S)
+    return _dt(src.t[a]) - timedelta(seconds=float(iv0))
+
+
+def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
+                   progress: Callable[[int, int], None] | None = None,
+                   resolution_s: float | None = None) -> Timeline:
+    """Segments and gaps of a whole recording, streamed (see the comment above :data:`MAX_POINTS`).
+
+    Raw verdicts are computed as the dashboard would, at the chosen points (:func:`judge`), then smoothed
+    without regard to causality (see :func:`smoothed_keys`), so a segment begins where its regime began.
+    Each segment's evidence and advice come from a raw verdict that agrees with the segment (see
+    :func:`_basis`). A gap (no tick for more than GAP_INTERVALS intervals) ends the stretch before it: the
+    window starts afresh after it, and segments never span it.
+    """
+    jd = judge(src, thresholds, window_s, progress, resolution_s)
+    n, nominal, stride, warn = src.n, jd.nominal, jd.stride, jd.warnings
+    if n == 0:
+        return Timeline([], [], nominal, 0, 1, warn)
+    starts, points, group_of, raws = jd.starts, jd.points, jd.group_of, jd.raws
 
     segs: list[Segment] = []
     gaps: list[Gap] = []
@@ -702,10 +747,9 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
         g_raws = [raws[i] for i in sel]
         g_t = [float(x) for x in pt[sel]]
         keys = smoothed_keys(g_t, g_raws, thresholds, nominal * stride)
-        iv0 = ivs[a] if not np.isnan(ivs[a]) else min(nominal, MAX_INTERVAL_S)
-        first_start = _dt(src.t[a]) - timedelta(seconds=float(iv0))  # as Tick.ts - interval: to the microsecond
+        begin = first_start(src, jd, a)
         if segs:
-            gaps.append(Gap(segs[-1].end, max(first_start, segs[-1].end)))
+            gaps.append(Gap(segs[-1].end, max(begin, segs[-1].end)))
         group_segs: list[Segment] = []
         members: list[list[Verdict]] = []
         prev = a - 1
@@ -719,7 +763,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 group_segs[-1].ticks += covered
                 members[-1].append(raw)
                 continue
-            start = group_segs[-1].end if group_segs else first_start  # contiguous inside a stretch
+            start = group_segs[-1].end if group_segs else begin  # contiguous inside a stretch
             group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
             members.append([raw])
         for seg, group in zip(group_segs, members, strict=True):

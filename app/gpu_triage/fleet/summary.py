@@ -98,30 +98,38 @@ class Span:
 
 
 def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
-    """The host of one recording and its verdict spans, one verdict every STRIDE_S seconds of data."""
-    from gpu_triage.diagnosis.engine import diagnose
-    from gpu_triage.trace.reader import open_trace
-    from gpu_triage.window import RollingWindow
+    """The host of one recording and its verdict spans, one verdict every STRIDE_S seconds of data.
 
-    trace = open_trace(path)
-    host = host_of(path, trace.host.hostname)
-    interval = float(trace.interval_s) if trace.interval_s and trace.interval_s > 0 else 2.0
-    window = RollingWindow(max(2, round(config.window_s / interval)))
-    stride = max(1, round(STRIDE_S / interval))
-    chunk = 1024  # ticks converted from Arrow at a time
-    start: datetime | None = None
+    The recording is streamed in columns as ``diagnose FILE`` streams it (:func:`~gpu_triage.diagnosis.
+    offline.judge`): each verdict is the dashboard's raw verdict at that tick, from exactly the window a
+    RollingWindow would hold. A gap in the recording ends a span (it is no bottleneck's time) and the
+    window starts afresh after it, as in ``diagnose FILE``."""
+    from gpu_triage.diagnosis.offline import first_start, judge, open_source
+
+    src = open_source(path)
+    host = host_of(path, src.host.hostname)
+    if src.n == 0:
+        return host, []
+    nominal = judge_interval(src)
+    jd = judge(src, config.thresholds, config.window_s, stride=max(1, round(STRIDE_S / nominal)))
     spans: list[Span] = []
-    for lo in range(0, trace.n, chunk):
-        for i, tick in enumerate(trace.ticks(lo, min(trace.n, lo + chunk)), start=lo):
-            window.append(tick)
-            if start is None:
-                start = datetime.fromtimestamp(tick.ts.timestamp() - (tick.interval_s or interval), UTC)
-            if (i + 1) % stride == 0 or i == trace.n - 1:
-                v = diagnose(window.view(), config.thresholds, trace.host.cpu_count)
-                end = tick.ts.astimezone(UTC)
-                spans.append(Span(host, start, end, v.pattern, v.bottleneck))
-                start = end
+    group = -1
+    start = first_start(src, jd, 0)
+    for p, g, v in zip(jd.points.tolist(), jd.group_of.tolist(), jd.raws, strict=True):
+        if g != group:
+            group = g
+            start = first_start(src, jd, jd.starts[g])
+        end = datetime.fromtimestamp(float(src.t[p]), UTC)
+        spans.append(Span(host, start, end, v.pattern, v.bottleneck))
+        start = end
     return host, spans
+
+
+def judge_interval(src: Any) -> float:
+    """The interval ``diagnose`` trusts for a recording (its metadata's unless the timestamps disagree)."""
+    from gpu_triage.diagnosis.offline import stretch_starts
+
+    return stretch_starts(src.t, src.meta_interval_s)[1]
 
 
 def utilisation_windows(files: list[Path]) -> Any:
