@@ -3,17 +3,19 @@ worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
 
 Two passes, both bounded in memory however many files there are:
 
-1. **Verdicts**, file by file (an hour each by default): the ticks go through the dashboard's
-   :class:`~gpu_triage.window.RollingWindow` and the raw engine (:func:`~gpu_triage.diagnosis.engine.diagnose`)
-   is asked for a verdict every :data:`STRIDE_S` seconds of data; each verdict stands for the ticks since the
-   previous one. One file at a time is in memory; only (host, time, bottleneck) rows are kept.
+1. **Verdicts**, file by file (an hour each by default), streamed in columns as ``diagnose FILE`` reads a
+   recording (:func:`~gpu_triage.diagnosis.offline.judge`): the raw engine
+   (:func:`~gpu_triage.diagnosis.engine.diagnose`) gives a verdict every :data:`STRIDE_S` seconds of data,
+   on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that tick;
+   each verdict stands for the ticks since the previous one (a gap in the recording ends a span: it is
+   nobody's time). One batch of a file at a time is in memory; only (host, time, bottleneck) rows are kept.
 2. **Utilisation**, through a polars lazy scan of the whole dataset (projection: ``ts``, the cards'
    ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; the ``host`` partition column): mean GPU-Util per
    :data:`WINDOW_S` window while a job held the cards. The worst windows are the lowest of those, each with
    the bottleneck the verdicts gave most often inside it. docs/recording.md shows the same query in DuckDB.
 
 Why a stride and not every tick: a share of time over hours does not need the per-tick hysteresis of the
-screen, and the diagnosis is ~70 % of the cost (profiled). Every tick still goes through the window, so each
+screen, and the diagnosis is ~85 % of the cost (profiled). Every tick is still in the window, so each
 verdict sees the whole 5-minute history; what a 30 s stride loses is the exact edges of a regime, to within
 30 s, and regimes shorter than that are under-counted (the dashboard and `diagnose FILE` still show them).
 A day of 8 cards is 2,880 diagnoses instead of 43,200.
@@ -110,7 +112,7 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
     host = host_of(path, src.host.hostname)
     if src.n == 0:
         return host, []
-    nominal = judge_interval(src)
+    nominal = _interval_of(src)
     jd = judge(src, config.thresholds, config.window_s, stride=max(1, round(STRIDE_S / nominal)))
     spans: list[Span] = []
     group = -1
@@ -125,7 +127,7 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
     return host, spans
 
 
-def judge_interval(src: Any) -> float:
+def _interval_of(src: Any) -> float:
     """The interval ``diagnose`` trusts for a recording (its metadata's unless the timestamps disagree)."""
     from gpu_triage.diagnosis.offline import stretch_starts
 
