@@ -150,9 +150,10 @@ def card_shapes(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresh
     lo = np.where(np.isnan(umin), util, umin)
     hi = np.where(np.isnan(umax), util, umax)
     mean = util.mean(axis=0)
-    p5, p95 = np.percentile(util, [5, 95], axis=0)
-    hi95 = np.percentile(hi, 95, axis=0)
-    lo5 = np.percentile(lo, 5, axis=0)
+    # one call for the three (numpy's percentile costs ~70 us of Python a call; each column's value is
+    # computed on its own, so stacking changes none)
+    q = np.percentile(np.stack([util, hi, lo]), [5, 95], axis=1)
+    p5, p95, hi95, lo5 = q[0, 0], q[1, 0], q[1, 1], q[0, 2]
     swing = np.where(have_minmax, hi95 - lo5, p95 - p5)
     top = np.where(have_minmax, hi95, p95)
     # a tick swings when its own min is a stall and its max a burst: a cycle shorter than the tick

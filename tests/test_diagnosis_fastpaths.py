@@ -1,0 +1,58 @@
+"""The engine's shortcuts around numpy's slow paths give numpy's own values, bit for bit: a verdict must not
+depend on which of the two computed it (the offline and live readings are compared verdict by verdict)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gpu_triage.diagnosis.engine import nanmedian0
+from gpu_triage.diagnosis.facts import LINK_FIELDS, link_traffic
+
+
+def _arrays(seed: int, count: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        a = rng.normal(size=(int(rng.integers(1, 12)), int(rng.integers(1, 8)))) * 10.0 ** int(rng.integers(-3, 12))
+        if rng.random() < 0.4:
+            a = np.round(a)  # ties and repeated values
+        if rng.random() < 0.2:
+            a = -0.0 * np.abs(a)  # signed zeros
+        a[rng.random(a.shape) < rng.random() * 0.8] = np.nan
+        if rng.random() < 0.2:
+            a[rng.random(a.shape) < 0.1] = np.inf
+            a[rng.random(a.shape) < 0.1] = -np.inf
+        out.append(a)
+    return out
+
+
+def test_nanmedian0_is_numpys_nanmedian() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # numpy warns on an all-NaN column
+        for a in _arrays(0, 5000):
+            want, got = np.nanmedian(a, axis=0), nanmedian0(a)
+            assert np.array_equal(want, got, equal_nan=True), a
+            assert np.array_equal(np.signbit(want), np.signbit(got)), a
+    assert nanmedian0(np.zeros((0, 3))).shape == (3,)
+
+
+def test_link_traffic_is_the_sum_of_nan_to_num() -> None:
+    for n, a in enumerate(_arrays(1, 2000)):
+        rng = np.random.default_rng(n)
+        gpu = {"util_pct": np.zeros(a.shape)}
+        for name in LINK_FIELDS:
+            with np.errstate(invalid="ignore"):
+                gpu[name] = a * rng.choice([0.0, 1.0, 3.0])  # inf * 0: NaN, one more missing value
+            gpu[name][rng.random(a.shape) < 0.3] = np.nan
+        want = np.zeros(a.shape)
+        have = np.zeros(a.shape, dtype=bool)
+        for name in LINK_FIELDS:
+            have |= ~np.isnan(gpu[name])
+            with np.errstate(over="ignore", invalid="ignore"):
+                want += np.nan_to_num(gpu[name])
+        want = np.where(have, want, np.nan)
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = link_traffic(gpu)
+        assert np.array_equal(want, got, equal_nan=True), gpu
