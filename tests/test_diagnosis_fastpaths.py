@@ -9,6 +9,7 @@ import numpy as np
 
 from gpu_triage.diagnosis.engine import nanmedian0
 from gpu_triage.diagnosis.facts import LINK_FIELDS, link_traffic
+from gpu_triage.diagnosis.patterns import column_nanmeans, nanmean
 
 
 def _arrays(seed: int, count: int) -> list[np.ndarray]:
@@ -56,3 +57,16 @@ def test_link_traffic_is_the_sum_of_nan_to_num() -> None:
         with np.errstate(over="ignore", invalid="ignore"):
             got = link_traffic(gpu)
         assert np.array_equal(want, got, equal_nan=True), gpu
+
+
+def test_column_nanmeans_are_each_columns_nanmean() -> None:
+    for a in _arrays(2, 3000):
+        with np.errstate(invalid="ignore"):  # inf + -inf
+            want = [nanmean(a[:, j]) for j in range(a.shape[1])]
+            got = column_nanmeans(a)
+        assert np.array_equal(np.array(want), got, equal_nan=True), a
+    # long columns too: numpy adds 8 values at a time past 8 of them, in blocks of 128
+    rng = np.random.default_rng(3)
+    for rows in (9, 130, 300, 1000):
+        a = rng.normal(size=(rows, 16)) * 1e9
+        assert np.array_equal(column_nanmeans(a), [nanmean(a[:, j]) for j in range(16)])

@@ -34,6 +34,7 @@ from gpu_triage.diagnosis.patterns import (
     across_cards,
     autoperiods,
     card_shapes,
+    column_nanmeans,
     nanmean,
 )
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -392,7 +393,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     if span.starting(n):
         _startup_facts(pf, view, span, dt)
     sm = gpu["sm_active_pct"]
-    all_sm = {idx: float(nanmean(sm[:, j])) for j, idx in enumerate(view.gpu_indexes)}
+    all_sm = dict(zip(view.gpu_indexes, column_nanmeans(sm).tolist(), strict=True))
     all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
     # every card's levels over the ticks where the cards part ways (spread >= imbalance_pct): a rank that
     # stalls now and then (a checkpoint) shows there, while between those ticks every rank computes
@@ -402,9 +403,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     stall_all = spread >= th.imbalance_pct
     if not stall_all.any():
         stall_all = np.ones(util.shape[0], dtype=bool)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        st_u, st_sm = np.nanmean(util[stall_all], axis=0), np.nanmean(sm[stall_all], axis=0)
+    st_u, st_sm = nanmean(util[stall_all], axis=0), nanmean(sm[stall_all], axis=0)  # numpy's values, no warning
     stall_util = {idx: float(st_u[j]) for j, idx in enumerate(view.gpu_indexes) if not math.isnan(st_u[j])}
     stall_sm = {idx: float(st_sm[j]) for j, idx in enumerate(view.gpu_indexes)}
     # each card's highest device-to-host rate on a parting tick where its SMs idle: a rank copying tensors
@@ -416,7 +415,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         d2h = np.nanmax(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
     stall_d2h = {idx: float(d2h[j]) for j, idx in enumerate(view.gpu_indexes) if j < d2h.size}
     link = link_traffic(gpu)
-    link_per_card = {idx: float(nanmean(link[:, j])) for j, idx in enumerate(view.gpu_indexes)}
+    link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link).tolist(), strict=True))
     ctx = Context(
         pattern, hf, pf, th, view.n_gpus,
         util={i: u for i, u in all_util.items() if i in focus_idx},

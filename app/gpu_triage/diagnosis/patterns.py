@@ -70,6 +70,15 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     return avg
 
 
+def column_nanmeans(a: np.ndarray) -> np.ndarray:
+    """``[nanmean(a[:, j]) for j in columns]`` of a (T, G) float array in one call, the same values.
+
+    Not ``nanmean(a, axis=0)``: numpy adds a column's values in a different order along axis 0 than along a
+    1-D array (pairwise there), which can change the last bit; the rows of the transposed copy are added as
+    the 1-D columns are."""
+    return np.asarray(nanmean(np.ascontiguousarray(a.T), axis=1))
+
+
 @overload
 def nanmax(a: np.ndarray, axis: None = None) -> float: ...
 @overload
