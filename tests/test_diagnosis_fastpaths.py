@@ -70,3 +70,14 @@ def test_column_nanmeans_are_each_columns_nanmean() -> None:
     for rows in (9, 130, 300, 1000):
         a = rng.normal(size=(rows, 16)) * 1e9
         assert np.array_equal(column_nanmeans(a), [nanmean(a[:, j]) for j in range(16)])
+
+
+def test_process_rows_are_built_in_the_dataclass_field_order() -> None:
+    """offline._Columns builds ProcSample positionally from _PROC_FIELDS: a field added to the model must
+    be added there too, in its place."""
+    import dataclasses
+
+    from gpu_triage.diagnosis.offline import _PROC_FIELDS
+    from gpu_triage.model import ProcSample
+
+    assert tuple(f.name for f in dataclasses.fields(ProcSample)) == _PROC_FIELDS

@@ -23,6 +23,7 @@ from gpu_triage.diagnosis.facts import (
     LINK_FIELDS,
     Fact,
     ProcFacts,
+    _median,
     host_facts,
     link_traffic,
     proc_facts,
@@ -110,7 +111,7 @@ def _collecting(view: WindowView, dt: float, th: Thresholds) -> Verdict:
 def tick_seconds(view: WindowView) -> float:
     """The tick length: median of the recorded intervals, else of the timestamps' steps, else 2 s."""
     iv = view.interval_s[~np.isnan(view.interval_s)] if view.interval_s.size else view.interval_s
-    med = float(np.median(iv)) if iv.size else 0.0
+    med = _median(iv.tolist()) if iv.size else 0.0  # np.median's value without its overhead
     if med > 0:
         return med
     if view.t.size >= 2:
@@ -445,10 +446,10 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     if saw:
         with_p = [s for s in saw if s.period is not None]
         if with_p:
-            period_s = float(np.median([s.period.ticks for s in with_p])) * dt  # type: ignore[union-attr]
+            period_s = _median([s.period.ticks for s in with_p]) * dt  # type: ignore[union-attr]
         fast = any(s.fast for s in saw)
         duties = [s.duty for s in saw if s.duty is not None]
-        duty = float(np.median(duties)) if duties else None
+        duty = _median(duties) if duties else None
 
     evidence = list(cause.evidence)
     if pattern == "sawtooth":
