@@ -25,7 +25,7 @@ JOB_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.fmean(vals) if vals else None
 
