@@ -722,7 +722,7 @@ def first_start(src: TraceSource, judged: Judged, a: int) -> datetime:
 
 def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                    progress: Callable[[int, int], None] | None = None,
-                   resolution_s: float | None = None) -> Timeline:
+                   resolution_s: float | None = None, stride: int | None = None) -> Timeline:
     """Segments and gaps of a whole recording, streamed (see the comment above :data:`MAX_POINTS`).
 
     Raw verdicts are computed as the dashboard would, at the chosen points (:func:`judge`), then smoothed
@@ -731,7 +731,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     :func:`_basis`). A gap (no tick for more than GAP_INTERVALS intervals) ends the stretch before it: the
     window starts afresh after it, and segments never span it.
     """
-    jd = judge(src, thresholds, window_s, progress, resolution_s)
+    jd = judge(src, thresholds, window_s, progress, resolution_s, stride)
     n, nominal, stride, warn = src.n, jd.nominal, jd.stride, jd.warnings
     if n == 0:
         return Timeline([], [], nominal, 0, 1, warn)

@@ -12,7 +12,7 @@ Aggregations run in polars on the Arrow tables (``explode("gpus").unnest("gpus")
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,8 +185,13 @@ def _timeline(trace: TraceFile, config: Config, progress: Callable[[int, int], N
 
 
 def _shares(timeline: Any) -> dict[str, float]:
+    return segment_shares(timeline.segments)
+
+
+def segment_shares(segments: Iterable[Any]) -> dict[str, float]:
+    """Share of the segments' time (0-100) per ``pattern/bottleneck``."""
     durations: dict[str, float] = {}
-    for seg in timeline.segments:
+    for seg in segments:
         key = f"{seg.pattern}/{seg.bottleneck}"
         durations[key] = durations.get(key, 0.0) + max(_segment_seconds(seg), 0.0)
     total = sum(durations.values())
@@ -305,10 +310,19 @@ def render_text(result: dict[str, Any]) -> str:
         gaps = ""
         if f.get("gaps"):
             gaps = f", {f['gaps']} gap{'s' if f['gaps'] > 1 else ''} of {human_duration(f['gap_s'])} left out"
+        files = ""
+        if "files" in f:  # a dataset side (gpu_triage.fleet.compare)
+            hosts = f["hosts"]
+            files = (f"{f['files']} file{'s' * (f['files'] != 1)} from "
+                     f"{hosts[0] if len(hosts) == 1 else f'{len(hosts)} hosts'}, ")
         lines.append(
-            f"{side:<7} {f['path']}  ({f['ticks']} ticks, {human_duration(f['duration_s'])} at {f['interval_s']:g} s"
-            f"{gaps}{rec})"
+            f"{side:<7} {f['path']}  ({files}{f['ticks']} ticks, {human_duration(f['duration_s'])} at "
+            f"{f['interval_s']:g} s{gaps}{rec})"
         )
+        for skip in f.get("skipped", []):
+            lines.append(f"        left out (unreadable): {skip['path']}: {skip['reason']}")
+        for p in f.get("leftovers", []):
+            lines.append(f"        not read (interrupted recording): {p}: `gpu-triage recover` it first")
     lines.extend(render_job(result.get("job")))
     header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
 
@@ -324,7 +338,10 @@ def render_text(result: dict[str, Any]) -> str:
 
     card_labels = dict(CARD_METRICS)
     block("all cards", result["overall"], card_labels.__getitem__)
-    if len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
+    if "hosts" in result:  # a dataset side over several hosts: a block per host, the cards in --json
+        for host, rows in result["hosts"].items():
+            block(f"all cards of {host}", rows, card_labels.__getitem__)
+    elif len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
         for card, rows in result["cards"].items():
             block(f"card {card}", rows, card_labels.__getitem__)
     block("host", result["host"], dict(HOST_METRICS).__getitem__)
