@@ -242,6 +242,31 @@ def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
 
 
+def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    _write(tmp_path, "data_pipeline", datetime(2026, 1, 5, 9, tzinfo=UTC), 1200, hostname="gpu07")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+        local = capsys.readouterr().out
+        assert main(["diagnose", str(tmp_path), "--summary", "--utc"]) == 0
+        utc = capsys.readouterr().out
+        assert main(["diagnose", str(tmp_path), "--summary", "--json"]) == 0
+        as_json = json.loads(capsys.readouterr().out)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    windows = as_json["hosts"]["gpu07"]["worst_windows"]
+    assert windows and all(w["start"].startswith("2026-01-05T09:") and w["start"].endswith("Z") for w in windows)
+    first = datetime.fromisoformat(windows[0]["start"])
+    assert f"{first + timedelta(hours=9):%Y-%m-%d %H:%M} JST  GPU-Util" in local and " UTC " not in local
+    assert f"{first:%Y-%m-%d %H:%M} UTC  GPU-Util" in utc
+
+
 def test_diagnose_an_empty_directory_says_it_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("no recording here")
     assert main(["diagnose", str(tmp_path)]) == 2
