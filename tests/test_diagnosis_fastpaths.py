@@ -9,7 +9,7 @@ import numpy as np
 
 from gpu_triage.diagnosis.engine import nanmedian0
 from gpu_triage.diagnosis.facts import LINK_FIELDS, link_traffic
-from gpu_triage.diagnosis.patterns import column_nanmeans, nanmean
+from gpu_triage.diagnosis.patterns import column_nanmeans, nanmax, nanmean, percentiles
 
 
 def _arrays(seed: int, count: int) -> list[np.ndarray]:
@@ -81,3 +81,26 @@ def test_process_rows_are_built_in_the_dataclass_field_order() -> None:
     from gpu_triage.model import ProcSample
 
     assert tuple(f.name for f in dataclasses.fields(ProcSample)) == _PROC_FIELDS
+
+
+def test_percentiles_are_numpys_linear_percentiles() -> None:
+    rng = np.random.default_rng(5)
+    for a in _arrays(4, 4000):
+        qs = [5, 95] if rng.random() < 0.7 else [float(x) for x in rng.uniform(0, 100, size=3)]
+        axis = int(rng.integers(0, 2))
+        with np.errstate(invalid="ignore"):  # inf - inf between neighbours: NaN in both
+            want, got = np.percentile(a, qs, axis=axis), percentiles(a, qs, axis=axis)
+        assert np.array_equal(want, got, equal_nan=True), (a, qs, axis)
+        assert np.array_equal(np.signbit(want), np.signbit(got)), (a, qs, axis)
+        flat = a[~np.isnan(a)]
+        if flat.size:
+            with np.errstate(invalid="ignore"):
+                assert np.array_equal(np.percentile(flat, [5, 95]), percentiles(flat, [5, 95]), equal_nan=True)
+
+
+def test_nanmax_is_numpys_nanmax() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # numpy warns on an all-NaN slice
+        for a in _arrays(6, 3000):
+            for axis in (None, 0, 1):
+                assert np.array_equal(np.nanmax(a, axis=axis), nanmax(a, axis=axis), equal_nan=True), (a, axis)

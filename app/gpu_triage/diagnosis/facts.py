@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_triage.diagnosis.patterns import nanmax, nanmean
+from gpu_triage.diagnosis.patterns import nanmax, nanmean, percentiles
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import ProcSample
 
@@ -234,7 +234,7 @@ def host_facts(
     vals = util[~np.isnan(util)]
     gpu_mean = float(vals.mean()) if vals.size else float("nan")
     # one sort for both percentiles (same values as two calls)
-    gpu_p5, gpu_p95 = (float(v) for v in np.percentile(vals, [5, 95])) if vals.size else (float("nan"),) * 2
+    gpu_p5, gpu_p95 = (float(v) for v in percentiles(vals, [5, 95])) if vals.size else (float("nan"),) * 2
     sm_mean = f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
     sm_st = gpu["sm_active_pct"][stall]
     sm_stall = f(nanmean(sm_st)) if sm_st.size and not np.isnan(sm_st).all() else float("nan")
