@@ -267,6 +267,24 @@ def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
     assert f"{first:%Y-%m-%d %H:%M} UTC  GPU-Util" in utc
 
 
+def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    writer = _write(tmp_path, "storage_io", LATE, 2 * 3600, hostname="gpu07")
+    data = bytearray(writer.files[1].read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 2000] = bytes(2000)  # a bad block in the middle
+    bad = writer.files[1].with_name("damaged.parquet")
+    bad.write_bytes(bytes(data))
+    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+    captured = capsys.readouterr()
+    assert f"{bad} left out of the summary" in captured.err and "Traceback" not in captured.err
+    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 2:00:00 of data in 3 files" in captured.out
+    only_bad = tmp_path / "only"
+    only_bad.mkdir()
+    bad.rename(only_bad / bad.name)
+    assert main(["diagnose", str(only_bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("gpu-triage") and "cannot be read" in err
+
+
 def test_diagnose_an_empty_directory_says_it_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("no recording here")
     assert main(["diagnose", str(tmp_path)]) == 2

@@ -32,6 +32,8 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
     tz = UTC if getattr(args, "utc", False) else None  # None: this machine's zone (TZ)
     hosts = result["hosts"]
     print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    for skip in result["skipped"]:
+        print(f"  left out (unreadable): {skip['path']}: {skip['reason']}")
     for host, h in hosts.items():
         print()
         print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")

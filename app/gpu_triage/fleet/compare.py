@@ -34,7 +34,7 @@ import pyarrow as pa
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.offline import MAX_POINTS, Timeline, TraceSource, diagnose_trace, open_source
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import dataset_files, host_of, leftovers
+from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers
 from gpu_triage.trace.compare import (
     CARD_METRICS,
     COLUMNS,
@@ -96,7 +96,7 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         sources.append(src)
     if not sources:
         why = f" ({skipped[0][0].name}: {skipped[0][1]})" if skipped else ""
-        raise UserError(f"{spec}: none of its {len(files)} recordings can be read{why}; "
+        raise UserError(f"{spec}: {_none_of(len(files))}{why}; "
                         "give a dataset directory or a glob of gpu-triage recordings")
     sources.sort(key=lambda s: (float(s.t[0]), str(s.path)))
     total = sum(s.n for s in sources)
@@ -140,7 +140,7 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         jobs.extend(file_jobs)
         timelines.append(tl)
     if not used:
-        raise UserError(f"{spec}: none of its {len(files)} recordings can be read ({skipped[0][0].name}: "
+        raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0][0].name}: "
                         f"{skipped[0][1]})")
     if progress is not None and done < total:
         progress(total, total)

@@ -24,6 +24,7 @@ A day of 8 cards is 2,880 diagnoses instead of 43,200.
 from __future__ import annotations
 
 import glob
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,8 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import is_directory
+
+log = logging.getLogger(__name__)
 
 STRIDE_S = 30.0  # seconds of data between two verdicts (see the module docstring)
 WINDOW_S = 300.0  # the worst windows are this long: the dashboard's default window
@@ -73,6 +76,11 @@ def dataset_files(spec: str) -> list[Path]:
             )
         raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
     return sorted(set(files))
+
+
+def _none_of(n: int) -> str:
+    """The words for a dataset none of whose ``n`` files could be read."""
+    return "its one file cannot be read" if n == 1 else f"none of its {n} files can be read"
 
 
 def leftovers(spec: str) -> list[Path]:
@@ -178,12 +186,25 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     files = dataset_files(spec)
     spans: list[Span] = []
     hosts_files: dict[str, int] = {}
+    skipped: list[dict[str, str]] = []
+    read: list[Path] = []
     for n, f in enumerate(files, start=1):
-        host, found = file_verdicts(f, config)
+        try:
+            host, found = file_verdicts(f, config)
+        except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
+            reason = str(exc).removeprefix(f"{f}: ").removeprefix(f"{f} ")
+            log.warning("%s left out of the summary: %s", f, reason)
+            skipped.append({"path": str(f), "reason": reason})
+            continue
+        read.append(f)
         spans.extend(found)
         hosts_files[host] = hosts_files.get(host, 0) + 1
         if progress is not None:
             progress(n, len(files))
+    if not read:
+        raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0]['path']}: "
+                        f"{skipped[0]['reason']})")
+    files = read
     if not spans:
         raise UserError(f"{spec}: the recordings hold no ticks")
     verdicts = pl.DataFrame(
@@ -228,6 +249,7 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     out: dict[str, Any] = {
         "source": spec,
         "files": len(files),
+        "skipped": skipped,  # [{path, reason}]: unreadable files left out (also warned on stderr)
         "leftovers": [str(p) for p in leftovers(spec)],
         "hosts": {},
     }
