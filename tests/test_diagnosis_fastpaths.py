@@ -104,3 +104,35 @@ def test_nanmax_is_numpys_nanmax() -> None:
         for a in _arrays(6, 3000):
             for axis in (None, 0, 1):
                 assert np.array_equal(np.nanmax(a, axis=axis), nanmax(a, axis=axis), equal_nan=True), (a, axis)
+
+
+def test_nanmean_is_numpys_nanmean() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN slices, inf - inf
+        for a in _arrays(7, 3000):
+            for axis in (None, 0, 1):
+                want, got = np.nanmean(a, axis=axis), nanmean(a, axis=axis)
+                assert np.array_equal(want, got, equal_nan=True), (a, axis)
+            t = np.asfortranarray(a)  # another memory layout, as a view's column slice may have
+            assert np.array_equal(np.nanmean(t, axis=0), nanmean(t, axis=0), equal_nan=True), a
+            assert np.array_equal(np.nanmean(a[:, ::2], axis=0), nanmean(a[:, ::2], axis=0), equal_nan=True), a
+
+
+def test_pylist_of_list_columns_is_to_pylist() -> None:
+    import pyarrow as pa
+
+    from gpu_triage.diagnosis.offline import _pylist
+
+    rows = [[1, 2], None, [], [3, None, 5], [7]] * 3
+    for typ in (pa.list_(pa.uint32()), pa.list_(pa.float32()), pa.large_list(pa.int64())):
+        arr = pa.array(rows, type=typ)
+        for part in (arr, arr.slice(1), arr.slice(3, 7), arr.slice(5, 0)):
+            assert _pylist(part) == part.to_pylist()
+    struct = pa.array([{"w": [1, 2]}, None, {"w": None}, {"w": [4]}], type=pa.struct([("w", pa.list_(pa.uint32()))]))
+    child = struct.slice(1).field("w")  # a struct's field, as the process lists are read
+    assert _pylist(child) == child.to_pylist()
+    assert _pylist(pa.array([1, None, 3])) == [1, None, 3]
+    # a null list backed by values (allowed by Arrow): its values are not anyone's
+    backed = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 3, 4, 5], pa.uint32()),
+                                      mask=pa.array([False, True, False]))
+    assert _pylist(backed) == backed.to_pylist() == [[1, 2], None, [5]]

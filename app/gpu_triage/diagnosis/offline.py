@@ -374,6 +374,22 @@ def _field(values: pa.Array, name: str) -> pa.Array | None:
     return pc.struct_field(values, name)
 
 
+def _pylist(arr: pa.Array) -> list[Any]:
+    """``arr.to_pylist()``; a list column through its flat values and offsets, which is 5x faster (the
+    worker pids of every process were most of the conversion of the process lists)."""
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count == len(arr):
+        plain: list[Any] = arr.to_pylist()
+        return plain
+    offsets = arr.offsets.to_pylist()  # into arr.values, which ignores a slice: only the range used is read
+    base = offsets[0]
+    flat = arr.values.slice(base, offsets[-1] - base).to_pylist()
+    out: list[Any] = [flat[a - base : b - base] for a, b in itertools.pairwise(offsets)]
+    if arr.null_count:
+        for i in np.flatnonzero(np.asarray(arr.is_null().to_numpy(zero_copy_only=False))).tolist():
+            out[i] = None
+    return out
+
+
 def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callable[[int, int], list[Any]]) -> None:
     """Convert in place, run by run, the rows a..b-1 still holding the ``missing`` marker: each row is converted
     once, and a run of neighbours in one call (one ``to_pylist`` per run, not per row)."""
@@ -550,7 +566,7 @@ class _Columns:
         cols = {}
         for name in _PROC_FIELDS:
             arr = _field(values, name)
-            cols[name] = arr.to_pylist() if arr is not None else [None] * len(values)
+            cols[name] = _pylist(arr) if arr is not None else [None] * len(values)
         out: list[list[ProcSample]] = [[] for _ in range(b - a)]
         for r, pid, gi, nm, mem, cpu, wk, wcpu, wpids in zip(rows.tolist(), *cols.values(), strict=True):
             # positional, in _PROC_FIELDS' order (ProcSample's own): keywords cost a third more here

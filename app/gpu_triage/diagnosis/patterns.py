@@ -62,8 +62,7 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
             mean: np.ndarray | float = np.nanmean(a, axis=axis)
             return mean
     mask = np.isnan(a)
-    arr = np.array(a, copy=True)
-    np.copyto(arr, 0, where=mask)
+    arr = np.where(mask, 0.0, a)  # numpy's copy + copyto(0, where=NaN) in one call: the same array
     cnt = np.add.reduce(~mask, axis=axis, dtype=np.intp)
     tot = np.add.reduce(arr, axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"):
