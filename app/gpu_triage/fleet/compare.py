@@ -157,6 +157,18 @@ def _busy_cards(parts: Parts, idle_util_pct: float) -> int | None:
     return int((means["util_pct"] > idle_util_pct).sum()) or None
 
 
+def _digest(side: Side, config: Config) -> tuple[dict[bool, dict[str, Any]], dict[str, Any] | None]:
+    """The side's figures (cards by index, and by host — which one is shown depends on the other side)
+    and its job summary; then its rows are dropped, so that two sides never hold their rows at once."""
+    th = config.thresholds
+    busy = _busy_cards(side.parts, th.idle_util_pct)
+    figures = {False: aggregate(side.parts, th, False), True: aggregate(side.parts, th, True)}
+    job = summarise_jobs(side.jobs, lambda: busy)
+    empty = pl.DataFrame()
+    side.parts, side.jobs = Parts(empty, empty, empty), []
+    return figures, job
+
+
 def _shares_of(side: Side) -> dict[str, float]:
     """Share of the side's recorded time per pattern/bottleneck, over all its files (gaps count for none)."""
     return segment_shares(s for tl in side.timelines for s in tl.segments)
@@ -195,12 +207,12 @@ def compare_datasets(before: str, after: str, config: Config,
     :func:`~gpu_triage.trace.compare.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
     ``hosts`` (each host's figures) when a side spans several hosts."""
     a = read_side(before, config, progress(f"diagnosing {before}") if progress else None)
+    fig_a, job_a = _digest(a, config)  # its rows are let go before the other side is read
     b = read_side(after, config, progress(f"diagnosing {after}") if progress else None)
+    fig_b, job_b = _digest(b, config)
     by_host = len(a.hosts) > 1 or len(b.hosts) > 1
-    sa, sb = aggregate(a.parts, config.thresholds, by_host), aggregate(b.parts, config.thresholds, by_host)
-    idle = config.thresholds.idle_util_pct
-    job = compare_job_summaries(summarise_jobs(a.jobs, lambda: _busy_cards(a.parts, idle)),
-                                summarise_jobs(b.jobs, lambda: _busy_cards(b.parts, idle)))
+    sa, sb = fig_a[by_host], fig_b[by_host]
+    job = compare_job_summaries(job_a, job_b)
     empty: dict[str, float | None] = {}
 
     def changes(x: dict[str, Any], y: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:

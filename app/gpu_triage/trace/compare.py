@@ -94,7 +94,7 @@ def project(df: pl.DataFrame, host: str | None = None) -> Parts:
         .drop_nulls("gpus")
         .select([pl.col("gpus").struct.field(f) for f in GPU_FIELDS])
         .with_columns(pl.col(c).cast(pl.Float64) for c in GPU_FIELDS if c != "index")
-        .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Utf8).alias("host"))
+        .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Categorical).alias("host"))
     )
     disks = (
         df.with_row_index("row")
