@@ -25,9 +25,10 @@ from gpu_triage.trace.writer import TraceWriter
 T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
 
 
-def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: str, gpus: int = 2) -> list[Path]:
+def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: str, gpus: int = 2,
+             rotate_s: float = 3600) -> list[Path]:
     source = SimulatedSource(scenario, gpus=gpus, seed=1, interval_s=2.0, start=start)
-    writer = DatasetWriter(root, source.host_info(), 2.0, hostname=host)
+    writer = DatasetWriter(root, source.host_info(), 2.0, rotate_s=rotate_s, hostname=host)
     for _ in range(round(seconds / 2.0)):
         writer.append(source.sample())
     writer.close()
@@ -45,16 +46,17 @@ def _damage(path: Path) -> Path:
 
 
 def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    before = _dataset(tmp_path / "before", "data_pipeline", T0, 3 * 3600, "gpu01")
-    _dataset(tmp_path / "after", "healthy", T0 + timedelta(days=1), 3 * 3600, "gpu01")
-    assert len(before) == 3  # hourly files across midnight: one side is several files and two dates
+    late = T0 + timedelta(minutes=80)  # 23:20
+    before = _dataset(tmp_path / "before", "data_pipeline", late, 3600, "gpu01", rotate_s=1800)
+    _dataset(tmp_path / "after", "healthy", late + timedelta(days=1), 3600, "gpu01", rotate_s=1800)
+    assert len(before) == 3  # files across midnight: one side is several files and two dates
     assert main(["compare", str(tmp_path / "before"), f"{tmp_path / 'after'}/", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences"} <= set(result)
     assert "hosts" not in result  # one host a side: cards by index, as for two files
     for side in ("before", "after"):
         assert result[side]["files"] == 3 and result[side]["hosts"] == ["gpu01"] and result[side]["skipped"] == []
-        assert result[side]["ticks"] == 5400 and result[side]["duration_s"] == pytest.approx(3 * 3600)
+        assert result[side]["ticks"] == 1800 and result[side]["duration_s"] == pytest.approx(3600)
     util = result["overall"]["util_mean_pct"]
     assert util["before"] < 50 and util["change"] > 40
     assert set(result["cards"]) == {"0", "1"}
@@ -64,7 +66,7 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
 
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     text = capsys.readouterr().out
-    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 5400 ticks, 3 h at 2 s)" in text
+    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 1800 ticks, 1 h at 2 s)" in text
     assert "card 1" in text and "diagnosis: share of time %" in text
 
 
@@ -100,9 +102,9 @@ def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> Non
 
 def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet"
-    _dataset(fleet, "data_pipeline", T0, 2 * 3600, "a")
-    _dataset(fleet, "healthy", T0, 2 * 3600, "b")
-    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 3600, "a")
+    _dataset(fleet, "data_pipeline", T0, 2400, "a", rotate_s=1200)
+    _dataset(fleet, "healthy", T0, 2400, "b", rotate_s=1200)
+    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 1200, "a")
     result = compare_datasets(str(tmp_path / "before"), str(fleet / "host=*" / "date=2026-11-29"), Config())
     assert result["after"]["hosts"] == ["a", "b"] and result["after"]["files"] == 4
     assert set(result["cards"]) == {"a:0", "a:1", "b:0", "b:1"}
@@ -118,16 +120,16 @@ def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Pat
 
 
 def test_a_damaged_file_among_many_is_left_out_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = _dataset(tmp_path / "before", "data_pipeline", T0, 3 * 3600, "gpu01")
+    files = _dataset(tmp_path / "before", "data_pipeline", T0, 3600, "gpu01", rotate_s=1200)
     bad = _damage(files[1])
     foreign = files[0].with_name("notes.parquet")
     pl.DataFrame({"a": [1, 2]}).write_parquet(foreign)  # a Parquet file that is no recording
-    _dataset(tmp_path / "after", "healthy", T0, 3600, "gpu01")
+    _dataset(tmp_path / "after", "healthy", T0, 1200, "gpu01")
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     captured = capsys.readouterr()
     assert f"{bad} left out of the comparison" in captured.err and f"{foreign} left out" in captured.err
     assert "Traceback" not in captured.err
-    assert "(3 files from gpu01, 5400 ticks" in captured.out  # the three good files still count
+    assert "(3 files from gpu01, 1800 ticks" in captured.out  # the three good files still count
     assert f"left out (unreadable): {bad}:" in captured.out and f"left out (unreadable): {foreign}:" in captured.out
 
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json"]) == 0
@@ -151,7 +153,7 @@ def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
         shutil.move(_damage(good[0]), side / "x.parquet")
     else:
         pl.DataFrame({"a": [1]}).write_parquet(side / "x.parquet")
-    assert main(["compare", str(tmp_path / "good"), spec]) == 2
+    assert main(["compare", spec, str(tmp_path / "good")]) == 2  # the bad side first: nothing else is read
     err = capsys.readouterr().err
     assert err.startswith("gpu-triage") and err.count("\n") <= 1 + (case.startswith("only")), err
     assert "Traceback" not in err
