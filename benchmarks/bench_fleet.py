@@ -1,4 +1,5 @@
-"""The fleet dataset's cost: `record --fast -o DIR/` of a simulated day, then `diagnose DIR --summary`.
+"""The fleet dataset's cost: `record --fast -o DIR/` of a simulated day, then `diagnose DIR --summary` and
+`compare DIR DIR`.
 
     .venv/bin/python benchmarks/bench_fleet.py [--hours 24] [--gpus 8] [--scenario data_pipeline]
 
@@ -63,6 +64,8 @@ def main() -> int:
         )
         summ = run(["diagnose", str(root), "--summary"])
         print(f"diagnose DIR --summary of it: {summ}")
+        both = run(["compare", str(root), str(root), "--json"])
+        print(f"compare DIR DIR (the day against itself, each side read as one recording): {both}")
     return 0
 
 

@@ -181,6 +181,44 @@ def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     assert set(only["hosts"]) == {"gpu02"}
 
 
+def test_summary_verdicts_are_the_dashboards_raw_verdicts_every_30_s(tmp_path: Path) -> None:
+    """The summary streams each file in columns (offline.judge) instead of feeding ticks to a RollingWindow:
+    the spans must be exactly what the window and the engine give tick by tick, as before that change."""
+    from gpu_triage.diagnosis.engine import diagnose
+    from gpu_triage.fleet.summary import STRIDE_S, file_verdicts
+    from gpu_triage.window import RollingWindow, window_capacity
+
+    # one recorder that sees three regimes in turn: the spans change verdict, across a rotation
+    writer = None
+    for n, scenario in enumerate(("healthy", "data_pipeline", "storage_io")):
+        source = SimulatedSource(scenario, gpus=4, seed=n, start=LATE + timedelta(seconds=900 * n))
+        writer = writer or DatasetWriter(tmp_path, source.host_info(), 2.0, hostname="gpu03")
+        for _ in range(450):
+            writer.append(source.sample())
+    assert writer is not None
+    writer.close()
+    config = Config()
+    seen = set()
+    for path in sorted(tmp_path.rglob("*.parquet")):
+        host, spans = file_verdicts(path, config)
+        seen |= {(s.pattern, s.bottleneck) for s in spans}
+        trace = open_trace(path)
+        window = RollingWindow(window_capacity(config.window_s, trace.interval_s)[0])
+        stride = round(STRIDE_S / trace.interval_s)
+        expected = []
+        start = None
+        for i, tick in enumerate(trace.ticks(0, trace.n)):
+            window.append(tick)
+            start = start or tick.ts - timedelta(seconds=tick.interval_s or trace.interval_s)
+            if (i + 1) % stride == 0 or i == trace.n - 1:
+                v = diagnose(window.view(), config.thresholds, trace.host.cpu_count)
+                expected.append((start, tick.ts, v.pattern, v.bottleneck))
+                start = tick.ts
+        assert host == "gpu03"
+        assert [(s.start, s.end, s.pattern, s.bottleneck) for s in spans] == expected
+    assert len(seen) > 2, seen  # the comparison covers changing verdicts, not one steady state
+
+
 def test_summary_of_plain_recordings_takes_the_host_from_their_metadata(tmp_path: Path) -> None:
     for i, scenario in enumerate(("launch_overhead", "healthy")):
         source = SimulatedSource(scenario, gpus=2, seed=i, start=LATE)
@@ -202,6 +240,49 @@ def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.
     assert "gpu07: 0:20:00 of data in 1 files" in out and "storage_io" in out and "worst 5-minute windows" in out
     assert main(["diagnose", str(tmp_path), "--json"]) == 0  # a directory implies --summary
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
+
+
+def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    _write(tmp_path, "data_pipeline", datetime(2026, 1, 5, 9, tzinfo=UTC), 1200, hostname="gpu07")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+        local = capsys.readouterr().out
+        assert main(["diagnose", str(tmp_path), "--summary", "--utc"]) == 0
+        utc = capsys.readouterr().out
+        assert main(["diagnose", str(tmp_path), "--summary", "--json"]) == 0
+        as_json = json.loads(capsys.readouterr().out)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    windows = as_json["hosts"]["gpu07"]["worst_windows"]
+    assert windows and all(w["start"].startswith("2026-01-05T09:") and w["start"].endswith("Z") for w in windows)
+    first = datetime.fromisoformat(windows[0]["start"])
+    assert f"{first + timedelta(hours=9):%Y-%m-%d %H:%M} JST  GPU-Util" in local and " UTC " not in local
+    assert f"{first:%Y-%m-%d %H:%M} UTC  GPU-Util" in utc
+
+
+def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    writer = _write(tmp_path, "storage_io", LATE, 2 * 3600, hostname="gpu07")
+    data = bytearray(writer.files[1].read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 2000] = bytes(2000)  # a bad block in the middle
+    bad = writer.files[1].with_name("damaged.parquet")
+    bad.write_bytes(bytes(data))
+    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+    captured = capsys.readouterr()
+    assert f"{bad} left out of the summary" in captured.err and "Traceback" not in captured.err
+    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 2:00:00 of data in 3 files" in captured.out
+    only_bad = tmp_path / "only"
+    only_bad.mkdir()
+    bad.rename(only_bad / bad.name)
+    assert main(["diagnose", str(only_bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("gpu-triage") and "cannot be read" in err
 
 
 def test_diagnose_an_empty_directory_says_it_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -340,11 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "compare",
-        help="compare two recordings: before and after a tuning change",
-        description="Per card and overall, side by side with the change: utilisation, stalls, diagnoses, links, host.",
+        help="compare two recordings (or datasets): before and after a tuning change",
+        description=(
+            "Per card and overall, side by side with the change: the job's samples/s, utilisation, stalls, "
+            "diagnoses, links, host. Either side may be a dataset directory (`record -o DIR/`, `export --record "
+            "DIR`) or a quoted glob of its partitions or files, read as one recording; a side over several hosts "
+            "gets a block per host. Unreadable files are left out and named."
+        ),
     )
-    p.add_argument("before", metavar="BEFORE")
-    p.add_argument("after", metavar="AFTER")
+    p.add_argument("before", metavar="BEFORE", help="a recording, a dataset directory, or a glob (quote it)")
+    p.add_argument("after", metavar="AFTER", help="the same, for after the change")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.add_argument("--progress", action="store_true",
                    help="report the diagnosis's progress on stderr even when it is not a terminal")

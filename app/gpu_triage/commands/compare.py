@@ -13,6 +13,10 @@ from gpu_triage.trace.reader import open_trace
 
 
 def run_compare(args: argparse.Namespace, config: Config) -> int:
+    from gpu_triage.fleet.summary import is_dataset_spec
+
+    if is_dataset_spec(args.before) or is_dataset_spec(args.after):
+        return _run_datasets(args, config)
     before = open_trace(args.before)
     after = open_trace(args.after)
     for t in (before, after):
@@ -20,6 +24,22 @@ def run_compare(args: argparse.Namespace, config: Config) -> int:
             print(f"gpu-triage: {t.notice}", file=sys.stderr)
     force = getattr(args, "progress", False)
     result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
+    for side in ("before", "after"):
+        for w in result[side]["warnings"]:
+            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        print(render_text(result))
+    return 0
+
+
+def _run_datasets(args: argparse.Namespace, config: Config) -> int:
+    """Either side a directory or a glob: each side read as one recording (gpu_triage.fleet.compare)."""
+    from gpu_triage.fleet.compare import compare_datasets
+
+    force = getattr(args, "progress", False)
+    result = compare_datasets(args.before, args.after, config, lambda label: progress_reporter(label, force=force))
     for side in ("before", "after"):
         for w in result[side]["warnings"]:
             print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gpu_triage.commands.progress import terminal_progress
 from gpu_triage.config import Config
@@ -29,8 +29,11 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
+    tz = UTC if getattr(args, "utc", False) else None  # None: this machine's zone (TZ)
     hosts = result["hosts"]
     print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    for skip in result["skipped"]:
+        print(f"  left out (unreadable): {skip['path']}: {skip['reason']}")
     for host, h in hosts.items():
         print()
         print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
@@ -39,6 +42,9 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         if h["worst_windows"]:
             print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
             for w in h["worst_windows"]:
-                start = datetime.fromisoformat(w["start"])
-                print(f"    {start:%Y-%m-%d %H:%M} UTC  GPU-Util {w['gpu_util_pct']:5.1f} %  {w['bottleneck'] or '-'}")
+                # local time like the rest of diagnose (--utc: UTC); the JSON stays ISO 8601 UTC
+                start = datetime.fromisoformat(w["start"]).astimezone(tz)
+                zone = start.tzname() or start.strftime("%z")
+                util, bottleneck = w["gpu_util_pct"], w["bottleneck"] or "-"
+                print(f"    {start:%Y-%m-%d %H:%M} {zone}  GPU-Util {util:5.1f} %  {bottleneck}")
     return 0

@@ -239,6 +239,7 @@ MAX_POINTS = 1500  # default budget of engine calls per recording; see resolutio
 GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
 MIN_GAP_S = 1.0
 BATCH_ROWS = 4096  # rows read at a time: 1,024 cost 70 % more CPU (per-call overhead), 8,192 ~100 MB more RSS
+PROC_AHEAD = 512  # process lists converted from Arrow at a time (see _Columns._procs)
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
@@ -371,6 +372,22 @@ def _field(values: pa.Array, name: str) -> pa.Array | None:
     if not pa.types.is_struct(typ) or typ.get_field_index(name) < 0:
         return None
     return pc.struct_field(values, name)
+
+
+def _pylist(arr: pa.Array) -> list[Any]:
+    """``arr.to_pylist()``; a list column through its flat values and offsets, which is 5x faster (the
+    worker pids of every process were most of the conversion of the process lists)."""
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count == len(arr):
+        plain: list[Any] = arr.to_pylist()
+        return plain
+    offsets = arr.offsets.to_pylist()  # into arr.values, which ignores a slice: only the range used is read
+    base = offsets[0]
+    flat = arr.values.slice(base, offsets[-1] - base).to_pylist()
+    out: list[Any] = [flat[a - base : b - base] for a, b in itertools.pairwise(offsets)]
+    if arr.null_count:
+        for i in np.flatnonzero(np.asarray(arr.is_null().to_numpy(zero_copy_only=False))).tolist():
+            out[i] = None
+    return out
 
 
 def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callable[[int, int], list[Any]]) -> None:
@@ -525,10 +542,17 @@ class _Columns:
         self._job_rows = self._job_rows[drop:] + [False] * n
 
     def _procs(self, lo: int, hi: int) -> list[list[ProcSample]]:
-        """Process lists of global rows lo..hi-1, each converted once and only when a view needs it."""
+        """Process lists of global rows lo..hi-1, each converted once, when a view first needs it.
+
+        When a row must be converted, the rows up to PROC_AHEAD past it are converted in the same call: the
+        next views read the rows after these (the window slides forward), and a conversion costs a dozen
+        Arrow calls whatever its length (one call per view for the judged stretch, one more for the window's
+        first row that the engine's ``procs_known`` reads, were 18 % of ``diagnose DIR --summary``)."""
         a, b = lo - self.row0, hi - self.row0
         rows = self._proc_rows
-        _fill_runs(rows, a, b, None, self._convert_procs)
+        first = next((i for i in range(a, b) if rows[i] is None), None)
+        if first is not None:
+            _fill_runs(rows, first, min(len(rows), max(b, first + PROC_AHEAD)), None, self._convert_procs)
         return [r if r is not None else [] for r in rows[a:b]]
 
     def _convert_procs(self, a: int, b: int) -> list[list[ProcSample]]:
@@ -542,12 +566,12 @@ class _Columns:
         cols = {}
         for name in _PROC_FIELDS:
             arr = _field(values, name)
-            cols[name] = arr.to_pylist() if arr is not None else [None] * len(values)
+            cols[name] = _pylist(arr) if arr is not None else [None] * len(values)
         out: list[list[ProcSample]] = [[] for _ in range(b - a)]
         for r, pid, gi, nm, mem, cpu, wk, wcpu, wpids in zip(rows.tolist(), *cols.values(), strict=True):
-            out[r].append(ProcSample(pid=pid, gpu_index=gi, name=nm, gpu_mem_bytes=mem, cpu_pct=cpu, workers=wk,
-                                     workers_cpu_pct=wcpu if wcpu is not None else [],
-                                     worker_pids=wpids if wpids is not None else []))
+            # positional, in _PROC_FIELDS' order (ProcSample's own): keywords cost a third more here
+            out[r].append(ProcSample(pid, gi, nm, mem, cpu, wk, wcpu if wcpu is not None else [],
+                                     wpids if wpids is not None else []))
         return out
 
     def _jobs(self, lo: int, hi: int) -> list[JobSample | None]:
@@ -570,16 +594,21 @@ class _Columns:
         by_col = sorted(self.gpu_cols, key=self.gpu_cols.__getitem__)[:g]
         order = np.argsort(np.asarray(by_col, dtype=int), kind="stable")
         in_order = bool(np.all(order == np.arange(order.size)))
+        # Slices, not copies, where they are contiguous already (a RollingWindow's view is contiguous: the
+        # same memory layout, so numpy reduces in the same order): the buffer's arrays are never written in
+        # place (push concatenates into new ones), so a slice stays as safe to keep as a copy. 2 % of the
+        # summary was these copies.
+        keep = np.ascontiguousarray
         return WindowView(
-            t=self.t[a:b].copy(),
-            interval_s=self.interval[a:b].copy(),
-            gpu={f: (v[a:b, :g].copy() if in_order else v[a:b, :g][:, order]) for f, v in self.gpu.items()},
+            t=self.t[a:b],
+            interval_s=self.interval[a:b],
+            gpu={f: (keep(v[a:b, :g]) if in_order else v[a:b, :g][:, order]) for f, v in self.gpu.items()},
             gpu_indexes=[by_col[i] for i in order],
-            cpu=self.cpu[a:b, :c].copy(),
-            iowait=self.iowait[a:b].copy(),
-            host_mem_used=self.mem_used[a:b].copy(),
-            host_mem_total=self.mem_total[a:b].copy(),
-            disk={f: v[a:b, :d].copy() for f, v in self.disk.items()},
+            cpu=keep(self.cpu[a:b, :c]),
+            iowait=self.iowait[a:b],
+            host_mem_used=self.mem_used[a:b],
+            host_mem_total=self.mem_total[a:b],
+            disk={f: keep(v[a:b, :d]) for f, v in self.disk.items()},
             disk_names=sorted(self.disk_cols, key=self.disk_cols.__getitem__)[:d],
             procs=cast("list[list[ProcSample]]", _LazyProcs(self, lo, hi)),
             jobs=cast("list[JobSample | None]", _LazyJobs(self, lo, hi)),
@@ -639,17 +668,27 @@ def _points(n: int, starts: list[int], stride: int) -> np.ndarray:
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
 
 
-def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
-                   progress: Callable[[int, int], None] | None = None,
-                   resolution_s: float | None = None) -> Timeline:
-    """Segments and gaps of a whole recording, streamed (see the comment above :data:`MAX_POINTS`).
+@dataclass(slots=True)
+class Judged:
+    """Raw verdicts of a recording at chosen ticks (see :func:`judge`)."""
 
-    Raw verdicts are computed as the dashboard would, at the chosen points, then smoothed without regard to
-    causality (see :func:`smoothed_keys`), so a segment begins where its regime began. Each segment's
-    evidence and advice come from a raw verdict that agrees with the segment (see :func:`_basis`). A gap
-    (no tick for more than GAP_INTERVALS intervals) ends the stretch before it: the window starts afresh
-    after it, and segments never span it.
-    """
+    points: np.ndarray  # (k,) the ticks the engine ran at, in order
+    raws: list[Verdict]  # the verdict at each point
+    starts: list[int]  # the first tick of each stretch between gaps (starts[0] == 0)
+    group_of: np.ndarray  # (k,) the stretch of each point
+    nominal: float  # the trusted interval
+    intervals: np.ndarray  # (n,) the per-tick intervals trusted (NaN where not)
+    stride: int
+    warnings: list[str]
+
+
+def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
+          progress: Callable[[int, int], None] | None = None,
+          resolution_s: float | None = None, stride: int | None = None) -> Judged:
+    """The dashboard's raw verdict (a RollingWindow of ``window_s``, the engine) every ``stride`` ticks of
+    each stretch between gaps and at the last tick of each stretch, streamed batch by batch. ``stride``
+    None: from ``resolution_s`` (see :func:`resolution_stride`). ``diagnose FILE`` smooths these into
+    segments (:func:`diagnose_trace`); ``diagnose DIR --summary`` counts them."""
     warn: list[str] = []
     nominal, why = _trusted_interval(src.t, src.meta_interval_s)
     if why:
@@ -658,10 +697,11 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     if dropped:
         warn.append(f"{dropped} ticks' interval_s disagree with their timestamps and are ignored")
     n = src.n
+    if stride is None:
+        stride = resolution_stride(n, nominal, resolution_s)
     if n == 0:
-        return Timeline([], [], nominal, 0, 1, warn)
+        return Judged(np.zeros(0, dtype=np.int64), [], [0], np.zeros(0, dtype=np.int64), nominal, ivs, stride, warn)
     starts = [0, *(int(i) for i in _gap_starts(src.t, nominal))]
-    stride = resolution_stride(n, nominal, resolution_s)
     points = _points(n, starts, stride)
     capacity = _capacity(window_s, nominal, n)
     group_of = np.searchsorted(np.asarray(starts), points, side="right") - 1
@@ -691,6 +731,32 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     if k < points.size:
         raise UserError(f"{src.path}: the file holds fewer ticks than its index says ({read} of {n}): "
                         "it may be damaged; try `gpu-triage recover`")
+    return Judged(points, raws, starts, group_of, nominal, ivs, stride, warn)
+
+
+def first_start(src: TraceSource, judged: Judged, a: int) -> datetime:
+    """When tick ``a``'s interval began (as Tick.ts - interval: to the microsecond): where a stretch
+    starting at ``a`` begins."""
+    iv0 = judged.intervals[a] if not np.isnan(judged.intervals[a]) else min(judged.nominal, MAX_INTERVAL_S)
+    return _dt(src.t[a]) - timedelta(seconds=float(iv0))
+
+
+def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
+                   progress: Callable[[int, int], None] | None = None,
+                   resolution_s: float | None = None, stride: int | None = None) -> Timeline:
+    """Segments and gaps of a whole recording, streamed (see the comment above :data:`MAX_POINTS`).
+
+    Raw verdicts are computed as the dashboard would, at the chosen points (:func:`judge`), then smoothed
+    without regard to causality (see :func:`smoothed_keys`), so a segment begins where its regime began.
+    Each segment's evidence and advice come from a raw verdict that agrees with the segment (see
+    :func:`_basis`). A gap (no tick for more than GAP_INTERVALS intervals) ends the stretch before it: the
+    window starts afresh after it, and segments never span it.
+    """
+    jd = judge(src, thresholds, window_s, progress, resolution_s, stride)
+    n, nominal, stride, warn = src.n, jd.nominal, jd.stride, jd.warnings
+    if n == 0:
+        return Timeline([], [], nominal, 0, 1, warn)
+    starts, points, group_of, raws = jd.starts, jd.points, jd.group_of, jd.raws
 
     segs: list[Segment] = []
     gaps: list[Gap] = []
@@ -702,10 +768,9 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
         g_raws = [raws[i] for i in sel]
         g_t = [float(x) for x in pt[sel]]
         keys = smoothed_keys(g_t, g_raws, thresholds, nominal * stride)
-        iv0 = ivs[a] if not np.isnan(ivs[a]) else min(nominal, MAX_INTERVAL_S)
-        first_start = _dt(src.t[a]) - timedelta(seconds=float(iv0))  # as Tick.ts - interval: to the microsecond
+        begin = first_start(src, jd, a)
         if segs:
-            gaps.append(Gap(segs[-1].end, max(first_start, segs[-1].end)))
+            gaps.append(Gap(segs[-1].end, max(begin, segs[-1].end)))
         group_segs: list[Segment] = []
         members: list[list[Verdict]] = []
         prev = a - 1
@@ -719,7 +784,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 group_segs[-1].ticks += covered
                 members[-1].append(raw)
                 continue
-            start = group_segs[-1].end if group_segs else first_start  # contiguous inside a stretch
+            start = group_segs[-1].end if group_segs else begin  # contiguous inside a stretch
             group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
             members.append([raw])
         for seg, group in zip(group_segs, members, strict=True):

@@ -3,17 +3,19 @@ worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
 
 Two passes, both bounded in memory however many files there are:
 
-1. **Verdicts**, file by file (an hour each by default): the ticks go through the dashboard's
-   :class:`~gpu_triage.window.RollingWindow` and the raw engine (:func:`~gpu_triage.diagnosis.engine.diagnose`)
-   is asked for a verdict every :data:`STRIDE_S` seconds of data; each verdict stands for the ticks since the
-   previous one. One file at a time is in memory; only (host, time, bottleneck) rows are kept.
+1. **Verdicts**, file by file (an hour each by default), streamed in columns as ``diagnose FILE`` reads a
+   recording (:func:`~gpu_triage.diagnosis.offline.judge`): the raw engine
+   (:func:`~gpu_triage.diagnosis.engine.diagnose`) gives a verdict every :data:`STRIDE_S` seconds of data,
+   on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that tick;
+   each verdict stands for the ticks since the previous one (a gap in the recording ends a span: it is
+   nobody's time). One batch of a file at a time is in memory; only (host, time, bottleneck) rows are kept.
 2. **Utilisation**, through a polars lazy scan of the whole dataset (projection: ``ts``, the cards'
    ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; the ``host`` partition column): mean GPU-Util per
    :data:`WINDOW_S` window while a job held the cards. The worst windows are the lowest of those, each with
    the bottleneck the verdicts gave most often inside it. docs/recording.md shows the same query in DuckDB.
 
 Why a stride and not every tick: a share of time over hours does not need the per-tick hysteresis of the
-screen, and the diagnosis is ~70 % of the cost (profiled). Every tick still goes through the window, so each
+screen, and the diagnosis is ~85 % of the cost (profiled). Every tick is still in the window, so each
 verdict sees the whole 5-minute history; what a 30 s stride loses is the exact edges of a regime, to within
 30 s, and regimes shorter than that are under-counted (the dashboard and `diagnose FILE` still show them).
 A day of 8 cards is 2,880 diagnoses instead of 43,200.
@@ -22,6 +24,7 @@ A day of 8 cards is 2,880 diagnoses instead of 43,200.
 from __future__ import annotations
 
 import glob
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +33,8 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import is_directory
+
+log = logging.getLogger(__name__)
 
 STRIDE_S = 30.0  # seconds of data between two verdicts (see the module docstring)
 WINDOW_S = 300.0  # the worst windows are this long: the dashboard's default window
@@ -73,6 +78,11 @@ def dataset_files(spec: str) -> list[Path]:
     return sorted(set(files))
 
 
+def _none_of(n: int) -> str:
+    """The words for a dataset none of whose ``n`` files could be read."""
+    return "its one file cannot be read" if n == 1 else f"none of its {n} files can be read"
+
+
 def leftovers(spec: str) -> list[Path]:
     root = Path(spec).expanduser()
     if root.is_dir():
@@ -98,30 +108,38 @@ class Span:
 
 
 def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
-    """The host of one recording and its verdict spans, one verdict every STRIDE_S seconds of data."""
-    from gpu_triage.diagnosis.engine import diagnose
-    from gpu_triage.trace.reader import open_trace
-    from gpu_triage.window import RollingWindow
+    """The host of one recording and its verdict spans, one verdict every STRIDE_S seconds of data.
 
-    trace = open_trace(path)
-    host = host_of(path, trace.host.hostname)
-    interval = float(trace.interval_s) if trace.interval_s and trace.interval_s > 0 else 2.0
-    window = RollingWindow(max(2, round(config.window_s / interval)))
-    stride = max(1, round(STRIDE_S / interval))
-    chunk = 1024  # ticks converted from Arrow at a time
-    start: datetime | None = None
+    The recording is streamed in columns as ``diagnose FILE`` streams it (:func:`~gpu_triage.diagnosis.
+    offline.judge`): each verdict is the dashboard's raw verdict at that tick, from exactly the window a
+    RollingWindow would hold. A gap in the recording ends a span (it is no bottleneck's time) and the
+    window starts afresh after it, as in ``diagnose FILE``."""
+    from gpu_triage.diagnosis.offline import first_start, judge, open_source
+
+    src = open_source(path)
+    host = host_of(path, src.host.hostname)
+    if src.n == 0:
+        return host, []
+    nominal = _interval_of(src)
+    jd = judge(src, config.thresholds, config.window_s, stride=max(1, round(STRIDE_S / nominal)))
     spans: list[Span] = []
-    for lo in range(0, trace.n, chunk):
-        for i, tick in enumerate(trace.ticks(lo, min(trace.n, lo + chunk)), start=lo):
-            window.append(tick)
-            if start is None:
-                start = datetime.fromtimestamp(tick.ts.timestamp() - (tick.interval_s or interval), UTC)
-            if (i + 1) % stride == 0 or i == trace.n - 1:
-                v = diagnose(window.view(), config.thresholds, trace.host.cpu_count)
-                end = tick.ts.astimezone(UTC)
-                spans.append(Span(host, start, end, v.pattern, v.bottleneck))
-                start = end
+    group = -1
+    start = first_start(src, jd, 0)
+    for p, g, v in zip(jd.points.tolist(), jd.group_of.tolist(), jd.raws, strict=True):
+        if g != group:
+            group = g
+            start = first_start(src, jd, jd.starts[g])
+        end = datetime.fromtimestamp(float(src.t[p]), UTC)
+        spans.append(Span(host, start, end, v.pattern, v.bottleneck))
+        start = end
     return host, spans
+
+
+def _interval_of(src: Any) -> float:
+    """The interval ``diagnose`` trusts for a recording (its metadata's unless the timestamps disagree)."""
+    from gpu_triage.diagnosis.offline import stretch_starts
+
+    return stretch_starts(src.t, src.meta_interval_s)[1]
 
 
 def utilisation_windows(files: list[Path]) -> Any:
@@ -168,12 +186,25 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     files = dataset_files(spec)
     spans: list[Span] = []
     hosts_files: dict[str, int] = {}
+    skipped: list[dict[str, str]] = []
+    read: list[Path] = []
     for n, f in enumerate(files, start=1):
-        host, found = file_verdicts(f, config)
+        try:
+            host, found = file_verdicts(f, config)
+        except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
+            reason = str(exc).removeprefix(f"{f}: ").removeprefix(f"{f} ")
+            log.warning("%s left out of the summary: %s", f, reason)
+            skipped.append({"path": str(f), "reason": reason})
+            continue
+        read.append(f)
         spans.extend(found)
         hosts_files[host] = hosts_files.get(host, 0) + 1
         if progress is not None:
             progress(n, len(files))
+    if not read:
+        raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0]['path']}: "
+                        f"{skipped[0]['reason']})")
+    files = read
     if not spans:
         raise UserError(f"{spec}: the recordings hold no ticks")
     verdicts = pl.DataFrame(
@@ -218,6 +249,7 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     out: dict[str, Any] = {
         "source": spec,
         "files": len(files),
+        "skipped": skipped,  # [{path, reason}]: unreadable files left out (also warned on stderr)
         "leftovers": [str(p) for p in leftovers(spec)],
         "hosts": {},
     }

@@ -12,7 +12,8 @@ Aggregations run in polars on the Arrow tables (``explode("gpus").unnest("gpus")
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -69,30 +70,31 @@ def _gpu_aggs(stall_pct: float) -> list[pl.Expr]:
     ]
 
 
-def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
-    """Per-card, overall and host figures of one recording (None where the data has no value)."""
-    df = pl.from_arrow(trace.table.select(["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]))
-    assert isinstance(df, pl.DataFrame)
-    gpu_fields = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
-                  "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "power_w"]
+GPU_FIELDS = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
+              "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "power_w"]
+COLUMNS = ["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]  # what the figures read of a recording
+
+
+@dataclass(slots=True)
+class Parts:
+    """The rows the figures are computed from, small enough to keep for a whole dataset: one row per card
+    and tick (the fields of GPU_FIELDS), one per tick (CPU mean, busiest core, iowait, busiest disk), one
+    per disk and tick (busy %)."""
+
+    gpus: pl.DataFrame
+    ticks: pl.DataFrame
+    disks: pl.DataFrame
+
+
+def project(df: pl.DataFrame, host: str | None = None) -> Parts:
+    """The :class:`Parts` of recorded rows (columns :data:`COLUMNS`); ``host`` tags the cards' rows."""
     gpus = (
         df.select("gpus")
         .explode("gpus")
         .drop_nulls("gpus")
-        .select([pl.col("gpus").struct.field(f) for f in gpu_fields])
-        .with_columns(pl.col(c).cast(pl.Float64) for c in gpu_fields if c != "index")
-    )
-    aggs = _gpu_aggs(thresholds.stall_util_pct)
-    overall_row = gpus.select(aggs).to_dicts()[0] if gpus.height else {}
-    cards: dict[str, dict[str, float | None]] = {}
-    if gpus.height:
-        per_card = gpus.group_by("index").agg(aggs).sort("index")
-        for row in per_card.to_dicts():
-            idx = row.pop("index")
-            cards[str(idx)] = {k: _num(row.get(k)) for k, _ in CARD_METRICS}
-
-    cpu = df.select(
-        pl.col("cpu_pct").list.mean().alias("mean"), pl.col("cpu_pct").list.max().alias("max"), "iowait_pct"
+        .select([pl.col("gpus").struct.field(f) for f in GPU_FIELDS])
+        .with_columns(pl.col(c).cast(pl.Float64) for c in GPU_FIELDS if c != "index")
+        .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Categorical).alias("host"))
     )
     disks = (
         df.with_row_index("row")
@@ -101,20 +103,69 @@ def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
         .drop_nulls("disks")
         .select("row", pl.col("disks").struct.field("busy_pct").cast(pl.Float64))
     )
+    busiest = disks.group_by("row").agg(pl.col("busy_pct").max().alias("busiest_disk"))
+    ticks = (
+        df.with_row_index("row")
+        .select(
+            "row",
+            pl.col("cpu_pct").list.mean().cast(pl.Float64).alias("mean"),
+            pl.col("cpu_pct").list.max().cast(pl.Float64).alias("max"),
+            pl.col("iowait_pct").cast(pl.Float64),
+        )
+        .join(busiest, on="row", how="left")
+        .drop("row")
+    )
+    return Parts(gpus, ticks, disks.drop("row"))
+
+
+def concat_parts(parts: list[Parts]) -> Parts:
+    def cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        return pl.concat(frames, how="vertical_relaxed")
+
+    return Parts(cat([p.gpus for p in parts]), cat([p.ticks for p in parts]), cat([p.disks for p in parts]))
+
+
+def aggregate(parts: Parts, thresholds: Thresholds, by_host: bool = False) -> dict[str, Any]:
+    """Per-card, overall and host figures (None where the data has no value). ``by_host``: cards are
+    ``host:index`` (a side that spans several hosts), and each host's overall figures are given too."""
+    gpus = parts.gpus
+    aggs = _gpu_aggs(thresholds.stall_util_pct)
+    overall_row = gpus.select(aggs).to_dicts()[0] if gpus.height else {}
+    cards: dict[str, dict[str, float | None]] = {}
+    hosts: dict[str, dict[str, float | None]] = {}
+    if gpus.height:
+        keys = ["host", "index"] if by_host else ["index"]
+        per_card = gpus.group_by(keys).agg(aggs).sort(keys)
+        for row in per_card.to_dicts():
+            idx = row.pop("index")
+            name = f"{row.pop('host')}:{idx}" if by_host else str(idx)
+            cards[name] = {k: _num(row.get(k)) for k, _ in CARD_METRICS}
+        if by_host:
+            for row in gpus.group_by("host").agg(aggs).sort("host").to_dicts():
+                hosts[str(row.pop("host"))] = {k: _num(row.get(k)) for k, _ in CARD_METRICS}
+    ticks, disks = parts.ticks, parts.disks
     host = {
-        "cpu_busy_mean_pct": _num(cpu["mean"].mean()),
-        "cpu_busiest_core_mean_pct": _num(cpu["max"].mean()),
-        "iowait_mean_pct": _num(cpu["iowait_pct"].mean()),
+        "cpu_busy_mean_pct": _num(ticks["mean"].mean()) if ticks.height else None,
+        "cpu_busiest_core_mean_pct": _num(ticks["max"].mean()) if ticks.height else None,
+        "iowait_mean_pct": _num(ticks["iowait_pct"].mean()) if ticks.height else None,
         "disk_busy_mean_pct": _num(disks["busy_pct"].mean()) if disks.height else None,
-        "busiest_disk_mean_pct": (
-            _num(disks.group_by("row").agg(pl.col("busy_pct").max())["busy_pct"].mean()) if disks.height else None
-        ),
+        "busiest_disk_mean_pct": _num(ticks["busiest_disk"].mean()) if disks.height else None,
     }
-    return {
+    out = {
         "overall": {k: _num(overall_row.get(k)) for k, _ in CARD_METRICS},
         "cards": cards,
         "host": host,
     }
+    if by_host:
+        out["hosts"] = hosts
+    return out
+
+
+def summarise(trace: TraceFile, thresholds: Thresholds) -> dict[str, Any]:
+    """Per-card, overall and host figures of one recording (None where the data has no value)."""
+    df = pl.from_arrow(trace.table.select(COLUMNS))
+    assert isinstance(df, pl.DataFrame)
+    return aggregate(project(df), thresholds)
 
 
 def diagnosis_shares(trace: TraceFile, config: Config,
@@ -134,8 +185,13 @@ def _timeline(trace: TraceFile, config: Config, progress: Callable[[int, int], N
 
 
 def _shares(timeline: Any) -> dict[str, float]:
+    return segment_shares(timeline.segments)
+
+
+def segment_shares(segments: Iterable[Any]) -> dict[str, float]:
+    """Share of the segments' time (0-100) per ``pattern/bottleneck``."""
     durations: dict[str, float] = {}
-    for seg in timeline.segments:
+    for seg in segments:
         key = f"{seg.pattern}/{seg.bottleneck}"
         durations[key] = durations.get(key, 0.0) + max(_segment_seconds(seg), 0.0)
     total = sum(durations.values())
@@ -254,10 +310,19 @@ def render_text(result: dict[str, Any]) -> str:
         gaps = ""
         if f.get("gaps"):
             gaps = f", {f['gaps']} gap{'s' if f['gaps'] > 1 else ''} of {human_duration(f['gap_s'])} left out"
+        files = ""
+        if "files" in f:  # a dataset side (gpu_triage.fleet.compare)
+            hosts = f["hosts"]
+            files = (f"{f['files']} file{'s' * (f['files'] != 1)} from "
+                     f"{hosts[0] if len(hosts) == 1 else f'{len(hosts)} hosts'}, ")
         lines.append(
-            f"{side:<7} {f['path']}  ({f['ticks']} ticks, {human_duration(f['duration_s'])} at {f['interval_s']:g} s"
-            f"{gaps}{rec})"
+            f"{side:<7} {f['path']}  ({files}{f['ticks']} ticks, {human_duration(f['duration_s'])} at "
+            f"{f['interval_s']:g} s{gaps}{rec})"
         )
+        for skip in f.get("skipped", []):
+            lines.append(f"        left out (unreadable): {skip['path']}: {skip['reason']}")
+        for p in f.get("leftovers", []):
+            lines.append(f"        not read (interrupted recording): {p}: `gpu-triage recover` it first")
     lines.extend(render_job(result.get("job")))
     header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
 
@@ -273,7 +338,10 @@ def render_text(result: dict[str, Any]) -> str:
 
     card_labels = dict(CARD_METRICS)
     block("all cards", result["overall"], card_labels.__getitem__)
-    if len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
+    if "hosts" in result:  # a dataset side over several hosts: a block per host, the cards in --json
+        for host, rows in result["hosts"].items():
+            block(f"all cards of {host}", rows, card_labels.__getitem__)
+    elif len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
         for card, rows in result["cards"].items():
             block(f"card {card}", rows, card_labels.__getitem__)
     block("host", result["host"], dict(HOST_METRICS).__getitem__)

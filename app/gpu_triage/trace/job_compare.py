@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from gpu_triage.trace.reader import TraceFile
@@ -24,14 +25,30 @@ JOB_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.fmean(vals) if vals else None
 
 
 def job_summary(trace: TraceFile, idle_util_pct: float = 5.0) -> dict[str, Any] | None:
     """Mean job figures over the stretch the job progressed, and the cards it used; None without job data."""
-    jobs = trace.table.column("job").to_pylist()
+    return summarise_jobs(trace.table.column("job").to_pylist(), lambda: _busy_cards(trace, idle_util_pct))
+
+
+def slim_job(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What :func:`summarise_jobs` reads of one tick's job: kept per tick for a whole dataset."""
+    if job is None:
+        return None
+    out = {k: job.get(k) for k, _ in JOB_METRICS}
+    out["source"] = job.get("source")
+    out["ranks"] = [{"rank": r.get("rank"), "world_size": r.get("world_size")} for r in job.get("ranks") or [] if r]
+    return out
+
+
+def summarise_jobs(jobs: list[dict[str, Any] | None],
+                   busy_cards: Callable[[], int | None]) -> dict[str, Any] | None:
+    """:func:`job_summary` of the job column's rows in time order; ``busy_cards()`` counts the cards whose
+    mean GPU-Util was above the idle threshold (asked only when the job names no ranks)."""
     present = [j for j in jobs if j is not None]
     if not present:
         return None
@@ -47,7 +64,7 @@ def job_summary(trace: TraceFile, idle_util_pct: float = 5.0) -> dict[str, Any] 
     elif ranks:
         out["cards"] = len(ranks)
     else:
-        out["cards"] = _busy_cards(trace, idle_util_pct)
+        out["cards"] = busy_cards()
     return out
 
 
@@ -64,7 +81,11 @@ def _busy_cards(trace: TraceFile, idle_util_pct: float) -> int | None:
 def compare_job(before: TraceFile, after: TraceFile, idle_util_pct: float = 5.0) -> dict[str, Any] | None:
     """Before/after job figures with their change, and scaling when the card counts differ; None if neither
     recording has job data."""
-    a, b = job_summary(before, idle_util_pct), job_summary(after, idle_util_pct)
+    return compare_job_summaries(job_summary(before, idle_util_pct), job_summary(after, idle_util_pct))
+
+
+def compare_job_summaries(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Two :func:`summarise_jobs` results side by side (see :func:`compare_job`)."""
     if a is None and b is None:
         return None
     a, b = a or {}, b or {}

@@ -1,0 +1,247 @@
+"""``gpu-triage compare BEFORE AFTER`` where a side is a dataset: a directory written by ``record -o DIR/`` or
+``export --record DIR`` (``host=NAME/date=YYYY-MM-DD/…parquet``), a glob of its files or folders
+(``'fleet/host=a/date=2026-11-2*'``), or several recordings in one directory.
+
+Each side is read as one recording: the same figures ``compare`` gives for two files (samples/s first when
+a job source recorded it, per-card GPU-Util and SM activity, stalls, links, host, the share of time in each
+diagnosis), computed over all of the side's ticks, not averaged from per-file figures (a p95 of p95s is not
+a p95). A side that spans several hosts names its cards ``host:index`` and gets one block per host.
+
+One pass per file, streamed a batch at a time (:func:`~gpu_triage.diagnosis.offline.open_source`, the
+reader's own normalisation and range checks, so a one-file side gives exactly the two-file figures): each
+batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.trace.compare.
+project`); only those rows are kept (about 30 MB for a day of 8 cards). The diagnosis spreads the
+``diagnose`` budget of engine calls (:data:`~gpu_triage.diagnosis.offline.MAX_POINTS`) over the whole side,
+as if it were one file.
+
+A file that cannot be read (damaged, not a recording, holding no tick) is left out with a warning that
+names it, and the report lists it; a side with no readable file at all is an error (exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from gpu_triage.config import Config
+from gpu_triage.diagnosis.offline import MAX_POINTS, Timeline, TraceSource, diagnose_trace, open_source
+from gpu_triage.errors import UserError
+from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers
+from gpu_triage.trace.compare import (
+    CARD_METRICS,
+    COLUMNS,
+    HOST_METRICS,
+    Parts,
+    _change,
+    _metadata,
+    aggregate,
+    concat_parts,
+    project,
+    segment_shares,
+)
+from gpu_triage.trace.job_compare import compare_job_summaries, slim_job, summarise_jobs
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None] | None
+
+
+@dataclass(slots=True)
+class Side:
+    """One side of the comparison, read."""
+
+    spec: str
+    files: list[Path]  # the files read, in time order
+    skipped: list[tuple[Path, str]]  # (file, why) left out
+    hosts: list[str]
+    parts: Parts
+    jobs: list[dict[str, Any] | None]  # per tick in time order (slim_job), None: no job at that tick
+    timelines: list[Timeline]
+    stride: int
+    leftovers: list[Path] = field(default_factory=list)
+
+    @property
+    def ticks(self) -> int:
+        return sum(t.ticks for t in self.timelines)
+
+
+def _skip(path: Path, why: str, skipped: list[tuple[Path, str]]) -> None:
+    reason = why.removeprefix(f"{path}: ").removeprefix(f"{path} ")
+    skipped.append((path, reason))
+    log.warning("%s left out of the comparison: %s", path, reason)
+
+
+def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
+    """Diagnose and project every readable recording of ``spec``; UserError if none can be read."""
+    files = dataset_files(spec)  # UserError (one line) for an empty directory or a glob matching nothing
+    skipped: list[tuple[Path, str]] = []
+    sources: list[TraceSource] = []
+    for f in files:
+        try:
+            src = open_source(f)
+        except UserError as exc:
+            _skip(f, str(exc), skipped)
+            continue
+        if src.n == 0:
+            _skip(f, "holds no ticks", skipped)
+            continue
+        sources.append(src)
+    if not sources:
+        why = f" ({skipped[0][0].name}: {skipped[0][1]})" if skipped else ""
+        raise UserError(f"{spec}: {_none_of(len(files))}{why}; "
+                        "give a dataset directory or a glob of gpu-triage recordings")
+    sources.sort(key=lambda s: (float(s.t[0]), str(s.path)))
+    total = sum(s.n for s in sources)
+    stride = max(1, math.ceil(total / MAX_POINTS))  # diagnose's budget, spread over the whole side
+    host_names = {s.path: host_of(s.path, s.host.hostname) for s in sources}
+    used: list[Path] = []
+    parts: list[Parts] = []
+    jobs: list[dict[str, Any] | None] = []
+    timelines: list[Timeline] = []
+    done = 0
+    for src in sources:
+        file_parts: list[Parts] = []
+        file_jobs: list[dict[str, Any] | None] = []
+        host = host_names[src.path]
+
+        def tee(src: TraceSource = src, host: str = host, file_parts: list[Parts] = file_parts,
+                file_jobs: list[dict[str, Any] | None] = file_jobs) -> Iterator[pa.RecordBatch]:
+            for batch in src.batches():
+                df = pl.from_arrow(pa.Table.from_batches([batch]).select(COLUMNS))
+                assert isinstance(df, pl.DataFrame)
+                file_parts.append(project(df, host))
+                job = batch.column("job") if "job" in batch.schema.names else None
+                if job is None or job.null_count == len(job):
+                    file_jobs.extend([None] * batch.num_rows)
+                else:
+                    file_jobs.extend(slim_job(j) for j in job.to_pylist())
+                yield batch
+
+        offset = done
+        step = None if progress is None else (lambda d, n, o=offset: progress(min(o + d, total), total))
+        try:
+            tl = diagnose_trace(dataclasses.replace(src, batches=tee), config.thresholds, config.window_s,
+                                step, stride=stride)
+        except UserError as exc:  # damage found past the first rows: nothing of this file counts
+            _skip(src.path, str(exc), skipped)
+            continue
+        finally:
+            done += src.n
+        used.append(src.path)
+        parts.extend(file_parts)
+        jobs.extend(file_jobs)
+        timelines.append(tl)
+    if not used:
+        raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0][0].name}: "
+                        f"{skipped[0][1]})")
+    if progress is not None and done < total:
+        progress(total, total)
+    return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), concat_parts(parts), jobs,
+                timelines, stride, leftovers(spec))
+
+
+def _busy_cards(parts: Parts, idle_util_pct: float) -> int | None:
+    """Cards (per host) whose mean GPU-Util was above the idle threshold: the job's cards when it names no
+    ranks (as for one file)."""
+    if not parts.gpus.height:
+        return None
+    means = parts.gpus.group_by("host", "index").agg(pl.col("util_pct").mean())
+    return int((means["util_pct"] > idle_util_pct).sum()) or None
+
+
+def _digest(side: Side, config: Config) -> tuple[dict[bool, dict[str, Any]], dict[str, Any] | None]:
+    """The side's figures (cards by index, and by host — which one is shown depends on the other side)
+    and its job summary; then its rows are dropped, so that two sides never hold their rows at once."""
+    th = config.thresholds
+    busy = _busy_cards(side.parts, th.idle_util_pct)
+    figures = {False: aggregate(side.parts, th, False), True: aggregate(side.parts, th, True)}
+    job = summarise_jobs(side.jobs, lambda: busy)
+    empty = pl.DataFrame()
+    side.parts, side.jobs = Parts(empty, empty, empty), []
+    return figures, job
+
+
+def _shares_of(side: Side) -> dict[str, float]:
+    """Share of the side's recorded time per pattern/bottleneck, over all its files (gaps count for none)."""
+    return segment_shares(s for tl in side.timelines for s in tl.segments)
+
+
+def _side_info(side: Side) -> dict[str, Any]:
+    intervals = sorted(tl.interval_s for tl in side.timelines)
+    return {
+        "path": side.spec,
+        "files": len(side.files),
+        "hosts": side.hosts,
+        "skipped": [{"path": str(p), "reason": why} for p, why in side.skipped],
+        "leftovers": [str(p) for p in side.leftovers],
+        "ticks": side.ticks,
+        "duration_s": sum(tl.recorded_s for tl in side.timelines),
+        "gaps": sum(len(tl.gaps) for tl in side.timelines),
+        "gap_s": sum(g.seconds for tl in side.timelines for g in tl.gaps),
+        "interval_s": intervals[len(intervals) // 2],
+        "judged_every_ticks": side.stride,
+        "recovered": False,
+        "warnings": [f"{p.name}: {w}" for p, tl in zip(side.files, side.timelines, strict=True) for w in tl.warnings],
+    }
+
+
+def _side_metadata(side: Side) -> dict[str, Any]:
+    from gpu_triage.trace.reader import open_trace
+
+    meta = _metadata(open_trace(side.files[0]))  # the first file's run; one hour, read whole
+    meta["hostname"] = side.hosts[0] if len(side.hosts) == 1 else ", ".join(side.hosts)
+    return meta
+
+
+def compare_datasets(before: str, after: str, config: Config,
+                     progress: Callable[[str], Progress] | None = None) -> dict[str, Any]:
+    """The comparison of two datasets (or a dataset and a file) with the keys of
+    :func:`~gpu_triage.trace.compare.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
+    ``hosts`` (each host's figures) when a side spans several hosts."""
+    a = read_side(before, config, progress(f"diagnosing {before}") if progress else None)
+    fig_a, job_a = _digest(a, config)  # its rows are let go before the other side is read
+    b = read_side(after, config, progress(f"diagnosing {after}") if progress else None)
+    fig_b, job_b = _digest(b, config)
+    by_host = len(a.hosts) > 1 or len(b.hosts) > 1
+    sa, sb = fig_a[by_host], fig_b[by_host]
+    job = compare_job_summaries(job_a, job_b)
+    empty: dict[str, float | None] = {}
+
+    def changes(x: dict[str, Any], y: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        return {k: _change(x.get(k), y.get(k)) for k, _ in keys}
+
+    da, db = _shares_of(a), _shares_of(b)
+    ma, mb = _side_metadata(a), _side_metadata(b)
+    result: dict[str, Any] = {
+        "before": _side_info(a),
+        "after": _side_info(b),
+        "job": job,
+        "overall": changes(sa["overall"], sb["overall"], CARD_METRICS),
+        "cards": {c: changes(sa["cards"].get(c, empty), sb["cards"].get(c, empty), CARD_METRICS)
+                  for c in _card_order(set(sa["cards"]) | set(sb["cards"]))},
+        "host": changes(sa["host"], sb["host"], HOST_METRICS),
+        "diagnosis": {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))},
+        "metadata_differences": {k: {"before": ma.get(k), "after": mb.get(k)}
+                                 for k in [*ma, *(k for k in mb if k not in ma)] if ma.get(k) != mb.get(k)},
+    }
+    if by_host:
+        result["hosts"] = {h: changes(sa["hosts"].get(h, empty), sb["hosts"].get(h, empty), CARD_METRICS)
+                           for h in sorted(set(sa["hosts"]) | set(sb["hosts"]))}
+    return result
+
+
+def _card_order(cards: set[str]) -> list[str]:
+    """``0, 1, … 10`` by number; ``host:index`` by host, then number."""
+    def key(c: str) -> tuple[str, int]:
+        host, _, idx = c.rpartition(":")
+        return (host, int(idx)) if idx.lstrip("-").isdigit() else (c, 0)
+
+    return sorted(cards, key=key)

@@ -1,0 +1,138 @@
+"""The engine's shortcuts around numpy's slow paths give numpy's own values, bit for bit: a verdict must not
+depend on which of the two computed it (the offline and live readings are compared verdict by verdict)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gpu_triage.diagnosis.engine import nanmedian0
+from gpu_triage.diagnosis.facts import LINK_FIELDS, link_traffic
+from gpu_triage.diagnosis.patterns import column_nanmeans, nanmax, nanmean, percentiles
+
+
+def _arrays(seed: int, count: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        a = rng.normal(size=(int(rng.integers(1, 12)), int(rng.integers(1, 8)))) * 10.0 ** int(rng.integers(-3, 12))
+        if rng.random() < 0.4:
+            a = np.round(a)  # ties and repeated values
+        if rng.random() < 0.2:
+            a = -0.0 * np.abs(a)  # signed zeros
+        a[rng.random(a.shape) < rng.random() * 0.8] = np.nan
+        if rng.random() < 0.2:
+            a[rng.random(a.shape) < 0.1] = np.inf
+            a[rng.random(a.shape) < 0.1] = -np.inf
+        out.append(a)
+    return out
+
+
+def test_nanmedian0_is_numpys_nanmedian() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # numpy warns on an all-NaN column
+        for a in _arrays(0, 5000):
+            want, got = np.nanmedian(a, axis=0), nanmedian0(a)
+            assert np.array_equal(want, got, equal_nan=True), a
+            assert np.array_equal(np.signbit(want), np.signbit(got)), a
+    assert nanmedian0(np.zeros((0, 3))).shape == (3,)
+
+
+def test_link_traffic_is_the_sum_of_nan_to_num() -> None:
+    for n, a in enumerate(_arrays(1, 2000)):
+        rng = np.random.default_rng(n)
+        gpu = {"util_pct": np.zeros(a.shape)}
+        for name in LINK_FIELDS:
+            with np.errstate(invalid="ignore"):
+                gpu[name] = a * rng.choice([0.0, 1.0, 3.0])  # inf * 0: NaN, one more missing value
+            gpu[name][rng.random(a.shape) < 0.3] = np.nan
+        want = np.zeros(a.shape)
+        have = np.zeros(a.shape, dtype=bool)
+        for name in LINK_FIELDS:
+            have |= ~np.isnan(gpu[name])
+            with np.errstate(over="ignore", invalid="ignore"):
+                want += np.nan_to_num(gpu[name])
+        want = np.where(have, want, np.nan)
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = link_traffic(gpu)
+        assert np.array_equal(want, got, equal_nan=True), gpu
+
+
+def test_column_nanmeans_are_each_columns_nanmean() -> None:
+    for a in _arrays(2, 3000):
+        with np.errstate(invalid="ignore"):  # inf + -inf
+            want = [nanmean(a[:, j]) for j in range(a.shape[1])]
+            got = column_nanmeans(a)
+        assert np.array_equal(np.array(want), got, equal_nan=True), a
+    # long columns too: numpy adds 8 values at a time past 8 of them, in blocks of 128
+    rng = np.random.default_rng(3)
+    for rows in (9, 130, 300, 1000):
+        a = rng.normal(size=(rows, 16)) * 1e9
+        assert np.array_equal(column_nanmeans(a), [nanmean(a[:, j]) for j in range(16)])
+
+
+def test_process_rows_are_built_in_the_dataclass_field_order() -> None:
+    """offline._Columns builds ProcSample positionally from _PROC_FIELDS: a field added to the model must
+    be added there too, in its place."""
+    import dataclasses
+
+    from gpu_triage.diagnosis.offline import _PROC_FIELDS
+    from gpu_triage.model import ProcSample
+
+    assert tuple(f.name for f in dataclasses.fields(ProcSample)) == _PROC_FIELDS
+
+
+def test_percentiles_are_numpys_linear_percentiles() -> None:
+    rng = np.random.default_rng(5)
+    for a in _arrays(4, 4000):
+        qs = [5, 95] if rng.random() < 0.7 else [float(x) for x in rng.uniform(0, 100, size=3)]
+        axis = int(rng.integers(0, 2))
+        with np.errstate(invalid="ignore"):  # inf - inf between neighbours: NaN in both
+            want, got = np.percentile(a, qs, axis=axis), percentiles(a, qs, axis=axis)
+        assert np.array_equal(want, got, equal_nan=True), (a, qs, axis)
+        assert np.array_equal(np.signbit(want), np.signbit(got)), (a, qs, axis)
+        flat = a[~np.isnan(a)]
+        if flat.size:
+            with np.errstate(invalid="ignore"):
+                assert np.array_equal(np.percentile(flat, [5, 95]), percentiles(flat, [5, 95]), equal_nan=True)
+
+
+def test_nanmax_is_numpys_nanmax() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # numpy warns on an all-NaN slice
+        for a in _arrays(6, 3000):
+            for axis in (None, 0, 1):
+                assert np.array_equal(np.nanmax(a, axis=axis), nanmax(a, axis=axis), equal_nan=True), (a, axis)
+
+
+def test_nanmean_is_numpys_nanmean() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN slices, inf - inf
+        for a in _arrays(7, 3000):
+            for axis in (None, 0, 1):
+                want, got = np.nanmean(a, axis=axis), nanmean(a, axis=axis)
+                assert np.array_equal(want, got, equal_nan=True), (a, axis)
+            t = np.asfortranarray(a)  # another memory layout, as a view's column slice may have
+            assert np.array_equal(np.nanmean(t, axis=0), nanmean(t, axis=0), equal_nan=True), a
+            assert np.array_equal(np.nanmean(a[:, ::2], axis=0), nanmean(a[:, ::2], axis=0), equal_nan=True), a
+
+
+def test_pylist_of_list_columns_is_to_pylist() -> None:
+    import pyarrow as pa
+
+    from gpu_triage.diagnosis.offline import _pylist
+
+    rows = [[1, 2], None, [], [3, None, 5], [7]] * 3
+    for typ in (pa.list_(pa.uint32()), pa.list_(pa.float32()), pa.large_list(pa.int64())):
+        arr = pa.array(rows, type=typ)
+        for part in (arr, arr.slice(1), arr.slice(3, 7), arr.slice(5, 0)):
+            assert _pylist(part) == part.to_pylist()
+    struct = pa.array([{"w": [1, 2]}, None, {"w": None}, {"w": [4]}], type=pa.struct([("w", pa.list_(pa.uint32()))]))
+    child = struct.slice(1).field("w")  # a struct's field, as the process lists are read
+    assert _pylist(child) == child.to_pylist()
+    assert _pylist(pa.array([1, None, 3])) == [1, None, 3]
+    # a null list backed by values (allowed by Arrow): its values are not anyone's
+    backed = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 3, 4, 5], pa.uint32()),
+                                      mask=pa.array([False, True, False]))
+    assert _pylist(backed) == backed.to_pylist() == [[1, 2], None, [5]]

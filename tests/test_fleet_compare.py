@@ -1,0 +1,162 @@
+"""`compare` of datasets: each side a directory written by our recorder, a glob of its partitions, or a mix
+of recordings; read as one recording each. A damaged file among many is left out and named; a side with
+nothing readable is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.fleet.compare import compare_datasets
+from gpu_triage.fleet.dataset import DatasetWriter
+from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.writer import TraceWriter
+
+T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
+
+
+def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: str, gpus: int = 2,
+             rotate_s: float = 3600) -> list[Path]:
+    source = SimulatedSource(scenario, gpus=gpus, seed=1, interval_s=2.0, start=start)
+    writer = DatasetWriter(root, source.host_info(), 2.0, rotate_s=rotate_s, hostname=host)
+    for _ in range(round(seconds / 2.0)):
+        writer.append(source.sample())
+    writer.close()
+    return writer.files
+
+
+def _damage(path: Path) -> Path:
+    """A copy of ``path`` beside it with its middle overwritten (a bad disk block)."""
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid : mid + 2000] = bytes(2000)
+    bad = path.with_name(f"damaged-{path.name}")
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    late = T0 + timedelta(minutes=80)  # 23:20
+    before = _dataset(tmp_path / "before", "data_pipeline", late, 3600, "gpu01", rotate_s=1800)
+    _dataset(tmp_path / "after", "healthy", late + timedelta(days=1), 3600, "gpu01", rotate_s=1800)
+    assert len(before) == 3  # files across midnight: one side is several files and two dates
+    assert main(["compare", str(tmp_path / "before"), f"{tmp_path / 'after'}/", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences"} <= set(result)
+    assert "hosts" not in result  # one host a side: cards by index, as for two files
+    for side in ("before", "after"):
+        assert result[side]["files"] == 3 and result[side]["hosts"] == ["gpu01"] and result[side]["skipped"] == []
+        assert result[side]["ticks"] == 1800 and result[side]["duration_s"] == pytest.approx(3600)
+    util = result["overall"]["util_mean_pct"]
+    assert util["before"] < 50 and util["change"] > 40
+    assert set(result["cards"]) == {"0", "1"}
+    assert result["diagnosis"]["sawtooth/data_pipeline"]["before"] > 80
+    assert result["diagnosis"]["sawtooth/data_pipeline"]["after"] == 0.0
+    assert result["metadata_differences"] == {}
+
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    text = capsys.readouterr().out
+    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 1800 ticks, 1 h at 2 s)" in text
+    assert "card 1" in text and "diagnosis: share of time %" in text
+
+
+def _job_recording(path: Path, rate: float) -> Path:
+    """Two cards and a job pulse: the job figures come from the trace-v2 job column."""
+    w = TraceWriter(path, HostInfo(hostname="h"), 2.0)
+    for i in range(400):
+        moving = 20 <= i < 380
+        ranks = [JobRank(r, r, 2, 100 + r, rate / 2, rate / 128, 64 / rate, 10.0, 0.1) for r in range(2)]
+        job = JobSample(source="pulse", samples_per_s=rate * moving, steps_per_s=rate / 128 * moving,
+                        step_time_s=128 / rate, data_wait_pct=10.0, ranks=ranks)
+        gpus = [GpuSample(g, util_pct=90.0 - 20 * (i % 7 == 0), sm_active_pct=70.0, power_w=500.0 + g)
+                for g in range(2)]
+        w.append(Tick(ts=T0 + timedelta(seconds=2 * i), interval_s=2.0, gpus=gpus, job=job, cpu_pct=[50.0, 20.0],
+                      iowait_pct=1.0))
+    return w.close()
+
+
+def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> None:
+    """A side is read as one recording: a directory holding one file gives exactly that file's figures."""
+    a = _job_recording(tmp_path / "a.parquet", 1000.0)
+    b = _job_recording(tmp_path / "b.parquet", 1500.0)
+    for name, f in (("da", a), ("db", b)):
+        (tmp_path / name).mkdir()
+        shutil.copy(f, tmp_path / name / f.name)
+    files = compare_traces(open_trace(a), open_trace(b), Config())
+    dirs = compare_datasets(str(tmp_path / "da"), str(tmp_path / "db"), Config())
+    for key in ("job", "overall", "cards", "host", "diagnosis"):
+        assert dirs[key] == files[key], key  # the same rows through the same code: equal, not close
+    assert dirs["job"]["metrics"]["samples_per_s"]["after"] == pytest.approx(1500.0)
+    assert dirs["before"]["ticks"] == files["before"]["ticks"] == 400
+
+
+def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    _dataset(fleet, "data_pipeline", T0, 2400, "a", rotate_s=1200)
+    _dataset(fleet, "healthy", T0, 2400, "b", rotate_s=1200)
+    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 1200, "a")
+    result = compare_datasets(str(tmp_path / "before"), str(fleet / "host=*" / "date=2026-11-29"), Config())
+    assert result["after"]["hosts"] == ["a", "b"] and result["after"]["files"] == 4
+    assert set(result["cards"]) == {"a:0", "a:1", "b:0", "b:1"}
+    hosts = result["hosts"]
+    assert hosts["b"]["util_mean_pct"]["after"] > 90 > hosts["a"]["util_mean_pct"]["after"]
+    assert hosts["b"]["util_mean_pct"]["before"] is None  # host b is not in the before side: n/a, not 0
+    assert result["cards"]["a:0"]["util_mean_pct"]["change"] == pytest.approx(0.0, abs=5)  # the same load on a
+    text = render_text(result)
+    assert "(4 files from 2 hosts" in text and "all cards of b" in text and "card a:0" not in text  # cards: --json
+
+    only_a = compare_datasets(str(tmp_path / "before"), str(fleet / "host=a"), Config())
+    assert "hosts" not in only_a and set(only_a["cards"]) == {"0", "1"}
+
+
+def test_a_damaged_file_among_many_is_left_out_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = _dataset(tmp_path / "before", "data_pipeline", T0, 3600, "gpu01", rotate_s=1200)
+    bad = _damage(files[1])
+    foreign = files[0].with_name("notes.parquet")
+    pl.DataFrame({"a": [1, 2]}).write_parquet(foreign)  # a Parquet file that is no recording
+    _dataset(tmp_path / "after", "healthy", T0, 1200, "gpu01")
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    captured = capsys.readouterr()
+    assert f"{bad} left out of the comparison" in captured.err and f"{foreign} left out" in captured.err
+    assert "Traceback" not in captured.err
+    assert "(3 files from gpu01, 1800 ticks" in captured.out  # the three good files still count
+    assert f"left out (unreadable): {bad}:" in captured.out and f"left out (unreadable): {foreign}:" in captured.out
+
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {s["path"] for s in result["before"]["skipped"]} == {str(bad), str(foreign)}
+
+
+@pytest.mark.parametrize("case", ["empty", "no-match", "only-damaged", "only-foreign"])
+def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _dataset(tmp_path / "good", "healthy", T0, 600, "gpu01")
+    side = tmp_path / "side"
+    side.mkdir()
+    spec = str(side)
+    if case == "empty":
+        (side / "README").write_text("nothing recorded here")
+    elif case == "no-match":
+        spec = str(tmp_path / "fleet" / "host=*" / "date=2026-11-2*")
+    elif case == "only-damaged":
+        shutil.move(_damage(good[0]), side / "x.parquet")
+    else:
+        pl.DataFrame({"a": [1]}).write_parquet(side / "x.parquet")
+    assert main(["compare", spec, str(tmp_path / "good")]) == 2  # the bad side first: nothing else is read
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-triage") and err.count("\n") <= 1 + (case.startswith("only")), err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert spec in last and ("no file or directory matches" in last or "no recording" in last
+                             or "be read" in last), last
