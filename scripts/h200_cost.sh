@@ -48,8 +48,6 @@ timeout $((RUNS * (SECS + 25) + 30)) python3 benchmarks/compare_monitors.py --to
   --cmd "nvitop=python3 -m nvitop --interval 2" \
   --cmd "nvidia-smi dmon=nvidia-smi dmon -d 2" \
   --cmd "gpu-triage export=python3 -m gpu_triage export --interval 2 --listen 127.0.0.1:9840" \
-  --cmd "live (MALLOC_ARENA_MAX 2)=env MALLOC_ARENA_MAX=2 python3 -m gpu_triage live --interval 2" \
-  --cmd "record (MALLOC_ARENA_MAX 2)=sh -c 'MALLOC_ARENA_MAX=2 exec python3 -m gpu_triage record -o /tmp/cmpa-\$\$.parquet --interval 2'" \
   2>&1 | tee -a "$OUT/cost.txt"
 
 echo "== one real scrape of export (2 cards under load), and its time over 20 scrapes" | tee -a "$OUT/cost.txt"
