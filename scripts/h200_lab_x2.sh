@@ -130,6 +130,30 @@ for setting in "1 16777216 a" "0 268435456 b"; do
 done
 rec_stop
 fi
+if want validate; then  # a third setting of each mechanism, recorded after the rules were set (PHASES=validate)
+echo "== V validation: third settings, never used to choose a threshold $(now)"
+rec_start val-h2d
+per_card h2d "$M" --batch 512 --secs 22
+rec_stop
+rec_start val-loader0
+per_card loader0 "$M" --batch 128 --rounds 6 --secs 22
+rec_stop
+rec_start val-ddp-ckpt
+torchrun2 110 ddp_ckpt "$M" --dim 6144 --layers 6 --batch 6144 --every 10 --secs 30 2>&1 | tee "$RES/val-ddp-ckpt.log" | grep -vE "^MARK|Warning|warn"
+killranks ddp_ckpt
+rec_stop
+rec_start val-stuck
+rm -f "$PIDDIR"/stuck-started
+torchrun2 150 stuck "$M" --hang-rank 1 --numel 67108864 --warm 6 > "$RES/val-stuck.log" 2>&1 &
+T=$!
+for i in $(seq 90); do [ -f "$PIDDIR/stuck-started" ] && break; sleep 1; done
+sleep 35
+echo "{\"mode\": \"stuck_end\", \"tag\": \"a\", \"end\": \"$(now)\"}" >> "$RES/stuck-ends.jsonl"
+killranks stuck
+wait $T; grep -vE "^MARK" "$RES/val-stuck.log" | tail -5
+rec_stop
+fi
+
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv
 echo "== done $(now)"; ls -la "$RES"
 save
