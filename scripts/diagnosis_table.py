@@ -32,6 +32,9 @@ X2_CUDA0 = ROOT / "tests" / "data" / "h200x2-cuda0-1s.parquet"
 # the lab's recordings of issue 11's mechanisms (docs/h200.md), each at 1 s and 2 s ticks
 X2_LAB = [ROOT / "tests" / "data" / f"h200x2-{m}-{iv}.parquet"
           for m in ("h2d", "loader0", "loader0rn50", "loader0rn50omp1", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
+# a third setting of each mechanism, recorded after the rules were set (validation: no threshold saw them)
+X2_VAL = [ROOT / "tests" / "data" / f"h200x2-val-{m}-{iv}.parquet"
+          for m in ("h2d", "loader0", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
 def real_rows(path, show_ticks: bool) -> list[tuple]:
     cfg = Config()
@@ -107,7 +110,7 @@ def sim_rows() -> list[tuple]:
 def main() -> None:
     show = "--ticks" in sys.argv
     rows = []
-    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0, *X2_LAB):
+    for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0, *X2_LAB, *X2_VAL):
         rows += real_rows(p, show)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok "
