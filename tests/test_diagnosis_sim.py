@@ -120,3 +120,28 @@ def test_segments_are_contiguous_and_follow_the_schedule() -> None:
         assert a.end == b.start and (a.pattern, a.bottleneck) != (b.pattern, b.bottleneck)
     assert sum(s.ticks for s in segs) == len(ticks)
     assert [s.bottleneck for s in segs if s.ticks >= 5] == ["none", "storage_io", "none"]
+
+
+def test_a_held_bottleneck_is_shown_while_the_pattern_alternates() -> None:
+    # a checkpoint read as a sawtooth on one tick and as imbalanced cards on the next (real h200x2-ddp-ckpt):
+    # the pattern's hold never completes, the bottleneck's does, and the bottleneck is what the user acts on
+    from gpu_triage.diagnosis.engine import Verdict
+
+    th = Thresholds()
+    tracker = VerdictTracker(th)
+    before = Verdict("steady_high", "none", [0, 1], 0.8, ["GPU-Util mean 99 %"], [])
+    t = 0.0
+    for _ in range(20):
+        t += 1.0
+        tracker.update(t, before)
+    shown: list[tuple[str, str]] = []
+    for k in range(int(3 * th.hold_s)):
+        t += 1.0
+        raw = Verdict("sawtooth" if k % 2 else "imbalanced", "storage_io", [0], 0.7, [f"tick {k}"], ["checkpoint"])
+        got = tracker.update(t, raw)
+        assert got.key in (before.key, ("sawtooth", "storage_io"), ("imbalanced", "storage_io"))
+        shown.append(got.key)
+    changed_at = next(i for i, key in enumerate(shown) if key != before.key)
+    assert changed_at <= th.hold_s + 1  # the bottleneck's hold, not forever
+    after = shown[changed_at:]
+    assert all(key == after[0] for key in after)  # then one headline, not a flicker between the two shapes

@@ -8,7 +8,9 @@ Pattern and bottleneck have their own hysteresis: a job that sits on the border 
 shapes (steady_low and a sawtooth faster than the tick) must not hold back the news that its bottleneck
 changed, and vice versa. What is *shown* is always one raw verdict whole (headline, evidence and advice
 from the same ticks): the newest raw verdict that says exactly the held pattern and bottleneck. When the
-two holds name a pair no raw verdict has said yet, the previous shown verdict stays until one does.
+two holds name a pair no raw verdict has said yet, a raw verdict naming the held bottleneck is shown (the
+bottleneck is what the user acts on; its pattern comes with it), and only when there is none either does the
+previous shown verdict stay.
 
 A change backed by a confident verdict on a *fresh regime* needs only half the hold: the regime rule already
 required the new level to hold in one band for ``max(regime_min_s, 3 ticks)``, a stability test the noise of
@@ -101,7 +103,7 @@ class VerdictTracker:
         key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
         if key[0] == COLLECTING:
             key = (COLLECTING, "none")
-        shown = self._latest.get(key) or self.shown or verdict
+        shown = self._latest.get(key) or self._same_bottleneck(key[1], verdict) or self.shown or verdict
         if self._note_shown(t_seconds, shown):
             # only the pairs that can still be shown are kept: the held values and the newest raw one
             self._latest = {k: v for k, v in self._latest.items() if k[0] == key[0] or k[1] == key[1]
@@ -111,6 +113,18 @@ class VerdictTracker:
             shown = dataclasses.replace(shown, advice=shown.advice + shown.destructive_advice)
         self.shown = shown
         return shown
+
+    def _same_bottleneck(self, bottleneck: str, verdict: Verdict) -> Verdict | None:
+        """A raw verdict naming the held bottleneck when none names the held pair: the bottleneck's change has
+        held but the pattern's has not (a job alternating between two shapes, e.g. a checkpoint seen as a
+        sawtooth on one tick and as imbalanced cards on the next). The bottleneck is the news: it is shown,
+        keeping the shown pattern while a raw verdict still says it with this bottleneck, else this tick's."""
+        if bottleneck == COLLECTING or self.shown is None:
+            return None
+        kept = self._latest.get((self.shown.pattern, bottleneck))
+        if kept is not None:
+            return kept
+        return verdict if verdict.bottleneck == bottleneck else None
 
     def _note_shown(self, t_seconds: float, shown: Verdict) -> bool:
         """Note (and log) a change of the shown pair; True when it changed."""
