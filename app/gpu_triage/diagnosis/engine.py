@@ -262,12 +262,13 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
         return JobSpan(start, appeared, None, None)
     first = appeared + int(any_hits[0])
     firsts: list[int] = []  # each of the job's cards: its first kernel
+    ran: list[bool] = np.asarray(kernel.any(axis=0)).tolist()  # per card, and its first kernel's tick: one call for all cards
+    first_hit: list[int] = np.asarray(kernel.argmax(axis=0)).tolist()
     for j, idx in enumerate(view.gpu_indexes):
         if idx in cards:
-            hits = np.flatnonzero(kernel[:, j])
-            if not hits.size:  # a card of the job has run none yet: the job runs from its first kernel anywhere
+            if not ran[j]:  # a card of the job has run none yet: the job runs from its first kernel anywhere
                 return JobSpan(start, appeared, first, first)
-            firsts.append(appeared + int(hits[0]))
+            firsts.append(appeared + first_hit[j])
     return JobSpan(start, appeared, first, max(firsts, default=first))
 
 
