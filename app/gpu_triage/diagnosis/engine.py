@@ -542,12 +542,12 @@ def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float)
     cols = [view.gpu_indexes.index(i) for i in cards]
     if not cols:
         return 0.0
-    g = {k: view.gpu[k][:, cols] for k in ("util_pct", "sm_active_pct", *LINK_FIELDS)}  # what is read below
-    util, sm = g["util_pct"], g["sm_active_pct"]
-    link = link_traffic(g)
+    util, sm = view.gpu["util_pct"][:, cols], view.gpu["sm_active_pct"][:, cols]
     waiting_now = (util[-1] >= th.high_util_pct) & (sm[-1] < th.sm_low_pct)
     if not waiting_now.any():
-        return 0.0
+        return 0.0  # before the links are copied and added up: most verdicts stop here
+    g = {"util_pct": util, **{k: view.gpu[k][:, cols] for k in LINK_FIELDS}}  # what is read below
+    link = link_traffic(g)
     w = waiting_now
     ok = ((util[:, w] >= th.high_util_pct) & (sm[:, w] < th.sm_low_pct)
           & (np.nan_to_num(link[:, w], nan=np.inf) < th.link_quiet_bytes_per_s)).all(axis=1)
