@@ -220,6 +220,7 @@ def test_proc_facts_counts_as_written_plainly() -> None:
                 tick.append(ProcSample(int(rng.integers(1, 4)), int(rng.integers(0, 3)), "python", None,
                                        None if rng.random() < 0.3 else float(rng.integers(0, 200)),
                                        None if rng.random() < 0.3 else int(rng.integers(0, 6)), cpus,
+                                       [101, 102] if rng.random() < 0.4 else  # the same workers again
                                        [int(x) for x in rng.integers(100, 110, size=int(rng.integers(0, 3)))]))
             procs.append(tick)
         stall = rng.random(int(rng.integers(0, ticks + 2))) < 0.7

@@ -79,6 +79,7 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     procs_per_tick: list[int] = []
     main_cpu: list[float] = []
     last_sets: dict[int, frozenset[int]] = {}
+    last_lists: dict[int, list[int]] = {}  # the worker pid list that last_sets was made from
     pids_by_card: dict[int, set[int]] = {}  # its keys: the cards seen
     peg = th.core_pegged_pct
     workers_max = facts.workers
@@ -112,12 +113,16 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
             cpu = p.cpu_pct
             if cpu is not None and not cpu <= busiest:
                 busiest = float(cpu)
-            if p.worker_pids:
-                pids = frozenset(p.worker_pids)
+            wpids = p.worker_pids
+            if wpids:
+                if last_lists.get(pid) == wpids:
+                    continue  # the same workers as this process's last list: no respawn, the same set kept
+                pids = frozenset(wpids)
                 prev = last_sets.get(pid)
                 if prev is not None and prev and not (prev & pids):
                     facts.respawns += 1
                 last_sets[pid] = pids
+                last_lists[pid] = wpids
         pegged_per_tick.append(pegged)
         total_per_tick.append(total)
         procs_per_tick.append(len(tick_pids))
