@@ -231,3 +231,21 @@ def test_proc_facts_counts_as_written_plainly() -> None:
                f.ranks_on_first_card)
         want = _proc_facts_plainly(procs, stall, th.core_pegged_pct, busy, running)
         assert np.array_equal(np.array(got, dtype=float), np.array(want, dtype=float), equal_nan=True), (got, want)
+
+
+def test_period_refinement_in_python_is_numpys() -> None:
+    """autoperiods refines a column's peaks in Python floats when nothing is NaN: the same period as numpy's
+    stable argsort and first-maximum argmax, ties included (rounded autocorrelations repeat values)."""
+    from gpu_triage.diagnosis.patterns import _refine, _refine_numpy
+
+    rng = np.random.default_rng(11)
+    for _ in range(4000):
+        n = int(rng.integers(6, 200))
+        sp = rng.random(n // 2 + 1) * 10.0 ** int(rng.integers(-2, 6))
+        ac = rng.uniform(-1, 1, n)
+        if rng.random() < 0.5:
+            sp, ac = np.round(sp, 1), np.round(ac, 1)  # ties
+        ks = np.arange(2, sp.size)
+        peaks = ks[rng.random(ks.size) < 0.4]
+        min_acf = float(rng.uniform(-0.5, 0.8))
+        assert _refine(peaks.tolist(), sp.tolist(), ac.tolist(), n, min_acf) == _refine_numpy(peaks, sp, ac, n, min_acf)
