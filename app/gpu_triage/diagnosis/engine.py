@@ -11,7 +11,6 @@ for in the judged stretch and, when that stretch is short, in the whole window t
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,14 +239,15 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     start = 0
     appeared: int | None = None
     for k in range(len(procs) - 1, -1, -1):
-        pids = {p.pid for p in procs[k]}
-        if not pids:
+        tick = procs[k]
+        if not tick:
             continue
-        if current and not (pids & current):
+        pids = {p.pid for p in tick}
+        if current and pids.isdisjoint(current):
             start = off + k + 1  # the newest tick of another job: the current one begins after it
             break
         current = pids
-        cards.update(p.gpu_index for p in procs[k])
+        cards.update([p.gpu_index for p in tick])
         appeared = off + k
     if appeared is None:
         return JobSpan(start)
@@ -399,9 +399,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
     # every card's levels over the ticks where the cards part ways (spread >= imbalance_pct): a rank that
     # stalls now and then (a checkpoint) shows there, while between those ticks every rank computes
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        spread = np.nanmax(util, axis=1) - np.nanmin(util, axis=1) if util.size else np.zeros(0)
+    # np.nanmax/np.nanmin are fmax/fmin.reduce for an ndarray, behind Python layers and a warning on all-NaN
+    with np.errstate(invalid="ignore"):
+        spread = np.fmax.reduce(util, axis=1) - np.fmin.reduce(util, axis=1) if util.size else np.zeros(0)
     stall_all = spread >= th.imbalance_pct
     if not stall_all.any():
         stall_all = np.ones(util.shape[0], dtype=bool)
@@ -411,10 +411,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     # each card's highest device-to-host rate on a parting tick where its SMs idle: a rank copying tensors
     # off its card outside the step (torch.save of CUDA tensors), the others waiting at the next collective
     tx = gpu["pcie_tx_bytes_per_s"]
-    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
-        warnings.simplefilter("ignore", category=RuntimeWarning)
+    with np.errstate(invalid="ignore"):
         quiet_sm = np.where(np.isnan(sm), True, sm < th.sm_idle_pct)
-        d2h = np.nanmax(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
+        d2h = np.fmax.reduce(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
     stall_d2h = {idx: float(d2h[j]) for j, idx in enumerate(view.gpu_indexes) if j < d2h.size}
     link = link_traffic(gpu)
     link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link).tolist(), strict=True))
