@@ -136,3 +136,116 @@ def test_pylist_of_list_columns_is_to_pylist() -> None:
     backed = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 3, 4, 5], pa.uint32()),
                                       mask=pa.array([False, True, False]))
     assert _pylist(backed) == backed.to_pylist() == [[1, 2], None, [5]]
+
+
+def test_nanargmax_is_numpys_nanargmax() -> None:
+    from gpu_triage.diagnosis.facts import _nanargmax
+
+    for a in _arrays(8, 3000):
+        for row in a:
+            if np.isnan(row).all():
+                continue  # numpy raises there; host_facts checks first
+            assert _nanargmax(row) == int(np.nanargmax(row)), row
+
+
+def test_unit_is_numpys_clip() -> None:
+    from gpu_triage.diagnosis.patterns import _unit
+
+    values = [0.0, -0.0, 1.0, 0.5, 1e-300, -1e-300, 1.0 - 2**-53, 1.0 + 2**-52, 2.0, -3.0, np.inf, -np.inf, np.nan]
+    values += np.random.default_rng(9).normal(0.5, 0.7, 2000).tolist()
+    for x in values:
+        want, got = float(np.clip(x, 0.0, 1.0)), _unit(x)
+        assert (want == got and np.signbit(want) == np.signbit(got)) or (np.isnan(want) and np.isnan(got)), x
+
+
+def _proc_facts_plainly(procs: list, stall: np.ndarray, peg: float, other_cards_busy: bool,
+                        running: np.ndarray | None) -> tuple:
+    """proc_facts' counts as first written (one generator per process), the reference for its one-pass loop."""
+    import math
+    from statistics import median
+
+    workers = respawns = 0
+    pegged_t, total_t, procs_t, main_cpu = [], [], [], []
+    last: dict[int, frozenset[int]] = {}
+    seen: set[int] = set()
+    by_card: dict[int, set[int]] = {}
+    for k, tick in enumerate(procs):
+        if not tick:
+            continue
+        pegged = total = 0
+        busiest = float("nan")
+        for p in tick:
+            seen.add(p.gpu_index)
+            by_card.setdefault(p.gpu_index, set()).add(p.pid)
+            cpus = [c for c in p.workers_cpu_pct if c is not None]
+            n = max(int(p.workers or 0), len(cpus))
+            workers = max(workers, n)
+            total += n
+            pegged += sum(1 for c in cpus if c >= peg)
+            if p.cpu_pct is not None and not p.cpu_pct <= busiest:
+                busiest = float(p.cpu_pct)
+            if p.worker_pids:
+                pids = frozenset(p.worker_pids)
+                if last.get(p.pid) and not (last[p.pid] & pids):
+                    respawns += 1
+                last[p.pid] = pids
+        pegged_t.append(pegged)
+        total_t.append(total)
+        procs_t.append(len({p.pid for p in tick}))
+        if (k >= stall.size or stall[k]) and (running is None or k >= running.size or running[k]) \
+                and not math.isnan(busiest):
+            main_cpu.append(busiest)
+    ranks = len(by_card[next(iter(seen))]) if len(seen) == 1 and not other_cards_busy else 0
+    return (bool(procs_t), workers, respawns, int(median(procs_t)) if procs_t else 0,
+            int(median(pegged_t)) if procs_t else 0, int(median(total_t)) if procs_t else 0,
+            median(main_cpu) if main_cpu else float("nan"), ranks)
+
+
+def test_proc_facts_counts_as_written_plainly() -> None:
+    from gpu_triage.diagnosis.facts import proc_facts
+    from gpu_triage.diagnosis.thresholds import Thresholds
+    from gpu_triage.model import ProcSample
+
+    th = Thresholds()
+    rng = np.random.default_rng(10)
+    for _ in range(400):
+        ticks = int(rng.integers(0, 12))
+        procs = []
+        for _t in range(ticks):
+            tick = []
+            for _p in range(int(rng.integers(0, 4))):
+                nw = int(rng.integers(0, 5))
+                cpus = [None if rng.random() < 0.2 else float(rng.choice([0.0, 50.0, th.core_pegged_pct, 100.0]))
+                        for _w in range(nw)]
+                tick.append(ProcSample(int(rng.integers(1, 4)), int(rng.integers(0, 3)), "python", None,
+                                       None if rng.random() < 0.3 else float(rng.integers(0, 200)),
+                                       None if rng.random() < 0.3 else int(rng.integers(0, 6)), cpus,
+                                       [101, 102] if rng.random() < 0.4 else  # the same workers again
+                                       [int(x) for x in rng.integers(100, 110, size=int(rng.integers(0, 3)))]))
+            procs.append(tick)
+        stall = rng.random(int(rng.integers(0, ticks + 2))) < 0.7
+        running = None if rng.random() < 0.5 else rng.random(int(rng.integers(0, ticks + 2))) < 0.7
+        busy = bool(rng.random() < 0.3)
+        f = proc_facts(procs, stall, th, busy, running)
+        got = (f.seen, f.workers, f.respawns, f.processes, f.workers_pegged, f.workers_total, f.main_cpu,
+               f.ranks_on_first_card)
+        want = _proc_facts_plainly(procs, stall, th.core_pegged_pct, busy, running)
+        assert np.array_equal(np.array(got, dtype=float), np.array(want, dtype=float), equal_nan=True), (got, want)
+
+
+def test_period_refinement_in_python_is_numpys() -> None:
+    """autoperiods refines a column's peaks in Python floats when nothing is NaN: the same period as numpy's
+    stable argsort and first-maximum argmax, ties included (rounded autocorrelations repeat values)."""
+    from gpu_triage.diagnosis.patterns import _refine, _refine_numpy
+
+    rng = np.random.default_rng(11)
+    for _ in range(4000):
+        n = int(rng.integers(6, 200))
+        sp = rng.random(n // 2 + 1) * 10.0 ** int(rng.integers(-2, 6))
+        ac = rng.uniform(-1, 1, n)
+        if rng.random() < 0.5:
+            sp, ac = np.round(sp, 1), np.round(ac, 1)  # ties
+        ks = np.arange(2, sp.size)
+        peaks = ks[rng.random(ks.size) < 0.4]
+        min_acf = float(rng.uniform(-0.5, 0.8))
+        assert _refine(peaks.tolist(), sp.tolist(), ac.tolist(), n, min_acf) == _refine_numpy(peaks, sp, ac, n, min_acf)

@@ -335,6 +335,41 @@ def test_streamed_views_carry_the_jobs_of_the_rolling_window(tmp_path: Path, bat
     assert seen == len(ticks)
 
 
+@pytest.mark.parametrize("batch_rows", [7, 4096])
+def test_streamed_views_carry_the_processes_of_the_rolling_window(tmp_path: Path, batch_rows: int) -> None:
+    """Tick by tick, the streamed view's process lists equal RollingWindow's (the buffer converts them from
+    Arrow in runs, cut into rows by their counts): a real 2-card recording, with ticks that list no process,
+    and processes with no worker lists, between batches."""
+    import numpy as np
+
+    from gpu_triage.diagnosis.offline import _Columns, open_source
+    from gpu_triage.window import RollingWindow
+
+    real = Path(__file__).parent / "data" / "h200x2-joblog-2card-starved-1s.parquet"
+    ticks = open_trace(real).ticks()
+    assert sum(len(t.procs) for t in ticks) > len(ticks) and any(p.workers_cpu_pct for t in ticks for p in t.procs)
+    for i in (0, 6, 7, 8, 30):
+        ticks[i].procs = []
+    busy = [t for t in ticks if len(t.procs) > 1]
+    for t in (busy[3], busy[10], busy[-1]):
+        t.procs[0].workers_cpu_pct, t.procs[-1].worker_pids = [], []
+    src = open_source(_write(tmp_path / "procs.parquet", ticks, row_group=batch_rows), batch_rows=batch_rows)
+    capacity = 30
+    window = RollingWindow(capacity)
+    cols = _Columns()
+    seen = 0
+    for batch in src.batches():
+        cols.push(batch, np.full(batch.num_rows, np.nan), keep=capacity - 1)
+        for p in range(seen, seen + batch.num_rows):
+            window.append(ticks[p])
+            want = window.view().procs
+            got = cols.view(max(0, p - capacity + 1), p + 1).procs
+            assert list(got[-5:]) == want[-5:], p  # the judged stretch first, then the whole window
+            assert list(got) == want, p
+        seen += batch.num_rows
+    assert seen == len(ticks)
+
+
 def test_diagnose_of_a_v1_file_without_a_job_column_has_no_job_facts(tmp_path: Path) -> None:
     ticks = _sim_ticks(40, "data_pipeline", gpus=1)
     table = pa.Table.from_batches([ticks_to_batch(ticks)]).drop_columns(["job"])

@@ -11,7 +11,6 @@ for in the judged stretch and, when that stretch is short, in the whole window t
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,14 +239,15 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     start = 0
     appeared: int | None = None
     for k in range(len(procs) - 1, -1, -1):
-        pids = {p.pid for p in procs[k]}
-        if not pids:
+        tick = procs[k]
+        if not tick:
             continue
-        if current and not (pids & current):
+        pids = {p.pid for p in tick}
+        if current and pids.isdisjoint(current):
             start = off + k + 1  # the newest tick of another job: the current one begins after it
             break
         current = pids
-        cards.update(p.gpu_index for p in procs[k])
+        cards.update([p.gpu_index for p in tick])
         appeared = off + k
     if appeared is None:
         return JobSpan(start)
@@ -262,12 +262,13 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
         return JobSpan(start, appeared, None, None)
     first = appeared + int(any_hits[0])
     firsts: list[int] = []  # each of the job's cards: its first kernel
+    ran: list[bool] = np.asarray(kernel.any(axis=0)).tolist()  # per card, and its first kernel's tick: one call for all cards
+    first_hit: list[int] = np.asarray(kernel.argmax(axis=0)).tolist()
     for j, idx in enumerate(view.gpu_indexes):
         if idx in cards:
-            hits = np.flatnonzero(kernel[:, j])
-            if not hits.size:  # a card of the job has run none yet: the job runs from its first kernel anywhere
+            if not ran[j]:  # a card of the job has run none yet: the job runs from its first kernel anywhere
                 return JobSpan(start, appeared, first, first)
-            firsts.append(appeared + int(hits[0]))
+            firsts.append(appeared + first_hit[j])
     return JobSpan(start, appeared, first, max(firsts, default=first))
 
 
@@ -398,9 +399,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     all_util = {idx: s.mean for idx, s in shapes.items() if not math.isnan(s.mean)}
     # every card's levels over the ticks where the cards part ways (spread >= imbalance_pct): a rank that
     # stalls now and then (a checkpoint) shows there, while between those ticks every rank computes
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        spread = np.nanmax(util, axis=1) - np.nanmin(util, axis=1) if util.size else np.zeros(0)
+    # np.nanmax/np.nanmin are fmax/fmin.reduce for an ndarray, behind Python layers and a warning on all-NaN
+    with np.errstate(invalid="ignore"):
+        spread = np.fmax.reduce(util, axis=1) - np.fmin.reduce(util, axis=1) if util.size else np.zeros(0)
     stall_all = spread >= th.imbalance_pct
     if not stall_all.any():
         stall_all = np.ones(util.shape[0], dtype=bool)
@@ -410,10 +411,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     # each card's highest device-to-host rate on a parting tick where its SMs idle: a rank copying tensors
     # off its card outside the step (torch.save of CUDA tensors), the others waiting at the next collective
     tx = gpu["pcie_tx_bytes_per_s"]
-    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
-        warnings.simplefilter("ignore", category=RuntimeWarning)
+    with np.errstate(invalid="ignore"):
         quiet_sm = np.where(np.isnan(sm), True, sm < th.sm_idle_pct)
-        d2h = np.nanmax(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
+        d2h = np.fmax.reduce(np.where(stall_all[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
     stall_d2h = {idx: float(d2h[j]) for j, idx in enumerate(view.gpu_indexes) if j < d2h.size}
     link = link_traffic(gpu)
     link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link).tolist(), strict=True))
@@ -541,12 +541,12 @@ def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float)
     cols = [view.gpu_indexes.index(i) for i in cards]
     if not cols:
         return 0.0
-    g = {k: view.gpu[k][:, cols] for k in ("util_pct", "sm_active_pct", *LINK_FIELDS)}  # what is read below
-    util, sm = g["util_pct"], g["sm_active_pct"]
-    link = link_traffic(g)
+    util, sm = view.gpu["util_pct"][:, cols], view.gpu["sm_active_pct"][:, cols]
     waiting_now = (util[-1] >= th.high_util_pct) & (sm[-1] < th.sm_low_pct)
     if not waiting_now.any():
-        return 0.0
+        return 0.0  # before the links are copied and added up: most verdicts stop here
+    g = {"util_pct": util, **{k: view.gpu[k][:, cols] for k in LINK_FIELDS}}  # what is read below
+    link = link_traffic(g)
     w = waiting_now
     ok = ((util[:, w] >= th.high_util_pct) & (sm[:, w] < th.sm_low_pct)
           & (np.nan_to_num(link[:, w], nan=np.inf) < th.link_quiet_bytes_per_s)).all(axis=1)
