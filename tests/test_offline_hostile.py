@@ -310,15 +310,22 @@ def test_streamed_batches_get_the_readers_range_checks(tmp_path: Path, capsys: p
 def test_streamed_views_carry_the_jobs_of_the_rolling_window(tmp_path: Path, batch_rows: int) -> None:
     """Tick by tick, the streamed view's job per tick equals RollingWindow's (issue #12's job column): a real
     2-card recording with the pulse, whose first ticks have no job, cut into batches that start with none."""
+    real = Path(__file__).parent / "data" / "h200x2-pulse-2card-starved-1s.parquet"
+    ticks = open_trace(real).ticks()
+    assert any(t.job is None for t in ticks[:7]) and sum(t.job is not None for t in ticks) > 40
+    _stream_beside_the_window(tmp_path / "jobs.parquet", ticks, batch_rows, "jobs", tail=3)
+
+
+def _stream_beside_the_window(path: Path, ticks: list[Tick], batch_rows: int, column: str, tail: int) -> None:
+    """Write ``ticks`` in row groups of ``batch_rows``, stream them back through the offline buffer, and check
+    at every tick that the view's ``column`` (its last ``tail`` rows first: the judged stretch, then the whole
+    window) equals what a RollingWindow fed the same ticks holds."""
     import numpy as np
 
     from gpu_triage.diagnosis.offline import _Columns, open_source
     from gpu_triage.window import RollingWindow
 
-    real = Path(__file__).parent / "data" / "h200x2-pulse-2card-starved-1s.parquet"
-    ticks = open_trace(real).ticks()
-    assert any(t.job is None for t in ticks[:7]) and sum(t.job is not None for t in ticks) > 40
-    src = open_source(_write(tmp_path / "jobs.parquet", ticks, row_group=batch_rows), batch_rows=batch_rows)
+    src = open_source(_write(path, ticks, row_group=batch_rows), batch_rows=batch_rows)
     capacity = 30  # the window slides, so rows leave the buffer as batches come
     window = RollingWindow(capacity)
     cols = _Columns()
@@ -327,10 +334,10 @@ def test_streamed_views_carry_the_jobs_of_the_rolling_window(tmp_path: Path, bat
         cols.push(batch, np.full(batch.num_rows, np.nan), keep=capacity - 1)
         for p in range(seen, seen + batch.num_rows):
             window.append(ticks[p])
-            want = window.view().jobs
-            got = cols.view(max(0, p - capacity + 1), p + 1).jobs
+            want = getattr(window.view(), column)
+            got = getattr(cols.view(max(0, p - capacity + 1), p + 1), column)
+            assert list(got[-tail:]) == want[-tail:], p
             assert list(got) == want, p
-            assert list(got[-3:]) == want[-3:]
         seen += batch.num_rows
     assert seen == len(ticks)
 
@@ -340,11 +347,6 @@ def test_streamed_views_carry_the_processes_of_the_rolling_window(tmp_path: Path
     """Tick by tick, the streamed view's process lists equal RollingWindow's (the buffer converts them from
     Arrow in runs, cut into rows by their counts): a real 2-card recording, with ticks that list no process,
     and processes with no worker lists, between batches."""
-    import numpy as np
-
-    from gpu_triage.diagnosis.offline import _Columns, open_source
-    from gpu_triage.window import RollingWindow
-
     real = Path(__file__).parent / "data" / "h200x2-joblog-2card-starved-1s.parquet"
     ticks = open_trace(real).ticks()
     assert sum(len(t.procs) for t in ticks) > len(ticks) and any(p.workers_cpu_pct for t in ticks for p in t.procs)
@@ -353,21 +355,7 @@ def test_streamed_views_carry_the_processes_of_the_rolling_window(tmp_path: Path
     busy = [t for t in ticks if len(t.procs) > 1]
     for t in (busy[3], busy[10], busy[-1]):
         t.procs[0].workers_cpu_pct, t.procs[-1].worker_pids = [], []
-    src = open_source(_write(tmp_path / "procs.parquet", ticks, row_group=batch_rows), batch_rows=batch_rows)
-    capacity = 30
-    window = RollingWindow(capacity)
-    cols = _Columns()
-    seen = 0
-    for batch in src.batches():
-        cols.push(batch, np.full(batch.num_rows, np.nan), keep=capacity - 1)
-        for p in range(seen, seen + batch.num_rows):
-            window.append(ticks[p])
-            want = window.view().procs
-            got = cols.view(max(0, p - capacity + 1), p + 1).procs
-            assert list(got[-5:]) == want[-5:], p  # the judged stretch first, then the whole window
-            assert list(got) == want, p
-        seen += batch.num_rows
-    assert seen == len(ticks)
+    _stream_beside_the_window(tmp_path / "procs.parquet", ticks, batch_rows, "procs", tail=5)
 
 
 def test_diagnose_of_a_v1_file_without_a_job_column_has_no_job_facts(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
@@ -24,14 +25,7 @@ def run_compare(args: argparse.Namespace, config: Config) -> int:
             print(f"gpu-triage: {t.notice}", file=sys.stderr)
     force = getattr(args, "progress", False)
     result = compare_traces(before, after, config, lambda label: progress_reporter(label, force=force))
-    for side in ("before", "after"):
-        for w in result[side]["warnings"]:
-            print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
-    if getattr(args, "json", False):
-        print(json.dumps(result, indent=2, sort_keys=False))
-    else:
-        print(render_text(result))
-    return 0
+    return _print(args, result)
 
 
 def _run_datasets(args: argparse.Namespace, config: Config) -> int:
@@ -40,6 +34,11 @@ def _run_datasets(args: argparse.Namespace, config: Config) -> int:
 
     force = getattr(args, "progress", False)
     result = compare_datasets(args.before, args.after, config, lambda label: progress_reporter(label, force=force))
+    return _print(args, result)
+
+
+def _print(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    """Each side's warnings on stderr, then the comparison (text or --json); both forms of compare end here."""
     for side in ("before", "after"):
         for w in result[side]["warnings"]:
             print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)
