@@ -115,6 +115,26 @@ def stat(
     }
 
 
+def verdict_timeline(label: str, description: str | None = None) -> dict[str, Any]:
+    """A state timeline of the shown verdict's ``label`` (bottleneck or pattern): one lane per value."""
+    panel: dict[str, Any] = {"type": "state-timeline", "title": f"Verdict timeline ({label})"}
+    if description:
+        panel["description"] = description
+    panel |= {
+        "datasource": DS,
+        "targets": [target(f"max by ({label}) (gpu_triage_verdict{{{SEL}}})", f"{{{{{label}}}}}")],
+        "fieldConfig": {
+            "defaults": {
+                "color": {"mode": "palette-classic"},
+                "mappings": [{"type": "value", "options": {"1": {"text": "shown"}}}],
+            },
+            "overrides": [],
+        },
+        "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+    }
+    return panel
+
+
 def build() -> dict[str, Any]:
     lay = Layout()
 
@@ -145,42 +165,9 @@ def build() -> dict[str, Any]:
     )
     lay.add(stat("Cards lost", [target(f"sum(gpu_triage_gpu_lost{{{SEL}}})", "lost")], "none"), 4, 4)
     lay.add(
-        {
-            "type": "state-timeline",
-            "title": "Verdict timeline (bottleneck)",
-            "description": "One lane per bottleneck: coloured while gpu-triage showed it.",
-            "datasource": DS,
-            "targets": [target(f"max by (bottleneck) (gpu_triage_verdict{{{SEL}}})", "{{bottleneck}}")],
-            "fieldConfig": {
-                "defaults": {
-                    "color": {"mode": "palette-classic"},
-                    "mappings": [{"type": "value", "options": {"1": {"text": "shown"}}}],
-                },
-                "overrides": [],
-            },
-            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
-        },
-        12,
-        7,
+        verdict_timeline("bottleneck", "One lane per bottleneck: coloured while gpu-triage showed it."), 12, 7
     )
-    lay.add(
-        {
-            "type": "state-timeline",
-            "title": "Verdict timeline (pattern)",
-            "datasource": DS,
-            "targets": [target(f"max by (pattern) (gpu_triage_verdict{{{SEL}}})", "{{pattern}}")],
-            "fieldConfig": {
-                "defaults": {
-                    "color": {"mode": "palette-classic"},
-                    "mappings": [{"type": "value", "options": {"1": {"text": "shown"}}}],
-                },
-                "overrides": [],
-            },
-            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
-        },
-        12,
-        7,
-    )
+    lay.add(verdict_timeline("pattern"), 12, 7)
 
     lay.row("Cards: every card at a glance")
     lay.add(

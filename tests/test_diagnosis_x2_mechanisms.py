@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from gpu_triage.diagnosis.offline import load_trace, verdicts
+from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"
 TH = Config().thresholds
@@ -28,13 +28,9 @@ TUNED = {"h2d_copy_bound_batch256", "loader_in_process_batch64", "ddp_periodic_c
          "stuck_collective_rank1_hung"}
 
 
-@cache
 def _run(path: Path):  # type: ignore[no-untyped-def]
-    cfg = Config()
-    tr = load_trace(path)
-    res = verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    segs = segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return res, [s for s in segs for _ in range(s.ticks)]
+    _tr, res, seg_of = lab_run(path)
+    return res, seg_of
 
 
 CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p).read_text()) if not lab.get("event")]

@@ -12,26 +12,15 @@ from __future__ import annotations
 
 import json
 import statistics
-from functools import cache
 from pathlib import Path
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"
 FILES = [DATA / f"h200x2-val-{m}-{iv}.parquet" for m in ("h2d", "loader0", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
-
-
-@cache
-def _run(path: Path):  # type: ignore[no-untyped-def]
-    cfg = Config()
-    tr = load_trace(path)
-    res = verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    segs = segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return tr, res, [s for s in segs for _ in range(s.ticks)]
 
 
 CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p).read_text())]
@@ -41,7 +30,7 @@ CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p)
 def test_unseen_setting_is_read_right_live_and_offline(path: Path, scenario: str) -> None:
     lab = next(x for x in json.loads(labels_for(path).read_text()) if x["scenario"] == scenario)
     assert lab["validation"] is True
-    tr, res, seg_of = _run(path)
+    tr, res, seg_of = lab_run(path)
     idx = judged_ticks(lab, [t.ts for t, _r, _s in res], tr.interval_s)
     assert idx
 
@@ -59,7 +48,7 @@ def test_gpm_reads_the_copy_bound_jobs_pcie_rate(interval: str) -> None:
     # wrap at 4 GiB); GPM counts the link's traffic, protocol included, so somewhat above the payload
     path = DATA / f"h200x2-val-h2d-{interval}.parquet"
     lab = json.loads(labels_for(path).read_text())[0]
-    tr, res, _ = _run(path)
+    tr, res, _ = lab_run(path)
     idx = judged_ticks(lab, [t.ts for t, _r, _s in res], tr.interval_s)
     for card, true_gb_per_s in lab["true_host_to_device_gb_per_s"].items():
         read = statistics.median(tr.ticks[i].gpus[int(card)].pcie_rx_bytes_per_s or 0.0 for i in idx) / 1e9

@@ -39,10 +39,15 @@ START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(monitor: Monitor) -> Samples:
+def registry_of(monitor: Monitor) -> CollectorRegistry:
+    """The registry `export` serves: our collector reading the monitor's snapshot at scrape time."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TriageCollector(lambda: monitor.snapshot))
-    return parse(generate_latest(registry).decode())
+    return registry
+
+
+def scrape(monitor: Monitor) -> Samples:
+    return parse(generate_latest(registry_of(monitor)).decode())
 
 
 def parse(text: str) -> Samples:
@@ -264,9 +269,7 @@ def _get(url: str, method: str = "GET") -> tuple[int, str]:
 
 def test_serves_metrics_only() -> None:
     monitor, _, _ = fed("healthy", 2)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(TriageCollector(lambda: monitor.snapshot))
-    server = MetricsServer("127.0.0.1:0", registry)
+    server = MetricsServer("127.0.0.1:0", registry_of(monitor))
     server.start()
     try:
         status, body = _get(server.url)
@@ -489,9 +492,7 @@ def _wakeups(native_id: int) -> int:
 def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
     """No polling: the accept loop wakes for a connection or for close(), never on a timer."""
     monitor, _, _ = fed("healthy", 1)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(TriageCollector(lambda: monitor.snapshot))
-    server = MetricsServer("127.0.0.1:0", registry)
+    server = MetricsServer("127.0.0.1:0", registry_of(monitor))
     server.start()
     try:
         assert _get(server.url)[0] == 200  # the loop has run
