@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/bench_record.py [--source sim:data_pipeline|live] [--seconds 30] [--interval 0.5]
 
-Prints the RSS after Python, numpy, the live source (psutil, NVML), pyarrow and the recorder, and checks that
-neither Textual nor polars is loaded by `record`. Then runs `gpu-triage record` as a child for --seconds and
+Prints the RSS after Python, the live source (psutil, NVML) and the recorder, and checks that none of
+Textual, polars, pyarrow and numpy is loaded by a live `record` (it writes its Arrow stream itself and converts
+it to Parquet in a child at the stop). Then runs `gpu-triage record` as a child for --seconds and
 prints its RSS every 10 s (flat = no leak) and its CPU per tick.
 """
 
@@ -25,11 +26,9 @@ import psutil, sys
 p = psutil.Process()
 def show(what): print(f"  after {what:<28} RSS {p.memory_info().rss / 2**20:6.1f} MB")
 show("python")
-import numpy; show("numpy")
 import gpu_triage.sources.live; show("live source (psutil, NVML)")
-import pyarrow, pyarrow.parquet; show("pyarrow")
-import gpu_triage.trace.record, gpu_triage.cli; show("recorder + cli")
-heavy = [m for m in ("textual", "polars", "rich", "plotext") if m in sys.modules]
+import gpu_triage.trace.record, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
+heavy = [m for m in ("textual", "polars", "rich", "plotext", "pyarrow", "numpy") if m in sys.modules]
 print("  heavy modules loaded by record:", heavy or "none")
 """
 

@@ -9,7 +9,7 @@ RSS grew most since the stage before, grouped by what they map (a library, a dev
 [heap], anonymous memory, thread stacks). Stages:
 
   python            the interpreter alone
-  imports           what `record` imports (through the CLI's own import step: numpy or not, pyarrow, psutil)
+  imports           what `record` imports (through the CLI's own import step: numpy or not, psutil; no pyarrow)
   nvml init         nvmlInit (live source only)
   source ready      the source built: device handles, GPM samples allocated, counters primed (one sample)
   first sample      one more sample

@@ -32,9 +32,8 @@ timeout 120 python3 benchmarks/bench_procs.py --ticks 100 2>&1 | tee -a "$OUT/co
 
 echo "== the recorder's RSS by stage (live source, 2 cards under load)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 8 2>&1 | tee -a "$OUT/cost.txt"
-echo "== the same with pyarrow's default (mimalloc) pool, for comparison" | tee -a "$OUT/cost.txt"
-ARROW_DEFAULT_MEMORY_POOL=mimalloc timeout 120 python3 benchmarks/rss_stages.py --source live --interval 0.1 --top 3 2>&1 \
-  | grep -A4 -E "^(imports|100 ticks)" | tee -a "$OUT/cost.txt"
+echo "== the recorder's stop: the Parquet made in a child or in-process (benchmarks/bench_record_close.py)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/bench_record_close.py --ticks 1800 --gpus 8 2>&1 | tee -a "$OUT/cost.txt"
 
 echo "== start-up to the first frame (under the load)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/bench_startup.py --runs 3 --cmd live --cmd "demo healthy --gpus 2" --importtime 2>&1 \

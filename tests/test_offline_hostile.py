@@ -28,8 +28,9 @@ from gpu_triage.diagnosis.offline import (
 from gpu_triage.model import Tick
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.trace.layout import META_INTERVAL
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.schema import META_INTERVAL, schema_with_metadata, ticks_to_batch
+from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 
 PROBE = """
 import os
-from gpu_triage.cli import import_numpy_with_one_blas_thread
+from gpu_triage.heavy_imports import import_numpy_with_one_blas_thread
 import_numpy_with_one_blas_thread()
 print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS', '<unset>'))
 """
@@ -31,36 +31,55 @@ def test_numpy_loads_single_threaded_and_the_environment_is_restored(user_value:
 
 
 RECORD_PROBE = """
-import os, sys
+import sys
 from gpu_triage.cli import main
 rc = main(sys.argv[1:])
-import pyarrow
-print(rc, "numpy" in sys.modules, pyarrow.default_memory_pool().backend_name,
-      os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "<unset>"))
+print(rc, "numpy" in sys.modules, "pyarrow" in sys.modules)
 """
 
 
-def _record(tmp_path: Path, source: str, env_extra: dict[str, str] | None = None) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    env.update(env_extra or {})
+def _record(tmp_path: Path, source: str) -> list[str]:
     out = tmp_path / f"{source.replace(':', '-')}.parquet"
     argv = ["record", "-o", str(out), "--source", source, "--duration", "1", "--interval", "0.5"]
     if source != "live":
         argv += ["--fast", "--gpus", "2"]
-    run = subprocess.run(
-        [sys.executable, "-c", RECORD_PROBE, *argv], env=env, capture_output=True, text=True, check=True
-    )
+    run = subprocess.run([sys.executable, "-c", RECORD_PROBE, *argv], capture_output=True, text=True, check=True)
     from gpu_triage.trace.reader import open_trace
+    from gpu_triage.trace.stream import stream_path_for
 
-    assert len(open_trace(out).ticks()) == 2  # what was recorded reads back whole
+    # what was recorded reads back whole, converted by the child the recorder started
+    assert len(open_trace(out).ticks()) == 2 and not stream_path_for(out).exists()
     return run.stdout.splitlines()[-1].split()  # the probe's line, after the recorder's own
 
 
-def test_a_live_recording_loads_neither_numpy_nor_mimalloc_and_leaves_the_environment(tmp_path: Path) -> None:
-    rc, numpy_loaded, pool, env_seen = _record(tmp_path, "live")
-    assert (rc, numpy_loaded, pool, env_seen) == ("0", "False", "system", "<unset>")
+def test_a_live_recording_loads_neither_numpy_nor_pyarrow(tmp_path: Path) -> None:
+    """The recorder writes its stream itself and its Parquet in a child: 31 MB of Arrow libraries and numpy's
+    8 MB stay out of a process that samples for hours (issue 15)."""
+    assert _record(tmp_path, "live") == ["0", "False", "False"]
 
 
-def test_a_simulated_recording_still_has_numpy_and_a_pool_the_user_chose_is_kept(tmp_path: Path) -> None:
-    rc, numpy_loaded, pool, env_seen = _record(tmp_path, "sim:healthy", {"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"})
-    assert (rc, numpy_loaded, pool, env_seen) == ("0", "True", "mimalloc", "mimalloc")
+def test_a_simulated_recording_has_numpy_for_the_simulator_and_still_no_pyarrow(tmp_path: Path) -> None:
+    assert _record(tmp_path, "sim:healthy") == ["0", "True", "False"]
+
+
+LEAN_PROBE = """
+import os, sys
+from gpu_triage.heavy_imports import import_pyarrow_lean
+import_pyarrow_lean()
+import pyarrow
+print("numpy" in sys.modules, pyarrow.default_memory_pool().backend_name,
+      os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "<unset>"))
+"""
+
+
+@pytest.mark.parametrize("user_pool", [None, "mimalloc"])
+def test_the_converter_loads_pyarrow_on_malloc_without_numpy_and_keeps_a_pool_the_user_chose(
+    user_pool: str | None,
+) -> None:
+    """What the recorder's child converter (trace/finish.py) loads: pyarrow without numpy, on malloc unless
+    the user chose a pool, and the environment as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if user_pool:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = user_pool
+    out = subprocess.run([sys.executable, "-c", LEAN_PROBE], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", user_pool or "system", user_pool or "<unset>"]

@@ -18,6 +18,7 @@ from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.export import DEFAULT_LISTEN
+from gpu_triage.heavy_imports import import_numpy_with_one_blas_thread
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
@@ -516,96 +517,16 @@ def _add_metrics(p: argparse.ArgumentParser) -> None:
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
-    """The heavy imports every command shares, done the cheap way: the recorder's pyarrow on malloc (and, for
-    a live recording, without numpy unless its verdict log is written), the rest with numpy on one BLAS thread.
-    benchmarks/rss_stages.py measures what each costs."""
+    """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread, and none at all
+    for a live recording that writes no verdict log. benchmarks/rss_stages.py measures what each costs."""
     if args.command == "record":
-        # numpy for a sim source, and for the verdict log that only a --log-file at info or debug reads
+        # numpy only for a sim source, and for the verdict log that only a --log-file at info or debug reads;
+        # never pyarrow: the recorder writes its stream itself and converts it in a child (trace/writer.py)
         verdict_log = args.log_file is not None and args.log_level in ("debug", "info")
-        import_pyarrow_for_recording(with_numpy=args.source != "live" or verdict_log)
+        if args.source != "live" or verdict_log:
+            import_numpy_with_one_blas_thread()
     else:
         import_numpy_with_one_blas_thread()
-
-
-# pyarrow loads numpy when it can but needs it only to convert to and from numpy arrays (optional since 16)
-PYARROW_WITHOUT_NUMPY_SINCE = 16
-
-
-def import_pyarrow_for_recording(*, with_numpy: bool) -> None:
-    """Load pyarrow for `record`: with malloc as its memory pool and, unless ``with_numpy``, without numpy.
-
-    The live recorder turns NVML and psutil readings (Python numbers) into Arrow batches; it never touches a
-    numpy array, yet pyarrow imports numpy when it is installed: 8 MB of RSS and ~0.15 s of start-up on the
-    2-core CI box, and OpenBLAS's thread start-up on many-core machines (docs/performance.md). numpy is
-    hidden only while pyarrow loads; an older pyarrow that requires numpy is loaded the ordinary way.
-
-    A one-row batch per tick is all the recorder holds: with pyarrow's default mimalloc pool, 100 ticks left
-    4 MB resident in a mimalloc segment, with malloc none. The pool is chosen through
-    ARROW_DEFAULT_MEMORY_POOL, read once when pyarrow loads (``pa.set_memory_pool`` later did not keep the
-    segment away); a value the user set is kept, and the environment is restored for the recording's metadata.
-    """
-    if "pyarrow" in sys.modules:
-        return
-    if with_numpy:
-        import_numpy_with_one_blas_thread()
-    hide_numpy = not with_numpy and "numpy" not in sys.modules and _pyarrow_major() >= PYARROW_WITHOUT_NUMPY_SINCE
-    key = "ARROW_DEFAULT_MEMORY_POOL"
-    pool_set = key in os.environ
-    if not pool_set:
-        os.environ[key] = "system"
-    if hide_numpy:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError meanwhile
-    try:
-        import pyarrow  # noqa: F401
-        import pyarrow.ipc  # noqa: F401
-    except ImportError:
-        pass  # reported where the recorder imports it, as before
-    finally:
-        if hide_numpy:
-            del sys.modules["numpy"]
-        if not pool_set:
-            del os.environ[key]
-
-
-def _pyarrow_major() -> int:
-    """pyarrow's major version without importing it (0 when unknown): its generated version file, read as
-    text. importlib.metadata cost 20 ms of the recorder's start-up."""
-    import importlib.util  # noqa: PLC0415
-    import re  # noqa: PLC0415
-
-    try:
-        spec = importlib.util.find_spec("pyarrow")
-        where = list(spec.submodule_search_locations or []) if spec is not None else []
-        text = open(os.path.join(where[0], "_generated_version.py"), encoding="utf-8").read() if where else ""
-    except (ImportError, OSError, ValueError):
-        return 0
-    found = re.search(r"""^(?:__version__ = )?version = ['"](\d+)\.""", text, re.MULTILINE)
-    return int(found.group(1)) if found else 0
-
-
-def import_numpy_with_one_blas_thread() -> None:
-    """Load numpy with a single OpenBLAS thread, then give the user's environment back.
-
-    Our arrays hold a few thousand numbers: a multi-threaded BLAS buys nothing, and OpenBLAS starting one
-    thread per core cost 2.0 s of CPU at start-up on the 16-core H200 machine (numpy's import: 2.27 s user
-    time with the default, 0.26 s with one thread). OpenBLAS reads OPENBLAS_NUM_THREADS once, when it loads,
-    so the variable is restored right after: recordings and the doctor must see the training job's
-    settings, not ours.
-    """
-    if "numpy" in sys.modules:
-        return
-    key = "OPENBLAS_NUM_THREADS"
-    saved = os.environ.get(key)
-    os.environ[key] = "1"
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        if saved is None:
-            del os.environ[key]
-        else:
-            os.environ[key] = saved
 
 
 def _silence_stdout() -> None:

@@ -833,7 +833,7 @@ def load_trace(path: Path) -> LoadedTrace:
 
 
 def _meta_interval(meta: dict[bytes, bytes] | None) -> float | None:
-    from gpu_triage.trace.schema import META_INTERVAL
+    from gpu_triage.trace.layout import META_INTERVAL
 
     raw = (meta or {}).get(META_INTERVAL)
     if not raw:

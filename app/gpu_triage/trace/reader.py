@@ -20,13 +20,11 @@ import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, HostInfo, Tick
+from gpu_triage.trace.layout import META_HOST, META_INTERVAL, META_SCHEMA
 from gpu_triage.trace.schema import (
     COLUMNS,
     FIELD_RANGES,
     INTERVAL_RANGE_S,
-    META_HOST,
-    META_INTERVAL,
-    META_SCHEMA,
     REQUIRED_STRUCT_FIELDS,
     TRACE_SCHEMA,
     TS_RANGE_US,

@@ -24,10 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
+
+if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes its own without it
+    import pyarrow as pa
 
 STREAM_SUFFIX = ".partial.arrows"
 # The recorder's pid, in the stream's schema metadata (dropped from the Parquet: it means nothing later).
@@ -164,6 +166,8 @@ def read_stream(path: Path) -> StreamRead:
     made ``concat`` or the conversion to ticks fail later, losing the good batches with it.
     Raises UserError when not even the schema can be read.
     """
+    import pyarrow as pa  # noqa: PLC0415
+
     batches: list[pa.RecordBatch] = []
     complete = True
     largest = 0
@@ -231,6 +235,8 @@ def lock_stream(fd: int) -> None:
 
 def recorder_pid(path: Path) -> int | None:
     """The pid a stream's recorder wrote into its schema metadata, or None when it cannot be read."""
+    import pyarrow as pa  # noqa: PLC0415
+
     try:
         with pa.OSFile(str(path), "rb") as source:
             meta = pa.ipc.open_stream(source).schema.metadata or {}

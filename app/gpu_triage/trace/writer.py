@@ -8,9 +8,15 @@ the tick being written (a torn last batch, which the reader drops). The stream i
 ``FSYNC_EVERY_S`` seconds so that a power cut loses at most that much. The host metadata travels in the
 stream schema's metadata, so the stream alone is a complete recording.
 
+The stream is written by :mod:`gpu_triage.trace.arrow_ipc`, not pyarrow: a recorder never loads Arrow's
+libraries while it records (issue 15: 31 MB of a recorder's RSS for hours, for a few KB a tick).
+
 ``close()`` reads the stream back, writes the Parquet (zstd) to a temporary name in the same directory,
 fsyncs and renames it over the target (atomic: readers see no file or the whole file) and only then removes
-the stream. If anything fails the stream stays and ``gpu-triage recover`` finishes the job.
+the stream. If anything fails the stream stays and ``gpu-triage recover`` finishes the job. That conversion
+needs pyarrow: where the process has not loaded it, it runs in a child process
+(:mod:`gpu_triage.trace.finish`), so that a long-running recorder does not keep 37 MB of libraries after its
+first file (an hourly dataset closes one every hour); where pyarrow is loaded already it runs in-process.
 """
 
 from __future__ import annotations
@@ -18,15 +24,19 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
+import gpu_triage
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
-from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
+from gpu_triage.trace.arrow_ipc import StreamWriter, batch_message
+from gpu_triage.trace.layout import TRACE_COLUMNS, tick_values, trace_metadata
 from gpu_triage.trace.stream import (
     META_RECORDER_PID,
     STREAM_SUFFIX,
@@ -37,6 +47,9 @@ from gpu_triage.trace.stream import (
     stream_path_for,
     target_for_stream,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +81,7 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
     """
     # Parquet only at the end: pyarrow.parquet (and the file systems it loads) is ~10 MB of a headless
     # recorder's RSS for the whole run otherwise (benchmarks/rss_stages.py)
+    import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
@@ -102,6 +116,7 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
 
 def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
     """Parquet column paths of every leaf (``gpus.list.element.util_pct``) with its Arrow type."""
+    import pyarrow as pa  # noqa: PLC0415
 
     def walk(prefix: str, typ: pa.DataType) -> Iterator[tuple[str, pa.DataType]]:
         if pa.types.is_list(typ) or pa.types.is_large_list(typ):
@@ -139,6 +154,10 @@ def check_record_target(path: Path | str, *, overwrite: bool = False, parent_mus
     return path
 
 
+class ConversionFailed(Exception):
+    """The child converting the stream to Parquet failed; the message is its reason, in its own words."""
+
+
 class TraceWriter:
     """Records ticks to ``path`` (Parquet) through a crash-safe stream; see the module docstring.
 
@@ -153,7 +172,11 @@ class TraceWriter:
         *,
         overwrite: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        convert_in_child: bool | None = None,
     ) -> None:
+        """``convert_in_child``: where ``close`` makes the Parquet; None (the default) decides then, in a
+        child unless this process has loaded pyarrow already (see the module docstring)."""
+        self._convert_in_child_choice = convert_in_child
         self.path = check_record_target(path, overwrite=overwrite, parent_must_exist=True)
         self.stream_path = stream_path_for(self.path)
         self.host = host
@@ -162,9 +185,9 @@ class TraceWriter:
         self._clock = clock
         self._closed = False
         self._lock_fd: int | None = None
-        schema = schema_with_metadata(host, self.interval_s)
         # The pid tells a second recorder or `recover` who holds the lock (read from the stream's schema).
-        self._schema = schema.with_metadata({**schema.metadata, META_RECORDER_PID: str(os.getpid()).encode()})
+        metadata = {**trace_metadata(host, self.interval_s), META_RECORDER_PID: str(os.getpid()).encode()}
+        self._skipped = 0
         self._fd = -1
         try:
             self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -175,15 +198,11 @@ class TraceWriter:
             # A second descriptor on the same open file keeps the lock through the final conversion, after
             # the writing one is closed, until the stream is removed (flock belongs to the open file).
             self._lock_fd = os.dup(self._fd)
-            self._file = os.fdopen(self._fd, "wb", buffering=0)
-            self._writer = pa.ipc.new_stream(self._file, self._schema)
+            self._writer = StreamWriter(self._fd, TRACE_COLUMNS, metadata)
         except OSError as exc:
             if self._fd >= 0:  # created but the schema could not be written: leave nothing behind
                 self._unlock()
-                if hasattr(self, "_file"):
-                    self._file.close()
-                else:
-                    os.close(self._fd)
+                os.close(self._fd)
                 self.stream_path.unlink(missing_ok=True)
             raise UserError(f"cannot record to {self.path}: {describe_os_error(exc)}") from exc
         self._last_sync = self._clock()
@@ -200,18 +219,30 @@ class TraceWriter:
         """Append one tick; on return it is in the operating system's hands (survives ``kill -9``)."""
         if self._closed:
             raise ValueError("append after close")
-        batch = ticks_to_batch([tick])
         try:
-            self._writer.write_batch(batch)
-            # The file is unbuffered: the batch went to the kernel in write(). fsync now and then for power cuts.
+            message = batch_message(TRACE_COLUMNS, [tick_values(tick)])
+        except (OverflowError, TypeError, ValueError) as exc:
+            # A value its column cannot hold (a negative count from a source's bug): that tick is lost, not
+            # the recording. Nothing was written: the encoding comes before the write.
+            self._skipped += 1
+            if self._skipped == 1:
+                logger.error(
+                    "a tick at %s could not be recorded (%s: %s); skipped, the recording goes on",
+                    tick.ts,
+                    type(exc).__name__,
+                    exc,
+                )
+            return
+        try:
+            self._writer.write(message)
+            # The batch went to the kernel in write(). fsync now and then for power cuts.
             now = self._clock()
             if now - self._last_sync >= FSYNC_EVERY_S:
                 os.fsync(self._fd)
                 self._last_sync = now
-        except (OSError, pa.ArrowIOError) as exc:
-            reason = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+        except OSError as exc:
             raise UserError(
-                f"writing {self.stream_path} failed after {self.ticks} ticks ({reason}); "
+                f"writing {self.stream_path} failed after {self.ticks} ticks ({describe_os_error(exc)}); "
                 f"the ticks so far are kept there: `gpu-triage recover {self.stream_path}`"
             ) from exc
         self.ticks += 1
@@ -227,26 +258,86 @@ class TraceWriter:
         try:
             self._writer.close()
             os.fsync(self._fd)
-        except (OSError, pa.ArrowIOError):
+        except OSError:
             pass  # the batches already written are what counts; the end-of-stream marker is optional
         finally:
-            self._file.close()
+            os.close(self._fd)
+        if self._skipped:
+            logger.error(
+                "%d ticks of %s could not be recorded (values their columns cannot hold)", self._skipped, self.path
+            )
         try:
             if self.ticks == 0:
                 self.stream_path.unlink(missing_ok=True)
                 raise UserError(f"no tick was recorded before the stop: nothing written to {self.path}", exit_code=1)
-            table, _complete = read_stream_table(self.stream_path)
             try:
-                write_parquet_atomic(table, self.path)
-            except OSError as exc:
+                if self._in_child():
+                    self._convert_in_child()
+                else:
+                    table, _complete = read_stream_table(self.stream_path)
+                    write_parquet_atomic(table, self.path)
+            except (OSError, ConversionFailed) as exc:
+                reason = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
                 raise UserError(
-                    f"writing {self.path} failed ({describe_os_error(exc)}); the {self.ticks} ticks are kept in "
+                    f"writing {self.path} failed ({reason}); the {self.ticks} ticks are kept in "
                     f"{self.stream_path}: `gpu-triage recover {self.stream_path}`"
                 ) from exc
             self.stream_path.unlink(missing_ok=True)
         finally:
             self._unlock()
         return self.path
+
+    def _in_child(self) -> bool:
+        if self._convert_in_child_choice is not None:
+            return self._convert_in_child_choice
+        return "pyarrow" not in sys.modules and bool(sys.executable)
+
+    def _convert_in_child(self) -> None:
+        """Run :mod:`gpu_triage.trace.finish` on the stream and wait for it; ConversionFailed with its reason.
+
+        The child gets a session of its own: a Ctrl-C at the terminal reaches only this process, which
+        decides (record's second Ctrl-C stops the conversion). Whatever interrupts the wait (a signal's
+        exception) terminates the child, which removes its temporary file, and is raised again; if the child
+        had already finished, the stream is removed first, since the Parquet is whole.
+        """
+        package_root = str(Path(gpu_triage.__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-m", "gpu_triage.trace.finish", str(self.stream_path), str(self.path)]
+        began = time.monotonic()
+        child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, paths as arguments
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            _out, err = child.communicate()
+        except BaseException:
+            child.terminate()
+            child.wait()
+            if child.returncode == 0:
+                self.stream_path.unlink(missing_ok=True)
+            raise
+        logger.info(
+            "converted %s to %s in a child process (pid %d, %.2f s, exit %d)",
+            self.stream_path,
+            self.path,
+            child.pid,
+            time.monotonic() - began,
+            child.returncode,
+        )
+        if child.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            if child.returncode < 0:
+                reason = f"the converter was stopped by {signal.Signals(-child.returncode).name}"
+            else:
+                reason = lines[-1] if lines else f"the converter exited with status {child.returncode}"
+            if len(lines) > 1:
+                logger.error("the converter of %s said:\n%s", self.stream_path, "\n".join(lines[-20:]))
+            raise ConversionFailed(reason)
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
@@ -260,10 +351,10 @@ class TraceWriter:
         self._closed = True
         try:
             self._writer.close()
-        except (OSError, pa.ArrowIOError):
+        except OSError:
             pass
         finally:
-            self._file.close()
+            os.close(self._fd)
             self._unlock()
 
 
