@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+from pathlib import Path
+
 import pytest
 
 import fake_nvml as fk
 from fake_nvml import FakeCard, FakeNvml, FakeProcess, h200_box
-from gpu_triage.nvmlwrap import load_nvml
+from gpu_triage.nvmlwrap import load_nvml, return_freed_heap
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.live import LiveSource
 from gpu_triage.sources.nvml import LOST_PROBE_FIRST_S, NvmlGpuReader
@@ -399,3 +402,31 @@ def test_throttle_names(mask, only_throttle, names) -> None:
     from gpu_triage.model import throttle_names
 
     assert throttle_names(mask, only_throttle=only_throttle) == names
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads RSS from /proc")
+def test_the_heap_nvml_init_frees_goes_back_to_the_kernel() -> None:
+    """What nvmlInit leaves (10 MB freed below a block still in use) is kept resident by glibc until
+    malloc_trim: load_nvml's return_freed_heap gives it back. Made here with libc's own malloc and free."""
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        pytest.skip("not glibc")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(1000) for _ in range(40_000)]  # 40 MB in small blocks, as a library's start-up
+    for address in blocks:
+        ctypes.memset(address, 1, 1000)  # touched: resident
+    pin = blocks[-1]  # still in use above the freed ones: the heap's top cannot shrink past it
+    for address in blocks[:-1]:
+        libc.free(address)
+    before = _rss_kib()
+    assert return_freed_heap()
+    after = _rss_kib()
+    libc.free(pin)
+    assert before - after > 20_000, (before, after)
