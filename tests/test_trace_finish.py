@@ -4,9 +4,11 @@ is left behind. The child is the real one (our interpreter running gpu_triage.tr
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -35,6 +37,36 @@ def _recorded(target: Path, *, in_child: bool) -> TraceWriter:
 
 def _leftovers(folder: Path) -> list[Path]:
     return sorted(folder.glob(".*tmp*"))
+
+
+def _is_converter(process: psutil.Process) -> bool:
+    try:
+        return "gpu_triage.trace.finish" in " ".join(process.cmdline())
+    except psutil.Error:  # it ended meanwhile
+        return False
+
+
+class _Watcher(threading.Thread):
+    """Waits for this process's converter (or, with ``tmp_in``, for the temporary file it writes there)
+    and sends it ``sig``: what a systemd stop or the OOM killer does while the recorder waits."""
+
+    def __init__(self, sig: signal.Signals, tmp_in: Path | None = None) -> None:
+        super().__init__(daemon=True)
+        self.sig, self.tmp_in, self.sent_to = sig, tmp_in, None
+        self.start()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.sent_to is None:
+            if self.tmp_in is not None:
+                tmp = _leftovers(self.tmp_in)
+                pids = [int(t.name.rsplit("-", 1)[1]) for t in tmp]
+            else:
+                pids = [p.pid for p in psutil.Process().children() if _is_converter(p)]
+            if pids:
+                os.kill(pids[0], self.sig)
+                self.sent_to = pids[0]
+            time.sleep(0.002)
 
 
 def test_the_child_writes_the_same_parquet_as_the_recorder_itself(tmp_path: Path) -> None:
@@ -83,12 +115,13 @@ def test_an_interrupted_wait_stops_the_child_and_keeps_the_stream(tmp_path: Path
         signal.signal(signal.SIGALRM, previous)
     assert not target.exists() and not _leftovers(tmp_path)
     assert open_trace(stream_path_for(target)).ticks() == TICKS
-    assert not [p for p in psutil.Process().children() if "gpu_triage.trace.finish" in " ".join(p.cmdline())]
+    assert not [p for p in psutil.Process().children() if _is_converter(p)]
 
 
 def test_the_converter_refuses_wrong_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert finish.main(["only-one"]) == 2
-    assert "usage: python -m gpu_triage.trace.finish STREAM TARGET" in capsys.readouterr().err
+    for wrong in (["only-one"], ["stream", "target"], ["stream", "target", "not-a-pid"]):
+        assert finish.main(wrong) == 2
+        assert "usage: python -m gpu_triage.trace.finish STREAM TARGET RECORDER_PID" in capsys.readouterr().err
 
 
 def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) -> None:
@@ -108,7 +141,7 @@ def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) 
         recorder.send_signal(signal.SIGTERM)
         converter = None
         while converter is None and time.monotonic() < deadline and recorder.poll() is None:
-            found = [p for p in psutil.Process(recorder.pid).children() if "gpu_triage.trace.finish" in p.cmdline()]
+            found = [p for p in psutil.Process(recorder.pid).children() if _is_converter(p)]
             converter = found[0] if found else None
         assert converter is not None, "the recorder did not start its converter"
         recorder.send_signal(signal.SIGTERM)
@@ -126,3 +159,78 @@ def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) 
     )
     assert recovered.returncode == 0, recovered.stderr
     assert open_trace(target).n >= 2 and not stream.exists()
+
+
+def test_a_json_py_in_the_working_directory_does_not_break_the_conversion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child starts with -P: the user's json.py (or queue.py) beside the recording stays theirs."""
+    (tmp_path / "json.py").write_text("raise ImportError('the user project json.py')\n")
+    monkeypatch.chdir(tmp_path)
+    written = _recorded(tmp_path / "run.parquet", in_child=True).close()
+    assert open_trace(written).ticks() == TICKS and not stream_path_for(written).exists()
+
+
+def test_the_converter_ignores_a_stop_signal_sent_to_the_whole_unit(tmp_path: Path) -> None:
+    """systemd and Slurm signal every process of the unit: the recorder decides, the file is finished."""
+    writer = _recorded(tmp_path / "run.parquet", in_child=True)
+    watcher = _Watcher(signal.SIGTERM)
+    written = writer.close()
+    watcher.join(5)
+    assert watcher.sent_to is not None, "the converter was never seen"
+    assert open_trace(written).ticks() == TICKS
+    assert not stream_path_for(written).exists() and not _leftovers(tmp_path)
+
+
+def test_a_converter_killed_outright_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer's choice: the child holds the table) gives the child no chance to clean up:
+    the recorder removes the temporary file it was writing, and keeps the stream."""
+    target = tmp_path / "run.parquet"
+    writer = TraceWriter(target, HOST, 2.0, convert_in_child=True)
+    for i in range(8000):  # a stream long enough that the Parquet takes a moment to write
+        writer.append(TICKS[i % len(TICKS)])
+    watcher = _Watcher(signal.SIGKILL, tmp_in=tmp_path)
+    with pytest.raises(UserError, match="the converter was stopped by SIGKILL"):
+        writer.close()
+    assert watcher.sent_to is not None
+    assert not target.exists() and not _leftovers(tmp_path)
+    assert open_trace(stream_path_for(target)).n > 0
+
+
+def test_without_its_interpreter_the_recorder_converts_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv rebuilt under a days-long recording: the child cannot start, the Parquet is made here."""
+    writer = _recorded(tmp_path / "run.parquet", in_child=True)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "gone" / "python3"))
+    written = writer.close()
+    assert open_trace(written).ticks() == TICKS and not stream_path_for(written).exists()
+
+
+def test_a_recorder_killed_while_converting_still_leaves_one_whole_file(tmp_path: Path) -> None:
+    """The recorder SIGKILLed after its stop began: its converter finishes the Parquet and, seeing its
+    parent gone, removes the stream (every tick of it is in the Parquet), so `recover` has nothing to refuse."""
+    target = tmp_path / "run.parquet"
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "record", "-o", str(target), "--source", "sim:healthy",
+         "--gpus", "2", "--interval", "0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    converter = None
+    try:
+        deadline = time.monotonic() + 60
+        stream = stream_path_for(target)
+        while (not stream.exists() or stream.stat().st_size < 20_000) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        recorder.send_signal(signal.SIGTERM)
+        while converter is None and time.monotonic() < deadline and recorder.poll() is None:
+            found = [p for p in psutil.Process(recorder.pid).children() if _is_converter(p)]
+            converter = found[0] if found else None
+        assert converter is not None, "the recorder did not start its converter"
+        recorder.kill()
+        recorder.wait(30)
+        converter.wait(60)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    assert open_trace(target).n >= 2 and not stream.exists() and not _leftovers(tmp_path)

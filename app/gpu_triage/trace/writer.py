@@ -84,7 +84,7 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp = temporary_name(target, os.getpid())
     # A stream holds one batch per tick: 43,200 one-row chunks made the Parquet writer 100x slower.
     table = table.combine_chunks()
     leaves = list(_leaf_paths(table.schema))
@@ -112,6 +112,11 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def temporary_name(target: Path, pid: int) -> Path:
+    """The temporary file process ``pid`` writes a Parquet to before renaming it over ``target``."""
+    return target.with_name(f".{target.name}.tmp-{pid}")
 
 
 def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
@@ -152,6 +157,32 @@ def check_record_target(path: Path | str, *, overwrite: bool = False, parent_mus
     if parent_must_exist and not path.parent.is_dir():
         raise UserError(f"cannot record to {path}: directory {path.parent} does not exist")
     return path
+
+
+STOP_CONVERTER = signal.SIGUSR1  # what gpu_triage.trace.finish stops on (it ignores the stop signals)
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, None when it does not exist: a rename over it changes the inode."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _converter_command(stream: Path, target: Path) -> list[str]:
+    """The child's command: our interpreter with ``-P`` (the working directory is not put first on the path:
+    a ``json.py`` or ``queue.py`` of the user's there would shadow the standard library) and our package's
+    root *appended* to the path, so the child finds the code this process runs without putting
+    site-packages before the standard library."""
+    root = str(Path(gpu_triage.__file__).resolve().parent.parent)
+    code = (
+        f"import sys; sys.path.append({root!r}); "
+        "from gpu_triage.trace.finish import main; sys.exit(main(sys.argv[1:]))"
+    )
+    return [sys.executable, "-P", "-c", code, str(stream), str(target), str(os.getpid())]
 
 
 class ConversionFailed(Exception):
@@ -221,7 +252,7 @@ class TraceWriter:
             raise ValueError("append after close")
         try:
             message = batch_message(TRACE_COLUMNS, [tick_values(tick)])
-        except (OverflowError, TypeError, ValueError) as exc:
+        except (AttributeError, OverflowError, TypeError, ValueError) as exc:
             # A value its column cannot hold (a negative count from a source's bug): that tick is lost, not
             # the recording. Nothing was written: the encoding comes before the write.
             self._skipped += 1
@@ -295,41 +326,49 @@ class TraceWriter:
     def _convert_in_child(self) -> None:
         """Run :mod:`gpu_triage.trace.finish` on the stream and wait for it; ConversionFailed with its reason.
 
-        The child gets a session of its own: a Ctrl-C at the terminal reaches only this process, which
-        decides (record's second Ctrl-C stops the conversion). Whatever interrupts the wait (a signal's
-        exception) terminates the child, which removes its temporary file, and is raised again; if the child
-        had already finished, the stream is removed first, since the Parquet is whole.
+        The child ignores the stop signals (a systemd or Slurm stop signals every process of the unit at
+        once: the recorder decides, and an hourly file being converted is finished) and gets a session of
+        its own (a Ctrl-C at the terminal reaches only the recorder). Whatever interrupts the wait here (a
+        signal's exception: record's second Ctrl-C) stops the child with SIGUSR1, on which it removes its
+        temporary file, and is raised again. Whenever the child has renamed its file over the target, the
+        Parquet is whole and the stream goes, whatever its exit status says; whenever it has not, its
+        temporary file goes (a SIGKILL, the OOM killer, leaves it otherwise) and the stream stays.
         """
-        package_root = str(Path(gpu_triage.__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", "gpu_triage.trace.finish", str(self.stream_path), str(self.path)]
+        before = _identity(self.path)
         began = time.monotonic()
-        child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, paths as arguments
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        # The stop signals blocked while the child is started: it inherits the mask through exec and unblocks
+        # them only once it ignores them, so no stop signal can kill it in its first milliseconds. A signal
+        # meant for this process meanwhile waits for the unblocking below (or goes to another thread).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, paths as arguments
+                _converter_command(self.stream_path, self.path),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:  # the interpreter went away (a venv rebuilt during a days-long recording)
+            logger.warning("cannot start the converter (%s: %s): converting %s in this process",
+                           sys.executable, exc, self.stream_path)
+            from gpu_triage.heavy_imports import import_pyarrow_lean  # noqa: PLC0415
+
+            import_pyarrow_lean()
+            table, _complete = read_stream_table(self.stream_path)
+            write_parquet_atomic(table, self.path)
+            return
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             _out, err = child.communicate()
         except BaseException:
-            child.terminate()
+            child.send_signal(STOP_CONVERTER)
             child.wait()
-            if child.returncode == 0:
-                self.stream_path.unlink(missing_ok=True)
+            self._after_child(child.pid, before)
             raise
-        logger.info(
-            "converted %s to %s in a child process (pid %d, %.2f s, exit %d)",
-            self.stream_path,
-            self.path,
-            child.pid,
-            time.monotonic() - began,
-            child.returncode,
-        )
-        if child.returncode != 0:
+        logger.info("converted %s to %s in a child process (pid %d, %.2f s, exit %d)", self.stream_path, self.path,
+                    child.pid, time.monotonic() - began, child.returncode)
+        if child.returncode != 0 and not self._after_child(child.pid, before):
             lines = err.decode("utf-8", "replace").strip().splitlines()
             if child.returncode < 0:
                 reason = f"the converter was stopped by {signal.Signals(-child.returncode).name}"
@@ -338,6 +377,15 @@ class TraceWriter:
             if len(lines) > 1:
                 logger.error("the converter of %s said:\n%s", self.stream_path, "\n".join(lines[-20:]))
             raise ConversionFailed(reason)
+
+    def _after_child(self, pid: int, before: tuple[int, int] | None) -> bool:
+        """After a converter that did not say it succeeded: True (the stream removed) when it had renamed
+        its file over the target all the same, else False with its temporary file removed."""
+        if _identity(self.path) not in (None, before):
+            self.stream_path.unlink(missing_ok=True)
+            return True
+        temporary_name(self.path, pid).unlink(missing_ok=True)
+        return False
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
