@@ -124,26 +124,35 @@ def test_the_converter_refuses_wrong_arguments(capsys: pytest.CaptureFixture[str
         assert "usage: python -m gpu_triage.trace.finish STREAM TARGET RECORDER_PID" in capsys.readouterr().err
 
 
-def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) -> None:
-    """End to end, real signals: the recorder converts in its child after the first SIGTERM; a second one
-    stops that, says where the ticks are, and exits 143; `recover` then finishes the file."""
-    target = tmp_path / "run.parquet"
+def _converting_recorder(target: Path) -> tuple[subprocess.Popen[str], psutil.Process]:
+    """A real `record` process that has recorded a few ticks and been sent SIGTERM, caught while its
+    converter child runs (the recorder is killed if it never starts one)."""
     recorder = subprocess.Popen(
         [sys.executable, "-m", "gpu_triage", "record", "-o", str(target), "--source", "sim:healthy",
          "--gpus", "2", "--interval", "0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 60
+    stream = stream_path_for(target)
+    while (not stream.exists() or stream.stat().st_size < 20_000) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorder.send_signal(signal.SIGTERM)
+    while time.monotonic() < deadline and recorder.poll() is None:
+        found = [p for p in psutil.Process(recorder.pid).children() if _is_converter(p)]
+        if found:
+            return recorder, found[0]
+    recorder.kill()
+    recorder.communicate()
+    raise AssertionError("the recorder did not start its converter")
+
+
+def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) -> None:
+    """End to end, real signals: the recorder converts in its child after the first SIGTERM; a second one
+    stops that, says where the ticks are, and exits 143; `recover` then finishes the file."""
+    target = tmp_path / "run.parquet"
+    stream = stream_path_for(target)
+    recorder, converter = _converting_recorder(target)
     try:
-        deadline = time.monotonic() + 60
-        stream = stream_path_for(target)
-        while (not stream.exists() or stream.stat().st_size < 20_000) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        recorder.send_signal(signal.SIGTERM)
-        converter = None
-        while converter is None and time.monotonic() < deadline and recorder.poll() is None:
-            found = [p for p in psutil.Process(recorder.pid).children() if _is_converter(p)]
-            converter = found[0] if found else None
-        assert converter is not None, "the recorder did not start its converter"
         recorder.send_signal(signal.SIGTERM)
         _out, err = recorder.communicate(timeout=60)
     finally:
@@ -211,24 +220,11 @@ def test_a_recorder_killed_while_converting_still_leaves_one_whole_file(tmp_path
     """The recorder SIGKILLed after its stop began: its converter finishes the Parquet and, seeing its
     parent gone, removes the stream (every tick of it is in the Parquet), so `recover` has nothing to refuse."""
     target = tmp_path / "run.parquet"
-    recorder = subprocess.Popen(
-        [sys.executable, "-m", "gpu_triage", "record", "-o", str(target), "--source", "sim:healthy",
-         "--gpus", "2", "--interval", "0.1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    converter = None
+    stream = stream_path_for(target)
+    recorder, converter = _converting_recorder(target)
     try:
-        deadline = time.monotonic() + 60
-        stream = stream_path_for(target)
-        while (not stream.exists() or stream.stat().st_size < 20_000) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        recorder.send_signal(signal.SIGTERM)
-        while converter is None and time.monotonic() < deadline and recorder.poll() is None:
-            found = [p for p in psutil.Process(recorder.pid).children() if _is_converter(p)]
-            converter = found[0] if found else None
-        assert converter is not None, "the recorder did not start its converter"
         recorder.kill()
-        recorder.wait(30)
+        recorder.communicate(timeout=30)
         converter.wait(60)
     finally:
         if recorder.poll() is None:
