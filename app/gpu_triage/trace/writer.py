@@ -349,16 +349,20 @@ class TraceWriter:
                 start_new_session=True,
             )
         except OSError as exc:  # the interpreter went away (a venv rebuilt during a days-long recording)
+            unstarted: OSError | None = exc
+        else:
+            unstarted = None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if unstarted is not None:
             logger.warning("cannot start the converter (%s: %s): converting %s in this process",
-                           sys.executable, exc, self.stream_path)
+                           sys.executable, unstarted, self.stream_path)
             from gpu_triage.heavy_imports import import_pyarrow_lean  # noqa: PLC0415
 
             import_pyarrow_lean()
             table, _complete = read_stream_table(self.stream_path)
             write_parquet_atomic(table, self.path)
             return
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             _out, err = child.communicate()
         except BaseException:
