@@ -279,6 +279,7 @@ class FakeProcess:
     usedGpuMemory: int | None = None
     gpuInstanceId: int = 0xFFFFFFFF
     computeInstanceId: int = 0xFFFFFFFF
+    sm_util: int | None = None  # its smUtil in the driver's process-utilization samples; None: no sample
 
 
 # ---- configuration of one card ----
@@ -809,12 +810,15 @@ class FakeNvml:
         return list(self._card("nvmlDeviceGetGraphicsRunningProcesses", handle).graphics_processes)
 
     def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, timestamp: int) -> list[Struct]:
+        """The driver's latest sample of each process that has one, newer than ``timestamp`` (µs); NOT_FOUND
+        when there is none (what the real driver answers, docs/field-notes.md)."""
         card = self._card("nvmlDeviceGetProcessUtilization", handle)
-        if card.process_utilization_not_found or not card.processes:
+        sampled = [p for p in card.processes if p.sm_util is not None and self.now_us > timestamp]
+        if card.process_utilization_not_found or not sampled:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
         return [
-            Struct(pid=p.pid, timeStamp=self.now_us, smUtil=0, memUtil=0, encUtil=0, decUtil=0)
-            for p in card.processes
+            Struct(pid=p.pid, timeStamp=self.now_us, smUtil=p.sm_util, memUtil=0, encUtil=0, decUtil=0)
+            for p in sampled
         ]
 
     # ---- never to be called per tick (blocks 20 ms on real hardware) ----

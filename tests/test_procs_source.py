@@ -203,6 +203,47 @@ def test_lost_card_is_skipped() -> None:
     assert world.reader.sample(lost={1}) == []
 
 
+def test_each_process_has_its_own_sm_share_and_no_sample_is_no_data() -> None:
+    """NVML's per-process smUtil, the mean of the driver's samples newer than the last tick; a process
+    without a sample (idle, or a driver answering NOT_FOUND) is None, shown n/a, never 0."""
+    fake = h200_box(2)
+    fake.cards[0].process_utilization_not_found = False
+    fake.cards[1].process_utilization_not_found = False
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1, sm_util=87), FakeProcess(pid=101, usedGpuMemory=1)]
+    fake.cards[1].processes = [FakeProcess(pid=200, usedGpuMemory=1, sm_util=3)]
+    world = World(fake)
+    for pid in (100, 101, 200):
+        world.ps.add(pid, "python3", created=world.wall - 600)
+    fake.advance(2.0)
+    world.advance(2.0)
+    got = {p.pid: p.sm_pct for p in world.reader.sample()}
+    # 101 shares card 0 but had no sample; 200 is alone on card 1: its share is the card's GPU-Util, and the
+    # 2.1 ms call is not made for it
+    assert got == {100: 87.0, 101: None, 200: None}
+    assert fake.card_calls[(1, "nvmlDeviceGetProcessUtilization")] == 0
+    # nothing newer since: the same samples are not counted twice, the tick has no data
+    assert {p.pid: p.sm_pct for p in world.reader.sample()} == {100: None, 101: None, 200: None}
+    fake.cards[0].processes[0].sm_util = 40
+    fake.advance(2.0)
+    world.advance(2.0)
+    assert {p.pid: p.sm_pct for p in world.reader.sample()}[100] == 40.0
+
+
+def test_a_driver_without_per_process_samples_gives_none_not_zero() -> None:
+    fake = h200_box(1)  # as the real driver starts: NOT_FOUND until a process has a sample
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1, sm_util=50), FakeProcess(pid=101, sm_util=9)]
+    world = World(fake)
+    world.ps.add(100, "python3", created=world.wall - 600)
+    world.ps.add(101, "python3", created=world.wall - 600)
+    fake.advance(2.0)
+    assert [p.sm_pct for p in world.reader.sample()] == [None, None]
+    assert fake.card_calls[(0, "nvmlDeviceGetProcessUtilization")] == 1
+    fake.missing.add("nvmlDeviceGetProcessUtilization")  # an older binding without the call
+    fake.cards[0].process_utilization_not_found = False
+    fake.advance(2.0)
+    assert [p.sm_pct for p in world.reader.sample()] == [None, None]
+
+
 def test_procfs_finds_children_and_grandchildren_of_a_real_process() -> None:
     if not Path("/proc/self/task").is_dir():
         pytest.skip("no procfs here")

@@ -303,7 +303,8 @@ DISK_STRUCT = pa.struct(
 PROC_STRUCT = pa.struct(
     [("pid", pa.uint32()), ("gpu_index", pa.uint16()), ("name", pa.string()), ("gpu_mem_bytes", pa.uint64()),
      ("cpu_pct", pa.float32()), ("workers", pa.uint16()), ("workers_cpu_pct", pa.list_(pa.float32())),
-     ("worker_pids", pa.list_(pa.uint32()))]
+     ("worker_pids", pa.list_(pa.uint32())),
+     ("sm_pct", pa.float32())]  # trace v2: the process's SM share
 )  # fmt: skip
 TRACE_V1 = pa.schema(
     [("ts", pa.timestamp("us", tz="UTC")), ("interval_s", pa.float64()), ("gpus", pa.list_(GPU_STRUCT)),
@@ -352,3 +353,13 @@ def test_every_scenario_has_its_physics_and_nothing_else_does() -> None:
     # the simulator keeps one entry per scenario (cards, cores, disks, phase set-up); a scenario added to the
     # registry without one would fail on its first tick
     assert set(sim_module._PHYSICS) == set(REGISTRY)  # noqa: SLF001
+
+
+def test_the_ranks_on_one_card_share_its_time_and_a_rank_alone_on_its_card_is_not_read() -> None:
+    busy = SimulatedSource("single_card_busy", gpus=4, cores=16, start=START)
+    tick = [busy.sample() for _ in range(5)][-1]
+    on_card0 = [p for p in tick.procs if p.gpu_index == 0]
+    assert len(on_card0) == 4 and len({p.sm_pct for p in on_card0}) == 1  # every rank on cuda:0
+    assert sum(p.sm_pct or 0.0 for p in on_card0) == pytest.approx(tick.gpus[0].util_pct)
+    alone = SimulatedSource("healthy", gpus=4, cores=16, start=START)  # one rank per card: not read
+    assert all(p.sm_pct is None for t in [alone.sample() for _ in range(3)] for p in t.procs)

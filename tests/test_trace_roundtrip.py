@@ -155,13 +155,18 @@ def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
     path = writer.close()
     f = pq.ParquetFile(path)
     assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
-    # the bundled recordings are version 1: the v2 schema is theirs plus job, swap, nets and the cards' health
+    # the bundled recordings are version 1: the v2 schema is theirs plus job, swap, nets, the cards' health
+    # and each process's SM share
     v2_columns = ("job", "host_swap_used_bytes", "host_swap_total_bytes", "nets")
-    v2_gpu = ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last")
+    v2_fields = {
+        "gpus": ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last"),
+        "procs": ("sm_pct",),
+    }
     v1 = pa.schema([f for f in TRACE_SCHEMA if f.name not in v2_columns])
-    gpu = v1.field("gpus").type.value_type
-    v1_gpu = pa.struct([f for f in gpu if f.name not in v2_gpu])
-    v1 = v1.set(v1.get_field_index("gpus"), pa.field("gpus", pa.list_(v1_gpu)))
+    for column, added in v2_fields.items():
+        struct = v1.field(column).type.value_type
+        narrowed = pa.struct([f for f in struct if f.name not in added])
+        v1 = v1.set(v1.get_field_index(column), pa.field(column, pa.list_(narrowed)))
     assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(v1)
     meta = f.schema_arrow.metadata
     assert meta[b"gpu_triage.schema"] == b"2"

@@ -53,6 +53,25 @@ def test_sort_by_gpu_memory_and_by_cpu() -> None:
     assert cpu == sorted(cpu, reverse=True)
 
 
+def test_sort_by_sm_puts_the_process_keeping_a_shared_card_busy_first() -> None:
+    """Every rank on cuda:0: the SM share says which one works. Alone on a card a process's share is not
+    read ("-", its card's GPU-Util is its share); shared without a driver sample it is n/a, never 0."""
+    procs = [
+        ProcSample(pid=11, gpu_index=0, name="rank1", sm_pct=2.0),
+        ProcSample(pid=10, gpu_index=0, name="rank0", sm_pct=91.0),
+        ProcSample(pid=12, gpu_index=0, name="rank2"),
+        ProcSample(pid=20, gpu_index=1, name="alone"),
+    ]
+    state = procview.ProcState(sort="SM")
+    assert [r.pid for r in procview.rows(procs, state, _details)] == [10, 11, 12, 20]
+    lines = procview.proc_pane(procs, 100, 6, state, _details).plain.split("\n")
+    assert "SM%" in lines[0] and "by SM" in lines[0]
+    sm_column = lines[0].index("SM%")
+    cells = {int(ln[:8]): ln[sm_column - 1 : sm_column + 3].strip() for ln in lines[1:]}
+    assert cells == {10: "91%", 11: "2%", 12: "n/a", 20: "-"}
+    assert procview.SORTS.index("SM") == procview.SORTS.index("GPU memory") + 1  # `s`: card, memory, SM, CPU
+
+
 def test_filter_by_name_user_or_command() -> None:
     procs = _procs()
     assert [r.pid for r in procview.rows(procs, procview.ProcState(filter="trainer"), _details)] == [1005]

@@ -77,10 +77,14 @@ def test_view_is_a_copy() -> None:
 def test_real_trace_round_trips_through_ticks_and_fills_window() -> None:
     rows = pq.read_table(H200_TRACE_2S).to_pylist()
     ticks = [Tick.from_row(r) for r in rows]
-    # a v1 file: no job, swap or nets column, no health fields per card: null (None), never 0
+    # a v1 file: no job, swap or nets column, no health fields per card, no SM share per process: null (None),
+    # never 0
     health = dict.fromkeys(("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last"))
     v2 = dict(job=None, host_swap_used_bytes=None, host_swap_total_bytes=None, nets=[])
-    assert [t.to_row() for t in ticks] == [dict(r, **v2, gpus=[dict(g, **health) for g in r["gpus"]]) for r in rows]
+    assert [t.to_row() for t in ticks] == [
+        dict(r, **v2, gpus=[dict(g, **health) for g in r["gpus"]], procs=[dict(p, sm_pct=None) for p in r["procs"]])
+        for r in rows
+    ]
     w = RollingWindow(150)
     w.extend(ticks)
     v = w.view()

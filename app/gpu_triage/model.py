@@ -135,6 +135,9 @@ class ProcSample:
     workers: int | None = _col("u16")
     workers_cpu_pct: list[float] = _list("list[f32]")
     worker_pids: list[int] = _list("list[u32]")
+    # trace v2: the process's share of the card's time with a kernel running, NVML's per-process smUtil
+    # (nvmlDeviceGetProcessUtilization), the mean of the driver's samples within the tick; None: no sample
+    sm_pct: float | None = _col("f32")
 
 
 # Trace v2 (docs/trace-v2.md): the job's side of a tick, what the training itself says about its progress.

@@ -364,7 +364,9 @@ def _list_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array | None
     return rows, np.arange(total) - starts, pc.list_flatten(col)
 
 
-_PROC_FIELDS = ("pid", "gpu_index", "name", "gpu_mem_bytes", "cpu_pct", "workers", "workers_cpu_pct", "worker_pids")
+_PROC_FIELDS = (
+    "pid", "gpu_index", "name", "gpu_mem_bytes", "cpu_pct", "workers", "workers_cpu_pct", "worker_pids", "sm_pct",
+)  # fmt: skip
 
 
 def _field(values: pa.Array, name: str) -> pa.Array | None:

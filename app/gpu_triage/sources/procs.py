@@ -128,6 +128,7 @@ class GpuProcessReader:
         self._clock = clock
         self._wall = wall_clock
         self._tracked: dict[int, _Tracked] = {}
+        self._util_since: dict[int, int] = {}  # card index -> newest process-utilization sample seen (µs)
         self._tick = 0
         self._last_wall: float | None = None
         if use_procfs is None:
@@ -142,11 +143,15 @@ class GpuProcessReader:
         self._tick += 1
         lost_set = set(lost)
         per_card: list[tuple[int, dict[int, int | None]]] = []
+        sm: dict[tuple[int, int], float] = {}  # (card, pid) -> smUtil
         for index, handle in self.cards:
             if index in lost_set or handle is None:
                 continue
             try:
-                per_card.append((index, self._gpu_processes(handle)))
+                procs = self._gpu_processes(handle)
+                per_card.append((index, procs))
+                if len(procs) > 1:  # a shared card: which process keeps it busy (see _sm_by_pid)
+                    sm.update(((index, pid), v) for pid, v in self._sm_by_pid(index, handle).items())
             except GpuLost:
                 continue  # the GPU reader marks the card lost on its own next call
         gpu_pids = {pid for _, procs in per_card for pid in procs}
@@ -180,6 +185,7 @@ class GpuProcessReader:
                         workers=len(worker_pids),
                         workers_cpu_pct=worker_cpu,
                         worker_pids=worker_pids,
+                        sm_pct=sm.get((index, pid)),
                     )
                 )
         # forget processes not seen this tick, so the cache cannot grow without bound
@@ -187,6 +193,30 @@ class GpuProcessReader:
             del self._tracked[pid]
         self._last_wall = self._wall()
         return out
+
+    def _sm_by_pid(self, index: int, handle: Any) -> dict[int, float]:
+        """pid -> the mean smUtil of the driver's samples within this tick (NVML's per-process utilisation:
+        the share of the card's time one of the process's kernels ran). Empty when there is none: the driver
+        answers NOT_FOUND until a process has a sample, and a card or binding without the call answers
+        nothing; either way "no data" (None), never 0.
+
+        Read only for a card that several processes share (every rank on cuda:0, a notebook beside a job),
+        where it says which of them keeps the card busy. The call costs 2.1 ms of CPU per card on an H200
+        (docs/h200.md), as much as the GPU-Util samples: every tick on every card it would put the dashboard
+        above nvitop's CPU (issue 15), and a process alone on its card has its card's GPU-Util anyway."""
+        since = self._util_since.get(index, 0)
+        if self._last_wall is not None:  # the driver keeps older samples: only this tick's count
+            since = max(since, int(self._last_wall * 1e6))
+        got: dict[int, list[float]] = {}
+        newest = since
+        for entry in self.nvml.call("nvmlDeviceGetProcessUtilization", handle, since) or []:
+            stamp, value = int(entry.timeStamp), entry.smUtil
+            if stamp <= since or value is None or not 0 <= value <= 100:  # not newer, or a sentinel
+                continue
+            got.setdefault(int(entry.pid), []).append(float(value))
+            newest = max(newest, stamp)
+        self._util_since[index] = newest
+        return {pid: sum(values) / len(values) for pid, values in got.items()}
 
     def _gpu_processes(self, handle: Any) -> dict[int, int | None]:
         """pid -> GPU memory (None when the driver hides it), compute and graphics merged."""

@@ -126,6 +126,7 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "writes_per_s": DISK_OPS_PER_S,
     },
     "procs": {
+        "sm_pct": PCT,
         "gpu_mem_bytes": BYTES,
         "cpu_pct": PROCESS_PCT,
         "workers_cpu_pct": PROCESS_PCT,  # a list: each element

@@ -79,7 +79,9 @@ def num(v: float) -> str:
     return f"{v:.0f}" if ok(v) else "n/a"
 
 
-PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+PROC_HEAD = (
+    f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+)
 
 
 def workers_text(wcpu: list[float]) -> str:

@@ -83,7 +83,7 @@ KEYS: tuple[Key, ...] = (
             ("end", "proc_move('end')"),
         ),
     ),
-    Key("`s`", "sort the processes by card, by GPU memory, by CPU (each press the next)", BOTH, (("s", "proc_sort"),)),
+    Key("`s`", "sort the processes by card, by GPU memory, by SM, by CPU (each press the next)", BOTH, (("s", "proc_sort"),)),
     Key("`/`", "filter the processes by part of a name, user, command line or PID (empty: all)", BOTH, (("slash", "proc_filter"),)),
     Key("`t`", "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)", BOTH, (("t", "proc_tree"),)),
     Key(

@@ -372,9 +372,6 @@ def disk_pane(view: WindowView, width: int, lines: int, *, net: bool = False) ->
     return out
 
 
-PROC_HEAD = f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
-
-
 @dataclass(slots=True)
 class FactsOnly:
     """The diagnosis pane with no verdict to show (no tick yet, or the engine failed): the raw facts."""

@@ -17,7 +17,7 @@ from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
 from gpu_triage.ui.formatters import PROC_HEAD, fmt_bytes, pct, workers_text
 
-SORTS = ("card", "GPU memory", "CPU")  # `s` cycles through them
+SORTS = ("card", "GPU memory", "SM", "CPU")  # `s` cycles through them
 WORKER = "DataLoader wkr"
 
 
@@ -37,6 +37,7 @@ class Row:
     proc: ProcSample  # the GPU process itself, or the trainer of a worker row
     worker_cpu: float | None = None  # set on a worker row
     last_worker: bool = False
+    alone: bool = False  # the only process on its card (its SM share is not read: the card's GPU-Util)
 
     @property
     def is_worker(self) -> bool:
@@ -51,6 +52,8 @@ def _sort_key(sort: str) -> Callable[[ProcSample], tuple[float, ...]]:
         return lambda p: (-(p.gpu_mem_bytes if p.gpu_mem_bytes is not None else -1), p.pid)
     if sort == "CPU":
         return lambda p: (-(p.cpu_pct if p.cpu_pct is not None else -1.0), p.pid)
+    if sort == "SM":  # a process's own share of its card; none read (alone on its card, no sample) last
+        return lambda p: (-(p.sm_pct if p.sm_pct is not None else -1.0), p.pid)
     # card order; the host-only list (no card) busiest first, as it came
     return lambda p: (p.gpu_index, -(p.cpu_pct or 0.0) if p.gpu_index < 0 else 0.0, p.pid)
 
@@ -69,8 +72,11 @@ def matches(p: ProcSample, needle: str, details: Details) -> bool:
 def rows(procs: list[ProcSample], state: ProcState, details: Details) -> list[Row]:
     """The table's rows in order: sorted, filtered, and with worker rows under their trainer in tree mode."""
     out: list[Row] = []
+    sharing: dict[int, int] = {}
+    for p in procs:
+        sharing[p.gpu_index] = sharing.get(p.gpu_index, 0) + 1
     for p in sorted((p for p in procs if matches(p, state.filter, details)), key=_sort_key(state.sort)):
-        out.append(Row(p.pid, p))
+        out.append(Row(p.pid, p, alone=sharing[p.gpu_index] == 1))
         if state.tree and p.worker_pids:
             cpus = list(p.workers_cpu_pct or [])
             for k, wpid in enumerate(p.worker_pids):
@@ -104,13 +110,16 @@ def _line(row: Row) -> str:
     p = row.proc
     if row.is_worker:
         branch = "└" if row.last_worker else "├"
-        return f"{row.pid:>8} {branch} {WORKER:<13} {'':>3} {'':>8} {pct(row.worker_cpu, 5)}"
+        return f"{row.pid:>8} {branch} {WORKER:<13} {'':>3} {'':>8} {'':>4} {pct(row.worker_cpu, 5)}"
     workers = "n/a" if p.workers is None else str(p.workers)
     if p.gpu_index < 0:  # host-only list: no card, no workers counted
-        return f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {'-':>3} {'-':>8} {pct(p.cpu_pct, 5)}"
+        return f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {'-':>3} {'-':>8} {'-':>4} {pct(p.cpu_pct, 5)}"
+    # SM%: the process's own share of its card, read where processes share a card; alone on it, the card's
+    # GPU-Util is its share ("-"; not read, see sources/procs.py), shared but without a driver sample: n/a
+    sm = "-".rjust(4) if row.alone and p.sm_pct is None else pct(p.sm_pct, 4)
     return (
         f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
-        f" {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
+        f" {sm} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
     )
 
 
