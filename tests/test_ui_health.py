@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from gpu_triage.model import NetSample
+from gpu_triage.ui.formatters import health_note, slowdown_note
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.panes import Colours, cpu_pane, disk_pane, gpu_pane, net_line
 from gpu_triage.window import RollingWindow
@@ -77,3 +80,22 @@ def test_the_net_line_comes_after_the_verdict_and_only_with_room() -> None:
     plain = plan_layout(24, 80, 8, 64, 2, 4, 3, (3, 4))
     assert tight.diag == plain.diag  # the verdict keeps every line it had without the NET line
     assert tight.net == 0 or tight.diag >= 3 + 4
+
+
+def test_the_detail_clock_chart_says_what_held_the_clocks_down_and_for_how_long() -> None:
+    """A power-capped card's SM clock saws with its load (seen on the H200 at ~690 W): the clock chart's title
+    says so. Idle is no slowdown; a card that reports no reasons gets no claim at all (n/a, not "never")."""
+    nan = float("nan")
+    masks = np.array([0x4, 0x4 | 0x20, 0x4, 0x1, nan])  # power 3 of 4 reported ticks, thermal 1, idle 1
+    assert slowdown_note(masks) == " · slowed by power 75 %, thermal 25 % of the window"
+    assert slowdown_note(np.array([0x1, 0x0, 0x2])) == " · never slowed in the window"
+    assert slowdown_note(np.array([nan, nan])) == ""
+
+
+def test_the_detail_power_chart_names_ecc_errors_and_xid_events_now() -> None:
+    nan = np.array([float("nan")])
+    assert health_note(np.array([0.0, 0.0]), np.array([0.0, 0.0]), nan) == " · ECC uncorrected 0, no XID"
+    assert health_note(np.array([0.0, 2.0]), np.array([1.0, 3.0]), np.array([48.0, 79.0])) == (
+        " · ECC uncorrected 2, XID 79 ×3"
+    )
+    assert health_note(nan, nan, nan) == ""  # ECC off, no events reported: nothing claimed

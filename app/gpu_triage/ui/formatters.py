@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_triage.model import throttle_names
 from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
 
 
@@ -73,6 +74,37 @@ def fit_title(title: str, width: int, *, missing: bool) -> str:
     if width <= 0 or len(text) <= width:
         return text
     return text[: max(1, width - 1)] + "…"
+
+
+def slowdown_note(masks: np.ndarray) -> str:
+    """For the detail view's clock chart: how much of the window each slowdown reason held the card's clocks
+    down (" · slowed by power 100 % of the window"), from the ticks whose ``clock_event_reasons`` the card
+    reported; "" when it reported none (n/a, not "never"). Idle and the other non-slowing reasons do not
+    count (model.THROTTLE_MASK)."""
+    seen = masks[~np.isnan(masks)]
+    if not seen.size:
+        return ""
+    counts: dict[str, int] = {}
+    for mask in seen.astype(np.int64).tolist():
+        for name in throttle_names(int(mask)) or []:
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return " · never slowed in the window"
+    parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f" · slowed by {parts} of the window"
+
+
+def health_note(ecc_uncorrected: np.ndarray, xid_count: np.ndarray, xid_last: np.ndarray) -> str:
+    """For the detail view's power chart: the card's uncorrected ECC errors and its XID events now
+    (" · ECC uncorrected 0, no XID"); what the card does not report is left out, never shown as 0."""
+    parts = []
+    unc, n, code = last(ecc_uncorrected), last(xid_count), last(xid_last)
+    if ok(unc):
+        parts.append(f"ECC uncorrected {unc:.0f}")
+    if ok(n):
+        xid = f"XID {code:.0f}" if ok(code) else "XID"
+        parts.append("no XID" if n == 0 else (xid if n == 1 else f"{xid} ×{n:.0f}"))
+    return " · " + ", ".join(parts) if parts else ""
 
 
 def num(v: float) -> str:

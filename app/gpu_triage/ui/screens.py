@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
-from gpu_triage.ui.formatters import fit_title, wall_clock, zone_name
+from gpu_triage.ui.formatters import fit_title, health_note, slowdown_note, wall_clock, zone_name
 from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
@@ -28,7 +28,9 @@ LEGEND = [
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
     "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red and bold ≥ 90 % busy (NO_COLOR: bold only).",
-    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours.",
+    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours;",
+    "  the clock chart's says what held the clocks down (power cap, thermal) and for how much of the window,",
+    "  the power chart's the card's uncorrected ECC errors and XID events now.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
     "n/a: the hardware or driver does not report this value (never shown as 0).",
 ]
@@ -229,8 +231,12 @@ class DetailScreen(FollowsWindow, Screen[None]):
             None,
             "MiB/s",
         )
-        series("p_power", "power W (red), temperature °C (yellow)", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
-        series("p_clock", "SM clock, MHz (blue)", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
+        nan = np.full(len(x), np.nan)
+        health = health_note(g.get("ecc_uncorrected", nan), g.get("xid_count", nan), g.get("xid_last", nan))
+        series("p_power", f"power W (red), temperature °C (yellow){health}", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
+        # the clock chart says what held the clocks down: a power-capped card's clock saws with its load
+        slowed = slowdown_note(g.get("clock_event_reasons", nan))
+        series("p_clock", f"SM clock, MHz (blue){slowed}", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
 
 
 Y_LABELS_W = 6  # plotext shows a title up to width - 6 with the widest y labels drawn here ("14482.3┤"; measured)
