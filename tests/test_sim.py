@@ -363,3 +363,15 @@ def test_the_ranks_on_one_card_share_its_time_and_a_rank_alone_on_its_card_is_no
     assert sum(p.sm_pct or 0.0 for p in on_card0) == pytest.approx(tick.gpus[0].util_pct)
     alone = SimulatedSource("healthy", gpus=4, cores=16, start=START)  # one rank per card: not read
     assert all(p.sm_pct is None for t in [alone.sample() for _ in range(3)] for p in t.procs)
+
+
+def test_a_card_at_its_power_cap_says_so_as_the_h200s_did() -> None:
+    """The lab's H200s set the software power cap bit at 650 W and more, never at 550-600 W: a healthy dense
+    job (~680 W) shows it, a communication-bound one (~400 W) and an idle card do not."""
+    busy = SimulatedSource("healthy", gpus=4, cores=16, start=START)
+    cards = [g for t in [busy.sample() for _ in range(20)] for g in t.gpus]
+    assert all(bool(g.clock_event_reasons & 0x4) == (g.power_w >= 650.0) for g in cards)
+    assert sum(bool(g.clock_event_reasons & 0x4) for g in cards) > len(cards) // 2
+    talk = SimulatedSource("communication", gpus=4, cores=16, start=START)
+    quiet = [g for t in [talk.sample() for _ in range(20)] for g in t.gpus if g.power_w < 550.0]
+    assert quiet and not any(g.clock_event_reasons & 0x4 for g in quiet)

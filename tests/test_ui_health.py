@@ -99,3 +99,22 @@ def test_the_detail_power_chart_names_ecc_errors_and_xid_events_now() -> None:
         " · ECC uncorrected 2, XID 79 ×3"
     )
     assert health_note(nan, nan, nan) == ""  # ECC off, no events reported: nothing claimed
+
+
+def test_the_power_cap_alone_is_shown_but_not_alarmed() -> None:
+    """A busy H200 sits at its 700 W cap (every real tick at 650 W and more had the bit): "THR power" is
+    shown in yellow; a thermal slowdown beside it, or an ECC error, keeps the alert colour."""
+    ticks = [make_tick(i, gpus=3) for i in range(3)]
+    ticks[-1] = _with_card(ticks[-1], 0, clock_event_reasons=0x4)
+    ticks[-1] = _with_card(ticks[-1], 1, clock_event_reasons=0x4 | 0x20)
+    ticks[-1] = _with_card(ticks[-1], 2, clock_event_reasons=0x4, ecc_uncorrected=1)
+    pane = gpu_pane(_view(ticks), 120, 1, Colours())
+    text = pane.plain
+
+    def style_at(needle: str, row: int) -> str:
+        start = sum(len(line) + 1 for line in text.split("\n")[: row + 1]) + text.split("\n")[row + 1].index(needle)
+        return " ".join(str(s.style) for s in pane.spans if s.start <= start < s.end)
+
+    assert "yellow" in style_at("THR power", 0) and "red" not in style_at("THR power", 0)
+    assert "red" in style_at("THR power,thermal", 1)
+    assert "red" in style_at("THR power ECC 1", 2)

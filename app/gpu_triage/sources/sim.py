@@ -102,6 +102,10 @@ _P_NO_CONTEXT_W = 76.45
 _P_CONTEXT_W = 120.7
 _W_PER_SM_PCT = 5.9
 _P_MAX_W = 700.0
+# The software power cap's clock-event bit (0x4): set at the end of every tick of the lab's 2-H200
+# recordings (tests/data/h200x2-*) drawing 650 W or more (53 of 53 card-ticks), never at 550-600 W (16);
+# the H200 then trades clock for power, as the clock model below does at high SM activity.
+_P_CAP_REASON_W = 650.0
 _CLOCK_IDLE_MHZ = 345.0
 _CLOCK_MAX_MHZ = 1980.0
 _MHZ_PER_SM_PCT = 5.0
@@ -385,8 +389,10 @@ class SimulatedSource:
                 nvlink_tx_bytes_per_s=ltx if has_links else None,
                 nvlink_rx_bytes_per_s=lrx if has_links else None,
                 power_w=p, temp_c=tc, sm_clock_mhz=ck,
-                # a healthy simulated card: not throttled (idle when it does nothing), no ECC error, no XID
-                clock_event_reasons=0x1 if u < 1.0 else 0, ecc_corrected=0, ecc_uncorrected=0, xid_count=0,
+                # idle when it does nothing; at its power cap (see _P_CAP_REASON_W) when it draws that much, as
+                # a busy H200 does; no ECC error, no XID
+                clock_event_reasons=0x1 if u < 1.0 else (0x4 if p >= _P_CAP_REASON_W else 0),
+                ecc_corrected=0, ecc_uncorrected=0, xid_count=0,
             )
             for i, (u, lo, hi, s, o, te, d, m, ptx, prx, ltx, lrx, p, tc, ck) in enumerate(cols)
         ]  # fmt: skip

@@ -135,7 +135,10 @@ def gpu_pane(
         # full they keep their place and the tail's end (temperature, clock) gives way
         flag_text = flag_text[: max(0, width - len(head) - 4)]
         if flag_text:
-            out.append(flag_text, f"bold {colours.alert}")
+            # the software power cap alone is what a busy H200 does (its 700 W limit: 650 W and up in every
+            # real tick recorded, docs/h200.md): shown, not alarmed; thermal, hardware slowdown, power brake,
+            # ECC and XID are what to act on
+            out.append(flag_text, POWER_CAP_STYLE if flags == POWER_CAP_ONLY else f"bold {colours.alert}")
         out.append_text(
             waveform(
                 g["util_pct"],
@@ -164,6 +167,8 @@ def gpu_pane(
 
 
 _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
+POWER_CAP_ONLY = "THR power"  # card_flags when the only news is the software power cap
+POWER_CAP_STYLE = "yellow"
 
 
 def card_flags(g: dict[str, np.ndarray]) -> str:
