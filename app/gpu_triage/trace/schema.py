@@ -5,9 +5,10 @@ The schema is the recording contract (docs/trace-v1.md), built from the field de
 recordings use (uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts`` as UTC
 microseconds).
 
-Ticks become a :class:`pyarrow.RecordBatch` through one ``pa.array`` call over nested tuples (attribute
-getters, no per-field dicts): the recorder appends one batch per tick and this keeps that near 0.1 ms for
-8 cards. Arrow data becomes ticks through
+The columns themselves are defined once, without pyarrow, in :mod:`gpu_triage.trace.layout`; this module
+makes their pyarrow types for the readers (the recorder writes its stream without pyarrow, through
+:mod:`gpu_triage.trace.arrow_ipc`). Ticks become a :class:`pyarrow.RecordBatch` through one ``pa.array``
+call over the layout's nested tuples (offline diagnosis of tick lists, tests). Arrow data becomes ticks through
 ``Tick.from_row`` on ``to_pylist()`` rows, one slice at a time, so a reader never converts a whole day.
 """
 

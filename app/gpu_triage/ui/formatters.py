@@ -86,12 +86,18 @@ def slowdown_note(masks: np.ndarray) -> str:
         return ""
     counts: dict[str, int] = {}
     for mask in seen.astype(np.int64).tolist():
-        for name in throttle_names(int(mask)) or []:
+        for name in throttle_names(mask) or []:
             counts[name] = counts.get(name, 0) + 1
     if not counts:
         return " · never slowed in the window"
     parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     return f" · slowed by {parts} of the window"
+
+
+def xid_text(count: float, code: float) -> str:
+    """The card's critical XID events: "XID 79", "XID 79 ×3" ("XID" when the code is unknown)."""
+    xid = f"XID {code:.0f}" if ok(code) else "XID"
+    return xid if count == 1 else f"{xid} ×{count:.0f}"
 
 
 def health_note(ecc_uncorrected: np.ndarray, xid_count: np.ndarray, xid_last: np.ndarray) -> str:
@@ -102,8 +108,7 @@ def health_note(ecc_uncorrected: np.ndarray, xid_count: np.ndarray, xid_last: np
     if ok(unc):
         parts.append(f"ECC uncorrected {unc:.0f}")
     if ok(n):
-        xid = f"XID {code:.0f}" if ok(code) else "XID"
-        parts.append("no XID" if n == 0 else (xid if n == 1 else f"{xid} ×{n:.0f}"))
+        parts.append("no XID" if n == 0 else xid_text(n, code))
     return " · " + ", ".join(parts) if parts else ""
 
 

@@ -28,6 +28,7 @@ from gpu_triage.ui.formatters import (
     quiet_nan_warnings,
     rate,
     used_of_total,
+    xid_text,
 )
 from gpu_triage.ui.glyphs import (
     AXIS_W,
@@ -123,7 +124,7 @@ def gpu_pane(
         elif not tall:  # compact (80 columns): a hot or throttled card still shows, in 9 columns
             tail += f" {t:2.0f}C" if ok(t) else " n/a"
             tail += f" {c / 1000:.1f}G" if ok(c) else " n/a"
-        flags = card_flags(g)
+        flags, alarm = card_flags(g)
         if tall:
             tail = f" {flags}{tail}" if flags else tail
             _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
@@ -135,10 +136,8 @@ def gpu_pane(
         # full they keep their place and the tail's end (temperature, clock) gives way
         flag_text = flag_text[: max(0, width - len(head) - 4)]
         if flag_text:
-            # the software power cap alone is what a busy H200 does (its 700 W limit: 650 W and up in every
-            # real tick recorded, docs/h200.md): shown, not alarmed; thermal, hardware slowdown, power brake,
-            # ECC and XID are what to act on
-            out.append(flag_text, POWER_CAP_STYLE if flags == POWER_CAP_ONLY else f"bold {colours.alert}")
+            # what calls for action in the alert colour; the power cap alone shown, not alarmed (card_flags)
+            out.append(flag_text, f"bold {colours.alert}" if alarm else NOTICE_STYLE)
         out.append_text(
             waveform(
                 g["util_pct"],
@@ -167,31 +166,36 @@ def gpu_pane(
 
 
 _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
-POWER_CAP_ONLY = "THR power"  # card_flags when the only news is the software power cap
-POWER_CAP_STYLE = "yellow"
+NOTICE_STYLE = "yellow"  # a card flag that calls for no action (the power cap alone)
 
 
-def card_flags(g: dict[str, np.ndarray]) -> str:
+def card_flags(g: dict[str, np.ndarray]) -> tuple[str, bool]:
     """The card's health as short flags, only what is active or non-zero at the newest tick: "THR power"
     (clocks held down: power cap, thermal, hardware slowdown), "ECC 2" (uncorrected errors; "ecc 5" when
-    only corrected ones), "XID 79 ×3" (critical XIDs seen, the last code). Empty when all is well or unknown."""
+    only corrected ones), "XID 79 ×3" (critical XIDs seen, the last code). Empty when all is well or unknown.
+    With them, whether they call for action: the software power cap alone does not (a busy H200 sits at its
+    700 W limit: 650 W and up in every real tick recorded, docs/h200.md); thermal, hardware slowdown, power
+    brake, ECC errors and XID events do."""
     out = []
     mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
     names = throttle_names(int(mask)) if ok(mask) else None
     if names:
         out.append("THR " + ",".join(names))
+    alarm = bool(names) and names != ["power"]
     unc = last(g["ecc_uncorrected"]) if "ecc_uncorrected" in g else float("nan")
     cor = last(g["ecc_corrected"]) if "ecc_corrected" in g else float("nan")
     if ok(unc) and unc > 0:
         out.append(f"ECC {unc:.0f}")
+        alarm = True
     elif ok(cor) and cor > 0:
         out.append(f"ecc {cor:.0f}")
+        alarm = True
     xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
     code = last(g["xid_last"]) if "xid_last" in g else float("nan")
     if ok(xids) and xids > 0:
-        xid = f"XID {code:.0f}" if ok(code) else "XID"
-        out.append(xid if xids == 1 else f"{xid} ×{xids:.0f}")
-    return " ".join(out)
+        out.append(xid_text(xids, code))
+        alarm = True
+    return " ".join(out), alarm
 
 
 def _tall_card(
