@@ -29,8 +29,8 @@ TUNED = {"h2d_copy_bound_batch256", "loader_in_process_batch64", "ddp_periodic_c
 
 
 def _run(path: Path):  # type: ignore[no-untyped-def]
-    _tr, res, seg_of = lab_run(path)
-    return res, seg_of
+    """(trace, verdicts, segments) of a recording, read once per session (x2_runs.lab_run)."""
+    return lab_run(path)
 
 
 CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p).read_text()) if not lab.get("event")]
@@ -39,8 +39,8 @@ CASES = [(p, lab["scenario"]) for p in FILES for lab in json.loads(labels_for(p)
 @pytest.mark.parametrize(("path", "scenario"), CASES, ids=[f"{p.stem}-{s}" for p, s in CASES])
 def test_each_mechanism_window_is_read_right(path: Path, scenario: str) -> None:
     lab = next(x for x in json.loads(labels_for(path).read_text()) if x["scenario"] == scenario)
-    res, seg_of = _run(path)
-    idx = judged_ticks(lab, [t.ts for t, _r, _s in res], load_trace(path).interval_s)
+    tr, res, seg_of = _run(path)
+    idx = judged_ticks(lab, [t.ts for t, _r, _s in res], tr.interval_s)
     assert idx
 
     def ok(v) -> bool:  # type: ignore[no-untyped-def]
@@ -76,10 +76,10 @@ def test_a_checkpoint_is_named_once_the_host_shows_it(path: Path, scenario: str)
     end of the save, the raw verdict is storage_io on card 0. Before the fsync the bytes sit in the page cache
     and only the card's device-to-host copy shows them (both sizes: 0.59-0.87 GB/s)."""
     lab = next(x for x in json.loads(labels_for(path).read_text()) if x["scenario"] == scenario)
-    res, _ = _run(path)
+    tr, res, _ = _run(path)
     a = datetime.fromisoformat(lab["start"])
     # the marks are whole seconds; the tick whose interval holds the save's last moment ends up to a tick later
-    b = datetime.fromisoformat(lab["end"]) + timedelta(seconds=1 + load_trace(path).interval_s)
+    b = datetime.fromisoformat(lab["end"]) + timedelta(seconds=1 + tr.interval_s)
     ticks = [(t, r) for t, r, _s in res if a < t.ts <= b]
     shows = [k for k, (t, _r) in enumerate(ticks)
              if (t.gpus[0].pcie_tx_bytes_per_s or 0) >= TH.d2h_bytes_per_s
@@ -93,7 +93,7 @@ def _starting_ticks(path: Path) -> list[int]:
     """Ticks of a real recording where a job is starting up, read from the tick data itself: its processes
     are listed (pids the tick before did not have: a new job) and no card has run a kernel since (SM activity
     under 0.1 % and GPU-Util under 5 % on every card), on the ticks after the one it appeared on."""
-    ticks = load_trace(path).ticks
+    ticks = _run(path)[0].ticks
     out: list[int] = []
     since: int | None = None
     for k, t in enumerate(ticks):
@@ -118,7 +118,7 @@ def test_a_job_starting_up_is_not_read_as_a_loader() -> None:
     raw or shown."""
     seen = set()
     for path in FILES:
-        res, _ = _run(path)
+        _tr, res, _ = _run(path)
         for i in _starting_ticks(path):
             raw, shown = res[i][1], res[i][2]
             assert raw.bottleneck == "none" and raw.mechanism == "start_up", (path.name, res[i][0].ts, raw.key)
@@ -154,7 +154,7 @@ def test_two_loader_jobs_in_a_row_keep_the_shown_verdict_through_the_second_ones
     verdict is shown (never the first job's num_workers=0 evidence); once it runs and reads data_pipeline
     again, that is shown at once: the start-up did not move the held verdict."""
     path = DATA / "h200x2-loader0-1s.parquet"
-    res, _ = _run(path)
+    _tr, res, _ = _run(path)
     starting = [i for i in _starting_ticks(path) if res[i][0].ts.strftime("%H:%M") == "19:54"]
     assert len(starting) >= 3
     for i in starting:

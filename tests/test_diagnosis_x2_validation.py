@@ -44,6 +44,9 @@ def test_unseen_setting_is_read_right_live_and_offline(path: Path, scenario: str
 
 @pytest.mark.parametrize("interval", ["1s", "2s"])
 def test_gpm_reads_the_copy_bound_jobs_pcie_rate(interval: str) -> None:
+    """A check of the recording (the fixture), not of code run here: the live source recorded these rates on
+    the H200s after the GPM change, so they stand as the evidence that GPM reads heavy PCIe traffic right
+    (the source's own link-rate arithmetic is tested against the fake NVML in test_nvml_source.py)."""
     # the job copied 7.27-7.35 GB/s of payload per card; the counters read such copies at 0.5-2.4 GB/s (they
     # wrap at 4 GiB); GPM counts the link's traffic, protocol included, so somewhat above the payload
     path = DATA / f"h200x2-val-h2d-{interval}.parquet"

@@ -160,3 +160,19 @@ def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
     last = err.strip().splitlines()[-1]
     assert spec in last and ("no file or directory matches" in last or "no recording" in last
                              or "be read" in last), last
+
+
+def test_a_recording_whose_name_holds_glob_characters_is_one_file_not_a_glob(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run[1].parquet` exists: compare and diagnose read it as the file it is (as before datasets came)."""
+    from gpu_triage.data import H200_TRACE_2S
+    from gpu_triage.fleet.summary import is_dataset_spec
+
+    odd = tmp_path / "run[1].parquet"
+    shutil.copy(H200_TRACE_2S, odd)
+    assert not is_dataset_spec(str(odd)) and is_dataset_spec(str(tmp_path / "run[12].parquet"))
+    assert is_dataset_spec(str(tmp_path)) and not is_dataset_spec("x" * 5000)  # too long: no error either
+    assert main(["compare", str(odd), str(H200_TRACE_2S)]) == 0
+    assert main(["diagnose", str(odd)]) == 0
+    assert "no file or directory matches" not in capsys.readouterr().err

@@ -338,6 +338,11 @@ def _gap_starts(t: np.ndarray, nominal: float) -> np.ndarray:
     return np.flatnonzero(np.diff(t) > limit) + 1
 
 
+def trusted_interval(t: np.ndarray, meta_interval_s: float | None) -> float:
+    """The interval ``diagnose`` trusts for a recording, without the gap search of :func:`stretch_starts`."""
+    return _trusted_interval(t, meta_interval_s)[0]
+
+
 def stretch_starts(t: np.ndarray, meta_interval_s: float | None) -> tuple[np.ndarray, float]:
     """The ticks that begin a new stretch after a gap, with the interval trusted as ``diagnose`` trusts it.
 

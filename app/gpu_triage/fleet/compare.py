@@ -34,7 +34,7 @@ import pyarrow as pa
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.offline import MAX_POINTS, Timeline, TraceSource, diagnose_trace, open_source
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers
+from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
 from gpu_triage.trace.compare import (
     CARD_METRICS,
     COLUMNS,
@@ -44,6 +44,7 @@ from gpu_triage.trace.compare import (
     _metadata,
     aggregate,
     concat_parts,
+    differences,
     project,
     segment_shares,
 )
@@ -74,7 +75,7 @@ class Side:
 
 
 def _skip(path: Path, why: str, skipped: list[tuple[Path, str]]) -> None:
-    reason = why.removeprefix(f"{path}: ").removeprefix(f"{path} ")
+    reason = skip_reason(path, why)
     skipped.append((path, reason))
     log.warning("%s left out of the comparison: %s", path, reason)
 
@@ -229,8 +230,7 @@ def compare_datasets(before: str, after: str, config: Config,
                   for c in _card_order(set(sa["cards"]) | set(sb["cards"]))},
         "host": changes(sa["host"], sb["host"], HOST_METRICS),
         "diagnosis": {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))},
-        "metadata_differences": {k: {"before": ma.get(k), "after": mb.get(k)}
-                                 for k in [*ma, *(k for k in mb if k not in ma)] if ma.get(k) != mb.get(k)},
+        "metadata_differences": differences(ma, mb),
     }
     if by_host:
         result["hosts"] = {h: changes(sa["hosts"].get(h, empty), sb["hosts"].get(h, empty), CARD_METRICS)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,8 +45,18 @@ GLOB_CHARS = frozenset("*?[")
 
 
 def is_dataset_spec(spec: str) -> bool:
-    """A directory or a glob: a dataset (``diagnose FILE`` stays the one-recording command)."""
-    return bool(GLOB_CHARS & set(spec)) or is_directory(spec)
+    """A directory or a glob: a dataset (``diagnose FILE`` stays the one-recording command). A path that
+    exists and is no directory is one recording, whatever its name holds (``run[1].parquet``)."""
+    if is_directory(spec):
+        return True
+    if os.path.exists(os.path.expanduser(spec)):  # os.path: False, not an error, for a name too long
+        return False
+    return bool(GLOB_CHARS & set(spec))
+
+
+def skip_reason(path: Path, why: str) -> str:
+    """Why a file of a dataset is left out: the error's line without the path it starts with."""
+    return why.removeprefix(f"{path}: ").removeprefix(f"{path} ")
 
 
 def dataset_files(spec: str) -> list[Path]:
@@ -137,9 +148,9 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
 
 def _interval_of(src: Any) -> float:
     """The interval ``diagnose`` trusts for a recording (its metadata's unless the timestamps disagree)."""
-    from gpu_triage.diagnosis.offline import stretch_starts
+    from gpu_triage.diagnosis.offline import trusted_interval
 
-    return stretch_starts(src.t, src.meta_interval_s)[1]
+    return trusted_interval(src.t, src.meta_interval_s)
 
 
 def utilisation_windows(files: list[Path]) -> Any:
@@ -192,7 +203,7 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
         try:
             host, found = file_verdicts(f, config)
         except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
-            reason = str(exc).removeprefix(f"{f}: ").removeprefix(f"{f} ")
+            reason = skip_reason(f, str(exc))
             log.warning("%s left out of the summary: %s", f, reason)
             skipped.append({"path": str(f), "reason": reason})
             continue

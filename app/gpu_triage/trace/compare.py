@@ -227,7 +227,11 @@ def _metadata(trace: TraceFile) -> dict[str, Any]:
 
 
 def metadata_differences(before: TraceFile, after: TraceFile) -> dict[str, dict[str, Any]]:
-    a, b = _metadata(before), _metadata(after)
+    return differences(_metadata(before), _metadata(after))
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The keys whose values differ between two metadata dicts, in ``a``'s order then ``b``'s new keys."""
     diffs: dict[str, dict[str, Any]] = {}
     for key in list(a) + [k for k in b if k not in a]:
         if a.get(key) != b.get(key):
