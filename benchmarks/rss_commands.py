@@ -22,7 +22,10 @@ import time
 import urllib.request
 
 _LIVE_APP = """
-import asyncio, sys, argparse
+import sys, argparse
+from gpu_triage.cli import prepare_imports
+prepare_imports(argparse.Namespace(command="demo"))  # what `gpu-triage demo` loads first, and how
+import asyncio
 from gpu_triage.config import Config
 from gpu_triage.ui.run import build_app
 args = argparse.Namespace(scenario="healthy", gpus={gpus}, cores=32, seed=0, speed=1.0, record={record!r})

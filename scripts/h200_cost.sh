@@ -27,6 +27,8 @@ timeout 120 python3 benchmarks/bench_tick_parts.py --ticks 40 --interval 0.5 --t
 
 echo "== RSS of each command as a user starts it (benchmarks/rss_commands.py --source live)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/rss_commands.py --source live 2>&1 | tee -a "$OUT/cost.txt"
+echo "== the RSS floor by stack: NVML, then nvitop's stack or a bare Textual app (benchmarks/rss_floor.py)" | tee -a "$OUT/cost.txt"
+timeout 120 python3 benchmarks/rss_floor.py 2>&1 | tee -a "$OUT/cost.txt"
 echo "== the GPU process reader on a real family (benchmarks/bench_procs.py)" | tee -a "$OUT/cost.txt"
 timeout 120 python3 benchmarks/bench_procs.py --ticks 100 2>&1 | tee -a "$OUT/cost.txt"
 

@@ -83,3 +83,44 @@ def test_the_converter_loads_pyarrow_on_malloc_without_numpy_and_keeps_a_pool_th
         env["ARROW_DEFAULT_MEMORY_POOL"] = user_pool
     out = subprocess.run([sys.executable, "-c", LEAN_PROBE], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", user_pool or "system", user_pool or "<unset>"]
+
+
+DASHBOARD_PROBE = """
+import argparse, sys
+from gpu_triage.cli import prepare_imports
+prepare_imports(argparse.Namespace(command=sys.argv[1]))
+import asyncio
+from gpu_triage.config import Config
+from gpu_triage.ui.run import build_app
+args = argparse.Namespace(scenario="healthy", gpus=2, cores=8, seed=0, speed=1.0, record=None)
+config = Config()
+config.interval_s = 0.1
+app = build_app("demo", args, config)
+async def go():
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.5)
+        ticks = len(app.window)
+    return ticks
+ticks = asyncio.run(go())
+loaded = "ssl" in sys.modules
+import prometheus_client.exposition  # --metrics imports ssl after the dashboard started: it must still work
+import ssl
+print(ticks, loaded, asyncio.sslproto.ssl is None, ssl.OPENSSL_VERSION.split()[0])
+"""
+
+
+def test_the_dashboard_runs_without_openssl_and_a_later_import_of_ssl_still_works() -> None:
+    """asyncio loads ssl only if it can, and the dashboard opens no TLS connection: OpenSSL stays out of the
+    screen commands (4.4 MB, issue 15), yet prometheus_client (--metrics) still imports ssl afterwards."""
+    run = subprocess.run([sys.executable, "-c", DASHBOARD_PROBE, "demo"], capture_output=True, text=True, check=True)
+    ticks, loaded, asyncio_without_tls, openssl = run.stdout.split()
+    assert int(ticks) >= 2
+    assert (loaded, asyncio_without_tls, openssl) == ("False", "True", "OpenSSL")
+
+
+def test_commands_without_a_screen_load_asyncio_as_usual() -> None:
+    probe = "import argparse, sys\nfrom gpu_triage.cli import prepare_imports\n"
+    probe += "prepare_imports(argparse.Namespace(command='export'))\n"
+    probe += "import asyncio\nprint(asyncio.sslproto.ssl is None)"
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False"]

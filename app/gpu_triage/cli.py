@@ -18,7 +18,7 @@ from gpu_triage import __version__
 from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.errors import UserError
 from gpu_triage.export import DEFAULT_LISTEN
-from gpu_triage.heavy_imports import import_numpy_with_one_blas_thread
+from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
@@ -518,7 +518,10 @@ def _add_metrics(p: argparse.ArgumentParser) -> None:
 
 def prepare_imports(args: argparse.Namespace) -> None:
     """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread, and none at all
-    for a live recording that writes no verdict log. benchmarks/rss_stages.py measures what each costs."""
+    for a live recording that writes no verdict log; the dashboard's asyncio without OpenSSL.
+    benchmarks/rss_stages.py and rss_commands.py measure what each costs."""
+    if (args.command or "live") in SCREEN_COMMANDS:
+        import_asyncio_without_tls()
     if args.command == "record":
         # numpy only for a sim source, and for the verdict log that only a --log-file at info or debug reads;
         # never pyarrow: the recorder writes its stream itself and converts it in a child (trace/writer.py)
