@@ -248,7 +248,12 @@ class NvmlGpuReader:
         card.xid_set = event_set
 
     def _xids(self, card: _Card) -> None:
-        """Drain the card's pending XID events without waiting: count them, keep the newest code."""
+        """Drain the card's pending XID events without waiting: count them, keep the newest code.
+
+        The code is the event's ``eventData``: the NVML reference (nvmlEventData_t) says it "stores the XID
+        error for the device in the event of nvmlEventTypeXidCriticalError", the only type registered here.
+        No XID was raised on the lent H200s (it cannot be provoked safely), so the tests drive a fake event.
+        """
         for _ in range(_MAX_EVENTS_PER_TICK):
             event = self.nvml.next_event(card.xid_set)
             if event is None:
