@@ -70,6 +70,20 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert "card 1" in text and "diagnosis: share of time %" in text
 
 
+def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(tmp_path: Path) -> None:
+    """What differs between the runs (cards, interval, host facts) is taken from the rows each side's reading
+    began with, not from a second whole read of its first file, and says what comparing those files says."""
+    before = _dataset(tmp_path / "before", "healthy", T0, 1200, "gpu01", gpus=2, rotate_s=600)
+    after = _dataset(tmp_path / "after", "healthy", T0 + timedelta(days=1), 1200, "gpu01", gpus=4, rotate_s=600)
+    assert len(before) == len(after) == 2
+    result = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())
+    direct = compare_traces(open_trace(before[0]), open_trace(after[0]), Config())["metadata_differences"]
+    # the one expected difference: a dataset side is named by the host its recorder was given
+    assert direct.pop("hostname") == {"before": "sim-h200x2", "after": "sim-h200x4"}
+    assert result["metadata_differences"] == direct
+    assert result["metadata_differences"]["cards"] == {"before": 2, "after": 4}
+
+
 def _job_recording(path: Path, rate: float) -> Path:
     """Two cards and a job pulse: the job figures come from the trace-v2 job column."""
     w = TraceWriter(path, HostInfo(hostname="h"), 2.0)

@@ -296,6 +296,9 @@ class TraceSource:
     batches: Callable[[], Iterator[pa.RecordBatch]]  # normalised trace-v1 batches, rows in order
     notice: str | None = None
     out_of_range: dict[str, int] = field(default_factory=dict)  # filled while batches() streams: field -> count
+    # the reader's TraceFile of the first rows (of every row where the file was read whole): its host metadata
+    # and first tick, for what `compare` reports of a run without reading the file again
+    head: Any = None
 
 
 def _trusted_interval(t: np.ndarray, meta: float | None) -> tuple[float, str | None]:
@@ -862,7 +865,7 @@ def source_from_trace(tf: Any, batch_rows: int = BATCH_ROWS) -> TraceSource:
     def batches() -> Iterator[pa.RecordBatch]:
         yield from table.to_batches(max_chunksize=batch_rows)
 
-    return TraceSource(tf.path, tf.host, int(t.size), t, interval, meta, batches, notice)
+    return TraceSource(tf.path, tf.host, int(t.size), t, interval, meta, batches, notice, head=tf)
 
 
 def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
@@ -928,7 +931,7 @@ def open_source(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     # the head's own count of out-of-range values is replaced by the whole file's (see diagnose_trace)
     notices = [x for x in first.notices if "values out of range ignored" not in x]
     return TraceSource(tf_path, first.host, int(t.size), t, interval, _meta_interval(meta), batches,
-                       "; ".join(notices) or None, out_of_range)
+                       "; ".join(notices) or None, out_of_range, head=first)
 
 
 # -- the command ---------------------------------------------------------------------------------------

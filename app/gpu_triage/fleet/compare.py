@@ -68,6 +68,7 @@ class Side:
     timelines: list[Timeline]
     stride: int
     leftovers: list[Path] = field(default_factory=list)
+    first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (trace.compare's metadata)
 
     @property
     def ticks(self) -> int:
@@ -145,8 +146,9 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
                         f"{skipped[0][1]})")
     if progress is not None and done < total:
         progress(total, total)
+    first = next(s for s in sources if s.path == used[0])
     return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), concat_parts(parts), jobs,
-                timelines, stride, leftovers(spec))
+                timelines, stride, leftovers(spec), _metadata(first.head))
 
 
 def _busy_cards(parts: Parts, idle_util_pct: float) -> int | None:
@@ -195,9 +197,7 @@ def _side_info(side: Side) -> dict[str, Any]:
 
 
 def _side_metadata(side: Side) -> dict[str, Any]:
-    from gpu_triage.trace.reader import open_trace
-
-    meta = _metadata(open_trace(side.files[0]))  # the first file's run; one hour, read whole
+    meta = dict(side.first_run)  # the first file's run, from the rows the side's reading began with
     meta["hostname"] = side.hosts[0] if len(side.hosts) == 1 else ", ".join(side.hosts)
     return meta
 
