@@ -440,7 +440,7 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
         description=(
             "A small model on fixed random tensors already on the device: forward, backward, optimizer step, "
             "timed after a warm-up, on one card and then on N cards with DDP (NCCL; gloo on CPU). Prints "
-            "samples/s for each and the scaling efficiency; under 50 %% it is flagged (exit 1) and points to "
+            "samples/s for each and the scaling efficiency; under 50 % it is flagged (exit 1) and points to "
             "the doctor's topology and NCCL checks. Needs PyTorch: pip install 'gpu-triage[torch]'."
         ),
     )
@@ -473,7 +473,7 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
             "iterate what it gives with no model: a DataLoader when it accepts num_workers=, pin_memory=, "
             "prefetch_factor=, or a Dataset that is wrapped in a DataLoader with --batch-size. Per setting: "
             "samples/s, CPU use of the process and its workers, peak memory; the recommendation is the "
-            "smallest num_workers within 5 %% of the best. Needs PyTorch: pip install 'gpu-triage[torch]'."
+            "smallest num_workers within 5 % of the best. Needs PyTorch: pip install 'gpu-triage[torch]'."
         ),
     )
     p.add_argument("factory", metavar="MODULE:FACTORY", help="e.g. mytrain.data:make_loader or ./data.py:make_dataset")
