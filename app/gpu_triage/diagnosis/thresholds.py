@@ -30,7 +30,7 @@ class Thresholds:
     disk_busy_pct: float = 80.0  # iostat %util near saturation for one-request-at-a-time devices
     iowait_pct: float = 20.0  # share of CPU time waiting on IO
     await_ms: float = 20.0  # mean time per IO, queue included
-    disk_write_bytes_per_s: float = 2e8  # sustained writes of a checkpoint, not a log flush (KB/s)
+    disk_write_bytes_per_s: float = 2e8  # sustained writes of a checkpoint, not a log flush (bytes/s: 200 MB/s)
     sm_low_pct: float = 50.0  # SM activity below this is "likely ineffective" (DCGM guide: SM_ACTIVE < 0.5)
     sm_idle_pct: float = 5.0  # SMs essentially unused
     sm_fed_pct: float = 0.1  # above: some kernel runs (no kernel reads 0.0; lab num_workers=0 with a tiny MLP: 0.4 %)
