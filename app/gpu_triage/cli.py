@@ -154,7 +154,8 @@ def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     _add_seconds(
         p,
         "--window",
-        "seconds of history the waveforms and the diagnosis look at (default 300; at most 3600 ticks)",
+        "seconds of history the waveforms and the diagnosis look at (default 300, from the config file if set; "
+        "at most 3600 ticks)",
         top=top,
     )
 
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _add_source(p)
-    _add_seconds(p, "--interval", "seconds between ticks (default 2)")
+    _add_seconds(p, "--interval", "seconds between ticks (default 2, from the config file if set)")
     p.add_argument(
         "--fast",
         action="store_true",
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
-    _add_seconds(p, "--window", "seconds of history shown (default 300)")
+    _add_seconds(p, "--window", "seconds of history shown (default 300, from the config file if set)")
 
     p = sub.add_parser(
         "recover",
@@ -320,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "its times are always ISO 8601 UTC")
     p.add_argument("--utc", action="store_true",
                    help="print the report's times in UTC (default: this machine's local time, the zone named)")
-    _add_seconds(p, "--window", "seconds of history each verdict looks at (default 300)")
+    _add_seconds(p, "--window", "seconds of history each verdict looks at (default 300, from the config file if set)")
     p.add_argument(
         "--resolution",
         type=_resolution,
@@ -387,8 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"address to serve on (default {DEFAULT_LISTEN}: this machine only; 0.0.0.0:PORT for every "
         "interface; port 0 picks a free one)",
     )
-    _add_seconds(p, "--interval", "seconds between ticks (default 2)")
-    _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300)")
+    _add_seconds(p, "--interval", "seconds between ticks (default 2, from the config file if set)")
+    _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300, from the config file if set)")
     _add_source(p)
     _add_job(p)
     p.add_argument(
@@ -463,7 +464,7 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="record the machine beside both runs (Parquet, like `record`), for `compare` with a real run",
     )
-    _add_seconds(p, "--interval", "seconds between recorded ticks (default 2)")
+    _add_seconds(p, "--interval", "seconds between recorded ticks (default 2, from the config file if set)")
 
     p = sub.add_parser(
         "loader",
