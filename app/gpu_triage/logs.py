@@ -6,7 +6,8 @@ configured here once, by the command line:
 - ``--log-file PATH``: every record at ``--log-level`` (default ``info``) and above is appended to PATH,
   one line each (UTC time, level, module, message). Ops people grep it, e.g. for ``verdict`` (a line each
   time the verdict on screen changes) or ``recording``. Default: no file.
-- Headless commands (record, recover, diagnose, compare, doctor): warnings and errors also go to stderr,
+- Headless commands (every one but the dashboards: record, recover, diagnose, compare, doctor, export,
+  baseline, loader): warnings and errors also go to stderr,
   unless the command already printed the same thing there (records marked ``extra=SHOWN``).
 - Dashboard commands (live, demo, replay): nothing is ever written to the terminal, which Textual owns;
   without a log file the records are dropped.
