@@ -177,6 +177,15 @@ def test_dates_appear_only_when_needed() -> None:
     assert "2026-01-02 00:0" in spans
 
 
+def test_the_header_counts_one_segment_in_the_singular() -> None:
+    from gpu_triage.diagnosis.offline import Timeline
+
+    timeline = Timeline(segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0), [], 2.0, 30, 1)
+    assert len(timeline.segments) == 1
+    head = render_timeline(Path("x.parquet"), timeline, today=T0, tz=UTC).splitlines()[0]
+    assert head == "x.parquet: 30 ticks of 2 s, 1 segment"
+
+
 def test_times_are_local_by_default_with_the_zone_named_and_utc_on_request() -> None:
     from zoneinfo import ZoneInfo
 

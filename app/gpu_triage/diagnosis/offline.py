@@ -986,7 +986,8 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz:
         a, b = _local(start, tz), _local(end, tz)
         return f"{a:{fmt}} - {b:{fmt}} {b.tzname() or b.strftime('%z')}"
 
-    head = f"{path}: {tl.ticks} ticks of {tl.interval_s:g} s, {len(tl.segments)} segments"
+    n = len(tl.segments)
+    head = f"{path}: {tl.ticks} ticks of {tl.interval_s:g} s, {n} segment{'' if n == 1 else 's'}"
     if tl.gaps:
         head += f", {len(tl.gaps)} gap{'s' if len(tl.gaps) > 1 else ''} ({human_duration(sum(g.seconds for g in tl.gaps))})"
     if tl.stride > 1:
