@@ -47,3 +47,10 @@ def test_record_interval_defaults_to_the_config_file(tmp_path: Path) -> None:
 def test_seconds_options_say_the_config_file_sets_their_default(command: str, flag: str) -> None:
     action = _subparsers()[command]._option_string_actions[flag]
     assert "from the config file if set" in (action.help or ""), (command, flag)
+
+
+def test_demo_cores_help_states_the_simulators_range() -> None:
+    from gpu_triage.sources.sim import MAX_CORES
+
+    help_text = _subparsers()["demo"]._option_string_actions["--cores"].help or ""
+    assert f"1-{MAX_CORES}" in help_text

@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("scenario", nargs="?", choices=SCENARIOS, metavar="SCENARIO", help=", ".join(SCENARIOS))
     p.add_argument("--gpus", type=_gpu_count, default=8, metavar="N", help="simulated cards, 1-16 (default 8)")
-    p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores (default 32)")
+    p.add_argument("--cores", type=int, default=32, metavar="M", help="simulated CPU cores, 1-4096 (default 32)")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
     p.add_argument(
         "--speed",
