@@ -481,7 +481,9 @@ def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers", type=_int_list, default=[0, 2, 4, 8, 16], metavar="LIST", help="num_workers (default 0,2,4,8,16)"
     )
-    p.add_argument("--pin-memory", type=_bool_list, default=[False], metavar="LIST", help="off, on, or on,off")
+    p.add_argument(
+        "--pin-memory", type=_bool_list, default=[False], metavar="LIST", help="off, on, or on,off (default off)"
+    )
     p.add_argument(
         "--prefetch", type=_int_list, default=[2], metavar="LIST", help="prefetch_factor with workers (default 2)"
     )
