@@ -242,6 +242,15 @@ def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
 
 
+def test_summary_progress_counts_files_and_follows_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`diagnose DIR --summary --progress` reports on a pipe as `diagnose FILE --progress` does, in files."""
+    _write(tmp_path, "storage_io", LATE, 1200, hostname="gpu07")
+    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+    assert "summarising" not in capsys.readouterr().err  # not a terminal, no --progress: quiet
+    assert main(["diagnose", str(tmp_path), "--summary", "--progress"]) == 0
+    assert "summarising: 1/1 files (100 %)" in capsys.readouterr().err
+
+
 def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,7 +7,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from gpu_triage.commands.progress import terminal_progress
+from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
 from gpu_triage.fleet.summary import WINDOW_S, summarise
 
@@ -19,7 +19,7 @@ def _hms(seconds: float) -> str:
 
 def run_summary(args: argparse.Namespace, config: Config) -> int:
     spec = args.file
-    progress = terminal_progress("summarising files")
+    progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
     result = summarise(spec, config, progress)
     for p in result["leftovers"]:
         print(
