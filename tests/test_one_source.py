@@ -65,8 +65,11 @@ def test_the_doctor_keeps_the_recorders_environment_list() -> None:
         "UCX_TLS": "rc",
         "HOME": "/root",
         "NCCL_IB_AUTH_TOKEN": "s3cret",
+        "TOKENIZERS_PARALLELISM": "false",  # on the list by name: "TOKEN" in it is no credential
+        "MY_API_KEY": "k",
     }
-    kept = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "4", "UCX_TLS": "rc"}
+    kept = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "4", "UCX_TLS": "rc",
+            "TOKENIZERS_PARALLELISM": "false"}
     assert training_env(env) == kept
     assert gather_software(env, None).env == kept  # credentials left out in the doctor too
 

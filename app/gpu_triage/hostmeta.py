@@ -30,7 +30,8 @@ ENV_NAMES = frozenset(
         "CUDA_VISIBLE_DEVICES",
     }
 )
-# Never record anything that looks like a credential, even under an allowed prefix.
+# Never record anything that looks like a credential under an allowed prefix (the exact names above are
+# vetted one by one: TOKENIZERS_PARALLELISM holds "TOKEN" and is a thread setting).
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 
 
@@ -40,9 +41,9 @@ def training_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name in sorted(environ):
         upper = name.upper()
-        if any(word in upper for word in _SECRET_WORDS):
-            continue
-        if upper in ENV_NAMES or upper.startswith(ENV_PREFIXES):
+        if upper in ENV_NAMES:
+            out[name] = environ[name]
+        elif upper.startswith(ENV_PREFIXES) and not any(word in upper for word in _SECRET_WORDS):
             out[name] = environ[name]
     return out
 
