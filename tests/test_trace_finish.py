@@ -118,6 +118,43 @@ def test_an_interrupted_wait_stops_the_child_and_keeps_the_stream(tmp_path: Path
     assert not [p for p in psutil.Process().children() if _is_converter(p)]
 
 
+def test_a_stop_signal_pending_while_the_child_starts_stops_it_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record's second SIGTERM can arrive while the stop signals are blocked for the child's start (the
+    recorder under load: the full suite's end-to-end test caught it). Its exception then comes from the
+    unblocking, after the child exists: the child must be stopped as in the wait, not left converting."""
+    from gpu_triage.trace import record as record_mod
+    from gpu_triage.trace import writer as writer_mod
+
+    target = tmp_path / "run.parquet"
+    writer = _recorded(target, in_child=True)
+    real_popen = subprocess.Popen
+    started: list[int] = []
+
+    def popen_then_signalled(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        child = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        started.append(child.pid)
+        # to the main thread, which blocks it now: pending until the recorder unblocks the stop signals
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+        return child
+
+    monkeypatch.setattr(writer_mod.subprocess, "Popen", popen_then_signalled)
+    try:
+        with pytest.raises(UserError) as err:
+            record_mod._close_despite_signals(writer)
+        assert err.value.exit_code == 128 + signal.SIGTERM
+        assert started and not psutil.pid_exists(started[0])  # stopped and reaped, not left converting
+        assert not target.exists() and not _leftovers(tmp_path)
+        assert open_trace(stream_path_for(target)).ticks() == TICKS
+    finally:
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_the_converter_refuses_wrong_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     for wrong in (["only-one"], ["stream", "target"], ["stream", "target", "not-a-pid"]):
         assert finish.main(wrong) == 2

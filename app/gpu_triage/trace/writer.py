@@ -328,7 +328,7 @@ class TraceWriter:
 
         The child ignores the stop signals (a systemd or Slurm stop signals every process of the unit at
         once: the recorder decides, and an hourly file being converted is finished) and gets a session of
-        its own (a Ctrl-C at the terminal reaches only the recorder). Whatever interrupts the wait here (a
+        its own (a Ctrl-C at the terminal reaches only the recorder). Whatever interrupts its start or the wait here (a
         signal's exception: record's second Ctrl-C) stops the child with SIGUSR1, on which it removes its
         temporary file, and is raised again. Whenever the child has renamed its file over the target, the
         Parquet is whole and the stream goes, whatever its exit status says; whenever it has not, its
@@ -340,21 +340,32 @@ class TraceWriter:
         # them only once it ignores them, so no stop signal can kill it in its first milliseconds. A signal
         # meant for this process meanwhile waits for the unblocking below (or goes to another thread).
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        child: subprocess.Popen[bytes] | None = None
+        unstarted: OSError | None = None
         try:
-            child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, paths as arguments
-                _converter_command(self.stream_path, self.path),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:  # the interpreter went away (a venv rebuilt during a days-long recording)
-            unstarted: OSError | None = exc
-        else:
-            unstarted = None
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        if unstarted is not None:
+            try:
+                child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, paths as arguments
+                    _converter_command(self.stream_path, self.path),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
+            except OSError as exc:  # the interpreter went away (a venv rebuilt during a days-long recording)
+                unstarted = exc
+            finally:
+                # a stop signal that came while blocked is handled here, and its exception (record's second
+                # Ctrl-C) must stop the child just started like one during the wait: hence the outer try
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            if child is not None:
+                _out, err = child.communicate()
+        except BaseException:
+            if child is not None:
+                child.send_signal(STOP_CONVERTER)
+                child.wait()
+                self._after_child(child.pid, before)
+            raise
+        if child is None:
             logger.warning("cannot start the converter (%s: %s): converting %s in this process",
                            sys.executable, unstarted, self.stream_path)
             from gpu_triage.heavy_imports import import_pyarrow_lean  # noqa: PLC0415
@@ -363,13 +374,6 @@ class TraceWriter:
             table, _complete = read_stream_table(self.stream_path)
             write_parquet_atomic(table, self.path)
             return
-        try:
-            _out, err = child.communicate()
-        except BaseException:
-            child.send_signal(STOP_CONVERTER)
-            child.wait()
-            self._after_child(child.pid, before)
-            raise
         logger.info("converted %s to %s in a child process (pid %d, %.2f s, exit %d)", self.stream_path, self.path,
                     child.pid, time.monotonic() - began, child.returncode)
         if child.returncode != 0 and not self._after_child(child.pid, before):
