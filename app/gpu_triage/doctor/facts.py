@@ -297,6 +297,7 @@ def probe_torch(
             [python, "-c", _TORCH_PROBE],
             capture_output=True,
             text=True,
+            errors="replace",  # a wrapper printing non-UTF-8 bytes was a UnicodeDecodeError traceback
             timeout=timeout_s,
             env=dict(env) if env is not None else None,
         )
