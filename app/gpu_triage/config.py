@@ -105,6 +105,8 @@ def load_config(cli_path: str | None = None) -> Config:
         raise UserError(f"{path}: not valid TOML ({exc}): fix the file or remove it") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # tomllib's own limits: an integer of 5,000 digits, [[[[…
+        raise UserError(f"{path}: not valid TOML ({str(exc)[:120]}): fix the file or remove it") from exc
     return parse_config(data, path)
 
 
@@ -120,6 +122,9 @@ _SECTIONS = {
 # Upper bounds of what a threshold can mean: a percentage, a share, a correlation. Exact keys first, then
 # suffixes. The defaults are far inside them; these only catch typos (mem_held_frac = 10 for 10 %).
 _THRESHOLD_TOP: dict[str, float] = {"sawtooth_min_acf": 1.0, "_pct": 100.0, "_frac": 1.0}
+# Thresholds the diagnosis divides the core count by: 0 was a ZeroDivisionError, 1e-320 an OverflowError.
+# Below 1 they would call more cores "a few" than the machine has.
+_THRESHOLD_BOTTOM: dict[str, float] = {"lone_cores_per_core": 1.0, "few_workers_per_core": 1.0}
 
 
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
@@ -160,6 +165,9 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         top = _THRESHOLD_TOP.get(key) or next((t for suffix, t in _THRESHOLD_TOP.items() if key.endswith(suffix)), None)
         if top is not None and v > top:
             raise bad(f"diagnosis.{key}", f"must be between 0 and {top:g}, got {v!r}")
+        bottom = _THRESHOLD_BOTTOM.get(key)
+        if bottom is not None and v < bottom:
+            raise bad(f"diagnosis.{key}", f"must be {bottom:g} or more (it divides the core count), got {v!r}")
         values[key] = float(v)
     if values:
         cfg.thresholds = dataclasses.replace(Thresholds(), **values)
