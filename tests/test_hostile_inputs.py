@@ -5,6 +5,7 @@ Only the outside is faked: the files, the programs and the FIFOs the commands ar
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from pathlib import Path
@@ -88,3 +89,111 @@ def test_a_threshold_of_one_core_per_core_is_accepted() -> None:
 
     assert cfg.thresholds.lone_cores_per_core == 1.0
     assert cfg.thresholds.few_workers_per_core == 1.0
+
+
+# -- the job's pulse files and log ---------------------------------------------------------------------
+
+
+def _pulse_file(d: Path, name: str, body: bytes) -> None:
+    """A pulse record as a damaged or foreign writer could leave it: a valid CRC over any JSON body."""
+    import zlib
+
+    d.mkdir(exist_ok=True)
+    head = b"%08x %04d " % (zlib.crc32(body), len(body))
+    (d / name).write_bytes((head + body).ljust(511) + b"\n")
+
+
+def _record_with_pulse(tmp_path: Path, pulse_dir: Path, ticks: int = 3) -> list:
+    """Ticks of a simulated server with the pulse directory's job merged in, through the real recorder."""
+    import threading
+
+    from gpu_triage.sources.job import JobMonitor, WithJob
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.trace.reader import open_trace
+    from gpu_triage.trace.writer import TraceWriter
+
+    src = WithJob(SimulatedSource("healthy", gpus=2, cores=4, seed=1, interval_s=2.0),
+                  JobMonitor(pulse_directory=str(pulse_dir)), 2.0)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.extend(src.sample() for _ in range(ticks)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)  # a hang guard, not a speed target: blocked on a FIFO it never returns
+    assert not worker.is_alive(), "sampling the job side hung"
+    out = tmp_path / "run.parquet"
+    writer = TraceWriter(out, src.host_info(), 2.0)
+    for tick in got:
+        writer.append(tick)
+    writer.close()
+    return open_trace(out).ticks()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"t": 1.0, "last_step": 1.0, "steps": 5, "rank": 0, "local_rank": -1, "world_size": 1}',  # LOCAL_RANK=-1
+        b'{"t": 1.0, "steps": 5, "rank": 99999999999999999999, "world_size": 5000000000}',
+        b'{"t": 1' + b"0" * 400 + b', "steps": 1, "rank": 0}',  # float() of it: OverflowError
+        b'{"t": NaN, "last_step": Infinity, "steps": 5, "rank": -1}',
+    ],
+    ids=["local-rank-minus-1", "ids-past-u32", "400-digit-time", "nan-and-inf"],
+)
+def test_a_hostile_pulse_file_costs_no_tick_of_the_recording(tmp_path: Path, body: bytes) -> None:
+    d = tmp_path / "pulse"
+    _pulse_file(d, f"pulse-{os.getpid()}.json", body)
+
+    ticks = _record_with_pulse(tmp_path, d)
+
+    assert len(ticks) == 3 and all(len(t.gpus) == 2 for t in ticks)
+    for t in ticks:  # what the pulse could not say is unknown, never a made-up 0
+        for r in t.job.ranks if t.job is not None else []:
+            assert r.local_rank is None or r.local_rank >= 0
+            assert r.since_progress_s is None or r.since_progress_s > 0
+
+
+@pytest.mark.parametrize("pid", ["-1", "0", "99999999999999999999999"])
+def test_a_pulse_file_named_for_no_process_is_ignored(tmp_path: Path, pid: str) -> None:
+    d = tmp_path / "pulse"
+    _pulse_file(d, f"pulse-{pid}.json", b'{"t": 1.0, "steps": 5, "rank": 0}')
+
+    ticks = _record_with_pulse(tmp_path, d)
+
+    assert len(ticks) == 3 and all(t.job is None for t in ticks)
+
+
+def test_a_fifo_in_the_pulse_directory_does_not_freeze_the_sampler(tmp_path: Path) -> None:
+    d = tmp_path / "pulse"
+    d.mkdir()
+    os.mkfifo(d / f"pulse-{os.getpid()}.json")
+
+    ticks = _record_with_pulse(tmp_path, d)
+
+    assert len(ticks) == 3 and all(t.job is None for t in ticks)
+
+
+def test_job_log_that_is_a_fifo_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "train.log"
+    os.mkfifo(fifo)
+
+    rc = main(["record", "-o", str(tmp_path / "run.parquet"), "--source", "sim:healthy", "--fast",
+               "--duration", "4", "--job-log", str(fifo)])
+
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "--job-log" in line and "not a regular file" in line
+    assert not (tmp_path / "run.parquet").exists()
+
+
+def test_a_job_log_replaced_by_a_fifo_while_followed_is_not_opened(tmp_path: Path) -> None:
+    from gpu_triage.sources.joblog import LogFollower
+
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    follower = LogFollower(log)
+    assert follower.poll() == ["step 1"]
+    log.unlink()
+    os.mkfifo(log)  # rotated into a FIFO: opening it for reading would wait for a writer forever
+
+    assert follower.poll() == []  # returns: the FIFO is neither opened nor read
+    log.unlink()
+    log.write_text("step 2\n")
+    assert follower.poll() == ["step 2"]  # and the log is followed again once it is a file

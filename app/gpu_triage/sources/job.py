@@ -13,8 +13,10 @@ means no step for longer than ``max(3 steps, 2 ticks, 1 s)``.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +67,8 @@ class PulseReader:
                 pid = int(name[6:-5])
             except ValueError:
                 continue
-            if not _alive(pid):
+            # pulse--1.json: kill(-1, 0) said "alive" and pid -1 made every tick unwritable (u32 column)
+            if _u32(pid) is None or pid == 0 or not _alive(pid):
                 continue
             rec = self._read(os.path.join(self.directory, name))
             state = self._ranks.setdefault(pid, _RankState())
@@ -81,11 +84,18 @@ class PulseReader:
 
     @staticmethod
     def _read(path: str) -> dict[str, Any] | None:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(pulse.RECORD_BYTES)
+        try:  # O_NONBLOCK and regular files only: a FIFO named pulse-PID.json froze the sampler on open
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = os.read(fd, pulse.RECORD_BYTES)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         return pulse.decode_record(data)
 
     @staticmethod
@@ -99,7 +109,7 @@ class PulseReader:
         try:
             dt = float(rec["t"]) - float(last["t"])
             dsteps = int(rec["steps"]) - int(last["steps"])
-            if dt <= 0 or dsteps < 0:
+            if not math.isfinite(dt) or dt <= 0 or dsteps < 0:
                 return
             state.steps_per_s = dsteps / dt
             if rec.get("samples") is not None and last.get("samples") is not None:
@@ -112,19 +122,19 @@ class PulseReader:
                 state.data_wait_pct = min(100.0, max(0.0, 100.0 * dwait / dstep_s))
             elif dsteps > 0:
                 state.step_time_s = dt / dsteps
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             log.debug("pulse record without the expected fields: %r", rec)
 
     @staticmethod
     def _rank(pid: int, s: _RankState, now: float, interval_s: float) -> JobRank:
         rec = s.last or {}
-        last_step = rec.get("last_step") or rec.get("t")
-        since = max(0.0, now - float(last_step)) if isinstance(last_step, (int, float)) and last_step else None
-        rank = rec.get("rank")
+        last_step = _finite(rec.get("last_step")) or _finite(rec.get("t"))
+        since = max(0.0, now - last_step) if last_step else None
+        rank = _u32(rec.get("rank"))
         r = JobRank(
-            rank=int(rank) if isinstance(rank, int) else 0,
-            local_rank=rec.get("local_rank") if isinstance(rec.get("local_rank"), int) else None,
-            world_size=rec.get("world_size") if isinstance(rec.get("world_size"), int) else None,
+            rank=0 if rank is None else rank,
+            local_rank=_u32(rec.get("local_rank")),
+            world_size=_u32(rec.get("world_size")),
             pid=pid,
             samples_per_s=s.samples_per_s,
             steps_per_s=s.steps_per_s,
@@ -136,6 +146,24 @@ class PulseReader:
             r.samples_per_s = 0.0 if r.samples_per_s is not None else None
             r.steps_per_s = 0.0
         return r
+
+
+def _u32(v: Any) -> int | None:
+    """A rank, local rank or world size as its trace column (u32) holds it, else None: a job started with
+    LOCAL_RANK=-1 (``not distributed`` in some launchers) or a damaged pulse file made every tick of the
+    recording unwritable, the cards' readings lost with it."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32 else None
+
+
+def _finite(v: Any) -> float | None:
+    """A pulse time as a float, None when it is not a finite number (NaN, 1e400, a 400-digit integer)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _alive(pid: int) -> bool:

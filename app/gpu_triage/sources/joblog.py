@@ -18,6 +18,7 @@ import ast
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -318,6 +319,8 @@ class LogFollower:
         if p.exists():
             if p.is_dir():
                 raise OSError(f"{p} is a directory, not a log file")
+            if not p.is_file():  # opening a FIFO waits for a writer: the recorder or the screen froze there
+                raise OSError(f"{p} is not a regular file (a FIFO or a device?), not a log file")
             with open(p, "rb"):
                 pass
         elif not p.parent.is_dir():
@@ -354,10 +357,15 @@ class LogFollower:
             self._partial.clear()
             self._dropping = False
         if self._fd is None:
-            try:
-                self._fd = os.open(self.path, os.O_RDONLY)
+            try:  # O_NONBLOCK: a FIFO put in the log's place must not block the sampler on open
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
             except OSError:
                 return out
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                log.debug("%s is not a regular file: not read", self.path)
+                return out
+            self._fd = fd
             self._ident = ident
             self._pos = 0
             if self._first_open and st.st_size > self.tail_start:
