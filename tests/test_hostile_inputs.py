@@ -197,3 +197,72 @@ def test_a_job_log_replaced_by_a_fifo_while_followed_is_not_opened(tmp_path: Pat
     log.unlink()
     log.write_text("step 2\n")
     assert follower.poll() == ["step 2"]  # and the log is followed again once it is a file
+
+
+# -- recordings another tool (or damage) shaped differently --------------------------------------------
+
+
+def _sim_recording(tmp_path: Path, name: str = "before.parquet") -> Path:
+    out = tmp_path / name
+    assert main(["record", "-o", str(out), "--source", "sim:data_pipeline", "--gpus", "2", "--fast",
+                 "--duration", "60"]) == 0
+    return out
+
+
+def _rewrite(src: Path, dst: Path, change) -> Path:
+    import pyarrow.parquet as pq
+
+    pq.write_table(change(pq.read_table(src)), dst)
+    return dst
+
+
+def _without_field(column: str, field: str):
+    import pyarrow as pa
+
+    def change(table):
+        col = table.column(column).combine_chunks()
+        values = col.values
+        keep = [values.type.field(i).name for i in range(values.type.num_fields)]
+        keep.remove(field)
+        struct = pa.StructArray.from_arrays([values.field(f) for f in keep], names=keep)
+        return table.set_column(table.schema.get_field_index(column), column,
+                                pa.ListArray.from_arrays(col.offsets, struct))
+
+    return change
+
+
+def _all_null(column: str):
+    import pyarrow as pa
+
+    return lambda table: table.set_column(table.schema.get_field_index(column), column, pa.nulls(table.num_rows))
+
+
+@pytest.mark.parametrize(
+    ("change", "na_key"),
+    [
+        (_without_field("gpus", "util_pct"), "util_mean_pct"),
+        (_without_field("disks", "busy_pct"), "disk_busy_mean_pct"),
+        (_all_null("gpus"), "util_mean_pct"),
+        (_all_null("disks"), "disk_busy_mean_pct"),
+        (_all_null("cpu_pct"), "cpu_busy_mean_pct"),
+    ],
+    ids=["card-without-util", "disk-without-busy", "gpus-null-typed", "disks-null-typed", "cpu-null-typed"],
+)
+def test_compare_reads_what_diagnose_reads_and_shows_the_missing_figure_as_na(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change, na_key: str
+) -> None:
+    import json
+
+    before = _sim_recording(tmp_path)
+    after = _rewrite(before, tmp_path / "after.parquet", change)
+    capsys.readouterr()
+
+    rc = main(["compare", str(before), str(after), "--json"])
+
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    assert rc == 0
+    result = json.loads(out.out)
+    figure = result["host"].get(na_key) or result["overall"][na_key]
+    assert figure["before"] is not None  # the before side has it
+    assert figure["after"] is None and figure["change"] is None  # the after side's is unknown: null, never 0

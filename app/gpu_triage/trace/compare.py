@@ -86,13 +86,22 @@ class Parts:
     disks: pl.DataFrame
 
 
+def _field(df: pl.DataFrame, column: str, name: str) -> pl.Expr:
+    """A field of a list-of-structs column after ``explode``; null where the recording lacks it (the reader
+    accepts a card or disk struct without its optional fields: polars raised StructFieldNotFoundError)."""
+    inner = getattr(df.schema[column], "inner", None)
+    if isinstance(inner, pl.Struct) and name in {f.name for f in inner.fields}:
+        return pl.col(column).struct.field(name)
+    return pl.lit(None, dtype=pl.Float64).alias(name)
+
+
 def project(df: pl.DataFrame, host: str | None = None) -> Parts:
     """The :class:`Parts` of recorded rows (columns :data:`COLUMNS`); ``host`` tags the cards' rows."""
     gpus = (
         df.select("gpus")
         .explode("gpus")
         .drop_nulls("gpus")
-        .select([pl.col("gpus").struct.field(f) for f in GPU_FIELDS])
+        .select([_field(df, "gpus", f) for f in GPU_FIELDS])
         .with_columns(pl.col(c).cast(pl.Float64) for c in GPU_FIELDS if c != "index")
         .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Categorical).alias("host"))
     )
@@ -101,7 +110,7 @@ def project(df: pl.DataFrame, host: str | None = None) -> Parts:
         .select("row", "disks")
         .explode("disks")
         .drop_nulls("disks")
-        .select("row", pl.col("disks").struct.field("busy_pct").cast(pl.Float64))
+        .select("row", _field(df, "disks", "busy_pct").cast(pl.Float64))
     )
     busiest = disks.group_by("row").agg(pl.col("busy_pct").max().alias("busiest_disk"))
     ticks = (

@@ -373,6 +373,9 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
             columns.append(pa.chunked_array([pa.nulls(n, type=want)], type=want))
             continue
         col = table.column(name)
+        if pa.types.is_null(col.type) and name != "ts":  # all null, as another tool writes it: typed nulls, as
+            columns.append(pa.chunked_array([pa.nulls(n, type=want)], type=want))  # a missing column reads
+            continue
         if name == "ts":
             col = _as_ts(path, col)
         elif name == "job":
