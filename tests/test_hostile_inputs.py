@@ -266,3 +266,103 @@ def test_compare_reads_what_diagnose_reads_and_shows_the_missing_figure_as_na(
     figure = result["host"].get(na_key) or result["overall"][na_key]
     assert figure["before"] is not None  # the before side has it
     assert figure["after"] is None and figure["change"] is None  # the after side's is unknown: null, never 0
+
+
+# -- a fleet's dataset with one foreign or damaged file among good ones --------------------------------
+
+
+def _summary_json(spec: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    """`diagnose DIR --summary --json`, in a thread so that a hang fails the test instead of stalling it."""
+    import json
+    import threading
+
+    capsys.readouterr()
+    rcs: list[int] = []
+    worker = threading.Thread(target=lambda: rcs.append(main(["diagnose", str(spec), "--summary", "--json"])),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=120)  # a hang guard, not a speed target (the case below took ~20 ms once fixed)
+    assert not worker.is_alive(), "the summary hung"
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    assert rcs == [0], out.err
+    return json.loads(out.out)
+
+
+def _partition(root: Path, host: str) -> Path:
+    d = root / f"host={host}" / "date=2026-12-01"
+    d.mkdir(parents=True)
+    return d
+
+
+def test_summary_of_a_dataset_whose_files_disagree_on_a_column_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow as pa
+
+    good = _sim_recording(tmp_path, "good.parquet")
+    root = tmp_path / "fleet"
+    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+
+    def util_as_text(table):  # another tool wrote GPU-Util as strings: one scan of both files raised
+        col = table.column("gpus").combine_chunks()
+        v = col.values
+        names = [v.type.field(i).name for i in range(v.type.num_fields)]
+        arrays = [pa.array([str(x) for x in v.field(n).to_pylist()]) if n == "util_pct" else v.field(n)
+                  for n in names]
+        struct = pa.StructArray.from_arrays(arrays, names=names)
+        return table.set_column(table.schema.get_field_index("gpus"), "gpus",
+                                pa.ListArray.from_arrays(col.offsets, struct))
+
+    _rewrite(good, _partition(root, "b") / "text.parquet", util_as_text)
+
+    result = _summary_json(root, capsys)
+
+    assert set(result["hosts"]) == {"a", "b"}
+    assert all(h["worst_windows"] for h in result["hosts"].values())
+
+
+def test_summary_with_a_tick_in_year_9999_finishes_and_ignores_that_tick(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    good = _sim_recording(tmp_path, "good.parquet")
+    root = tmp_path / "fleet"
+    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+
+    def far_future(table):
+        i = table.schema.get_field_index("ts")
+        ts = table.column("ts").to_pylist()
+        ts[-1] = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+        return table.set_column(i, "ts", pa.array(ts, type=table.schema.field(i).type))
+
+    _rewrite(good, _partition(root, "b") / "future.parquet", far_future)
+
+    result = _summary_json(root, capsys)
+
+    windows = [w["start"] for h in result["hosts"].values() for w in h["worst_windows"]]
+    assert windows and not any(w.startswith("9999") for w in windows)
+
+
+@pytest.mark.parametrize("hostname", [b"5", b'"' + b"x" * 5_000_000 + b'"'], ids=["a-number", "5-MB"])
+def test_summary_reads_a_recording_whose_host_name_is_not_a_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hostname: bytes
+) -> None:
+    good = _sim_recording(tmp_path, "good.parquet")
+    root = tmp_path / "fleet"
+    root.mkdir()
+    (root / "good.parquet").write_bytes(good.read_bytes())
+
+    def bad_host(table):
+        meta = dict(table.schema.metadata)
+        meta[b"gpu_triage.host"] = b'{"hostname": ' + hostname + b"}"
+        return table.replace_schema_metadata(meta)
+
+    _rewrite(good, root / "foreign.parquet", bad_host)
+
+    result = _summary_json(root, capsys)
+
+    assert all(isinstance(h, str) and len(h) < 256 for h in result["hosts"])

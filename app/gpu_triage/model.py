@@ -300,11 +300,18 @@ class HostInfo:
     @classmethod
     def from_json_obj(cls, obj: dict[str, Any]) -> HostInfo:
         known = {"hostname", "driver_version", "cuda_driver_version", "cpu_count", "gpus", "topology"}
+        def text(key: str) -> str | None:
+            """A name or version as a string of at most 255 characters (a host name's limit), else unknown: a
+            foreign file's {"hostname": 5} broke the fleet summary's host column, a 10 MB one stalled it."""
+            v = obj.get(key)
+            return v if isinstance(v, str) and len(v) <= 255 else None
+
+        count = obj.get("cpu_count")
         return cls(
-            hostname=obj.get("hostname"),
-            driver_version=obj.get("driver_version"),
-            cuda_driver_version=obj.get("cuda_driver_version"),
-            cpu_count=obj.get("cpu_count"),
+            hostname=text("hostname"),
+            driver_version=text("driver_version"),
+            cuda_driver_version=text("cuda_driver_version"),
+            cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
             gpus=[_build(GpuInfo, g) for g in (obj.get("gpus") or [])],
             topology=[list(r) for r in (obj.get("topology") or [])],
             extra={k: v for k, v in obj.items() if k not in known},

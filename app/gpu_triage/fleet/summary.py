@@ -155,32 +155,72 @@ def _interval_of(src: Any) -> float:
 
 def utilisation_windows(files: list[Path]) -> Any:
     """Per host and WINDOW_S window: mean GPU-Util over the ticks where a job held the cards (polars,
-    lazy: only the columns named are read). The host is the ``host=`` partition column; files outside a
-    partitioned layout get their recording's own host name."""
+    lazy: only the columns named are read). The host is the ``host=`` partition, else the recording's own
+    host name.
+
+    Each file is scanned on its own and read as the reader reads it: a value outside its range (GPU-Util
+    past 100 %, a tick in year 9999) is no reading, a string or null-typed column is cast or left out. One
+    scan of the whole dataset raised on the first file whose types differed from the others (a polars
+    SchemaError traceback), and a year-9999 tick made the windows span millennia (a hang)."""
     import polars as pl
 
-    if all(any(part.startswith("host=") for part in f.parts[:-1]) for f in files):
-        lf = pl.scan_parquet([str(f) for f in files], hive_partitioning=True)
-    else:
-        lf = pl.concat(
-            [pl.scan_parquet(str(f)).with_columns(pl.lit(_file_host(f)).alias("host")) for f in files],
-            how="diagonal_relaxed",
-        )
-    gpu = pl.element().struct.field
+    from gpu_triage.trace.schema import TS_RANGE_US
+
+    lo, hi = (datetime.fromtimestamp(us / 1e6, UTC) for us in (TS_RANGE_US[0], TS_RANGE_US[1] - 1e6))
+    frames = []
+    for f in files:
+        try:
+            frame = _util_rows(pl, f, lo, hi)
+        except pl.exceptions.PolarsError as exc:  # the verdicts read it; its utilisation cannot be
+            log.warning("%s: GPU-Util left out of the worst windows (%s)", f, str(exc).splitlines()[0][:200])
+            continue
+        if frame is not None:
+            frames.append(frame)
+    rows = (
+        pl.concat(frames, how="vertical_relaxed")
+        if frames
+        else pl.DataFrame(schema={"host": pl.String, "ts": pl.Datetime("us", "UTC"), "util": pl.Float64,
+                                  "mem_frac": pl.Float64})
+    )
     return (
-        lf.select(
-            "host",
-            "ts",
-            pl.col("gpus").list.eval(gpu("util_pct")).list.mean().alias("util"),
-            pl.col("gpus")
-            .list.eval(gpu("mem_used_bytes").cast(pl.Float64) / gpu("mem_total_bytes").cast(pl.Float64))
-            .list.max()
-            .alias("mem_frac"),
-        )
-        .filter(pl.col("mem_frac") >= MEM_HELD_FRAC)
+        rows.lazy()
+        .filter((pl.col("mem_frac") >= MEM_HELD_FRAC) & pl.col("util").is_not_null())
         .sort("host", "ts")
         .group_by_dynamic("ts", every=f"{int(WINDOW_S)}s", group_by="host", label="left")
         .agg(pl.col("util").mean().alias("util_pct"), pl.len().alias("ticks"))
+        .collect()
+    )
+
+
+def _util_rows(pl: Any, path: Path, lo: datetime, hi: datetime) -> Any:
+    """One file's (host, ts, util, mem_frac) rows, or None when its cards carry no GPU-Util or memory."""
+    lf = pl.scan_parquet(str(path))
+    schema = lf.collect_schema()
+    gpus, ts = schema.get("gpus"), schema.get("ts")
+    inner = getattr(gpus, "inner", None)
+    need = {"util_pct", "mem_used_bytes", "mem_total_bytes"}
+    if not isinstance(ts, pl.Datetime) or not isinstance(inner, pl.Struct) or not need <= {
+        f.name for f in inner.fields
+    }:
+        return None
+    host = host_of(path, None) if any(p.startswith("host=") for p in path.parts[:-1]) else _file_host(path)
+    stamp = pl.col("ts").dt.replace_time_zone("UTC") if ts.time_zone is None else pl.col("ts")
+    field = pl.element().struct.field
+
+    def num(name: str) -> Any:
+        return field(name).cast(pl.Float64, strict=False)
+
+    util = pl.when(num("util_pct").is_between(0.0, 100.0)).then(num("util_pct"))
+    frac = num("mem_used_bytes") / num("mem_total_bytes")
+    return (
+        lf.select(
+            pl.lit(host, dtype=pl.String).alias("host"),
+            stamp.dt.convert_time_zone("UTC").dt.cast_time_unit("us").alias("ts"),
+            pl.col("gpus").list.eval(util).list.mean().cast(pl.Float64).alias("util"),
+            pl.col("gpus").list.eval(pl.when(frac.is_finite()).then(frac)).list.max().cast(pl.Float64)
+            .alias("mem_frac"),
+        )
+        .filter(pl.col("ts").is_between(lo, hi))
         .collect()
     )
 
