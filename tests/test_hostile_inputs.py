@@ -366,3 +366,18 @@ def test_summary_reads_a_recording_whose_host_name_is_not_a_name(
     result = _summary_json(root, capsys)
 
     assert all(isinstance(h, str) and len(h) < 256 for h in result["hosts"])
+
+
+@pytest.mark.parametrize("duration", ["1e15", "3e9"])
+def test_fast_recording_that_would_start_before_1970_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], duration: str
+) -> None:
+    out = tmp_path / "run.parquet"
+
+    rc = main(["record", "-o", str(out), "--source", "sim:healthy", "--fast", "--duration", duration,
+               "--interval", "3600"])
+
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "--duration" in line and "1970" in line
+    assert not out.exists() and not list(tmp_path.iterdir())

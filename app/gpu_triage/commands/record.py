@@ -30,7 +30,11 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         raise UserError("--fast works with sim:SCENARIO sources only: a live machine cannot be sampled faster")
     start = None
     if fast and duration_s:
-        start = datetime.now(UTC) - timedelta(seconds=duration_s)  # the fast trace ends about now
+        now = datetime.now(UTC)
+        if duration_s > now.timestamp():  # 1e15 s was an OverflowError; before 1970 no recording holds a tick
+            raise UserError(f"--duration {duration_s:g} with --fast: a simulated recording ends now, so it can go "
+                            f"back at most to 1970 ({now.timestamp():.0f} s): give a shorter --duration")
+        start = now - timedelta(seconds=duration_s)  # the fast trace ends about now
     job_log = getattr(args, "job_log", None)
     monitor = None
     if spec == "live" or job_log:  # the training's own pulse (pulse files, --job-log): checked before recording
