@@ -347,7 +347,11 @@ def test_summary_with_a_tick_in_year_9999_finishes_and_ignores_that_tick(
     assert windows and not any(w.startswith("9999") for w in windows)
 
 
-@pytest.mark.parametrize("hostname", [b"5", b'"' + b"x" * 5_000_000 + b'"'], ids=["a-number", "5-MB"])
+@pytest.mark.parametrize(
+    "hostname",
+    [b"5", b'"' + b"x" * 5_000_000 + b'"', b'"\\u001b]0;owned\\u0007\\u001b[31mRED\\nline2"'],
+    ids=["a-number", "5-MB", "escape-codes"],
+)
 def test_summary_reads_a_recording_whose_host_name_is_not_a_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], hostname: bytes
 ) -> None:
@@ -365,7 +369,7 @@ def test_summary_reads_a_recording_whose_host_name_is_not_a_name(
 
     result = _summary_json(root, capsys)
 
-    assert all(isinstance(h, str) and len(h) < 256 for h in result["hosts"])
+    assert all(isinstance(h, str) and len(h) < 256 and h.isprintable() for h in result["hosts"])
 
 
 @pytest.mark.parametrize("duration", ["1e15", "3e9"])

@@ -301,10 +301,11 @@ class HostInfo:
     def from_json_obj(cls, obj: dict[str, Any]) -> HostInfo:
         known = {"hostname", "driver_version", "cuda_driver_version", "cpu_count", "gpus", "topology"}
         def text(key: str) -> str | None:
-            """A name or version as a string of at most 255 characters (a host name's limit), else unknown: a
-            foreign file's {"hostname": 5} broke the fleet summary's host column, a 10 MB one stalled it."""
+            """A name or version as a printable string of at most 255 characters (a host name's limit), else
+            unknown: a foreign file's {"hostname": 5} broke the fleet summary's host column, a 10 MB one
+            stalled it, and one holding escape codes and newlines reached the terminal through the summary."""
             v = obj.get(key)
-            return v if isinstance(v, str) and len(v) <= 255 else None
+            return v if isinstance(v, str) and len(v) <= 255 and v.isprintable() else None
 
         count = obj.get("cpu_count")
         return cls(
