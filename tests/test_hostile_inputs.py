@@ -24,6 +24,19 @@ def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
+def _main_guarded(argv: list[str]) -> int:
+    """``main(argv)`` in a thread, so that a hang (opening a FIFO waits for its other end) fails the test
+    instead of stalling the suite."""
+    import threading
+
+    rcs: list[int] = []
+    worker = threading.Thread(target=lambda: rcs.append(main(argv)), daemon=True)
+    worker.start()
+    worker.join(timeout=120)  # a hang guard, not a speed target
+    assert not worker.is_alive(), f"gpu-triage {' '.join(argv)} hung"
+    return rcs[0]
+
+
 # -- the doctor's --python ---------------------------------------------------------------------------
 
 
@@ -174,8 +187,8 @@ def test_job_log_that_is_a_fifo_is_one_line_and_exit_2(tmp_path: Path, capsys: p
     fifo = tmp_path / "train.log"
     os.mkfifo(fifo)
 
-    rc = main(["record", "-o", str(tmp_path / "run.parquet"), "--source", "sim:healthy", "--fast",
-               "--duration", "4", "--job-log", str(fifo)])
+    rc = _main_guarded(["record", "-o", str(tmp_path / "run.parquet"), "--source", "sim:healthy", "--fast",
+                        "--duration", "4", "--job-log", str(fifo)])
 
     assert rc == 2
     line = _error_line(capsys)
@@ -385,3 +398,34 @@ def test_fast_recording_that_would_start_before_1970_is_one_line(
     line = _error_line(capsys)
     assert "--duration" in line and "1970" in line
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# -- --log-file ----------------------------------------------------------------------------------------
+
+
+def test_log_file_that_is_a_fifo_nothing_reads_is_one_line_not_a_hang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "gpu-triage.log"
+    os.mkfifo(fifo)
+
+    rc = _main_guarded(["--log-file", str(fifo), "diagnose", str(tmp_path / "run.parquet")])
+
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "--log-file" in line and "FIFO" in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a disk that is always full)")
+def test_log_file_on_a_full_disk_is_one_warning_not_a_traceback_per_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = _sim_recording(tmp_path)
+    capsys.readouterr()
+
+    rc = main(["--log-file", "/dev/full", "--log-level", "debug", "diagnose", str(recording)])
+
+    err = capsys.readouterr().err
+    assert rc == 0  # the log is lost, not the diagnosis
+    assert "Traceback" not in err and "Logging error" not in err
+    assert err.count("--log-file /dev/full: cannot write") == 1

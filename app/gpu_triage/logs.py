@@ -15,7 +15,9 @@ configured here once, by the command line:
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,50 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+class _LogFile(logging.FileHandler):
+    """A log file whose failing writes (a full disk, /dev/full) are said once in one line, on stderr for a
+    headless command, instead of logging's "--- Logging error ---" and a traceback for every record."""
+
+    def __init__(self, path: Path, *, screen: bool) -> None:
+        super().__init__(path, encoding="utf-8")
+        self._screen = screen
+        self._failed = False
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.handleError(None)
+
+    def close(self) -> None:
+        try:
+            super().close()  # closing flushes what is still buffered: the same full disk
+        except OSError:
+            self.handleError(None)
+
+    def handleError(self, record: logging.LogRecord | None) -> None:  # noqa: N802 - logging's name
+        if self._failed:
+            return
+        self._failed = True
+        reason = sys.exc_info()[1]
+        if not self._screen:  # the dashboard's terminal belongs to Textual: nothing may be printed there
+            why = getattr(reason, "strerror", None) or type(reason).__name__
+            print(f"gpu-triage: warning: --log-file {self.baseFilename}: cannot write ({why}); "
+                  "later records are not written", file=sys.stderr)
+
+
+def _check_writable(path: Path) -> None:
+    """Open PATH for appending without blocking: a FIFO nothing reads froze every command on its first line
+    (opening it waits for a reader); it is one error line instead (ENXIO)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UserError(f"--log-file {path}: a FIFO that nothing reads: give a regular file") from exc
+        raise
+    os.close(fd)
+
+
 def _utc_formatter() -> logging.Formatter:
     formatter = logging.Formatter(FORMAT, datefmt="%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
@@ -63,7 +109,8 @@ def configure_logging(log_file: str | None, level: str = "info", *, screen: bool
     file_handler: logging.Handler | None = None
     if log_file is not None:  # opened first: a bad path leaves the logging as it was
         try:
-            file_handler = logging.FileHandler(Path(log_file), encoding="utf-8")
+            _check_writable(Path(log_file))
+            file_handler = _LogFile(Path(log_file), screen=screen)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise UserError(f"--log-file {log_file}: cannot open it ({reason}): give a writable path") from exc
