@@ -429,3 +429,29 @@ def test_log_file_on_a_full_disk_is_one_warning_not_a_traceback_per_record(
     assert rc == 0  # the log is lost, not the diagnosis
     assert "Traceback" not in err and "Logging error" not in err
     assert err.count("--log-file /dev/full: cannot write") == 1
+
+
+# -- file names that are not UTF-8 -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["record", "-o", "{name}", "--source", "sim:healthy", "--fast", "--duration", "4"],
+        ["recover", "{name}"],
+        ["diagnose", "{name}"],
+        ["compare", "{name}", "{name}"],
+    ],
+    ids=["record", "recover", "diagnose", "compare"],
+)
+def test_a_file_name_that_is_not_utf8_is_one_line_before_anything_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    name = os.fsdecode(bytes(tmp_path) + b"/run\xff.parquet")  # a Latin-1 name, as Python sees it
+
+    rc = main([a.replace("{name}", name) for a in argv])
+
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "not valid UTF-8" in line and "rename" in line
+    assert not list(tmp_path.iterdir())  # nothing recorded that could then be neither converted nor recovered

@@ -582,6 +582,19 @@ def check_file_args(args: argparse.Namespace) -> None:
         value = getattr(args, attr, None)
         if isinstance(value, str) and not value.strip():
             raise UserError(f"{shown}: the file name is empty: give a file such as run.parquet")
+        if isinstance(value, str) and not _utf8(value):
+            # pyarrow takes paths as UTF-8: `record -o` recorded, then could neither convert its stream nor
+            # `recover` it, and reading such a file said it was "not a gpu-triage recording"
+            raise UserError(f"{shown} {value.encode('utf-8', 'surrogateescape')!r}: the name is not valid UTF-8, "
+                            "which pyarrow (it reads and writes recordings) needs: rename it")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dispatch(args: argparse.Namespace) -> int:
