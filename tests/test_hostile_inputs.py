@@ -455,3 +455,14 @@ def test_a_file_name_that_is_not_utf8_is_one_line_before_anything_is_recorded(
     line = _error_line(capsys)
     assert "not valid UTF-8" in line and "rename" in line
     assert not list(tmp_path.iterdir())  # nothing recorded that could then be neither converted nor recovered
+
+
+def test_a_recording_directory_with_a_nul_byte_is_a_config_error(tmp_path: Path) -> None:
+    from gpu_triage.config import load_config
+    from gpu_triage.errors import UserError
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[recording]\ndirectory = "rec\\u0000ordings"\n')
+
+    with pytest.raises(UserError, match="recording.directory"):  # not "REC failed: embedded null byte" at `r`
+        load_config(str(cfg))

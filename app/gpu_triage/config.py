@@ -187,7 +187,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     rec = data.get("recording", {})
     if "directory" in rec:
         v = rec["directory"]
-        if not isinstance(v, str) or not v:
+        if not isinstance(v, str) or not v or "\0" in v:  # "\u0000" made `r` fail with "embedded null byte"
             raise bad("recording.directory", f"must be a path string, got {v!r}")
         cfg.recording_dir = Path(v).expanduser()
 
