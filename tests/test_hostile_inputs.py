@@ -466,3 +466,46 @@ def test_a_recording_directory_with_a_nul_byte_is_a_config_error(tmp_path: Path)
 
     with pytest.raises(UserError, match="recording.directory"):  # not "REC failed: embedded null byte" at `r`
         load_config(str(cfg))
+
+
+# -- where the output goes -------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a disk that is always full)")
+@pytest.mark.parametrize(
+    "argv", [["diagnose", "{run}"], ["diagnose", "{run}", "--json"], ["compare", "{run}", "{run}"]]
+)
+def test_output_to_a_full_disk_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    run = _sim_recording(tmp_path)
+    capsys.readouterr()
+    full = open("/dev/full", "w", buffering=1)  # noqa: SIM115 - closed below; each line written as printed
+    monkeypatch.setattr(sys, "stdout", full)
+
+    try:
+        rc = main([a.replace("{run}", str(run)) for a in argv])
+    finally:
+        monkeypatch.undo()
+        try:
+            full.close()
+        except OSError:
+            pass
+
+    assert rc == 1
+    line = _error_line(capsys)
+    assert "writing the output failed" in line and "No space left" in line
+
+
+def test_with_stderr_closed_the_work_is_still_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _sim_recording(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stderr", None)  # started with `2>&-`: Python sets sys.stderr to None
+
+    rc = main(["diagnose", str(run), "--progress"])
+
+    monkeypatch.undo()
+    assert rc == 0
+    assert "30 ticks of 2 s" in capsys.readouterr().out  # the diagnosis was printed

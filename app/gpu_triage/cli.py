@@ -552,6 +552,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_imports(args)
     if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print, but the work still runs
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings were an AttributeError, the work lost
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
         configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
     except UserError as err:  # no log to write it to
@@ -569,6 +571,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output left (`| head`): what it wanted, it has
         _silence_stdout()
         return 0
+    except OSError as err:  # our output cannot be written (stdout on a full disk, > /dev/full): not a traceback
+        _silence_stdout()
+        line = (f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
+                if err.filename is None else f"{err.filename}: {err.strerror or err}")
+        print(f"gpu-triage: error: {line}", file=sys.stderr)
+        log.error("%s", line, extra=SHOWN)
+        return 1
 
 
 # The file arguments of each command, as argparse names them, and what each is for in an error line.
