@@ -509,3 +509,17 @@ def test_with_stderr_closed_the_work_is_still_done(
     monkeypatch.undo()
     assert rc == 0
     assert "30 ticks of 2 s" in capsys.readouterr().out  # the diagnosis was printed
+
+
+def test_a_glob_over_a_dataset_that_links_back_to_itself_finishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _sim_recording(tmp_path, "good.parquet")
+    root = tmp_path / "fleet"
+    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+    (root / "latest").symlink_to(root)  # `latest -> .`: glob.glob's ** walked it until the path was too long
+    (root / "host=a" / "up").symlink_to(root)  # and a second loop made that exponential: a hang
+
+    result = _summary_json(Path(f"{root}/**"), capsys)
+
+    assert result["files"] == 1 and set(result["hosts"]) == {"a"}

@@ -23,7 +23,6 @@ A day of 8 cards is 2,880 diagnoses instead of 43,200.
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 from dataclasses import dataclass
@@ -68,7 +67,7 @@ def dataset_files(spec: str) -> list[Path]:
     if root.is_dir():
         matches = [root]
     else:
-        matches = [Path(m) for m in sorted(glob.glob(str(root), recursive=True))]
+        matches = expand_glob(root)
         if not matches:
             raise UserError(
                 f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files"
@@ -98,7 +97,22 @@ def leftovers(spec: str) -> list[Path]:
     root = Path(spec).expanduser()
     if root.is_dir():
         return sorted(root.rglob("*.partial.arrows"))
-    return [Path(m) for m in glob.glob(str(root), recursive=True) if m.endswith(".partial.arrows")]
+    return [m for m in expand_glob(root) if m.name.endswith(".partial.arrows")]
+
+
+def expand_glob(pattern: Path) -> list[Path]:
+    """What a glob matches, ``**`` included, without following links to directories: glob.glob follows
+    them, so a dataset holding ``latest -> .`` walked itself until the path was too long, and two such
+    links made that exponential (a hang). ``pathlib`` does not follow them, as ``rglob`` of a directory."""
+    parts = pattern.parts
+    first = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
+    base = Path(*parts[:first]) if first else Path()
+    if first == len(parts):
+        return [base] if base.exists() else []
+    try:
+        return sorted(base.glob(str(Path(*parts[first:]))))
+    except (OSError, ValueError):  # an unreadable base, a pattern pathlib refuses: nothing matches
+        return []
 
 
 def host_of(path: Path, fallback: str | None) -> str:
