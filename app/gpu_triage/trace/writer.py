@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -219,6 +220,7 @@ class TraceWriter:
         # The pid tells a second recorder or `recover` who holds the lock (read from the stream's schema).
         metadata = {**trace_metadata(host, self.interval_s), META_RECORDER_PID: str(os.getpid()).encode()}
         self._skipped = 0
+        self._stripped = 0  # ticks recorded without their job or process part, which could not be encoded
         self._fd = -1
         try:
             self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -250,19 +252,8 @@ class TraceWriter:
         """Append one tick; on return it is in the operating system's hands (survives ``kill -9``)."""
         if self._closed:
             raise ValueError("append after close")
-        try:
-            message = batch_message(TRACE_COLUMNS, [tick_values(tick)])
-        except (AttributeError, OverflowError, TypeError, ValueError) as exc:
-            # A value its column cannot hold (a negative count from a source's bug): that tick is lost, not
-            # the recording. Nothing was written: the encoding comes before the write.
-            self._skipped += 1
-            if self._skipped == 1:
-                logger.error(
-                    "a tick at %s could not be recorded (%s: %s); skipped, the recording goes on",
-                    tick.ts,
-                    type(exc).__name__,
-                    exc,
-                )
+        message = self._encode(tick)
+        if message is None:
             return
         try:
             self._writer.write(message)
@@ -277,6 +268,42 @@ class TraceWriter:
                 f"the ticks so far are kept there: `gpu-triage recover {self.stream_path}`"
             ) from exc
         self.ticks += 1
+
+    def _encode(self, tick: Tick) -> bytes | None:
+        """The tick's record-batch message; None when even its cards cannot be encoded (the tick is lost).
+
+        A value its column cannot hold (a negative count from a source's bug, an id past u32 in a pulse
+        file) costs as little as it can: the parts that come from outside the driver (the job's pulse or
+        log, the processes from /proc) are dropped first, so the cards, cores and disks of that tick are
+        still recorded. Nothing is written before the encoding succeeds.
+        """
+        candidates = [tick]
+        if tick.job is not None:
+            candidates.append(replace(tick, job=None))
+        if tick.procs:
+            candidates.append(replace(tick, job=None, procs=[]))
+        first_error: Exception | None = None
+        for candidate in candidates:
+            try:
+                message = batch_message(TRACE_COLUMNS, [tick_values(candidate)])
+            except (AttributeError, OverflowError, TypeError, ValueError) as exc:
+                first_error = first_error or exc
+                continue
+            if candidate is not tick:
+                self._stripped += 1
+                if self._stripped == 1:
+                    lost = [name for name, had, kept in (("job", tick.job, candidate.job),
+                                                         ("process", tick.procs, candidate.procs)) if had and not kept]
+                    dropped = " and ".join(lost) + (" parts" if len(lost) > 1 else " part")
+                    logger.error("a tick at %s was recorded without its %s, which could not be encoded "
+                                 "(%s: %s); the recording goes on", tick.ts, dropped,
+                                 type(first_error).__name__, first_error)
+            return message
+        self._skipped += 1
+        if self._skipped == 1:
+            logger.error("a tick at %s could not be recorded (%s: %s); skipped, the recording goes on",
+                         tick.ts, type(first_error).__name__, first_error)
+        return None
 
     def close(self) -> Path:
         """Finish: write the Parquet atomically, remove the stream, return the Parquet path.
@@ -297,6 +324,9 @@ class TraceWriter:
             logger.error(
                 "%d ticks of %s could not be recorded (values their columns cannot hold)", self._skipped, self.path
             )
+        if self._stripped:
+            logger.error("%d ticks of %s were recorded without their job or process part (values their columns "
+                         "cannot hold)", self._stripped, self.path)
         try:
             if self.ticks == 0:
                 self.stream_path.unlink(missing_ok=True)
