@@ -302,6 +302,14 @@ def _summary_json(spec: Path, capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(out.out)
 
 
+def _fleet_of_one(tmp_path: Path) -> tuple[Path, Path]:
+    """A good recording, and a dataset root whose host=a partition holds a copy of it."""
+    good = _sim_recording(tmp_path, "good.parquet")
+    root = tmp_path / "fleet"
+    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+    return good, root
+
+
 def _partition(root: Path, host: str) -> Path:
     d = root / f"host={host}" / "date=2026-12-01"
     d.mkdir(parents=True)
@@ -313,9 +321,7 @@ def test_summary_of_a_dataset_whose_files_disagree_on_a_column_type(
 ) -> None:
     import pyarrow as pa
 
-    good = _sim_recording(tmp_path, "good.parquet")
-    root = tmp_path / "fleet"
-    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+    good, root = _fleet_of_one(tmp_path)
 
     def util_as_text(table):  # another tool wrote GPU-Util as strings: one scan of both files raised
         col = table.column("gpus").combine_chunks()
@@ -342,9 +348,7 @@ def test_summary_with_a_tick_in_year_9999_finishes_and_ignores_that_tick(
 
     import pyarrow as pa
 
-    good = _sim_recording(tmp_path, "good.parquet")
-    root = tmp_path / "fleet"
-    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+    good, root = _fleet_of_one(tmp_path)
 
     def far_future(table):
         i = table.schema.get_field_index("ts")
@@ -497,6 +501,32 @@ def test_output_to_a_full_disk_is_one_line_not_a_traceback(
     assert "writing the output failed" in line and "No space left" in line
 
 
+def test_an_output_error_we_did_not_foresee_is_one_line_and_its_traceback_goes_to_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _sim_recording(tmp_path)
+    (tmp_path / "ro").write_text("")
+    capsys.readouterr()
+    read_only = os.fdopen(os.open(tmp_path / "ro", os.O_RDONLY), "w", buffering=1)  # writes fail with EBADF
+    monkeypatch.setattr(sys, "stdout", read_only)
+    log = tmp_path / "gpu-triage.log"
+
+    try:
+        rc = main(["--log-file", str(log), "diagnose", str(run)])
+    finally:
+        monkeypatch.undo()
+        try:
+            read_only.close()
+        except OSError:
+            pass
+
+    assert rc == 1
+    line = _error_line(capsys)
+    assert "Bad file descriptor" in line and "--log-file PATH keeps the details" in line
+    assert "writing the output failed" not in line  # not called a full disk
+    assert "Traceback" in log.read_text()  # the details a bug report needs
+
+
 def test_with_stderr_closed_the_work_is_still_done(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -514,9 +544,7 @@ def test_with_stderr_closed_the_work_is_still_done(
 def test_a_glob_over_a_dataset_that_links_back_to_itself_finishes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = _sim_recording(tmp_path, "good.parquet")
-    root = tmp_path / "fleet"
-    (_partition(root, "a") / "good.parquet").write_bytes(good.read_bytes())
+    _, root = _fleet_of_one(tmp_path)
     (root / "latest").symlink_to(root)  # `latest -> .`: glob.glob's ** walked it until the path was too long
     (root / "host=a" / "up").symlink_to(root)  # and a second loop made that exponential: a hang
 

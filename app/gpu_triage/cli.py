@@ -8,6 +8,7 @@ exit status; Ctrl-C exits 130 quietly.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import math
 import os
@@ -573,10 +574,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as err:  # our output cannot be written (stdout on a full disk, > /dev/full): not a traceback
         _silence_stdout()
-        line = (f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
-                if err.filename is None else f"{err.filename}: {err.strerror or err}")
+        full = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+        if err.filename is not None:
+            line = f"{err.filename}: {err.strerror or err}"
+        elif full:
+            line = f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
+        else:  # not one we foresaw: one line here, the traceback in the log file for a bug report
+            line = f"{err.strerror or err} ({type(err).__name__}); --log-file PATH keeps the details"
         print(f"gpu-triage: error: {line}", file=sys.stderr)
-        log.error("%s", line, extra=SHOWN)
+        log.error("%s", line, extra=SHOWN, exc_info=err.filename is None and not full)
         return 1
 
 

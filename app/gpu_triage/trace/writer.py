@@ -277,13 +277,8 @@ class TraceWriter:
         log, the processes from /proc) are dropped first, so the cards, cores and disks of that tick are
         still recorded. Nothing is written before the encoding succeeds.
         """
-        candidates = [tick]
-        if tick.job is not None:
-            candidates.append(replace(tick, job=None))
-        if tick.procs:
-            candidates.append(replace(tick, job=None, procs=[]))
         first_error: Exception | None = None
-        for candidate in candidates:
+        for candidate in self._fallbacks(tick):  # lazily: a tick that encodes (every one, normally) copies nothing
             try:
                 message = batch_message(TRACE_COLUMNS, [tick_values(candidate)])
             except (AttributeError, OverflowError, TypeError, ValueError) as exc:
@@ -304,6 +299,15 @@ class TraceWriter:
             logger.error("a tick at %s could not be recorded (%s: %s); skipped, the recording goes on",
                          tick.ts, type(first_error).__name__, first_error)
         return None
+
+    @staticmethod
+    def _fallbacks(tick: Tick) -> Iterator[Tick]:
+        """The tick, then without its job, then without its processes too (only the parts it has)."""
+        yield tick
+        if tick.job is not None:
+            yield replace(tick, job=None)
+        if tick.procs:
+            yield replace(tick, job=None, procs=[])
 
     def close(self) -> Path:
         """Finish: write the Parquet atomically, remove the stream, return the Parquet path.
