@@ -62,6 +62,15 @@ class ProcFacts:
     startup_mem_now: float = float("nan")  # ... and now: a context, then the model, arriving
 
 
+def ge(x: float, limit: float) -> bool:
+    """``x`` is measured and at least ``limit``."""
+    return not math.isnan(x) and x >= limit
+
+
+def pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.0f} %"
+
+
 def _median(xs: list[float] | list[int]) -> float:
     """np.median of a short list, without numpy's per-call overhead (same value)."""
     v = sorted(xs)
@@ -321,7 +330,8 @@ def host_facts(
     else:
         mem_frac, mem_card = float("nan"), None
     return HostFacts(
-        gpu_mean, gpu_p5, gpu_p95, sm_mean, sm_stall, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
+        gpu_mean, gpu_p5, gpu_p95, sm_mean, sm_stall, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy,
+        pegged_ids,
         disk_busy, disk_name, await_ms, disk_write, write_peak, await_peak, iowait=iow, link_bytes_per_s=link_max,
         link_stall_bytes_per_s=link_stall, h2d_bytes_per_s=h2d, h2d_cards=h2d_cards, mem_frac=mem_frac,
         mem_card=mem_card,

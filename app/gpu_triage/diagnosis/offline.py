@@ -989,7 +989,8 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz:
     n = len(tl.segments)
     head = f"{path}: {tl.ticks} ticks of {tl.interval_s:g} s, {n} segment{'' if n == 1 else 's'}"
     if tl.gaps:
-        head += f", {len(tl.gaps)} gap{'s' if len(tl.gaps) > 1 else ''} ({human_duration(sum(g.seconds for g in tl.gaps))})"
+        gap_s = human_duration(sum(g.seconds for g in tl.gaps))
+        head += f", {len(tl.gaps)} gap{'s' if len(tl.gaps) > 1 else ''} ({gap_s})"
     if tl.stride > 1:
         head += f"; judged every {tl.stride} ticks ({human_duration(tl.stride * tl.interval_s)})"
     lines = [head]

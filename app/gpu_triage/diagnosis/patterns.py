@@ -20,8 +20,9 @@ from typing import overload
 import numpy as np
 
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import Pattern
 
-PATTERNS = ("idle", "steady_high", "steady_low", "sawtooth", "single_card_busy", "imbalanced")
+PATTERNS = tuple(p.value for p in Pattern if p is not Pattern.COLLECTING)
 
 
 @dataclass(slots=True)
