@@ -213,30 +213,29 @@ class Measurements:
 def _shape(view: WindowView, gpu: dict[str, np.ndarray], judged: Judged, th: Thresholds, dt: float) -> Shape:
     util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
     shapes: dict[int, CardShape] = dict(zip(view.gpu_indexes, card_shapes(util, umin, umax, th), strict=True))
-    # a short stretch may hold too few cycles: look for the period over the whole window as well
     if not judged.fresh and judged.start > 0:
-        util_all = view.gpu["util_pct"]
-        todo = [j for j, idx in enumerate(view.gpu_indexes)
-                if shapes[idx].pattern == "sawtooth" and shapes[idx].period is None
-                and not shapes[idx].fast and not np.isnan(util_all[:, j]).any()]
-        if todo:
-            for j, p in zip(todo, autoperiods(util_all[:, todo], th.sawtooth_min_acf), strict=True):
-                if p is not None:
-                    shapes[view.gpu_indexes[j]].period = p
+        _window_periods(view, shapes, th)
     pattern, cards = across_cards(shapes, th)
     # period and duty: from the cards the pattern concerns
-    period_s: float | None = None
-    duty: float | None = None
-    fast = False
     saw = [shapes[i] for i in (cards or list(shapes)) if shapes[i].pattern == "sawtooth"]
-    if saw:
-        periods = [s.period.ticks for s in saw if s.period is not None]
-        if periods:
-            period_s = _median(periods) * dt
-        fast = any(s.fast for s in saw)
-        duties = [s.duty for s in saw if s.duty is not None]
-        duty = _median(duties) if duties else None
-    return Shape(shapes, Pattern(pattern), cards, period_s, duty, fast)
+    if not saw:
+        return Shape(shapes, Pattern(pattern), cards, None, None, False)
+    periods = [s.period.ticks for s in saw if s.period is not None]
+    duties = [s.duty for s in saw if s.duty is not None]
+    return Shape(shapes, Pattern(pattern), cards, _median(periods) * dt if periods else None,
+                 _median(duties) if duties else None, any(s.fast for s in saw))
+
+
+def _window_periods(view: WindowView, shapes: dict[int, CardShape], th: Thresholds) -> None:
+    """A short stretch may hold too few cycles: look for each sawtooth's period over the whole window."""
+    util_all = view.gpu["util_pct"]
+    todo = [j for j, idx in enumerate(view.gpu_indexes)
+            if shapes[idx].pattern == "sawtooth" and shapes[idx].period is None
+            and not shapes[idx].fast and not np.isnan(util_all[:, j]).any()]
+    if todo:
+        for j, p in zip(todo, autoperiods(util_all[:, todo], th.sawtooth_min_acf), strict=True):
+            if p is not None:
+                shapes[view.gpu_indexes[j]].period = p
 
 
 def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[str, np.ndarray], shape: Shape,

@@ -68,28 +68,14 @@ class RankBlockedOnStorage(Rule):
 
     def detect(self, m: Measurements) -> Cause | None:
         th, hf = m.th, m.hf
-        # read over the ticks where the cards part ways: between checkpoints every rank computes
-        util, sm = m.stall_util or m.all_util, m.stall_sm or m.all_sm
-        waiting = [i for i, u in util.items() if u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct]
-        blocked = [i for i, u in util.items() if u < th.high_util_pct and i not in waiting]
+        util, sm, waiting, blocked = _parted(m)
         # a checkpoint goes to the page cache first and hits the disk at fsync: a spike in any tick counts
         writes = ge(hf.disk_write_peak, th.disk_write_bytes_per_s)
         slow = ge(hf.await_peak_ms, th.await_ms)
         copying = [i for i in blocked if ge(m.stall_d2h.get(i, math.nan), th.d2h_bytes_per_s)]
         if not waiting or not blocked or not (m.storage or writes or slow or copying):
             return None
-        ev = list(m.storage)
-        if copying:
-            peak = max(m.stall_d2h[i] for i in copying)
-            ev.append(Fact(f"{cards_text(copying)} copies up to {gbs(peak)} to the host with its SMs idle: tensors "
-                           "moved off the card outside the step (torch.save of CUDA tensors goes through host "
-                           "memory; the disk sees the bytes at fsync)", "pcie_tx_peak_bytes_per_s", peak,
-                           tuple(copying)))
-        if writes:
-            ev.append(Fact(f"disk writes up to {gbs(hf.disk_write_peak)}: a checkpoint being written",
-                           "disk_write_peak_bytes_per_s", hf.disk_write_peak))
-        if slow and not any(f.metric == "disk_await_ms" for f in ev):
-            ev.append(Fact(f"disk await up to {hf.await_peak_ms:.0f} ms", "disk_await_peak_ms", hf.await_peak_ms))
+        ev = _write_facts(m, copying, writes, slow)
         names = " and ".join(f"rank {i}" for i in blocked)
         ev.insert(0, Fact(f"{cards_text(blocked)} dropped to GPU-Util "
                           f"{', '.join(pct(util[i]) for i in blocked)} while blocked on storage",
@@ -104,3 +90,31 @@ class RankBlockedOnStorage(Rule):
         return ["write checkpoints asynchronously (torch.distributed.checkpoint async_save, or a thread) or "
                 "from every rank's shard, so one rank's fsync does not stop all the others",
                 "write to local NVMe and copy to shared storage in the background"], []
+
+
+def _parted(m: Measurements) -> tuple[dict[int, float], dict[int, float], list[int], list[int]]:
+    """Every card's GPU-Util and SM activity, the cards waiting at a collective and the ones that dropped:
+    read over the ticks where the cards part ways (between checkpoints every rank computes)."""
+    th = m.th
+    util, sm = m.stall_util or m.all_util, m.stall_sm or m.all_sm
+    waiting = [i for i, u in util.items() if u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct]
+    blocked = [i for i, u in util.items() if u < th.high_util_pct and i not in waiting]
+    return util, sm, waiting, blocked
+
+
+def _write_facts(m: Measurements, copying: list[int], writes: bool, slow: bool) -> list[Fact]:
+    """What the host shows of a checkpoint: the disks, the copy off the card, the writes, the await."""
+    hf = m.hf
+    ev = list(m.storage)
+    if copying:
+        peak = max(m.stall_d2h[i] for i in copying)
+        ev.append(Fact(f"{cards_text(copying)} copies up to {gbs(peak)} to the host with its SMs idle: tensors "
+                       "moved off the card outside the step (torch.save of CUDA tensors goes through host "
+                       "memory; the disk sees the bytes at fsync)", "pcie_tx_peak_bytes_per_s", peak,
+                       tuple(copying)))
+    if writes:
+        ev.append(Fact(f"disk writes up to {gbs(hf.disk_write_peak)}: a checkpoint being written",
+                       "disk_write_peak_bytes_per_s", hf.disk_write_peak))
+    if slow and not any(f.metric == "disk_await_ms" for f in ev):
+        ev.append(Fact(f"disk await up to {hf.await_peak_ms:.0f} ms", "disk_await_peak_ms", hf.await_peak_ms))
+    return ev
