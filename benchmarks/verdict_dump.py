@@ -33,11 +33,8 @@ from typing import Any, TextIO
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
-
-try:
-    from gpu_triage.offline import judge, load_trace, open_source, verdicts
-except ImportError:  # the tree before the offline package
-    from gpu_triage.diagnosis.offline import judge, load_trace, open_source, verdicts  # type: ignore[no-redef]
+from gpu_triage.offline.judge import judge, load_trace, verdicts
+from gpu_triage.trace.batches import iter_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIRS = (ROOT / "app" / "gpu_triage" / "data", ROOT / "tests" / "data")
@@ -92,7 +89,7 @@ def dump_live(out: TextIO, name: str, path: Path, th: Thresholds, window_s: floa
 
 
 def dump_stream(out: TextIO, name: str, path: Path, th: Thresholds, window_s: float, stride: int | None) -> None:
-    jd = judge(open_source(path), th, window_s, stride=stride)
+    jd = judge(iter_batches(path), th, window_s, stride=stride)
     for p, v in zip(jd.points, jd.raws, strict=True):
         _row(out, {"path": "stream", "file": name, "tick": int(p), **dataclasses.asdict(v)})
     _row(out, {"path": "stream", "file": name, "warnings": jd.warnings, "stride": jd.stride})

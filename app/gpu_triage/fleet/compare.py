@@ -7,11 +7,11 @@ a job source recorded it, per-card GPU-Util and SM activity, stalls, links, host
 diagnosis), computed over all of the side's ticks, not averaged from per-file figures (a p95 of p95s is not
 a p95). A side that spans several hosts names its cards ``host:index`` and gets one block per host.
 
-One pass per file, streamed a batch at a time (:func:`~gpu_triage.diagnosis.offline.open_source`, the
+One pass per file, streamed a batch at a time (:func:`~gpu_triage.trace.batches.iter_batches`, the
 reader's own normalisation and range checks, so a one-file side gives exactly the two-file figures): each
 batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.trace.compare.
 project`); only those rows are kept (about 30 MB for a day of 8 cards). The diagnosis spreads the
-``diagnose`` budget of engine calls (:data:`~gpu_triage.diagnosis.offline.MAX_POINTS`) over the whole side,
+``diagnose`` budget of engine calls (:data:`~gpu_triage.offline.judge.MAX_POINTS`) over the whole side,
 as if it were one file.
 
 A file that cannot be read (damaged, not a recording, holding no tick) is left out with a warning that
@@ -32,9 +32,11 @@ import polars as pl
 import pyarrow as pa
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import MAX_POINTS, Timeline, TraceSource, diagnose_trace, open_source
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
+from gpu_triage.offline.judge import MAX_POINTS
+from gpu_triage.offline.timeline import Timeline, diagnose_trace
+from gpu_triage.trace.batches import TraceSource, iter_batches
 from gpu_triage.trace.compare import (
     CARD_METRICS,
     COLUMNS,
@@ -88,7 +90,7 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
     sources: list[TraceSource] = []
     for f in files:
         try:
-            src = open_source(f)
+            src = iter_batches(f)
         except UserError as exc:
             _skip(f, str(exc), skipped)
             continue

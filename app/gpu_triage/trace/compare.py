@@ -182,15 +182,16 @@ def diagnosis_shares(trace: TraceFile, config: Config,
     """Share of the recording's time (0-100) per ``pattern/bottleneck``; gaps (nothing recorded) count
     for no diagnosis.
 
-    The one place compare touches the diagnosis: gpu_triage.diagnosis.offline, streamed over the table.
+    The one place compare touches the diagnosis: gpu_triage.offline, streamed over the table.
     """
     return _shares(_timeline(trace, config, progress))
 
 
 def _timeline(trace: TraceFile, config: Config, progress: Callable[[int, int], None] | None = None) -> Any:
-    from gpu_triage.diagnosis.offline import diagnose_trace, source_from_trace
+    from gpu_triage.offline.timeline import diagnose_trace
+    from gpu_triage.trace.batches import batches_of
 
-    return diagnose_trace(source_from_trace(trace), config.thresholds, config.window_s, progress)
+    return diagnose_trace(batches_of(trace), config.thresholds, config.window_s, progress)
 
 
 def _shares(timeline: Any) -> dict[str, float]:
@@ -314,7 +315,7 @@ def _fmt_pct(v: float | None) -> str:
 
 def render_text(result: dict[str, Any]) -> str:
     """Aligned plain text, readable in a terminal and through a pipe."""
-    from gpu_triage.diagnosis.offline import human_duration
+    from gpu_triage.offline.render import human_duration
 
     lines: list[str] = []
     for side in ("before", "after"):
