@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import JobSample, ProcSample, _job_from_row
+from gpu_triage.model import JobSample, NetSample, ProcSample, _build, _job_from_row
 from gpu_triage.trace.batches import as_float
 from gpu_triage.window import (
     DISK_FIELDS,
@@ -79,10 +79,77 @@ def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callab
         i = j
 
 
+class _ArrowRows:
+    """One column kept as Arrow, aligned with the buffer's rows, each row converted to Python once, when a
+    view first reads it (the engine reads the judged stretch, not the whole window). ``arr`` None: no row
+    holds a value (a v1 file, a run with no job source), and nothing is kept or converted."""
+
+    __slots__ = ("arr", "convert", "missing", "rows")
+
+    def __init__(self, convert: Callable[[pa.Array], list[Any]], missing: Any) -> None:
+        self.arr: pa.Array | None = None
+        self.rows: list[Any] = []  # the converted row; False: not converted yet
+        self.convert = convert
+        self.missing = missing  # what a row without a value reads as
+
+    def push(self, new: pa.Array | None, n: int, drop: int) -> None:
+        if new is not None and new.null_count == len(new):
+            new = None
+        old = self.arr.slice(drop) if self.arr is not None and drop < len(self.arr) else None
+        if new is None and old is None:
+            self.arr = None
+        else:
+            filler = new.type if new is not None else old.type  # type: ignore[union-attr]
+            old = old if old is not None else pa.nulls(len(self.rows) - drop, filler)
+            new = new if new is not None else pa.nulls(n, filler)
+            self.arr = pa.concat_arrays([old, new]) if old.type == new.type else \
+                pa.concat_arrays([pa.nulls(len(old), new.type), new])
+        self.rows = self.rows[drop:] + [False] * n
+
+    def get(self, a: int, b: int) -> list[Any]:
+        """Buffer rows a..b-1."""
+        arr = self.arr
+        if arr is None:
+            return [self.missing] * (b - a)
+        rows = self.rows
+        _fill_runs(rows, a, b, False, lambda i, j: self.convert(arr.slice(i, j - i)))
+        return [r if r is not False else self.missing for r in rows[a:b]]
+
+
+def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
+    return [_job_from_row(r) for r in arr.to_pylist()]
+
+
+def _nets_of(arr: pa.Array) -> list[list[NetSample]]:
+    # as Tick.from_row builds them: an entry without a name is no interface
+    return [[_build(NetSample, x) for x in (r or []) if x and x.get("name") is not None] for r in arr.to_pylist()]
+
+
+def _swap_of(arr: pa.Array) -> list[tuple[int | None, int | None]]:
+    return [(None, None) if r is None else (r["used"], r["total"]) for r in arr.to_pylist()]
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    return batch.column(name) if name in batch.schema.names else None
+
+
+def _swap_column(batch: pa.RecordBatch) -> pa.Array | None:
+    used, total = _column(batch, "host_swap_used_bytes"), _column(batch, "host_swap_total_bytes")
+    if used is None and total is None:
+        return None
+    n = batch.num_rows
+    used = used if used is not None else pa.nulls(n, pa.uint64())
+    total = total if total is not None else pa.nulls(n, pa.uint64())
+    if used.null_count == n and total.null_count == n:
+        return None
+    return pa.StructArray.from_arrays([used, total], names=["used", "total"])
+
+
 class _Columns:
     """Consecutive ticks as numpy columns. Columns of cards, cores and disks keep their place from batch
     to batch (new ones are appended), and remember the row where each first appeared, so that a view at a
-    tick shows exactly the columns a RollingWindow would have at that tick."""
+    tick shows exactly the columns a RollingWindow would have at that tick. Process lists, the job, swap
+    and the network interfaces stay Arrow until a view reads their rows."""
 
     def __init__(self) -> None:
         self.row0 = 0  # global row of the buffer's first row
@@ -101,10 +168,9 @@ class _Columns:
         self.disk_first: list[int] = []
         self.procs: pa.Array | None = None
         self._proc_rows: list[list[ProcSample] | None] = []  # converted on demand, aligned with the rows
-        # trace v2's job column, kept as Arrow like the procs and converted only for the rows a view reads
-        # (the job rules read the judged stretch); None: a v1 file, or a batch with no job at all
-        self.job: pa.Array | None = None
-        self._job_rows: list[Any] = []  # JobSample or None per row; False: not converted yet
+        self.job = _ArrowRows(_jobs_of, None)  # trace v2
+        self.nets = _ArrowRows(_nets_of, [])
+        self.swap = _ArrowRows(_swap_of, (None, None))
 
     @property
     def rows(self) -> int:
@@ -124,68 +190,10 @@ class _Columns:
             return np.concatenate([old, new]) if old.shape[0] else new
 
         ts = pc.cast(batch.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
-        new_t = np.asarray(ts, dtype=np.float64) / 1e6
-        # cards
-        rows, _pos, values = _list_layout(batch.column("gpus"))
-        gpu_new = {f: np.full((n, 0), np.nan) for f in GPU_FIELDS}
-        if values is not None and len(values):
-            index_arr = _field(values, "index")
-            idx = np.asarray(as_float(index_arr) if index_arr is not None else np.full(len(values), np.nan))
-            valid = ~np.isnan(idx)
-            idx_i = np.where(valid, idx, -1).astype(np.int64)
-            uniq, first = np.unique(idx_i[valid], return_index=True)
-            vrows = rows[valid]
-            for k in np.argsort(first, kind="stable"):
-                card = int(uniq[k])
-                if card not in self.gpu_cols:
-                    self.gpu_cols[card] = len(self.gpu_cols)
-                    self.gpu_first.append(base + int(vrows[first[k]]))
-            cols = np.full(idx_i.shape, -1, dtype=np.int64)
-            for card, col in self.gpu_cols.items():
-                cols[idx_i == card] = col
-            width = len(self.gpu_cols)
-            for f in GPU_FIELDS:
-                a = np.full((n, width), np.nan)
-                arr = _field(values, f)
-                if arr is not None:
-                    a[rows[valid], cols[valid]] = as_float(arr)[valid]
-                gpu_new[f] = a
-        else:
-            gpu_new = {f: np.full((n, len(self.gpu_cols)), np.nan) for f in GPU_FIELDS}
-        # cores
-        rows, pos, values = _list_layout(batch.column("cpu_pct"))
-        if values is not None and len(values):
-            width = int(pos.max()) + 1
-            for c in range(len(self.cpu_first), width):
-                self.cpu_first.append(base + int(rows[pos == c][0]))
-        cpu_new = np.full((n, len(self.cpu_first)), np.nan)
-        if values is not None and len(values):
-            cpu_new[rows, pos] = as_float(values)
-        # disks
-        rows, _pos, values = _list_layout(batch.column("disks"))
-        names = _field(values, "name") if values is not None else None
-        if values is not None and names is not None and len(values):
-            enc = pc.dictionary_encode(names)
-            codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-            dic = enc.dictionary.to_pylist()
-            for code, name in enumerate(dic):
-                if name not in self.disk_cols:
-                    self.disk_cols[name] = len(self.disk_cols)
-                    self.disk_first.append(base + int(rows[np.argmax(codes == code)]))
-            lookup = np.array([self.disk_cols[name] for name in dic] + [-1], dtype=np.int64)
-            cols = lookup[codes]
-            ok = cols >= 0
-            disk_new = {}
-            for f in DISK_FIELDS:
-                a = np.full((n, len(self.disk_cols)), np.nan)
-                arr = _field(values, f)
-                if arr is not None:
-                    a[rows[ok], cols[ok]] = as_float(arr)[ok]
-                disk_new[f] = a
-        else:
-            disk_new = {f: np.full((n, len(self.disk_cols)), np.nan) for f in DISK_FIELDS}
-
-        self.t = cat(self.t, new_t)
+        gpu_new = self._gpu_batch(batch, n, base)
+        cpu_new = self._cpu_batch(batch, n, base)
+        disk_new = self._disk_batch(batch, n, base)
+        self.t = cat(self.t, np.asarray(ts, dtype=np.float64) / 1e6)
         self.interval = cat(self.interval, interval)
         self.iowait = cat(self.iowait, as_float(batch.column("iowait_pct")))
         self.mem_used = cat(self.mem_used, as_float(batch.column("host_mem_used_bytes")))
@@ -199,21 +207,75 @@ class _Columns:
             self.procs = pa.concat_arrays([old, procs]) if old.type == procs.type else procs
         else:
             self.procs = procs
-        job = batch.column("job") if "job" in batch.schema.names else None
-        if job is not None and job.null_count == len(job):
-            job = None  # v1 files and runs with no job source: nothing to keep or convert
-        old_job = self.job.slice(drop) if self.job is not None and drop < len(self.job) else None
-        if job is None and old_job is None:
-            self.job = None
-        else:
-            filler = job.type if job is not None else old_job.type  # type: ignore[union-attr]
-            old = old_job if old_job is not None else pa.nulls(len(self._job_rows) - drop, filler)
-            new = job if job is not None else pa.nulls(n, filler)
-            self.job = pa.concat_arrays([old, new]) if old.type == new.type else \
-                pa.concat_arrays([pa.nulls(len(old), new.type), new])
+        self.job.push(_column(batch, "job"), n, drop)
+        self.nets.push(_column(batch, "nets"), n, drop)
+        self.swap.push(_swap_column(batch), n, drop)
         self.row0 += drop
         self._proc_rows = self._proc_rows[drop:] + [None] * n
-        self._job_rows = self._job_rows[drop:] + [False] * n
+
+    def _gpu_batch(self, batch: pa.RecordBatch, n: int, base: int) -> dict[str, np.ndarray]:
+        """The batch's card fields as (n, cards) arrays, in the buffer's card columns (new cards appended)."""
+        rows, _pos, values = _list_layout(batch.column("gpus"))
+        if values is None or not len(values):
+            return {f: np.full((n, len(self.gpu_cols)), np.nan) for f in GPU_FIELDS}
+        index_arr = _field(values, "index")
+        idx = np.asarray(as_float(index_arr) if index_arr is not None else np.full(len(values), np.nan))
+        valid = ~np.isnan(idx)
+        idx_i = np.where(valid, idx, -1).astype(np.int64)
+        uniq, first = np.unique(idx_i[valid], return_index=True)
+        vrows = rows[valid]
+        for k in np.argsort(first, kind="stable"):
+            card = int(uniq[k])
+            if card not in self.gpu_cols:
+                self.gpu_cols[card] = len(self.gpu_cols)
+                self.gpu_first.append(base + int(vrows[first[k]]))
+        cols = np.full(idx_i.shape, -1, dtype=np.int64)
+        for card, col in self.gpu_cols.items():
+            cols[idx_i == card] = col
+        width = len(self.gpu_cols)
+        out: dict[str, np.ndarray] = {}
+        for f in GPU_FIELDS:
+            a = np.full((n, width), np.nan)
+            arr = _field(values, f)
+            if arr is not None:
+                a[rows[valid], cols[valid]] = as_float(arr)[valid]
+            out[f] = a
+        return out
+
+    def _cpu_batch(self, batch: pa.RecordBatch, n: int, base: int) -> np.ndarray:
+        rows, pos, values = _list_layout(batch.column("cpu_pct"))
+        if values is not None and len(values):
+            width = int(pos.max()) + 1
+            for c in range(len(self.cpu_first), width):
+                self.cpu_first.append(base + int(rows[pos == c][0]))
+        cpu_new = np.full((n, len(self.cpu_first)), np.nan)
+        if values is not None and len(values):
+            cpu_new[rows, pos] = as_float(values)
+        return cpu_new
+
+    def _disk_batch(self, batch: pa.RecordBatch, n: int, base: int) -> dict[str, np.ndarray]:
+        rows, _pos, values = _list_layout(batch.column("disks"))
+        names = _field(values, "name") if values is not None else None
+        if values is None or names is None or not len(values):
+            return {f: np.full((n, len(self.disk_cols)), np.nan) for f in DISK_FIELDS}
+        enc = pc.dictionary_encode(names)
+        codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        dic = enc.dictionary.to_pylist()
+        for code, name in enumerate(dic):
+            if name not in self.disk_cols:
+                self.disk_cols[name] = len(self.disk_cols)
+                self.disk_first.append(base + int(rows[np.argmax(codes == code)]))
+        lookup = np.array([self.disk_cols[name] for name in dic] + [-1], dtype=np.int64)
+        cols = lookup[codes]
+        ok = cols >= 0
+        out: dict[str, np.ndarray] = {}
+        for f in DISK_FIELDS:
+            a = np.full((n, len(self.disk_cols)), np.nan)
+            arr = _field(values, f)
+            if arr is not None:
+                a[rows[ok], cols[ok]] = as_float(arr)[ok]
+            out[f] = a
+        return out
 
     def _procs(self, lo: int, hi: int) -> list[list[ProcSample]]:
         """Process lists of global rows lo..hi-1, each converted once, when a view first needs it.
@@ -253,16 +315,6 @@ class _Columns:
         bounds = [0, *np.cumsum(np.bincount(rows, minlength=b - a)).tolist()]
         return [objs[x:y] for x, y in itertools.pairwise(bounds)]
 
-    def _jobs(self, lo: int, hi: int) -> list[JobSample | None]:
-        """The jobs of global rows lo..hi-1 (None: no job source at that tick), each converted once."""
-        a, b = lo - self.row0, hi - self.row0
-        rows = self._job_rows
-        job = self.job
-        if job is None:
-            return [None] * (b - a)
-        _fill_runs(rows, a, b, False, lambda i, j: [_job_from_row(r) for r in job.slice(i, j - i).to_pylist()])
-        return [r if r is not False else None for r in rows[a:b]]
-
     def view(self, lo: int, hi: int) -> WindowView:
         """The window of global rows lo..hi-1, as RollingWindow.view() would give it at row hi-1."""
         a, b = lo - self.row0, hi - self.row0
@@ -289,46 +341,45 @@ class _Columns:
             host_mem_total=self.mem_total[a:b],
             disk={f: keep(v[a:b, :d]) for f, v in self.disk.items()},
             disk_names=sorted(self.disk_cols, key=self.disk_cols.__getitem__)[:d],
-            procs=cast("list[list[ProcSample]]", _LazyProcs(self, lo, hi)),
-            jobs=cast("list[JobSample | None]", _LazyJobs(self, lo, hi)),
+            procs=cast("list[list[ProcSample]]", _LazyRows(self._procs, lo, hi)),
+            jobs=cast("list[JobSample | None]", _LazyRows(self._rows_of(self.job), lo, hi)),
+            swap=cast("list[tuple[int | None, int | None]]", _LazyRows(self._rows_of(self.swap), lo, hi)),
+            nets=cast("list[list[NetSample]]", _LazyRows(self._rows_of(self.nets), lo, hi)),
         )
 
+    def _rows_of(self, col: _ArrowRows) -> Callable[[int, int], list[Any]]:
+        """``col``'s rows by global row numbers."""
+        return lambda lo, hi: col.get(lo - self.row0, hi - self.row0)
 
-class _LazyProcs(Sequence[list[ProcSample]]):
-    """The process lists of a view's rows, converted from Arrow only for the rows the engine reads (it
-    reads the judged stretch, the last few seconds; converting the whole window was a third of the time).
-    Valid while the buffer it reads from holds those rows: during the engine call it was made for."""
 
-    def __init__(self, cols: _Columns, lo: int, hi: int) -> None:
-        self._cols, self._lo, self._hi = cols, lo, hi
+class _LazyRows(Sequence[Any]):
+    """The rows of a view that stay Arrow in the buffer (process lists, jobs, swap, interfaces), converted
+    only for the rows the engine reads (it reads the judged stretch, the last few seconds; converting the
+    whole window was a third of the time). Valid while the buffer it reads from holds those rows: during
+    the engine call it was made for."""
 
-    def _rows(self, a: int, b: int) -> list[Any]:
-        return self._cols._procs(a, b)
+    __slots__ = ("_fetch", "_hi", "_lo")
+
+    def __init__(self, fetch: Callable[[int, int], list[Any]], lo: int, hi: int) -> None:
+        self._fetch, self._lo, self._hi = fetch, lo, hi
 
     def __len__(self) -> int:
         return self._hi - self._lo
 
     @overload
-    def __getitem__(self, i: int) -> list[ProcSample]: ...
+    def __getitem__(self, i: int) -> Any: ...
     @overload
-    def __getitem__(self, i: slice) -> list[list[ProcSample]]: ...
+    def __getitem__(self, i: slice) -> list[Any]: ...
 
-    def __getitem__(self, i: int | slice) -> list[ProcSample] | list[list[ProcSample]]:
+    def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
             a, b, step = i.indices(len(self))
             if b <= a:
                 return []
-            rows = self._rows(self._lo + a, self._lo + b)
+            rows = self._fetch(self._lo + a, self._lo + b)
             return rows[::step] if step != 1 else rows
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        return self._rows(self._lo + i, self._lo + i + 1)[0]  # type: ignore[no-any-return]
-
-
-class _LazyJobs(_LazyProcs):
-    """The jobs of a view's rows (trace v2), converted from Arrow only where the job rules read them."""
-
-    def _rows(self, a: int, b: int) -> list[Any]:
-        return self._cols._jobs(a, b)
+        return self._fetch(self._lo + i, self._lo + i + 1)[0]
