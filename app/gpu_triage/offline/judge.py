@@ -20,20 +20,18 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.columns import _Columns
 from gpu_triage.trace.batches import TraceSource
 from gpu_triage.trace.schema import INTERVAL_RANGE_S
-from gpu_triage.window import (
-    RollingWindow,
-    window_capacity,
-)
+from gpu_triage.window import RollingWindow, window_capacity
+
+# A recording is read in row batches (a Parquet row group at a time) and turned into numpy columns (time x
+# card per field) with vectorised Arrow calls; a buffer keeps the last window's rows and the batch being
+# read. The engine runs at chosen ticks ("points") on a WindowView sliced from that buffer, exactly the
+# view a RollingWindow would give at that tick. Memory is bounded by the batch and the window, not by the
+# recording; time by the number of points (the engine costs milliseconds per call, the reading microseconds
+# per tick).
 
 MAX_POINTS = 1500  # default budget of engine calls per recording; see resolution_stride
-
-
 GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
-
-
 MIN_GAP_S = 1.0
-
-
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
