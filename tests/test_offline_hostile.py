@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.compare.runs import compare_traces, render_text
 from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.offline.render import human_duration, render_timeline
 from gpu_triage.offline.timeline import diagnose_trace, segments
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import iter_batches
-from gpu_triage.trace.compare import compare_traces, render_text
 from gpu_triage.trace.layout import META_INTERVAL
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch

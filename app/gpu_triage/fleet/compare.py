@@ -9,7 +9,7 @@ a p95). A side that spans several hosts names its cards ``host:index`` and gets 
 
 One pass per file, streamed a batch at a time (:func:`~gpu_triage.trace.batches.iter_batches`, the
 reader's own normalisation and range checks, so a one-file side gives exactly the two-file figures): each
-batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.trace.compare.
+batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.compare.runs.
 project`); only those rows are kept (about 30 MB for a day of 8 cards). The diagnosis spreads the
 ``diagnose`` budget of engine calls (:data:`~gpu_triage.offline.judge.MAX_POINTS`) over the whole side,
 as if it were one file.
@@ -31,13 +31,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from gpu_triage.config import Config
-from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
-from gpu_triage.offline.judge import MAX_POINTS
-from gpu_triage.offline.timeline import Timeline, diagnose_trace
-from gpu_triage.trace.batches import TraceSource, iter_batches
-from gpu_triage.trace.compare import (
+from gpu_triage.compare.runs import (
     CARD_METRICS,
     COLUMNS,
     HOST_METRICS,
@@ -50,6 +44,12 @@ from gpu_triage.trace.compare import (
     project,
     segment_shares,
 )
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
+from gpu_triage.offline.judge import MAX_POINTS
+from gpu_triage.offline.timeline import Timeline, diagnose_trace
+from gpu_triage.trace.batches import TraceSource, iter_batches
 from gpu_triage.trace.job_compare import compare_job_summaries, slim_job, summarise_jobs
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ def _side_metadata(side: Side) -> dict[str, Any]:
 def compare_datasets(before: str, after: str, config: Config,
                      progress: Callable[[str], Progress] | None = None) -> dict[str, Any]:
     """The comparison of two datasets (or a dataset and a file) with the keys of
-    :func:`~gpu_triage.trace.compare.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
+    :func:`~gpu_triage.compare.runs.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
     ``hosts`` (each host's figures) when a side spans several hosts."""
     a = read_side(before, config, progress(f"diagnosing {before}") if progress else None)
     fig_a, job_a = _digest(a, config)  # its rows are let go before the other side is read
