@@ -18,9 +18,9 @@ from typing import Any
 
 import polars as pl
 
+from gpu_triage.compare.jobs import compare_job, render_job
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.trace.job_compare import compare_job, render_job
 from gpu_triage.trace.reader import TraceFile
 from gpu_triage.units import fmt_bytes
 

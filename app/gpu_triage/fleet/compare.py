@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from gpu_triage.compare.jobs import compare_job_summaries, slim_job, summarise_jobs
 from gpu_triage.compare.runs import (
     CARD_METRICS,
     COLUMNS,
@@ -50,7 +51,6 @@ from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers
 from gpu_triage.offline.judge import MAX_POINTS
 from gpu_triage.offline.timeline import Timeline, diagnose_trace
 from gpu_triage.trace.batches import TraceSource, iter_batches
-from gpu_triage.trace.job_compare import compare_job_summaries, slim_job, summarise_jobs
 
 log = logging.getLogger(__name__)
 
