@@ -124,7 +124,7 @@ def test_a_stop_signal_pending_while_the_child_starts_stops_it_too(
     """record's second SIGTERM can arrive while the stop signals are blocked for the child's start (the
     recorder under load: the full suite's end-to-end test caught it). Its exception then comes from the
     unblocking, after the child exists: the child must be stopped as in the wait, not left converting."""
-    from gpu_triage.trace import record as record_mod
+    from gpu_triage import recorder as record_mod
     from gpu_triage.trace import writer as writer_mod
 
     target = tmp_path / "run.parquet"

@@ -8,8 +8,8 @@ import sys
 
 from gpu_triage.errors import UserError
 from gpu_triage.logs import SHOWN
+from gpu_triage.recorder import human_seconds
 from gpu_triage.trace.reader import read_leftover
-from gpu_triage.trace.record import human_seconds
 from gpu_triage.trace.recover import find_stream
 from gpu_triage.trace.stream import checked_name, holding_stream, target_for_stream
 from gpu_triage.trace.writer import describe_os_error, write_parquet_atomic
