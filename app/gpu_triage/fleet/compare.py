@@ -70,7 +70,7 @@ class Side:
     timelines: list[Timeline]
     stride: int
     leftovers: list[Path] = field(default_factory=list)
-    first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (trace.compare's metadata)
+    first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (compare.runs' metadata)
 
     @property
     def ticks(self) -> int:
