@@ -70,7 +70,7 @@ def _gpu_aggs(stall_pct: float) -> list[pl.Expr]:
     ]
 
 
-GPU_FIELDS = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
+CARD_COLUMNS = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
               "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "power_w"]
 COLUMNS = ["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]  # what the figures read of a recording
 
@@ -78,7 +78,7 @@ COLUMNS = ["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]  # what the figures r
 @dataclass(slots=True)
 class Parts:
     """The rows the figures are computed from, small enough to keep for a whole dataset: one row per card
-    and tick (the fields of GPU_FIELDS), one per tick (CPU mean, busiest core, iowait, busiest disk), one
+    and tick (the fields of CARD_COLUMNS), one per tick (CPU mean, busiest core, iowait, busiest disk), one
     per disk and tick (busy %)."""
 
     gpus: pl.DataFrame
@@ -101,8 +101,8 @@ def project(df: pl.DataFrame, host: str | None = None) -> Parts:
         df.select("gpus")
         .explode("gpus")
         .drop_nulls("gpus")
-        .select([_field(df, "gpus", f) for f in GPU_FIELDS])
-        .with_columns(pl.col(c).cast(pl.Float64) for c in GPU_FIELDS if c != "index")
+        .select([_field(df, "gpus", f) for f in CARD_COLUMNS])
+        .with_columns(pl.col(c).cast(pl.Float64) for c in CARD_COLUMNS if c != "index")
         .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Categorical).alias("host"))
     )
     disks = (

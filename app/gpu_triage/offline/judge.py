@@ -19,7 +19,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.columns import _Columns
 from gpu_triage.trace.batches import TraceSource
-from gpu_triage.trace.schema import INTERVAL_RANGE_S
+from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
 from gpu_triage.window import RollingWindow, window_capacity
 
 # A recording is read in row batches (a Parquet row group at a time) and turned into numpy columns (time x
@@ -49,7 +49,8 @@ def _trusted_interval(t: np.ndarray, meta: float | None) -> tuple[float, str | N
     timestamps' median step; with one tick, the metadata bounded to a sane range."""
     steps = np.diff(t)
     steps = steps[steps > 0]
-    ok_meta = meta is not None and INTERVAL_RANGE_S[0] <= meta <= INTERVAL_RANGE_S[1]  # else the reader said so
+    lo, hi = RECORDED_INTERVAL_RANGE_S
+    ok_meta = meta is not None and lo <= meta <= hi  # else the reader said so
     if steps.size:
         med = float(f"{float(np.median(steps)):.4g}")  # 1.999938 s of clock jitter is a 2 s recording
         if ok_meta and meta is not None and 0.5 * med <= meta <= 2.0 * med:

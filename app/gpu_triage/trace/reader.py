@@ -24,7 +24,7 @@ from gpu_triage.trace.layout import META_HOST, META_INTERVAL, META_SCHEMA
 from gpu_triage.trace.schema import (
     COLUMNS,
     FIELD_RANGES,
-    INTERVAL_RANGE_S,
+    RECORDED_INTERVAL_RANGE_S,
     REQUIRED_STRUCT_FIELDS,
     TRACE_SCHEMA,
     TS_RANGE_US,
@@ -66,7 +66,7 @@ class TraceFile:
         self.path = path
         self.table = table  # normalised: trace-v1 columns in order, sorted by ts, no repeated ts, values in range
         self.host = host
-        self.interval_s = interval_s  # plausible (INTERVAL_RANGE_S): metadata, else derived from timestamps
+        self.interval_s = interval_s  # plausible (RECORDED_INTERVAL_RANGE_S): metadata, else derived from timestamps
         self.recovered = recovered  # True: read from a crash leftover stream, not a finished Parquet
         # what the user should hear about how the file was read, each said once, one line each
         self.notices: list[str] = list(notices or ([notice] if notice else []))
@@ -448,15 +448,15 @@ def _compatible_scalar(have: pa.DataType, want: pa.DataType) -> bool:
 
 
 def _plausible(v: float) -> bool:
-    return bool(np.isfinite(v)) and INTERVAL_RANGE_S[0] <= v <= INTERVAL_RANGE_S[1]
+    return bool(np.isfinite(v)) and RECORDED_INTERVAL_RANGE_S[0] <= v <= RECORDED_INTERVAL_RANGE_S[1]
 
 
 def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> tuple[float, str | None]:
     """The file's tick interval, and a line when its metadata had to be overruled.
 
     Metadata first; an implausible one (under 1 ms, over a day, NaN, inf, not a number) is ignored and the
-    median time between ticks taken instead: a metadata interval of 1e-9 s once made the offline diagnosis
-    size its window for 3e11 ticks. Whatever is returned lies in INTERVAL_RANGE_S.
+    median time between ticks taken instead: believed, a metadata interval of 1e-9 s would size the offline
+    diagnosis's window for 3e11 ticks. Whatever is returned lies in RECORDED_INTERVAL_RANGE_S.
     """
     from_ts = _median_step(table)
     raw = meta.get(META_INTERVAL)
@@ -468,14 +468,14 @@ def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> tuple[float,
         if _plausible(v):
             return v, None
         fallback = from_ts if from_ts is not None else _per_tick_interval(table) or 2.0
-        fallback = float(np.clip(fallback, *INTERVAL_RANGE_S))
+        fallback = float(np.clip(fallback, *RECORDED_INTERVAL_RANGE_S))
         shown_raw = raw[:40].decode(errors="replace")
         return fallback, (
             f"metadata interval_s {shown_raw!r} is not a plausible tick interval: using {fallback:g} s, "
             + ("the median time between ticks" if from_ts is not None else "the default")
         )
     v = _per_tick_interval(table) or from_ts or 2.0
-    return float(np.clip(v, *INTERVAL_RANGE_S)), None
+    return float(np.clip(v, *RECORDED_INTERVAL_RANGE_S)), None
 
 
 def _per_tick_interval(table: pa.Table) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from gpu_triage.model import throttle_names
-from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
+from gpu_triage.units import short_bytes  # the dashboard's compact byte formatter (units.py)
 
 
 def ok(v: Any) -> bool:
@@ -23,7 +23,7 @@ def pct(v: float | None, width: int = 4) -> str:
 
 
 def rate(v: float | None) -> str:
-    return fmt_bytes(v, suffix="/s") if ok(v) else "n/a"
+    return short_bytes(v, suffix="/s") if ok(v) else "n/a"
 
 
 def last(a: np.ndarray) -> float:
@@ -51,7 +51,7 @@ def used_of_total(used: float, total: float) -> str:
     """``87G/2.0T``; a single ``n/a`` when the host reports neither (not ``n/a/n/a``)."""
     if not ok(used) and not ok(total):
         return "n/a"
-    return f"{fmt_bytes(used)}/{fmt_bytes(total)}"
+    return f"{short_bytes(used)}/{short_bytes(total)}"
 
 
 NA_ON_CARD = "n/a on this card"
@@ -90,7 +90,8 @@ def slowdown_note(masks: np.ndarray) -> str:
             counts[name] = counts.get(name, 0) + 1
     if not counts:
         return " · never slowed in the window"
-    parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %"
+                      for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     return f" · slowed by {parts} of the window"
 
 

@@ -40,9 +40,11 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("`q`", "quit (a recording in progress is closed as a valid file)", BOTH, (("q", "quit"),), "q quit", footer_rank=0),
+    Key("`q`", "quit (a recording in progress is closed as a valid file)", BOTH, (("q", "quit"),), "q quit",
+        footer_rank=0),
     Key("`p`", "pause the display (sampling and recording go on)", BOTH, (("p", "pause"),), "p pause", LIVE, 10),
-    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
+    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH,
+        (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
     Key(
         "`Enter` / `Esc`",
         "the selected card's charts (GPU-Util with min/max, SM, memory, PCIe/NVLink, power) / back",
@@ -60,7 +62,8 @@ KEYS: tuple[Key, ...] = (
         "r record",
         footer_rank=62,
     ),
-    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
+    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated "
+        "server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
     Key(
         "`Tab`",
         "the process table: `↑` `↓` move in it and a line under it shows the selected process's user and full "
@@ -71,7 +74,8 @@ KEYS: tuple[Key, ...] = (
         footer_rank=64,
         priority=("tab",),
     ),
-    Key("`j` `k`", "next / previous process (focuses the process table)", BOTH, (("j", "proc_move(1)"), ("k", "proc_move(-1)"))),
+    Key("`j` `k`", "next / previous process (focuses the process table)", BOTH,
+        (("j", "proc_move(1)"), ("k", "proc_move(-1)"))),
     Key(
         "`PgUp` `PgDn` `Home` `End`",
         "processes: a page up / down, the first / last",
@@ -83,9 +87,12 @@ KEYS: tuple[Key, ...] = (
             ("end", "proc_move('end')"),
         ),
     ),
-    Key("`s`", "sort the processes by card, by GPU memory, by SM, by CPU (each press the next)", BOTH, (("s", "proc_sort"),)),
-    Key("`/`", "filter the processes by part of a name, user, command line or PID (empty: all)", BOTH, (("slash", "proc_filter"),)),
-    Key("`t`", "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)", BOTH, (("t", "proc_tree"),)),
+    Key("`s`", "sort the processes by card, by GPU memory, by SM, by CPU (each press the next)", BOTH,
+        (("s", "proc_sort"),)),
+    Key("`/`", "filter the processes by part of a name, user, command line or PID (empty: all)", BOTH,
+        (("slash", "proc_filter"),)),
+    Key("`t`", "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)", BOTH,
+        (("t", "proc_tree"),)),
     Key(
         "`x`",
         "send SIGTERM or SIGKILL to the selected process, after a confirmation that names it; refused, with the "
@@ -95,7 +102,8 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("`?`", "help", BOTH, (("question_mark", "help"),), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
-    Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),
+    Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")),
+        "←/→ step", footer_rank=2),
     Key(
         "`[` `]`",
         "30 s back / forward",
@@ -104,8 +112,10 @@ KEYS: tuple[Key, ...] = (
         "[/] ±30s",
         footer_rank=3,
     ),
-    Key("`+` `-`", "faster / slower", REPLAY, (("plus,equals_sign", "speed(1)"), ("minus", "speed(-1)")), "+/- speed", footer_rank=4),
-    Key("`g` `G`", "start / end", REPLAY, (("g", "seek('start')"), ("G", "seek('end')")), "g/G start/end", footer_rank=5),
+    Key("`+` `-`", "faster / slower", REPLAY, (("plus,equals_sign", "speed(1)"), ("minus", "speed(-1)")), "+/- speed",
+        footer_rank=4),
+    Key("`g` `G`", "start / end", REPLAY, (("g", "seek('start')"), ("G", "seek('end')")), "g/G start/end",
+        footer_rank=5),
 )
 
 REPLAY_ONLY_LABEL = "replay only: "  # the README marks the first replay-only row so
@@ -126,7 +136,8 @@ def action_modes() -> dict[str, tuple[Mode, ...]]:
 
 def footer_line(mode: Mode) -> str:
     """The key line at the bottom of the screen."""
-    shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer), key=lambda k: k.footer_rank)
+    shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer),
+                   key=lambda k: k.footer_rank)
     return "  ".join(k.footer for k in shown if k.footer)
 
 

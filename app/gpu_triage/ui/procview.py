@@ -15,7 +15,8 @@ from rich.text import Text
 
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
-from gpu_triage.ui.formatters import PROC_HEAD, fmt_bytes, pct, workers_text
+from gpu_triage.ui.formatters import PROC_HEAD, pct, workers_text
+from gpu_triage.units import short_bytes
 
 SORTS = ("card", "GPU memory", "SM", "CPU")  # `s` cycles through them
 WORKER = "DataLoader wkr"
@@ -118,7 +119,7 @@ def _line(row: Row) -> str:
     # GPU-Util is its share ("-"; not read, see sources/procs.py), shared but without a driver sample: n/a
     sm = "-".rjust(4) if row.alone and p.sm_pct is None else pct(p.sm_pct, 4)
     return (
-        f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+        f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
         f" {sm} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
     )
 
@@ -165,7 +166,8 @@ def proc_pane(
         flags.append(f"{at + 1}/{len(table)}")
     # the state goes in at the right and the heading gives way to it (at 80 columns it was cut off)
     tag = " [" + " · ".join(flags) + "]" if flags else ""
-    out.append((PROC_HEAD[: max(0, width - len(tag))].ljust(min(len(PROC_HEAD), max(0, width - len(tag)))) + tag)[:width], "bold")
+    head_room = max(0, width - len(tag))
+    out.append((PROC_HEAD[:head_room].ljust(min(len(PROC_HEAD), head_room)) + tag)[:width], "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
@@ -189,7 +191,7 @@ def proc_pane(
         out.append("\n")
         out.append(f"{'':>8} +{len(table) - len(shown)} more (Tab: scroll, sort, filter)"[:width], "grey50")
     if detail:
-        row = next((r for r in table if r.pid == state.selected), None)
+        chosen = next((r for r in table if r.pid == state.selected), None)
         out.append("\n")
-        out.append(detail_line(row, details, local)[:width], "italic")
+        out.append(detail_line(chosen, details, local)[:width], "italic")
     return out

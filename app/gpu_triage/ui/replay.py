@@ -53,7 +53,8 @@ class ReplayApp(TriageApp):
 
         ts = replay.trace.timestamps
         # the date beside the times when the recording spans days or is not from today, as diagnose does
-        self._clock = clock_format(datetime.fromtimestamp(float(ts[0]), UTC), datetime.fromtimestamp(float(ts[-1]), UTC))
+        self._clock = clock_format(datetime.fromtimestamp(float(ts[0]), UTC),
+                                   datetime.fromtimestamp(float(ts[-1]), UTC))
 
     # -- the hooks of TriageApp ---------------------------------------------------------------------
     def _host_info(self) -> HostInfo:
@@ -109,7 +110,8 @@ class ReplayApp(TriageApp):
         if gap is None or r.position - r.stretch_start() + 1 >= self.window.capacity:
             return None
         fmt = self._clock
-        return f"gap {human_duration(gap.seconds)} before this window (nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)"
+        return (f"gap {human_duration(gap.seconds)} before this window "
+                f"(nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)")
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from rich.text import Text
@@ -21,6 +21,17 @@ from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
 from gpu_triage.window import WindowView
 
+
+@runtime_checkable
+class _SelectsCard(Protocol):
+    """The dashboard's app: a selected card, drawn again on demand (screens sit under it, so it is named
+    by what it offers)."""
+
+    selected: int
+
+    def redraw(self) -> None: ...
+
+
 LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
     "A shaded cell: inside that tick the driver saw both low and high (a sawtooth faster than the tick).",
@@ -28,7 +39,8 @@ LEGEND = [
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
     "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red and bold ≥ 90 % busy (NO_COLOR: bold only).",
-    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours;",
+    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); "
+    "each chart's title names its colours;",
     "  the clock chart's says what held the clocks down (power cap, thermal) and for how much of the window,",
     "  the power chart's the card's uncorrected ECC errors and XID events now.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
@@ -40,10 +52,12 @@ HELP_KEY_W = 14  # "  Enter / Esc " : the key column of the help screen
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"),
+                                             Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1;
+                background: $surface; }
     #help { width: auto; max-width: 100%; height: auto; }
     """
 
@@ -67,7 +81,8 @@ class HelpScreen(ModalScreen[None]):
             lines = textwrap.wrap(key.help.replace("`", ""), desc_w) or [""]
             t.append(("\n" + " " * HELP_KEY_W).join(lines) + "\n")
         if self.mode == "live":
-            t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
+            replay_only = " ".join(k.plain for k in keys_for("replay") if "live" not in k.modes)
+            t.append(f"  (replay adds: {replay_only})\n", "grey50")
         t.append("Reading the screen\n", "bold")
         legend = [*LEGEND, "past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named"]
         for line in legend:  # wrapped under itself, as the keys are
@@ -137,7 +152,7 @@ class DetailScreen(FollowsWindow, Screen[None]):
         n = max(1, self._view.n_gpus)
         self.column = (self.column + delta) % n
         app = self.app
-        if hasattr(app, "selected"):
+        if isinstance(app, _SelectsCard):
             app.selected = self.column
             app.redraw()  # the main screen behind shows the same card selected on return
         self.refresh_data(self._view)
@@ -164,7 +179,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         end = wall_clock(float(view.t[-1])).strftime("%H:%M:%S")
         zone = zone_name(float(view.t[-1]))
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, {zone})   ↑↓ card  Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, "
+                 f"{zone})   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
         ticks, labels = time_ticks(view.t)
@@ -173,7 +189,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         gpu_colour = getattr(colours, "gpu", "green")
         sm_colour = getattr(colours, "sm", "cyan")
 
-        def series(plot_id: str, title: str, lines: list[tuple[np.ndarray, Any, str]], ylim: tuple[float, float] | None, ylabel: str) -> None:
+        def series(plot_id: str, title: str, lines: list[tuple[np.ndarray, Any, str]], ylim: tuple[float, float] | None,
+                   ylabel: str) -> None:
             """One chart. No plotext legend box (it sat on the data): the title names each line and its colour.
             Lines are drawn in the given order, so the main line goes last and stays on top."""
             widget = self.query_one(f"#{plot_id}", PlotextPlot)
@@ -184,7 +201,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
             for values, colour, marker in lines:
                 ok = ~np.isnan(values)
                 if ok.any():
-                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker)
+                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
+                             marker=marker)
                     drawn = True
             # before the first layout the widget has no size yet: half the screen is what the 2-column grid gives;
             # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
@@ -200,7 +218,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         series(
             "p_util",
             f"GPU-Util %: mean ({gpu_colour}), min-max inside each tick (grey dots)",
-            [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"), (g["util_pct"], gpu_colour, "braille")],
+            [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"),
+             (g["util_pct"], gpu_colour, "braille")],
             (0, 100),
             "%",
         )
@@ -218,7 +237,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         )
         total = g["mem_total_bytes"]
         top = float(np.nanmax(total)) / (1 << 30) if not np.all(np.isnan(total)) else None
-        series("p_mem", "memory used, GiB (orange; held memory is not work)", [(g["mem_used_bytes"] / (1 << 30), RGB["orange"], "braille")], (0, top) if top else None, "GiB")
+        series("p_mem", "memory used, GiB (orange; held memory is not work)",
+               [(g["mem_used_bytes"] / (1 << 30), RGB["orange"], "braille")], (0, top) if top else None, "GiB")
         series(
             "p_link",
             "MiB/s: PCIe rx (green) tx (cyan), NVLink rx (magenta) tx (yellow)",
@@ -233,7 +253,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         )
         nan = np.full(len(x), np.nan)
         health = health_note(g.get("ecc_uncorrected", nan), g.get("xid_count", nan), g.get("xid_last", nan))
-        series("p_power", f"power W (red), temperature °C (yellow){health}", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
+        series("p_power", f"power W (red), temperature °C (yellow){health}",
+               [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
         # the clock chart says what held the clocks down: a power-capped card's clock saws with its load
         slowed = slowdown_note(g.get("clock_event_reasons", nan))
         series("p_clock", f"SM clock, MHz (blue){slowed}", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
