@@ -51,7 +51,7 @@ class ProcFacts:
     main_cpu: float = float("nan")  # the busiest training process's own CPU % while the GPU waits (100 = a core),
     # over the ticks since the job's first kernel (start-up holds a core with idle cards too: not a wait)
     ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
-    running_waits: int = 0  # ticks where the GPU waited after the job's first kernel (engine.job_span)
+    running_waits: int = 0  # ticks where the GPU waited after the job's first kernel (span.job_span)
     running_ticks: int = 0  # ticks after the job's first kernel
     sm_running_waits: float = float("nan")  # SM activity over those ticks: some kernel runs (fed, slowly)
     startup_s: float = float("nan")  # the job appeared this long ago and does not run yet (NaN: not so)

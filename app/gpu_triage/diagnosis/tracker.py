@@ -19,7 +19,7 @@ a healthy job does not pass (its ticks stay in the band of the old level, so no 
 Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
 ``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
 
-A job *starting up* (its processes appeared and have run no kernel yet: ``causes.StartUp``) says nothing yet
+A job *starting up* (its processes appeared and have run no kernel yet: ``mechanisms.idle.StartUp``) says nothing yet
 about its bottleneck, as the warm-up says nothing: its verdict is shown as it is (headline and evidence from
 the same ticks), but it does not count towards a change of the held pattern and bottleneck, and the verdicts
 kept for them are forgotten (they were another job's). Once the job runs, the held pair is shown again as soon
@@ -92,7 +92,7 @@ class VerdictTracker:
             self.shown = verdict
             return verdict
         # a confident verdict on a fresh regime (a step that already held max(regime_min_s, 3 ticks) in one
-        # band, see engine.judged_span) has passed a stability test of its own: half the hold suffices
+        # band, see span.judged_span) has passed a stability test of its own: half the hold suffices
         quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= self.th.quick_hold_conf
         quick = quick or self._new_job  # the first verdict of a job that just started up
         self._pattern.update(t_seconds, verdict.pattern, quick)

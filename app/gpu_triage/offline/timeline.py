@@ -70,7 +70,7 @@ def smoothed_keys(t: list[float], raws: list[Verdict], thresholds: Thresholds,
 
     The live tracker must wait ``hold_s`` before believing a change; offline the future is known, so:
 
-    1. **Back-dating**: a raw verdict that judged a fresh regime (engine.judged_span: a step held for
+    1. **Back-dating**: a raw verdict that judged a fresh regime (span.judged_span: a step held for
        ``max(regime_min_s, 3 ticks)``) also speaks for the ticks it needed to confirm it, up to that length
        back, instead of only from the moment it was confirmed. Not further: when a sawtooth stops, its last
        low phase and the idle after it form one block, and only the data after the last burst may say idle;
