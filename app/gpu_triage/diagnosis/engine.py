@@ -48,7 +48,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     if view.n * dt < th.warmup_s or view.n < 3:
         return collecting(view, dt, th)
 
-    m = Measurements.from_view(view, th, cpu_count)
+    m = Measurements.from_view(view, th, cpu_count, dt)
     clock = job_state(view, m.start, th)  # the job's own clock, when a source gives it
     cause = _job_clock(m, find_cause(m), clock)
     pattern = m.pattern

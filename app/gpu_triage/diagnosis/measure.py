@@ -170,9 +170,11 @@ class Measurements:
     # -- measuring -------------------------------------------------------------------------------------
 
     @classmethod
-    def from_view(cls, view: WindowView, th: Thresholds, cpu_count: int | None = None) -> Measurements:
-        """Measure ``view`` (at least 3 ticks and warmup_s of them, some GPU-Util: engine.diagnose checks)."""
-        dt = tick_seconds(view)
+    def from_view(cls, view: WindowView, th: Thresholds, cpu_count: int | None = None,
+                  dt: float | None = None) -> Measurements:
+        """Measure ``view`` (at least 3 ticks and warmup_s of them, some GPU-Util: engine.diagnose checks);
+        ``dt``: its tick length when the caller has it already (:func:`~span.tick_seconds`)."""
+        dt = tick_seconds(view) if dt is None else dt
         recent = max(3, int(math.ceil(th.recent_s / dt)))
         span = job_span(view, th, 3 * recent)  # the judged stretch and its look-back reach at most 3 x recent
         start, fresh, prior_run = judged_span(view, th, dt, floor=span.start, running_from=span.running_from)
