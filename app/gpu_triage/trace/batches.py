@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo
+from gpu_triage.trace.ranges import in_range
 
 BATCH_ROWS = 4096  # rows read at a time: 1,024 cost 70 % more CPU (per-call overhead), 8,192 ~100 MB more RSS
 
@@ -104,7 +105,7 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
         ts = reader._as_ts(tf_path, cols.column("ts"))
         iv = cols.column("interval_s") if "interval_s" in names else pa.chunked_array([pa.nulls(len(ts), pa.float64())])
         # the same cleaning as every batch gets below, so that rows line up
-        small, _ = reader._in_range(pa.table({"ts": ts, "interval_s": iv}))
+        small, _ = in_range(pa.table({"ts": ts, "interval_s": iv}))
         small = small.filter(pc.is_valid(small.column("ts")))
         t = pc.cast(small.column("ts"), pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
         interval = as_float(small.column("interval_s").combine_chunks())
@@ -123,7 +124,7 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
             for b in pf.iter_batches(batch_size=batch_rows, use_threads=False):
                 # the reader's own normalisation and range checks, one batch at a time
                 table = reader._normalise(tf_path, pa.Table.from_batches([b]).replace_schema_metadata(meta))
-                table, counts = reader._in_range(table)
+                table, counts = in_range(table)
                 for k, v in counts.items():
                     out_of_range[k] = out_of_range.get(k, 0) + v
                 if table.column("ts").null_count:
