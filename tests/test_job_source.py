@@ -241,10 +241,10 @@ def test_the_example_config_job_keys_work_when_uncommented() -> None:
 def test_a_failing_job_side_never_costs_the_cards_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path, os.getpid(), **_rec(0, 1.0, 1, 1, 0.0, 1.0))
 
-    def kill(pid: int, sig: int) -> None:  # the OS answers something no one expected
+    def listdir(path: object) -> list[str]:  # the OS answers something no one expected
         raise RuntimeError("unexpected answer")
 
-    monkeypatch.setattr(os, "kill", kill)
+    monkeypatch.setattr(os, "listdir", listdir)
     src = WithJob(_Inner(), JobMonitor(pulse_directory=str(tmp_path)), 2.0)
     ticks = [src.sample() for _ in range(3)]
     assert all(t.job is None for t in ticks) and src.failures == 3
