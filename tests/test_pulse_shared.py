@@ -1,21 +1,15 @@
 """The pulse on a shared server: another local user's directory, links, names and pids are hostile input.
 
-Two real users (``useradd``) play the attacker A and the victim B. Their code runs in a forked child that
-drops to the user's uid (the interpreter lives under /root, which other users cannot read, so a fresh
-``python`` as them could not start): every module it needs is loaded before the fork.
+Two real users (``useradd``, see tests/two_users.py) play the attacker A and the victim B.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,87 +18,10 @@ import pytest
 from gpu_triage import pulse
 from gpu_triage.sources import job as job_source
 from gpu_triage.sources.job import MAX_PULSE_FILES, JobMonitor, PulseReader
+from tests.two_users import User, as_user, needs_root, open_tmp, users
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
-                                reason="needs root and useradd: two real users")
-
-
-@dataclass
-class User:
-    name: str
-    uid: int
-    gid: int
-
-
-def _make_user(prefix: str) -> User:
-    name = f"{prefix}{os.urandom(3).hex()}"
-    subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], check=True, capture_output=True)
-    import pwd
-
-    pw = pwd.getpwnam(name)
-    return User(name, pw.pw_uid, pw.pw_gid)
-
-
-@pytest.fixture
-def users() -> Iterator[tuple[User, User]]:
-    made: list[User] = []
-    try:
-        made.append(_make_user("gta"))
-        made.append(_make_user("gtb"))
-        yield made[0], made[1]
-    finally:
-        for u in made:
-            subprocess.run(["userdel", u.name], check=False, capture_output=True)
-
-
-def as_user(user: User, fn: Callable[[], Any], *, before: Callable[[int], None] | None = None) -> Any:
-    """``fn()``'s JSON-able result, run in a forked child as ``user``. ``before(child_pid)`` runs in the parent
-    after the fork and before the child starts (to plant something named for the child's pid)."""
-    r, w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 1
-        try:
-            os.close(r)
-            os.close(go_w)
-            os.read(go_r, 1)
-            os.setgroups([])
-            os.setgid(user.gid)
-            os.setuid(user.uid)
-            out = {"ok": fn()}
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - carried back to the test as text
-            out = {"error": f"{type(exc).__name__}: {exc}"}
-        os.write(w, json.dumps(out).encode())
-        os._exit(code)
-    os.close(w)
-    os.close(go_r)
-    try:
-        if before is not None:
-            before(pid)
-    finally:
-        os.write(go_w, b"g")
-        os.close(go_w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    out = json.loads(data)
-    assert "error" not in out, out["error"]
-    return out["ok"]
-
-
-@pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A directory every user can reach (pytest's own under /tmp is root's, mode 700)."""
-    d = Path(tempfile.mkdtemp(prefix="gpu-triage-test-", dir="/tmp"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+pytestmark = needs_root
+__all__ = ["open_tmp", "users"]  # fixtures, used by name
 
 
 @pytest.fixture

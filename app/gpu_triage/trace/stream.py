@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes it
 STREAM_SUFFIX = ".partial.arrows"
 # The recorder's pid, in the stream's schema metadata (dropped from the Parquet: it means nothing later).
 META_RECORDER_PID = b"gpu_triage.recorder_pid"
-# The longest temporary name the writer makes beside a target: ".NAME.tmp-PID" (PID up to 7 digits).
-_TMP_EXTRA = len(".") + len(".tmp-") + 7
+# The longest temporary name the writer makes beside a target: ".NAME.tmp-" and mkstemp's 8 random characters.
+_TMP_EXTRA = len(".") + len(".tmp-") + 8
 
 
 def stream_path_for(target: Path | str) -> Path:
