@@ -13,10 +13,12 @@ pyarrow datasets and Spark read as columns ``host`` and ``date``.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import socket
+import stat
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,8 +30,14 @@ from gpu_triage.model import HostInfo, Tick
 if TYPE_CHECKING:  # pyarrow is loaded when the first file opens, not when the module is imported
     from gpu_triage.trace.writer import TraceWriter
 
+log = logging.getLogger(__name__)
+
 ROTATE_DEFAULT_S = 3600.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class PartitionRefused(UserError):
+    """A partition that is a symbolic link or another user's: at a rotation the open file goes on instead."""
 
 
 def is_dataset_target(output: str | Path) -> bool:
@@ -110,6 +118,7 @@ class DatasetWriter:
         self._token = os.urandom(3).hex()
         self._writer: TraceWriter | None = None
         self._until: datetime | None = None
+        self._refused: str | None = None  # the last partition refused at a rotation, said once
 
     @property
     def current(self) -> Path | None:
@@ -125,17 +134,43 @@ class DatasetWriter:
     def bytes_written(self) -> int:
         return self.total_bytes + (0 if self._writer is None else self._writer.bytes_written)
 
-    def _open(self, ts: datetime) -> None:
+    def _partition(self, ts: datetime) -> Path:
+        """The ``host=…/date=…`` folder of a tick, made here and checked; UserError when it is not ours.
+
+        DIR may be shared storage that others write to: a partition planted as a symbolic link (to a
+        directory only root may write) or made by another user would put this recording where they chose.
+        Each level is made with mkdir, then looked at with lstat, never followed."""
+        from gpu_triage.trace.writer import describe_os_error
+
+        day = ts.astimezone(UTC)
+        folder = self.root
+        for part in (f"host={self.partition}", f"date={day:%Y-%m-%d}"):
+            folder = folder / part
+            try:
+                folder.mkdir(mode=0o755)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+            try:
+                st = folder.lstat()
+            except OSError as exc:
+                raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise PartitionRefused(f"{folder} is a symbolic link, not a partition: not recording through it; "
+                                "remove it (someone else may have planted it)")
+            if not stat.S_ISDIR(st.st_mode):
+                raise UserError(f"{folder} is not a directory: remove it or record elsewhere")
+            if st.st_uid != os.geteuid():
+                raise PartitionRefused(f"{folder} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()}): "
+                                "not recording into it; remove it or record elsewhere")
+        return folder
+
+    def _open(self, ts: datetime, folder: Path | None = None) -> None:
         from gpu_triage.trace.writer import TraceWriter
 
         day = ts.astimezone(UTC)
-        folder = self.root / f"host={self.partition}" / f"date={day:%Y-%m-%d}"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from gpu_triage.trace.writer import describe_os_error
-
-            raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+        folder = folder or self._partition(ts)
         start = day - timedelta(seconds=self.interval_s)  # the first tick's interval begins here
         name = f"{max(start, datetime(day.year, day.month, day.day, tzinfo=UTC)):%H%M%S}-{self._token}.parquet"
         self._writer = TraceWriter(folder / name, self.host, self.interval_s)
@@ -155,7 +190,19 @@ class DatasetWriter:
     def append(self, tick: Tick) -> None:
         """Append one tick to the file of its hour (opening and closing files as the clock says)."""
         if self._writer is not None and self._until is not None and tick.ts > self._until:
-            self._finish()
+            try:
+                folder = self._partition(tick.ts)
+            except PartitionRefused as exc:
+                # the ticks stay in the open file (its partition was ours): nothing is lost, and the next
+                # boundary tries again
+                if str(exc) != self._refused:
+                    self._refused = str(exc)
+                    log.error("%s; still recording into %s", exc, self._writer.path)
+                self._until = file_end(tick.ts, self.rotate_s)
+            else:
+                self._refused = None
+                self._finish()
+                self._open(tick.ts, folder)
         if self._writer is None:
             self._open(tick.ts)
         assert self._writer is not None
