@@ -110,6 +110,7 @@ class DatasetWriter:
         if not self.rotate_s > 0:
             raise UserError("--rotate must be a positive number of seconds")
         self.partition = host_partition(hostname or host.hostname or socket.gethostname())
+        self._refuse_a_second_recorder()
         self.ticks = 0
         self.files: list[Path] = []  # closed Parquet files, oldest first
         self.total_bytes = 0  # of the closed files
@@ -119,6 +120,28 @@ class DatasetWriter:
         self._writer: TraceWriter | None = None
         self._until: datetime | None = None
         self._refused: str | None = None  # the last partition refused at a rotation, said once
+
+    def _refuse_a_second_recorder(self) -> None:
+        """UserError when a live recorder is writing this host's partition already. Two recorders of one
+        host record the same cards twice, and ``summary`` and ``compare`` would count every second twice;
+        telling the two sets of files apart afterwards would mean picking one of two overlapping recordings,
+        so the second is refused before it records anything. A leftover of a killed recorder (its lock gone
+        with it) is no obstacle."""
+        from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder  # noqa: PLC0415
+
+        host_dir = self.root / f"host={self.partition}"
+        try:
+            if not host_dir.is_dir() or host_dir.is_symlink():
+                return  # a link is refused with its own line when the first file opens
+            streams = sorted(host_dir.glob(f"date=*/*{STREAM_SUFFIX}"))
+        except OSError:
+            return
+        for stream in streams:
+            held = stream_holder(stream)
+            if held is not None:
+                raise UserError(f"{held}: host {self.partition} is being recorded into {self.root} already; one "
+                                "recorder per host in a dataset (a second counts every tick twice): stop that "
+                                "one, or record elsewhere")
 
     @property
     def current(self) -> Path | None:

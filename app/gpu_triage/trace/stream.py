@@ -270,6 +270,16 @@ def stream_holder(path: Path) -> str | None:
         os.close(fd)
 
 
+def unfinished_line(path: Path) -> str:
+    """What to tell about a stream found where a finished recording was looked for: a recorder writing it
+    now (``recover`` would refuse it: wait for that recorder) or a leftover of a killed one (recover it)."""
+    held = stream_holder(path)
+    if held is not None:
+        return (f"{held} now: not finished yet; it becomes {target_for_stream(path).name} when that recorder "
+                "stops")
+    return f"{shown(path)} is left from an interrupted recording: `gpu-triage recover {path}` makes the Parquet"
+
+
 @contextmanager
 def holding_stream(path: Path) -> Iterator[None]:
     """Hold a leftover stream's lock while it is converted and removed; UserError if a recorder holds it."""
