@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -306,3 +307,41 @@ def test_two_jobs_without_rank_are_two_series(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def _sleeper_with_pid(pid: int, tries: int = 50) -> subprocess.Popen[bytes] | None:
+    """A ``sleep`` given ``pid`` (through ns_last_pid, as root), or None when another process took it first."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(["sleep", "60"])  # noqa: S607
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def test_a_sigkilled_job_whose_pid_is_reused_is_gone(tmp_path: Path) -> None:
+    """A real job SIGKILLed: its file stays; an unrelated process given its pid does not revive it."""
+    d = tmp_path / "p"
+    code = ("import sys, time\nfrom gpu_triage import pulse\npulse.PUBLISH_EVERY_S = 0.0\n"
+            "for _ in range(50):\n    pulse.step(8)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(pulse.__file__).parents[1]), GPU_TRIAGE_PULSE_DIR=str(d))
+    env.pop("RANK", None)
+    job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    assert job.stdout is not None and job.stdout.readline() == b"ready\n"
+    reader = PulseReader(str(d))
+    assert [r.pid for r in reader.sample(now=time.time(), interval_s=2.0)] == [job.pid]
+    job.kill()
+    job.wait()
+    assert (d / f"pulse-{job.pid}.json").exists()  # no atexit after SIGKILL
+    impostor = _sleeper_with_pid(job.pid)
+    if impostor is None:
+        pytest.skip(f"pid {job.pid} was taken by another process before a sleep could get it")
+    try:
+        assert reader.sample(now=time.time(), interval_s=2.0) == []
+        assert PulseReader(str(d)).sample(now=time.time(), interval_s=2.0) == []  # a reader started later too
+    finally:
+        impostor.kill()
+        impostor.wait()
