@@ -79,6 +79,26 @@ def check_dataset_dir(path: str | Path) -> Path:
     return root
 
 
+def _identities(root: Path, folder: Path) -> list[tuple[int, int, int]] | None:
+    """(device, inode, mode) of each level from below ``root`` down to ``folder``, by lstat (None: gone)."""
+    out = []
+    path = folder
+    try:
+        while path != root:
+            st = path.lstat()
+            out.append((st.st_dev, st.st_ino, st.st_mode))
+            path = path.parent
+    except OSError:
+        return None
+    return out
+
+
+def _discard(writer: TraceWriter) -> None:
+    """Remove a file just opened that holds no tick yet (its stream is the schema only)."""
+    writer.abort()
+    writer.stream_path.unlink(missing_ok=True)
+
+
 def file_end(ts: datetime, rotate_s: float) -> datetime:
     """When the file holding a tick that ends at ``ts`` closes: the next multiple of ``rotate_s`` since
     the epoch, or the next UTC midnight if that comes first."""
@@ -189,15 +209,20 @@ class DatasetWriter:
                                 "not recording into it; remove it or record elsewhere")
         return folder
 
-    def _open(self, ts: datetime, folder: Path | None = None) -> None:
+    def _new_writer(self, ts: datetime, folder: Path) -> TraceWriter:
+        """The writer of the file a tick at ``ts`` opens in ``folder`` (checked by :meth:`_partition`)."""
         from gpu_triage.trace.writer import TraceWriter
 
         day = ts.astimezone(UTC)
-        folder = folder or self._partition(ts)
+        checked = _identities(self.root, folder)
         start = day - timedelta(seconds=self.interval_s)  # the first tick's interval begins here
         name = f"{max(start, datetime(day.year, day.month, day.day, tzinfo=UTC)):%H%M%S}-{self._token}.parquet"
-        self._writer = TraceWriter(folder / name, self.host, self.interval_s)
-        self._until = file_end(ts, self.rotate_s)
+        writer = TraceWriter(folder / name, self.host, self.interval_s)
+        if _identities(self.root, folder) != checked:  # swapped for a link between the check and the open
+            _discard(writer)
+            raise PartitionRefused(f"{folder} changed while its first file was being made (replaced by a link?): "
+                                   "not recording into it; record into a directory others cannot write to")
+        return writer
 
     def _finish(self) -> None:
         writer = self._writer
@@ -213,8 +238,8 @@ class DatasetWriter:
     def append(self, tick: Tick) -> None:
         """Append one tick to the file of its hour (opening and closing files as the clock says)."""
         if self._writer is not None and self._until is not None and tick.ts > self._until:
-            try:
-                folder = self._partition(tick.ts)
+            try:  # the next file opens before this one closes: where it cannot, this one goes on
+                new = self._new_writer(tick.ts, self._partition(tick.ts))
             except PartitionRefused as exc:
                 # the ticks stay in the open file (its partition was ours): nothing is lost, and the next
                 # boundary tries again
@@ -224,10 +249,15 @@ class DatasetWriter:
                 self._until = file_end(tick.ts, self.rotate_s)
             else:
                 self._refused = None
-                self._finish()
-                self._open(tick.ts, folder)
+                try:
+                    self._finish()
+                except BaseException:
+                    _discard(new)
+                    raise
+                self._writer, self._until = new, file_end(tick.ts, self.rotate_s)
         if self._writer is None:
-            self._open(tick.ts)
+            self._writer = self._new_writer(tick.ts, self._partition(tick.ts))
+            self._until = file_end(tick.ts, self.rotate_s)
         assert self._writer is not None
         self._writer.append(tick)
         self.ticks += 1
