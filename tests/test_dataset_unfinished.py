@@ -93,3 +93,21 @@ def test_a_leftover_of_a_killed_recorder_does_not_block_the_next(tmp_path: Path)
     first, src = _recording(tmp_path / "fleet")
     first.abort()
     DatasetWriter(tmp_path / "fleet", src.host_info(), 2.0, hostname="gpu01").abort()
+
+
+def test_a_rotation_that_cannot_make_its_partition_ends_the_last_file_whole(tmp_path: Path) -> None:
+    src = SimulatedSource("healthy", gpus=2, seed=1, interval_s=2.0, start=datetime(2026, 1, 5, 23, 58, tzinfo=UTC))
+    writer = DatasetWriter(tmp_path / "fleet", src.host_info(), 2.0, hostname="gpu01")
+    (tmp_path / "fleet" / "host=gpu01").mkdir(parents=True)
+    (tmp_path / "fleet" / "host=gpu01" / "date=2026-01-06").write_text("in the way")
+    ticks = 0
+    with pytest.raises(UserError, match="date=2026-01-06 is not a directory"):
+        for _ in range(120):  # across midnight
+            writer.append(src.sample())
+            ticks += 1
+    day = tmp_path / "fleet" / "host=gpu01" / "date=2026-01-05"
+    assert list(day.glob("*.partial.arrows")) == []  # converted, not left for recover
+    (only,) = day.glob("*.parquet")
+    from gpu_triage.trace.reader import open_trace
+
+    assert open_trace(only).n == ticks

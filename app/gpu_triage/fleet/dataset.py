@@ -247,6 +247,9 @@ class DatasetWriter:
                     self._refused = str(exc)
                     log.error("%s; still recording into %s", exc, self._writer.path)
                 self._until = file_end(tick.ts, self.rotate_s)
+            except UserError:  # the next file cannot be made at all (a full disk): this one ends whole
+                self._finish()
+                raise
             else:
                 self._refused = None
                 try:
