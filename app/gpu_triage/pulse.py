@@ -57,7 +57,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["PUBLISH_EVERY_S", "decode_record", "encode_record", "pulse_dir", "stats", "step", "watch"]
+__all__ = ["PUBLISH_EVERY_S", "decode_record", "encode_record", "pulse_dir", "start_ticks_of", "stats", "step",
+           "watch"]
 
 log = logging.getLogger("gpu_triage.pulse")
 
@@ -84,10 +85,17 @@ def _start_ticks(pid: int | str = "self") -> int | None:
     With the pid it tells one process from a later one that was given the same pid."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read(4096)
-        # the command name (field 2) may hold spaces and parentheses: the fields after its last ")" are fixed
-        return int(data[data.rindex(b")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
+            return start_ticks_of(f.read(4096))
+    except OSError:
+        return None
+
+
+def start_ticks_of(stat_line: bytes) -> int | None:
+    """Field 22 of a ``/proc/PID/stat`` line. The command name (field 2) may hold spaces and parentheses:
+    the fields after its last ")" are fixed."""
+    try:
+        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
+    except (ValueError, IndexError):
         return None
 
 

@@ -297,10 +297,7 @@ def _owned_by(pid: int, owner: int, rec: dict[str, Any]) -> bool:
     want = rec.get("start_ticks")
     if want is None:
         return True  # a writer without the field (an older gpu_triage in the job's environment)
-    try:
-        return int(data[data.rindex(b")") + 2 :].split()[19]) == want
-    except (ValueError, IndexError):
-        return False
+    return pulse.start_ticks_of(data) == want
 
 
 class LogTracker:
