@@ -51,7 +51,6 @@ class _RankState:
 
 MAX_PULSE_FILES = 256  # pulse files read per tick: a job has a rank per card; more is someone filling the dir
 PID_MAX = 2**22  # the kernel's PID_MAX_LIMIT: no pid is larger
-_PULSE_NAME = re.compile(r"pulse-([1-9][0-9]{0,6})\.json")  # one name per pid: no 0-, +, space or sign
 
 
 class PulseReader:
@@ -128,17 +127,24 @@ class PulseReader:
             names = os.listdir(dfd)
         except OSError:
             return
-        pids = []
-        for name in names:
-            m = _PULSE_NAME.fullmatch(name)
-            if m is not None and int(m.group(1)) <= PID_MAX:
-                pids.append(int(m.group(1)))
-        # the processes already followed first, so that a flood of new files cannot push a rank out
-        pids.sort(key=lambda p: (p not in self._ranks, p))
-        if len(pids) > MAX_PULSE_FILES:
-            self._say("many", f"pulse directory {self.directory}: {len(pids)} pulse files, "
-                              f"{len(pids) - MAX_PULSE_FILES} not read (at most {MAX_PULSE_FILES} a tick)")
-            pids = pids[:MAX_PULSE_FILES]
+        followed: list[int] = []
+        others: list[int] = []
+        for name in names:  # string tests, not a regex: a flooded directory is 100,000 names a tick
+            if name.startswith("pulse-") and name.endswith(".json"):
+                digits = name[6:-5]
+                # canonical decimal only (no 0-prefix, sign or space): one name per pid
+                if digits.isascii() and digits.isdigit() and digits[0] != "0" and len(digits) <= 7:
+                    pid = int(digits)
+                    if pid <= PID_MAX:
+                        (followed if pid in self._ranks else others).append(pid)
+        total = len(followed) + len(others)
+        if total > MAX_PULSE_FILES:
+            # the processes already followed first, so that a flood of new files cannot push a rank out
+            self._say("many", f"pulse directory {self.directory}: {total} pulse files, "
+                              f"{total - MAX_PULSE_FILES} not read (at most {MAX_PULSE_FILES} a tick)")
+            others = others[: max(0, MAX_PULSE_FILES - len(followed))]
+            followed = followed[:MAX_PULSE_FILES]
+        pids = sorted(followed + others)
         for pid in pids:
             got = self._read(dfd, f"pulse-{pid}.json", dst.st_uid)
             if got is None:
