@@ -79,6 +79,13 @@ def dataset_files(spec: str) -> list[Path]:
         elif m.name.endswith(".parquet") and not m.name.startswith("."):
             files.append(m)
     if not files:
+        unfinished = leftovers(spec)
+        if unfinished:  # name them: "no recording" about a directory holding a recording is wrong
+            from gpu_triage.trace.stream import unfinished_line  # noqa: PLC0415
+
+            more = f" ({len(unfinished) - 1} more beside it)" if len(unfinished) > 1 else ""
+            raise UserError(f"{spec} holds no finished recording, only unfinished ones: "
+                            f"{unfinished_line(unfinished[0])}{more}")
         if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
             raise UserError(
                 f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "

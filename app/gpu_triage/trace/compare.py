@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -22,6 +23,7 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.trace.job_compare import compare_job, render_job
 from gpu_triage.trace.reader import TraceFile
+from gpu_triage.trace.stream import unfinished_line
 from gpu_triage.units import fmt_bytes
 
 # (key, label) in display order. Keys are the stable JSON keys.
@@ -335,7 +337,7 @@ def render_text(result: dict[str, Any]) -> str:
         for skip in f.get("skipped", []):
             lines.append(f"        left out (unreadable): {skip['path']}: {skip['reason']}")
         for p in f.get("leftovers", []):
-            lines.append(f"        not read (interrupted recording): {p}: `gpu-triage recover` it first")
+            lines.append(f"        not read: {unfinished_line(Path(p))}")
     lines.extend(render_job(result.get("job")))
     header = f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"
 
