@@ -6,7 +6,9 @@ usage: python3 lab/inside_labels.py RESULTS_DIR tests/data
 The expected reading of each window comes from the mechanism that ran, not from what gpu-triage says. Each label
 says what is right with the job's stacks (`bottleneck`, `phase` of the main thread), what an honest reading
 without them may be (`without_stacks`), and the specific readings a mechanism-aware engineer would call wrong
-(`wrong`, with the advice they would give). The bottleneck names beyond today's vocabulary (host_step,
+(`wrong`, with the advice they would give). `phase` is what the training process's stacks should show most
+(gpu_triage.diagnosis.phases): what Python frames and /proc can see, so a copy made in C reads `python`
+(pageable: the main thread copies) or `gpu_sync` (pinned: it waits for the card). The bottleneck names beyond today's vocabulary (host_step,
 external_wait, compile, unexplained) are the ones the inside-evidence work proposes.
 """
 
@@ -27,7 +29,7 @@ TRUTH: dict[str, dict[str, object]] = {
     "cpu_offload_adamw": dict(
         what_ran="MLP 8x4096 on the card, AdamW (foreach) over float32 master weights in pinned host memory: "
                  "gradients down, optimizer step on the CPU, parameters up every step; no DataLoader",
-        bottleneck=["host_step"], phase="optimizer_cpu", without_stacks=["host_step", "unexplained"],
+        bottleneck=["host_step"], phase="optimizer", without_stacks=["host_step", "unexplained"],
         wrong={"data_pipeline": "pin_memory / num_workers advice: there is no input pipeline",
                "communication": "one card, nobody to talk to"}),
     "latency_input": dict(
@@ -37,17 +39,17 @@ TRUTH: dict[str, dict[str, object]] = {
                "idle": "a job runs and waits on its loader"}),
     "python_host_loop": dict(
         what_ran="pure-Python bookkeeping in the training process's main thread between GPU steps, no DataLoader",
-        bottleneck=["host_step"], phase="python_cpu", without_stacks=["host_step", "unexplained"],
+        bottleneck=["host_step"], phase="python", without_stacks=["host_step", "unexplained"],
         wrong={"data_pipeline": "num_workers advice: there is no DataLoader"}),
     "item_sync": dict(
         what_ran="64 matmuls of 2048x2048 a step with a .item() after each (or every 8th): the card stays busy "
                  "(89-97 % GPU-Util, 84-92 % SM) since each op is long next to a sync",
-        bottleneck=["none", "host_step"], phase="python_cpu", without_stacks=["none", "host_step", "unexplained"],
+        bottleneck=["none", "host_step"], phase="python", without_stacks=["none", "host_step", "unexplained"],
         wrong={"data_pipeline": "no input pipeline", "communication": "one card"}),
     "h2d_copy_1card": dict(
         what_ran="batches of 256x3x224x224 fp32 copied host-to-device 4 times a step into a tiny conv net, "
                  "from pinned (non_blocking) or pageable memory; one card",
-        bottleneck=["data_pipeline"], phase="h2d_copy", without_stacks=["data_pipeline", "unexplained"],
+        bottleneck=["data_pipeline"], phase={"pinned": "gpu_sync", "pageable": "python"}, without_stacks=["data_pipeline", "unexplained"],
         wrong={"communication": "one card: PCIe from the host during a step is a copy, not NCCL"}),
     "compile_recompile": dict(
         what_ran="torch.compile(dynamic=False) of an MLP whose batch size changes every step (or every 8th): "
@@ -62,12 +64,12 @@ TRUTH: dict[str, dict[str, object]] = {
     "slow_start": dict(
         what_ran="weights on the card, no step for the whole window: json-parsing a dataset index (parse), or "
                  "polling for a file in sleep (poll)",
-        bottleneck=["start_up", "unexplained"], phase="python_cpu|sleep", without_stacks=["start_up", "unexplained"],
+        bottleneck=["start_up", "unexplained"], phase={"parse": "python", "poll": "sleep"}, without_stacks=["start_up", "unexplained"],
         wrong={"data_pipeline": "no DataLoader yet"}),
     "cpu_model_part": dict(
         what_ran="an EmbeddingBag of 2M x 256 kept on the CPU (forward and backward in CPU autograd, 16 or 4 "
                  "intra-op threads), a small MLP on the card",
-        bottleneck=["host_step"], phase="autograd_cpu", without_stacks=["host_step", "unexplained"],
+        bottleneck=["host_step"], phase="backward", without_stacks=["host_step", "unexplained"],
         wrong={"start_up": "steps run all along", "none": "the card idles behind the CPU part of the model"}),
 }
 
@@ -89,7 +91,8 @@ def main() -> None:
                 continue
             truth = TRUTH[m["name"]]
             labels.append({"scenario": f"{m['name']}_{m['setting']}", "start": m["start"], "end": m["end"],
-                           **{k: truth[k] for k in ("what_ran", "bottleneck", "phase", "without_stacks", "wrong")},
+                           **{k: truth[k] for k in ("what_ran", "bottleneck", "without_stacks", "wrong")},
+                           "phase": truth["phase"][m["setting"]] if isinstance(truth["phase"], dict) else truth["phase"],
                            "true_samples_per_s": m["samples_per_s"],
                            "settings": {k: v for k, v in m.items() if k not in {"name", "setting", "start", "end",
                                                                               "start_s", "end_s", "samples_per_s", "spent"}},
