@@ -25,6 +25,7 @@ from typing import Any
 
 from gpu_triage.model import ProcSample
 from gpu_triage.nvmlwrap import GpuLost, Nvml
+from gpu_triage.safetext import clean_opt
 
 _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
 
@@ -179,7 +180,7 @@ class GpuProcessReader:
                     ProcSample(
                         pid=pid,
                         gpu_index=index,
-                        name=self._name(pid),
+                        name=clean_opt(self._name(pid)),  # another user chose it: no escapes drawn
                         gpu_mem_bytes=gpu_mem,
                         cpu_pct=cpu_cache[pid],
                         workers=len(worker_pids),
@@ -344,7 +345,7 @@ class BusiestProcesses:
         self._at = now
         busy.sort(key=lambda b: (-b[0], b[1]))
         self.latest = [
-            ProcSample(pid=pid, gpu_index=NO_CARD, name=name, gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
+            ProcSample(pid=pid, gpu_index=NO_CARD, name=clean_opt(name), gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
             for cpu, pid, name in busy[: self.top]
         ]
         return self.latest
