@@ -219,3 +219,18 @@ def test_a_non_utf8_nic_or_process_name_does_not_break_the_scrape() -> None:
     assert "bad\ufffd\ufffd" in labels and 'x\ufffd\ufffd"}␊{' in labels and "h\ufffd" in labels
     assert "gpu_triage_verdict" in body
 
+
+
+@pytest.mark.parametrize("content", [None, b"not a recording"])
+def test_an_error_line_naming_a_file_with_escapes_holds_none(content: bytes | None, tmp_path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A file in a shared directory is named by whoever made it: `diagnose DIR/<name>` says so visibly."""
+    from gpu_triage.cli import main
+
+    path = tmp_path / "\x1b]2;PWN\x07\x1b[2J.parquet"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    _no_escape(err)
+    assert "␛]2;PWN␇␛[2J.parquet" in err

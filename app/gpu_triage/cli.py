@@ -21,6 +21,7 @@ from gpu_triage.errors import UserError, user_path
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
+from gpu_triage.safetext import clean_lines
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
 
@@ -573,14 +574,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
     except UserError as err:  # no log to write it to
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     try:
         log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
         return dispatch(args)
     except UserError as err:
         log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -596,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
         else:  # not one we foresaw: one line here, the traceback in the log file for a bug report
             line = f"{err.strerror or err} ({type(err).__name__}); --log-file PATH keeps the details"
-        print(f"gpu-triage: error: {line}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(line)}", file=sys.stderr)
         log.error("%s", line, extra=SHOWN, exc_info=err.filename is None and not full)
         return 1
 
