@@ -69,7 +69,7 @@ class NoControlCodes(LineFilter):
     control characters as zero cells and a surrogate as one, and the strip keeps its cell length."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if all(control or is_clean(text) for text, _style, control in segments):
+        if is_clean("".join([text for text, _style, control in segments if not control])):  # one scan
             return segments
         return [
             Segment(text if control or is_clean(text) else _drop_controls(text), style, control)
