@@ -37,6 +37,7 @@ def control_mode(pidfd: bool) -> dict[str, object]:
     pinned = control.pin(a.pid)
     assert not isinstance(pinned, str), pinned
     shown = pinned.details.cmdline
+    used_pidfd = pinned.fd is not None
     a.kill()
     a.wait()
     b = reuse(a.pid)
@@ -47,7 +48,7 @@ def control_mode(pidfd: bool) -> dict[str, object]:
     after = control.details(b.pid).cmdline  # the cache is keyed by (pid, start): B's own command line
     b.kill()
     return {"error": error, "reused": b.pid == a.pid, "b_alive": alive, "shown": shown, "after": after,
-            "pidfd": pinned.fd is not None or pidfd}
+            "pidfd": used_pidfd}
 
 
 async def ui_mode() -> dict[str, object]:

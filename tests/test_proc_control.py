@@ -163,6 +163,7 @@ def test_a_pid_reused_after_the_confirmation_opened_gets_no_signal(mode: str) ->
     assert got["b_alive"], "SIGKILL reached the process that got the pid later"
     assert "has exited" in got["error"] and "nothing sent" in got["error"]
     assert got["shown"] == "sleep 60" and got["after"] == "sleep 61"
+    assert got["pidfd"] == (mode == "pidfd")  # each path was the one taken
 
 
 def test_the_kill_dialog_never_signals_the_process_that_got_the_pid_later() -> None:
