@@ -71,10 +71,18 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # the un
 def proc_cpu_seconds(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> float | None:
     """User + system CPU seconds of ``pid`` from /proc/PID/stat (what psutil's cpu_times() reads, at about
     half its cost per call); None when the process is gone or hidden from us."""
+    got = proc_cpu_and_start(pid, proc_root)
+    return None if got is None else got[0]
+
+
+def proc_cpu_and_start(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> tuple[float, int | None] | None:
+    """:func:`proc_cpu_seconds` and the process's start time (clock ticks since boot; None if the line is
+    cut short), from one read: the start time says whether ``pid`` is still the process seen before."""
     try:
         data = _read_all(f"{os.fspath(proc_root)}/{pid}/stat")
         fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces and ")"
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
+        # utime, stime, starttime: fields 14, 15 and 22 of proc(5)
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK, int(fields[19]) if len(fields) > 19 else None
     except (OSError, ValueError, IndexError):
         return None
 
@@ -105,6 +113,8 @@ class _Tracked:
     at: float  # our clock at the last reading
     seen_tick: int
     name: str | None = None  # read once: a process's name rarely changes, and each read is a /proc read
+    start: int | None = None  # /proc start time (ticks), first read: a different one is another process
+    read_start: int | None = None  # the start time read with this tick's CPU seconds
 
 
 class GpuProcessReader:
@@ -259,6 +269,17 @@ class GpuProcessReader:
         if cpu_s is None:
             self._tracked.pop(pid, None)
             return None
+        if not self._same_process(tracked):
+            # the pid went to another process since the last tick: the cached name, start time and CPU
+            # baseline are the old one's (its CPU seconds against the new one's gave a wrong figure)
+            self._tracked.pop(pid, None)
+            fresh = self._process(pid)
+            if fresh is None:
+                return None
+            fresh.start = fresh.read_start = tracked.read_start
+            tracked = fresh
+        elif tracked.start is None:
+            tracked.start = tracked.read_start
         prev_s, prev_at = tracked.cpu_s, tracked.at
         tracked.cpu_s, tracked.at = cpu_s, now
         if prev_s is not None:
@@ -272,11 +293,27 @@ class GpuProcessReader:
             return max(0.0, 100.0 * cpu_s / age) if age > 0.05 else None
         return None
 
+    def _same_process(self, tracked: _Tracked) -> bool:
+        """Is the pid still the process first seen under it? On Linux the start time read with its CPU
+        seconds says (no extra read); elsewhere psutil's is_running() compares creation times."""
+        if self._use_procfs:
+            return tracked.start is None or tracked.read_start is None or tracked.start == tracked.read_start
+        if tracked.cpu_s is None:  # first sight: nothing cached yet
+            return True
+        try:
+            return bool(tracked.proc.is_running())
+        except self._gone:
+            return False
+
     def _cpu_seconds(self, tracked: _Tracked, pid: int) -> float | None:
         """Per process per tick: on Linux straight from /proc/PID/stat (psutil's cpu_times() reads the same
         file with more Python around it), elsewhere through psutil. None: it exited or is hidden."""
         if self._use_procfs:
-            return proc_cpu_seconds(pid, self._proc_root)
+            got = proc_cpu_and_start(pid, self._proc_root)
+            if got is None:
+                return None
+            tracked.read_start = got[1]
+            return got[0]
         try:
             times = tracked.proc.cpu_times()
         except self._gone:
