@@ -9,6 +9,8 @@ Cost is kept bounded for a box with hundreds of workers:
   read per process per tick; elsewhere psutil's ``cpu_times()``), with a cached ``psutil.Process`` per pid
   for its start time and name (read once); a process born since the last tick is measured from
   its creation time, so new workers get a real figure on their first tick instead of a fake 0.
+- pids are reused: the cache holds a pid's process only while its start time (read with its CPU seconds)
+  stays the same; another start time is another process, read afresh.
 - Descendants are found on Linux through ``/proc/PID/task/TID/children`` (reads only the family of
   each GPU process), and elsewhere through psutil's ``children(recursive=True)``.
 """
