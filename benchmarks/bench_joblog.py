@@ -64,8 +64,8 @@ def main() -> None:
         ms = cpu_ms(lambda: tr.sample(1002.0, 2.0))
         print(f"1 GiB line: {ms:.1f} ms CPU, {(tr.follower.skipped_bytes - before) / 2**30:.2f} GiB skipped, "
               f"partial line kept {len(tr.follower._partial)} bytes")
-        # hostile lines: the log (8 lines of 8190 '1's, 20.7 s through `record` when the tqdm
-        # pattern was quadratic), then a tick's worth of lines at the parse cap
+        # hostile lines: 8 lines of 8190 '1's (quadratic for a tqdm pattern that backtracks), then a
+        # tick's worth of lines at the parse cap
         log.write_bytes(("1" * 8190 + "\n").encode() * 8)
         digits = LogTracker(log)
         ms = cpu_ms(lambda: digits.sample(0.0, 2.0))

@@ -610,7 +610,7 @@ _FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("outp
 def check_file_args(args: argparse.Namespace) -> None:
     """An empty file argument (`-o ""`, `recover ""`, `--job-log ""`) is one line here, for every command
     alike: as a path it became "." (the current directory) or a ValueError traceback further on. So is a
-    ``~NAME/`` whose user does not exist (a RuntimeError traceback wherever the path was expanded)."""
+    ``~NAME/`` whose user does not exist (Path.expanduser raises RuntimeError for it)."""
     for attr, shown in _FILE_ARGS:
         value = getattr(args, attr, None)
         if isinstance(value, str) and not value.strip():

@@ -126,7 +126,7 @@ _THRESHOLD_TOP: dict[str, float] = {"sawtooth_min_acf": 1.0, "_pct": 100.0, "_fr
 # Thresholds the diagnosis divides the core count by: 0 was a ZeroDivisionError, 1e-320 an OverflowError.
 # Below 1 they would call more cores "a few" than the machine has.
 _THRESHOLD_BOTTOM: dict[str, float] = {"lone_cores_per_core": 1.0, "few_workers_per_core": 1.0}
-# A verdict's confidence is a share: conf_hung = 7 made the dashboard say "confidence 700%"
+# A verdict's confidence is a share: conf_hung = 7 would have the dashboard say "confidence 700%"
 _CONFIDENCE_PREFIX = "conf_"
 BATCH_SIZE_RANGE = (1, 10**9)  # samples per step of the whole job; more is a typo (and no job's batch)
 

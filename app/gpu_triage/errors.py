@@ -15,8 +15,8 @@ class UserError(Exception):
 
 def user_path(text: str, what: str) -> Path:
     """``text`` with a leading ``~`` or ``~NAME`` expanded; UserError naming ``what`` when it cannot be:
-    Path.expanduser raised RuntimeError ("Could not determine home directory"), a traceback in every
-    command that takes a path."""
+    Path.expanduser raises RuntimeError ("Could not determine home directory"), which would be a
+    traceback in every command that takes a path."""
     try:
         return Path(text).expanduser()
     except RuntimeError:

@@ -5,7 +5,7 @@ outside gpu-triage: on a shared server another user picks them. Written to a ter
 starts an escape sequence (set the window title, clear the screen, draw a fake line, write the clipboard
 with OSC 52), a CR moves the cursor, and bidirectional overrides reorder what is read. Undecodable bytes
 reach Python as lone surrogates (psutil and ``os`` decode with ``surrogateescape``), which cannot be
-encoded to UTF-8: one of them in a metric label made every Prometheus scrape fail.
+encoded to UTF-8: one of them in a metric label makes every Prometheus scrape fail.
 
 :func:`clean` replaces each such character with a visible one, keeping everything else:
 

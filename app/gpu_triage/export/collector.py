@@ -97,7 +97,7 @@ class TriageCollector(Collector):
 
 def _clean_labels(metric: Metric) -> Metric:
     """Label values as valid, printable UTF-8. Interface, disk, process and host names are anyone's: a lone
-    surrogate (psutil's reading of a name's undecodable bytes) made generate_latest raise on every scrape,
+    surrogate (psutil's reading of a name's undecodable bytes) makes generate_latest raise on every scrape,
     verdict included, and control characters would reach whoever reads the page. Checked at the one place
     every family passes, so a label added later is covered too."""
     for k, sample in enumerate(metric.samples):

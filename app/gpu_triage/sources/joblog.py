@@ -54,13 +54,14 @@ class Reading:
 
 
 # -- formats ------------------------------------------------------------------------------------------
-# Every pattern takes time linear in the line: each line is someone else's text (a job can print anything,
-# and `1` * 8192 took 4 s through the tqdm pattern), Python's engine backtracks, and the sampler parses
-# on its tick. Three rules keep them linear: a number has one way to match ("[0-9]*\.?[0-9]+" had n for
-# n digits, n² with search), a pattern that starts with a repeat starts only where that repeat begins (the
-# (?<![0-9]) lookbehinds: without them search restarted inside every run of digits), and no ".*" between
-# two parts (a part found once, the next searched from there). tests/test_joblog.py checks the scaling on
-# the inputs that were quadratic; benchmarks/bench_joblog.py prints the time.
+# Every pattern takes time linear in the line: each line is someone else's text (a job can print anything:
+# 8192 '1's through a tqdm pattern that backtracks take seconds), Python's engine backtracks, and the
+# sampler parses on its tick. Three rules keep them linear: a number has one way to match
+# ("[0-9]*\.?[0-9]+" has n ways for n digits, n² with search), a pattern that starts with a repeat starts
+# only where that repeat begins (the (?<![0-9]) lookbehinds: without them search restarts inside every run
+# of digits), and no ".*" between two parts (a part found once, the next searched from there).
+# tests/test_joblog.py checks the scaling on the inputs that break each rule; benchmarks/bench_joblog.py
+# prints the time.
 _NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 _SAMPLE_UNITS = {"samples", "sample", "img", "imgs", "images", "image", "ex", "examples", "example", "seq",

@@ -273,7 +273,7 @@ class GpuProcessReader:
             return None
         if not self._same_process(tracked):
             # the pid went to another process since the last tick: the cached name, start time and CPU
-            # baseline are the old one's (its CPU seconds against the new one's gave a wrong figure)
+            # baseline are the old one's (its CPU seconds against the new one's would give a wrong figure)
             self._tracked.pop(pid, None)
             fresh = self._process(pid)
             if fresh is None:
