@@ -234,3 +234,31 @@ def test_an_error_line_naming_a_file_with_escapes_holds_none(content: bytes | No
     err = capsys.readouterr().err
     _no_escape(err)
     assert "␛]2;PWN␇␛[2J.parquet" in err
+
+
+async def test_a_recording_with_escapes_in_its_names_replays_without_any(tmp_path) -> None:
+    """Anyone may hand over a recording: its process and NIC names (written raw here) are read back and
+    drawn visibly by replay, the process table included."""
+    import argparse
+
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.trace.writer import TraceWriter
+    from gpu_triage.ui.run import build_app
+
+    src = SimulatedSource("healthy", gpus=2, cores=4, seed=3, interval_s=2.0)
+    writer = TraceWriter(tmp_path / "evil.parquet", src.host_info(), 2.0)
+    for _ in range(6):
+        tick = src.sample()
+        tick.procs = [ProcSample(pid=77, gpu_index=0, name="\x1b]2;PWN\x07\x1b[2J", gpu_mem_bytes=1 << 30, cpu_pct=3.0)]
+        tick.nets = [NetSample("e\x1b]2;NICPWN\x07", rx_bytes_per_s=1e6, tx_bytes_per_s=1e6)]
+        writer.append(tick)
+    path = writer.close()
+    app = build_app("replay", argparse.Namespace(file=str(path), speed=1.0, record=None), Config())
+    async with app.run_test(size=(160, 70)) as pilot:
+        await pilot.pause()
+        await pilot.press("tab")
+        await pilot.pause()
+        shown = "\n".join(str(getattr(w, "shown_plain", "")) for w in app.query("Pane"))
+        _no_escape(shown)
+        assert "␛]2;PWN␇␛[2J" in shown and "e␛]2;NICPWN␇" in shown
+        _no_escape(app.export_screenshot())
