@@ -3,8 +3,10 @@ a real process A is pinned (the confirmation opened), A exits, a real process B 
 this namespace's ns_last_pid), then the signal is sent. Prints one JSON line: what the user was told, whether
 B got A's pid, whether B is still alive.
 
-Modes: ``pidfd`` and ``stat`` (ProcControl with and without pidfds), ``ui`` (the dashboard under Pilot: Tab,
-x, then K once B holds the pid).
+Modes: ``pidfd``, ``proc_dir`` and ``start`` (ProcControl through a pidfd, through an open /proc/PID
+directory, through the start time alone), ``ui`` (the dashboard under Pilot: Tab, x, then K once B holds the
+pid). A lives longer than a clock tick, as every process picked from the table does: the start time has
+clock-tick resolution.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from gpu_triage.config import Config  # noqa: E402
 from gpu_triage.model import ProcSample  # noqa: E402
-from gpu_triage.proc_control import ProcControl  # noqa: E402
+from gpu_triage.proc_control import ProcControl, proc_start_time  # noqa: E402
 
 
 def reuse(pid: int) -> subprocess.Popen[bytes]:
@@ -31,13 +33,19 @@ def reuse(pid: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "61"])
 
 
-def control_mode(pidfd: bool) -> dict[str, object]:
+def control_mode(mode: str) -> dict[str, object]:
     a = subprocess.Popen(["sleep", "60"])
-    control = ProcControl(pidfd=pidfd)
+    time.sleep(0.05)
+    if mode == "pidfd":
+        control = ProcControl()
+    elif mode == "proc_dir":
+        control = ProcControl(pidfd=False)
+    else:
+        control = ProcControl(pidfd=False, start_time=proc_start_time)
     pinned = control.pin(a.pid)
     assert not isinstance(pinned, str), pinned
     shown = pinned.details.cmdline
-    used_pidfd = pinned.fd is not None
+    how = "pidfd" if pinned.fd is not None else "proc_dir" if pinned.proc_dir is not None else "start"
     a.kill()
     a.wait()
     b = reuse(a.pid)
@@ -48,7 +56,7 @@ def control_mode(pidfd: bool) -> dict[str, object]:
     after = control.details(b.pid).cmdline  # the cache is keyed by (pid, start): B's own command line
     b.kill()
     return {"error": error, "reused": b.pid == a.pid, "b_alive": alive, "shown": shown, "after": after,
-            "pidfd": used_pidfd}
+            "how": how}
 
 
 async def ui_mode() -> dict[str, object]:
@@ -56,6 +64,7 @@ async def ui_mode() -> dict[str, object]:
     from tests.ui_ticks import TickListSource, make_tick
 
     a = subprocess.Popen(["sleep", "60"])
+    time.sleep(0.05)
     procs = [ProcSample(pid=a.pid, gpu_index=0, name="sleep", gpu_mem_bytes=1 << 30, cpu_pct=0.0, workers=0)]
     prefill = [dataclasses.replace(make_tick(i, gpus=2, cores=2), procs=procs) for i in range(3)]
     app = TriageApp(Config(), source=TickListSource(2, 2), source_label="test", prefill=prefill, autostart=False)
@@ -81,7 +90,7 @@ def main() -> None:
     if mode == "ui":
         out = asyncio.run(ui_mode())
     else:
-        out = control_mode(pidfd=mode == "pidfd")
+        out = control_mode(mode)
     print(json.dumps(out))
 
 

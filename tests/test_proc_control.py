@@ -153,17 +153,17 @@ def _in_new_pid_namespace(mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("mode", ["pidfd", "stat"])
+@pytest.mark.parametrize("mode", ["pidfd", "proc_dir", "start"])
 def test_a_pid_reused_after_the_confirmation_opened_gets_no_signal(mode: str) -> None:
-    """A pinned (with a pidfd, or without: pid and start time), A exits, B gets A's pid: SIGKILL must
-    not reach B, and the user is told the process has exited. Details are keyed by (pid, start): B's
-    command line is B's, not A's cached one."""
+    """A pinned (a pidfd; without pidfds an open /proc/PID and the start time; the start time alone), A
+    exits, B gets A's pid: SIGKILL must not reach B, and the user is told the process has exited. Details
+    are keyed by (pid, start): B's command line is B's, not A's cached one."""
     got = _in_new_pid_namespace(mode)
     assert got["reused"], "the namespace did not hand A's pid to B: the test proves nothing"
     assert got["b_alive"], "SIGKILL reached the process that got the pid later"
     assert "has exited" in got["error"] and "nothing sent" in got["error"]
     assert got["shown"] == "sleep 60" and got["after"] == "sleep 61"
-    assert got["pidfd"] == (mode == "pidfd")  # each path was the one taken
+    assert got["how"] == mode  # each path was the one taken
 
 
 def test_the_kill_dialog_never_signals_the_process_that_got_the_pid_later() -> None:
@@ -189,3 +189,19 @@ def test_start_time_read_from_proc_names_one_process() -> None:
         child.kill()
         child.wait()
     assert proc_start_time(child.pid) is None or proc_start_time(child.pid) != start
+
+
+def test_a_start_time_that_changed_before_the_signal_stops_it() -> None:
+    """Without pidfds or /proc directories (a fake /proc here): the start time is read again right before
+    the signal; another one means another process, and nothing is sent."""
+    kill = FakeKill()
+    ps = FakePsutil({100: ("alice", ["python", "train.py"])})
+    control = ProcControl(ps, kill, own_pid=42, start_time=ps.start_time)
+    pinned = control.pin(100)
+    assert not isinstance(pinned, str) and pinned.fd is None and pinned.proc_dir is None
+    ps.starts[100] = 2.0  # 100 exited and another process got the pid
+    ps.table[100] = ("mallory", ["sleep", "1000"])
+    error = control.send(pinned, "SIGKILL")
+    assert error is not None and "has exited" in error and "nothing sent" in error
+    assert all(sig == 0 for _, sig in kill.sent)
+    assert control.details(100).user == "mallory"  # the cache knows it is another process

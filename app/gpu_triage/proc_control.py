@@ -38,17 +38,31 @@ class ProcDetails:
 class Pinned:
     """One process, held from the moment the confirmation opened until the signal is sent: a pidfd where
     the kernel has them (a signal through it can only reach that process, never one that got its pid
-    later), else its pid and start time, checked again right before the signal."""
+    later), else an open /proc/PID directory (it answers ESRCH once that process is gone, whoever has the
+    pid now) and its start time, both checked again right before the signal. The start time alone has
+    clock-tick resolution (10 ms): the directory tells apart two processes started within one tick."""
 
     pid: int
     start: float
     details: ProcDetails
-    fd: int | None = None
+    fd: int | None = None  # the pidfd
+    proc_dir: int | None = None  # /proc/PID opened as a directory, without a pidfd
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for fd in (self.fd, self.proc_dir):
+            if fd is not None:
+                os.close(fd)
+        self.fd = self.proc_dir = None
+
+    def gone(self) -> bool:
+        """The process has exited (its /proc directory says so); False when it is there or cannot tell."""
+        if self.proc_dir is None:
+            return False
+        try:
+            os.stat("stat", dir_fd=self.proc_dir)
+        except OSError:
+            return True
+        return False
 
 
 def gone(pid: int) -> str:
@@ -92,8 +106,9 @@ class ProcControl:
         self._psutil = psutil_module
         self._kill = kill
         self._own_pid = os.getpid() if own_pid is None else own_pid
+        self._procfs = start_time is None and os.path.isdir("/proc/self")  # injected: a fake /proc, no dirs
         if start_time is None:
-            start_time = proc_start_time if os.path.isdir("/proc/self") else self._psutil_start
+            start_time = proc_start_time if self._procfs else self._psutil_start
         self._start = start_time
         has_pidfd = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
         self._pidfd = has_pidfd and (kill is os.kill if pidfd is None else pidfd)
@@ -159,14 +174,20 @@ class ProcControl:
                 fd = os.pidfd_open(pid)
             except ProcessLookupError:
                 return f"PID {pid} has already exited"
-            except OSError as exc:  # a kernel without pidfds (before 5.3), a seccomp filter: start time alone
-                log.info("no pidfd for pid %d (%s): checking its start time before the signal", pid, exc)
-        details = self.details(pid)
-        if self._start(pid) != start or details.start not in (None, start):  # replaced while we looked
-            if fd is not None:
-                os.close(fd)
+            except OSError as exc:  # a kernel without pidfds (before 5.3), a seccomp filter
+                log.info("no pidfd for pid %d (%s): checking /proc/%d before the signal", pid, exc, pid)
+        proc_dir: int | None = None
+        if fd is None and self._procfs:
+            try:
+                proc_dir = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                return f"PID {pid} has already exited"
+        pinned = Pinned(pid, start, self.details(pid), fd, proc_dir)
+        # replaced while we looked: the start time read again, the details' own
+        if self._start(pid) != start or pinned.details.start not in (None, start) or pinned.gone():
+            pinned.close()
             return f"PID {pid} has already exited"
-        return Pinned(pid, start, details, fd)
+        return pinned
 
     def send(self, target: Pinned, name: str) -> str | None:
         """Send SIGTERM or SIGKILL to the pinned process; None when sent, else what went wrong (the
@@ -178,7 +199,7 @@ class ProcControl:
             else:
                 # the window between this check and the signal is the one a pidfd closes; without
                 # pidfds it is as narrow as it can be made: one /proc read
-                if self._start(pid) != target.start:
+                if target.gone() or self._start(pid) != target.start:
                     return gone(pid)
                 self._kill(pid, sig)
         except ProcessLookupError:
