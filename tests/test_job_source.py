@@ -271,7 +271,7 @@ def test_batch_size_must_be_a_positive_whole_number(capsys: pytest.CaptureFixtur
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["record", "-o", "x.parquet", "--batch-size", "0"])
-    assert "give the samples per step, 1 or more" in capsys.readouterr().err
+    assert "give the samples per step, 1 to 1,000,000,000" in capsys.readouterr().err
 
 
 def test_two_jobs_without_rank_are_two_series_on_the_exporter_page(tmp_path: Path) -> None:

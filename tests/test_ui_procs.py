@@ -110,12 +110,17 @@ def _app(control: ProcControl | None) -> TriageApp:
     return app
 
 
+def _control(kill: FakeKill) -> ProcControl:
+    ps = FakePsutil(USERS)
+    return ProcControl(ps, kill, own_pid=1, start_time=ps.start_time)
+
+
 def _procs_text(app: TriageApp) -> str:
     return app.query_one("#procs").shown_plain
 
 
 async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
-    app = _app(ProcControl(FakePsutil(USERS), FakeKill(), own_pid=1))
+    app = _app(_control(FakeKill()))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab")
         await pilot.pause()
@@ -145,7 +150,7 @@ async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
 
 async def test_x_asks_naming_the_process_then_sends_sigterm() -> None:
     kill = FakeKill()
-    app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
+    app = _app(_control(kill))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab", "x")
         await pilot.pause()
@@ -162,7 +167,7 @@ async def test_x_asks_naming_the_process_then_sends_sigterm() -> None:
 
 async def test_x_refuses_a_process_we_may_not_signal_and_says_why() -> None:
     kill = FakeKill()
-    app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
+    app = _app(_control(kill))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab", "end", "k", "x")  # 200, just before the last
         await pilot.pause()

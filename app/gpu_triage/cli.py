@@ -16,11 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gpu_triage import __version__
-from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
-from gpu_triage.errors import UserError
+from gpu_triage.config import BATCH_SIZE_RANGE, INTERVAL_RANGE_S, WINDOW_RANGE_S
+from gpu_triage.errors import UserError, user_path
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
+from gpu_triage.safetext import clean_lines
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
 
@@ -59,6 +60,17 @@ examples:
 """
 # from the one key table (plain data: importing it loads no Textual)
 EPILOG += cli_line() + "\n"
+
+
+SPEED_RANGE = (0.01, 1000.0)  # times real time: slower is a frozen screen, faster than any tick can be drawn
+
+
+def _speed(text: str) -> float:
+    v = _positive_float(text)
+    lo, hi = SPEED_RANGE
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"{text}: give {lo:g} to {hi:g} (times real time)")
+    return v
 
 
 def _positive_float(text: str) -> float:
@@ -162,7 +174,11 @@ def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
 
 
 def _batch_size(text: str) -> int:
-    return _positive_int(text, "give the samples per step, 1 or more")
+    lo, hi = BATCH_SIZE_RANGE
+    v = _positive_int(text, f"give the samples per step, {lo} to {hi:,}")
+    if v > hi:
+        raise argparse.ArgumentTypeError(f"{v}: give the samples per step, {lo} to {hi:,}")
+    return v
 
 
 def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
@@ -243,10 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
     p.add_argument(
         "--speed",
-        type=_positive_float,
+        type=_speed,
         default=1.0,
         metavar="X",
-        help="play X times faster than real time (default 1; the recording also takes + and - keys)",
+        help="play X times faster than real time, 0.01 to 1000 (default 1; the recording also takes + and - keys)",
     )
     _add_sampling(p)
     _add_metrics(p)
@@ -295,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "marked on the position bar.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
+    p.add_argument("--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 0.01 to 1000 (default 1)")
     _add_seconds(p, "--window", "seconds of history shown (default 300, from the config file if set)")
 
     p = sub.add_parser(
@@ -558,14 +574,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
     except UserError as err:  # no log to write it to
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     try:
         log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
         return dispatch(args)
     except UserError as err:
         log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -581,22 +597,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
         else:  # not one we foresaw: one line here, the traceback in the log file for a bug report
             line = f"{err.strerror or err} ({type(err).__name__}); --log-file PATH keeps the details"
-        print(f"gpu-triage: error: {line}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(line)}", file=sys.stderr)
         log.error("%s", line, extra=SHOWN, exc_info=err.filename is None and not full)
         return 1
 
 
 # The file arguments of each command, as argparse names them, and what each is for in an error line.
-_FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"))
+_FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"),
+              ("job_log", "--job-log"))
 
 
 def check_file_args(args: argparse.Namespace) -> None:
-    """An empty file argument (`-o ""`, `recover ""`) is one line here, for every command alike: as a path it
-    became "." (the current directory) or a ValueError traceback further on."""
+    """An empty file argument (`-o ""`, `recover ""`, `--job-log ""`) is one line here, for every command
+    alike: as a path it became "." (the current directory) or a ValueError traceback further on. So is a
+    ``~NAME/`` whose user does not exist (Path.expanduser raises RuntimeError for it)."""
     for attr, shown in _FILE_ARGS:
         value = getattr(args, attr, None)
         if isinstance(value, str) and not value.strip():
-            raise UserError(f"{shown}: the file name is empty: give a file such as run.parquet")
+            example = "train.log" if attr == "job_log" else "run.parquet"
+            raise UserError(f"{shown}: the file name is empty: give a file such as {example}")
+        if isinstance(value, str) and value.startswith("~"):
+            user_path(value, shown)
         if isinstance(value, str) and not _utf8(value):
             # pyarrow takes paths as UTF-8: `record -o` recorded, then could neither convert its stream nor
             # `recover` it, and reading such a file said it was "not a gpu-triage recording"

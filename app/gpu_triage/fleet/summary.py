@@ -33,6 +33,7 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import is_directory
+from gpu_triage.safetext import clean
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +126,9 @@ def expand_glob(pattern: Path) -> list[Path]:
 def host_of(path: Path, fallback: str | None) -> str:
     """The ``host=`` partition of a file's path, else the recording's own host name, else its directory."""
     for part in reversed(path.parts[:-1]):
-        if part.startswith("host="):
-            return part[5:]
-    return fallback or path.parent.name or "unknown"
+        if part.startswith("host="):  # a directory anyone with write access to the dataset may name
+            return clean(part[5:])
+    return clean(fallback or path.parent.name or "unknown")
 
 
 @dataclass(slots=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import stat
 import time
 from collections.abc import Callable
@@ -26,7 +25,15 @@ from typing import Any
 from gpu_triage import pulse
 from gpu_triage.model import HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.sources.joblog import FORMAT_NAMES, LogFollower, Reading, parse_line
+from gpu_triage.sources.joblog import (
+    FORMAT_NAMES,
+    MAX_PARSE_CHARS,
+    PARSE_BUDGET_CHARS,
+    LogFollower,
+    Reading,
+    UserRegex,
+    parse_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +316,7 @@ def _owned_by(pid: int, owner: int, rec: dict[str, Any]) -> bool:
 class LogTracker:
     """Follows a job log and keeps what its newest progress lines say."""
 
-    def __init__(self, path: Path | str, batch_size: int | None = None, user_regex: re.Pattern[str] | None = None,
+    def __init__(self, path: Path | str, batch_size: int | None = None, user_regex: UserRegex | None = None,
                  follower: LogFollower | None = None) -> None:
         self.follower = follower or LogFollower(path)
         self.batch_size = batch_size
@@ -317,6 +324,7 @@ class LogTracker:
         self.latest: Reading | None = None
         self.matched: dict[str, int] = {}
         self.unmatched = 0
+        self.parsed_chars = 0  # characters given to the parsers since start (bounded per tick)
         self._last_progress: float | None = None  # wall time the counter last advanced (or a line matched)
         self._prev_step: tuple[float, int] | None = None  # (time, step) at the previous tick
         self._prev_means: Reading | None = None  # the previous tick's reading, for _span_means
@@ -329,7 +337,13 @@ class LogTracker:
         reading matters, and a writer that printed 100,000 lines since the last tick costs a few, not all."""
         newest_loss = None
         found: Reading | None = None
+        budget = PARSE_BUDGET_CHARS  # and a bound on the characters parsed: lines of 8 KiB cost 8 KiB each
         for line in reversed(lines[-MAX_PARSE_LINES:]):
+            cost = len(line) if len(line) <= MAX_PARSE_CHARS else 0  # longer: not parsed (parse_line)
+            budget -= cost
+            if budget < 0:
+                break
+            self.parsed_chars += cost
             r = parse_line(line, self.user_regex)
             if r is None:
                 self.unmatched += 1
@@ -430,7 +444,7 @@ class JobMonitor:
     """The job's progress from the pulse directory and/or a log, one :class:`JobSample` per tick."""
 
     def __init__(self, *, log_path: Path | str | None = None, batch_size: int | None = None,
-                 user_regex: re.Pattern[str] | None = None, pulse_directory: str | None = None,
+                 user_regex: UserRegex | None = None, pulse_directory: str | None = None,
                  use_pulse: bool = True) -> None:
         self.pulse = PulseReader(pulse_directory) if use_pulse else None
         self.log = LogTracker(log_path, batch_size, user_regex) if log_path is not None else None

@@ -23,6 +23,7 @@ from gpu_triage import __version__
 from gpu_triage.hostmeta import training_env
 from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
+from gpu_triage.safetext import clean
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
@@ -136,7 +137,7 @@ class LiveSource:
     # ---- static facts ----
     def _read_host_info(self) -> HostInfo:
         info = HostInfo(
-            hostname=socket.gethostname(),
+            hostname=clean(socket.gethostname()),
             cpu_count=self._ps.cpu_count(logical=True),
             extra={
                 "tool": "gpu-triage",

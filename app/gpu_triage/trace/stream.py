@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
+from gpu_triage.safetext import clean
 
 if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes its own without it
     import pyarrow as pa
@@ -58,7 +59,7 @@ def target_for_stream(stream: Path | str) -> Path:
 
 def shown(path: Path | str) -> str:
     """A path as an error line shows it: whole when short, its start and end when absurdly long."""
-    text = str(path)
+    text = clean(str(path))  # a file in a shared directory is named by whoever made it
     return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
 
 

@@ -42,9 +42,11 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.proc_control import ProcControl, ProcDetails
+from gpu_triage.safetext import clean_lines
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
+from gpu_triage.ui.formatters import safe_text
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.panes import Colours, FactsOnly, Shown
@@ -160,6 +162,7 @@ class Pane(Static):
         self._shown: Text | None = None
 
     def show(self, text: Text) -> None:
+        text = safe_text(text)  # names, command lines, paths: someone else's characters, drawn visibly
         if self._shown is not None and text == self._shown:
             return
         # Same number of lines: the pane keeps its size (its height is set by the app), so no layout pass
@@ -323,7 +326,9 @@ class TriageApp(App[int]):
         self.theme = config.theme
 
     def _fit_filters(self) -> None:
-        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will."""
+        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will;
+        and whatever colours, no control character of anyone's making reaches the terminal."""
+        self._filters.append(palette.NoControlCodes())
         if self.no_color:
             self._filters = [f for f in self._filters if not isinstance(f, Monochrome | NoColor)]
             self._filters.append(NoColor())
@@ -333,7 +338,7 @@ class TriageApp(App[int]):
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """Textual's notify, without markup by default: our messages carry paths and errors such as
         ``[Errno 28]``, which markup swallowed (or took for a style, e.g. ``[bold]`` in a file name)."""
-        super().notify(message, markup=markup, **kwargs)
+        super().notify(clean_lines(message), markup=markup, **kwargs)
 
     # -- composition --------------------------------------------------------------------------------
     def _display(self, screen: Any, renderable: Any) -> None:
@@ -743,16 +748,21 @@ class TriageApp(App[int]):
             self.notify("select a process first: Tab, then ↑ ↓")
             return
         control = self.proc_control
-        reason = control.why_not(row.pid)
-        if reason is not None:
-            self.notify(f"not sent: {reason}", severity="warning")
+        # pinned now, as the confirmation names it: a signal goes to this process or, once it has
+        # exited, to none (its pid may be another process's by the time the key is pressed)
+        pinned = control.pin(row.pid)
+        if isinstance(pinned, str):
+            self.notify(f"not sent: {pinned}", severity="warning")
             return
-        what = procview.detail_line(row, self._proc_details, local=True)
+        what = procview.detail_line(row, lambda _pid: pinned.details, local=True)
 
         def send(name: str | None) -> None:
-            if name is None:
-                return
-            error = control.send(row.pid, name)
+            try:
+                if name is None:
+                    return
+                error = control.send(pinned, name)
+            finally:
+                pinned.close()
             if error is None:
                 self.notify(f"{name} sent to PID {row.pid}")
             else:

@@ -9,8 +9,10 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from rich.text import Text
 
 from gpu_triage.model import throttle_names
+from gpu_triage.safetext import clean_lines, is_clean
 from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
 
 
@@ -140,3 +142,14 @@ def wall_clock(ts: float) -> datetime:
 def zone_name(ts: float) -> str:
     """The zone's short name at that time ("CET", "UTC"), said next to every clock time shown."""
     return wall_clock(ts).tzname() or "local time"
+
+
+def safe_text(text: Text) -> Text:
+    """``text`` as drawn: control and undecodable characters made visible (gpu_triage.safetext), its own
+    line breaks and styles kept (each replaced character is replaced by exactly one, so the spans fit)."""
+    plain = text.plain
+    if is_clean(plain):
+        return text
+    out = text.copy()
+    out.plain = clean_lines(plain)
+    return out

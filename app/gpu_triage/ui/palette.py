@@ -19,11 +19,14 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
+from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.filter import LineFilter
+
+from gpu_triage.safetext import REPLACEMENT, is_clean
 
 COLOR_SYSTEM_ENV = "TEXTUAL_COLOR_SYSTEM"  # Textual's own variable: the same value the console uses
 
@@ -57,3 +60,22 @@ def _downgrade(style: Style | None) -> Style | None:
     color = style.color.downgrade(ColorSystem.STANDARD) if style.color is not None else None
     bgcolor = style.bgcolor.downgrade(ColorSystem.STANDARD) if style.bgcolor is not None else None
     return style + Style.from_color(color, bgcolor)
+
+
+class NoControlCodes(LineFilter):
+    """The last guard against terminal escapes: a control character that reached a line drawn to the
+    terminal (every source cleans what it reads, see gpu_triage.safetext; this catches a field nobody
+    thought of) is dropped, and a lone surrogate becomes U+FFFD. Widths do not change: Rich counts the
+    control characters as zero cells and a surrogate as one, and the strip keeps its cell length."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if is_clean("".join([text for text, _style, control in segments if not control])):  # one scan
+            return segments
+        return [
+            Segment(text if control or is_clean(text) else _drop_controls(text), style, control)
+            for text, style, control in segments
+        ]
+
+
+def _drop_controls(text: str) -> str:
+    return "".join(c if is_clean(c) else (REPLACEMENT if cell_len(c) else "") for c in text)

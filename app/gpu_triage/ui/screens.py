@@ -14,6 +14,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
+from gpu_triage.safetext import clean
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.formatters import fit_title, health_note, slowdown_note, wall_clock, zone_name
 from gpu_triage.ui.keys import Mode, keys_for
@@ -318,7 +319,7 @@ class SignalScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("Send a signal to this process?\n", "bold")
-        t.append(self.what + "\n\n")
+        t.append(clean(self.what) + "\n\n")  # another user's command line: no escape reaches the terminal
         t.append("t", "bold")
         t.append(" SIGTERM (asks it to stop: a trainer can save and exit)   ")
         t.append("K", "bold")
