@@ -435,3 +435,107 @@ def test_huge_headers_from_many_clients_keep_memory_flat() -> None:
             _stop(proc)
     assert grown < 32 << 20, f"peak RSS grew {grown >> 20} MB"
     assert threads < 10
+
+
+# -- export --record on a disk that fills up ----------------------------------------------------------
+
+
+def _gauge(port: int, name: str) -> float | None:
+    status, _, body = _timed_get(port)
+    assert status == 200
+    for fam in text_string_to_metric_families(body.decode()):
+        if fam.name == name:
+            return fam.samples[0].value
+    return None
+
+
+def _wait_gauge(port: int, name: str, value: float, within_s: float = 15.0) -> None:
+    deadline = time.monotonic() + within_s
+    while _gauge(port, name) != value:
+        assert time.monotonic() < deadline, f"{name} never became {value}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 8 MB filesystem (tmpfs), so that ENOSPC comes from the kernel."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(path: Path) -> None:
+    chunk = b"\0" * (64 << 10)
+    with open(path, "wb", buffering=0) as f:
+        for _ in range(1000):  # 64 MB at most: far past the 8 MB filesystem
+            try:
+                f.write(chunk)
+            except OSError:
+                break
+        for _ in range(64):  # the last few kilobytes too
+            try:
+                f.write(b"\0" * 1024)
+            except OSError:
+                break
+
+
+def test_a_full_disk_stops_the_recording_until_space_returns(small_disk: Path) -> None:
+    dataset = small_disk / "ds"
+    proc, port = _start_export("--source", "sim:healthy", "--gpus", "1", "--record", str(dataset))
+    try:
+        _wait_ticks(port, 3)
+        assert _gauge(port, "gpu_triage_recording_up") == 1
+        _fill(small_disk / "filler")
+        _wait_gauge(port, "gpu_triage_recording_up", 0)
+        ticks = _ticks(port)
+        time.sleep(1.0)  # a few retries fail while the disk stays full; the metrics go on
+        assert _ticks(port) > ticks and _gauge(port, "gpu_triage_recording_up") == 0
+        (small_disk / "filler").unlink()
+        _wait_gauge(port, "gpu_triage_recording_up", 1)
+        resumed_at = _ticks(port)
+        _wait_ticks(port, resumed_at + 3)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, err
+    assert err.count("recording stopped") == 1 and err.count("recording resumed") == 1, err
+    assert "the disk is full" in err, err
+    from gpu_triage.trace.reader import open_trace
+
+    finished = list(dataset.rglob("*.parquet"))
+    assert finished, err  # the file opened after the disk came back, finished at the stop
+    assert sum(open_trace(p).n for p in finished) >= 3
+    # the file the disk filled up in: its ticks kept, Parquet if it could still be written, else its stream
+    # (said on stderr with the `recover` command); the failed retries left nothing
+    streams = list(dataset.rglob("*.partial.arrows"))
+    assert len(streams) <= 1
+    for stream in streams:
+        assert f"gpu-triage recover {stream}" in err
+
+
+def test_recording_up_is_absent_without_a_recording() -> None:
+    from gpu_triage.config import Config
+    from gpu_triage.export.run import Exporter
+    from gpu_triage.sources.sim import SimulatedSource
+
+    for recording in (None, True, False):
+        exporter = Exporter("127.0.0.1:0", Config())
+        source = SimulatedSource("healthy", gpus=1, seed=0)
+        exporter.attach(source).ingest(source.sample(), source.status())
+        if recording is not None:
+            exporter.report_recording(lambda up=recording: up)
+        exporter.start()
+        try:
+            got = _gauge(exporter.server.port, "gpu_triage_recording_up")
+        finally:
+            exporter.close()
+        assert got == (None if recording is None else float(recording))

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from gpu_triage.config import Config
-from gpu_triage.export.collector import TriageCollector
+from gpu_triage.export.collector import RecordingCollector, TriageCollector
 from gpu_triage.export.monitor import Monitor, TappedSource
 from gpu_triage.export.server import MetricsServer
 from gpu_triage.sources.base import Source
@@ -41,6 +41,10 @@ class Exporter:
         up = None if self._recording_up is None else self._recording_up()
         return (None if snap is None else (id(snap), snap.ticks), up)
 
+    def report_recording(self, up: Callable[[], bool]) -> None:
+        """Serve ``gpu_triage_recording_up`` from ``up`` (``export --record``)."""
+        self._recording_up = up
+        self.registry.register(RecordingCollector(up))
 
     def attach(self, source: Source) -> Monitor:
         self.monitor = Monitor(source.host_info(), self.config, source.name)
