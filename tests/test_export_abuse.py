@@ -355,7 +355,9 @@ def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(t
             sock.close()
         _stop(proc)
     assert proc.returncode == 0, err
-    assert took < 5.0, f"SIGTERM took {took:.1f} s with slow clients attached"
+    # the server's part is at most its 2 s grace (nothing is owed to a client still sending its request);
+    # the rest is the sampler's stop and the Parquet conversion (a child process: ~1 s, more on a loaded box)
+    assert took < 10.0, f"SIGTERM took {took:.1f} s with slow clients attached"
     assert "stopped (SIGTERM)" in out and "Traceback" not in err
     assert list((tmp_path / "ds").rglob("*.parquet"))
     assert not list((tmp_path / "ds").rglob("*.partial.arrows"))
@@ -372,7 +374,9 @@ def test_a_burst_waits_in_the_backlog_and_is_answered() -> None:
             failed = 0
             for _ in range(50):
                 try:
-                    sock = socket.create_connection(("127.0.0.1", port), timeout=0.5)
+                    # the kernel completes the handshake for a connection the backlog holds: at once, even
+                    # on a loaded box; one past it waits for a SYN retry (1 s, then 3 s) and times out
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=2.0)
                 except OSError:
                     failed += 1
                     continue

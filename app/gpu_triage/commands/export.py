@@ -88,7 +88,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
             while not stop.event.wait(IDLE_WAIT_S):
                 pass
         finally:
-            exporter.close()  # first: scrapes in flight finish on the last snapshot
+            exporter.close()  # first, and bounded: answers being written get a short grace, no client is waited on
             sampler.stop()
             source.close()
             if recording is not None:
