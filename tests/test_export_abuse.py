@@ -286,6 +286,24 @@ def test_every_interface_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
 # -- the daemon, as a subprocess ----------------------------------------------------------------------
 
 
+def test_export_on_every_interface_says_so_once_on_stderr() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "export", "--listen", "0:0", "--source", "sim:healthy", "--gpus", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert re.search(r"on http://0\.0\.0\.0:\d+/metrics", line), line
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        _stop(proc)
+    assert err.count("every interface") == 1 and "--listen 127.0.0.1:" in err
+
+
 def _start_export(*extra: str) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.2", *extra],

@@ -196,6 +196,7 @@ class MetricsServer:
         self.port = int(bound[1])
         self.every_interface = ipaddress.ip_address(bound[0]).is_unspecified
         if self.every_interface:
+            self.host = bound[0]  # "0" binds 0.0.0.0: the URL says the address it means
             log.warning(
                 "listening on every interface (%s): any machine that can reach port %d can read these "
                 "metrics; give --listen 127.0.0.1:%d (or one address of this machine) to limit it",
