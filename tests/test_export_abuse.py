@@ -561,3 +561,49 @@ def test_recording_up_is_absent_without_a_recording() -> None:
         finally:
             exporter.close()
         assert got == (None if recording is None else float(recording))
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> None:
+    """With RLIMIT_NOFILE at 64, 150 idle clients exhaust the daemon's descriptors: accept() fails with
+    EMFILE while clients wait in the backlog, which keeps the socket readable. The loop must not spin on it,
+    and a scrape must still get through (the oldest connection is closed to make room)."""
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.5",
+         "--source", "sim:healthy", "--gpus", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_limit,
+    )
+    idle: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)/metrics", proc.stdout.readline())
+        assert m
+        port = int(m.group(1))
+        _wait_ticks(port, 1)
+        for _ in range(150):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+            idle.append(sock)
+        time.sleep(1.0)  # the burst settles
+        cpu0 = _cpu_s(proc.pid)
+        time.sleep(2.0)
+        spent = _cpu_s(proc.pid) - cpu0
+        status, took, _ = _timed_get(port)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        for sock in idle:
+            sock.close()
+        _stop(proc)
+    assert spent < 0.8, f"the daemon used {spent:.2f} CPU s in 2 s with its descriptors exhausted"
+    assert status == 200 and took < 3.0
+    assert err.count("could not accept a scrape") == 1, err  # said once, not once per failure

@@ -12,6 +12,9 @@ slow link). So the server is a single selector loop that never blocks on a clien
   of the answer (not a timeout per read, which a drip-feeding client resets forever).
 * **Connections**: at most :data:`MAX_CONNECTIONS` open; a new one past that closes the oldest, which has
   had the most time to finish, so a flood of slow clients cannot lock a real scrape out.
+* **Descriptors**: out of them (EMFILE), the oldest connection is closed to make room, or with none open
+  accepting pauses briefly: the listening socket stays readable while clients wait, and retrying at once
+  would spin a core.
 * **Backlog**: ``socket.SOMAXCONN`` (the kernel caps it at net.core.somaxconn), so a burst of scrapers
   waits in the kernel's queue instead of overflowing it into SYN retries.
 * **One render per tick**: the page is rendered once per generation (the monitor's snapshot, which
@@ -59,6 +62,7 @@ MAX_CONNECTIONS = 256
 SHUTDOWN_GRACE_S = 2.0  # close(): answers being written get this long
 JOIN_SLACK_S = 1.0  # close(): beyond the grace, how long to wait for the loop before giving up on it
 CACHE_VARIANTS = 8  # formats kept per tick: the version in an Accept header is the client's to choose
+ACCEPT_PAUSE_S = 0.5  # out of file descriptors with no connection to close: how long to stop accepting
 ACCEPTS_PER_WAKE = 64  # a burst of connections does not starve the ones already open
 RECV_BYTES = 4096
 BACKLOG = socket.SOMAXCONN
@@ -207,6 +211,9 @@ class MetricsServer:
         self._thread: threading.Thread | None = None
         self._wake_r = self._wake_w = -1  # the pipe close() wakes the loop through
         self._stopping = False
+        self._paused_until: float | None = None  # accepting paused (out of descriptors) until then
+        self._accept_warned_at: float | None = None
+        self._accept_failures = 0
         self._closed = False
         self._lock = threading.Lock()
 
@@ -249,8 +256,9 @@ class MetricsServer:
             now = time.monotonic()
             # a scan, not a heap: at most MAX_CONNECTIONS, and a wake-up is rare next to a render
             wake_at = min((c.deadline for c in conns.values()), default=None)
-            if stop_by is not None:
-                wake_at = stop_by if wake_at is None else min(wake_at, stop_by)
+            for at in (stop_by, self._paused_until):
+                if at is not None:
+                    wake_at = at if wake_at is None else min(wake_at, at)
             for key, mask in selector.select(None if wake_at is None else max(0.0, wake_at - now)):
                 if key.fileobj is self._sock:
                     if stop_by is None:
@@ -269,9 +277,13 @@ class MetricsServer:
             now = time.monotonic()
             for conn in [c for c in conns.values() if c.deadline <= now]:
                 self._drop(selector, conns, conn)
+            if self._paused_until is not None and now >= self._paused_until and stop_by is None:
+                self._paused_until = None
+                selector.register(self._sock, selectors.EVENT_READ, None)
             if self._stopping and stop_by is None:
                 stop_by = now + SHUTDOWN_GRACE_S
-                selector.unregister(self._sock)
+                if self._paused_until is None:
+                    selector.unregister(self._sock)
                 self._sock.close()  # stop accepting: a new scrape is refused, not queued
                 for conn in list(conns.values()):
                     if conn.out is None:  # still sending its request, or answered: nothing owed to it
@@ -285,8 +297,8 @@ class MetricsServer:
                 sock, _addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as exc:  # EMFILE and the like: the client waits in the backlog, retried next wake
-                log.warning("could not accept a scrape: %s", exc.strerror or exc)
+            except OSError as exc:
+                self._accept_failed(selector, conns, exc)
                 return
             if len(conns) >= MAX_CONNECTIONS:
                 self._drop(selector, conns, next(iter(conns.values())))
@@ -294,6 +306,24 @@ class MetricsServer:
             conn = _Conn(sock, time.monotonic() + REQUEST_DEADLINE_S)
             conns[sock.fileno()] = conn
             selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _accept_failed(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], exc: OSError) -> None:
+        """Out of file descriptors (EMFILE: the process's limit, ENFILE: the system's) or memory. The
+        listening socket stays readable while clients wait in the backlog, so retrying at once would spin:
+        free a descriptor by closing the oldest connection, or with none open, stop accepting for
+        ACCEPT_PAUSE_S. Said at most once a minute, with how often it happened."""
+        self._accept_failures += 1
+        now = time.monotonic()
+        if self._accept_warned_at is None or now - self._accept_warned_at >= 60.0:
+            log.warning("could not accept a scrape (%s), %d times since the last warning: closing the oldest "
+                        "connection or pausing for %g s each time; raise the descriptor limit (LimitNOFILE=)",
+                        exc.strerror or exc, self._accept_failures, ACCEPT_PAUSE_S)
+            self._accept_warned_at, self._accept_failures = now, 0
+        if conns:
+            self._drop(selector, conns, next(iter(conns.values())))
+        elif self._paused_until is None:
+            selector.unregister(self._sock)
+            self._paused_until = time.monotonic() + ACCEPT_PAUSE_S
 
     def _drop(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
         fd = conn.sock.fileno()
