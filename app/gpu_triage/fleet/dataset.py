@@ -180,6 +180,8 @@ class DatasetWriter:
             return
         try:
             self._finish()
+            if self.files and not self.files[-1].exists():  # its conversion had failed at the rotation
+                self.files.pop()
         finally:
             self.abort()  # a file whose conversion failed is never appended to again
 
