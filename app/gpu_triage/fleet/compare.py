@@ -158,7 +158,7 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         finally:
             done += src.n
         used.append(src.path)
-        for rows in file_rows:  # only now: a file left out above adds no row
+        for rows in file_rows:  # after its diagnosis succeeded: a file left out above adds no row
             projector.add(rows, host)
         jobs.extend(file_jobs)
         timelines.append(tl)
