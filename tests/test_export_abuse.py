@@ -607,3 +607,17 @@ def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> No
     assert spent < 0.8, f"the daemon used {spent:.2f} CPU s in 2 s with its descriptors exhausted"
     assert status == 200 and took < 3.0
     assert err.count("could not accept a scrape") == 1, err  # said once, not once per failure
+
+
+def test_a_client_that_half_closes_after_its_request_gets_the_whole_answer(server: MetricsServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)  # what `nc -N` and some probes do
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    answer = b"".join(chunks)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert _status_code(answer) == 200
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    assert len(body) == length and b"gpu_triage_ticks_total" in body

@@ -343,8 +343,11 @@ class MetricsServer:
         except OSError:
             self._drop(selector, conns, conn)
             return
-        if not data:  # the client closed (or half-closed before its request was whole: nothing to answer)
-            self._drop(selector, conns, conn)
+        if not data:
+            if conn.out is not None:  # a client that half-closes after its request (nc -N) still gets the answer
+                selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+                return
+            self._drop(selector, conns, conn)  # closed, or half-closed before its request was whole
             return
         if conn.draining or conn.out is not None:
             return  # a body or a second request: not read, not kept
