@@ -298,3 +298,20 @@ def _verdict(snap: Snapshot) -> Iterator[Metric]:
         age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
         age.add_metric([], max(0.0, snap.tick_time - snap.verdict_since))
         yield age
+
+
+class RecordingCollector(Collector):
+    """``gpu_triage_recording_up``, registered by ``export --record`` only: without a recording the series
+    is absent, so an alert on ``== 0`` fires for a recorder that stopped writing, never for a plain exporter."""
+
+    def __init__(self, up: Callable[[], bool]) -> None:
+        self._up = up
+
+    def describe(self) -> Iterable[object]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        doc = "1 while export --record writes its dataset, 0 from a write error to a retry that works"
+        up = _g("recording_up", doc)
+        up.add_metric([], 1.0 if self._up() else 0.0)
+        yield up

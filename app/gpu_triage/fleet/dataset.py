@@ -272,6 +272,22 @@ class DatasetWriter:
             raise UserError(f"no tick was recorded before the stop: nothing written to {self.root}", exit_code=1)
         return self.root
 
+    def end_file(self) -> None:
+        """End the open file early, after a write error: its ticks become Parquet if they still can (else
+        UserError names the stream to ``recover``), a file without a tick leaves nothing; the next append
+        opens a new file. The writer itself goes on (``export --record`` retries at the next tick)."""
+        writer = self._writer
+        if writer is not None and writer.ticks == 0:
+            self.abort()
+            writer.stream_path.unlink(missing_ok=True)
+            return
+        try:
+            self._finish()
+            if self.files and not self.files[-1].exists():  # its conversion had failed at the rotation
+                self.files.pop()
+        finally:
+            self.abort()  # a file whose conversion failed is never appended to again
+
     def abort(self) -> None:
         """Stop without converting the open file: its stream stays for ``gpu-triage recover``."""
         writer, self._writer = self._writer, None
