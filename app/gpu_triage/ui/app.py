@@ -686,11 +686,14 @@ class TriageApp(App[int]):
         return self.proc_control.details(pid) if self.proc_control is not None else None
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
-        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest."""
+        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
+        with a filter every process of the host: `/` then the PID of an idle process must find it."""
         last = self.window.last
         procs = list(last.procs) if last else []
         source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
         if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
+            if self.procs.filter and hasattr(source, "host_processes"):
+                return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
 
@@ -713,6 +716,10 @@ class TriageApp(App[int]):
 
     def action_proc_sort(self) -> None:
         self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
+        self.redraw()
+
+    def action_proc_reverse(self) -> None:
+        self.procs.reverse = not self.procs.reverse
         self.redraw()
 
     def action_proc_tree(self) -> None:

@@ -116,9 +116,13 @@ def num(v: float) -> str:
     return f"{v:.0f}" if ok(v) else "n/a"
 
 
+USER_W = 8  # htop's USER column: a longer name is cut, the detail line under a focused table has it whole
 PROC_HEAD = (
-    f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+    f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}"
+    "  WORKERS' CPU%"
 )
+# host-only (no GPU): the GPU columns would be dashes, and at 80 columns their heading pushed out the mode tag
+HOST_PROC_HEAD = f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'CPU%':>5}"
 
 
 def workers_text(wcpu: list[float]) -> str:

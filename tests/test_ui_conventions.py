@@ -1,0 +1,167 @@
+"""The dashboard behaves as the tools its users' hands know (htop, nvitop, btop, watch): Ctrl-C quits, htop's
+F-keys, a sort in both directions, a USER column, a filter over every process of the host, each process's
+own GPU use."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pwd
+import subprocess
+
+import pytest
+
+from gpu_triage.config import Config
+from gpu_triage.model import ProcSample
+from gpu_triage.proc_control import ProcControl
+from gpu_triage.ui import procview
+from gpu_triage.ui.app import TriageApp
+from tests import fake_nvml
+from tests.test_proc_control import FakeKill, FakePsutil
+from tests.test_ui_procs import USERS, _app, _details, _procs, _procs_text
+from tests.ui_ticks import TickListSource, make_tick
+
+
+def _plain_app() -> TriageApp:
+    prefill = [make_tick(i, gpus=2, cores=4) for i in range(5)]
+    return TriageApp(Config(), source=TickListSource(2, 4), source_label="test", prefill=prefill, autostart=False)
+
+
+@pytest.mark.parametrize("key", ["ctrl+c", "f10", "q"])
+async def test_ctrl_c_and_f10_quit_without_a_toast(key: str) -> None:
+    """Textual's own Ctrl-C shows a toast, in raw markup, naming ctrl+q; a monitor quits on Ctrl-C."""
+    app = _plain_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        assert not app._notifications, [n.message for n in app._notifications]
+    assert app.return_code is not None and not app.is_running
+
+
+async def test_ctrl_c_quits_from_the_filter_dialog_too() -> None:
+    app = _plain_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("slash")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "FilterScreen"
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert not app.is_running
+
+
+async def test_htop_function_keys() -> None:
+    kill = FakeKill()
+    app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape", "f3")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "FilterScreen"
+        await pilot.press("escape", "f5")
+        await pilot.pause()
+        assert app.procs.tree and "DataLoader wkr" in _procs_text(app)
+        await pilot.press("f6")
+        await pilot.pause()
+        assert app.procs.sort == "GPU memory"
+        await pilot.press("tab", "f9")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "SignalScreen"
+        await pilot.press("escape", "f10")
+        await pilot.pause()
+    assert not app.is_running
+
+
+def test_sort_in_both_directions_shown_in_the_heading() -> None:
+    procs = _procs()
+    state = procview.ProcState(sort="CPU")
+    head = procview.proc_pane(procs, 120, 6, state, _details).plain.split("\n")[0]
+    cpu = [r.proc.cpu_pct for r in procview.rows(procs, state, _details)]
+    assert cpu == sorted(cpu, reverse=True) and "by CPU ↓" in head
+    state.reverse = True
+    head = procview.proc_pane(procs, 120, 6, state, _details).plain.split("\n")[0]
+    cpu = [r.proc.cpu_pct for r in procview.rows(procs, state, _details)]
+    assert cpu == sorted(cpu) and "by CPU ↑" in head
+    # a process without a figure stays last in either direction
+    state.sort = "SM"
+    with_none = [*procs[:3], dataclasses.replace(procs[3], sm_pct=None)]
+    with_none = [dataclasses.replace(p, sm_pct=float(k)) if k < 3 else p for k, p in enumerate(with_none)]
+    for reverse in (False, True):
+        state.reverse = reverse
+        assert procview.rows(with_none, state, _details)[-1].pid == procs[3].pid
+
+
+def test_sort_by_user() -> None:
+    state = procview.ProcState(sort="user")
+    users = [USERS[r.pid][0] for r in procview.rows(_procs(), state, _details)]
+    assert users == sorted(users) and users[0] == "alice" and users[-1] == "root"
+
+
+async def test_capital_i_reverses_the_sort() -> None:
+    app = _app(ProcControl(FakePsutil(USERS), FakeKill(), own_pid=1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        await pilot.pause()
+        assert "by GPU memory ↓" in _procs_text(app).split("\n")[0]
+        await pilot.press("I")
+        await pilot.pause()
+        assert "by GPU memory ↑" in _procs_text(app).split("\n")[0]
+        rows = [ln for ln in _procs_text(app).split("\n")[1:] if ln[:8].strip().isdigit()]
+        assert int(rows[0][:8]) == 200  # the smallest GPU memory (1 GiB) first
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_a_user_column_on_every_row(width: int) -> None:
+    lines = procview.proc_pane(_procs(), width, 8, procview.ProcState(), _details).plain.split("\n")
+    assert lines[0].split()[:3] == ["PID", "USER", "PROCESS"]
+    col = lines[0].index("USER")
+    for ln in lines[1:]:
+        if ln[:8].strip().isdigit():
+            assert ln[col:col + 8].strip() == USERS[int(ln[:8])][0][:8]
+
+
+def test_user_is_na_for_processes_not_of_this_machine() -> None:
+    lines = procview.proc_pane(_procs(), 100, 4, procview.ProcState(), _details, local=False).plain.split("\n")
+    col = lines[0].index("USER")
+    assert lines[1][col:col + 8].strip() == "n/a"
+
+
+def test_each_process_shows_its_own_sm_share_alone_on_its_card_too() -> None:
+    procs = [ProcSample(pid=20, gpu_index=1, name="alone", sm_pct=64.0),
+             ProcSample(pid=21, gpu_index=2, name="idle")]
+    lines = procview.proc_pane(procs, 100, 4, procview.ProcState(), _details).plain.split("\n")
+    sm = lines[0].index("SM%")
+    assert [ln[sm - 1:sm + 3].strip() for ln in lines[1:3]] == ["64%", "n/a"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> None:
+    """No GPU: the table shows the busiest processes, but `/` searches every process of the host."""
+    from gpu_triage.sources import live
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        source = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
+        app = TriageApp(Config(), source=source, source_label="live", autostart=False)
+        app.proc_control = ProcControl()
+        # the sleep is idle: among the host's processes it is not one of the busiest 10 shown
+        async with app.run_test(size=(width, 40)) as pilot:
+            app.ingest(source.sample())
+            await pilot.pause(0.3)
+            app.ingest(source.sample())
+            await pilot.pause()
+            head = _procs_text(app).split("\n")
+            assert "no GPU" in head[0] and head[0].split()[:4] == ["PID", "USER", "PROCESS", "CPU%"]
+            assert len(head[0]) <= width and head[0].rstrip().endswith("]")  # the tag is whole
+            assert not any(ln[:8].strip() == str(sleeper.pid) for ln in head)
+            await pilot.press("slash", *str(sleeper.pid), "enter")
+            await pilot.pause()
+            text = _procs_text(app)
+            assert "no process matches" not in text
+            row = next(ln for ln in text.split("\n")[1:] if ln[:8].strip() == str(sleeper.pid))
+            assert "sleep" in row and pwd.getpwuid(os.getuid()).pw_name[:8] in row
+        source.close()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
