@@ -165,3 +165,62 @@ async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> No
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def _read_for(fd: int, seconds: float, until: bytes | None = None) -> bytes:
+    import select
+    import time
+
+    got = b""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if select.select([fd], [], [], 0.05)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            got += chunk
+            if until is not None and until in got:
+                break
+    return got
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
+def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits() -> None:
+    """Mouse tracking off (the terminal's own selection copies a PID without Shift), and the Ctrl-C byte of a
+    real pty ends the dashboard with status 0."""
+    import pty
+    import sys
+    import time
+    from pathlib import Path
+
+    app_dir = Path(__file__).resolve().parents[1] / "app"
+    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.5", "demo", "healthy"]
+    env = {**os.environ, "PYTHONPATH": str(app_dir), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, env)
+    status = None
+    try:
+        drawn = _read_for(fd, 40, until=b"GPU")
+        drawn += _read_for(fd, 1.0)
+        assert b"GPU" in drawn, "the dashboard never drew"
+        os.write(fd, b"\x03")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            drawn += _read_for(fd, 0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+    finally:
+        os.close(fd)
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    for mode in (b"1000", b"1002", b"1003", b"1006"):
+        assert b"\x1b[?" + mode + b"h" not in drawn, f"mouse mode {mode.decode()} turned on"
+    assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
