@@ -224,3 +224,129 @@ def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits() -> None:
     for mode in (b"1000", b"1002", b"1003", b"1006"):
         assert b"\x1b[?" + mode + b"h" not in drawn, f"mouse mode {mode.decode()} turned on"
     assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+# -- sizes: nothing cut at 80x24, the process table kept, the graph's shape kept at every width ----------------
+from datetime import UTC, datetime  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from gpu_triage.sources import sim  # noqa: E402
+from gpu_triage.ui import glyphs  # noqa: E402
+from gpu_triage.ui.keys import footer_line  # noqa: E402
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _sim_app(scenario: str = "data_pipeline", gpus: int = 8) -> TriageApp:
+    config = Config()
+    source = sim.SimulatedSource(scenario, gpus=gpus, cores=32, seed=0, interval_s=config.interval_s, start=START)
+    prefill = [source.sample() for _ in range(config.window_ticks)]
+    return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
+
+
+def test_the_key_line_keeps_help_at_any_width() -> None:
+    for mode in ("live", "replay"):
+        for width in (60, 80, 120):
+            line = footer_line(mode, width)  # type: ignore[arg-type]
+            assert len(line) <= width and line.endswith("? help") and line.startswith("q quit"), (mode, width, line)
+    assert footer_line("replay") == footer_line("replay", 200)  # room: every key
+
+
+async def test_replay_at_80x24_shows_help_on_its_key_line() -> None:
+    import argparse
+
+    from gpu_triage.data import H200_TRACE_2S
+    from gpu_triage.ui.run import build_app
+
+    app = build_app("replay", argparse.Namespace(file=str(H200_TRACE_2S), speed=1.0, record=None), Config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#keys").shown_plain.endswith("? help")
+
+
+async def test_the_no_gpu_hint_is_whole_at_80_columns() -> None:
+    from gpu_triage.sources import live
+    from gpu_triage.ui.run import NO_GPU_BANNER
+
+    source = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    app = TriageApp(Config(), source=source, source_label="live", banner=NO_GPU_BANNER, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.ingest(source.sample())
+        await pilot.pause()
+        header = app.query_one("#header").shown_plain
+        assert " ".join(header.split()).count(" ".join(NO_GPU_BANNER.split())) == 1, header
+        assert all(len(ln) <= 80 for ln in header.split("\n"))
+    source.close()
+
+
+def test_the_process_heading_cuts_whole_column_names() -> None:
+    from gpu_triage.ui.formatters import PROC_HEAD
+
+    names = set(PROC_HEAD.split())
+    for width in (60, 80, 100):
+        head = procview.proc_pane(_procs(), width, 4, procview.ProcState(), _details).plain.split("\n")[0]
+        cols, tag = head.split(" [")
+        assert set(cols.split()) <= names, head  # no "W" left of a cut "WORKERS"
+        assert tag.endswith("]") and len(head) <= width
+
+
+async def test_8_cards_at_80x24_keep_the_process_table() -> None:
+    app = _sim_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        procs = app.query_one("#procs")
+        lines = procs.shown_plain.split("\n")
+        assert procs.display and len(lines) >= 3 and lines[0].startswith("     PID USER")
+
+
+async def test_8_cards_at_120x40_tab_shows_every_process() -> None:
+    app = _sim_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("tab")
+        await pilot.pause()
+        rows = [ln for ln in app.query_one("#procs").shown_plain.split("\n") if ln[:8].strip().isdigit()]
+        assert len(rows) == 8
+
+
+@pytest.mark.parametrize(("size", "gpus"), [((80, 24), 8), ((120, 40), 8), ((200, 60), 8), ((200, 60), 16)])
+async def test_a_full_window_fills_the_graph(size: tuple[int, int], gpus: int) -> None:
+    """No run of empty columns left of a card's graph once the window is full (at 200x60 ~50 were)."""
+    app = _sim_app(gpus=gpus)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        lines = app.query_one("#gpu").shown_plain.split("\n")
+        card = next(ln for ln in lines if ln.startswith("▶ 0"))
+        graph = card[4:].split("%")[0].rsplit(" ", 1)[0]  # up to the GPU-Util figure
+        assert len(graph) - len(graph.lstrip()) == 0, card
+        legend = lines[0]
+        assert "cell = " in legend and "tick" in legend, legend
+        assert len(legend) <= size[0]
+
+
+@pytest.mark.parametrize("width", [13, 20, 40, 75, 118, 125, 160])
+def test_a_sawtooth_keeps_its_shape_at_every_width(width: int) -> None:
+    """One busy, one idle tick: binned into a narrow graph it became a flat ~50 % band. Braille (two ticks a
+    cell) or a shorter window keeps both the high and the low of every period."""
+    saw = np.array([95.0 if i % 2 else 5.0 for i in range(150)])
+    plan = glyphs.wave_plan(150, width)
+    cells = [ch for ch in glyphs.waveform(saw, width, "green", newest=149).plain if ch != " "]
+    assert len(cells) >= min(150 // plan.per_cell, width - glyphs.SCROLL_STEP)
+    if plan.braille:
+        # left dot column (the older tick) one dot high, right column four: 0x40 | 0xB8
+        assert set(cells) == {"⣸"}, cells
+    else:
+        assert set(cells) <= {"█", "▁"} and "█" in cells and "▁" in cells
+
+
+def test_the_legend_says_what_a_cell_is_and_what_part_of_the_window_is_shown() -> None:
+    from gpu_triage.ui.panes import Colours, gpu_pane
+
+    app = _sim_app(gpus=2)
+    for tick in app._prefill:
+        app.window.append(tick)
+    view = app.window.view()
+    narrow = gpu_pane(view, 80, 1, Colours()).plain.split("\n")[0]
+    assert "cell = 2 ticks (braille)" in narrow and "last " in narrow and "of 5m" in narrow
+    wide = gpu_pane(view, 400, 1, Colours()).plain.split("\n")[0]
+    assert "cell = 1 tick" in wide and "last" not in wide

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -538,6 +539,7 @@ class TriageApp(App[int]):
             fixed + job_n,
             panes.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
+            procs_first=self.procs.focused,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -617,10 +619,11 @@ class TriageApp(App[int]):
         t.append(tail)
         t.truncate(width)
         lines = [t]
-        if self.banner:
-            lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
-        if self.window_notice:
-            lines.append(Text(self.window_notice[:width], "yellow", no_wrap=True, end=""))
+        # the banner and the notice are sentences to read whole (the no-GPU hint names the command to run):
+        # wrapped on narrow terminals rather than cut
+        for note, style in ((self.banner, "bold yellow"), (self.window_notice, "yellow")):
+            for part in textwrap.wrap(note or "", width)[:3]:
+                lines.append(Text(part, style, no_wrap=True, end=""))
         if self.source_error:
             lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
         now_playing = self._label_now()
@@ -640,7 +643,7 @@ class TriageApp(App[int]):
         return "now playing: between cases"
 
     def _keys_text(self, width: int) -> Text:
-        return Text(footer_line(self.mode)[:width], "grey62", no_wrap=True, end="")
+        return Text(footer_line(self.mode, width)[:width], "grey62", no_wrap=True, end="")
 
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:

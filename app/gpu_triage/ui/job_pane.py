@@ -21,6 +21,7 @@ from gpu_triage.ui.layout import WIDE_COLS
 from gpu_triage.window import WindowView
 
 NA_TEXT = "JOB  n/a: no job source (--job-log PATH, or `from gpu_triage import pulse` in the training)"
+NA_TEXTS = (NA_TEXT, "JOB  n/a: no job source (--job-log PATH, or gpu_triage.pulse in the job)", "JOB  n/a: no job source")
 NO_PROGRESS_AFTER_S = 10.0  # say "no progress" from here on (the rate already reads 0 once a step is overdue)
 WAIT_ALERT_PCT = 50.0
 
@@ -89,7 +90,7 @@ def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *
         if notice:
             out.append(f"JOB  n/a: {notice}"[:width], f"bold {colours.alert}")
         elif source_configured:
-            out.append(NA_TEXT[:width], "grey50")
+            out.append(formatters.longest_fitting(NA_TEXTS, width), "grey50")
         return out
     show_notice = bool(notice) and lines >= 2  # the notice takes the last line
     _body(out, view, last, width, lines - (1 if show_notice else 0), colours)

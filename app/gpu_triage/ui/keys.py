@@ -149,10 +149,14 @@ def action_modes() -> dict[str, tuple[Mode, ...]]:
     return out
 
 
-def footer_line(mode: Mode) -> str:
-    """The key line at the bottom of the screen."""
+def footer_line(mode: Mode, width: int | None = None) -> str:
+    """The key line at the bottom of the screen; at ``width``, the keys ranked last give way first but
+    "? help" stays at the end (it lists the rest): at 80 columns the replay's line lost it."""
     shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer), key=lambda k: k.footer_rank)
-    return "  ".join(k.footer for k in shown if k.footer)
+    parts = [k.footer for k in shown if k.footer]
+    while width is not None and len(parts) > 2 and len("  ".join(parts)) > width:
+        del parts[-2]
+    return "  ".join(parts)
 
 
 def markdown_table() -> list[str]:

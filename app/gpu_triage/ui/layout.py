@@ -69,6 +69,7 @@ def plan_layout(
     fixed: int,
     verdict: tuple[int, int] = (1, 0),
     n_nets: int = 0,
+    procs_first: bool = False,
 ) -> Budget:
     """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
 
@@ -77,7 +78,9 @@ def plan_layout(
     :func:`gpu_triage.ui.panes.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
     room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
     the other evidence, the past-verdicts strip, the NET line (``n_nets`` interfaces), then a second (SM)
-    row per card and more of everything.
+    row per card and more of everything. The process table's first rows (heading and two) come before the
+    disks: with 8 cards at 80x24 it was the pane that vanished. ``procs_first`` (the table has the focus,
+    Tab): it takes its rows, and the detail line, right after the CPU line, before evidence and SM rows.
     """
     core, n_evidence = verdict
     left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
@@ -86,15 +89,25 @@ def plan_layout(
     cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
     cpu = min(max(0, left), cpu_cells + 1)
     left -= cpu
+    procs = 0
+    if procs_first and n_procs:
+        procs = min(max(0, left), 2 + n_procs)  # heading, every row, the detail line
+        procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
+        left -= procs
     evidence = min(max(0, left), n_evidence, VERDICT_EVIDENCE_FIRST)
     diag += evidence
     left -= evidence
+    if n_procs and not procs_first:
+        procs = min(max(0, left), min(PROCS_MIN_LINES, 1 + n_procs))
+        procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
+        left -= procs
     disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
+    disk = disk if disk >= 2 else 0  # a heading alone says nothing
     left -= disk
-    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
-    if procs < min(PROCS_MIN_LINES, 1 + n_procs):
-        procs = 0
-    left -= procs
+    if n_procs and procs and not procs_first:
+        more_rows = min(max(0, left), 1 + min(n_procs, 4) - procs)
+        procs += more_rows
+        left -= more_rows
     more = min(max(0, left), n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
     diag += more
     left -= more
@@ -112,7 +125,7 @@ def plan_layout(
     extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
     disk += extra
     left -= extra
-    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
+    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs and not procs_first else 0
     if procs + extra >= min(PROCS_MIN_LINES, 1 + n_procs):
         procs += extra
         left -= extra

@@ -33,10 +33,12 @@ from gpu_triage.ui.formatters import (
 from gpu_triage.ui.glyphs import (
     AXIS_W,
     Runs,
+    WavePlan,
     axis_label,
     block,
     tall_graph,
     tall_split,
+    wave_plan,
     waveform,
 )
 from gpu_triage.ui.layout import (
@@ -83,19 +85,16 @@ def gpu_pane(
     tall = rows_per_card >= TALL_MIN_ROWS
     if tall:
         title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
-    else:
-        title = "GPU  util 0–100 % (fixed scale; shaded = sawtooth inside a tick"
-        title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
-        if rows_per_card == 1:
-            title += f"{colours.sm} = SMs idle)"
-        title += "  memory in use is not work"
-    out.append(title[:width], "bold")
+        out.append(title[:width], "bold")
     if not view.gpu_indexes:
+        if not tall:
+            out.append(_wave_legend(None, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
         out.append(msg[:width], colours.alert if not gpu_available else "grey50")
         return out
     wide = width >= WIDE_COLS
+    legend_plan: WavePlan | None = None  # what a cell of the one-line graphs is, said in the title
     for j, idx in enumerate(view.gpu_indexes):
         out.append("\n")
         g = {f: a[:, j] for f, a in view.gpu.items()}
@@ -131,6 +130,8 @@ def gpu_pane(
             continue
         flag_text = f"{flags} " if flags else ""
         wave_w = max(4, width - len(head) - len(flag_text) - len(tail))
+        if legend_plan is None or not flag_text:
+            legend_plan = wave_plan(view.n, wave_w)
         out.append(head, "bold reverse" if selected == j else "bold")
         # throttling, ECC errors, XIDs: only when there is something, before the graph; when the row is
         # full they keep their place and the tail's end (temperature, clock) gives way
@@ -162,7 +163,39 @@ def gpu_pane(
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
                 out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
+    if not tall:
+        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
+        legend = Text(_wave_legend(legend_plan, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
+        out = legend + out
     return out
+
+
+def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, colours: Colours, width: int) -> str:
+    """The title of the one-line graphs: the fixed scale, what one cell is (one tick, or two in braille),
+    the part of the window shown when the graph cannot hold it all, and what shading and colour mean."""
+    cell = "cell = 2 ticks (braille)" if plan is not None and plan.braille else "cell = 1 tick"
+    if plan is not None and plan.shortened and interval_s > 0:
+        cell += f", last {_short_dur(plan.ticks * interval_s)} of {_short_dur(plan.window * interval_s)}"
+    sm_long = f", {colours.sm} = SMs idle" if rows_per_card == 1 else "; 2nd row SM activity"
+    sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM"
+    return longest_fitting(
+        (
+            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth in a tick{sm_short}",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth{sm_short}",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth",
+            f"GPU util 0–100% · {cell}",
+        ),
+        width,
+    )
+
+
+def _short_dur(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m" if rest == 0 else f"{minutes}m{rest:02d}s"
 
 
 _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")

@@ -191,7 +191,10 @@ def proc_pane(
     # the state goes in at the right and the heading gives way to it (at 80 columns it was cut off)
     tag = " [" + " · ".join(flags) + "]" if flags else ""
     head = HOST_PROC_HEAD if host_only else PROC_HEAD
-    out.append((head[: max(0, width - len(tag))].ljust(min(len(head), max(0, width - len(tag)))) + tag)[:width], "bold")
+    room = max(0, width - len(tag))
+    if len(head) > room:  # whole column names only: a cut one ("W") reads as a column of its own
+        head = head[:room] if head[room : room + 1] == " " else head[:room].rsplit(" ", 1)[0]
+    out.append((head.ljust(min(len(head), room)) + tag)[:width], "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
