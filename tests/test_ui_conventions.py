@@ -350,3 +350,80 @@ def test_the_legend_says_what_a_cell_is_and_what_part_of_the_window_is_shown() -
     assert "cell = 2 ticks (braille)" in narrow and "last " in narrow and "of 5m" in narrow
     wide = gpu_pane(view, 400, 1, Colours()).plain.split("\n")[0]
     assert "cell = 1 tick" in wide and "last" not in wide
+
+
+# -- colours: the terminal's own depth -------------------------------------------------------------------------
+@pytest.mark.parametrize(("term", "colorterm", "expected"), [
+    ("xterm", "", "standard"), ("xterm-16color", "", "standard"), ("xterm-256color", "", "256"),
+    ("xterm-kitty", "", "256"), ("xterm", "truecolor", "truecolor"), ("screen", "24bit", "truecolor"),
+])
+def test_the_colour_depth_is_the_terminal_s(monkeypatch: pytest.MonkeyPatch, term: str, colorterm: str,
+                                            expected: str) -> None:
+    from gpu_triage.ui import palette
+
+    monkeypatch.delenv("TEXTUAL_COLOR_SYSTEM", raising=False)
+    monkeypatch.setenv("TERM", term)
+    monkeypatch.setenv("COLORTERM", colorterm)
+    assert palette.color_system() == expected
+    monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "truecolor")  # asked for: wins
+    assert palette.color_system() == "truecolor"
+
+
+def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0) -> bytes:
+    import pty
+    import sys
+    from pathlib import Path
+
+    app_dir = Path(__file__).resolve().parents[1] / "app"
+    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.5", "demo", "healthy"]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL_COLOR_SYSTEM")}
+    env.update({"PYTHONPATH": str(app_dir), "COLUMNS": "120", "LINES": "30", **env_extra})
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, env)
+    try:
+        drawn = _read_for(fd, 40, until=b"THR")
+        drawn += _read_for(fd, seconds)
+        os.write(fd, b"q")
+        drawn += _read_for(fd, 3)
+    finally:
+        os.close(fd)
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    return drawn
+
+
+def _sgr_before(drawn: bytes, text: bytes) -> list[bytes]:
+    """The SGR parameters in force where ``text`` is drawn (the last escape before each occurrence)."""
+    import re
+
+    out = []
+    for m in re.finditer(re.escape(text), drawn):
+        codes = re.findall(rb"\x1b\[([0-9;]*)m", drawn[max(0, m.start() - 80) : m.start()])
+        if codes:
+            out.append(codes[-1])
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
+def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
+    drawn = _pty_screen({"TERM": "xterm"})
+    styles = _sgr_before(drawn, b"THR power")
+    assert styles, "THR power never drawn"
+    for sgr in styles:
+        params = sgr.split(b";")
+        assert b"33" in params and b"91" not in params, styles  # the terminal's yellow, as the legend says
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
+def test_no_color_keeps_weight_and_drops_every_colour() -> None:
+    import re
+
+    drawn = _pty_screen({"TERM": "xterm-256color", "NO_COLOR": "1"})
+    params = {p for sgr in re.findall(rb"\x1b\[([0-9;]*)m", drawn) for p in sgr.split(b";")}
+    assert b"1" in params  # bold survives (the busiest cores, the verdict's headline)
+    colours = {p for p in params if re.fullmatch(rb"3[0-7]|9[0-7]|4[0-7]|10[0-7]|38|48", p)}
+    assert not colours, colours
