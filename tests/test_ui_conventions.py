@@ -427,3 +427,127 @@ def test_no_color_keeps_weight_and_drops_every_colour() -> None:
     assert b"1" in params  # bold survives (the busiest cores, the verdict's headline)
     colours = {p for p in params if re.fullmatch(rb"3[0-7]|9[0-7]|4[0-7]|10[0-7]|38|48", p)}
     assert not colours, colours
+
+
+# -- the card detail: round ticks, the right units, one unit an axis, whole titles, no claim the clock denies ---
+from gpu_triage.ui import formatters  # noqa: E402
+
+
+def test_round_ticks_and_a_rate_unit_that_reads() -> None:
+    assert formatters.nice_ticks(0, 100, 5) == [0, 25, 50, 75, 100]
+    assert formatters.nice_ticks(1590, 1980, 5) == [1600, 1700, 1800, 1900]
+    assert formatters.rate_unit(69611.3 * (1 << 20)) == (1 << 30, "GiB/s")
+    assert formatters.rate_unit(300e6)[1] == "MiB/s" and formatters.rate_unit(5e3)[1] == "KiB/s"
+
+
+def test_a_clock_that_swings_without_a_reason_is_not_called_never_slowed() -> None:
+    masks = np.zeros(10)
+    assert "never" not in formatters.slowdown_note(masks, np.linspace(1590, 1980, 10))
+    assert formatters.slowdown_note(masks, np.linspace(1590, 1980, 10)) == (
+        " · no slowdown reason reported, clock 1590–1980 MHz")
+    assert formatters.slowdown_note(masks, np.full(10, 1980.0)) == " · no slowdown reason in the window"
+
+
+def _chart(app: TriageApp, name: str) -> list[str]:
+    return str(app.screen.query_one(f"#p_{name}").render()).split("\n")
+
+
+def _y_labels(lines: list[str], side: str = "left") -> list[str]:
+    import re
+
+    out = []
+    for ln in lines:
+        m = re.match(r"^\s*([0-9.]+)┤", ln) if side == "left" else re.search(r"├([0-9.]+°C)\s*$", ln)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_the_card_detail_charts(size: tuple[int, int]) -> None:
+    app = _sim_app("data_pipeline", gpus=8)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert type(app.screen).__name__ == "DetailScreen"
+        util = _chart(app, "util")
+        assert set(_y_labels(util)) <= {"0", "25", "50", "75", "100"} and "100" in _y_labels(util)
+        link = _chart(app, "link")
+        assert "GiB/s" in link[0] and "MiB/s" not in "\n".join(link)  # NVLink at ~17 GiB/s
+        assert all(float(v) < 1000 for v in _y_labels(link))
+        power = _chart(app, "power")
+        assert _y_labels(power, "right") and all(float(v) >= 100 or float(v) == 0 for v in _y_labels(power))
+        for name in ("util", "sm", "mem", "link", "power", "clock"):
+            title = _chart(app, name)[0].strip()
+            assert title and not title.endswith("…"), (name, title)  # a whole form of the title
+        clock = _chart(app, "clock")[0]
+        assert "never slowed" not in clock
+        if size[0] >= 120:
+            assert "no slowdown reason reported, clock" in clock
+
+
+# -- the job pane, small words ---------------------------------------------------------------------------------
+def test_one_core_is_one_core() -> None:
+    from gpu_triage.diagnosis.engine import diagnose
+    from gpu_triage.ui.panes import Colours, cpu_pane
+    from gpu_triage.window import RollingWindow
+
+    w = RollingWindow(150)
+    for i in range(2):
+        w.append(make_tick(i, gpus=1, cores=1))
+    view = w.view()
+    assert cpu_pane(view, 100, 2, Colours()).plain.startswith("CPU 1 core avg")
+    verdict = diagnose(view, Config().thresholds, 1)
+    assert any("over 1 core" in e for e in verdict.evidence) and not any("1 cores" in e for e in verdict.evidence)
+
+
+async def test_no_confidence_is_given_on_a_host_without_gpu() -> None:
+    from gpu_triage.sources import live
+
+    source = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    app = TriageApp(Config(), source=source, source_label="live", autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(4):
+            app.ingest(source.sample())
+        await pilot.pause()
+        head = app.query_one("#diag").shown_plain.split("\n")[0]
+        assert "confidence" not in head and "no GPU" in head, head
+    source.close()
+
+
+def test_the_net_line_leaves_out_idle_virtual_interfaces() -> None:
+    from gpu_triage.model import NetSample
+    from gpu_triage.ui.panes import net_line
+    from gpu_triage.window import RollingWindow
+
+    def view_with(nets: list[NetSample]):  # noqa: ANN202
+        w = RollingWindow(10)
+        w.append(dataclasses.replace(make_tick(0, gpus=1, cores=2), nets=nets))
+        return w.view()
+
+    idle_ifb = [NetSample("eth0", 5e6, 1e6), NetSample("ifb0", 0.0, 0.0), NetSample("ifb1", 0.0, 0.0),
+                NetSample("veth12ab", 0.0, 0.0)]
+    line = net_line(view_with(idle_ifb), 200)
+    assert "eth0" in line and "ifb" not in line and "veth" not in line
+    busy_ifb = [NetSample("eth0", 5e6, 1e6), NetSample("ifb0", 3e6, 0.0)]
+    assert "ifb0" in net_line(view_with(busy_ifb), 200)  # shaping real traffic: shown
+
+
+def test_diagnose_of_a_directory_full_of_other_programs_parquet_says_so_once(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpu_triage.cli import main
+    from gpu_triage.data import H200_TRACE_2S
+
+    for k in range(6):
+        (tmp_path / f"other{k}").mkdir()
+        pq.write_table(pa.table({"x": [1, 2]}), tmp_path / f"other{k}" / "data.parquet")
+    shutil.copy(H200_TRACE_2S, tmp_path / "session.parquet")
+    assert main(["diagnose", str(tmp_path)]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "WARNING" in ln]
+    assert len(err) == 1 and "6 Parquet files" in err[0] and "not gpu-triage recordings" in err[0], err

@@ -78,9 +78,14 @@ def test_a_stopped_job_says_so_and_shows_no_stale_rate() -> None:
 
     view = _view(job=stuck)
     lines = job_pane(view, 120, job_lines(view), COLOURS).plain.split("\n")
-    assert lines[0].endswith("no progress for 38 s")
-    assert " 0.00/s " in lines[1]
-    assert lines[2].endswith("no progress for 38 s")
+    assert lines[0].startswith("JOB  NO PROGRESS for 38 s  samples/s")  # the state first, not at the end
+    assert " 0.00/s stalled" in lines[1] and "step 200 ms" not in lines[1]  # no stale step time beside 0/s
+    assert lines[2].endswith("no progress for 38 s") and "stalled" in lines[2] and "200 ms" not in lines[2]
+    text = job_pane(view, 120, job_lines(view), COLOURS)
+    badge = text.plain.index("NO PROGRESS")
+    assert any(sp.start <= badge < sp.end and "reverse" in str(sp.style) for sp in text.spans)
+    narrow = job_pane(view, 60, job_lines(view), COLOURS).plain.split("\n")[0]
+    assert narrow.startswith("JOB  NO PROGRESS for 38 s ")  # kept whole at any width
 
 
 def test_without_a_job_source() -> None:

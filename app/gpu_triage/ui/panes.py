@@ -320,7 +320,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
     hot = int(np.sum(cores >= 90)) if n else 0
     io = last(view.iowait)
-    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
+    summary = f"CPU {n} core{'' if n == 1 else 's'} avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
     summary += f" · swap {swap_text(view)}"
     per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n / per_line) if n else 0
@@ -361,6 +361,9 @@ def _f(v: int | None) -> float:
     return float("nan") if v is None else float(v)
 
 
+VIRTUAL_NICS = ("ifb", "veth", "docker", "virbr", "br-", "cni", "flannel", "cali", "tun", "tap", "vxlan", "dummy")
+
+
 def net_line(view: WindowView, width: int) -> str:
     """One line, busiest interfaces first: "NET ib0 ↓11.9G/s ↑11.9G/s · eth0 ↓2.0M/s ↑140K/s"; as many as fit."""
     nets = view.nets[-1] if view.nets else []
@@ -372,7 +375,9 @@ def net_line(view: WindowView, width: int) -> str:
 
     out = "NET"
     sep = " "
-    for n in sorted(nets, key=lambda n: (-total(n), n.name)):
+    # idle virtual interfaces (ifb, veth, bridges, tunnels) are noise beside the NICs; shown once they carry traffic
+    shown = [n for n in nets if total(n) > 0 or not n.name.startswith(VIRTUAL_NICS)] or nets[:1]
+    for n in sorted(shown, key=lambda n: (-total(n), n.name)):
         part = f"{sep}{n.name} ↓{rate(n.rx_bytes_per_s)} ↑{rate(n.tx_bytes_per_s)}"
         if len(out) + len(part) > width:
             break
@@ -471,7 +476,8 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         extra = ""
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
-        extra += f"  confidence {shown.confidence * 100:.0f}%"
+        # no card to read: a confidence would rate a GPU verdict that was never possible
+        extra += f"  confidence {shown.confidence * 100:.0f}%" if view.n_gpus else "  no GPU: host facts only"
         out.append(extra)
         out.truncate(width)
         evidence = [_cut("• " + e, width) for e in shown.evidence]

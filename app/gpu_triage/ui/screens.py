@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Any, ClassVar
 
@@ -15,7 +16,16 @@ from textual.widgets import Input, Static
 from textual_plotext import PlotextPlot
 
 from gpu_triage.ui.follow import FollowsWindow
-from gpu_triage.ui.formatters import fit_title, health_note, slowdown_note, wall_clock, zone_name
+from gpu_triage.ui.formatters import (
+    fit_title,
+    health_note,
+    nice_ticks,
+    rate_unit,
+    slowdown_note,
+    tick_label,
+    wall_clock,
+    zone_name,
+)
 from gpu_triage.ui.keys import Mode, keys_for
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
@@ -167,46 +177,82 @@ class DetailScreen(FollowsWindow, Screen[None]):
             Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, {zone})   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
-        ticks, labels = time_ticks(view.t)
+        xticks, labels = time_ticks(view.t)
         g = {f: a[:, j] for f, a in view.gpu.items()}
         colours = getattr(self.app, "colours", None)
         gpu_colour = getattr(colours, "gpu", "green")
         sm_colour = getattr(colours, "sm", "cyan")
 
-        def series(plot_id: str, title: str, lines: list[tuple[np.ndarray, Any, str]], ylim: tuple[float, float] | None, ylabel: str) -> None:
-            """One chart. No plotext legend box (it sat on the data): the title names each line and its colour.
-            Lines are drawn in the given order, so the main line goes last and stays on top."""
+        def series(
+            plot_id: str,
+            title: str | tuple[str, ...],
+            lines: list[tuple[np.ndarray, Any, str]],
+            ylim: tuple[float, float] | None,
+            ylabel: str,
+            right: tuple[np.ndarray, Any, str] | None = None,
+            right_label: str = "",
+        ) -> None:
+            """One chart. No plotext legend box (it sat on the data): the title names each line and its colour
+            (the longest of its forms that fits). Lines are drawn in the given order, so the main line goes
+            last and stays on top. ``right``: a line of another unit on its own axis at the right (°C beside W
+            on one axis made both unreadable). The y ticks are round numbers (plotext's own: 16.7 / 83.3)."""
             widget = self.query_one(f"#{plot_id}", PlotextPlot)
             plt = widget.plt
             plt.clear_data()
             plt.clear_figure()
             drawn = False
+            # a tick every other row at most: on a short chart more labels ran into each other ("1540┤1520")
+            rows = (widget.size.height or max(1, (self.app.size.height - 1) // 3)) - 4
+            count = max(2, min(5, rows // 2 + 1))
             for values, colour, marker in lines:
                 ok = ~np.isnan(values)
                 if ok.any():
                     plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker)
                     drawn = True
+            if right is not None and not np.all(np.isnan(right[0])):
+                values, colour, marker = right
+                ok = ~np.isnan(values)
+                plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker, yside="right")
+                lo, hi = _padded(values)
+                plt.ylim(lo, hi, yside="right")
+                ticks = nice_ticks(lo, hi, count)
+                plt.yticks(ticks, [tick_label(v) + right_label for v in ticks], yside="right")
+                drawn = True
             # before the first layout the widget has no size yet: half the screen is what the 2-column grid gives;
             # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
             width = (widget.size.width or self.app.size.width // 2) - (0 if not drawn else Y_LABELS_W)
+            if right is not None and drawn:
+                width -= Y_LABELS_W
             plt.title(fit_title(title, width, missing=not drawn))
-            if ylim is not None:
-                plt.ylim(*ylim)
-            plt.xticks(ticks, labels)
+            main = [v for v, _, _ in lines if not np.all(np.isnan(v))]
+            lo, hi = ylim if ylim is not None else _padded(np.concatenate(main)) if main else (0.0, 1.0)
+            plt.ylim(lo, hi)
+            ticks = nice_ticks(lo, hi, count)
+            plt.yticks(ticks, [tick_label(v) for v in ticks])
+            plt.xticks(xticks, labels)
             plt.ylabel(ylabel)
             widget.refresh()
 
-        mb = 1 << 20
         series(
             "p_util",
-            f"GPU-Util %: mean ({gpu_colour}), min-max inside each tick (grey dots)",
+            (
+                f"GPU-Util %: mean ({gpu_colour}), min-max inside each tick (grey dots)",
+                f"GPU-Util %: mean ({gpu_colour}), in-tick min-max (grey)",
+                f"GPU-Util % ({gpu_colour}), min-max (grey)",
+                "GPU-Util %",
+            ),
             [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"), (g["util_pct"], gpu_colour, "braille")],
             (0, 100),
             "%",
         )
         series(
             "p_sm",
-            f"%: SM activity ({sm_colour}), occupancy (blue), tensor (magenta), DRAM (yellow)",
+            (
+                f"%: SM activity ({sm_colour}), occupancy (blue), tensor (magenta), DRAM (yellow)",
+                f"% SM ({sm_colour}), occupancy (blue), tensor (magenta), DRAM (yellow)",
+                f"% SM ({sm_colour}) occ (blue) tensor (mag.) DRAM (yel.)",
+                "SM activity %",
+            ),
             [
                 (g["dram_active_pct"], RGB["yellow"], "braille"),
                 (g["tensor_active_pct"], RGB["magenta"], "braille"),
@@ -218,25 +264,72 @@ class DetailScreen(FollowsWindow, Screen[None]):
         )
         total = g["mem_total_bytes"]
         top = float(np.nanmax(total)) / (1 << 30) if not np.all(np.isnan(total)) else None
-        series("p_mem", "memory used, GiB (orange; held memory is not work)", [(g["mem_used_bytes"] / (1 << 30), RGB["orange"], "braille")], (0, top) if top else None, "GiB")
+        series(
+            "p_mem",
+            ("memory used, GiB (orange; held memory is not work)", "memory used, GiB (orange)", "memory GiB"),
+            [(g["mem_used_bytes"] / (1 << 30), RGB["orange"], "braille")],
+            (0, top) if top else None,
+            "GiB",
+        )
+        links = ("pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "nvlink_tx_bytes_per_s")
+        peaks = [float(np.nanmax(g[f])) for f in links if not np.all(np.isnan(g[f]))]
+        div, unit = rate_unit(max(peaks) if peaks else float("nan"))
         series(
             "p_link",
-            "MiB/s: PCIe rx (green) tx (cyan), NVLink rx (magenta) tx (yellow)",
+            (
+                f"{unit}: PCIe rx (green) tx (cyan), NVLink rx (magenta) tx (yellow)",
+                f"{unit}: PCIe rx (grn) tx (cyan), NVLink rx (mag.) tx (yel.)",
+                f"PCIe / NVLink, {unit}",
+            ),
             [
-                (g["pcie_rx_bytes_per_s"] / mb, RGB["green"], "braille"),
-                (g["pcie_tx_bytes_per_s"] / mb, RGB["cyan"], "braille"),
-                (g["nvlink_rx_bytes_per_s"] / mb, RGB["magenta"], "braille"),
-                (g["nvlink_tx_bytes_per_s"] / mb, RGB["yellow"], "braille"),
+                (g["pcie_rx_bytes_per_s"] / div, RGB["green"], "braille"),
+                (g["pcie_tx_bytes_per_s"] / div, RGB["cyan"], "braille"),
+                (g["nvlink_rx_bytes_per_s"] / div, RGB["magenta"], "braille"),
+                (g["nvlink_tx_bytes_per_s"] / div, RGB["yellow"], "braille"),
             ],
-            None,
-            "MiB/s",
+            (0.0, _padded(np.array(peaks) / div)[1]) if peaks else None,
+            unit,
         )
         nan = np.full(len(x), np.nan)
         health = health_note(g.get("ecc_uncorrected", nan), g.get("xid_count", nan), g.get("xid_last", nan))
-        series("p_power", f"power W (red), temperature °C (yellow){health}", [(g["temp_c"], RGB["yellow"], "braille"), (g["power_w"], RGB["red"], "braille")], None, "")
+        series(
+            "p_power",
+            (
+                f"power, W (red, left axis); temperature, °C (yellow, right){health}",
+                f"power W (red, left); temp. °C (yellow, right){health}",
+                "power W (left), °C (right)",
+            ),
+            [(g["power_w"], RGB["red"], "braille")],
+            None,
+            "W",
+            right=(g["temp_c"], RGB["yellow"], "braille"),
+            right_label="°C",
+        )
         # the clock chart says what held the clocks down: a power-capped card's clock saws with its load
-        slowed = slowdown_note(g.get("clock_event_reasons", nan))
-        series("p_clock", f"SM clock, MHz (blue){slowed}", [(g["sm_clock_mhz"], RGB["blue"], "braille")], None, "MHz")
+        slowed = slowdown_note(g.get("clock_event_reasons", nan), g["sm_clock_mhz"])
+        series(
+            "p_clock",
+            (f"SM clock, MHz (blue){slowed}", f"SM clock MHz{slowed}", f"MHz{slowed}", "SM clock, MHz"),
+            [(g["sm_clock_mhz"], RGB["blue"], "braille")],
+            None,
+            "MHz",
+        )
+
+
+def _padded(values: np.ndarray) -> tuple[float, float]:
+    """A y range around ``values`` on round ticks, with a little room: a flat line is not drawn on the frame."""
+    ok = values[~np.isnan(values)]
+    if not ok.size:
+        return 0.0, 1.0
+    lo, hi = float(ok.min()), float(ok.max())
+    if hi - lo < 1e-9:
+        lo, hi = lo - max(1.0, abs(lo) * 0.05), hi + max(1.0, abs(hi) * 0.05)
+    ticks = nice_ticks(lo, hi, 5)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    lo = math.floor(lo / step) * step
+    lo = max(0.0, lo) if float(ok.min()) >= 0 else lo  # a rate or a power never below 0 on the axis
+    hi = math.ceil(hi / step) * step
+    return lo, hi
 
 
 Y_LABELS_W = 6  # plotext shows a title up to width - 6 with the widest y labels drawn here ("14482.3┤"; measured)
