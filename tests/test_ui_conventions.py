@@ -551,3 +551,61 @@ def test_diagnose_of_a_directory_full_of_other_programs_parquet_says_so_once(
     assert main(["diagnose", str(tmp_path)]) == 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if "WARNING" in ln]
     assert len(err) == 1 and "6 Parquet files" in err[0] and "not gpu-triage recordings" in err[0], err
+
+
+# -- panes: hide and reorder, by a key and by the config file ---------------------------------------------------
+def _body_order(app: TriageApp) -> list[str]:
+    return [w.id for w in app.query_one("#body").children if w.display]
+
+
+async def test_o_hides_and_reorders_panes() -> None:
+    app = _sim_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert _body_order(app)[:3] == ["header", "gpu", "diag"]
+        before = len(app.query_one("#procs").shown_plain.split("\n"))
+        await pilot.press("o")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "PanesScreen"
+        # hide the verdict (third: gpu, job, diag), move the process table up to the top
+        await pilot.press("down", "down", "space", "end")
+        await pilot.press("down", "down", "down", "u", "u", "u", "u", "u", "enter")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "Screen"
+        assert app.pane_order == ["procs", "gpu", "job", "cpu", "disk"]
+        shown = _body_order(app)
+        assert shown[:2] == ["header", "procs"] and "diag" not in shown
+        assert len(app.query_one("#procs").shown_plain.split("\n")) >= before  # the verdict's lines went to others
+        await pilot.press("o", "escape")  # Esc: nothing changes
+        await pilot.pause()
+        assert app.pane_order == ["procs", "gpu", "job", "cpu", "disk"]
+
+
+async def test_the_config_file_sets_the_panes(tmp_path) -> None:
+    from gpu_triage.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('[ui]\npanes = ["diag", "gpu", "procs"]\n')
+    config = load_config(str(path))
+    assert config.panes == ("diag", "gpu", "procs")
+    source = sim.SimulatedSource("data_pipeline", gpus=8, cores=32, seed=0, interval_s=config.interval_s, start=START)
+    app = TriageApp(config, source=source, source_label="demo", autostart=False,
+                    prefill=[source.sample() for _ in range(150)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert _body_order(app) == ["header", "diag", "gpu", "procs"]
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ('["gpu", "graphs"]', "'graphs' is not a pane"), ("[]", "non-empty list"), ('"gpu"', "non-empty list"),
+    ('["gpu", "gpu"]', "names a pane twice"),
+])
+def test_a_bad_panes_entry_is_one_clear_line(tmp_path, value: str, words: str) -> None:
+    from gpu_triage.config import load_config
+    from gpu_triage.errors import UserError
+
+    path = tmp_path / "config.toml"
+    path.write_text(f"[ui]\npanes = {value}\n")
+    with pytest.raises(UserError) as err:
+        load_config(str(path))
+    assert "ui.panes" in str(err.value) and words in str(err.value)

@@ -37,7 +37,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
-from gpu_triage.config import Config
+from gpu_triage.config import PANES, Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
@@ -296,6 +296,8 @@ class TriageApp(App[int]):
         self.paused = False
         self.selected = 0
         self.procs = procview.ProcState()
+        # the panes under the header, shown in this order; the others hidden ([ui] panes, the `o` key)
+        self.pane_order: list[str] = list(config.panes)
         # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
         # recorded processes are not this machine's
         self.proc_control: ProcControl | None = None
@@ -529,6 +531,9 @@ class TriageApp(App[int]):
         shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
+        hidden = frozenset(PANES) - set(self.pane_order)
+        if "job" in hidden:
+            job_n = 0
         budget = plan_layout(
             height,
             width,
@@ -539,7 +544,8 @@ class TriageApp(App[int]):
             fixed + job_n,
             panes.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
-            procs_first=self.procs.focused,
+            procs_first=self.procs.focused and "procs" not in hidden,
+            hidden=hidden,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -576,8 +582,9 @@ class TriageApp(App[int]):
             "bar": (bar, bar_lines),
         }
         self._proc_page = max(1, budget.procs - 2)
+        self._order_panes()
         for name, (text, lines) in drawn.items():
-            lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
+            lines = min(lines, len(text.plain.split("\n"))) if text.plain and name not in hidden else 0
             pane = self.query_one(f"#{name}", Pane)
             if pane.styles.height is None or pane.styles.height.value != lines:
                 pane.styles.height = lines
@@ -585,6 +592,31 @@ class TriageApp(App[int]):
             pane.show(text)
         if isinstance(self.screen, FollowsWindow):
             self.screen.refresh_data(view)
+
+    def _order_panes(self) -> None:
+        """The body's panes in the user's order (the header first, hidden ones last, with no lines)."""
+        wanted = ["header", *self.pane_order, *(p for p in PANES if p not in self.pane_order)]
+        body = self.query_one("#body", Vertical)
+        if [w.id for w in body.children] == wanted:
+            return
+        for before, after in zip(wanted, wanted[1:], strict=False):
+            body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+
+    def set_panes(self, order: list[str]) -> None:
+        """Show these panes in this order (the others hidden): the `o` screen's answer."""
+        self.pane_order = [p for p in order if p in PANES]
+        if "procs" not in self.pane_order:
+            self.procs.focused = False
+        self.redraw()
+
+    def action_panes(self) -> None:
+        from gpu_triage.ui.screens import PanesScreen
+
+        def apply(order: list[str] | None) -> None:
+            if order is not None:
+                self.set_panes(order)
+
+        self.push_screen(PanesScreen(self.pane_order), apply)
 
     def _header_text(self, width: int) -> Text:
         """Host, state, REC, source, tick and window. Narrow terminals get a compact form that keeps what

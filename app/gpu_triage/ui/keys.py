@@ -118,6 +118,13 @@ KEYS: tuple[Key, ...] = (
         LIVE,
         (("x", "proc_signal"), ("f9", "proc_signal")),
     ),
+    Key(
+        "`o`",
+        "panes: show, hide and reorder the panes under the header (in it: `↑` `↓` select, `space` show / hide, "
+        "`u` `n` move up / down, `Enter` apply, `Esc` cancel); `[ui] panes` in the config file sets them at start",
+        BOTH,
+        (("o", "panes"),),
+    ),
     Key("`?` `F1`", "help", BOTH, (("question_mark", "help"), ("f1", "help")), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
     Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),

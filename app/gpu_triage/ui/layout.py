@@ -70,6 +70,7 @@ def plan_layout(
     verdict: tuple[int, int] = (1, 0),
     n_nets: int = 0,
     procs_first: bool = False,
+    hidden: frozenset[str] = frozenset(),
 ) -> Budget:
     """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
 
@@ -81,13 +82,20 @@ def plan_layout(
     row per card and more of everything. The process table's first rows (heading and two) come before the
     disks: with 8 cards at 80x24 it was the pane that vanished. ``procs_first`` (the table has the focus,
     Tab): it takes its rows, and the detail line, right after the CPU line, before evidence and SM rows.
+    ``hidden``: panes the user hid (config.PANES names), whose lines go to the others.
     """
     core, n_evidence = verdict
-    left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
+    if "diag" in hidden:
+        core, n_evidence = 0, 0
+    if "disk" in hidden:
+        n_disks, n_nets = 0, 0
+    if "procs" in hidden:
+        n_procs = 0
+    left = height - fixed - (0 if "gpu" in hidden else 1 + n_gpus)  # gpu title + one line per card
     diag = min(max(0, left), core)
     left -= diag
     cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
-    cpu = min(max(0, left), cpu_cells + 1)
+    cpu = 0 if "cpu" in hidden else min(max(0, left), cpu_cells + 1)
     left -= cpu
     procs = 0
     if procs_first and n_procs:
@@ -113,13 +121,15 @@ def plan_layout(
     left -= more
     net = 1 if n_nets and left >= 1 else 0
     left -= net
+    if "gpu" in hidden:
+        n_gpus = 0
     gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
     if gpu_rows == 2:
         left -= n_gpus
     # wide terminals: per-core bars instead of cells, more disks, processes, evidence
     bars_per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n_cores / bars_per_line) + 1 if n_cores else 0
-    if n_cores and bar_lines > cpu and left >= bar_lines - cpu:
+    if n_cores and cpu and bar_lines > cpu and left >= bar_lines - cpu:
         left -= bar_lines - cpu
         cpu = bar_lines
     extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
@@ -136,5 +146,5 @@ def plan_layout(
         if per_card >= TALL_MIN_ROWS:
             left -= (per_card - gpu_rows) * n_gpus
             gpu_rows = per_card
-    diag += min(max(0, left), 4)
+    diag += min(max(0, left), 4) if "diag" not in hidden else 0
     return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag, net=net)

@@ -361,6 +361,80 @@ def time_ticks(t: np.ndarray, count: int = 5) -> tuple[list[float], list[str]]:
     return [float(v - t1) for v in steps], [wall_clock(float(v)).strftime("%H:%M:%S") for v in steps]
 
 
+PANE_NAMES = {
+    "gpu": "the cards",
+    "job": "the training job (samples/s, step time, data wait)",
+    "diag": "the verdict, its evidence and advice",
+    "cpu": "cores, memory and swap",
+    "disk": "network line and disks",
+    "procs": "the process table",
+}
+
+
+class PanesScreen(ModalScreen[list[str] | None]):
+    """`o`: which panes are shown, in which order. ↑↓ select, space shows / hides, u / n move the selected
+    pane up / down, Enter applies, Esc leaves them as they were."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "move_cursor(-1)", "up", show=False),
+        Binding("down", "move_cursor(1)", "down", show=False),
+        Binding("space", "toggle", "show/hide"),
+        Binding("u,shift+up", "shift(-1)", "move up"),
+        Binding("n,shift+down", "shift(1)", "move down"),
+        Binding("enter", "apply", "apply"),
+        Binding("escape", "cancel", "cancel"),
+    ]
+    DEFAULT_CSS = """
+    PanesScreen { align: center middle; }
+    PanesScreen #panes { width: auto; max-width: 90%; height: auto; border: round $accent; padding: 0 1;
+                         background: $surface; }
+    """
+
+    def __init__(self, shown: list[str]) -> None:
+        super().__init__()
+        # every pane, the shown ones first in their order, then the hidden ones in the default order
+        self.order = [*shown, *(p for p in PANE_NAMES if p not in shown)]
+        self.shown = set(shown)
+        self.cursor = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._text(), id="panes")
+
+    def _text(self) -> Text:
+        t = Text()
+        t.append("Panes under the header, top to bottom\n", "bold")
+        for k, name in enumerate(self.order):
+            mark = "[x]" if name in self.shown else "[ ]"
+            line = f"{'▶' if k == self.cursor else ' '} {mark} {name:<6} {PANE_NAMES[name]}\n"
+            t.append(line, "reverse" if k == self.cursor else ("" if name in self.shown else "grey50"))
+        t.append("↑↓ select · space show/hide · u/n move up/down · Enter apply · Esc cancel", "grey50")
+        return t
+
+    def _show(self) -> None:
+        self.query_one("#panes", Static).update(self._text())
+
+    def action_move_cursor(self, delta: int) -> None:
+        self.cursor = (self.cursor + delta) % len(self.order)
+        self._show()
+
+    def action_toggle(self) -> None:
+        self.shown ^= {self.order[self.cursor]}
+        self._show()
+
+    def action_shift(self, delta: int) -> None:
+        k, j = self.cursor, self.cursor + delta
+        if 0 <= j < len(self.order):
+            self.order[k], self.order[j] = self.order[j], self.order[k]
+            self.cursor = j
+        self._show()
+
+    def action_apply(self) -> None:
+        self.dismiss([p for p in self.order if p in self.shown])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class FilterScreen(ModalScreen[str | None]):
     """`/`: a line to type the process filter in. Enter applies (empty: all), Esc leaves it as it was."""
 
