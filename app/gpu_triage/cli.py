@@ -403,6 +403,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rotate(p)
     _add_checkup_commands(sub)
     _add_snapshot(sub)
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
+        description="Print the completion script for SHELL, made from this command line's own parser. "
+        "bash: gpu-triage completion bash > ~/.local/share/bash-completion/completions/gpu-triage; "
+        "zsh: gpu-triage completion zsh > DIR/_gpu-triage with DIR on $fpath; "
+        "fish: gpu-triage completion fish > ~/.config/fish/completions/gpu-triage.fish",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh or fish")
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
     return parser
@@ -684,6 +693,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.loader import run_loader
 
         return run_loader(args)
+    if command == "completion":
+        from gpu_triage.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
     if command == "snapshot":
         from gpu_triage.commands.snapshot import run_snapshot
 
