@@ -407,7 +407,7 @@ class PanesScreen(ModalScreen[list[str] | None]):
             mark = "[x]" if name in self.shown else "[ ]"
             line = f"{'▶' if k == self.cursor else ' '} {mark} {name:<6} {PANE_NAMES[name]}\n"
             t.append(line, "reverse" if k == self.cursor else ("" if name in self.shown else "grey50"))
-        t.append("↑↓ select · space show/hide · u/n move up/down · Enter apply · Esc cancel", "grey50")
+        t.append("↑↓ select · space show/hide · u/n move · Enter apply · Esc cancel", "grey50")
         return t
 
     def _show(self) -> None:
