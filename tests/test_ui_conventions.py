@@ -609,3 +609,17 @@ def test_a_bad_panes_entry_is_one_clear_line(tmp_path, value: str, words: str) -
     with pytest.raises(UserError) as err:
         load_config(str(path))
     assert "ui.panes" in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize(("size", "per_column"),
+                         [((200, 60), "column = 1 tick, last "), ((120, 40), "column = mean of ")])
+async def test_tall_graphs_fill_their_width_and_say_what_a_column_is(size: tuple[int, int], per_column: str) -> None:
+    """Two cards draw tall graphs: at 200x60 two ticks a column left ~40 columns empty left of them."""
+    app = _sim_app("single_card_busy", gpus=2)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        lines = app.query_one("#gpu").shown_plain.split("\n")
+        assert per_column in lines[0] and len(lines[0]) <= size[0], lines[0]
+        if size[0] == 200:
+            graph = lines[1].split("┤", 1)[1]
+            assert not graph.startswith(" "), lines[1]

@@ -339,8 +339,17 @@ def tall_graph(
     Zero is a dim dot on the bottom row and missing data is blank, as in the one-line form. Vectorised per
     row and one span per run of a style, to keep the frame cost of a tall card close to a one-line card.
     """
-    u = np.asarray(bin_columns(values, width, newest=newest), dtype=float)
-    hi = np.asarray(bin_columns(umax, width, "max", newest=newest), dtype=float) if umax is not None else None
+    k, shortened = tall_plan(values.shape[0], width)
+    if shortened:  # a window just wider than the graph: the newest ticks, one a column (the title says so)
+        if newest is not None:
+            u = stepped_columns(values, width, newest, per_column=1)
+            hi = stepped_columns(umax, width, newest, "max", per_column=1) if umax is not None else None
+        else:
+            u = np.asarray(values[-width:], dtype=float)
+            hi = np.asarray(umax[-width:], dtype=float) if umax is not None else None
+    else:
+        u = np.asarray(bin_columns(values, width, newest=newest), dtype=float)
+        hi = np.asarray(bin_columns(umax, width, "max", newest=newest), dtype=float) if umax is not None else None
     pad = " " * (width - u.shape[0])
     missing = np.isnan(u)
     safe = np.where(missing, 0.0, u)
@@ -363,6 +372,18 @@ def tall_graph(
         chars[missing] = " "
         lines.append(runs_text(pad, chars, code, (colour, "grey42")))
     return lines
+
+
+def tall_plan(t: int, width: int) -> tuple[int, bool]:
+    """(ticks a column of a tall graph holds, whether it shows only the newest ticks). The mean of k ticks a
+    column with ░ up to their peak; but a window just wider than the graph (two ticks a column would leave
+    a third of it empty, ~50 columns at 200x60) shows its newest ticks one a column instead."""
+    span = _span(width)
+    if t <= span:
+        return 1, False
+    if 2 * t < 3 * span:
+        return 1, True
+    return math.ceil(t / span), False
 
 
 def tall_split(rows_per_card: int) -> tuple[int, int]:

@@ -37,6 +37,7 @@ from gpu_triage.ui.glyphs import (
     axis_label,
     block,
     tall_graph,
+    tall_plan,
     tall_split,
     wave_plan,
     waveform,
@@ -83,11 +84,10 @@ def gpu_pane(
     # graphs step: each tick keeps its column, so the terminal gets the newest column, not every row
     newest = view.ticks_ever - 1 if view.ticks_ever else None
     tall = rows_per_card >= TALL_MIN_ROWS
-    if tall:
-        title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
-        out.append(title[:width], "bold")
     if not view.gpu_indexes:
-        if not tall:
+        if tall:
+            out.append(_tall_legend(1, width), "bold")
+        else:
             out.append(_wave_legend(None, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
@@ -95,6 +95,7 @@ def gpu_pane(
         return out
     wide = width >= WIDE_COLS
     legend_plan: WavePlan | None = None  # what a cell of the one-line graphs is, said in the title
+    tall_w: int | None = None  # the tall graphs' width, for the ticks a column holds
     for j, idx in enumerate(view.gpu_indexes):
         out.append("\n")
         g = {f: a[:, j] for f, a in view.gpu.items()}
@@ -126,7 +127,8 @@ def gpu_pane(
         flags, alarm = card_flags(g)
         if tall:
             tail = f" {flags}{tail}" if flags else tail
-            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
+            graph_w = _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
+            tall_w = graph_w if tall_w is None or not flags else tall_w
             continue
         flag_text = f"{flags} " if flags else ""
         wave_w = max(4, width - len(head) - len(flag_text) - len(tail))
@@ -163,11 +165,38 @@ def gpu_pane(
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
                 out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
-    if not tall:
+    if tall:
+        per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
+        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
+        shown = f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}" if (
+            shortened and tall_w and interval > 0) else ""
+        out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
+    else:
         interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
         legend = Text(_wave_legend(legend_plan, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
         out = legend + out
     return out
+
+
+def _span_ticks(width: int) -> int:
+    """Ticks a stepped graph of ``width`` columns shows one a column right after a move."""
+    return width - max(1, min(8, width // 4)) + 1
+
+
+def _tall_legend(per_column: int, width: int, shown: str = "") -> str:
+    """The tall graphs' title: what a column is (one tick, or the mean of several, ░ up to their peak), and
+    the part of the window shown when it is not all of it."""
+    col = ("column = 1 tick" if per_column == 1 else f"column = mean of {per_column} ticks") + shown
+    return longest_fitting(
+        (
+            f"GPU  util 0–100 % (fixed scale; {col}; ░ = up to the peak inside it; lower graph: SM activity)"
+            "  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {col}; ░ = up to the peak inside it; lower graph: SM activity)",
+            f"GPU util 0–100% · {col} · ░ peak · lower: SM",
+            f"GPU util 0–100% · {col}",
+        ),
+        width,
+    )
 
 
 def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, colours: Colours, width: int) -> str:
@@ -241,7 +270,7 @@ def _tall_card(
     colours: Colours,
     selected: bool,
     newest: int | None = None,
-) -> None:
+) -> int:
     """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
     the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
     util_rows, sm_rows = tall_split(rows_per_card)
@@ -296,6 +325,7 @@ def _tall_card(
         if r < len(sm_side):
             txt, style = sm_side[r]
             out.append(txt[:side_w], style)
+    return graph_w
 
 
 def _heat(v: float) -> str:
