@@ -33,6 +33,8 @@ from gpu_triage.window import WindowView
 
 LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
+    "Braille cells (⣸): two ticks a cell, the older on the left, 4 dot levels each, when the window is wider",
+    "  than the graph (the title says so, and which part of the window is shown when even that does not fit).",
     "A shaded cell: inside that tick the driver saw both low and high (a sawtooth faster than the tick).",
     "Cyan cells: GPU-Util says busy but SMs were mostly idle (tiny kernels, or NCCL waiting).",
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
@@ -50,7 +52,7 @@ HELP_KEY_W = 14  # "  Enter / Esc " : the key column of the help screen
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,f1", "dismiss", "close"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
@@ -65,7 +67,7 @@ class HelpScreen(ModalScreen[None]):
         t = Text()
         # said first: at 80x24 the help is taller than the screen and its last line was out of reach
         t.append("Keys", "bold")
-        t.append("   (Esc or ? closes; ↑ ↓ PgUp PgDn scroll)\n", "grey50")
+        t.append("   (Esc, ? or F1 closes; ↑ ↓ PgUp PgDn scroll)\n", "grey50")
         # the one key table (ui/keys.py), as the README's; a long description wraps under itself, not under
         # the keys (border and padding take 4 columns, the scrollbar 2)
         text_w = max(40, self.app.size.width - 6)
@@ -93,7 +95,7 @@ class HelpScreen(ModalScreen[None]):
             t.append(f" {pattern}")
             used += 3 + len(pattern)
         t.append("\n")
-        t.append("Esc or ? closes this help; q quits", "grey50")
+        t.append("Esc, ? or F1 closes this help; q quits", "grey50")
         # a scrolling box (focused, so ↑↓/PgDn/End scroll it): at 80x24 the legend did not fit and could not
         # be reached
         with VerticalScroll(id="help-box"):
