@@ -108,6 +108,11 @@ def to_png(converter: str, svg: Path) -> Path:
 
 
 if __name__ == "__main__":
+    # the pictures are truecolor whatever shell runs the script (TERM=xterm alone means 16 colours,
+    # ui/palette.py); the 16-colour and NO_COLOR pictures set their own variables
+    os.environ["COLORTERM"] = "truecolor"
+    os.environ.pop("TEXTUAL_COLOR_SYSTEM", None)
+    os.environ.pop("NO_COLOR", None)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "screenshots")
     parser.add_argument(

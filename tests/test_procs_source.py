@@ -223,10 +223,9 @@ def test_each_process_has_its_own_sm_share_and_no_sample_is_no_data() -> None:
     fake.advance(2.0)
     world.advance(2.0)
     got = {p.pid: p.sm_pct for p in world.reader.sample()}
-    # 101 shares card 0 but had no sample; 200 is alone on card 1: its share is the card's GPU-Util, and the
-    # 2.1 ms call is not made for it
-    assert got == {100: 87.0, 101: None, 200: None}
-    assert fake.card_calls[(1, "nvmlDeviceGetProcessUtilization")] == 0
+    # 101 shares card 0 but had no sample; 200 is alone on card 1 and has its own share too, as nvitop shows
+    assert got == {100: 87.0, 101: None, 200: 3.0}
+    assert fake.card_calls[(1, "nvmlDeviceGetProcessUtilization")] == 1
     # nothing newer since: the same samples are not counted twice, the tick has no data
     assert {p.pid: p.sm_pct for p in world.reader.sample()} == {100: None, 101: None, 200: None}
     fake.cards[0].processes[0].sm_util = 40

@@ -56,6 +56,7 @@ examples:
   gpu-triage loader mytrain.data:make_loader --workers 0,4,8
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
   gpu-triage export                  serve Prometheus metrics and the verdict on 127.0.0.1:9839
+  gpu-triage snapshot --json         one reading of every card, the host and the verdict, for scripts
 
 """
 # from the one key table (plain data: importing it loads no Textual)
@@ -417,6 +418,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_rotate(p)
     _add_checkup_commands(sub)
+    _add_snapshot(sub)
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
+        description="Print the completion script for SHELL, made from this command line's own parser. "
+        "bash: gpu-triage completion bash > ~/.local/share/bash-completion/completions/gpu-triage; "
+        "zsh: gpu-triage completion zsh > DIR/_gpu-triage with DIR on $fpath; "
+        "fish: gpu-triage completion fish > ~/.config/fish/completions/gpu-triage.fish",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh or fish")
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
     return parser
@@ -525,6 +536,22 @@ def _add_rotate(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="datasets only: start a new file every S seconds on the clock, and at UTC midnight (default 3600)",
     )
+
+
+def _add_snapshot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "snapshot",
+        help="one reading, no screen: every card, the host, the processes and the verdict (--json for scripts)",
+        description="Sample for a few seconds (the shortest window the diagnosis judges), print every card, the "
+        "host, the processes and the verdict once, and exit, as gpustat or `nvtop -s` do. Without a GPU it says "
+        "so and reads the host.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (times ISO 8601 UTC)")
+    p.add_argument("--seconds", type=_positive_float, default=6.0, metavar="S",
+                   help="the window sampled (default 6: before that the verdict is still collecting)")
+    p.add_argument("--interval", dest="snapshot_interval", type=_interval, default=1.0, metavar="S",
+                   help="seconds between ticks (default 1)")
+    _add_source(p)
 
 
 def _add_metrics(p: argparse.ArgumentParser) -> None:
@@ -687,4 +714,12 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.loader import run_loader
 
         return run_loader(args)
+    if command == "completion":
+        from gpu_triage.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
+    if command == "snapshot":
+        from gpu_triage.commands.snapshot import run_snapshot
+
+        return run_snapshot(args, config)
     raise AssertionError(command)

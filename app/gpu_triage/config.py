@@ -43,6 +43,10 @@ INTERVAL_RANGE_S = (0.05, 3600.0)
 WINDOW_RANGE_S = (1.0, 7 * 86400.0)
 
 
+# The main screen's panes under the header, in their default order; [ui] panes names the ones shown, in order
+PANES = ("gpu", "job", "diag", "cpu", "disk", "procs")
+
+
 @dataclass(slots=True)
 class Config:
     interval_s: float = 2.0
@@ -52,6 +56,7 @@ class Config:
     color_gpu: str = "green"  # GPU-Util waveform
     color_sm: str = "cyan"  # SM activity waveform
     color_alert: str = "red"
+    panes: tuple[str, ...] = PANES  # [ui] panes: shown, in this order (the `o` key changes it for the session)
     recording_dir: Path = Path("~/.local/share/gpu-triage/recordings").expanduser()
     path: Path | None = None  # the file these values came from, if any
     job_batch_size: int | None = None  # [job] batch_size: samples per step, for logs that count steps
@@ -114,7 +119,7 @@ def load_config(cli_path: str | None = None) -> Config:
 _SECTIONS = {
     "sampling": {"interval_s", "window_s"},
     "diagnosis": set(Thresholds.keys()),
-    "ui": {"theme", "color_gpu", "color_sm", "color_alert"},
+    "ui": {"theme", "color_gpu", "color_sm", "color_alert", "panes"},
     "recording": {"directory"},
     "job": {"batch_size", "log_regex"},
 }
@@ -189,6 +194,17 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             if not isinstance(v, str) or not _is_colour(v):
                 raise bad(f"ui.{key}", f"must be a colour name or #rrggbb, got {v!r}")
             setattr(cfg, key, v)
+    if "panes" in ui:
+        v = ui["panes"]
+        names = ", ".join(PANES)
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+            raise bad("ui.panes", f"must be a non-empty list of pane names ({names}), got {v!r}")
+        unknown = [x for x in v if x not in PANES]
+        if unknown:
+            raise bad("ui.panes", f"{unknown[0]!r} is not a pane; the panes are {names}")
+        if len(set(v)) != len(v):
+            raise bad("ui.panes", f"names a pane twice: {v!r}")
+        cfg.panes = tuple(v)
 
     rec = data.get("recording", {})
     if "directory" in rec:

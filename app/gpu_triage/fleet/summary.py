@@ -54,6 +54,9 @@ def is_dataset_spec(spec: str) -> bool:
     return bool(GLOB_CHARS & set(spec))
 
 
+FOREIGN = "not a gpu-triage recording"  # the words trace/reader.py's errors use for another program's file
+
+
 def skip_reason(path: Path, why: str) -> str:
     """Why a file of a dataset is left out: the error's line without the path it starts with."""
     return why.removeprefix(f"{path}: ").removeprefix(f"{path} ")
@@ -260,21 +263,33 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     spans: list[Span] = []
     hosts_files: dict[str, int] = {}
     skipped: list[dict[str, str]] = []
+    foreign: list[Path] = []
     read: list[Path] = []
     for n, f in enumerate(files, start=1):
         try:
             host, found = file_verdicts(f, config)
         except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
             reason = skip_reason(f, str(exc))
-            log.warning("%s left out of the summary: %s", f, reason)
             skipped.append({"path": str(f), "reason": reason})
+            if FOREIGN in reason:
+                # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
+                foreign.append(f)
+                log.debug("%s left out of the summary: %s", f, reason)
+            else:
+                log.warning("%s left out of the summary: %s", f, reason)
             continue
         read.append(f)
         spans.extend(found)
         hosts_files[host] = hosts_files.get(host, 0) + 1
         if progress is not None:
             progress(n, len(files))
+    if foreign and read:
+        log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
+                    "" if len(foreign) == 1 else "s", spec, "is" if len(foreign) == 1 else "are", foreign[0])
     if not read:
+        if len(foreign) == len(files) and len(files) > 1:
+            raise UserError(f"{spec}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
+                            f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
         raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0]['path']}: "
                         f"{skipped[0]['reason']})")
     files = read

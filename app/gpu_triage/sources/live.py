@@ -127,6 +127,10 @@ class LiveSource:
         """Host-only mode: the busiest processes at the last tick (empty with a GPU: the table shows GPU ones)."""
         return list(self._busiest.latest) if self._busiest is not None else []
 
+    def host_processes(self) -> list[ProcSample]:
+        """Host-only mode: every process with a CPU figure at the last tick (what a filter searches)."""
+        return list(self._busiest.everyone) if self._busiest is not None else []
+
     def close(self) -> None:
         if self._gpus is not None:
             self._gpus.close()

@@ -163,7 +163,7 @@ class GpuProcessReader:
             try:
                 procs = self._gpu_processes(handle)
                 per_card.append((index, procs))
-                if len(procs) > 1:  # a shared card: which process keeps it busy (see _sm_by_pid)
+                if procs:  # every card with a process: each one's own share, as nvitop shows it (_sm_by_pid)
                     sm.update(((index, pid), v) for pid, v in self._sm_by_pid(index, handle).items())
             except GpuLost:
                 continue  # the GPU reader marks the card lost on its own next call
@@ -213,10 +213,11 @@ class GpuProcessReader:
         answers NOT_FOUND until a process has a sample, and a card or binding without the call answers
         nothing; either way "no data" (None), never 0.
 
-        Read only for a card that several processes share (every rank on cuda:0, a notebook beside a job),
-        where it says which of them keeps the card busy. The call costs 2.1 ms of CPU per card on an H200
-        (docs/h200.md), as much as the GPU-Util samples: every tick on every card it would put the dashboard
-        above nvitop's CPU (issue 15), and a process alone on its card has its card's GPU-Util anyway."""
+        Read for every card that runs a process: a user of nvitop reads each process's GPU use in its table,
+        on a shared card (every rank on cuda:0, a notebook beside a job) it says which of them keeps the card
+        busy, and a figure from the driver beats one inferred from the card's GPU-Util. The call costs 2.1 ms
+        of CPU per card on an H200 (docs/h200.md, docs/performance.md); a card without a process costs
+        nothing."""
         since = self._util_since.get(index, 0)
         if self._last_wall is not None:  # the driver keeps older samples: only this tick's count
             since = max(since, int(self._last_wall * 1e6))
@@ -361,6 +362,7 @@ class BusiestProcesses:
         self._before: dict[tuple[int, float | None], float] = {}
         self._at: float | None = None
         self.latest: list[ProcSample] = []
+        self.everyone: list[ProcSample] = []  # every process with a figure, busiest first: what a filter searches
 
     def sample(self) -> list[ProcSample]:
         now = self._clock()
@@ -383,8 +385,9 @@ class BusiestProcesses:
         self._before = {key: cpu_s for key, (cpu_s, _) in seen.items()}
         self._at = now
         busy.sort(key=lambda b: (-b[0], b[1]))
-        self.latest = [
+        self.everyone = [
             ProcSample(pid=pid, gpu_index=NO_CARD, name=clean_opt(name), gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
-            for cpu, pid, name in busy[: self.top]
+            for cpu, pid, name in busy
         ]
+        self.latest = self.everyone[: self.top]
         return self.latest

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
-from gpu_triage.config import Config
+from gpu_triage.config import PANES, Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
@@ -298,6 +299,8 @@ class TriageApp(App[int]):
         self.paused = False
         self.selected = 0
         self.procs = procview.ProcState()
+        # the panes under the header, shown in this order; the others hidden ([ui] panes, the `o` key)
+        self.pane_order: list[str] = list(config.panes)
         # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
         # recorded processes are not this machine's
         self.proc_control: ProcControl | None = None
@@ -533,6 +536,9 @@ class TriageApp(App[int]):
         shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
+        hidden = frozenset(PANES) - set(self.pane_order)
+        if "job" in hidden:
+            job_n = 0
         budget = plan_layout(
             height,
             width,
@@ -543,6 +549,8 @@ class TriageApp(App[int]):
             fixed + job_n,
             panes.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
+            procs_first=self.procs.focused and "procs" not in hidden,
+            hidden=hidden,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -579,8 +587,9 @@ class TriageApp(App[int]):
             "bar": (bar, bar_lines),
         }
         self._proc_page = max(1, budget.procs - 2)
+        self._order_panes()
         for name, (text, lines) in drawn.items():
-            lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
+            lines = min(lines, len(text.plain.split("\n"))) if text.plain and name not in hidden else 0
             pane = self.query_one(f"#{name}", Pane)
             if pane.styles.height is None or pane.styles.height.value != lines:
                 pane.styles.height = lines
@@ -588,6 +597,31 @@ class TriageApp(App[int]):
             pane.show(text)
         if isinstance(self.screen, FollowsWindow):
             self.screen.refresh_data(view)
+
+    def _order_panes(self) -> None:
+        """The body's panes in the user's order (the header first, hidden ones last, with no lines)."""
+        wanted = ["header", *self.pane_order, *(p for p in PANES if p not in self.pane_order)]
+        body = self.query_one("#body", Vertical)
+        if [w.id for w in body.children] == wanted:
+            return
+        for before, after in zip(wanted, wanted[1:], strict=False):
+            body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+
+    def set_panes(self, order: list[str]) -> None:
+        """Show these panes in this order (the others hidden): the `o` screen's answer."""
+        self.pane_order = [p for p in order if p in PANES]
+        if "procs" not in self.pane_order:
+            self.procs.focused = False
+        self.redraw()
+
+    def action_panes(self) -> None:
+        from gpu_triage.ui.screens import PanesScreen
+
+        def apply(order: list[str] | None) -> None:
+            if order is not None:
+                self.set_panes(order)
+
+        self.push_screen(PanesScreen(self.pane_order), apply)
 
     def _header_text(self, width: int) -> Text:
         """Host, state, REC, source, tick and window. Narrow terminals get a compact form that keeps what
@@ -622,10 +656,11 @@ class TriageApp(App[int]):
         t.append(tail)
         t.truncate(width)
         lines = [t]
-        if self.banner:
-            lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
-        if self.window_notice:
-            lines.append(Text(self.window_notice[:width], "yellow", no_wrap=True, end=""))
+        # the banner and the notice are sentences to read whole (the no-GPU hint names the command to run):
+        # wrapped on narrow terminals rather than cut
+        for note, style in ((self.banner, "bold yellow"), (self.window_notice, "yellow")):
+            for part in textwrap.wrap(note or "", width)[:3]:
+                lines.append(Text(part, style, no_wrap=True, end=""))
         if self.source_error:
             lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
         now_playing = self._label_now()
@@ -645,7 +680,7 @@ class TriageApp(App[int]):
         return "now playing: between cases"
 
     def _keys_text(self, width: int) -> Text:
-        return Text(footer_line(self.mode)[:width], "grey62", no_wrap=True, end="")
+        return Text(footer_line(self.mode, width)[:width], "grey62", no_wrap=True, end="")
 
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
@@ -691,11 +726,14 @@ class TriageApp(App[int]):
         return self.proc_control.details(pid) if self.proc_control is not None else None
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
-        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest."""
+        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
+        with a filter every process of the host: `/` then the PID of an idle process must find it."""
         last = self.window.last
         procs = list(last.procs) if last else []
         source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
         if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
+            if self.procs.filter and hasattr(source, "host_processes"):
+                return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
 
@@ -718,6 +756,10 @@ class TriageApp(App[int]):
 
     def action_proc_sort(self) -> None:
         self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
+        self.redraw()
+
+    def action_proc_reverse(self) -> None:
+        self.procs.reverse = not self.procs.reverse
         self.redraw()
 
     def action_proc_tree(self) -> None:

@@ -32,8 +32,23 @@ COLOR_SYSTEM_ENV = "TEXTUAL_COLOR_SYSTEM"  # Textual's own variable: the same va
 
 
 def color_system() -> str:
-    """The colour system asked for: "auto", "truecolor", "256", "standard" or "windows"."""
-    return os.environ.get(COLOR_SYSTEM_ENV, "auto").strip().lower() or "auto"
+    """The colour system in use: "truecolor", "256", "standard" or "windows" as asked for, else (auto) what
+    the console will pick from the terminal's own variables.
+
+    Auto is resolved here as Rich resolves it (COLORTERM=truecolor/24bit: truecolor; TERM ending in
+    -256color or -kitty: 256; anything else, plain ``xterm`` included: 16 colours). Read only as "auto",
+    ``TERM=xterm`` got no pass-through of the named colours and the expected power cap came out bright red
+    instead of yellow, as with ``TEXTUAL_COLOR_SYSTEM=standard``."""
+    asked = os.environ.get(COLOR_SYSTEM_ENV, "auto").strip().lower() or "auto"
+    if asked != "auto":
+        return asked
+    if os.environ.get("COLORTERM", "").strip().lower() in ("truecolor", "24bit"):
+        return "truecolor"
+    term = os.environ.get("TERM", "").strip().lower()
+    if not term or term in ("dumb", "unknown"):
+        return "auto"  # no terminal said: Textual's own choice
+    colours = term.rpartition("-")[2]
+    return {"256color": "256", "kitty": "256"}.get(colours, "standard")
 
 
 def no_color() -> bool:
