@@ -202,3 +202,12 @@ def test_the_diagnosis_pane_says_changing_under_the_headline_before_advice_and_e
     assert not any(line.startswith("• changing") for line in lines)
     core, bullets = verdict_need(shown, 100)
     assert bullets == len(shown.evidence) - 1 and core >= 2
+
+
+def test_when_no_verdict_fits_the_screen_the_lines_say_what_it_reads_and_advice_waits() -> None:
+    # the end of the sleep stall: the sawtooth's raw verdict still holds its old stretch, the cards read 0 %
+    tick, raw, shown = _at(61)
+    assert raw.key == shown.key == ("sawtooth", "stall_unexplained") and raw.advice
+    assert shown.evidence[0].startswith("changing? the numbers on screen have moved off"), shown.evidence
+    assert "GPU-Util now 0..1 %" in shown.evidence and not shown.advice
+    assert not any(e.startswith("GPU-Util mean") for e in shown.evidence)

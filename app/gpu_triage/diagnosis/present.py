@@ -33,9 +33,11 @@ import numpy as np
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict, _collecting, tick_seconds
 from gpu_triage.diagnosis.facts import Fact, link_traffic
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.units import fmt_rate
 from gpu_triage.window import WindowView
 
 CHANGING = "verdict_changing"  # the metric of the first line of a verdict shown while the verdict changes
+RATE = "bytes/s"  # a Check's unit for rates, written by units.fmt_rate
 
 
 def present_ticks(view: WindowView, th: Thresholds, verdict: Verdict | None = None) -> int:
@@ -133,7 +135,7 @@ def _link(v: WindowView, s: slice, cols: list[int], th: Thresholds) -> np.ndarra
 class Check:
     read: Reader
     widen: Callable[[float, float, Thresholds, WindowView], tuple[float, float]]
-    unit: str = ""  # how the present reading is written ("%" or a scale and a unit)
+    unit: str = ""  # how the present reading is written: " %", " cores", ..., RATE (units.fmt_rate)
     scale: float = 1.0
     # a host figure the engine reads over the ticks where the GPU waits (facts.stall_ticks): read where the
     # screen shows the cards waiting. Not the links: a copy runs beside the kernels, in the ticks between
@@ -180,21 +182,21 @@ def _rate(lo: float, hi: float, th: Thresholds, v: WindowView) -> tuple[float, f
 # every metric a fact may rest on that the screen shows; the others (periods, peaks, the job's clock, times)
 # are about the judged stretch as a whole and have no present reading to disagree with
 CHECKS: dict[str, Check] = {
-    "gpu_util_mean_pct": Check(_gpu("util_pct"), _band("regime_band_util_pct"), "%"),
-    "sm_active_mean_pct": Check(_gpu("sm_active_pct"), _band("regime_band_util_pct"), "%"),
-    "gpu_util_spread_pct": Check(_spread, _band("regime_band_util_pct"), "%"),
-    "gpu_mem_used_frac": Check(_mem_frac, _band("regime_band_mem_pct", 0.01), "%", 100.0),
-    "cpu_busy_pct": Check(_cpu_mean, _band("regime_band_cpu_pct"), "%", waits=True),
+    "gpu_util_mean_pct": Check(_gpu("util_pct"), _band("regime_band_util_pct"), " %"),
+    "sm_active_mean_pct": Check(_gpu("sm_active_pct"), _band("regime_band_util_pct"), " %"),
+    "gpu_util_spread_pct": Check(_spread, _band("regime_band_util_pct"), " %"),
+    "gpu_mem_used_frac": Check(_mem_frac, _band("regime_band_mem_pct", 0.01), " %", 100.0),
+    "cpu_busy_pct": Check(_cpu_mean, _band("regime_band_cpu_pct"), " %", waits=True),
     "cpu_cores_busy": Check(_cores_busy, _cores_band, " cores", waits=True),
-    "cpu_cores_pegged": Check(_cores_pegged, _plus_one, " cores", waits=True),
-    "iowait_pct": Check(lambda v, s, c, th: v.iowait[s], _band("regime_band_iowait_pct"), "%", waits=True),
-    "disk_busy_pct": Check(_disk("busy_pct"), _band("regime_band_disk_pct"), "%", waits=True),
+    "cpu_cores_pegged": Check(_cores_pegged, _plus_one, "", waits=True),
+    "iowait_pct": Check(lambda v, s, c, th: v.iowait[s], _band("regime_band_iowait_pct"), " %", waits=True),
+    "disk_busy_pct": Check(_disk("busy_pct"), _band("regime_band_disk_pct"), " %", waits=True),
     "disk_await_ms": Check(_disk("await_ms"), _await, " ms"),  # one fsync's tick carries a stretch's mean
-    "main_process_cpu_pct": Check(_main_cpu, _band("regime_band_cpu_pct"), "% of a core", waits=True),
-    "workers_pegged": Check(_workers_pegged, _plus_one, " workers", waits=True),
-    "link_bytes_per_s": Check(_link, _rate, " GB/s", 1e-9),
-    "link_stall_bytes_per_s": Check(_link, _rate, " GB/s", 1e-9),
-    "pcie_rx_bytes_per_s": Check(_gpu("pcie_rx_bytes_per_s"), _rate, " GB/s", 1e-9),
+    "main_process_cpu_pct": Check(_main_cpu, _band("regime_band_cpu_pct"), " % of a core", waits=True),
+    "workers_pegged": Check(_workers_pegged, _plus_one, "", waits=True),
+    "link_bytes_per_s": Check(_link, _rate, RATE),
+    "link_stall_bytes_per_s": Check(_link, _rate, RATE),
+    "pcie_rx_bytes_per_s": Check(_gpu("pcie_rx_bytes_per_s"), _rate, RATE),
 }
 
 
@@ -210,8 +212,11 @@ class Contradiction:
         """The present reading, written as the fact's figure is ("card 0 memory now 1 %")."""
         check = CHECKS[str(self.fact["metric"])]
         lo, hi = self.low * check.scale, self.high * check.scale
-        fmt = ".1f" if check.scale != 1.0 and check.unit != "%" else ".0f"
-        now = f"{lo:{fmt}}{check.unit}" if round(lo, 1) == round(hi, 1) else f"{lo:{fmt}}..{hi:{fmt}}{check.unit}"
+        if check.unit == RATE:
+            a, b = fmt_rate(lo), fmt_rate(hi)
+            now = a if a == b else f"{a}..{b}"
+        else:
+            now = f"{lo:.0f}{check.unit}" if f"{lo:.0f}" == f"{hi:.0f}" else f"{lo:.0f}..{hi:.0f}{check.unit}"
         return f"{_NAMES.get(str(self.fact['metric']), self.fact['metric'])} now {now}"
 
 
@@ -274,7 +279,12 @@ def _changing(to: Verdict | None, held: Verdict, seen_s: float | None, th: Thres
         new, old = to.pattern, held.pattern
     else:
         new, old = _name(to), _name(held)
-    seen = f" ({new} seen {seen_s:.0f} s of the {th.hold_s:.0f} s hold)" if seen_s is not None else ""
+    if seen_s is None:
+        seen = ""
+    elif seen_s < 0.5:
+        seen = f" (new on this tick; the hold is {th.hold_s:.0f} s)"
+    else:
+        seen = f" ({new} seen {seen_s:.0f} s of the {th.hold_s:.0f} s hold)"
     return Fact(f"changing: {new} ← {old} held{seen}", CHANGING, 1.0)
 
 
