@@ -128,3 +128,53 @@ def test_datasets_say_it_the_same_way(tmp_path: Path) -> None:
     assert result["headline"] == _compare(STARVED, FIXED)["headline"]
     assert result["overall"]["util_mean_pct"]["change_unit"] == "pp"
     assert render_text(result).splitlines()[0].startswith("samples/s +257 %")
+
+
+def test_scaling_runs_lead_with_samples_per_s_and_the_scaling() -> None:
+    result = _compare(DATA / "h200x2-pulse-1card-fixed-1s.parquet", DATA / "h200x2-pulse-2card-fixed-1s.parquet")
+    assert result["headline"]["text"] == ("samples/s +85 % (1676 -> 3103): 2 cards give 1.85x one card: 93 % scaling "
+                                          "efficiency; no bottleneck before or after")
+
+
+def _shares(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {k: {"before": before.get(k, 0.0), "after": after.get(k, 0.0)} for k in sorted(set(before) | set(after))}
+
+
+@pytest.mark.parametrize(("before", "after", "said"), [
+    ({"sawtooth/data_pipeline": 40.0, "steady_low/data_pipeline": 30.0, "steady_high/none": 30.0},
+     {"steady_high/none": 100.0}, "the input pipeline is no longer the bottleneck (70 % of the time before)"),
+    ({"sawtooth/data_pipeline": 80.0, "idle/none": 20.0}, {"idle/storage_io": 60.0, "steady_high/none": 40.0},
+     "the bottleneck moved from the input pipeline to storage I/O (60 % of the time)"),
+    ({"steady_high/none": 100.0}, {"steady_high/communication": 55.0, "steady_high/none": 45.0},
+     "communication between the cards became the bottleneck (55 % of the time)"),
+    ({"idle/storage_io": 50.0, "idle/none": 50.0}, {"idle/storage_io": 20.0, "idle/none": 80.0},
+     "storage I/O is still the bottleneck, 50 -> 20 % of the time"),
+    ({"steady_high/none": 95.0, "idle/storage_io": 5.0}, {"steady_high/none": 100.0},
+     "no bottleneck before or after"),  # 5 % of the time is no run's bottleneck
+])
+def test_what_happened_to_the_dominant_bottleneck(before: dict[str, float], after: dict[str, float],
+                                                  said: str) -> None:
+    from gpu_triage.trace.compare import bottleneck_change
+
+    assert bottleneck_change(_shares(before, after)) == said
+
+
+def test_cards_that_changed_alike_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_triage.hostmeta import recorder_extra
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.trace.writer import TraceWriter
+
+    paths = []
+    for scenario in ("healthy", "data_pipeline"):
+        source = SimulatedSource(scenario, gpus=8, cores=32, seed=1, interval_s=2.0)
+        host = source.host_info()
+        host.extra.update(recorder_extra(source.name, 2.0, environ={}))
+        writer = TraceWriter(tmp_path / f"{scenario}.parquet", host, 2.0)
+        for _ in range(150):
+            writer.append(source.sample())
+        paths.append(str(writer.close()))
+    assert main(["compare", *paths]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "cards 0, 1, 2, 3, 4, 5, 6, 7: as all cards" in out and not any(ln.startswith("card ") for ln in out)
+    assert out[0].startswith("GPU-Util -64 pp (98 -> 34 %): the input pipeline became the bottleneck"), out[0]
+    assert len(out) < 45  # was ~130 lines, 8 tables of the same change

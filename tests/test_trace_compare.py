@@ -79,4 +79,8 @@ def test_healthy_vs_data_pipeline(tmp_path: Path, capsys) -> None:
 
     assert main(["compare", str(before), str(after)]) == 0
     text = capsys.readouterr().out
-    assert "card 1" in text and "GPU-Util mean %" in text and "env.NCCL_DEBUG: 'WARN' -> 'INFO'" in text
+    # the two cards changed alike: one line, not two tables repeating "all cards" (--all prints them)
+    assert "cards 0, 1: as all cards" in text and "GPU-Util mean %" in text
+    assert "env.NCCL_DEBUG: 'WARN' -> 'INFO'" in text
+    assert main(["compare", str(before), str(after), "--all"]) == 0
+    assert "card 1" in capsys.readouterr().out.splitlines()

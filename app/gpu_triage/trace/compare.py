@@ -24,7 +24,7 @@ import polars as pl
 
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.trace.job_compare import compare_job, render_job
+from gpu_triage.trace.job_compare import compare_job, render_job, scaling_line
 from gpu_triage.trace.reader import TraceFile
 from gpu_triage.units import fmt_bytes
 
@@ -278,15 +278,16 @@ def unit_of(key: str) -> str:
     return "bytes" if key.endswith("_bytes") else ""
 
 
-def changed(c: dict[str, Any], unit: str) -> bool:
-    """Whether a before/after pair differs by more than its noise floor (a figure only one side has did)."""
+def changed(c: dict[str, Any], unit: str, floors: float = 1.0) -> bool:
+    """Whether a before/after pair differs by more than its noise floor (a figure only one side has did);
+    ``floors``: that many noise floors."""
     before, after = c.get("before"), c.get("after")
     if before is None or after is None:
         return (before is None) != (after is None)
     if unit == "%":
-        return abs(after - before) >= PP_FLOOR
+        return abs(after - before) >= PP_FLOOR * floors
     scale = max(abs(before), abs(after))
-    return scale > 0 and abs(after - before) >= scale * REL_FLOOR_PCT / 100.0
+    return scale > 0 and abs(after - before) >= scale * REL_FLOOR_PCT * floors / 100.0
 
 
 def _describe(rows: dict[str, dict[str, Any]] | None, unit: Callable[[str], str]) -> None:
@@ -394,7 +395,10 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
             lead = f"GPU-Util {u['change']:+.0f} pp ({u['before']:.0f} -> {u['after']:.0f} %)"
         else:
             lead = f"GPU-Util unchanged ({u['after']:.0f} %)"
-    return {"text": f"{lead}: {bottleneck_change(result.get('diagnosis'))}", "basis": basis, "changed": True}
+    why = bottleneck_change(result.get("diagnosis"))
+    if job and job.get("scaling"):  # runs on different card counts: how well the cards added up is the news
+        why = f"{scaling_line(job['scaling'])}; {why}"
+    return {"text": f"{lead}: {why}", "basis": basis, "changed": True}
 
 
 def compare_traces(before: TraceFile, after: TraceFile, config: Config,
@@ -521,16 +525,21 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:
         for host, rows in result["hosts"].items():
             block(f"all cards of {host}", rows, card_labels.__getitem__)
     elif len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
-        same_cards = []
+        same_cards, like_all = [], []
         for card, rows in result["cards"].items():
-            if show_all or any(c.get("changed", True) for c in rows.values()):
+            if show_all:
                 block(f"card {card}", rows, card_labels.__getitem__)
-            else:
+            elif not any(c.get("changed", True) for c in rows.values()):
                 same_cards.append(card)
-        if same_cards:
-            hidden = True
-            lines.append("")
-            lines.append(f"card{'s' * (len(same_cards) > 1)} {', '.join(same_cards)}: unchanged")
+            elif _like(rows, result["overall"]):
+                like_all.append(card)
+            else:
+                block(f"card {card}", rows, card_labels.__getitem__)
+        for cards, what in ((like_all, "as all cards"), (same_cards, "unchanged")):
+            if cards:
+                hidden = True
+                lines.append("")
+                lines.append(f"card{'s' * (len(cards) > 1)} {', '.join(cards)}: {what}")
     block("host", result["host"], dict(HOST_METRICS).__getitem__)
     if result["diagnosis"] is None:
         lines.append("")
@@ -544,6 +553,21 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:
         lines.append(f"(left out: changes under {PP_FLOOR:g} pp, or {REL_FLOOR_PCT:g} % for the rest; --all shows "
                      "every figure)")
     return "\n".join(lines)
+
+
+def _like(rows: dict[str, dict[str, Any]], overall: dict[str, dict[str, Any]]) -> bool:
+    """Whether a card changed as all cards did: the same figures changed, each by the change of all cards
+    within twice the noise floor (a difference of two changes holds the noise of both). Its table would
+    repeat the "all cards" block (eight cards that changed alike); a level that differs but did not change
+    is no news of the comparison."""
+    for key, c in rows.items():
+        o = overall.get(key, {})
+        if bool(c.get("changed")) != bool(o.get("changed")):
+            return False
+        if c.get("changed") and changed({"before": c.get("change"), "after": o.get("change")},
+                                        c.get("unit", unit_of(key)), floors=2.0):
+            return False
+    return True
 
 
 def _metadata_lines(diffs: dict[str, dict[str, Any]]) -> list[str]:
