@@ -211,3 +211,25 @@ def test_when_no_verdict_fits_the_screen_the_lines_say_what_it_reads_and_advice_
     assert shown.evidence[0].startswith("changing? the numbers on screen have moved off"), shown.evidence
     assert "GPU-Util now 0..1 %" in shown.evidence and not shown.advice
     assert not any(e.startswith("GPU-Util mean") for e in shown.evidence)
+
+
+async def test_the_h200_demo_dashboard_says_changing_at_tick_74() -> None:
+    """The dashboard itself (the built-in demo, stepped tick by tick as playback feeds them): its diagnosis
+    pane beside the card's 42 % and 1.7G/140G."""
+    import argparse
+
+    from gpu_triage.ui.app import Pane
+    from gpu_triage.ui.run import build_app
+
+    app = build_app("demo", argparse.Namespace(scenario=None, speed=1.0, record=None), Config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")  # pause: only steps move the position now
+        await pilot.press("g")
+        while app.replay.position < 73:  # tick 74
+            await pilot.press("right")
+        await pilot.pause()
+        diag = app.query_one("#diag", Pane)._shown
+        assert diag is not None
+        text = diag.plain
+        assert "\nchanging" in text and "holds 55 % of its memory" not in text, text
+        assert app.shown.key == _at(74)[2].key  # the dashboard and `offline.verdicts` agree
