@@ -16,6 +16,10 @@ A change backed by a confident verdict on a *fresh regime* needs only half the h
 required the new level to hold in one band for ``max(regime_min_s, 3 ticks)``, a stability test the noise of
 a healthy job does not pass (its ticks stay in the band of the old level, so no fresh regime is seen).
 
+The held verdict is what the hold protects, not what must be shown at any price: :meth:`VerdictTracker.update`
+returns it through :func:`present.on_screen`, which lets the raw verdict through (saying the verdict is
+changing) when the numbers of the window it is shown beside contradict the held one's evidence.
+
 Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
 ``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
 
