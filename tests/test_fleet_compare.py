@@ -67,7 +67,8 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     text = capsys.readouterr().out
     assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 1800 ticks, 1 h at 2 s)" in text
-    assert "card 1" in text and "diagnosis: share of time %" in text
+    # both cards changed alike: one line for them (two files give the same)
+    assert "cards 0, 1: as all cards" in text and "diagnosis: share of time %" in text
 
 
 def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(tmp_path: Path) -> None:

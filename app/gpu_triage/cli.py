@@ -362,15 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="compare two recordings (or datasets): before and after a tuning change",
         description=(
-            "Per card and overall, side by side with the change: the job's samples/s, utilisation, stalls, "
-            "diagnoses, links, host. Either side may be a dataset directory (`record -o DIR/`, `export --record "
-            "DIR`) or a quoted glob of its partitions or files, read as one recording; a side over several hosts "
-            "gets a block per host. Unreadable files are left out and named."
+            "One line first, what changed (samples/s, or GPU-Util, and the bottleneck), then per card and "
+            "overall, side by side with the change (percentages in points): the job's samples/s, utilisation, "
+            "stalls, diagnoses, links, host; what did not change is left out unless --all. Either side may "
+            "be a dataset directory (`record -o DIR/`, `export --record DIR`) or a quoted glob of its "
+            "partitions or files, read as one recording; a side over several hosts gets a block per host. "
+            "Unreadable files are left out and named."
         ),
     )
     p.add_argument("before", metavar="BEFORE", help="a recording, a dataset directory, or a glob (quote it)")
     p.add_argument("after", metavar="AFTER", help="the same, for after the change")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON for scripts: every figure, with its unit, whether it changed, and the headline")
+    p.add_argument("--all", action="store_true",
+                   help="show every figure, also those that did not change (below 1 pp, or 2 %% for the rest)")
     p.add_argument("--progress", action="store_true",
                    help="report the diagnosis's progress on stderr even when it is not a terminal")
 

@@ -60,6 +60,7 @@ from gpu_triage.trace.compare import (
     _metadata,
     aggregate,
     concat_parts,
+    describe,
     differences,
     project,
     segment_shares,
@@ -308,7 +309,7 @@ def compare_datasets(before: str, after: str, config: Config,
     if by_host:
         result["hosts"] = {h: changes(sa["hosts"].get(h, empty), sb["hosts"].get(h, empty), CARD_METRICS)
                            for h in sorted(set(sa["hosts"]) | set(sb["hosts"]))}
-    return result
+    return describe(result)  # units, what changed, the headline: as for two files
 
 
 def _card_order(cards: set[str]) -> list[str]:

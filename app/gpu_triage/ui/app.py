@@ -492,7 +492,7 @@ class TriageApp(App[int]):
             log.exception("diagnosis failed")
             self.shown = FactsOnly([*panes.facts(view), f"diagnosis failed: {exc}"])
             return
-        verdict = self._tracker.update(t, verdict)
+        verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]

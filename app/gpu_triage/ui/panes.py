@@ -15,6 +15,7 @@ import numpy as np
 from rich.text import Text
 
 from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.model import NetSample, throttle_names
 from gpu_triage.ui.formatters import (
     SM_NA_TEXTS,
@@ -475,10 +476,18 @@ def first_advice_lines(shown: Shown, width: int) -> list[str]:
     return [_cut(w, width) for w in wrapped]
 
 
+def _changing_at(shown: Verdict) -> set[int]:
+    """Which evidence lines say the verdict is changing (present.on_screen): drawn under the headline."""
+    return {i for i, f in enumerate(shown.evidence_facts) if f.get("metric") == CHANGING and i < len(shown.evidence)}
+
+
 def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
-    """(lines of the headline and the wrapped first advice, evidence bullets): what the layout keeps first."""
-    n_evidence = 0 if isinstance(shown, FactsOnly) else len(shown.evidence)
-    return 1 + len(first_advice_lines(shown, width)), n_evidence
+    """(lines of the headline, a changing line and the wrapped first advice, evidence bullets): what the layout
+    keeps first."""
+    if isinstance(shown, FactsOnly):
+        return 1 + len(first_advice_lines(shown, width)), 0
+    changing = len(_changing_at(shown))
+    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing
 
 
 def _cut(text: str, width: int) -> str:
@@ -497,6 +506,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         out.append(("  ·  ".join(shown.lines) or "waiting for ticks")[: max(0, width - 6)])
         evidence: list[str] = []
         all_advice: list[str] = []
+        changing: list[str] = []
     else:
         bad = shown.bottleneck != "none"
         out.append("VERDICT ", "bold")
@@ -510,9 +520,16 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         extra += f"  confidence {shown.confidence * 100:.0f}%" if view.n_gpus else "  no GPU: host facts only"
         out.append(extra)
         out.truncate(width)
-        evidence = [_cut("• " + e, width) for e in shown.evidence]
+        # a verdict shown while it changes says so first (present.on_screen): its first line, under the headline
+        at = _changing_at(shown)
+        changing = [_cut(shown.evidence[i], width) for i in sorted(at)]
+        evidence = [_cut("• " + e, width) for i, e in enumerate(shown.evidence) if i not in at]
         all_advice = shown.advice
     room = lines - 1
+    for text in changing[:room]:
+        out.append("\n")
+        out.append(text, f"bold {colours.alert}")
+        room -= 1
     advice = first_advice_lines(shown, width)[:room]
     room -= len(advice)
     evidence = evidence[:room]
