@@ -1,0 +1,496 @@
+"""`gpu-triage fleet`: real `gpu-triage export --source sim:SCENARIO` processes, read directly (the exporter
+list) and through a real Prometheus (Debian's `prometheus`, as tests/test_export_prometheus.py runs it), and
+hostile exporters on loopback (escape codes, bad numbers, endless or huge bodies, servers that never answer).
+
+The scenarios are chosen so the order is checked: storage_io has a bottleneck (first), a dead exporter is
+down (second), single_card_busy (one card of eight busy) and healthy (all busy) have none and come by lowest
+GPU-Util. CI must run the Prometheus test: without the binary it FAILS when $CI is set (promtools.require).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.fleetview import text
+from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
+from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
+from gpu_triage.fleetview.render import cells, detail_lines
+from promtools import require
+
+WAIT_S = 60.0  # bound on every wait: a hung exporter or Prometheus fails the test, never hangs CI
+INTERVAL_S = 0.5
+# scenario -> (bottleneck, pattern) its exporter settles on
+POOL = {
+    "storage_io": ("storage_io", "steady_low"),
+    "single_card_busy": ("none", "single_card_busy"),
+    "healthy": ("none", "steady_high"),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.stderr.read() if proc.stderr else ""
+
+
+def _start_exporter(scenario: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "export", "--source", f"sim:{scenario}",
+         "--interval", str(INTERVAL_S), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(r"on http://(127\.0\.0\.1:\d+)/metrics", line)
+        if m:
+            return proc, m.group(1)
+    raise AssertionError(f"export {scenario} did not start: {_stop(proc)}")
+
+
+def _wait(what: str, get: Callable[[], object], ok: Callable[[object], bool]) -> object:
+    deadline = time.monotonic() + WAIT_S
+    last: object = None
+    while time.monotonic() < deadline:
+        last = get()
+        if ok(last):
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {WAIT_S:g} s; last: {last}")
+
+
+def _settled(row: HostRow, scenario: str) -> bool:
+    return row.state == OK and (row.bottleneck, row.pattern) == POOL[scenario]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[dict[str, str]]:
+    """The three exporters, each already showing its scenario's verdict."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        addresses = {}
+        for scenario in POOL:
+            proc, address = _start_exporter(scenario)
+            procs.append(proc)
+            addresses[scenario] = address
+        for scenario, address in addresses.items():
+            target = ExporterTarget(address, timeout_s=5)
+            _wait(f"{scenario}'s exporter showing {POOL[scenario]}", lambda t=target: t.fetch()[0],
+                  lambda row, s=scenario: _settled(row, s))  # type: ignore[misc]
+        yield addresses
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def _closed_port() -> str:
+    return f"127.0.0.1:{_free_port()}"  # bound and released: nothing listens there
+
+
+# -- the exporter list ----------------------------------------------------------------------------------------
+
+
+def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_utilisation(pool) -> None:
+    dead = _closed_port()
+    targets = [ExporterTarget(a, timeout_s=5) for a in (pool["healthy"], dead, pool["single_card_busy"],
+                                                        pool["storage_io"])]
+    snap = Fleet(targets, source="pool", interval_s=5).once()
+    order = [r.key for r in snap.rows]
+    assert order == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
+    first, down, low, high = snap.rows
+    assert (first.bottleneck, first.pattern) == POOL["storage_io"] and 0 < first.confidence <= 1
+    assert first.total == 8 and first.hostname == "sim-h200x8"
+    # one card of eight runs the job; healthy keeps all eight busy
+    assert low.busy == 1 and low.total == 8 and high.busy == 8 and low.util < high.util
+    assert all(c.mem_total and c.mem_total > 100 * 2**30 for c in first.cards)  # an H200's memory, per card
+    # the dead exporter is down, with why, and no figure of it reads as 0
+    assert down.state == DOWN and "connection refused" in down.error
+    assert (down.busy, down.total, down.util, down.confidence, down.cards) == (None, None, None, None, ())
+    assert {cells(down)[c] for c in ("BUSY", "UTIL", "CONF", "SAMPLES/S")} == {"—"}
+    assert snap.error is None  # a dead exporter is a row, not a failure of the view
+    # two hosts both called sim-h200x8 are told apart by their addresses
+    assert {r.host for r in (first, low, high)} == {first.key, low.key, high.key}
+
+
+def test_detail_lines_give_each_card_from_the_metrics(pool) -> None:
+    row = ExporterTarget(pool["single_card_busy"], timeout_s=5).fetch()[0]
+    lines = detail_lines(row)
+    assert lines[0].startswith("sim-h200x8   " + pool["single_card_busy"])
+    assert any(line.startswith("verdict: single_card_busy / bottleneck none") for line in lines)
+    card_lines = [line for line in lines if re.match(r"^\s+\d+\s+\d+%", line)]
+    assert len(card_lines) == 8
+    assert all(re.search(r" \d+[KMG]/140G .* \d+ W ", line) for line in card_lines), card_lines  # memory, power
+
+
+def test_cli_once_and_json_over_the_exporters(pool, tmp_path: Path, capsys) -> None:
+    dead = _closed_port()
+    listing = tmp_path / "pool.txt"
+    listing.write_text(f"# the pool\n{pool['healthy']}\n{pool['storage_io']}, {dead}\n")
+    assert main(["fleet", "--exporters-file", str(listing), "--exporters", pool["single_card_busy"],
+                 "--json", "--timeout", "5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [h["key"] for h in doc["hosts"]] == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
+    assert doc["hosts"][1]["state"] == "down" and doc["hosts"][1]["util"] is None
+    assert main(["fleet", "--exporters", f"{dead},{pool['storage_io']}", "--once"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("2 exporters: 2 hosts, 2 need a look, 1 down or stale")
+    assert lines[1].split() == ["HOST", "STATE", "BOTTLENECK", "PATTERN", "CONF", "BUSY", "UTIL", "SAMPLES/S", "OWNER"]
+    assert lines[2].split()[:3] == ["sim-h200x8", "ok", "storage_io"]  # one host of that name: its name
+    assert lines[3].split()[:2] == [dead, "down"] and "connection refused" in lines[4]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["fleet"], "give --prometheus URL"),
+        (["fleet", "--prometheus", "http://a:9090", "--exporters", "b:1"], "not both"),
+        (["fleet", "--exporters", "host-without-port"], "no port"),
+        (["fleet", "--exporters", "a:99999"], "not a number from 1 to 65535"),
+        (["fleet", "--exporters", "a:1", "--match", 'job="x"'], "goes with --prometheus"),
+        (["fleet", "--exporters-file", "/nonexistent/pool.txt"], "No such file"),
+        (["fleet", "--prometheus", "ftp://a"], "give the Prometheus server as http://HOST:9090"),
+        (["fleet", "--prometheus", "http://a:9090", "--match", "{a}}"], "give label matchers"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], expected: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# -- hostile and hanging exporters on loopback ---------------------------------------------------------------
+
+HOSTILE = (
+    "# TYPE gpu_triage_build_info gauge\n"
+    'gpu_triage_build_info{hostname="\\u001b evil\x1b[2J\x1b]0;pwned\x07\u202eokay\\n[bold]x[/bold]",'
+    'version="1",source="live"} 1\n'
+    'gpu_triage_verdict{pattern="idle\x1b[31m",bottleneck="memory_idle",cards="0"} 1\n'
+    "gpu_triage_verdict_confidence_ratio NaN\n"
+    "gpu_triage_tick_timestamp_seconds {now}\n"
+    "gpu_triage_tick_interval_seconds 2\n"
+    'gpu_triage_gpu_utilization_ratio{{gpu="0"}} 1e308\n'
+    'gpu_triage_gpu_utilization_ratio{{gpu="1"}} 0.5\n'
+    'gpu_triage_gpu_utilization_ratio{{gpu="99999999999"}} 0.5\n'
+    'gpu_triage_gpu_memory_total_bytes{{gpu="1"}} -5\n'
+    'gpu_triage_gpu_power_watts{{gpu="1"}} +Inf\n'
+    'gpu_triage_gpu_ecc_uncorrected_errors_total{{gpu="1"}} 3\n'
+    'gpu_triage_process_gpu_memory_bytes{{pid="1",gpu="1",name="python",owner="pod ml/train-\x1b[1mx"}} 1e9\n'
+    "this line is not the text format at all {{{{\n"
+).replace("{{", "{").replace("}}", "}")
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    release = threading.Event()
+    lock = threading.Lock()
+    hanging = 0
+    most_hanging = 0
+
+    def log_message(self, *args: object) -> None:  # the test's output stays clean
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        cls = type(self)
+        self.path = self.path.split("?", 1)[0]
+        if self.path == "/metrics":
+            body = HOSTILE.replace("{now}", repr(time.time())).encode("utf-8", "surrogateescape")
+        elif self.path == "/huge":
+            self.send_response(200)
+            self.end_headers()
+            chunk = b"# padding " + b"x" * 65536 + b"\n"
+            try:
+                for _ in range(200):  # 13 MB, past the cap
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            return
+        elif self.path == "/hang":
+            with cls.lock:
+                cls.hanging += 1
+                cls.most_hanging = max(cls.most_hanging, cls.hanging)
+            cls.release.wait(15)
+            with cls.lock:
+                cls.hanging -= 1
+            return
+        elif self.path == "/drip":
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(40):
+                    self.wfile.write(b"# drip\n")
+                    self.wfile.flush()
+                    time.sleep(0.25)
+            except OSError:
+                pass
+            return
+        elif self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data")
+            self.end_headers()
+            return
+        else:
+            body = b"not found"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def hostile() -> Iterator[str]:
+    _Hostile.release.clear()
+    _Hostile.hanging = _Hostile.most_hanging = 0
+    gen = _serve(_Hostile)
+    address = next(gen)
+    yield address
+    _Hostile.release.set()
+    next(gen, None)
+
+
+def _drawable(s: str) -> bool:
+    return all(ch.isprintable() for ch in s)
+
+
+def test_a_hostile_scrape_is_cleaned_bounded_and_read_under_both_names(hostile: str) -> None:
+    row = ExporterTarget(f"http://{hostile}/metrics", timeout_s=5).fetch()[0]
+    assert row.state == OK
+    every = [row.host, row.hostname or "", row.pattern or "", row.owner or "", *row.notes, *detail_lines(row),
+             *cells(row).values()]
+    assert all(_drawable(s) for s in every), [s for s in every if not _drawable(s)]
+    assert "\x1b" not in "".join(every) and "\u202e" not in "".join(every)
+    assert "[bold]x[/bold]" in row.hostname  # markup is text: the screen draws it as these characters
+    assert row.bottleneck == "memory_idle" and row.confidence is None  # NaN: n/a, not 0 and not NaN %
+    card0, card1 = row.cards  # the 11-digit gpu label is dropped, not a card
+    assert card0.util is None and card1.util == 0.5  # 1e308 is no utilisation
+    assert card1.mem_total is None and card1.power_w is None  # -5 bytes, +Inf watts: n/a
+    assert card1.ecc_uncorrected == 3  # the _total counter name is read as the gauge's was
+    assert row.owner == "pod ml/train-?[1mx" and row.busy == 1 and row.total == 2
+    assert any("unparsable line" in n for n in row.notes)
+
+
+def test_a_huge_a_dripping_and_a_redirecting_exporter_are_down_with_why(hostile: str) -> None:
+    started = time.monotonic()
+    targets = [ExporterTarget(f"http://{hostile}/{path}", timeout_s=2) for path in ("huge", "drip", "redirect")]
+    huge, drip, redirect = (t.fetch()[0] for t in targets)
+    assert huge.state == DOWN and "larger than 8 MiB" in huge.error
+    assert drip.state == DOWN and "longer than 2 s" in drip.error
+    assert redirect.state == DOWN and "redirected to http://169.254.169.254" in redirect.error
+    assert time.monotonic() - started < 15
+
+
+def test_hanging_exporters_never_stall_the_others(hostile: str, pool) -> None:
+    hangs = [ExporterTarget(f"http://{hostile}/hang?{i}", timeout_s=30) for i in range(2)]
+    good = ExporterTarget(pool["healthy"], timeout_s=5)
+    fleet = Fleet([*hangs, good], source="pool", interval_s=0.5, concurrency=3)
+    fleet.start()
+    try:
+        # three workers: two hang, the third keeps answering for the good host round after round
+        snap = _wait("the good host's row while the others hang",
+                     lambda: fleet.snapshot, lambda s: any(r.key == good.key and r.state == OK for r in s.rows))
+        first = snap.updated
+        snap = _wait("a second answer from the good host", lambda: fleet.snapshot,
+                     lambda s: s.updated is not None and s.updated > first)
+        assert snap.waiting == 2 and [r.key for r in snap.rows] == [good.key]  # the hanging ones: no answer yet
+        assert _Hostile.hanging == 2  # each asked once: a host in flight is not asked again
+    finally:
+        _Hostile.release.set()
+        fleet.stop()
+
+
+def test_concurrency_is_bounded(hostile: str) -> None:
+    hangs = [ExporterTarget(f"http://{hostile}/hang?{i}", timeout_s=30) for i in range(6)]
+    fleet = Fleet(hangs, source="pool", interval_s=0.5, concurrency=3)
+    fleet.start()
+    try:
+        _wait("three requests hanging at the server", lambda: _Hostile.hanging, lambda n: n == 3)
+        time.sleep(1.5)  # rounds go on meanwhile: none of them adds a fourth
+        assert _Hostile.most_hanging == 3
+        _Hostile.release.set()  # the three get an empty answer: the other three are asked, three at a time
+        _wait("every host answered (down: an empty answer)", lambda: fleet.snapshot,
+              lambda s: len(s.rows) == 6 and all(r.state == DOWN for r in s.rows))
+        assert _Hostile.most_hanging == 3
+    finally:
+        _Hostile.release.set()
+        fleet.stop()
+
+
+def test_one_timeout_is_down_not_a_stall_of_the_round(hostile: str, pool) -> None:
+    started = time.monotonic()
+    snap = Fleet([ExporterTarget(f"http://{hostile}/hang", timeout_s=1), ExporterTarget(pool["healthy"], timeout_s=5)],
+                 source="pool", interval_s=5).once()
+    assert time.monotonic() - started < 8
+    states = {r.key.endswith("/hang"): r for r in snap.rows}
+    assert states[True].state == DOWN and "no answer within 1 s" in states[True].error
+    assert states[False].state == OK
+
+
+# -- a real Prometheus ----------------------------------------------------------------------------------------
+
+
+def _start_prometheus(tmp_path: Path, targets: list[str], extra_job: str = "") -> tuple[subprocess.Popen[str], str]:
+    binary = require("prometheus")
+    config = tmp_path / "prometheus.yml"
+    listed = ", ".join(f"'{t}'" for t in targets)
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: gpu-triage\n    static_configs:\n      - targets: [{listed}]\n" + extra_job
+    )
+    for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
+        port = _free_port()
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        return proc, base
+            except OSError:
+                time.sleep(0.2)
+        err = _stop(proc)
+        if "address already in use" not in err:
+            raise AssertionError(f"prometheus did not start: {err[-2000:]}")
+    raise AssertionError("prometheus found no free port in three attempts")
+
+
+def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tmp_path: Path, capsys) -> None:
+    victim, victim_address = _start_exporter("data_pipeline")
+    never = _closed_port()  # a target that never answered: only a --match on its job shows it
+    prom = None
+    try:
+        prom, base = _start_prometheus(tmp_path, [*pool.values(), victim_address, never])
+        target = PrometheusTarget(base, timeout_s=10)
+        fleet = Fleet([target], source="prometheus", interval_s=5)
+
+        def settled(snap: object) -> bool:
+            rows = {r.address: r for r in snap.rows}  # type: ignore[attr-defined]
+            return all(a in rows and _settled(rows[a], s) for s, a in pool.items()) and (
+                victim_address in rows and rows[victim_address].bottleneck == "data_pipeline")
+
+        snap = _wait("Prometheus holding every host's verdict", fleet.once, settled)
+        # two bottlenecks (storage_io, data_pipeline) first, the more confident one leading
+        assert {r.address for r in snap.rows[:2]} == {pool["storage_io"], victim_address}
+        assert snap.rows[0].confidence >= snap.rows[1].confidence
+        assert never not in {r.address for r in snap.rows}  # never exported gpu_triage metrics: not ours
+        assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
+
+        _stop(victim)  # the next scrape fails: up == 0, and its series go stale
+        snap = _wait("the killed exporter shown down", fleet.once,
+                     lambda s: any(r.address == victim_address and r.state == DOWN for r in s.rows))  # type: ignore[attr-defined]
+        assert [r.address for r in snap.rows] == [pool["storage_io"], victim_address, pool["single_card_busy"],
+                                                  pool["healthy"]]
+        dead = snap.rows[1]
+        assert "up == 0" in dead.error and dead.util is None and dead.busy is None
+        assert snap.rows[0].cards and snap.rows[0].cards[0].mem_total is not None
+
+        # --match names the scrape job: the target that never answered is there too, down
+        snap = Fleet([PrometheusTarget(base, match='job="gpu-triage"', timeout_s=10)], source="p",
+                     interval_s=5).once()
+        by = {r.address: r for r in snap.rows}
+        assert by[never].state == DOWN and by[victim_address].state == DOWN and by[pool["healthy"]].state == OK
+
+        # the CLI over the same Prometheus, and Prometheus' own error as one line
+        assert main(["fleet", "--prometheus", base, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["hosts"][0]["address"] == pool["storage_io"] and doc["error"] is None
+        assert main(["fleet", "--prometheus", base, "--match", 'job=~"(unclosed', "--once"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("gpu-triage: error: ") and "bad_data" in err and len(err.splitlines()) == 1
+    finally:
+        _stop(victim)
+        if prom is not None:
+            _stop(prom)
+
+
+def test_a_prometheus_that_is_not_there_or_not_prometheus_is_one_line(capsys, hostile: str) -> None:
+    assert main(["fleet", "--prometheus", f"http://{_closed_port()}", "--once"]) == 1
+    captured = capsys.readouterr()
+    assert "connection refused" in captured.err and len(captured.err.strip().splitlines()) == 1
+    # an HTTP server that is not Prometheus (it answers the API's path with text)
+    assert main(["fleet", "--prometheus", f"http://{hostile}", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "not JSON" in captured.err and json.loads(captured.out)["error"].endswith("is this the Prometheus "
+                                                                                     "server (its HTTP API)?")
+
+
+def test_a_stale_exporter_is_not_shown_as_current() -> None:
+    """A served tick 10 minutes old (the exporter's sampler stopped): stale, with its age, not "ok"."""
+    old = HOSTILE.replace("{now}", repr(time.time() - 600))
+
+    class Old(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            body = old.encode("utf-8", "surrogateescape")
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    gen = _serve(Old)
+    address = next(gen)
+    try:
+        row = ExporterTarget(address, timeout_s=5).fetch()[0]
+    finally:
+        next(gen, None)
+    assert row.state == STALE and "600 s old" in row.error and not row.has_bottleneck
+
+
+def test_http_get_caps_before_reading_everything(hostile: str) -> None:
+    with pytest.raises(FetchError, match="larger than 1 MiB"):
+        http_get(f"http://{hostile}/huge", timeout_s=5, cap_bytes=1024 * 1024, accept="*/*")
+
+
+def test_clean_leaves_no_control_characters() -> None:
+    nasty = "a\x1b[2Jb\x9bc\u202ed\u200be\nf\tg" + "h" * 500
+    out = text.clean(nasty)
+    assert _drawable(out) and len(out) == text.MAX_TEXT and out.endswith("…")
+    assert out.startswith("a?[2Jb?c?d?e f g")
