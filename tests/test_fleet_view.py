@@ -494,3 +494,74 @@ def test_clean_leaves_no_control_characters() -> None:
     out = text.clean(nasty)
     assert _drawable(out) and len(out) == text.MAX_TEXT and out.endswith("…")
     assert out.startswith("a?[2Jb?c?d?e f g")
+
+
+# -- the screen (Pilot) -----------------------------------------------------------------------------------------
+
+
+def _plain(widget: object) -> str:
+    content = widget.content  # type: ignore[attr-defined]
+    return content.plain if hasattr(content, "plain") else str(content)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_screen_lists_hosts_in_order_and_enter_opens_one(pool, size: tuple[int, int]) -> None:
+    from textual.widgets import DataTable
+
+    from gpu_triage.ui.fleet_app import FleetApp, HostScreen
+
+    dead = _closed_port()
+    fleet = Fleet([ExporterTarget(a, timeout_s=5) for a in (*pool.values(), dead)], source="pool", interval_s=5)
+    fleet.once()
+    app = FleetApp(fleet, autostart=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert [k.value for k in table.rows] == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
+        titles = [c.label.plain for c in table.columns.values()]
+        assert ("PATTERN" in titles) == (size[0] >= 110) and titles[:3] == ["HOST", "STATE", "BOTTLENECK"]
+        first = [cell.plain for cell in table.get_row_at(0)]
+        down = [cell.plain for cell in table.get_row_at(1)]
+        assert first[1:3] == ["ok", "storage_io"] and re.fullmatch(r"\d/8", first[titles.index("BUSY")])
+        assert down[:2] == [dead, "down"] and set(down[2:-1]) == {"—"}  # down, never 0 %
+        assert _plain(app.query_one("#summary")).startswith("pool: 4 hosts, 2 need a look, 1 down or stale")
+        await pilot.press("down")
+        assert "connection refused" in _plain(app.query_one("#selected"))
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HostScreen) and app.screen.key == pool["single_card_busy"]
+        detail = _plain(app.screen.query_one("#detail")).splitlines()
+        assert any(line.startswith("verdict: single_card_busy / bottleneck none") for line in detail)
+        assert len([line for line in detail if re.match(r"^\s+\d+\s+\d+%", line)]) == 8
+        assert all(len(line) <= size[0] for line in detail)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HostScreen)
+
+
+async def test_the_screen_draws_hostile_labels_as_text_and_never_waits_for_the_network(hostile: str) -> None:
+    """A host that hangs (30 s) while the refresher runs: the screen answers keys at once, and the hostile
+    host's labels are drawn as the characters they are (markup shown, escape codes replaced)."""
+    from textual.widgets import DataTable
+
+    from gpu_triage.ui.fleet_app import FleetApp, HostScreen
+
+    fleet = Fleet([ExporterTarget(f"http://{hostile}/hang", timeout_s=30),
+                   ExporterTarget(f"http://{hostile}/metrics", timeout_s=5)], source="pool", interval_s=0.5)
+    app = FleetApp(fleet)  # its own refresher thread
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if app.query_one(DataTable).row_count:
+                break
+        table = app.query_one(DataTable)
+        assert table.row_count == 1 and _Hostile.hanging == 1  # the hanging host is still being asked
+        host = table.get_row_at(0)[0].plain
+        assert "\x1b" not in host and host.startswith("\\u001b evil?[2J?]")  # cut to its column
+        started = time.monotonic()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HostScreen) and time.monotonic() - started < 2
+        detail = _plain(app.screen.query_one("#detail"))
+        assert "[bold]x[/bold]" in detail and "\x1b" not in detail and "owner: pod ml/train-?[1mx" in detail
+        _Hostile.release.set()

@@ -348,7 +348,9 @@ class Fleet:
         with self._lock:
             # the quick first: hosts that timed out last round queue behind those that answer, so a few dead
             # hosts delay no one when there are more of them than workers
-            due = sorted((t for t in self.targets if t.key not in self._inflight), key=lambda t: self._took.get(t.key, 0.0))
+            due = sorted(
+                (t for t in self.targets if t.key not in self._inflight), key=lambda t: self._took.get(t.key, 0.0)
+            )
             self._inflight.update(t.key for t in due)
         for t in due:
             futures.append(self._pool.submit(self._fetch, t))

@@ -12,24 +12,29 @@ from gpu_triage.fleetview.model import OK, HostRow
 from gpu_triage.units import short_bytes
 
 NA = "n/a"
-# (title, width) of the table's columns; PATTERN only where the screen is wide enough
+# (title, width) of the table's columns; PATTERN only where the screen is wide enough, OWNER takes the rest
 COLUMNS: tuple[tuple[str, int], ...] = (
-    ("HOST", 20),
+    ("HOST", 18),
     ("STATE", 5),
-    ("BOTTLENECK", 17),
+    ("BOTTLENECK", 15),
     ("PATTERN", 16),
     ("CONF", 4),
-    ("BUSY", 7),
+    ("BUSY", 5),
     ("UTIL", 4),
     ("SAMPLES/S", 9),
-    ("OWNER", 24),
+    ("OWNER", 8),
 )
 NARROW_DROPS = ("PATTERN",)  # left out under WIDE_COLUMNS terminal columns
 WIDE_COLUMNS = 110
+OWNER_MAX = 40
 
 
-def columns(width: int) -> list[tuple[str, int]]:
-    return [c for c in COLUMNS if width >= WIDE_COLUMNS or c[0] not in NARROW_DROPS]
+def columns(width: int, gap: int = 1) -> list[tuple[str, int]]:
+    """The columns that fit ``width`` with ``gap`` spaces after each; the owner gets what is left."""
+    cols = [c for c in COLUMNS if width >= WIDE_COLUMNS or c[0] not in NARROW_DROPS]
+    used = sum(w + gap for _, w in cols[:-1]) + gap + 2  # 2: the table's scrollbar and edge
+    title, least = cols[-1]
+    return [*cols[:-1], (title, max(least, min(OWNER_MAX, width - used)))]
 
 
 def pct(v: float | None) -> str:
@@ -87,7 +92,7 @@ def summary_line(snap: FleetSnapshot, now: float | None = None) -> str:
 
 def table(snap: FleetSnapshot, width: int = 120) -> str:
     """``--once``: a summary line, the error line if any, then the table in the view's order."""
-    cols = columns(width)
+    cols = columns(width, gap=2)
     lines = [summary_line(snap)]
     if snap.error:
         lines.append(f"error: {snap.error}")
