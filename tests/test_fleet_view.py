@@ -368,13 +368,28 @@ def test_one_timeout_is_down_not_a_stall_of_the_round(hostile: str, pool) -> Non
 # -- a real Prometheus ----------------------------------------------------------------------------------------
 
 
-def _start_prometheus(tmp_path: Path, targets: list[str], extra_job: str = "") -> tuple[subprocess.Popen[str], str]:
-    binary = require("prometheus")
-    config = tmp_path / "prometheus.yml"
+def _scrape_config(targets: list[str]) -> str:
     listed = ", ".join(f"'{t}'" for t in targets)
+    return f"  - job_name: gpu-triage\n    static_configs:\n      - targets: [{listed}]\n"
+
+
+def _federate_config(prometheus: str) -> str:
+    """A second Prometheus federating the first without honor_labels: the hosts' job and instance arrive
+    as exported_job / exported_instance."""
+    return (
+        "  - job_name: federate\n    honor_labels: false\n    metrics_path: /federate\n"
+        "    params:\n      'match[]': ['{__name__=~\"gpu_triage_.*|up\"}']\n"
+        f"    static_configs:\n      - targets: ['{prometheus.removeprefix('http://')}']\n"
+    )
+
+
+def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str], str]:
+    binary = require("prometheus")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: gpu-triage\n    static_configs:\n      - targets: [{listed}]\n" + extra_job
+        "scrape_configs:\n" + jobs
     )
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
         port = _free_port()
@@ -403,32 +418,39 @@ def _start_prometheus(tmp_path: Path, targets: list[str], extra_job: str = "") -
 def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tmp_path: Path, capsys) -> None:
     victim, victim_address = _start_exporter("data_pipeline")
     never = _closed_port()  # a target that never answered: only a --match on its job shows it
-    prom = None
+    proms: list[subprocess.Popen[str]] = []
     try:
-        prom, base = _start_prometheus(tmp_path, [*pool.values(), victim_address, never])
-        target = PrometheusTarget(base, timeout_s=10)
-        fleet = Fleet([target], source="prometheus", interval_s=5)
+        prom, base = _start_prometheus(tmp_path / "p1", _scrape_config([*pool.values(), victim_address, never]))
+        proms.append(prom)
+        prom, federated = _start_prometheus(tmp_path / "p2", _federate_config(base))
+        proms.append(prom)
+        direct = Fleet([PrometheusTarget(base, timeout_s=10)], source="prometheus", interval_s=5)
+        via = Fleet([PrometheusTarget(federated, timeout_s=10)], source="federated", interval_s=5)
 
         def settled(snap: object) -> bool:
             rows = {r.address: r for r in snap.rows}  # type: ignore[attr-defined]
             return all(a in rows and _settled(rows[a], s) for s, a in pool.items()) and (
                 victim_address in rows and rows[victim_address].bottleneck == "data_pipeline")
 
-        snap = _wait("Prometheus holding every host's verdict", fleet.once, settled)
-        # two bottlenecks (storage_io, data_pipeline) first, the more confident one leading
-        assert {r.address for r in snap.rows[:2]} == {pool["storage_io"], victim_address}
-        assert snap.rows[0].confidence >= snap.rows[1].confidence
-        assert never not in {r.address for r in snap.rows}  # never exported gpu_triage metrics: not ours
-        assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
+        for fleet in (direct, via):
+            snap = _wait(f"{fleet.snapshot.source}: every host's verdict", fleet.once, settled)
+            # two bottlenecks (storage_io, data_pipeline) first, the more confident one leading
+            assert {r.address for r in snap.rows[:2]} == {pool["storage_io"], victim_address}
+            assert snap.rows[0].confidence >= snap.rows[1].confidence
+            assert never not in {r.address for r in snap.rows}  # never exported gpu_triage metrics: not ours
+            # federated too, each host is its own (job, instance), not the federating server
+            assert len(snap.rows) == 4
+            assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
 
         _stop(victim)  # the next scrape fails: up == 0, and its series go stale
-        snap = _wait("the killed exporter shown down", fleet.once,
-                     lambda s: any(r.address == victim_address and r.state == DOWN for r in s.rows))  # type: ignore[attr-defined]
-        assert [r.address for r in snap.rows] == [pool["storage_io"], victim_address, pool["single_card_busy"],
-                                                  pool["healthy"]]
-        dead = snap.rows[1]
-        assert "up == 0" in dead.error and dead.util is None and dead.busy is None
-        assert snap.rows[0].cards and snap.rows[0].cards[0].mem_total is not None
+        expected = [pool["storage_io"], victim_address, pool["single_card_busy"], pool["healthy"]]
+        for fleet in (direct, via):
+            snap = _wait(f"{fleet.snapshot.source}: the killed exporter shown down", fleet.once,
+                         lambda s: [r.address for r in s.rows] == expected  # type: ignore[attr-defined]
+                         and s.rows[1].state == DOWN)  # type: ignore[attr-defined]
+            dead = snap.rows[1]
+            assert "up == 0" in dead.error and dead.util is None and dead.busy is None
+            assert snap.rows[0].cards and snap.rows[0].cards[0].mem_total is not None
 
         # --match names the scrape job: the target that never answered is there too, down
         snap = Fleet([PrometheusTarget(base, match='job="gpu-triage"', timeout_s=10)], source="p",
@@ -445,7 +467,7 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
         assert err.startswith("gpu-triage: error: ") and "bad_data" in err and len(err.splitlines()) == 1
     finally:
         _stop(victim)
-        if prom is not None:
+        for prom in proms:
             _stop(prom)
 
 

@@ -238,7 +238,10 @@ class PrometheusTarget:
             "metrics": f'{{__name__=~"{regex}"{sep}{self.match}}}',
             "up": f"up{{{self.match}}}"
             if self.match
-            else f"up and on(job, instance) last_over_time(gpu_triage_build_info[{UP_LOOKBACK}])",
+            # exported_*: federated without honor_labels, the federating server's own `up` has the same job
+            # and instance as every federated series, and is no host of ours
+            else "up and on(job, instance, exported_job, exported_instance) "
+            f"last_over_time(gpu_triage_build_info[{UP_LOOKBACK}])",
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
         }
 
