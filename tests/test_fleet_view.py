@@ -58,10 +58,10 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return proc.stderr.read() if proc.stderr else ""
 
 
-def _start_exporter(scenario: str) -> tuple[subprocess.Popen[str], str]:
+def _start_exporter(scenario: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpu_triage", "export", "--source", f"sim:{scenario}",
-         "--interval", str(INTERVAL_S), "--listen", "127.0.0.1:0"],
+         "--interval", str(INTERVAL_S), "--listen", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -89,14 +89,35 @@ def _settled(row: HostRow, scenario: str) -> bool:
     return row.state == OK and (row.bottleneck, row.pattern) == POOL[scenario]
 
 
+BATCH = 64  # the healthy host's job: 64 samples a step, a step every STEP_S (its log says so)
+STEP_S = 0.25
+
+
 @pytest.fixture(scope="module")
-def pool() -> Iterator[dict[str, str]]:
-    """The three exporters, each already showing its scenario's verdict."""
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The three exporters, each already showing its scenario's verdict. The healthy one follows a
+    training log (the ImageNet example's format) written here, a step every 0.25 s: its samples/s."""
+    log = tmp_path_factory.mktemp("job") / "train.log"
+    log.write_text("")
+    done = threading.Event()
+
+    def train() -> None:
+        step = 0
+        with log.open("a") as f:
+            while not done.wait(STEP_S):
+                step += 1
+                f.write(f"Epoch: [0][{step:>4}/5005]\tTime  {STEP_S:.3f} ( {STEP_S:.3f})\t"
+                        "Data  0.001 ( 0.001)\tLoss 6.9 (6.9)\n")
+                f.flush()
+
+    writer = threading.Thread(target=train, daemon=True)
+    writer.start()
     procs: list[subprocess.Popen[str]] = []
     try:
         addresses = {}
         for scenario in POOL:
-            proc, address = _start_exporter(scenario)
+            job = ("--job-log", str(log), "--batch-size", str(BATCH)) if scenario == "healthy" else ()
+            proc, address = _start_exporter(scenario, *job)
             procs.append(proc)
             addresses[scenario] = address
         for scenario, address in addresses.items():
@@ -105,6 +126,7 @@ def pool() -> Iterator[dict[str, str]]:
                   lambda row, s=scenario: _settled(row, s))  # type: ignore[misc]
         yield addresses
     finally:
+        done.set()
         for proc in procs:
             _stop(proc)
 
@@ -128,6 +150,10 @@ def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_
     assert first.total == 8 and first.hostname == "sim-h200x8"
     # one card of eight runs the job; healthy keeps all eight busy
     assert low.busy == 1 and low.total == 8 and high.busy == 8 and low.util < high.util
+    # the job's own clock, from its log through the exporter: 64 samples every 0.25 s (steps counted per
+    # 0.5 s tick, so one tick may see one step more or less)
+    assert BATCH / STEP_S / 2.5 <= high.samples_per_s <= BATCH / STEP_S * 2.5 and low.samples_per_s is None
+    assert cells(low)["SAMPLES/S"] == "n/a" and float(cells(high)["SAMPLES/S"]) > 0
     assert all(c.mem_total and c.mem_total > 100 * 2**30 for c in first.cards)  # an H200's memory, per card
     # the dead exporter is down, with why, and no figure of it reads as 0
     assert down.state == DOWN and "connection refused" in down.error
