@@ -613,3 +613,58 @@ async def test_the_screen_draws_hostile_labels_as_text_and_never_waits_for_the_n
         detail = _plain(app.screen.query_one("#detail"))
         assert "[bold]x[/bold]" in detail and "\x1b" not in detail and "owner: pod ml/train-?[1mx" in detail
         _Hostile.release.set()
+
+
+def test_q_quits_at_once_while_a_host_hangs(hostile: str) -> None:
+    """The real command on a terminal (a pty): a host hanging for 30 s holds neither the screen nor the exit."""
+    import os
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command, drawing on the pty
+        os.environ.update(TERM="xterm-256color", COLUMNS="100", LINES="30")
+        os.execv(sys.executable, [sys.executable, "-m", "gpu_triage", "fleet", "--exporters",
+                                  f"{hostile}/hang", "--timeout", "30", "--refresh", "1"])
+    out = b""
+
+    def read_for(seconds: float) -> None:
+        nonlocal out
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                out += chunk
+
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while _Hostile.hanging < 1 and time.monotonic() < deadline:
+            read_for(0.2)
+        assert _Hostile.hanging == 1, out[-2000:]
+        read_for(1.0)
+        asked = time.monotonic()
+        os.write(fd, b"q")
+        waited = 0.0
+        status = None
+        while waited < 10:
+            read_for(0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            waited = time.monotonic() - asked
+        assert status is not None and os.waitstatus_to_exitcode(status) == 0, out[-2000:]
+        assert time.monotonic() - asked < 5 and _Hostile.hanging == 1  # quit while the request still hangs
+        assert b"Traceback" not in out and b"1 not answered yet" in out
+    finally:
+        _Hostile.release.set()
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)

@@ -12,9 +12,11 @@ whole): the screen reads it on its own timer and never waits for the network.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import logging
+import queue
 import socket
 import threading
 import time
@@ -22,7 +24,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -270,6 +271,37 @@ class PrometheusTarget:
 # -- the refresher --------------------------------------------------------------------------------------------
 
 
+class _Workers:
+    """A fixed number of daemon threads running what is submitted, in order. Not a ThreadPoolExecutor:
+    the interpreter joins an executor's threads at exit, so quitting the view would wait for a host that
+    hangs until its timeout; a request in flight here is simply dropped with the process."""
+
+    def __init__(self, count: int) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], None], threading.Event] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"fleet-fetch-{i}", daemon=True) for i in range(count)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _run(self) -> None:
+        while (job := self._queue.get()) is not None:
+            fn, done = job
+            try:
+                fn()
+            finally:
+                done.set()
+
+    def submit(self, fn: Callable[[], None]) -> threading.Event:
+        done = threading.Event()
+        self._queue.put((fn, done))
+        return done
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+
 @dataclass(frozen=True, slots=True)
 class FleetSnapshot:
     """What the screen draws: the rows in order, and one line when the source itself failed."""
@@ -305,9 +337,7 @@ class Fleet:
         self.targets = list(targets)
         self.interval_s = interval_s
         self.on_update = on_update
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(1, min(concurrency, len(self.targets))), thread_name_prefix="fleet-fetch"
-        )
+        self._pool = _Workers(max(1, min(concurrency, len(self.targets))))
         self._lock = threading.Lock()
         self._rows: dict[str, list[HostRow]] = {}
         self._errors: dict[str, str] = {}
@@ -346,8 +376,8 @@ class Fleet:
             self._dirty = True
         self._wake.set()
 
-    def _submit_round(self) -> list[Future[None]]:
-        futures: list[Future[None]] = []
+    def _submit_round(self) -> list[threading.Event]:
+        futures: list[threading.Event] = []
         with self._lock:
             # the quick first: hosts that timed out last round queue behind those that answer, so a few dead
             # hosts delay no one when there are more of them than workers
@@ -356,7 +386,7 @@ class Fleet:
             )
             self._inflight.update(t.key for t in due)
         for t in due:
-            futures.append(self._pool.submit(self._fetch, t))
+            futures.append(self._pool.submit(functools.partial(self._fetch, t)))
         return futures
 
     def _publish(self) -> FleetSnapshot:
@@ -378,7 +408,8 @@ class Fleet:
     # the caller's side
     def once(self) -> FleetSnapshot:
         """One round, waited for (each request bounded by its timeout): for --once and tests."""
-        wait(self._submit_round())
+        for done in self._submit_round():
+            done.wait()
         return self._publish()
 
     def start(self) -> None:
@@ -394,8 +425,7 @@ class Fleet:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(5)
-        # requests in flight end by their own timeouts; nobody waits for them
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()  # requests in flight end by their own timeouts; nobody waits for them
 
     def _loop(self) -> None:
         next_round = 0.0
