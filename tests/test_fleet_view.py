@@ -565,7 +565,7 @@ async def test_the_screen_lists_hosts_in_order_and_enter_opens_one(pool, size: t
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         table = app.query_one(DataTable)
-        assert [k.value for k in table.rows] == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
+        assert _shown_order(table) == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
         titles = [c.label.plain for c in table.columns.values()]
         assert ("PATTERN" in titles) == (size[0] >= 110) and titles[:3] == ["HOST", "STATE", "BOTTLENECK"]
         first = [cell.plain for cell in table.get_row_at(0)]
@@ -668,3 +668,43 @@ def test_q_quits_at_once_while_a_host_hangs(hostile: str) -> None:
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+def _shown_order(table: object) -> list[str]:
+    from textual.coordinate import Coordinate
+
+    return [table.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value  # type: ignore[attr-defined]
+            for i in range(table.row_count)]  # type: ignore[attr-defined]
+
+
+async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor_follows_its_host() -> None:
+    from textual.widgets import DataTable
+
+    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.fleetview.model import order_rows
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    def host(name: str, util: float | None, bottleneck: str = "none", state: str = OK) -> HostRow:
+        return HostRow(key=name, host=name, address=name, job="j", state=state, bottleneck=bottleneck,
+                       pattern="steady_low", confidence=0.8, busy=8, total=8, util=util,
+                       error="connection refused" if state == DOWN else None)
+
+    first = order_rows([host("a", 0.9), host("b", 0.5), host("c", 0.2), host("d", 0.7)])
+    fleet = Fleet([], source="t", interval_s=5)
+    fleet.snapshot = FleetSnapshot(source="t", rows=first, updated=time.time())
+    app = FleetApp(fleet, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert _shown_order(table) == ["c", "b", "d", "a"]
+        await pilot.press("down", "down")  # on d
+        assert app.selected_key == "d"
+        # next round: a got a bottleneck, b went down, c left the answer, e is new, d's util changed
+        fleet.snapshot = FleetSnapshot(source="t", updated=time.time(), rows=order_rows(
+            [host("a", 0.9, "data_pipeline"), host("b", None, state=DOWN), host("d", 0.1), host("e", 0.4)]))
+        await pilot.pause(0.8)  # the screen's own poll picks it up
+        assert _shown_order(table) == ["a", "b", "d", "e"]
+        assert app.selected_key == "d" and table.cursor_row == 2  # the cursor stayed on its host
+        assert [c.plain for c in table.get_row_at(2)][:2] == ["d", "ok"] and table.get_row_at(2)[6].plain == "10%"
+        assert [c.plain for c in table.get_row_at(1)][1:3] == ["down", "—"]
+        assert table.get_row_at(0)[2].plain == "data_pipeline"

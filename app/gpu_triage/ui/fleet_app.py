@@ -97,6 +97,7 @@ class FleetApp(App[int]):
         self.shown: FleetSnapshot = fleet.snapshot
         self._autostart = autostart
         self._columns: list[tuple[str, int]] = []
+        self._drawn: dict[str, dict[str, Text]] = {}  # each row's cells as the table holds them
         self.clock = clock  # None: the wall clock (the summary's "updated N s ago")
 
     def compose(self) -> ComposeResult:
@@ -145,6 +146,9 @@ class FleetApp(App[int]):
         self.query_one("#summary", Static).update(Text(fit(line, max(10, self.size.width)), style="bold"))
 
     def _draw(self, snap: FleetSnapshot, *, force: bool = False) -> None:
+        """Draw ``snap``. Only what changed reaches the table: a new host is added, a gone one removed,
+        changed cells updated, and the order set by a sort; clearing and refilling it measured every
+        cell again (2 s for 1,000 hosts on the CI box: benchmarks/bench_fleet_view.py)."""
         table = self.query_one(DataTable)
         keep = self.selected_key  # the cursor follows its host through a re-sort
         self.shown = snap
@@ -158,13 +162,29 @@ class FleetApp(App[int]):
             for title, width in cols:
                 table.add_column(Text(title, style="bold"), key=title, width=width + 1)
             self._columns = cols
-        else:
-            table.clear()
+            self._drawn = {}
+        wanted = {r.key for r in snap.rows}
+        for gone in [k for k in self._drawn if k not in wanted]:
+            table.remove_row(gone)
+            del self._drawn[gone]
         for row in snap.rows:
             c = cells(row)
-            table.add_row(*(Text(fit(c[t], w), style=_row_style(row, t)) for t, w in cols), key=row.key)
-        if keep is not None:
-            index = next((i for i, r in enumerate(snap.rows) if r.key == keep), 0)
+            now = {t: (fit(c[t], w), _row_style(row, t)) for t, w in cols}
+            before = self._drawn.get(row.key)
+            if before is None:
+                drawn = {t: Text(text, style=style) for t, (text, style) in now.items()}
+                table.add_row(*drawn.values(), key=row.key)
+                self._drawn[row.key] = drawn
+                continue
+            for t, (text, style) in now.items():
+                if before[t].plain != text or str(before[t].style) != style:
+                    before[t] = Text(text, style=style)
+                    table.update_cell(row.key, t, before[t])
+        if snap.rows:
+            order = {id(self._drawn[r.key]["HOST"]): i for i, r in enumerate(snap.rows)}
+            table.sort("HOST", key=lambda cell: order[id(cell)])
+        if keep is not None and keep in wanted:
+            index = next(i for i, r in enumerate(snap.rows) if r.key == keep)
             table.move_cursor(row=index, animate=False)
         self._draw_selected()
         if isinstance(self.screen, HostScreen):
