@@ -708,3 +708,66 @@ async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor
         assert [c.plain for c in table.get_row_at(2)][:2] == ["d", "ok"] and table.get_row_at(2)[6].plain == "10%"
         assert [c.plain for c in table.get_row_at(1)][1:3] == ["down", "—"]
         assert table.get_row_at(0)[2].plain == "data_pipeline"
+
+
+async def test_a_prometheus_error_is_one_line_above_the_table_and_r_asks_again(hostile: str) -> None:
+    """The answer of a server that is not Prometheus: one red line over the (empty) table; r starts a new
+    round at once instead of after --refresh (60 s here)."""
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    target = PrometheusTarget(f"http://{hostile}", timeout_s=5)
+    fleet = Fleet([target], source="prometheus", interval_s=60)
+    app = FleetApp(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if app.shown.error:
+                break
+        error = app.query_one("#error")
+        assert error.display and _plain(error).endswith("the answer is not JSON: is this the Prometheus server "
+                                                        "(its HTTP API)?")
+        assert "\n" not in _plain(error) and app.shown.rows == ()
+        first = fleet.snapshot
+        await pilot.press("r")
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if fleet.snapshot is not first:
+                break
+        assert fleet.snapshot is not first  # a second round, long before the 60 s
+
+
+async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpu_triage.config import Config
+    from gpu_triage.export.collector import TriageCollector
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.fleetview.model import HostData, build_rows, parse_exposition
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.ui.fleet_app import FleetApp, HostScreen
+
+    source = SimulatedSource("healthy", gpus=16, seed=0, interval_s=2.0)
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    for _ in range(5):
+        tick = source.sample()
+        monitor.ingest(tick, source.status())
+    registry = CollectorRegistry()
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    samples, _ = parse_exposition(generate_latest(registry).decode())
+    fleet = Fleet([], source="t", interval_s=5)
+    fleet.snapshot = FleetSnapshot(source="t", rows=build_rows(
+        [HostData("big:9839", "big:9839", tick.ts.timestamp() + 1, samples=tuple(samples))]))
+    app = FleetApp(fleet, autostart=False)
+    async with app.run_test(size=(80, 16)) as pilot:  # 22 lines of detail (they fit 80x24 exactly)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HostScreen)
+        lines = _plain(app.screen.query_one("#detail")).splitlines()
+        assert len([line for line in lines if re.match(r"^\s+\d+\s+\d+%", line)]) == 16
+        scroll = app.screen.query_one("VerticalScroll")
+        await pilot.pause(0.2)
+        assert scroll.max_scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert scroll.scroll_y == scroll.max_scroll_y  # the last card can be reached

@@ -13,6 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.filter import Monochrome, NoColor
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -42,7 +43,8 @@ class HostScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "back"), Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HostScreen { layout: vertical; }
-    HostScreen #detail { height: 1fr; padding: 0 1; }
+    HostScreen VerticalScroll { height: 1fr; }
+    HostScreen #detail { height: auto; padding: 0 1; }
     HostScreen #keys { height: 1; dock: bottom; }
     """
 
@@ -51,13 +53,15 @@ class HostScreen(Screen[None]):
         self.key = key
 
     def compose(self) -> ComposeResult:
-        yield Static(id="detail")
-        yield Static(Text("Esc back  q quit", style="dim"), id="keys")
+        with VerticalScroll():  # 16 cards and their host do not fit 24 lines
+            yield Static(id="detail")
+        yield Static(Text("↑↓ scroll  Esc back  q quit", style="dim"), id="keys")
 
     def on_mount(self) -> None:
         app = self.app
         assert isinstance(app, FleetApp)
         self.show(app.shown)
+        self.query_one(VerticalScroll).focus()
 
     def show(self, snap: FleetSnapshot) -> None:
         row = next((r for r in snap.rows if r.key == self.key), None)
@@ -65,7 +69,7 @@ class HostScreen(Screen[None]):
             lines = [f"{self.key}: no longer in the answer ({snap.source})"]
         else:
             lines = detail_lines(row)
-        width = max(20, self.size.width - 2)
+        width = max(20, self.size.width - 3)  # the padding and the scroll bar
         text = Text("\n".join(fit(line, width) for line in lines))
         if row is not None and row.state != OK:
             text.stylize("bold red", 0, len(lines[0]))
