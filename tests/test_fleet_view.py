@@ -771,3 +771,17 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
         await pilot.press("end")
         await pilot.pause()
         assert scroll.scroll_y == scroll.max_scroll_y  # the last card can be reached
+
+
+def test_a_body_of_millions_of_tiny_series_is_cut_at_the_sample_cap() -> None:
+    from gpu_triage.fleetview.model import MAX_SERIES_PER_HOST, parse_exposition
+
+    body = "".join(f"a{i} 1\n" for i in range(500_000))  # 4.5 MB, under the size cap
+    started = time.monotonic()
+    samples, notes = parse_exposition(body)
+    assert len(samples) == MAX_SERIES_PER_HOST
+    assert notes == [f"more than {MAX_SERIES_PER_HOST} samples: the rest not read"]
+    assert time.monotonic() - started < 10  # stopped early, not 500,000 parsed and then cut
+    samples, notes = parse_exposition("not { the format\n" + body)  # the line-by-line path stops there too
+    assert len(samples) == MAX_SERIES_PER_HOST and "more than" in notes[-1] and "1 unparsable line" in notes[0]
+    assert time.monotonic() - started < 20

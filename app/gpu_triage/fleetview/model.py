@@ -176,36 +176,43 @@ def _labels(raw: Mapping[Any, object]) -> dict[str, str]:
 def parse_exposition(text: str) -> tuple[list[Sample], list[str]]:
     """The samples of a ``/metrics`` body (Prometheus text format) through prometheus_client's parser,
     and notes on what was dropped. A body the parser rejects as a whole is parsed line by line, so one
-    bad line costs that line, not the host."""
+    bad line costs that line, not the host. Parsing stops at :data:`MAX_SERIES_PER_HOST` samples: 8 MiB
+    of one-character series would otherwise be two million objects."""
     from prometheus_client.parser import text_string_to_metric_families
 
     notes: list[str] = []
+    samples: list[Sample] = []
+    full = False
+
+    def take(body: str) -> None:
+        nonlocal full
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                if len(samples) >= MAX_SERIES_PER_HOST:
+                    full = True
+                    return
+                samples.append(Sample(s.name, _labels(s.labels), number(s.value)))
+
     try:
-        samples = [
-            Sample(s.name, _labels(s.labels), number(s.value))
-            for fam in text_string_to_metric_families(text)
-            for s in fam.samples
-        ]
+        take(text)
     except (ValueError, TypeError, IndexError, KeyError) as err:
-        samples = []
+        samples.clear()
+        full = False
         bad = 0
         first = ""
         for line in text.splitlines():
+            if full:
+                break
             if not line.strip() or line.startswith("#"):
                 continue
             try:
-                samples.extend(
-                    Sample(s.name, _labels(s.labels), number(s.value))
-                    for fam in text_string_to_metric_families(line + "\n")
-                    for s in fam.samples
-                )
+                take(line + "\n")
             except (ValueError, TypeError, IndexError, KeyError) as line_err:
                 bad += 1
                 first = first or f"{type(line_err).__name__}: {line_err}"
         notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clean(first or err, 80)})")
-    if len(samples) > MAX_SERIES_PER_HOST:
-        notes.append(f"{len(samples) - MAX_SERIES_PER_HOST} samples past the first {MAX_SERIES_PER_HOST} dropped")
-        samples = samples[:MAX_SERIES_PER_HOST]
+    if full:
+        notes.append(f"more than {MAX_SERIES_PER_HOST} samples: the rest not read")
     return samples, notes
 
 
