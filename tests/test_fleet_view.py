@@ -786,3 +786,16 @@ def test_a_body_of_millions_of_tiny_series_is_cut_at_the_sample_cap() -> None:
     samples, notes = parse_exposition("not { the format\n" + body)  # the line-by-line path stops there too
     assert len(samples) == MAX_SERIES_PER_HOST and "more than" in notes[-1] and "1 unparsable line" in notes[0]
     assert time.monotonic() - started < 20
+
+
+def test_exporter_addresses_as_written() -> None:
+    from gpu_triage.fleetview.client import exporter_url
+
+    assert exporter_url("gpu01:9839") == "http://gpu01:9839/metrics"
+    assert exporter_url("[::1]:9839") == "http://[::1]:9839/metrics"
+    assert exporter_url("https://gpu01.example.org:443/custom") == "https://gpu01.example.org:443/custom"
+    assert exporter_url(" 10.0.0.5:9839 ") == "http://10.0.0.5:9839/metrics"
+    for bad, why in (("gpu01", "no port"), ("gpu01:0", "port 0"), ("ftp://gpu01:21", "http://"),
+                     ("gpu01:98x", "not a number"), ("gpu\x1b01:9839", "control characters")):
+        with pytest.raises(ValueError, match=why):
+            exporter_url(bad)

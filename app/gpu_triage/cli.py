@@ -561,9 +561,9 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout",
         type=_seconds_between(0.1, 120.0),
-        default=3.0,
         metavar="S",
-        help="a host (or Prometheus) that has not answered in S seconds is down for this round (3)",
+        help="an exporter that has not answered in S seconds is down for this round (default 3); a "
+        "Prometheus query's limit (default 10: its answer for a large fleet is megabytes)",
     )
     p.add_argument(
         "--concurrency", type=_positive_int, default=16, metavar="N", help="exporters scraped at once (16)"

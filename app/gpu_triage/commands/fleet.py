@@ -20,6 +20,8 @@ from gpu_triage.fleetview.render import table, to_json
 from gpu_triage.fleetview.text import clean
 
 LIST_FILE_CAP_BYTES = 1024 * 1024  # a list of a few thousand HOST:PORT lines is ~100 KB
+EXPORTER_TIMEOUT_S = 3.0  # a scrape of one exporter takes milliseconds
+PROMETHEUS_TIMEOUT_S = 10.0  # an answer for 1,000 hosts is ~17 MiB (docs/performance.md)
 
 
 def exporter_list(args: argparse.Namespace) -> list[str]:
@@ -50,7 +52,7 @@ def build_fleet(args: argparse.Namespace) -> Fleet:
     exporters = exporter_list(args)
     if prometheus and exporters:
         raise UserError("fleet: give --prometheus URL or --exporters HOST:PORT,... (or a file), not both")
-    timeout_s = float(args.timeout)
+    timeout_s = float(args.timeout or (PROMETHEUS_TIMEOUT_S if prometheus else EXPORTER_TIMEOUT_S))
     targets: list[Target]
     try:
         if prometheus:
