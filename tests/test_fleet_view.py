@@ -799,3 +799,12 @@ def test_exporter_addresses_as_written() -> None:
                      ("gpu01:98x", "not a number"), ("gpu\x1b01:9839", "control characters")):
         with pytest.raises(ValueError, match=why):
             exporter_url(bad)
+
+
+def test_the_owner_label_wins_then_its_parts_in_a_fixed_order() -> None:
+    from gpu_triage.fleetview.model import owner_of
+
+    assert owner_of({"gpu": "0", "user": "ana", "owner": "pod ml/train-1"}) == "pod ml/train-1"
+    assert owner_of({"user": "ana", "slurm_job": "4711"}) == "4711"  # the job before its user
+    assert owner_of({"owner_name": "ml/train-1", "owner_kind": "pod", "gpu": "0"}) == "pod ml/train-1"
+    assert owner_of({"gpu": "0", "pid": "12", "name": "python", "job": "gpu-triage"}) is None  # job: the scrape job

@@ -333,16 +333,25 @@ def _amount(v: float | None) -> float | None:
     return v if v is not None and v >= 0 else None
 
 
+def owner_of(labels: Mapping[str, str]) -> str | None:
+    """The owner a series names: its ``owner`` label, else the first of :data:`OWNER_LABELS` it has, else
+    its ``owner_*`` labels in name order, joined (``owner_kind="pod", owner_name="ns/x"`` → ``pod ns/x``)."""
+    for label in OWNER_LABELS:
+        if labels.get(label):
+            return labels[label]
+    parts = [labels[k] for k in sorted(labels) if k.startswith("owner_") and labels[k]]
+    return " ".join(parts) if parts else None
+
+
 def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
-    """Every owner named by the host's series (:data:`OWNER_LABELS`, ``owner_*``), cleaned, sorted."""
+    """Every owner named by the host's series, cleaned, sorted (at most 64 kept)."""
     found: set[str] = set()
     for s in samples:
-        for label, value in s.labels.items():
-            if value and (label in OWNER_LABELS or label.startswith("owner_")):
-                found.add(clean(value, 60))
-                break  # the first owner label of a series names it (owner before its parts)
-        if len(found) > 64:
-            break
+        owner = owner_of(s.labels)
+        if owner:
+            found.add(clean(owner, 60))
+            if len(found) >= 64:
+                break
     return tuple(sorted(found))
 
 
