@@ -808,3 +808,14 @@ def test_the_owner_label_wins_then_its_parts_in_a_fixed_order() -> None:
     assert owner_of({"user": "ana", "slurm_job": "4711"}) == "4711"  # the job before its user
     assert owner_of({"owner_name": "ml/train-1", "owner_kind": "pod", "gpu": "0"}) == "pod ml/train-1"
     assert owner_of({"gpu": "0", "pid": "12", "name": "python", "job": "gpu-triage"}) is None  # job: the scrape job
+
+
+def test_only_the_interactive_fleet_is_a_screen_command() -> None:
+    """Its screen owns the terminal (no warnings on stderr over it); --once and --json print like any command."""
+    from gpu_triage.cli import _on_screen, build_parser
+
+    parser = build_parser()
+    assert _on_screen(parser.parse_args(["fleet", "--exporters", "a:1"]))
+    assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--once"]))
+    assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--json"]))
+    assert _on_screen(parser.parse_args(["demo"])) and not _on_screen(parser.parse_args(["export"]))
