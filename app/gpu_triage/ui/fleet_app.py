@@ -151,7 +151,7 @@ class FleetApp(App[int]):
 
     def _draw(self, snap: FleetSnapshot, *, force: bool = False) -> None:
         """Draw ``snap``. Only what changed reaches the table: a new host is added, a gone one removed,
-        changed cells updated, and the order set by a sort; clearing and refilling it measured every
+        changed cells updated, and the order set by a sort; clearing and refilling it would measure every
         cell again (2 s for 1,000 hosts on the CI box: benchmarks/bench_fleet_view.py)."""
         table = self.query_one(DataTable)
         keep = self.selected_key  # the cursor follows its host through a re-sort
