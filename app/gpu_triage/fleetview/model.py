@@ -238,8 +238,10 @@ def parse_vector(body: object) -> tuple[list[Sample], float | None]:
         value = item.get("value")
         if not isinstance(value, list) or len(value) != 2:
             continue
-        labels = _labels(item["metric"])
-        name = labels.pop("__name__", "")
+        raw = item["metric"]
+        # the API's labels are strings: only a malformed answer pays for the conversion
+        labels = raw if all(type(v) is str for v in raw.values()) else _labels(raw)
+        name = str(labels.pop("__name__", ""))
         samples.append(Sample(name, labels, number(value[1])))
         when = when if when is not None else number(value[0])
     return samples, when
@@ -343,6 +345,11 @@ def owner_of(labels: Mapping[str, str]) -> str | None:
     return " ".join(parts) if parts else None
 
 
+def _may_name_owner(name: str) -> bool:
+    """The series that carry whose work it is: the GPU processes' and any owner metric."""
+    return name.startswith("gpu_triage_process_") or "owner" in name or name in METRICS["owner"]
+
+
 def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
     """Every owner named by the host's series, cleaned, sorted (at most 64 kept)."""
     found: set[str] = set()
@@ -422,7 +429,7 @@ def build_row(data: HostData) -> HostRow:
     error = None
     if state == STALE:
         error = "no tick yet" if tick_age is None else f"newest tick is {tick_age:.0f} s old: its sampler stopped"
-    owners = owners_of(ours)
+    owners = owners_of(s for s in ours if _may_name_owner(s.name))
     driver = idx.one("driver")
     return HostRow(
         host=hostname or address,
