@@ -334,11 +334,9 @@ class Fleet:
         source: str,
         interval_s: float,
         concurrency: int = 16,
-        on_update: Callable[[FleetSnapshot], None] | None = None,
     ) -> None:
         self.targets = list(targets)
         self.interval_s = interval_s
-        self.on_update = on_update
         self._pool = _Workers(max(1, min(concurrency, len(self.targets))))
         self._lock = threading.Lock()
         self._rows: dict[str, list[HostRow]] = {}
@@ -403,8 +401,6 @@ class Fleet:
             source=self.snapshot.source, rows=order_rows(rows), error=error, updated=updated, waiting=waiting
         )
         self.snapshot = snap
-        if self.on_update is not None:
-            self.on_update(snap)
         return snap
 
     # the caller's side
@@ -434,13 +430,17 @@ class Fleet:
         last_publish = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= next_round or self._refresh.is_set():
-                self._refresh.clear()
-                self._submit_round()
-                next_round = now + self.interval_s
-            if self._dirty and now - last_publish >= PUBLISH_EVERY_S:
-                self._publish()
-                last_publish = now
+            try:
+                if now >= next_round or self._refresh.is_set():
+                    self._refresh.clear()
+                    self._submit_round()
+                    next_round = now + self.interval_s
+                if self._dirty and now - last_publish >= PUBLISH_EVERY_S:
+                    last_publish = now
+                    self._publish()
+            except Exception:  # a bug: logged, and the next round tries again (a dead thread would freeze the view)
+                log.exception("the fleet refresher's round failed")
+                self._dirty = False
             timeout = next_round - now
             if self._dirty:
                 timeout = min(timeout, max(0.0, last_publish + PUBLISH_EVERY_S - now))
