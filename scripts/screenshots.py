@@ -91,6 +91,14 @@ async def fleet_shots(out: Path) -> list[Path]:
     p = out / "fleet-detail-120x40.svg"
     await shoot(fleet_app(), p, (120, 40), ("enter",))
     shots.append(p)
+    os.environ["NO_COLOR"] = "1"  # the state and the bottleneck must read without colour
+    try:
+        app = fleet_app()
+    finally:
+        del os.environ["NO_COLOR"]
+    p = out / "fleet-80x24-nocolor.svg"
+    await shoot(app, p, (80, 24))
+    shots.append(p)
     return shots
 
 

@@ -819,3 +819,29 @@ def test_only_the_interactive_fleet_is_a_screen_command() -> None:
     assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--once"]))
     assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--json"]))
     assert _on_screen(parser.parse_args(["demo"])) and not _on_screen(parser.parse_args(["export"]))
+
+
+async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR takes the cursor's background away: the selected host must still be told from the others."""
+    from textual.widgets import DataTable
+
+    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    rows = tuple(HostRow(key=k, host=k, address=k, job="", state=OK, bottleneck="none", util=u)
+                 for k, u in (("a", 0.1), ("b", 0.5)))
+    fleet = Fleet([], source="t", interval_s=5)
+    fleet.snapshot = FleetSnapshot(source="t", rows=rows, updated=time.time())
+    app = FleetApp(fleet, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+
+        def reversed_line(y: int) -> bool:
+            return any(seg.style is not None and seg.style.reverse for seg in table.render_line(y))
+
+        assert reversed_line(1) and not reversed_line(2)  # line 0 is the header
+        await pilot.press("down")
+        await pilot.pause()
+        assert reversed_line(2) and not reversed_line(1)

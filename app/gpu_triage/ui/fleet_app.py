@@ -88,6 +88,7 @@ class FleetApp(App[int]):
     FleetApp DataTable { height: 1fr; }
     FleetApp #selected { height: 1; }
     FleetApp #keys { height: 1; }
+    FleetApp DataTable.-nocolor > .datatable--cursor { text-style: reverse bold; }
     """
 
     def __init__(self, fleet: Fleet, *, autostart: bool = True, clock: Any = None) -> None:
@@ -115,7 +116,10 @@ class FleetApp(App[int]):
 
     def on_mount(self) -> None:
         self._draw(self.fleet.snapshot, force=True)
-        self.query_one(DataTable).focus()
+        table = self.query_one(DataTable)
+        if self.no_color:  # the cursor is a background colour, which NO_COLOR takes away: reversed instead
+            table.add_class("-nocolor")
+        table.focus()
         self.set_interval(POLL_S, self._poll)
         if self._autostart:
             self.fleet.start()
