@@ -14,6 +14,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from gpu_triage import __version__
 from gpu_triage.config import BATCH_SIZE_RANGE, INTERVAL_RANGE_S, WINDOW_RANGE_S
@@ -24,6 +25,9 @@ from gpu_triage.logs import LEVELS, SHOWN, configure_logging
 from gpu_triage.safetext import clean_lines
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
+
+if TYPE_CHECKING:
+    from gpu_triage.fleetview.client import Fleet
 
 log = logging.getLogger(__name__)
 #: The commands that draw the Textual dashboard: nothing but Textual may write to their terminal.
@@ -57,6 +61,7 @@ examples:
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
   gpu-triage export                  serve Prometheus metrics and the verdict on 127.0.0.1:9839
   gpu-triage snapshot --json         one reading of every card, the host and the verdict, for scripts
+  gpu-triage fleet --prometheus http://prom:9090   every host's verdict, what needs a human first
 
 """
 # from the one key table (plain data: importing it loads no Textual)
@@ -422,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "disk stops the recording, not the metrics",
     )
     _add_rotate(p)
+    _add_fleet(sub)
     _add_checkup_commands(sub)
     _add_snapshot(sub)
     p = sub.add_parser(
@@ -568,11 +574,69 @@ def _add_metrics(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_fleet(sub: argparse._SubParsersAction) -> None:
+    from gpu_triage.fleetview import SORT_ORDER_HELP
+
+    p = sub.add_parser(
+        "fleet",
+        help="one live view of many hosts: each one's verdict, from a Prometheus or a list of exporters",
+        description=(
+            "One row per host: its verdict (bottleneck, pattern, confidence), cards busy of all, mean GPU-Util, "
+            "the job's samples/s and the owner where the metrics carry one, read from a Prometheus that scrapes "
+            "`gpu-triage export` (its HTTP API; federated or not) or straight from a small pool of exporters. "
+            f"{SORT_ORDER_HELP} Enter opens a host's detail (each card's utilisation, memory, power), Esc goes "
+            "back, r refreshes now, q quits. Refreshed in the background every --refresh seconds; a host that "
+            "does not answer shows as down, never as idle. docs/metrics.md, \"The fleet view\"."
+        ),
+    )
+    p.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://prometheus:9090")
+    p.add_argument(
+        "--match",
+        metavar="MATCHERS",
+        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every host '
+        "that exported gpu_triage metrics in the last hour)",
+    )
+    p.add_argument(
+        "--exporters",
+        action="append",
+        metavar="HOST:PORT,...",
+        help="scrape these `gpu-triage export` addresses directly (comma-separated, may repeat)",
+    )
+    p.add_argument("--exporters-file", metavar="FILE", help="the exporters' HOST:PORT, one a line (# comments)")
+    p.add_argument(
+        "--refresh", type=_seconds_between(0.5, 3600.0), default=5.0, metavar="S", help="seconds between rounds (5)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds_between(0.1, 120.0),
+        metavar="S",
+        help="seconds one request may take: an exporter slower than that is down for the round (default 3), a "
+        "Prometheus query an error (default 10: its answer for a large fleet is megabytes)",
+    )
+    p.add_argument(
+        "--concurrency", type=_positive_int, default=16, metavar="N", help="exporters scraped at once (16)"
+    )
+    p.add_argument("--once", action="store_true", help="print one round as a table and exit (no screen)")
+    p.add_argument("--json", action="store_true", help="print one round as JSON and exit (no screen)")
+
+
+def _on_screen(args: argparse.Namespace) -> bool:
+    """The command draws a Textual screen: nothing else may write to its terminal."""
+    command = args.command or "live"
+    return command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+
+
+def _fleet_screen(fleet: Fleet) -> int:
+    from gpu_triage.ui.fleet_app import run_fleet_screen
+
+    return run_fleet_screen(fleet)
+
+
 def prepare_imports(args: argparse.Namespace) -> None:
     """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread, and none at all
     for a live recording that writes no verdict log; the dashboard's asyncio without OpenSSL.
     benchmarks/rss_stages.py and rss_commands.py measure what each costs."""
-    if (args.command or "live") in SCREEN_COMMANDS:
+    if _on_screen(args):
         import_asyncio_without_tls()
     if args.command == "record":
         # numpy only for a sim source, and for the verdict log that only a --log-file at info or debug reads;
@@ -604,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings were an AttributeError, the work lost
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
-        configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
+        configure_logging(args.log_file, args.log_level, screen=_on_screen(args))
     except UserError as err:  # no log to write it to
         print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
@@ -707,6 +771,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.export import run_export
 
         return run_export(args, config)
+    if command == "fleet":
+        from gpu_triage.commands.fleet import run_fleet
+
+        return run_fleet(args, config, screen=_fleet_screen)
     if command == "doctor":
         from gpu_triage.commands.doctor import run_doctor
 
