@@ -7,7 +7,7 @@ from pathlib import Path
 
 import fake_nvml
 from gpu_triage.sources import live
-from gpu_triage.sources.base import HostProcesses, JobSource, Source, Wrapper
+from gpu_triage.sources.base import AllHostProcesses, HostProcesses, JobSource, Source, Wrapper
 from gpu_triage.sources.job import JobMonitor, WithJob
 from gpu_triage.sources.sim import SimulatedSource
 
@@ -27,12 +27,14 @@ def test_a_plain_source_offers_neither() -> None:
     src = SimulatedSource("healthy", gpus=1, cores=2)
     assert isinstance(src, Source)
     assert not isinstance(src, JobSource) and not isinstance(src, Wrapper) and not isinstance(src, HostProcesses)
+    assert not isinstance(src, AllHostProcesses)
 
 
 def test_the_live_source_lists_the_hosts_busiest_processes() -> None:
     src = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
     try:
-        assert isinstance(src, HostProcesses) and not isinstance(src, JobSource)
-        assert isinstance(src.busiest_processes(), list)
+        assert isinstance(src, HostProcesses) and isinstance(src, AllHostProcesses)
+        assert not isinstance(src, JobSource)
+        assert isinstance(src.busiest_processes(), list) and isinstance(src.host_processes(), list)
     finally:
         src.close()

@@ -54,6 +54,14 @@ class HostProcesses(Protocol):
 
 
 @runtime_checkable
+class AllHostProcesses(Protocol):
+    """It lists every process of the host: the filtered table of a machine without a GPU, so that `/` then
+    the PID of an idle process finds it."""
+
+    def host_processes(self) -> list[ProcSample]: ...
+
+
+@runtime_checkable
 class Wrapper(Protocol):
     """It adds to the ticks of another source (``inner``), whose own capabilities stay the inner one's."""
 
