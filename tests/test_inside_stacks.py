@@ -271,9 +271,10 @@ def test_py_spy_output_is_bounded_and_never_raises() -> None:
     assert parse_dump(1, 0.0, 0.0, "[" * 100000).error  # nesting past the parser's recursion
     odd = [{"os_thread_id": True, "frames": []}, {"os_thread_id": 5, "frames": "x"}, "x", {"frames": []}]
     assert parse_dump(1, 0.0, 0.0, json.dumps(odd)).threads == ()
-    huge = [{"os_thread_id": i, "thread_name": "\x1b]2;PWN\x07" * 1000, "active": True,
-             "frames": [{"name": "f" * 10**5, "short_filename": 7, "line": "x"}] * (MAX_FRAMES * 4)}
-            for i in range(MAX_THREADS * 2)]
+    # past every bound, yet small enough to build here (a few MB of JSON)
+    huge = [{"os_thread_id": i, "thread_name": "\x1b]2;PWN\x07" * 100, "active": True,
+             "frames": [{"name": "f" * (MAX_TEXT * 3), "short_filename": 7, "line": "x"}] * (MAX_FRAMES + 8)}
+            for i in range(MAX_THREADS + 8)]
     dump = parse_dump(1, 0.0, 0.0, json.dumps(huge))
     assert len(dump.threads) == MAX_THREADS
     th = dump.threads[0]
