@@ -27,7 +27,7 @@ p = psutil.Process()
 def show(what): print(f"  after {what:<28} RSS {p.memory_info().rss / 2**20:6.1f} MB")
 show("python")
 import gpu_triage.sources.live; show("live source (psutil, NVML)")
-import gpu_triage.trace.record, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
+import gpu_triage.recorder, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
 heavy = [m for m in ("textual", "polars", "rich", "plotext", "pyarrow", "numpy") if m in sys.modules]
 print("  heavy modules loaded by record:", heavy or "none")
 """

@@ -146,8 +146,8 @@ def main() -> int:
 
     ns = cli.build_parser().parse_args(["record", "-o", "x.parquet", "--source", args.source])
     cli.prepare_imports(ns)  # what `gpu-triage record` loads before it dispatches
+    from gpu_triage import recorder as record  # noqa: PLC0415
     from gpu_triage.config import load_config  # noqa: PLC0415, F401
-    from gpu_triage.trace import record  # noqa: PLC0415
     from gpu_triage.trace.writer import TraceWriter  # noqa: PLC0415
 
     if args.source == "live":

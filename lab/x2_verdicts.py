@@ -16,7 +16,8 @@ from pathlib import Path
 
 from gpu_triage.config import Config
 from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import segments
 
 
 def main() -> None:

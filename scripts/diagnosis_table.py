@@ -20,7 +20,8 @@ from pathlib import Path
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, judged_ticks, labels_for
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import segments
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN_2S = ROOT / "tests" / "data" / "h200-own-2s.parquet"

@@ -88,6 +88,7 @@ def test_without_torch_it_says_how_to_install_it(
     assert len(err.splitlines()) == 1 and "needs PyTorch" in err and "gpu-triage[torch]" in err
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch() -> None:
     import subprocess
 
@@ -101,6 +102,7 @@ def test_help_does_not_import_torch() -> None:
     assert out.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_stopping_or_killing_the_baseline_leaves_no_rank_behind(sig: str) -> None:
     import os

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import load_trace, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
 from gpu_triage.trace.reader import open_trace
 
 DATA = Path(__file__).parent / "data"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.compare.runs import CARD_METRICS, HOST_METRICS, PP_FLOOR, changed, compare_traces, render_text
 from gpu_triage.config import Config
-from gpu_triage.trace.compare import CARD_METRICS, HOST_METRICS, PP_FLOOR, changed, compare_traces, render_text
 from gpu_triage.trace.reader import open_trace
 
 DATA = Path(__file__).parent / "data"
@@ -154,7 +154,7 @@ def _shares(before: dict[str, float], after: dict[str, float]) -> dict[str, dict
 ])
 def test_what_happened_to_the_dominant_bottleneck(before: dict[str, float], after: dict[str, float],
                                                   said: str) -> None:
-    from gpu_triage.trace.compare import bottleneck_change
+    from gpu_triage.compare.runs import bottleneck_change
 
     assert bottleneck_change(_shares(before, after)) == said
 

@@ -50,6 +50,7 @@ def _metric_names(text: str) -> set[str]:
     return set(re.findall(r"\bgpu_triage_[a-z_]+", text))
 
 
+@pytest.mark.slow
 def test_promtool_checks_the_rules() -> None:
     out = subprocess.run(
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
@@ -58,6 +59,7 @@ def test_promtool_checks_the_rules() -> None:
     assert "SUCCESS: 5 rules found" in out.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
     out = subprocess.run(
         [require("promtool"), "test", "rules", RULE_TESTS.name],
@@ -126,6 +128,7 @@ def test_systemd_unit_runs_export_on_loopback_with_the_nvidia_devices() -> None:
         assert key in service
 
 
+@pytest.mark.slow
 def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:

@@ -77,8 +77,8 @@ def test_process_rows_are_built_in_the_dataclass_field_order() -> None:
     be added there too, in its place."""
     import dataclasses
 
-    from gpu_triage.diagnosis.offline import _PROC_FIELDS
     from gpu_triage.model import ProcSample
+    from gpu_triage.offline.columns import _PROC_FIELDS
 
     assert tuple(f.name for f in dataclasses.fields(ProcSample)) == _PROC_FIELDS
 
@@ -121,7 +121,7 @@ def test_nanmean_is_numpys_nanmean() -> None:
 def test_pylist_of_list_columns_is_to_pylist() -> None:
     import pyarrow as pa
 
-    from gpu_triage.diagnosis.offline import _pylist
+    from gpu_triage.offline.columns import _pylist
 
     rows = [[1, 2], None, [], [3, None, 5], [7]] * 3
     for typ in (pa.list_(pa.uint32()), pa.list_(pa.float32()), pa.large_list(pa.int64())):

@@ -18,7 +18,8 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
-from gpu_triage.diagnosis.offline import Segment, load_trace, segments, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import Segment, segments
 
 DATA = Path(__file__).parent / "data"
 OWN = {"own-2s": DATA / "h200-own-2s.parquet", "own-0.5s": DATA / "h200-own-0.5s.parquet"}

@@ -15,7 +15,7 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
-from gpu_triage.diagnosis.offline import load_trace, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
 
 TRACES = {"2s": H200_TRACE_2S, "0.5s": H200_TRACE_05S}
 

@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_triage.diagnosis.causes import BOTTLENECKS
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose
 from gpu_triage.diagnosis.patterns import PATTERNS, autoperiods
+from gpu_triage.diagnosis.rules import BOTTLENECKS
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import GpuSample, ProcSample, Tick
 from gpu_triage.window import RollingWindow

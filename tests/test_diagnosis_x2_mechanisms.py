@@ -16,7 +16,7 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.diagnosis.offline import load_trace, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
 from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"

@@ -330,6 +330,7 @@ def _start_export(*extra: str) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError(f"export never said where it serves: {proc.communicate()}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_daemon_serves_then_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
     proc, url = _start_export("--source", "sim:storage_io", "--gpus", "2")
@@ -465,6 +466,7 @@ def _mapped_libraries(pid: int) -> str:
         return maps.read()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc/PID/maps")
 @pytest.mark.parametrize("record", [False, True])
 def test_export_never_maps_arrow_even_to_record(record: bool, tmp_path: Path) -> None:

@@ -286,6 +286,7 @@ def test_every_interface_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
 # -- the daemon, as a subprocess ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_on_every_interface_says_so_once_on_stderr() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpu_triage", "export", "--listen", "0:0", "--source", "sim:healthy", "--gpus", "1"],
@@ -342,6 +343,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.communicate(timeout=10)
 
 
+@pytest.mark.slow
 def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(tmp_path: Path) -> None:
     proc, port = _start_export("--source", "sim:healthy", "--gpus", "1", "--record", str(tmp_path / "ds"))
     dripping = threading.Event()
@@ -381,6 +383,7 @@ def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(t
     assert not list((tmp_path / "ds").rglob("*.partial.arrows"))
 
 
+@pytest.mark.slow
 def test_a_burst_waits_in_the_backlog_and_is_answered() -> None:
     """50 clients connect while the daemon cannot accept (SIGSTOP): the kernel's queue must hold them all."""
     proc, port = _start_export("--source", "sim:healthy", "--gpus", "1")
@@ -421,6 +424,7 @@ def test_a_burst_waits_in_the_backlog_and_is_answered() -> None:
             _stop(proc)
 
 
+@pytest.mark.slow
 def test_huge_headers_from_many_clients_keep_memory_flat() -> None:
     """40 clients each sending 99 headers of 65,000 bytes (6.4 MB a request, each line under http.server's
     64 KiB limit): the daemon's peak RSS stays flat."""
@@ -509,6 +513,7 @@ def _fill(path: Path) -> None:
                 break
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_recording_until_space_returns(small_disk: Path) -> None:
     dataset = small_disk / "ds"
     proc, port = _start_export("--source", "sim:healthy", "--gpus", "1", "--record", str(dataset))
@@ -568,6 +573,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> None:
     """With RLIMIT_NOFILE at 64, 150 idle clients exhaust the daemon's descriptors: accept() fails with
     EMFILE while clients wait in the backlog, which keeps the socket readable. The loop must not spin on it,

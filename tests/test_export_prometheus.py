@@ -26,6 +26,8 @@ import pytest
 from gpu_triage.sources.sim import H200_MEM_TOTAL_BYTES, SimulatedSource
 from promtools import require
 
+pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside the inner loop
+
 WAIT_S = 60.0  # bound on every wait: a hung Prometheus or exporter fails the test, it never hangs CI
 INTERVAL_S = 0.5
 SCENARIO = "data_pipeline"

@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.compare.runs import compare_traces, render_text
 from gpu_triage.config import Config
 from gpu_triage.fleet.compare import compare_datasets
 from gpu_triage.fleet.dataset import DatasetWriter
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.sim import SimulatedSource
-from gpu_triage.trace.compare import compare_traces, render_text
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 

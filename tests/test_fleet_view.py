@@ -138,6 +138,7 @@ def _closed_port() -> str:
 # -- the exporter list ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_utilisation(pool) -> None:
     dead = _closed_port()
     targets = [ExporterTarget(a, timeout_s=5) for a in (pool["healthy"], dead, pool["single_card_busy"],
@@ -164,6 +165,7 @@ def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_
     assert {r.host for r in (first, low, high)} == {first.key, low.key, high.key}
 
 
+@pytest.mark.slow
 def test_detail_lines_give_each_card_from_the_metrics(pool) -> None:
     row = ExporterTarget(pool["single_card_busy"], timeout_s=5).fetch()[0]
     lines = detail_lines(row)
@@ -174,6 +176,7 @@ def test_detail_lines_give_each_card_from_the_metrics(pool) -> None:
     assert all(re.search(r" \d+[KMG]/140G .* \d+ W ", line) for line in card_lines), card_lines  # memory, power
 
 
+@pytest.mark.slow
 def test_cli_once_and_json_over_the_exporters(pool, tmp_path: Path, capsys) -> None:
     dead = _closed_port()
     listing = tmp_path / "pool.txt"
@@ -346,6 +349,7 @@ def test_a_huge_a_dripping_and_a_redirecting_exporter_are_down_with_why(hostile:
     assert time.monotonic() - started < 10  # the drip is cut at its deadline, not read to its end
 
 
+@pytest.mark.slow
 def test_hanging_exporters_never_stall_the_others(hostile: str, pool) -> None:
     hangs = [ExporterTarget(f"http://{hostile}/hang?{i}", timeout_s=30) for i in range(2)]
     good = ExporterTarget(pool["healthy"], timeout_s=5)
@@ -382,6 +386,7 @@ def test_concurrency_is_bounded(hostile: str) -> None:
         fleet.stop()
 
 
+@pytest.mark.slow
 def test_one_timeout_is_down_not_a_stall_of_the_round(hostile: str, pool) -> None:
     started = time.monotonic()
     snap = Fleet([ExporterTarget(f"http://{hostile}/hang", timeout_s=1), ExporterTarget(pool["healthy"], timeout_s=5)],
@@ -442,6 +447,7 @@ def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str],
     raise AssertionError("prometheus found no free port in three attempts")
 
 
+@pytest.mark.slow
 def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tmp_path: Path, capsys) -> None:
     victim, victim_address = _start_exporter("data_pipeline")
     never = _closed_port()  # a target that never answered: only a --match on its job shows it
@@ -553,6 +559,7 @@ def _plain(widget: object) -> str:
     return content.plain if hasattr(content, "plain") else str(content)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_the_screen_lists_hosts_in_order_and_enter_opens_one(pool, size: tuple[int, int]) -> None:
     from textual.widgets import DataTable
@@ -616,6 +623,7 @@ async def test_the_screen_draws_hostile_labels_as_text_and_never_waits_for_the_n
         _Hostile.release.set()
 
 
+@pytest.mark.slow
 def test_q_quits_at_once_while_a_host_hangs(hostile: str) -> None:
     """The real command on a terminal (a pty): a host hanging for 30 s holds neither the screen nor the exit."""
     import os

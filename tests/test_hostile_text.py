@@ -75,6 +75,7 @@ def _real_procs(pid: int) -> list[ProcSample]:
     return reader.sample()
 
 
+@pytest.mark.slow
 def test_a_process_name_with_escapes_is_read_as_visible_characters(evil_process: subprocess.Popen[bytes]) -> None:
     procs = _real_procs(evil_process.pid)
     assert [p.name for p in procs] == ["␛]2;PWN␇␛[2J"]
@@ -94,6 +95,7 @@ def _no_escape(text: str) -> None:
     assert not any(c in text for c in NASTY), repr(text)
 
 
+@pytest.mark.slow
 async def test_the_dashboard_and_the_kill_dialog_draw_no_escape(evil_process: subprocess.Popen[bytes]) -> None:
     """The real process in the table (name), its detail line and the kill dialog (argv): every character
     drawn, none sent to the terminal as a control; Rich markup in argv is shown, not applied."""
@@ -178,6 +180,7 @@ def _in_netns() -> dict[str, list[str]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_nic_names_with_escapes_or_undecodable_bytes_are_read_visibly() -> None:
     got = _in_netns()
     assert "bad\udcff\udcfe" in got["psutil"] and "e\x1b]2;NICPWN\x07" in got["psutil"]  # what psutil gives
@@ -187,6 +190,7 @@ def test_nic_names_with_escapes_or_undecodable_bytes_are_read_visibly() -> None:
         name.encode("utf-8")
 
 
+@pytest.mark.slow
 def test_a_non_utf8_nic_or_process_name_does_not_break_the_scrape() -> None:
     """psutil's names of a real NIC named b'bad\\xff\\xfe' and of a process renamed likewise, given to the
     collector as they are: every scrape over loopback still answers 200, verdict included."""

@@ -150,6 +150,7 @@ def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 3) 
     return seen
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 @pytest.mark.parametrize(("job", "want", "frame"), [(SLEEPER, Phase.SLEEP, "wait_for_the_dataset"),
@@ -166,6 +167,7 @@ def test_a_live_process_is_dumped_without_pausing_it_and_read_right(
     assert job.poll() is None  # still running: a dump neither stops nor kills it
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 @pytest.mark.parametrize("job", [SPINNER], indirect=True, ids=["python"])
@@ -181,6 +183,7 @@ def test_threads_from_proc_count_one_busy_thread_for_a_python_loop(job: subproce
     assert main.state == "R" and main.wchan is None  # running: no wait channel, never a guess
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 def test_a_real_dataloader_waiting_on_slow_workers_reads_as_waiting_for_its_loader() -> None:
@@ -212,6 +215,7 @@ def test_a_real_dataloader_waiting_on_slow_workers_reads_as_waiting_for_its_load
         job.wait()
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 def test_a_process_that_is_not_python_or_is_gone_is_said_not_raised(caplog: pytest.LogCaptureFixture) -> None:
@@ -241,6 +245,7 @@ def test_without_py_spy_the_fix_is_said_once(monkeypatch: pytest.MonkeyPatch, ca
     assert len(said) == 1 and "pip install 'gpu-triage[stacks]'" in said[0]
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 @pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from gpu_triage.compare.jobs import compare_job
+from gpu_triage.compare.runs import compare_traces, render_text
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
-from gpu_triage.trace.compare import compare_traces, render_text
-from gpu_triage.trace.job_compare import compare_job
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 

@@ -274,6 +274,7 @@ def test_batch_size_must_be_a_positive_whole_number(capsys: pytest.CaptureFixtur
     assert "give the samples per step, 1 to 1,000,000,000" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_jobs_without_rank_are_two_series_on_the_exporter_page(tmp_path: Path) -> None:
     """Two plain `python train.py` of one user (no RANK) were both rank 0: one series twice on the page, one
     of them silently dropped by Prometheus."""

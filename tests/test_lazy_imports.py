@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside the inner loop
+
 _DASHBOARD = """
 import asyncio, argparse, json, sys
 from gpu_triage.config import Config

@@ -17,17 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.compare.runs import compare_traces, render_text
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import (
-    diagnose_trace,
-    human_duration,
-    open_source,
-    render_timeline,
-    segments,
-)
 from gpu_triage.model import Tick
+from gpu_triage.offline.render import human_duration, render_timeline
+from gpu_triage.offline.timeline import diagnose_trace, segments
 from gpu_triage.sources.sim import SimulatedSource
-from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.layout import META_INTERVAL
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
@@ -143,7 +139,7 @@ def test_a_short_hiccup_is_not_a_gap(tmp_path: Path) -> None:
     first = _sim_ticks(60, "healthy")
     second = _shifted(_sim_ticks(30, "healthy", start=T0), 120.0 + 4.0)  # two ticks late
     path = _write(tmp_path / "hiccup.parquet", first + second)
-    tl = diagnose_trace(open_source(path), Config().thresholds, 300.0)
+    tl = diagnose_trace(iter_batches(path), Config().thresholds, 300.0)
     assert tl.gaps == []
 
 
@@ -163,7 +159,7 @@ def test_gaps_in_compare_leave_the_gap_out_of_durations(tmp_path: Path) -> None:
 
 def test_dates_appear_only_when_needed() -> None:
     tl = segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0)
-    from gpu_triage.diagnosis.offline import Timeline
+    from gpu_triage.offline.timeline import Timeline
 
     timeline = Timeline(tl, [], 2.0, 30, 1)
     same_day = render_timeline(Path("x.parquet"), timeline, today=T0, tz=UTC)
@@ -178,7 +174,7 @@ def test_dates_appear_only_when_needed() -> None:
 
 
 def test_the_header_counts_one_segment_in_the_singular() -> None:
-    from gpu_triage.diagnosis.offline import Timeline
+    from gpu_triage.offline.timeline import Timeline
 
     timeline = Timeline(segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0), [], 2.0, 30, 1)
     assert len(timeline.segments) == 1
@@ -189,7 +185,7 @@ def test_the_header_counts_one_segment_in_the_singular() -> None:
 def test_times_are_local_by_default_with_the_zone_named_and_utc_on_request() -> None:
     from zoneinfo import ZoneInfo
 
-    from gpu_triage.diagnosis.offline import Timeline
+    from gpu_triage.offline.timeline import Timeline
 
     timeline = Timeline(segments(_sim_ticks(30, "healthy"), 2.0, Config().thresholds, 300.0), [], 2.0, 30, 1)
     tokyo = render_timeline(Path("x.parquet"), timeline, today=T0, tz=ZoneInfo("Asia/Tokyo"))
@@ -251,7 +247,7 @@ def test_row_groups_streamed_give_the_segments_of_the_whole(tmp_path: Path) -> N
     for t in ticks[50:]:
         t.disks = t.disks[::-1]
     path = _write(tmp_path / "rg.parquet", ticks, row_group=7)
-    src = open_source(path, batch_rows=7)
+    src = iter_batches(path, batch_rows=7)
     th = Config().thresholds
     streamed = diagnose_trace(src, th, 300.0).segments
     whole = segments(ticks, 2.0, th, 300.0, src.host.cpu_count)
@@ -291,7 +287,8 @@ def test_progress_on_demand_goes_to_stderr(tmp_path: Path, capsys: pytest.Captur
 def test_streamed_views_judge_like_the_rolling_window(scenario: str) -> None:
     """The columnar views (process lists converted lazily, a card that joins late) give, tick for tick, the
     verdicts of the dashboard's RollingWindow path."""
-    from gpu_triage.diagnosis.offline import smoothed_keys, verdicts
+    from gpu_triage.offline.judge import verdicts
+    from gpu_triage.offline.timeline import smoothed_keys
 
     ticks = _sim_ticks(120, scenario, gpus=3)
     for t in ticks[:30]:
@@ -332,10 +329,11 @@ def _stream_beside_the_window(path: Path, ticks: list[Tick], batch_rows: int, co
     window) equals what a RollingWindow fed the same ticks holds."""
     import numpy as np
 
-    from gpu_triage.diagnosis.offline import _Columns, open_source
+    from gpu_triage.offline.columns import _Columns
+    from gpu_triage.trace.batches import iter_batches
     from gpu_triage.window import RollingWindow
 
-    src = open_source(_write(path, ticks, row_group=batch_rows), batch_rows=batch_rows)
+    src = iter_batches(_write(path, ticks, row_group=batch_rows), batch_rows=batch_rows)
     capacity = 30  # the window slides, so rows leave the buffer as batches come
     window = RollingWindow(capacity)
     cols = _Columns()
@@ -375,5 +373,5 @@ def test_diagnose_of_a_v1_file_without_a_job_column_has_no_job_facts(tmp_path: P
     meta[b"gpu_triage.schema"] = b"1"
     path = tmp_path / "v1.parquet"
     pq.write_table(table.replace_schema_metadata(meta), path)
-    segs = diagnose_trace(open_source(path), Config().thresholds, 300.0).segments
+    segs = diagnose_trace(iter_batches(path), Config().thresholds, 300.0).segments
     assert segs and not any("job_samples_per_s" in s.facts for s in segs)

@@ -73,6 +73,7 @@ def test_the_completion_script_names_every_subcommand(shell: str) -> None:
     assert option.format("json") in text and option.format("source") in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_completion_script_is_valid_for_its_shell(shell: str, tmp_path: Path) -> None:
     exe = shutil.which(shell)

@@ -153,6 +153,7 @@ def _in_new_pid_namespace(mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["pidfd", "proc_dir", "start"])
 def test_a_pid_reused_after_the_confirmation_opened_gets_no_signal(mode: str) -> None:
     """A pinned (a pidfd; without pidfds an open /proc/PID and the start time; the start time alone), A
@@ -166,6 +167,7 @@ def test_a_pid_reused_after_the_confirmation_opened_gets_no_signal(mode: str) ->
     assert got["how"] == mode  # each path was the one taken
 
 
+@pytest.mark.slow
 def test_the_kill_dialog_never_signals_the_process_that_got_the_pid_later() -> None:
     """The dashboard's path: Tab, x (the dialog names A), A exits and B gets its pid, K."""
     got = _in_new_pid_namespace("ui")
@@ -175,6 +177,7 @@ def test_the_kill_dialog_never_signals_the_process_that_got_the_pid_later() -> N
     assert "has exited" in got["error"] and "SIGKILL sent" not in got["error"]
 
 
+@pytest.mark.slow
 def test_start_time_read_from_proc_names_one_process() -> None:
     import subprocess
 

@@ -249,6 +249,7 @@ def test_a_driver_without_per_process_samples_gives_none_not_zero() -> None:
     assert [p.sm_pct for p in world.reader.sample()] == [None, None]
 
 
+@pytest.mark.slow
 def test_procfs_finds_children_and_grandchildren_of_a_real_process() -> None:
     if not Path("/proc/self/task").is_dir():
         pytest.skip("no procfs here")

@@ -32,6 +32,7 @@ def _published(d: Path) -> dict:
     return rec
 
 
+@pytest.mark.slow
 def test_import_pulls_in_nothing_heavy() -> None:
     code = (
         "import sys; from gpu_triage import pulse; "
@@ -130,6 +131,7 @@ def test_unwritable_dir_is_counted_never_raised(tmp_path: Path, monkeypatch: pyt
     assert len([r for r in caplog.records if "publishing failed" in r.getMessage()]) == 1
 
 
+@pytest.mark.slow
 def test_file_removed_at_exit_and_written_atomically(tmp_path: Path) -> None:
     d = tmp_path / "p"
     code = (

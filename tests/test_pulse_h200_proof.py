@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from gpu_triage.compare.runs import compare_traces, render_text
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
 from gpu_triage.model import Tick
-from gpu_triage.trace.compare import compare_traces, render_text
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import segments
 from gpu_triage.trace.reader import open_trace
 
 DATA = Path(__file__).parent / "data"

@@ -238,6 +238,7 @@ def _sleeper(user: User | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "60"], **kw)  # noqa: S607 - coreutils sleep, any on the path
 
 
+@pytest.mark.slow
 def test_a_record_counts_only_for_a_process_of_the_file_owner(users: tuple[User, User], open_tmp: Path) -> None:
     _a, b = users
     d = open_tmp / "b-pulse"
@@ -264,6 +265,7 @@ def test_a_record_counts_only_for_a_process_of_the_file_owner(users: tuple[User,
         job.wait()
 
 
+@pytest.mark.slow
 def test_a_reused_pid_is_a_dead_job(tmp_path: Path) -> None:
     """A SIGKILLed job leaves its file; when an unrelated process gets its pid the file is not its."""
     d = tmp_path / "p"
@@ -281,6 +283,7 @@ def test_a_reused_pid_is_a_dead_job(tmp_path: Path) -> None:
         other.wait()
 
 
+@pytest.mark.slow
 def test_two_jobs_without_rank_are_two_series(tmp_path: Path) -> None:
     d = tmp_path / "p"
     d.mkdir(mode=0o700)
@@ -322,6 +325,7 @@ def _sleeper_with_pid(pid: int, tries: int = 50) -> subprocess.Popen[bytes] | No
     return None
 
 
+@pytest.mark.slow
 def test_a_sigkilled_job_whose_pid_is_reused_is_gone(tmp_path: Path) -> None:
     """A real job SIGKILLed: its file stays; an unrelated process given its pid does not revive it."""
     d = tmp_path / "p"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.recorder import record_source
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.record import record_source
 from gpu_triage.trace.writer import stream_path_for
 
 
@@ -50,6 +50,7 @@ def _close_stdout() -> None:
     os.close(1)  # in the child, before exec: the command starts with no stdout at all (`>&-`)
 
 
+@pytest.mark.slow
 def test_record_with_stdout_closed_still_writes_the_file(tmp_path: Path) -> None:
     target = tmp_path / "run.parquet"
     proc = subprocess.run(
@@ -62,6 +63,7 @@ def test_record_with_stdout_closed_still_writes_the_file(tmp_path: Path) -> None
     assert open_trace(target).n == 10
 
 
+@pytest.mark.slow
 def test_doctor_with_stdout_closed_gives_no_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gpu_triage", "doctor", "--json"],

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside the inner loop
+
 PROBE = """
 import os
 from gpu_triage.heavy_imports import import_numpy_with_one_blas_thread

@@ -153,6 +153,7 @@ def test_cli_bad_source_lists_what_is_allowed(tmp_path: Path, capsys) -> None:
     assert "live" in err and "sim:SCENARIO" in err and "data_pipeline" in err
 
 
+@pytest.mark.slow
 def test_cli_subprocess_damaged_file_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "half.parquet"
     bad.write_bytes(REAL[: len(REAL) // 2])

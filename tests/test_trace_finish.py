@@ -116,13 +116,14 @@ def test_an_interrupted_wait_stops_the_child_and_keeps_the_stream(tmp_path: Path
     assert not [p for p in psutil.Process().children() if _is_converter(p)]
 
 
+@pytest.mark.slow
 def test_a_stop_signal_pending_while_the_child_starts_stops_it_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """record's second SIGTERM can arrive while the stop signals are blocked for the child's start (the
     recorder under load: the full suite's end-to-end test caught it). Its exception then comes from the
     unblocking, after the child exists: the child must be stopped as in the wait, not left converting."""
-    from gpu_triage.trace import record as record_mod
+    from gpu_triage import recorder as record_mod
     from gpu_triage.trace import writer as writer_mod
 
     target = tmp_path / "run.parquet"
@@ -181,6 +182,7 @@ def _converting_recorder(target: Path) -> tuple[subprocess.Popen[str], psutil.Pr
     raise AssertionError("the recorder did not start its converter")
 
 
+@pytest.mark.slow
 def test_a_second_sigterm_to_a_recorder_converting_in_its_child(tmp_path: Path) -> None:
     """End to end, real signals: the recorder converts in its child after the first SIGTERM; a second one
     stops that, says where the ticks are, and exits 143; `recover` then finishes the file."""
@@ -251,6 +253,7 @@ def test_without_its_interpreter_the_recorder_converts_in_process(
     assert open_trace(written).ticks() == TICKS and not stream_path_for(written).exists()
 
 
+@pytest.mark.slow
 def test_a_recorder_killed_while_converting_still_leaves_one_whole_file(tmp_path: Path) -> None:
     """The recorder SIGKILLed after its stop began: its converter finishes the Parquet and, seeing its
     parent gone, removes the stream (every tick of it is in the Parquet), so `recover` has nothing to refuse."""

@@ -33,7 +33,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
 from gpu_triage.trace import writer as writer_module
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.schema import FIELD_RANGES, GPU_FIELDS
+from gpu_triage.trace.schema import FIELD_RANGES, GPU_ARROW_FIELDS
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
 from recorder_proc import start_recorder, wait_for_ticks
 
@@ -264,12 +264,12 @@ def _assert_in_range(tick: Tick) -> None:
             assert v is None or lo <= v <= hi, (name, v)
 
 
-F32 = {name for name, typ in GPU_FIELDS if typ == pa.float32()}
+F32 = {name for name, typ in GPU_ARROW_FIELDS if typ == pa.float32()}
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([-36.0, 1e6, 101.0, -1e-9])
 ANY_BYTES = st.integers(0, 2**64 - 1)
 # what an unsigned field can hold at all (counters: ECC errors, XID events and codes)
 ANY_UINT = {pa.uint64(): ANY_BYTES, pa.uint32(): st.integers(0, 2**32 - 1)}
-GPU_TYPES = dict(GPU_FIELDS)
+GPU_TYPES = dict(GPU_ARROW_FIELDS)
 
 
 def _as_f32(v: float) -> float:

@@ -26,6 +26,7 @@ def _assert_contiguous(trace) -> None:
     assert np.allclose(gaps, INTERVAL, atol=1e-3), gaps  # no tick missing in the middle
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_every_tick_but_the_last_and_recover_finishes(tmp_path: Path) -> None:
     target = tmp_path / "run.parquet"
     began = time.monotonic()
@@ -55,6 +56,7 @@ def test_kill_9_keeps_every_tick_but_the_last_and_recover_finishes(tmp_path: Pat
     assert final.host.extra["source"] == "sim:healthy"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_clean_stop_writes_a_valid_parquet(tmp_path: Path, sig: signal.Signals) -> None:
     target = tmp_path / "run.parquet"

@@ -138,6 +138,7 @@ def test_each_process_shows_its_own_sm_share_alone_on_its_card_too() -> None:
     assert [ln[sm - 1:sm + 3].strip() for ln in lines[1:3]] == ["64%", "n/a"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 120])
 async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> None:
     """No GPU: the table shows the busiest processes, but `/` searches every process of the host."""
@@ -190,6 +191,7 @@ def _read_for(fd: int, seconds: float, until: bytes | None = None) -> bytes:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
 def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits() -> None:
     """Mouse tracking off (the terminal's own selection copies a PID without Shift), and the Ctrl-C byte of a
@@ -411,6 +413,7 @@ def _sgr_before(drawn: bytes, text: bytes) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
 def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
     drawn = _pty_screen({"TERM": "xterm"})
@@ -421,6 +424,7 @@ def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
         assert b"33" in params and b"91" not in params, styles  # the terminal's yellow, as the legend says
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
 def test_no_color_keeps_weight_and_drops_every_colour() -> None:
     import re

@@ -16,6 +16,8 @@ import pytest
 
 from gpu_triage.trace.reader import open_trace
 
+pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside the inner loop
+
 APP = Path(__file__).resolve().parents[1] / "app"
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import diagnose_trace, open_source
 from gpu_triage.feeds import ReplayFeed, open_replay
 from gpu_triage.model import Tick
+from gpu_triage.offline.timeline import diagnose_trace
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.ui.replay import GAP_MARK, ReplayApp
 from gpu_triage.ui.run import build_app
@@ -142,7 +143,7 @@ def test_replay_and_diagnose_see_the_same_gap(tmp_path: Path) -> None:
     """One definition of a gap: the replay splits where ``diagnose`` splits, over the same stretch of time."""
     path, first, second = _gapped(tmp_path, GAP_S)
     feed = ReplayFeed(open_replay(path), window_ticks=150)
-    (offline_gap,) = diagnose_trace(open_source(path), Config().thresholds, 300.0).gaps
+    (offline_gap,) = diagnose_trace(iter_batches(path), Config().thresholds, 300.0).gaps
     assert feed.gap_starts.tolist() == [BEFORE]
     feed.position = BEFORE + 2
     gap = feed.gap_before()

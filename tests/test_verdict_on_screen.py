@@ -24,9 +24,9 @@ import pytest
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict
-from gpu_triage.diagnosis.offline import load_trace, verdicts
 from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.model import Tick
+from gpu_triage.offline.judge import load_trace, verdicts
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.sources.sim import SimulatedSource
 

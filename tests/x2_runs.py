@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import segments
 
 
 @cache

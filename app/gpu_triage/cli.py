@@ -473,7 +473,7 @@ def _positive_int(text: str, hint: str = "give 1 or more") -> int:
 
 
 def _add_checkup_commands(sub: argparse._SubParsersAction) -> None:
-    """Steps 2 and 3 of the check-up (issue #16); both need PyTorch (the optional extra gpu-triage[torch])."""
+    """Steps 2 and 3 of the check-up; both need PyTorch (the optional extra gpu-triage[torch])."""
     p = sub.add_parser(
         "baseline",
         help="step 2 of the check-up: samples/s on one card and on N with DDP, no input pipeline (needs PyTorch)",

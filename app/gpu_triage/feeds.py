@@ -31,7 +31,7 @@ from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.window import MAX_WINDOW_TICKS
 
 if TYPE_CHECKING:
-    from gpu_triage.diagnosis.offline import Gap
+    from gpu_triage.offline.timeline import Gap
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class ReplayFeed:
         self.window_ticks = min(MAX_WINDOW_TICKS, max(1, window_ticks))
         # The ticks that begin a stretch after a gap, by the offline diagnosis's definition (pyarrow is
         # loaded for replay anyway; live never imports it): the window never reaches back across a gap.
-        from gpu_triage.diagnosis.offline import stretch_starts
+        from gpu_triage.offline.judge import stretch_starts
 
         ts = np.asarray(trace.timestamps, dtype=float)
         self.gap_starts, self._gap_interval_s = stretch_starts(ts, trace.interval_s)
@@ -118,7 +118,7 @@ class ReplayFeed:
 
         It runs from the end of the last tick before it to the start of the first tick after it (its end
         less one interval), as ``diagnose`` prints it."""
-        from gpu_triage.diagnosis.offline import Gap
+        from gpu_triage.offline.timeline import Gap
 
         first = self.stretch_start(index)
         if first == 0:

@@ -94,8 +94,8 @@ class Sampler:
     def _report(self, exc: BaseException) -> None:
         """Hand an error to ``on_error``; an error in that callback is logged, never raised into the loop.
 
-        Why: an ``on_error`` that raised (the app once passed a keyword that ``call_soon_threadsafe`` does
-        not take) escaped the loop, the thread ended and the dashboard silently stopped updating."""
+        Why: an ``on_error`` that raised (a keyword that ``call_soon_threadsafe`` does not take, say) would
+        escape the loop, end the thread and silently stop the dashboard updating."""
         if self._on_error is None:
             return
         try:

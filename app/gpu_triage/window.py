@@ -27,8 +27,8 @@ _NAN = float("nan")
 # The most ticks a window holds, whatever --window / --interval ask. Why this number: every frame copies the
 # window (16 fields x cards + cores + disks per tick, ~3 KB a tick for 16 cards and 128 cores) and the
 # diagnosis reads all of it, so 3,600 ticks (10 MB) keeps a frame cheap on a loaded 2-core box, while still
-# covering two hours at the default 2 s tick. A screen is at most a few hundred columns wide anyway. Before
-# the cap, `demo --gpus 16 --interval 0.05 --window 604800` asked for 12 million ticks (~10 GB, growing).
+# covering two hours at the default 2 s tick. A screen is at most a few hundred columns wide anyway. Without
+# a cap, `demo --gpus 16 --interval 0.05 --window 604800` would ask for 12 million ticks (~10 GB, growing).
 MAX_WINDOW_TICKS = 3600
 # Rows the buffers start with; they double as ticks arrive, up to the capacity.
 FIRST_ROWS = 64

@@ -1,4 +1,4 @@
-"""The check-up's middle steps (issue #16), between the doctor and the tuned launch.
+"""The check-up's middle steps, between the doctor and the tuned launch.
 
 ``baseline``: what the machine does with no input pipeline at all (a small model on fixed random tensors,
 one card then N with DDP), and the scaling efficiency. ``loader``: the user's input pipeline measured alone,

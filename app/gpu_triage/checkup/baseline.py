@@ -35,7 +35,7 @@ from gpu_triage.errors import UserError
 
 log = logging.getLogger(__name__)
 
-FLAG_BELOW = 0.5  # scaling efficiency under this is a failure worth chasing (issue #16)
+FLAG_BELOW = 0.5  # scaling efficiency under this is a failure worth chasing
 WARMUP_STEPS = 10
 INIT_TIMEOUT_S = 120.0
 STARTUP_MARGIN_S = 180.0  # import torch, CUDA context, NCCL set-up, warm-up: on top of --seconds

@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
     loss_fn = torch.nn.CrossEntropyLoss()
     amp_dtype = torch.bfloat16 if cfg["amp"] else None
 
-    from gpu_triage import pulse  # the job's own pulse (issue #12): a recorder beside us sees our samples/s
+    from gpu_triage import pulse  # the job's own pulse: a recorder beside us sees our samples/s
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)

@@ -29,10 +29,10 @@ class _Recorder:
 
     def __init__(self, path: Path, interval_s: float, checkup: dict[str, Any], config: Config) -> None:
         from gpu_triage.hostmeta import recorder_extra
+        from gpu_triage.recorder import make_source
         from gpu_triage.sampler import Sampler
         from gpu_triage.sources.base import Source
         from gpu_triage.sources.job import WithJob, monitor_for
-        from gpu_triage.trace.record import make_source
         from gpu_triage.trace.writer import TraceWriter
 
         # the live source, with the job's own pulse beside it: every rank calls pulse.step, so the recording

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
-from gpu_triage.diagnosis.offline import diagnose_trace, open_source, render_timeline
 from gpu_triage.errors import UserError
+from gpu_triage.offline.render import render_timeline
+from gpu_triage.offline.timeline import diagnose_trace
+from gpu_triage.trace.batches import iter_batches
 
 
 def run_diagnose(args: argparse.Namespace, config: Any) -> int:
     path = Path(args.file).expanduser()
-    src = open_source(path)
+    src = iter_batches(path)
     if src.notice:  # stderr: --json output stays parseable; compare and recover say it the same way
         print(f"gpu-triage: {src.notice}", file=sys.stderr)
     if src.n == 0:

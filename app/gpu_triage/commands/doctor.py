@@ -16,7 +16,7 @@ from gpu_triage.doctor.facts import probe_torch
 from gpu_triage.doctor.run import check_params, collect_report
 from gpu_triage.errors import UserError
 
-# the logger's name is in every log line: kept from before the handler moved here (issue #10)
+# the logger's name is in every log line: the doctor's own, whichever module runs it
 log = logging.getLogger("gpu_triage.doctor.run")
 
 

@@ -1,5 +1,5 @@
 """``gpu-triage record``: the recorder's options checked and its source made; the recording is
-:func:`gpu_triage.trace.record.record_source`."""
+:func:`gpu_triage.recorder.record_source`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
+from gpu_triage.recorder import QuietOnFailure, record_source
 from gpu_triage.sources.spec import make_source
-from gpu_triage.trace.record import QuietOnFailure, record_source
 from gpu_triage.trace.writer import check_record_target
 
 

@@ -51,7 +51,7 @@ class ProcFacts:
     main_cpu: float = float("nan")  # the busiest training process's own CPU % while the GPU waits (100 = a core),
     # over the ticks since the job's first kernel (start-up holds a core with idle cards too: not a wait)
     ranks_on_first_card: int = 0  # distinct processes on the lowest-indexed card when no other card has any
-    running_waits: int = 0  # ticks where the GPU waited after the job's first kernel (engine.job_span)
+    running_waits: int = 0  # ticks where the GPU waited after the job's first kernel (span.job_span)
     running_ticks: int = 0  # ticks after the job's first kernel
     sm_running_waits: float = float("nan")  # SM activity over those ticks: some kernel runs (fed, slowly)
     startup_s: float = float("nan")  # the job appeared this long ago and does not run yet (NaN: not so)
@@ -60,6 +60,15 @@ class ProcFacts:
     # NaN on the tick it appeared (a process's first CPU reading is 0)
     startup_mem_from: float = float("nan")  # its cards' memory in use when it appeared, bytes (all cards)
     startup_mem_now: float = float("nan")  # ... and now: a context, then the model, arriving
+
+
+def ge(x: float, limit: float) -> bool:
+    """``x`` is measured and at least ``limit``."""
+    return not math.isnan(x) and x >= limit
+
+
+def pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.0f} %"
 
 
 def _median(xs: list[float] | list[int]) -> float:
@@ -78,58 +87,25 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     total_per_tick: list[int] = []
     procs_per_tick: list[int] = []
     main_cpu: list[float] = []
-    last_sets: dict[int, frozenset[int]] = {}
-    last_lists: dict[int, list[int]] = {}  # the worker pid list that last_sets was made from
+    respawns = _Respawns()
     pids_by_card: dict[int, set[int]] = {}  # its keys: the cards seen
-    peg = th.core_pegged_pct
     workers_max = facts.workers
     n_stall = stall.size
     n_running = running.size if running is not None else 0
-    # one pass, attributes read once each and no per-process generator: this loop was ~12 % of
-    # `diagnose DIR --summary` (8 processes x 10 ticks a verdict); the same counts as written plainly
     for k, tick in enumerate(procs):
         if not tick:
             continue
-        pegged = total = 0
-        busiest = float("nan")
-        tick_pids: set[int] = set()
-        for p in tick:
-            pid = p.pid
-            tick_pids.add(pid)
-            card = pids_by_card.get(p.gpu_index)
-            if card is None:
-                card = pids_by_card[p.gpu_index] = set()
-            card.add(pid)
-            cpus = p.workers_cpu_pct
-            if None in cpus:
-                cpus = [c for c in cpus if c is not None]
-            n_workers = max(int(p.workers or 0), len(cpus))
-            if n_workers > workers_max:
-                workers_max = n_workers
-            total += n_workers
-            for c in cpus:
-                if c >= peg:
-                    pegged += 1
-            cpu = p.cpu_pct
-            if cpu is not None and not cpu <= busiest:
-                busiest = float(cpu)
-            wpids = p.worker_pids
-            if wpids:
-                if last_lists.get(pid) == wpids:
-                    continue  # the same workers as this process's last list: no respawn, the same set kept
-                pids = frozenset(wpids)
-                prev = last_sets.get(pid)
-                if prev is not None and prev and not (prev & pids):
-                    facts.respawns += 1
-                last_sets[pid] = pids
-                last_lists[pid] = wpids
+        pegged, total, busiest, n_pids, most = _tally(tick, pids_by_card, th.core_pegged_pct)
+        workers_max = max(workers_max, most)
+        respawns.see(tick)
         pegged_per_tick.append(pegged)
         total_per_tick.append(total)
-        procs_per_tick.append(len(tick_pids))
+        procs_per_tick.append(n_pids)
         if ((k >= n_stall or stall[k]) and (running is None or k >= n_running or running[k])
                 and not math.isnan(busiest)):
             main_cpu.append(busiest)
     facts.workers = workers_max
+    facts.respawns = respawns.count
     facts.seen = bool(procs_per_tick)
     if procs_per_tick:
         facts.processes = int(_median(procs_per_tick))
@@ -140,6 +116,65 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     if len(pids_by_card) == 1 and not other_cards_busy:
         facts.ranks_on_first_card = len(next(iter(pids_by_card.values())))
     return facts
+
+
+def _tally(tick: list[ProcSample], pids_by_card: dict[int, set[int]],
+           peg: float) -> tuple[int, int, float, int, int]:
+    """One tick's (pegged workers, workers, busiest process's CPU %, processes, most workers of one process);
+    each process's pid added to ``pids_by_card``.
+
+    Attributes are read once each and there is no per-process generator: this loop was ~12 % of
+    `diagnose DIR --summary` (8 processes x 10 ticks a verdict); the same counts as written plainly."""
+    pegged = total = most = 0
+    busiest = float("nan")
+    tick_pids: set[int] = set()
+    for p in tick:
+        pid = p.pid
+        tick_pids.add(pid)
+        card = pids_by_card.get(p.gpu_index)
+        if card is None:
+            card = pids_by_card[p.gpu_index] = set()
+        card.add(pid)
+        cpus = p.workers_cpu_pct
+        if None in cpus:
+            cpus = [c for c in cpus if c is not None]
+        n_workers = max(int(p.workers or 0), len(cpus))
+        if n_workers > most:
+            most = n_workers
+        total += n_workers
+        for c in cpus:
+            if c >= peg:
+                pegged += 1
+        cpu = p.cpu_pct
+        if cpu is not None and not cpu <= busiest:
+            busiest = float(cpu)
+    return pegged, total, busiest, len(tick_pids), most
+
+
+class _Respawns:
+    """Counts the times a process's whole set of DataLoader worker pids was replaced (an epoch's re-spawn)."""
+
+    __slots__ = ("count", "last_lists", "last_sets")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last_sets: dict[int, frozenset[int]] = {}
+        self.last_lists: dict[int, list[int]] = {}  # the worker pid list that last_sets was made from
+
+    def see(self, tick: list[ProcSample]) -> None:
+        for p in tick:
+            wpids = p.worker_pids
+            if not wpids:
+                continue
+            pid = p.pid
+            if self.last_lists.get(pid) == wpids:
+                continue  # the same workers as this process's last list: no respawn, the same set kept
+            pids = frozenset(wpids)
+            prev = self.last_sets.get(pid)
+            if prev is not None and prev and not (prev & pids):
+                self.count += 1
+            self.last_sets[pid] = pids
+            self.last_lists[pid] = wpids
 
 
 @dataclass(slots=True)
@@ -266,63 +301,79 @@ def host_facts(
     sm_mean = f(nanmean(gpu["sm_active_pct"])) if gpu["sm_active_pct"].size else float("nan")
     sm_st = gpu["sm_active_pct"][stall]
     sm_stall = f(nanmean(sm_st)) if sm_st.size and not np.isnan(sm_st).all() else float("nan")
-
-    c = cpu[stall] if cpu.shape[1] else cpu
     cores = int(cpu_count or cpu.shape[1] or 0)
-    if c.size and not np.isnan(c).all():
-        cpu_busy = f(nanmean(c))
-        tick_busy = np.asarray(nanmean(c, axis=1))
-        cpu_sat = float(np.count_nonzero(tick_busy >= th.cpu_saturated_pct) / tick_busy.size)  # np.mean of bools
-        max_core = f(nanmean(np.asarray(nanmax(c, axis=1))))
-        pegged = c >= th.core_pegged_pct
-        n_pegged = pegged.sum(axis=1)
-        cores_pegged = int(_median(n_pegged.tolist()))  # np.median's value
-        freq = pegged.mean(axis=0)
-        pegged_ids = [int(i) for i in np.argsort(-freq, kind="stable")[:cores_pegged] if freq[i] >= 0.5]
-        rest = np.where(pegged, np.nan, c)
-        others_busy = f(nanmean(rest))
-    else:
-        cpu_busy = max_core = others_busy = cpu_sat = float("nan")
-        cores_pegged = 0
-        pegged_ids = []
-
+    cpu_busy, cpu_sat, max_core, cores_pegged, others_busy, pegged_ids = _cpu_facts(
+        cpu[stall] if cpu.shape[1] else cpu, th)
     iow = f(nanmean(iowait[stall])) if iowait.size else float("nan")
+    disk_busy, disk_name, await_ms = _busiest_disk(disk, disk_names, stall)
+    disk_write, write_peak, await_peak = _disk_writes(disk, stall)
+    link = link_traffic(gpu)
+    h2d, h2d_cards = _h2d(gpu, gpu_indexes, stall, th)
+    mem_frac, mem_card = _memory(gpu, gpu_indexes)
+    return HostFacts(
+        gpu_mean, gpu_p5, gpu_p95, sm_mean, sm_stall, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy,
+        pegged_ids, disk_busy, disk_name, await_ms, disk_write, write_peak, await_peak, iowait=iow,
+        link_bytes_per_s=_busiest(link), link_stall_bytes_per_s=_busiest(link[stall]), h2d_bytes_per_s=h2d,
+        h2d_cards=h2d_cards, mem_frac=mem_frac, mem_card=mem_card,
+    )
+
+
+def _cpu_facts(c: np.ndarray, th: Thresholds) -> tuple[float, float, float, int, float, list[int]]:
+    """(mean busy, share of saturated ticks, busiest core, pegged cores, the others' busy, the pegged cores'
+    ids) over the stall ticks ``c`` (T, cores)."""
+    if not c.size or np.isnan(c).all():
+        nan = float("nan")
+        return nan, nan, nan, 0, nan, []
+    cpu_busy = f(nanmean(c))
+    tick_busy = np.asarray(nanmean(c, axis=1))
+    cpu_sat = float(np.count_nonzero(tick_busy >= th.cpu_saturated_pct) / tick_busy.size)  # np.mean of bools
+    max_core = f(nanmean(np.asarray(nanmax(c, axis=1))))
+    pegged = c >= th.core_pegged_pct
+    n_pegged = pegged.sum(axis=1)
+    cores_pegged = int(_median(n_pegged.tolist()))  # np.median's value
+    freq = pegged.mean(axis=0)
+    pegged_ids = [int(i) for i in np.argsort(-freq, kind="stable")[:cores_pegged] if freq[i] >= 0.5]
+    rest = np.where(pegged, np.nan, c)
+    return cpu_busy, cpu_sat, max_core, cores_pegged, f(nanmean(rest)), pegged_ids
+
+
+def _busiest_disk(disk: dict[str, np.ndarray], disk_names: list[str],
+                  stall: np.ndarray) -> tuple[float, str | None, float]:
+    """The busiest disk over the stall ticks: its busy %, name and await."""
     busy = disk["busy_pct"][stall] if disk["busy_pct"].shape[1] else np.zeros((0, 0))
-    if busy.size and not np.isnan(busy).all():
-        per_disk = np.asarray(nanmean(busy, axis=0))
-        j = _nanargmax(per_disk)
-        disk_busy = f(per_disk[j])
-        disk_name = disk_names[j] if j < len(disk_names) else None
-        aw = disk["await_ms"][stall][:, j]
-        await_ms = f(nanmean(aw)) if aw.size else float("nan")
-    else:
-        disk_busy = await_ms = float("nan")
-        disk_name = None
+    if not busy.size or np.isnan(busy).all():
+        return float("nan"), None, float("nan")
+    per_disk = np.asarray(nanmean(busy, axis=0))
+    j = _nanargmax(per_disk)
+    aw = disk["await_ms"][stall][:, j]
+    return f(per_disk[j]), disk_names[j] if j < len(disk_names) else None, f(nanmean(aw)) if aw.size else float("nan")
+
+
+def _disk_writes(disk: dict[str, np.ndarray], stall: np.ndarray) -> tuple[float, float, float]:
+    """(busiest disk's write bytes/s over the stall ticks, the highest one-tick write and await of any disk)."""
     writes = disk["write_bytes_per_s"][stall] if disk["write_bytes_per_s"].shape[1] else np.zeros((0, 0))
     disk_write = _busiest(writes) if writes.size and not np.isnan(writes).all() else float("nan")
     all_w, all_aw = disk["write_bytes_per_s"], disk["await_ms"]
     write_peak = f(nanmax(all_w)) if all_w.size and not np.isnan(all_w).all() else float("nan")
     await_peak = f(nanmax(all_aw)) if all_aw.size and not np.isnan(all_aw).all() else float("nan")
+    return disk_write, write_peak, await_peak
 
-    link = link_traffic(gpu)
-    link_max = _busiest(link)
-    link_stall = _busiest(link[stall])
+
+def _h2d(gpu: dict[str, np.ndarray], gpu_indexes: list[int], stall: np.ndarray,
+         th: Thresholds) -> tuple[float, list[int]]:
+    """The busiest card's PCIe host-to-device rate over the stall ticks, and the cards reaching h2d_bytes_per_s."""
     rx = gpu["pcie_rx_bytes_per_s"][stall]
     rx_card = np.asarray(nanmean(rx, axis=0)) if rx.size else np.zeros(0)
     h2d = f(nanmax(rx_card)) if np.size(rx_card) and not np.isnan(rx_card).all() else float("nan")
-    h2d_cards = [gpu_indexes[j] for j in range(np.size(rx_card)) if rx_card[j] >= th.h2d_bytes_per_s]
+    return h2d, [gpu_indexes[j] for j in range(np.size(rx_card)) if rx_card[j] >= th.h2d_bytes_per_s]
 
+
+def _memory(gpu: dict[str, np.ndarray], gpu_indexes: list[int]) -> tuple[float, int | None]:
+    """The highest share of a card's memory in use, and that card."""
     used, total = gpu["mem_used_bytes"], gpu["mem_total_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.asarray(nanmean(used / total, axis=0)) if used.size else np.zeros(0)
-    if np.size(frac) and not np.isnan(frac).all():
-        j = _nanargmax(frac)
-        mem_frac, mem_card = f(frac[j]), gpu_indexes[j]
-    else:
-        mem_frac, mem_card = float("nan"), None
-    return HostFacts(
-        gpu_mean, gpu_p5, gpu_p95, sm_mean, sm_stall, cpu_busy, cpu_sat, max_core, cores, cores_pegged, others_busy, pegged_ids,
-        disk_busy, disk_name, await_ms, disk_write, write_peak, await_peak, iowait=iow, link_bytes_per_s=link_max,
-        link_stall_bytes_per_s=link_stall, h2d_bytes_per_s=h2d, h2d_cards=h2d_cards, mem_frac=mem_frac,
-        mem_card=mem_card,
-    )
+    if not np.size(frac) or np.isnan(frac).all():
+        return float("nan"), None
+    j = _nanargmax(frac)
+    return f(frac[j]), gpu_indexes[j]

@@ -36,16 +36,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpu_triage.diagnosis.advice import HANG_ADVICE, advise
-from gpu_triage.diagnosis.causes import Cause, Context
 from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.mechanisms.base import Cause
+from gpu_triage.diagnosis.mechanisms.communication import HANG_ADVICE
 from gpu_triage.diagnosis.patterns import nanmean
+from gpu_triage.diagnosis.rules import advise
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
 from gpu_triage.model import JobSample
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:
-    from gpu_triage.diagnosis.engine import Verdict
+    from gpu_triage.diagnosis.measure import Measurements
+    from gpu_triage.diagnosis.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +119,11 @@ def _rank_note(job: JobSample) -> str:
     return f", rank {worst.rank}" if worst is not None and len(job.ranks) > 1 else ""
 
 
-def apply_job(verdict: Verdict, view: WindowView, start: int, ctx: Context, job: JobState | None) -> Verdict:
+def apply_job(verdict: Verdict, view: WindowView, start: int, m: Measurements, job: JobState | None) -> Verdict:
     """``verdict`` with the job's evidence applied (see the module docstring); unchanged without job data."""
     if job is None:
         return verdict
-    th, last, wait = ctx.th, job.last, job.wait
+    th, last, wait = m.th, job.last, job.wait
     facts = dict(verdict.facts)
     facts["job_samples_per_s"] = math.nan if last.samples_per_s is None else float(last.samples_per_s)
     facts["job_data_wait_pct"] = math.nan if wait is None else float(wait)
@@ -130,28 +133,39 @@ def apply_job(verdict: Verdict, view: WindowView, start: int, ctx: Context, job:
     recent = slice(max(start, view.n - 3), None)
     util = nanmean(view.gpu["util_pct"][recent], axis=None) if view.n_gpus else math.nan
     sm = nanmean(view.gpu["sm_active_pct"][recent], axis=None) if view.n_gpus else math.nan
-    spinning = math.isnan(sm) or sm < th.sm_low_pct  # unknown SM activity: GPU-Util alone, as before
+    spinning = math.isnan(sm) or sm < th.sm_low_pct  # SM activity unknown: GPU-Util alone decides
     if job.stopped and not math.isnan(util) and util >= th.high_util_pct and spinning:
-        since = float(job.since_s or 0.0)
-        fact = Fact(f"no progress for {since:.0f} s while the cards show {util:.0f} % GPU-Util: a stuck "
-                    "collective or a hang (NCCL kernels waiting spin at 100 % and do nothing)",
-                    "job_since_progress_s", since)
-        advice = out.advice if out.mechanism == "hung_collective" else \
-            HANG_ADVICE + [a for a in out.advice if a not in HANG_ADVICE]
-        return replace(out, bottleneck="communication", confidence=max(out.confidence, th.conf_hung),
-                       evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
-                       advice=advice, mechanism="hung_collective",
-                       gpus=out.gpus or list(view.gpu_indexes))
+        return _no_progress(out, view, job, util)
     if wait is not None and wait > th.job_wait_share_pct:
-        fact = Fact(f"{wait:.0f} % of each step waits for the next batch (the job's own clock{_rank_note(last)}): "
-                    "the input pipeline sets the pace, whatever the utilisation says", "job_data_wait_pct", float(wait))
-        if out.bottleneck == "data_pipeline":
-            advice, destructive = out.advice, out.destructive_advice
-        else:
-            advice, destructive = advise(Cause("data_pipeline", th.conf_job_wait, [fact], "job_data_wait"), ctx)
-        return replace(out, bottleneck="data_pipeline", confidence=max(out.confidence, th.conf_job_wait),
-                       evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
-                       advice=advice, destructive_advice=destructive,
-                       mechanism=out.mechanism if out.bottleneck == "data_pipeline" else "job_data_wait",
-                       gpus=out.gpus or list(view.gpu_indexes))
+        return _data_wait(out, view, job, wait, m)
     return out
+
+
+def _no_progress(out: Verdict, view: WindowView, job: JobState, util: float) -> Verdict:
+    """No step for long while the cards spin: a hung collective, whatever the waveforms said."""
+    since = float(job.since_s or 0.0)
+    fact = Fact(f"no progress for {since:.0f} s while the cards show {util:.0f} % GPU-Util: a stuck "
+                "collective or a hang (NCCL kernels waiting spin at 100 % and do nothing)",
+                "job_since_progress_s", since)
+    advice = out.advice if out.mechanism == Mechanism.HUNG_COLLECTIVE else \
+        HANG_ADVICE + [a for a in out.advice if a not in HANG_ADVICE]
+    return replace(out, bottleneck=Bottleneck.COMMUNICATION, confidence=max(out.confidence, job.th.conf_hung),
+                   evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
+                   advice=advice, mechanism=Mechanism.HUNG_COLLECTIVE,
+                   gpus=out.gpus or list(view.gpu_indexes))
+
+
+def _data_wait(out: Verdict, view: WindowView, job: JobState, wait: float, m: Measurements) -> Verdict:
+    """Most of each step waits for the next batch: the data pipeline, whatever the utilisation said."""
+    th = job.th
+    fact = Fact(f"{wait:.0f} % of each step waits for the next batch (the job's own clock{_rank_note(job.last)}): "
+                "the input pipeline sets the pace, whatever the utilisation says", "job_data_wait_pct", float(wait))
+    if out.bottleneck == Bottleneck.DATA_PIPELINE:
+        advice, destructive, mech = out.advice, out.destructive_advice, out.mechanism
+    else:
+        cause = Cause(Bottleneck.DATA_PIPELINE, th.conf_job_wait, [fact], Mechanism.JOB_DATA_WAIT)
+        (advice, destructive), mech = advise(cause, m), Mechanism.JOB_DATA_WAIT
+    return replace(out, bottleneck=Bottleneck.DATA_PIPELINE, confidence=max(out.confidence, th.conf_job_wait),
+                   evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
+                   advice=advice, destructive_advice=destructive, mechanism=mech,
+                   gpus=out.gpus or list(view.gpu_indexes))

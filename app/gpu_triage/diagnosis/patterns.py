@@ -20,8 +20,9 @@ from typing import overload
 import numpy as np
 
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import Pattern
 
-PATTERNS = ("idle", "steady_high", "steady_low", "sawtooth", "single_card_busy", "imbalanced")
+PATTERNS = tuple(p.value for p in Pattern if p is not Pattern.COLLECTING)
 
 
 @dataclass(slots=True)
@@ -303,6 +304,11 @@ def across_cards(shapes: dict[int, CardShape], th: Thresholds) -> tuple[str, lis
         lo_cut = float(means.max()) - th.imbalance_pct
         laggards = sorted(i for i, s in shapes.items() if s.mean <= lo_cut)
         return "imbalanced", laggards or busy
+    return _vote(shapes, busy)
+
+
+def _vote(shapes: dict[int, CardShape], busy: list[int]) -> tuple[str, list[int]]:
+    """The busy cards' own patterns vote; ties go to the more alarming shape."""
     votes: dict[str, int] = {}
     for i in busy:
         p = shapes[i].pattern

@@ -90,7 +90,8 @@ _IN_DATASET = Rule(Phase.WORKER_BUSY, files=("torch/utils/data/_utils/fetch.py",
 _WCHAN = (
     (Phase.SLEEP, ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep")),
     (Phase.WAIT_SERVICE, ("wait_woken", "sk_wait_data", "inet_csk_accept", "unix_stream", "tcp_", "do_epoll_wait",
-                          "ep_poll", "do_select", "poll_schedule_timeout", "do_sys_poll", "__skb_wait_for_more_packets")),
+                          "ep_poll", "do_select", "poll_schedule_timeout", "do_sys_poll",
+                          "__skb_wait_for_more_packets")),
     (Phase.WAITING, ("futex", "pipe_read", "pipe_wait", "do_wait")),
 )
 

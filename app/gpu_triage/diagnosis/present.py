@@ -9,9 +9,9 @@ the tracker takes to confirm a change.
 
 A figure agrees with the present when it lies within the range the present ticks show for it, widened by
 the metric's tolerance: the engine's own regime bands (what it counts as "the same level"), one for counts
-of cores and workers, a factor of four for link rates (copies come in bursts). A range rather than a mean, so a sawtooth's average
-agrees with a present that holds a stall and a burst. Figures that are not on the screen (periods, peaks
-"up to", the job's own clock, times) are not checked.
+of cores and workers, a factor of four for link rates (copies come in bursts). A range rather than a mean,
+so a sawtooth's average agrees with a present that holds a stall and a burst. Figures that are not on the
+screen (periods, peaks "up to", the job's own clock, times) are not checked.
 
 :func:`on_screen` is the one rule every reader of the tracker applies (dashboard, exporter, recorder,
 ``diagnose``): the held verdict stays while its figures agree with the present; when they do not, a raw
@@ -30,9 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from gpu_triage.diagnosis.engine import COLLECTING, Verdict, _collecting, tick_seconds
+from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.facts import Fact, link_traffic
+from gpu_triage.diagnosis.span import tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.verdict import collecting
 from gpu_triage.units import fmt_rate
 from gpu_triage.window import WindowView
 
@@ -296,16 +298,18 @@ def _with_lines(v: Verdict, first: list[Fact], drop: list[Contradiction], keep_a
         facts.append(fact if c is None else Fact(c.text(), None, None, tuple(fact.get("cards") or ())).as_dict())
     return dataclasses.replace(
         v, evidence=[str(f["text"]) for f in facts], evidence_facts=facts,
-        advice=list(v.advice) if keep_advice else [], destructive_advice=list(v.destructive_advice) if keep_advice else [],
+        advice=list(v.advice) if keep_advice else [],
+        destructive_advice=list(v.destructive_advice) if keep_advice else [],
         facts={**v.facts, CHANGING: 1.0},
     )
 
 
-def collecting_now(view: WindowView, th: Thresholds, first: Verdict | None = None, seen_s: float | None = None) -> Verdict:
+def collecting_now(view: WindowView, th: Thresholds, first: Verdict | None = None,
+                   seen_s: float | None = None) -> Verdict:
     """The warm-up verdict for the newest tick: the time collected so far (never rounded up to the warm-up it
     has not reached) and, once a first verdict waits for its hold, which one."""
     dt = tick_seconds(view)
-    v = _collecting(view, dt, th)
+    v = collecting(view, dt, th)
     have = view.n * dt
     shown = f"{have:.0f}" if round(have) < th.warmup_s or have >= th.warmup_s else f"{math.floor(have * 10) / 10:.1f}"
     if first is None or first.pattern == COLLECTING:

@@ -1,6 +1,6 @@
 """Thresholds of the diagnosis, each derived from a mechanism or a public figure (see docs/diagnosis.md).
 
-Every number a rule compares with, and every confidence a rule gives, lives here: a rule in causes.py
+Every number a rule compares with, and every confidence a rule gives, lives here: a rule in mechanisms/
 names the field it uses, docs/diagnosis.md gives its reason. They are configurable under ``[diagnosis]``
 in the config file; every field here is a valid key.
 """
@@ -51,7 +51,7 @@ class Thresholds:
     hold_s: float = 6.0  # a new verdict must hold this long before it replaces the old one
     recent_s: float = 20.0  # the current verdict judges this much recent history (levels, causes)
     regime_min_s: float = 4.0  # a steady stretch this long at the end is a new regime of its own
-    # how far a tick may sit from the regime's median and still belong to it (engine.judged_span)
+    # how far a tick may sit from the regime's median and still belong to it (span.judged_span)
     regime_band_util_pct: float = 15.0  # GPU-Util, card mean (percentage points)
     regime_band_minmax_pct: float = 25.0  # min and max inside the tick
     regime_band_mem_pct: float = 5.0  # share of memory in use

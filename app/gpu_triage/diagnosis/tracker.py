@@ -23,7 +23,7 @@ changing) when the numbers of the window it is shown beside contradict the held 
 Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
 ``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
 
-A job *starting up* (its processes appeared and have run no kernel yet: ``causes.StartUp``) says nothing yet
+A job *starting up* (its processes appeared and have run no kernel yet: ``mechanisms.idle.StartUp``) says nothing yet
 about its bottleneck, as the warm-up says nothing: its verdict is shown as it is (headline and evidence from
 the same ticks), but it does not count towards a change of the held pattern and bottleneck, and the verdicts
 kept for them are forgotten (they were another job's). Once the job runs, the held pair is shown again as soon
@@ -118,7 +118,7 @@ class VerdictTracker:
             self.shown = verdict
             return verdict
         # a confident verdict on a fresh regime (a step that already held max(regime_min_s, 3 ticks) in one
-        # band, see engine.judged_span) has passed a stability test of its own: half the hold suffices
+        # band, see span.judged_span) has passed a stability test of its own: half the hold suffices
         quick = verdict.facts.get("regime_fresh") == 1.0 and verdict.confidence >= self.th.quick_hold_conf
         quick = quick or self._new_job  # the first verdict of a job that just started up
         self._pattern.update(t_seconds, verdict.pattern, quick)
@@ -126,15 +126,7 @@ class VerdictTracker:
         if verdict.key == (self._pattern.value, self._bottleneck.value):
             self._new_job = False  # the new job's verdict is held: the usual hold from now on
         self._latest[verdict.key] = verdict
-        key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
-        first: Verdict | None = None
-        if key[0] == COLLECTING:
-            # the warm-up's pattern is still held: no pattern has held since. A bottleneck that has held is
-            # the news all the same (a first job whose shape flips between sawtooth and steady_low while its
-            # data_pipeline holds): the raw verdict naming it is shown, as _same_bottleneck does later on
-            if key[1] != "none" and verdict.bottleneck == key[1] and verdict.pattern != COLLECTING:
-                first = verdict
-            key = (COLLECTING, "none")
+        key, first = self._held_key(verdict)
         shown = first or self._latest.get(key) or self._same_bottleneck(key[1], verdict) or self.shown or verdict
         if self._note_shown(t_seconds, shown):
             # only the pairs that can still be shown are kept: the held values and the newest raw one
@@ -145,6 +137,17 @@ class VerdictTracker:
             shown = dataclasses.replace(shown, advice=shown.advice + shown.destructive_advice)
         self.shown = shown
         return shown
+
+    def _held_key(self, verdict: Verdict) -> tuple[tuple[str, str], Verdict | None]:
+        """The held (pattern, bottleneck), and during the warm-up's held pattern the raw verdict to show."""
+        key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
+        if key[0] != COLLECTING:
+            return key, None
+        # the warm-up's pattern is still held: no pattern has held since. A bottleneck that has held is
+        # the news all the same (a first job whose shape flips between sawtooth and steady_low while its
+        # data_pipeline holds): the raw verdict naming it is shown, as _same_bottleneck does later on
+        first = verdict if key[1] != "none" and verdict.bottleneck == key[1] and verdict.pattern != COLLECTING else None
+        return (COLLECTING, "none"), first
 
     def _same_bottleneck(self, bottleneck: str, verdict: Verdict) -> Verdict | None:
         """A raw verdict naming the held bottleneck when none names the held pair: the bottleneck's change has

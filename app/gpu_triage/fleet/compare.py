@@ -7,11 +7,11 @@ a job source recorded it, per-card GPU-Util and SM activity, stalls, links, host
 diagnosis), computed over all of the side's ticks, not averaged from per-file figures (a p95 of p95s is not
 a p95). A side that spans several hosts names its cards ``host:index`` and gets one block per host.
 
-One pass per file, streamed a batch at a time (:func:`~gpu_triage.diagnosis.offline.open_source`, the
+One pass per file, streamed a batch at a time (:func:`~gpu_triage.trace.batches.iter_batches`, the
 reader's own normalisation and range checks, so a one-file side gives exactly the two-file figures): each
-batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.trace.compare.
+batch is diagnosed and projected to the few columns the figures read (:func:`~gpu_triage.compare.runs.
 project`); only those rows are kept (about 30 MB for a day of 8 cards). The diagnosis spreads the
-``diagnose`` budget of engine calls (:data:`~gpu_triage.diagnosis.offline.MAX_POINTS`) over the whole side,
+``diagnose`` budget of engine calls (:data:`~gpu_triage.offline.judge.MAX_POINTS`) over the whole side,
 as if it were one file.
 
 A file that cannot be read (damaged, not a recording, holding no tick) is left out with a warning that
@@ -40,18 +40,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import (
-    MAX_POINTS,
-    Timeline,
-    TraceSource,
-    diagnose_trace,
-    open_source,
-    source_from_trace,
-)
-from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
-from gpu_triage.trace.compare import (
+from gpu_triage.compare.jobs import compare_job_summaries, slim_job, summarise_jobs
+from gpu_triage.compare.runs import (
     CARD_METRICS,
     COLUMNS,
     HOST_METRICS,
@@ -65,7 +55,12 @@ from gpu_triage.trace.compare import (
     project,
     segment_shares,
 )
-from gpu_triage.trace.job_compare import compare_job_summaries, slim_job, summarise_jobs
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
+from gpu_triage.offline.judge import MAX_POINTS
+from gpu_triage.offline.timeline import Timeline, diagnose_trace
+from gpu_triage.trace.batches import TraceSource, batches_of, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +84,7 @@ class Side:
     timelines: list[Timeline]
     stride: int
     leftovers: list[Path] = field(default_factory=list)
-    first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (trace.compare's metadata)
+    first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (compare.runs' metadata)
 
     @property
     def ticks(self) -> int:
@@ -176,21 +171,21 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
 def _open(path: Path, *, whole: bool) -> tuple[TraceSource, bool]:
     """A file to stream, and whether it was read whole: a small one (``whole`` allowed, a regular file of
     at most WHOLE_BYTES) is, through the reader, which sorts it and applies the checks and normalisation
-    that :func:`open_source` applies batch by batch."""
+    that :func:`iter_batches` applies batch by batch."""
     if whole:
         try:
             st = path.stat()  # a FIFO named *.parquet is not opened here (it would block): the reader refuses it
         except OSError:
-            st = None  # open_source says what is wrong, in one line
+            st = None  # iter_batches says what is wrong, in one line
         if st is not None and stat.S_ISREG(st.st_mode) and 0 < st.st_size <= WHOLE_BYTES:
             from gpu_triage.trace.reader import open_trace
 
-            return source_from_trace(open_trace(path)), True
-    return open_source(path), False
+            return batches_of(open_trace(path)), True
+    return iter_batches(path), False
 
 
 class _Projector:
-    """Projects the rows the figures read (:func:`~gpu_triage.trace.compare.project`) in runs of about
+    """Projects the rows the figures read (:func:`~gpu_triage.compare.runs.project`) in runs of about
     PROJECT_ROWS rows of one host and one schema, however the rows arrive (a file's batches, or files of
     a few rows each): one polars pass per run instead of one per file."""
 
@@ -279,7 +274,7 @@ def _side_metadata(side: Side) -> dict[str, Any]:
 def compare_datasets(before: str, after: str, config: Config,
                      progress: Callable[[str], Progress] | None = None) -> dict[str, Any]:
     """The comparison of two datasets (or a dataset and a file) with the keys of
-    :func:`~gpu_triage.trace.compare.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
+    :func:`~gpu_triage.compare.runs.compare_traces`, and per side ``files``, ``hosts``, ``skipped``;
     ``hosts`` (each host's figures) when a side spans several hosts."""
     a = read_side(before, config, progress(f"diagnosing {before}") if progress else None)
     fig_a, job_a = _digest(a, config)  # its rows are let go before the other side is read

@@ -4,7 +4,7 @@ worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
 Two passes, both bounded in memory however many files there are:
 
 1. **Verdicts**, file by file (an hour each by default), streamed in columns as ``diagnose FILE`` reads a
-   recording (:func:`~gpu_triage.diagnosis.offline.judge`): the raw engine
+   recording (:func:`~gpu_triage.offline.judge.judge`): the raw engine
    (:func:`~gpu_triage.diagnosis.engine.diagnose`) gives a verdict every :data:`STRIDE_S` seconds of data,
    on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that tick;
    each verdict stands for the ticks since the previous one (a gap in the recording ends a span: it is
@@ -150,9 +150,11 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
     offline.judge`): each verdict is the dashboard's raw verdict at that tick, from exactly the window a
     RollingWindow would hold. A gap in the recording ends a span (it is no bottleneck's time) and the
     window starts afresh after it, as in ``diagnose FILE``."""
-    from gpu_triage.diagnosis.offline import first_start, judge, open_source
+    from gpu_triage.offline.judge import judge
+    from gpu_triage.offline.timeline import first_start
+    from gpu_triage.trace.batches import iter_batches
 
-    src = open_source(path)
+    src = iter_batches(path)
     host = host_of(path, src.host.hostname)
     if src.n == 0:
         return host, []
@@ -173,7 +175,7 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
 
 def _interval_of(src: Any) -> float:
     """The interval ``diagnose`` trusts for a recording (its metadata's unless the timestamps disagree)."""
-    from gpu_triage.diagnosis.offline import trusted_interval
+    from gpu_triage.offline.judge import trusted_interval
 
     return trusted_interval(src.t, src.meta_interval_s)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, ProcSample, Tick
 
 
 @dataclass(slots=True)
@@ -33,3 +33,36 @@ class Source(Protocol):
     def status(self) -> SourceStatus: ...
 
     def close(self) -> None: ...
+
+
+# Optional capabilities: what some sources offer beyond the protocol, declared so a caller asks with
+# isinstance (checked by mypy) instead of probing for a name.
+
+
+@runtime_checkable
+class JobSource(Protocol):
+    """Its ticks carry the job's own clock (``sources.job.WithJob``): the dashboard keeps a job pane."""
+
+    def job_notice(self) -> str | None: ...
+
+
+@runtime_checkable
+class HostProcesses(Protocol):
+    """It lists the host's busiest processes: the process table of a machine without a GPU."""
+
+    def busiest_processes(self) -> list[ProcSample]: ...
+
+
+@runtime_checkable
+class AllHostProcesses(Protocol):
+    """It lists every process of the host: the filtered table of a machine without a GPU, so that `/` then
+    the PID of an idle process finds it."""
+
+    def host_processes(self) -> list[ProcSample]: ...
+
+
+@runtime_checkable
+class Wrapper(Protocol):
+    """It adds to the ticks of another source (``inner``), whose own capabilities stay the inner one's."""
+
+    inner: Source

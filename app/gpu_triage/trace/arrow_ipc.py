@@ -2,7 +2,7 @@
 
 Why not pyarrow: importing it maps 31 MB of libraries (libarrow, libparquet, compute, substrait) into the
 recorder, which then samples for hours while it uses a few kilobytes of them per tick: on the H200 that put
-``record`` at 82.7 MB against the 80 MB target of issue 15. The recorder only ever *appends* one small
+``record`` at 82.7 MB against its 80 MB target (docs/performance.md). The recorder only ever *appends* one small
 record batch per tick, and the format for that is short and fixed (the Arrow columnar format, "IPC Streaming
 Format"): an encapsulated ``Schema`` message, then one ``RecordBatch`` message per batch, then the
 end-of-stream marker. Reading, converting and every check stay with pyarrow, which is the reference: the

@@ -21,13 +21,12 @@ import pyarrow.parquet as pq
 from gpu_triage.errors import UserError
 from gpu_triage.model import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, HostInfo, Tick
 from gpu_triage.trace.layout import META_HOST, META_INTERVAL, META_SCHEMA
+from gpu_triage.trace.ranges import in_range
 from gpu_triage.trace.schema import (
     COLUMNS,
-    FIELD_RANGES,
-    INTERVAL_RANGE_S,
+    RECORDED_INTERVAL_RANGE_S,
     REQUIRED_STRUCT_FIELDS,
     TRACE_SCHEMA,
-    TS_RANGE_US,
     TS_TYPE,
     rows_to_ticks,
 )
@@ -67,7 +66,7 @@ class TraceFile:
         self.path = path
         self.table = table  # normalised: trace-v1 columns in order, sorted by ts, no repeated ts, values in range
         self.host = host
-        self.interval_s = interval_s  # plausible (INTERVAL_RANGE_S): metadata, else derived from timestamps
+        self.interval_s = interval_s  # plausible (RECORDED_INTERVAL_RANGE_S): metadata, else derived from timestamps
         self.recovered = recovered  # True: read from a crash leftover stream, not a finished Parquet
         # what the user should hear about how the file was read, each said once, one line each
         self.notices: list[str] = list(notices or ([notice] if notice else []))
@@ -197,7 +196,7 @@ def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[
     if "ts" not in table.column_names:
         raise UserError(f"{shown(path)} has no 'ts' column: not a gpu-triage recording (trace v1 needs ts)")
     table = _normalise(path, table)
-    table, out_of_range = _in_range(table)
+    table, out_of_range = in_range(table)
     table = table.filter(pc.is_valid(table.column("ts"))) if table.column("ts").null_count else table
     if table.num_rows == 0:
         damage = next((line for line in notices if "damaged at byte" in line), None)
@@ -235,114 +234,6 @@ def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[
         duplicates_dropped=duplicates,
         reordered=reordered,
     )
-
-
-def _bad_mask(arr: pa.Array, lo: float, hi: float) -> pa.Array | None:
-    """True where a numeric value lies outside [lo, hi] or is NaN/inf; None when every value is fine."""
-    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)) or arr.null_count == len(arr):
-        return None
-    if pa.types.is_integer(arr.type):  # compared as integers: uint64 past 2**53 does not convert to float
-        info = np.iinfo(arr.type.to_pandas_dtype())
-        low, high = max(int(lo), int(info.min)), min(int(hi), int(info.max))
-        inside = pc.and_(pc.greater_equal(arr, pa.scalar(low, arr.type)), pc.less_equal(arr, pa.scalar(high, arr.type)))
-    else:
-        # typed scalars: pa.scalar(float) without a type tries to import dateutil on every call (0.1 ms each,
-        # 4 % of `diagnose DIR --summary`); compared as doubles either way
-        low_s, high_s = pa.scalar(float(lo), pa.float64()), pa.scalar(float(hi), pa.float64())
-        inside = pc.and_(pc.greater_equal(arr, low_s), pc.less_equal(arr, high_s))  # NaN: false
-    bad = pc.fill_null(pc.invert(inside), False)
-    return bad if pc.any(bad).as_py() else None
-
-
-def _clean_values(arr: pa.Array, lo: float, hi: float, counts: dict[str, int], key: str) -> pa.Array:
-    """``arr`` with out-of-range values as null (elementwise inside a list), counted under ``key``."""
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        first, last = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
-        inner = arr.values.slice(first, last - first)
-        values = _clean_values(inner, lo, hi, counts, key)
-        if values is inner:
-            return arr
-        offsets = pc.subtract(arr.offsets, pa.scalar(first, arr.offsets.type))
-        return type(arr).from_arrays(offsets, values, mask=pc.invert(arr.is_valid()))
-    bad = _bad_mask(arr, lo, hi)
-    if bad is None:
-        return arr
-    counts[key] = counts.get(key, 0) + int(pc.sum(bad).as_py())
-    return pc.if_else(bad, pa.scalar(None, arr.type), arr)
-
-
-def _clean_struct_list(
-    arr: pa.Array, ranges: dict[str, tuple[float, float]], counts: dict[str, int], col: str
-) -> pa.Array:
-    """A list<struct> column with each ranged field cleaned by :func:`_clean_values`."""
-    is_list = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
-    if not is_list or not pa.types.is_struct(arr.type.value_type):
-        return arr
-    first, last = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
-    structs = arr.values.slice(first, last - first)
-    children, changed = [], False
-    for i, field in enumerate(structs.type):
-        child = structs.field(i)
-        if field.name in ranges:
-            new = _clean_values(child, *ranges[field.name], counts, f"{col}.{field.name}")
-            changed = changed or new is not child
-            child = new
-        children.append(child)
-    if not changed:
-        return arr
-    structs = pa.StructArray.from_arrays(children, fields=list(structs.type), mask=pc.invert(structs.is_valid()))
-    offsets = pc.subtract(arr.offsets, pa.scalar(first, arr.offsets.type))
-    return type(arr).from_arrays(offsets, structs, mask=pc.invert(arr.is_valid()))
-
-
-def _clean_job(arr: pa.Array, counts: dict[str, int]) -> pa.Array:
-    """The trace-v2 job struct with its ranged fields and each rank's cleaned like the other columns."""
-    if not pa.types.is_struct(arr.type):
-        return arr
-    children, changed = [], False
-    for field, child in zip(arr.type, arr.flatten(), strict=True):
-        if field.name in FIELD_RANGES["job"]:
-            new = _clean_values(child, *FIELD_RANGES["job"][field.name], counts, f"job.{field.name}")
-        elif field.name == "ranks":
-            new = _clean_struct_list(child, FIELD_RANGES["job.ranks"], counts, "job.ranks")
-        else:
-            new = child
-        changed = changed or new is not child
-        children.append(new)
-    if not changed:
-        return arr
-    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=pc.invert(arr.is_valid()))
-
-
-def _in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
-    """Every value outside its field's physical range (schema.FIELD_RANGES) as null, and how many per field.
-
-    Timestamps outside TS_RANGE_US become null too (the caller drops those rows): a year-300000 tick is
-    no tick, and converting it to a datetime would raise.
-    """
-    counts: dict[str, int] = {}
-    for name in table.column_names:
-        col = table.column(name)
-        if col.null_count == len(col):
-            continue
-        chunks: list[pa.Array] = []
-        for chunk in col.chunks:
-            if name == "ts":
-                raw = chunk.cast(pa.int64())
-                bad = _bad_mask(raw, *TS_RANGE_US)
-                if bad is not None:
-                    counts["ts"] = counts.get("ts", 0) + int(pc.sum(bad).as_py())
-                    chunk = pc.if_else(bad, pa.scalar(None, chunk.type), chunk)
-            elif name == "job":
-                chunk = _clean_job(chunk, counts)
-            elif name in FIELD_RANGES:
-                chunk = _clean_struct_list(chunk, FIELD_RANGES[name], counts, name)
-            elif name in FIELD_RANGES[""]:
-                chunk = _clean_values(chunk, *FIELD_RANGES[""][name], counts, name)
-            chunks.append(chunk)
-        if counts:
-            table = table.set_column(table.column_names.index(name), name, pa.chunked_array(chunks, type=col.type))
-    return table, counts
 
 
 def _in_time_order(table: pa.Table) -> tuple[pa.Table, bool, int]:
@@ -453,15 +344,15 @@ def _compatible_scalar(have: pa.DataType, want: pa.DataType) -> bool:
 
 
 def _plausible(v: float) -> bool:
-    return bool(np.isfinite(v)) and INTERVAL_RANGE_S[0] <= v <= INTERVAL_RANGE_S[1]
+    return bool(np.isfinite(v)) and RECORDED_INTERVAL_RANGE_S[0] <= v <= RECORDED_INTERVAL_RANGE_S[1]
 
 
 def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> tuple[float, str | None]:
     """The file's tick interval, and a line when its metadata had to be overruled.
 
     Metadata first; an implausible one (under 1 ms, over a day, NaN, inf, not a number) is ignored and the
-    median time between ticks taken instead: a metadata interval of 1e-9 s once made the offline diagnosis
-    size its window for 3e11 ticks. Whatever is returned lies in INTERVAL_RANGE_S.
+    median time between ticks taken instead: believed, a metadata interval of 1e-9 s would size the offline
+    diagnosis's window for 3e11 ticks. Whatever is returned lies in RECORDED_INTERVAL_RANGE_S.
     """
     from_ts = _median_step(table)
     raw = meta.get(META_INTERVAL)
@@ -473,14 +364,14 @@ def _nominal_interval(meta: dict[bytes, bytes], table: pa.Table) -> tuple[float,
         if _plausible(v):
             return v, None
         fallback = from_ts if from_ts is not None else _per_tick_interval(table) or 2.0
-        fallback = float(np.clip(fallback, *INTERVAL_RANGE_S))
+        fallback = float(np.clip(fallback, *RECORDED_INTERVAL_RANGE_S))
         shown_raw = raw[:40].decode(errors="replace")
         return fallback, (
             f"metadata interval_s {shown_raw!r} is not a plausible tick interval: using {fallback:g} s, "
             + ("the median time between ticks" if from_ts is not None else "the default")
         )
     v = _per_tick_interval(table) or from_ts or 2.0
-    return float(np.clip(v, *INTERVAL_RANGE_S)), None
+    return float(np.clip(v, *RECORDED_INTERVAL_RANGE_S)), None
 
 
 def _per_tick_interval(table: pa.Table) -> float | None:

@@ -5,7 +5,7 @@ A killed recorder leaves ``FILE.partial.arrows`` (every tick but at most the one
 stream once the Parquet is safely in place.
 
 It holds the stream's lock while it works: a stream whose lock a live recorder holds is refused, naming
-the recorder's pid (recovering it used to remove the stream under the recorder, losing every later
+the recorder's pid (recovering it would remove the stream under the recorder, losing every later
 tick). A stream damaged in the middle keeps every batch before the damage; the stream is then left in
 place (the bytes after the damage are not ours to throw away) and the report says where it stopped.
 """

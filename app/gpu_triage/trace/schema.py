@@ -64,10 +64,10 @@ def _arrow_fields(struct: Col) -> tuple[tuple[str, pa.DataType], ...]:
 
 
 # Derived from the sample classes in gpu_triage.model (through the layout), the one definition of the fields.
-GPU_FIELDS = _arrow_fields(GPU)
-DISK_FIELDS = _arrow_fields(DISK)
-PROC_FIELDS = _arrow_fields(PROC)
-NET_FIELDS = _arrow_fields(NET)
+GPU_ARROW_FIELDS = _arrow_fields(GPU)
+DISK_ARROW_FIELDS = _arrow_fields(DISK)
+PROC_ARROW_FIELDS = _arrow_fields(PROC)
+NET_ARROW_FIELDS = _arrow_fields(NET)
 
 # What each measured field can physically be, next to the fields themselves: ``(low, high)``, both
 # inclusive. A value outside (a negative percentage, NaN, inf, 10^6 %, a negative watt, a GPU with a
@@ -149,11 +149,11 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
 
 # A tick interval a file may claim (metadata or per tick), and a timestamp it may carry (1970 to 2200, in
 # microseconds): outside, the reader derives the interval from the timestamps / drops the tick.
-INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
+RECORDED_INTERVAL_RANGE_S: tuple[float, float] = FIELD_RANGES[""]["interval_s"]
 TS_RANGE_US: tuple[float, float] = (0.0, 7_258_118_400.0 * 1e6)
 
 # Trace v2: the job's own progress per tick (docs/trace-v2.md). Whole-job scalars, then one entry per rank.
-JOB_FIELDS = _arrow_fields(JOB)
+JOB_ARROW_FIELDS = _arrow_fields(JOB)
 JOB_STRUCT = arrow_type(JOB)
 JOB_RANK_STRUCT = arrow_type(JOB.children[-1].children[0])
 GPU_STRUCT = arrow_type(GPU)

@@ -44,14 +44,14 @@ from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.proc_control import ProcControl, ProcDetails
 from gpu_triage.safetext import clean_lines
-from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.sources.base import AllHostProcesses, HostProcesses, JobSource, Source, SourceStatus, Wrapper
 from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.formatters import safe_text
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.panes import Colours, FactsOnly, Shown
-from gpu_triage.units import short_bytes as fmt_bytes
+from gpu_triage.units import short_bytes
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,8 @@ class TriageApp(App[int]):
     # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
     # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(key, action, k.footer or "", show=False, priority=key in k.priority) for k in KEYS for key, action in k.bindings
+        Binding(key, action, k.footer or "", show=False, priority=key in k.priority)
+        for k in KEYS for key, action in k.bindings
     ]
     mode: Mode = "live"
 
@@ -338,7 +339,7 @@ class TriageApp(App[int]):
         elif palette.color_system() == "standard":
             self._filters.append(palette.Standard16())
 
-    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
         """Textual's notify, without markup by default: our messages carry paths and errors such as
         ``[Errno 28]``, which markup swallowed (or took for a style, e.g. ``[bold]`` in a file name)."""
         super().notify(clean_lines(message), markup=markup, **kwargs)
@@ -428,7 +429,8 @@ class TriageApp(App[int]):
             # said after the screen is gone (run_dashboard prints these): `r` then `q` at once wrote nothing
             # and said nothing, because the first tick had not come yet
             path = self.stop_recording()
-            self.exit_notes.append(f"recording saved: {path}" if path is not None else f"recording not saved: {self.record_error}")
+            self.exit_notes.append(f"recording saved: {path}" if path is not None
+                                   else f"recording not saved: {self.record_error}")
 
     # -- data in ------------------------------------------------------------------------------------
     def _tick_from_thread(self, tick: Tick) -> None:
@@ -534,8 +536,8 @@ class TriageApp(App[int]):
         bar_lines = 1 if bar.plain else 0
         fixed = len(header.plain.split("\n")) + 1 + bar_lines
         shown_procs, host_only = self._procs_now()
-        notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
-        job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
+        notice = self.source.job_notice() if isinstance(self.source, JobSource) else None  # the job pane's
+        job_n = job_pane.job_lines(view, notice) if isinstance(self.source, JobSource) or any(view.jobs) else 0
         hidden = frozenset(PANES) - set(self.pane_order)
         if "job" in hidden:
             job_n = 0
@@ -570,7 +572,8 @@ class TriageApp(App[int]):
             "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
             "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
             "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0), budget.disk + budget.net),
+            "disk": (panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
+                     budget.disk + budget.net),
             "procs": (
                 procview.proc_pane(
                     shown_procs,
@@ -635,7 +638,8 @@ class TriageApp(App[int]):
         if self.recorder is not None:
             rec = self.recorder
             t.append(" · ")
-            rec_txt = f"● REC {fmt_bytes(rec.bytes_written)}" if compact else f"● REC {rec.ticks} ticks {fmt_bytes(rec.bytes_written)}"
+            rec_txt = (f"● REC {short_bytes(rec.bytes_written)}" if compact
+                       else f"● REC {rec.ticks} ticks {short_bytes(rec.bytes_written)}")
             t.append(rec_txt, f"bold {self.colours.alert}")
             if rec.error is not None:
                 t.append(" failed" if compact else f" (failed: {rec.error})", self.colours.alert)
@@ -730,9 +734,9 @@ class TriageApp(App[int]):
         with a filter every process of the host: `/` then the PID of an idle process must find it."""
         last = self.window.last
         procs = list(last.procs) if last else []
-        source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
-        if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
-            if self.procs.filter and hasattr(source, "host_processes"):
+        source = self.source.inner if isinstance(self.source, Wrapper) else self.source  # under --job-log, pulse
+        if not procs and not self._status.gpu_available and isinstance(source, HostProcesses):
+            if self.procs.filter and isinstance(source, AllHostProcesses):
                 return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
@@ -839,7 +843,8 @@ class TriageApp(App[int]):
     def action_doctor(self) -> None:
         if self.simulated and self.doctor_loader is None:
             # it used to check this machine while the screen showed the simulated server
-            self.notify("the doctor checks a real machine, not the simulated server: run `gpu-triage doctor` on the GPU machine")
+            self.notify("the doctor checks a real machine, not the simulated server: "
+                        "run `gpu-triage doctor` on the GPU machine")
             return
         try:
             from gpu_triage.ui.doctor_screen import DoctorScreen

@@ -70,7 +70,8 @@ class DoctorScreen(Screen[None]):
 
     def _body(self) -> Text:
         if self.error is not None:
-            return Text(f"The doctor could not finish: {self.error}\nRun `gpu-triage doctor` in a shell for details.", "red")
+            return Text(f"The doctor could not finish: {self.error}\n"
+                        "Run `gpu-triage doctor` in a shell for details.", "red")
         if self.report is None:
             return Text("checking GPUs, topology, host and software...", "grey50")
         # the box's padding (2) and its scrollbar (2) take 4 columns: at width - 2 Textual wrapped our already

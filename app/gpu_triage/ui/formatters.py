@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpu_triage.model import throttle_names
 from gpu_triage.safetext import clean_lines, is_clean
-from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
+from gpu_triage.units import short_bytes  # the dashboard's compact byte formatter (units.py)
 
 
 def ok(v: Any) -> bool:
@@ -25,7 +25,7 @@ def pct(v: float | None, width: int = 4) -> str:
 
 
 def rate(v: float | None) -> str:
-    return fmt_bytes(v, suffix="/s") if ok(v) else "n/a"
+    return short_bytes(v, suffix="/s") if ok(v) else "n/a"
 
 
 def last(a: np.ndarray) -> float:
@@ -53,7 +53,7 @@ def used_of_total(used: float, total: float) -> str:
     """``87G/2.0T``; a single ``n/a`` when the host reports neither (not ``n/a/n/a``)."""
     if not ok(used) and not ok(total):
         return "n/a"
-    return f"{fmt_bytes(used)}/{fmt_bytes(total)}"
+    return f"{short_bytes(used)}/{short_bytes(total)}"
 
 
 NA_ON_CARD = "n/a on this card"
@@ -137,7 +137,8 @@ def slowdown_note(masks: np.ndarray, clock_mhz: np.ndarray | None = None) -> str
                 # the driver names no reason, yet the clock moved: say both, claim nothing
                 return f" · no slowdown reason reported, clock {lo:.0f}–{hi:.0f} MHz"
         return " · no slowdown reason in the window"
-    parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %"
+                      for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     return f" · slowed by {parts} of the window"
 
 

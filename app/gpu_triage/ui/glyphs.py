@@ -37,9 +37,9 @@ def bin_columns(values: np.ndarray, width: int, reduce: str = "mean", *, newest:
     start = t - (t // k) * k
     body = values[start:].reshape(-1, k)
     if reduce == "min":
-        return np.fmin.reduce(body, axis=1)
+        return np.asarray(np.fmin.reduce(body, axis=1))
     if reduce == "max":
-        return np.fmax.reduce(body, axis=1)
+        return np.asarray(np.fmax.reduce(body, axis=1))
     ok = ~np.isnan(body)
     count = ok.sum(axis=1)
     total = np.where(ok, body, 0.0).sum(axis=1)

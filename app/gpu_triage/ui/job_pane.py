@@ -18,10 +18,12 @@ from gpu_triage.model import JobSample
 from gpu_triage.ui import formatters, panes
 from gpu_triage.ui.glyphs import waveform
 from gpu_triage.ui.layout import WIDE_COLS
+from gpu_triage.units import short_bytes
 from gpu_triage.window import WindowView
 
 NA_TEXT = "JOB  n/a: no job source (--job-log PATH, or `from gpu_triage import pulse` in the training)"
-NA_TEXTS = (NA_TEXT, "JOB  n/a: no job source (--job-log PATH, or gpu_triage.pulse in the job)", "JOB  n/a: no job source")
+NA_TEXTS = (NA_TEXT, "JOB  n/a: no job source (--job-log PATH, or gpu_triage.pulse in the job)",
+            "JOB  n/a: no job source")
 NO_PROGRESS_AFTER_S = 10.0  # say "no progress" from here on (the rate already reads 0 once a step is overdue)
 WAIT_ALERT_PCT = 50.0
 
@@ -67,7 +69,7 @@ def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
     fm = formatters
     last = fm.last
     tail = f" {fm.pct(last(g['util_pct']))} sm{fm.pct(last(g['sm_active_pct']))}"
-    tail += f" {fm.fmt_bytes(last(g['mem_used_bytes']))}/{fm.fmt_bytes(last(g['mem_total_bytes']))}".ljust(10)
+    tail += f" {short_bytes(last(g['mem_used_bytes']))}/{short_bytes(last(g['mem_total_bytes']))}".ljust(10)
     tail += " 0000W"
     tail += f" P {fm.rate(fm.nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
     tail += f" NV {fm.rate(fm.nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
@@ -130,7 +132,8 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
         unit = "/s"
         now = last.samples_per_s
     peak = float(np.nanmax(sps)) if not np.isnan(sps).all() else math.nan
-    scaled = sps * (100.0 / peak) if peak and not math.isnan(peak) and peak > 0 else np.where(np.isnan(sps), np.nan, 0.0)
+    scaled = (sps * (100.0 / peak) if peak and not math.isnan(peak) and peak > 0
+              else np.where(np.isnan(sps), np.nan, 0.0))
     out.append(" /s ".ljust(left)[:left], "bold")
     # stepped as the cards are (panes.gpu_pane): the same tick in the same column
     out.append_text(waveform(scaled, wave_w, colours.gpu, newest=view.ticks_ever - 1 if view.ticks_ever else None))

@@ -51,7 +51,8 @@ KEYS: tuple[Key, ...] = (
         priority=("ctrl+c", "f10"),
     ),
     Key("`p`", "pause the display (sampling and recording go on)", BOTH, (("p", "pause"),), "p pause", LIVE, 10),
-    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
+    Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH,
+        (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
     Key(
         "`Enter` / `Esc`",
         "the selected card's charts (GPU-Util with min/max, SM, memory, PCIe/NVLink, power) / back",
@@ -69,7 +70,8 @@ KEYS: tuple[Key, ...] = (
         "r record",
         footer_rank=62,
     ),
-    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
+    Key("`d`", "the doctor's check-up of this machine (in it: `r` checks again, `Esc` back; not over the simulated "
+        "server)", BOTH, (("d", "doctor"),), "d doctor", LIVE, 63),
     Key(
         "`Tab`",
         "the process table: `↑` `↓` move in it and a line under it shows the selected process's user and full "
@@ -80,7 +82,8 @@ KEYS: tuple[Key, ...] = (
         footer_rank=64,
         priority=("tab",),
     ),
-    Key("`j` `k`", "next / previous process (focuses the process table)", BOTH, (("j", "proc_move(1)"), ("k", "proc_move(-1)"))),
+    Key("`j` `k`", "next / previous process (focuses the process table)", BOTH,
+        (("j", "proc_move(1)"), ("k", "proc_move(-1)"))),
     Key(
         "`PgUp` `PgDn` `Home` `End`",
         "processes: a page up / down, the first / last",
@@ -127,7 +130,8 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("`?` `F1`", "help", BOTH, (("question_mark", "help"), ("f1", "help")), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
-    Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),
+    Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")),
+        "←/→ step", footer_rank=2),
     Key(
         "`[` `]`",
         "30 s back / forward",
@@ -136,8 +140,10 @@ KEYS: tuple[Key, ...] = (
         "[/] ±30s",
         footer_rank=3,
     ),
-    Key("`+` `-`", "faster / slower", REPLAY, (("plus,equals_sign", "speed(1)"), ("minus", "speed(-1)")), "+/- speed", footer_rank=4),
-    Key("`g` `G`", "start / end", REPLAY, (("g", "seek('start')"), ("G", "seek('end')")), "g/G start/end", footer_rank=5),
+    Key("`+` `-`", "faster / slower", REPLAY, (("plus,equals_sign", "speed(1)"), ("minus", "speed(-1)")), "+/- speed",
+        footer_rank=4),
+    Key("`g` `G`", "start / end", REPLAY, (("g", "seek('start')"), ("G", "seek('end')")), "g/G start/end",
+        footer_rank=5),
 )
 
 REPLAY_ONLY_LABEL = "replay only: "  # the README marks the first replay-only row so
@@ -159,7 +165,8 @@ def action_modes() -> dict[str, tuple[Mode, ...]]:
 def footer_line(mode: Mode, width: int | None = None) -> str:
     """The key line at the bottom of the screen; at ``width``, the keys ranked last give way first but
     "? help" stays at the end (it lists the rest): at 80 columns the replay's line lost it."""
-    shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer), key=lambda k: k.footer_rank)
+    shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer),
+                   key=lambda k: k.footer_rank)
     parts = [k.footer for k in shown if k.footer]
     while width is not None and len(parts) > 2 and len("  ".join(parts)) > width:
         del parts[-2]

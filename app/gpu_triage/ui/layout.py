@@ -24,7 +24,8 @@ def too_small(size: tuple[int, int], need: tuple[int, int]) -> str | None:
 
 
 # -- the main screen's panes -------------------------------------------------------------------------
-WIDE_COLS = 120  # from this width a card line also carries temperature and clock (and a tall card drops them from its side)
+# from this width a card line also carries temperature and clock (and a tall card drops them from its side)
+WIDE_COLS = 120
 CORE_LABEL = "core "  # the label before each line of per-core heat cells
 CORE_LABEL_W = len(CORE_LABEL)
 CORE_BAR_COLS = 16  # one htop-like core bar: "nnn" + 7 cells + " 99% " = 15 columns, and one spare

@@ -19,7 +19,6 @@ from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.model import NetSample, throttle_names
 from gpu_triage.ui.formatters import (
     SM_NA_TEXTS,
-    fmt_bytes,
     last,
     longest_fitting,
     nan_sum,
@@ -50,6 +49,7 @@ from gpu_triage.ui.layout import (
     core_bars_per_line,
     core_cells_per_line,
 )
+from gpu_triage.units import short_bytes
 from gpu_triage.window import WindowView
 
 PATTERN_COLOURS = {
@@ -108,12 +108,13 @@ def gpu_pane(
         head = f"{marker}{idx:>2} "
         if idx in lost or went_silent:
             out.append(head, "bold reverse" if selected == j else "bold")
-            out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)], f"bold {colours.alert}")
+            out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)],
+                       f"bold {colours.alert}")
             continue
         util = last(g["util_pct"])
         sm = last(g["sm_active_pct"])
         tail = f" {pct(util)} sm{pct(sm)}"
-        tail += f" {fmt_bytes(last(g['mem_used_bytes']))}/{fmt_bytes(last(g['mem_total_bytes']))}".ljust(10)
+        tail += f" {short_bytes(last(g['mem_used_bytes']))}/{short_bytes(last(g['mem_total_bytes']))}".ljust(10)
         tail += f" {last(g['power_w']):4.0f}W" if ok(last(g["power_w"])) else "  n/aW"
         tail += f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
         tail += f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
@@ -165,7 +166,8 @@ def gpu_pane(
                 occ = last(g["sm_occupancy_pct"])
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
-                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
+                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)],
+                           "grey70")
     if tall:
         per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
         interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
@@ -210,7 +212,8 @@ def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, c
     sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM"
     return longest_fitting(
         (
-            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})  "
+            "memory in use is not work",
             f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})",
             f"GPU util 0–100% · {cell} · shaded: sawtooth in a tick{sm_short}",
             f"GPU util 0–100% · {cell} · shaded: sawtooth{sm_short}",
@@ -310,7 +313,8 @@ def _tall_card(
         (" SM activity", colours.sm),
         (f" window mean {pct(sm_mean).strip()}", "grey70"),
         (
-            f" occ{pct(last(g['sm_occupancy_pct']))} tensor{pct(last(g['tensor_active_pct']))} dram{pct(last(g['dram_active_pct']))}",
+            f" occ{pct(last(g['sm_occupancy_pct']))} tensor{pct(last(g['tensor_active_pct']))}"
+            f" dram{pct(last(g['dram_active_pct']))}",
             "grey70",
         ),
     ]
@@ -319,7 +323,8 @@ def _tall_card(
         out.append("\n")
         out.append(("  sm" if r == 0 else "").ljust(len(head)), colours.sm)
         if sm_na:
-            out.append((" " * AXIS_W + "SM activity n/a on this card (no GPM)" if r == 0 else "")[: width - len(head)], "grey50")
+            out.append((" " * AXIS_W + "SM activity n/a on this card (no GPM)" if r == 0 else "")[: width - len(head)],
+                       "grey50")
             continue
         out.append(axis_label(r, sm_rows), "grey50")
         out.append_text(sm_lines[r])
@@ -351,7 +356,8 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
     hot = int(np.sum(cores >= 90)) if n else 0
     io = last(view.iowait)
-    summary = f"CPU {n} core{'' if n == 1 else 's'} avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
+    mem = used_of_total(last(view.host_mem_used), last(view.host_mem_total))
+    summary = f"CPU {n} core{'' if n == 1 else 's'} avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {mem}"
     summary += f" · swap {swap_text(view)}"
     per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n / per_line) if n else 0
@@ -495,7 +501,8 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int, colours: Colours) -> Text:
+def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int,
+              colours: Colours) -> Text:
     """Headline, past-verdicts strip, evidence, advice. With too few lines the first advice line is kept
     before any evidence bullet and the strip goes first (issue #13: the fix is what the user came for)."""
     out = Text(no_wrap=True, end="")
@@ -577,7 +584,8 @@ def facts(view: WindowView) -> list[str]:
         disk = float(np.nanmax(np.nanmean(view.disk["busy_pct"], axis=0))) if view.disk_names else float("nan")
         links = float(
             np.nansum(
-                [np.nanmean(view.gpu[f]) for f in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")]
+                [np.nanmean(view.gpu[f]) for f in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s",
+                                                    "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")]
             )
         ) if view.n_gpus else float("nan")
     return [f"GPU mean{pct(gpu)}", f"CPU busy{pct(cpu)}", f"disk busy{pct(disk)}", f"links {rate(links)}"]

@@ -15,7 +15,8 @@ from rich.text import Text
 
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
-from gpu_triage.ui.formatters import HOST_PROC_HEAD, PROC_HEAD, USER_W, fmt_bytes, pct, workers_text
+from gpu_triage.ui.formatters import HOST_PROC_HEAD, PROC_HEAD, USER_W, pct, workers_text
+from gpu_triage.units import short_bytes
 
 SORTS = ("card", "GPU memory", "SM", "CPU", "user")  # `s` cycles through them
 # biggest first unless reversed (`I`, as htop's invert); card and user run in their natural order
@@ -143,7 +144,7 @@ def _line(row: Row, user: str) -> str:
         return f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {pct(p.cpu_pct, 5)}"
     # SM%: the process's own share of its card, as the driver samples it; no sample (idle, an old driver): n/a
     return (
-        f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+        f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
         f" {pct(p.sm_pct, 4)} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
     )
 
@@ -219,7 +220,7 @@ def proc_pane(
         out.append("\n")
         out.append(f"{'':>8} +{len(table) - len(shown)} more (Tab: scroll, sort, filter)"[:width], "grey50")
     if detail:
-        row = next((r for r in table if r.pid == state.selected), None)
+        chosen = next((r for r in table if r.pid == state.selected), None)
         out.append("\n")
-        out.append(detail_line(row, details, local)[:width], "italic")
+        out.append(detail_line(chosen, details, local)[:width], "italic")
     return out

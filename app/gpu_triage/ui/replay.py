@@ -49,11 +49,12 @@ class ReplayApp(TriageApp):
             self.window = RollingWindow(replay.window_ticks)
         self._play_timer: Timer | None = None
         # pyarrow comes with the offline diagnosis: imported here, not at the top, as live imports this module
-        from gpu_triage.diagnosis.offline import clock_format
+        from gpu_triage.offline.render import clock_format
 
         ts = replay.trace.timestamps
         # the date beside the times when the recording spans days or is not from today, as diagnose does
-        self._clock = clock_format(datetime.fromtimestamp(float(ts[0]), UTC), datetime.fromtimestamp(float(ts[-1]), UTC))
+        self._clock = clock_format(datetime.fromtimestamp(float(ts[0]), UTC),
+                                   datetime.fromtimestamp(float(ts[-1]), UTC))
 
     # -- the hooks of TriageApp ---------------------------------------------------------------------
     def _host_info(self) -> HostInfo:
@@ -102,14 +103,15 @@ class ReplayApp(TriageApp):
         """``gap 3 h 12 min before this window (nothing recorded 10:05:20 - 13:17:20 UTC)`` while the window
         holds fewer ticks than it would without the gap; None otherwise. The gap's times are those
         ``diagnose`` prints; the most telling words come first, as narrow screens cut the line's end."""
-        from gpu_triage.diagnosis.offline import human_duration  # loaded by the feed already
+        from gpu_triage.offline.render import human_duration  # loaded by the feed already
 
         r = self.replay
         gap = r.gap_before()
         if gap is None or r.position - r.stretch_start() + 1 >= self.window.capacity:
             return None
         fmt = self._clock
-        return f"gap {human_duration(gap.seconds)} before this window (nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)"
+        return (f"gap {human_duration(gap.seconds)} before this window "
+                f"(nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)")
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:

@@ -46,7 +46,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
         # the reader's notice (a crash leftover read in place of FILE, a torn last tick) stays on screen
-        return ReplayApp(config, feed, source_label=f"replay: {Path(args.file).name}", banner=getattr(trace, "notice", None))
+        return ReplayApp(config, feed, source_label=f"replay: {Path(args.file).name}",
+                         banner=getattr(trace, "notice", None))
     if command == "demo" and not getattr(args, "scenario", None):
         from gpu_triage.data import H200_TRACE_2S, labels_for
 
@@ -74,16 +75,17 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
             speed=getattr(args, "speed", 1.0) or 1.0,
         )
     if command == "live":
+        from gpu_triage.sources.base import Source
         from gpu_triage.sources.job import WithJob, monitor_for
         from gpu_triage.sources.live import LiveSource
 
         monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
         live = LiveSource()
         banner = None if live.status().gpu_available else NO_GPU_BANNER
-        source: Any = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
+        watched: Source = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
         from gpu_triage.proc_control import ProcControl
 
-        app = TriageApp(config, source=source, source_label="live", banner=banner, record_path=record_path)
+        app = TriageApp(config, source=watched, source_label="live", banner=banner, record_path=record_path)
         app.proc_control = ProcControl()  # this machine's processes: user, command line, signals
         return app
     raise UserError(f"unknown dashboard command {command!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from rich.text import Text
@@ -32,6 +32,16 @@ from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.ui.panes import PATTERN_COLOURS
 from gpu_triage.window import WindowView
 
+
+@runtime_checkable
+class _SelectsCard(Protocol):
+    """The dashboard's app: a selected card, drawn again on demand (screens sit under it, so it is named
+    by what it offers)."""
+
+    selected: int
+
+    def redraw(self) -> None: ...
+
 LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
     "Braille cells (⣸): two ticks a cell, the older on the left, 4 dot levels each, when the window is wider",
@@ -41,7 +51,8 @@ LEGEND = [
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
     "CPU cores: grey < 20 %, green 20–60 %, yellow 60–90 %, red and bold ≥ 90 % busy (NO_COLOR: bold only).",
-    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); each chart's title names its colours;",
+    "Detail view (Enter): x axis is local wall-clock time (HH:MM:SS; TZ=UTC for UTC); "
+    "each chart's title names its colours;",
     "  the clock chart's says what held the clocks down (power cap, thermal) and for how much of the window,",
     "  the power chart's the card's uncorrected ECC errors and XID events now.",
     "Memory in use is not work: a card can hold 100 GB and compute nothing.",
@@ -53,10 +64,12 @@ HELP_KEY_W = 14  # "  Enter / Esc " : the key column of the help screen
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,f1", "dismiss", "close"), Binding("q", "app.quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,f1", "dismiss", "close"),
+                                             Binding("q", "app.quit", "quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1; background: $surface; }
+    #help-box { width: auto; max-width: 100%; height: auto; max-height: 100%; border: round $accent; padding: 0 1;
+                background: $surface; }
     #help { width: auto; max-width: 100%; height: auto; }
     """
 
@@ -80,7 +93,8 @@ class HelpScreen(ModalScreen[None]):
             lines = textwrap.wrap(key.help.replace("`", ""), desc_w) or [""]
             t.append(("\n" + " " * HELP_KEY_W).join(lines) + "\n")
         if self.mode == "live":
-            t.append(f"  (replay adds: {' '.join(k.plain for k in keys_for('replay') if 'live' not in k.modes)})\n", "grey50")
+            replay_only = " ".join(k.plain for k in keys_for("replay") if "live" not in k.modes)
+            t.append(f"  (replay adds: {replay_only})\n", "grey50")
         t.append("Reading the screen\n", "bold")
         legend = [*LEGEND, "past strip: the verdict of each tick, newest right; underlined ▇ = a bottleneck was named"]
         for line in legend:  # wrapped under itself, as the keys are
@@ -150,7 +164,7 @@ class DetailScreen(FollowsWindow, Screen[None]):
         n = max(1, self._view.n_gpus)
         self.column = (self.column + delta) % n
         app = self.app
-        if hasattr(app, "selected"):
+        if isinstance(app, _SelectsCard):
             app.selected = self.column
             app.redraw()  # the main screen behind shows the same card selected on return
         self.refresh_data(self._view)
@@ -177,7 +191,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         end = wall_clock(float(view.t[-1])).strftime("%H:%M:%S")
         zone = zone_name(float(view.t[-1]))
         self.query_one("#title", Static).update(
-            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, {zone})   ↑↓ card  Esc back", "bold")
+            Text(f" GPU {idx} from {start} to {end} {zone} ({view.t[-1] - view.t[0]:.0f} s; x axis: wall-clock time, "
+                 f"{zone})   ↑↓ card  Esc back", "bold")
         )
         x = list(view.t - view.t[-1])
         xticks, labels = time_ticks(view.t)
@@ -210,16 +225,19 @@ class DetailScreen(FollowsWindow, Screen[None]):
             for values, colour, marker in lines:
                 ok = ~np.isnan(values)
                 if ok.any():
-                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker)
+                    plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
+                             marker=marker)
                     drawn = True
             if right is not None and not np.all(np.isnan(right[0])):
                 values, colour, marker = right
                 ok = ~np.isnan(values)
-                plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour, marker=marker, yside="right")
+                plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
+                         marker=marker, yside="right")
                 lo, hi = _padded(values)
-                plt.ylim(lo, hi, yside="right")
+                plt.ylim(lo, hi, yside="right")  # type: ignore[arg-type]  # plotext's hint says float; it reads "right"
                 ticks = nice_ticks(lo, hi, count)
-                plt.yticks(ticks, [tick_label(v) + right_label for v in ticks], yside="right")
+                plt.yticks(ticks, [tick_label(v) + right_label for v in ticks],
+                           yside="right")  # type: ignore[arg-type]  # as ylim above
                 drawn = True
             # before the first layout the widget has no size yet: half the screen is what the 2-column grid gives;
             # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
@@ -244,7 +262,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
                 f"GPU-Util % ({gpu_colour}), min-max (grey)",
                 "GPU-Util %",
             ),
-            [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"), (g["util_pct"], gpu_colour, "braille")],
+            [(g["util_max_pct"], RGB["grey"], "dot"), (g["util_min_pct"], RGB["grey"], "dot"),
+             (g["util_pct"], gpu_colour, "braille")],
             (0, 100),
             "%",
         )
@@ -420,7 +439,7 @@ class PanesScreen(ModalScreen[list[str] | None]):
         self.cursor = (self.cursor + delta) % len(self.order)
         self._show()
 
-    def action_toggle(self) -> None:
+    def action_toggle(self) -> None:  # type: ignore[override]  # this screen's own action, not DOMNode's
         self.shown ^= {self.order[self.cursor]}
         self._show()
 

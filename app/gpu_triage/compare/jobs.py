@@ -118,7 +118,7 @@ def scaling_line(s: dict[str, Any]) -> str:
 
 def render_job(job: dict[str, Any] | None, show_all: bool = True) -> list[str]:
     """The job block of the text report (first after the file lines); one n/a line without job data.
-    Unless ``show_all``, a figure marked unchanged (``trace.compare.describe``) is named, not tabled."""
+    Unless ``show_all``, a figure marked unchanged (``compare.runs.describe``) is named, not tabled."""
     if job is None:
         return ["", "job: n/a (no job data in either recording: record with --job-log or gpu_triage.pulse)"]
     lines = ["", "job (the training's own clock)", f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"]

@@ -23,9 +23,9 @@ from typing import Any
 
 import polars as pl
 
+from gpu_triage.compare.jobs import compare_job, render_job, scaling_line
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.trace.job_compare import compare_job, render_job, scaling_line
 from gpu_triage.trace.reader import TraceFile
 from gpu_triage.trace.stream import unfinished_line
 from gpu_triage.units import fmt_bytes
@@ -76,7 +76,7 @@ def _gpu_aggs(stall_pct: float) -> list[pl.Expr]:
     ]
 
 
-GPU_FIELDS = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
+CARD_COLUMNS = ["index", "util_pct", "sm_active_pct", "mem_used_bytes", "pcie_tx_bytes_per_s",
               "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "power_w"]
 COLUMNS = ["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]  # what the figures read of a recording
 
@@ -84,7 +84,7 @@ COLUMNS = ["ts", "gpus", "cpu_pct", "iowait_pct", "disks"]  # what the figures r
 @dataclass(slots=True)
 class Parts:
     """The rows the figures are computed from, small enough to keep for a whole dataset: one row per card
-    and tick (the fields of GPU_FIELDS), one per tick (CPU mean, busiest core, iowait, busiest disk), one
+    and tick (the fields of CARD_COLUMNS), one per tick (CPU mean, busiest core, iowait, busiest disk), one
     per disk and tick (busy %)."""
 
     gpus: pl.DataFrame
@@ -107,8 +107,8 @@ def project(df: pl.DataFrame, host: str | None = None) -> Parts:
         df.select("gpus")
         .explode("gpus")
         .drop_nulls("gpus")
-        .select([_field(df, "gpus", f) for f in GPU_FIELDS])
-        .with_columns(pl.col(c).cast(pl.Float64) for c in GPU_FIELDS if c != "index")
+        .select([_field(df, "gpus", f) for f in CARD_COLUMNS])
+        .with_columns(pl.col(c).cast(pl.Float64) for c in CARD_COLUMNS if c != "index")
         .with_columns(pl.col("index").cast(pl.Int64), pl.lit(host, dtype=pl.Categorical).alias("host"))
     )
     disks = (
@@ -188,15 +188,16 @@ def diagnosis_shares(trace: TraceFile, config: Config,
     """Share of the recording's time (0-100) per ``pattern/bottleneck``; gaps (nothing recorded) count
     for no diagnosis.
 
-    The one place compare touches the diagnosis: gpu_triage.diagnosis.offline, streamed over the table.
+    The one place compare touches the diagnosis: gpu_triage.offline, streamed over the table.
     """
     return _shares(_timeline(trace, config, progress))
 
 
 def _timeline(trace: TraceFile, config: Config, progress: Callable[[int, int], None] | None = None) -> Any:
-    from gpu_triage.diagnosis.offline import diagnose_trace, source_from_trace
+    from gpu_triage.offline.timeline import diagnose_trace
+    from gpu_triage.trace.batches import batches_of
 
-    return diagnose_trace(source_from_trace(trace), config.thresholds, config.window_s, progress)
+    return diagnose_trace(batches_of(trace), config.thresholds, config.window_s, progress)
 
 
 def _shares(timeline: Any) -> dict[str, float]:
@@ -468,7 +469,7 @@ def _fmt_pct(c: dict[str, Any]) -> str:
 def render_text(result: dict[str, Any], show_all: bool = False) -> str:
     """Aligned plain text, readable in a terminal and through a pipe: the headline first, then what changed
     (everything with ``show_all``), per card only for the cards that changed."""
-    from gpu_triage.diagnosis.offline import human_duration
+    from gpu_triage.offline.render import human_duration
 
     if "headline" not in result:
         describe(result)

@@ -96,7 +96,7 @@ def _verdict_log(config: Config | None, interval_s: float, cpu_count: int | None
 def info_is_read() -> bool:
     """Whether a handler of ours writes INFO lines (a --log-file at info or debug). The logger is enabled for
     INFO by default, but without a log file only warnings reach stderr: diagnosing every tick then cost the
-    recorder numpy and the diagnosis for lines nobody reads (issue 15: its CPU and RSS)."""
+    recorder numpy and the diagnosis for lines nobody reads (its CPU and RSS)."""
     ours = logging.getLogger("gpu_triage")
     return ours.isEnabledFor(logging.INFO) and any(
         not isinstance(h, logging.NullHandler) and h.level <= logging.INFO for h in ours.handlers
@@ -179,9 +179,9 @@ def _close_despite_signals(writer: Writer) -> Path:
     """``writer.close()``, telling the user what is kept if a second stop signal cuts it short.
 
     After the first Ctrl-C / SIGTERM the recorder converts the stream (seconds for a day). A second signal
-    used to kill it silently (exit 143): the stream was in fact kept, but nothing said so or how to finish.
-    Now the conversion stops (its temporary file is removed), the stream stays, and one line says how to
-    recover it; the exit status is 128 + the signal's number, as if the signal had killed it.
+    stops the conversion (its temporary file is removed), the stream stays, and one line says how to
+    recover it (killed silently, exit 143, the user would not know the stream was kept); the exit status is
+    128 + the signal's number, as if the signal had killed it.
     """
 
     def interrupt(signum: int, _frame: FrameType | None) -> None:

@@ -1,0 +1,410 @@
+"""Everything the diagnosis measures in a window before it chooses a cause, as named frozen fields.
+
+:meth:`Measurements.from_view` reads the judged stretch (span.py), the cards' shapes and periods, the host's
+and the processes' facts (facts.py), the levels of every card where the cards part ways, the links, and the
+evidence sentences several rules share. The rules (``mechanisms/``) read these fields and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_triage.diagnosis.facts import (
+    LINK_FIELDS,
+    Fact,
+    HostFacts,
+    ProcFacts,
+    _median,
+    ge,
+    host_facts,
+    link_traffic,
+    pct,
+    proc_facts,
+    stall_ticks,
+)
+from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, column_nanmeans, nanmean
+from gpu_triage.diagnosis.span import JobSpan, job_span, judged_span, tick_seconds
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import Pattern
+from gpu_triage.window import WindowView
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersRec:
+    """The one num_workers recommendation: from cores, training processes and measured worker saturation."""
+
+    lo: int
+    hi: int
+    now: int | None  # num_workers now (None: no process information)
+    state: str  # "too_few", "cpu_bound" (enough workers, each pegged), "cpu_full" (every core busy), "range"
+
+    def line(self) -> str:
+        now = "" if self.now is None else f" (now {self.now})"
+        if self.state == "cpu_full":
+            return (f"keep num_workers at or below {self.hi} per process{now}: every core is already busy, more "
+                    "workers only add contention")
+        if self.state == "cpu_bound":
+            return (f"num_workers is already {self.now} (at least cores/2 = {self.hi} per process): make each "
+                    "worker's preprocessing lighter rather than adding workers")
+        lo = self.lo if self.now is None or self.state != "too_few" else max(self.lo, min(self.now + 1, self.hi))
+        span = f"{lo}" if lo >= self.hi else f"{lo}..{self.hi}"
+        return f"DataLoader(num_workers={span}){now}: between cores/4 and cores/2 per process"
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """The judged stretch: its first tick, whether it is a fresh regime, the longest earlier run in its band."""
+
+    start: int
+    fresh: bool
+    prior_run: int
+    span: JobSpan
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The cards' shapes and the pattern across them, with its period and duty (from the cards it concerns)."""
+
+    shapes: dict[int, CardShape]
+    pattern: Pattern
+    cards: list[int]
+    period_s: float | None
+    duty: float | None
+    fast: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Measurements:
+    """What a rule may read, measured once per verdict (see the module docstring)."""
+
+    view: WindowView
+    th: Thresholds
+    dt: float  # the tick length
+    judged: Judged
+    shape: Shape
+    gpu: dict[str, np.ndarray]  # every card's fields over the judged ticks
+    hf: HostFacts  # over the cards the pattern concerns (the busy one for single_card_busy)
+    pf: ProcFacts
+    util: dict[int, float]  # mean GPU-Util of the cards the pattern concerns
+    sm: dict[int, float]  # their SM activity
+    all_util: dict[int, float]  # every card's
+    all_sm: dict[int, float]
+    link: dict[int, float]  # every card's PCIe + NVLink traffic over the judged ticks
+    stall_util: dict[int, float]  # every card's, over the ticks where the cards part ways
+    stall_sm: dict[int, float]
+    stall_d2h: dict[int, float]  # peak device-to-host bytes/s there, SMs idle
+    quiet_wait_s: float  # how long the waiting cards have waited with quiet links (whole window)
+    procs_known: bool  # any process information in the window (containers may have none)
+    gpu_line: Fact
+    base: list[Fact]  # the GPU-Util line, and SM activity where known: every rule's evidence begins so
+    storage: list[Fact]  # what the disks do while the GPU waits
+    data: list[Fact]  # what the cores and the DataLoader workers do while the GPU waits
+    workers: WorkersRec
+    strong_data: bool
+    loader_ruled_out: bool = False  # the job's own clock says its steps do not wait for data (rules.find_cause)
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    @property
+    def pattern(self) -> Pattern:
+        return self.shape.pattern
+
+    @property
+    def n_gpus(self) -> int:
+        return self.view.n_gpus
+
+    @property
+    def start(self) -> int:
+        return self.judged.start
+
+    @property
+    def sm_known(self) -> bool:
+        return not math.isnan(self.hf.sm_mean)
+
+    @property
+    def high(self) -> bool:
+        return ge(self.hf.gpu_mean, self.th.high_util_pct)
+
+    @property
+    def waits(self) -> bool:
+        """The GPU waits: not held high, or held in a shape that has waits of its own."""
+        return not self.high or self.pattern in (Pattern.SAWTOOTH, Pattern.STEADY_LOW, Pattern.IMBALANCED)
+
+    @property
+    def waiting(self) -> list[int]:
+        """Cards at high GPU-Util with low SM activity: kernels that wait (NCCL at a barrier), not compute."""
+        th = self.th
+        return [i for i, u in self.util.items() if u >= th.high_util_pct and self.sm.get(i, math.nan) < th.sm_low_pct]
+
+    @property
+    def job_present(self) -> bool:
+        """A process uses the GPUs; without process information, a card holds a context's worth of memory."""
+        return self.pf.seen or (not self.procs_known and ge(self.hf.mem_frac, self.th.mem_context_frac))
+
+    @property
+    def rank_held(self) -> bool:
+        """Some card waits at a collective (GPU-Util high, SM low) over the ticks where the cards part ways."""
+        th = self.th
+        util, sm = self.stall_util or self.all_util, self.stall_sm or self.all_sm
+        return self.n_gpus >= 2 and any(u >= th.high_util_pct and sm.get(i, math.nan) < th.sm_low_pct
+                                        for i, u in util.items())
+
+    @property
+    def fed_slowly(self) -> bool:
+        """Since the job runs (the tick after the one where the last of its cards ran its first kernel), the
+        GPU waited in most ticks, and kernels ran in those waits: a job fed slowly. A job starting up holds a
+        core with idle cards too, but runs no kernel; a job that waits in a minority of its running ticks is
+        a compute job ramping up (real DDP start: one tick at 71 %, then 97 %), not one starved of input."""
+        pf = self.pf
+        if pf.running_waits < 1 or 2 * pf.running_waits <= pf.running_ticks:
+            return False
+        return not self.sm_known or ge(pf.sm_running_waits, self.th.sm_fed_pct)
+
+    @property
+    def no_sm_note(self) -> Fact:
+        return Fact("SM activity not available on these cards (no GPM before Hopper): judged from GPU-Util alone")
+
+    # -- measuring -------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_view(cls, view: WindowView, th: Thresholds, cpu_count: int | None = None,
+                  dt: float | None = None) -> Measurements:
+        """Measure ``view`` (at least 3 ticks and warmup_s of them, some GPU-Util: engine.diagnose checks);
+        ``dt``: its tick length when the caller has it already (:func:`~span.tick_seconds`)."""
+        dt = tick_seconds(view) if dt is None else dt
+        recent = max(3, int(math.ceil(th.recent_s / dt)))
+        span = job_span(view, th, 3 * recent)  # the judged stretch and its look-back reach at most 3 x recent
+        start, fresh, prior_run = judged_span(view, th, dt, floor=span.start, running_from=span.running_from)
+        judged = Judged(start, fresh, prior_run, span)
+        gpu = {k: v[start:] for k, v in view.gpu.items()}
+        shape = _shape(view, gpu, judged, th, dt)
+        # one card busy and the rest idle: the busy card's own waits are what to explain
+        if shape.pattern == Pattern.SINGLE_CARD_BUSY:
+            cols = [view.gpu_indexes.index(i) for i in shape.cards]
+            focus, focus_idx = {k: v[:, cols] for k, v in gpu.items()}, list(shape.cards)
+        else:
+            focus, focus_idx = gpu, view.gpu_indexes
+        sl = slice(start, view.n)
+        hf = host_facts(focus, focus_idx, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
+                        view.disk_names, th, cpu_count)
+        pf = _proc_facts(view, th, judged, focus, shape, dt)
+        all_sm = dict(zip(view.gpu_indexes, column_nanmeans(gpu["sm_active_pct"]).tolist(), strict=True))
+        all_util = {idx: s.mean for idx, s in shape.shapes.items() if not math.isnan(s.mean)}
+        stall_util, stall_sm, stall_d2h = _parting(view, gpu, th)
+        link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link_traffic(gpu)).tolist(), strict=True))
+        util = {i: u for i, u in all_util.items() if i in focus_idx}
+        gpu_line = Fact(f"GPU-Util mean {pct(hf.gpu_mean)}, p5 {pct(hf.gpu_p5)}, p95 {pct(hf.gpu_p95)}",
+                        "gpu_util_mean_pct", hf.gpu_mean, tuple(util))
+        base = [gpu_line]
+        if not math.isnan(hf.sm_mean):
+            base.append(Fact(f"SM activity mean {pct(hf.sm_mean)}", "sm_active_mean_pct", hf.sm_mean))
+        workers, data, strong = _data_facts(hf, pf, th, all_util)
+        return cls(
+            view, th, dt, judged, shape, gpu, hf, pf,
+            util=util, sm={i: v for i, v in all_sm.items() if i in focus_idx},
+            all_util=all_util, all_sm=all_sm, link=link_per_card, stall_util=stall_util, stall_sm=stall_sm,
+            stall_d2h=stall_d2h, quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
+            procs_known=any(bool(t) for t in view.procs), gpu_line=gpu_line, base=base,
+            storage=_storage_facts(hf, th), data=data, workers=workers, strong_data=strong,
+        )
+
+
+def _shape(view: WindowView, gpu: dict[str, np.ndarray], judged: Judged, th: Thresholds, dt: float) -> Shape:
+    util, umin, umax = gpu["util_pct"], gpu["util_min_pct"], gpu["util_max_pct"]
+    shapes: dict[int, CardShape] = dict(zip(view.gpu_indexes, card_shapes(util, umin, umax, th), strict=True))
+    if not judged.fresh and judged.start > 0:
+        _window_periods(view, shapes, th)
+    pattern, cards = across_cards(shapes, th)
+    # period and duty: from the cards the pattern concerns
+    saw = [shapes[i] for i in (cards or list(shapes)) if shapes[i].pattern == "sawtooth"]
+    if not saw:
+        return Shape(shapes, Pattern(pattern), cards, None, None, False)
+    periods = [s.period.ticks for s in saw if s.period is not None]
+    duties = [s.duty for s in saw if s.duty is not None]
+    return Shape(shapes, Pattern(pattern), cards, _median(periods) * dt if periods else None,
+                 _median(duties) if duties else None, any(s.fast for s in saw))
+
+
+def _window_periods(view: WindowView, shapes: dict[int, CardShape], th: Thresholds) -> None:
+    """A short stretch may hold too few cycles: look for each sawtooth's period over the whole window."""
+    util_all = view.gpu["util_pct"]
+    todo = [j for j, idx in enumerate(view.gpu_indexes)
+            if shapes[idx].pattern == "sawtooth" and shapes[idx].period is None
+            and not shapes[idx].fast and not np.isnan(util_all[:, j]).any()]
+    if todo:
+        for j, p in zip(todo, autoperiods(util_all[:, todo], th.sawtooth_min_acf), strict=True):
+            if p is not None:
+                shapes[view.gpu_indexes[j]].period = p
+
+
+def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[str, np.ndarray], shape: Shape,
+                dt: float) -> ProcFacts:
+    n, start, span = view.n, judged.start, judged.span
+    others_busy = len([s for s in shape.shapes.values() if s.pattern != "idle"]) > 1
+    procs = view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):]
+    stall = stall_ticks(focus["util_pct"], th)
+    # ticks since the job's first kernel: before it the job starts up, it does not wait for input
+    if span.appeared is None:
+        running = np.ones(n - start, dtype=bool)
+    else:
+        # strictly after: the tick that holds the first kernel is still part start-up
+        running = np.arange(start, n) > (span.running_from if span.running_from is not None else n)
+    pf = proc_facts(procs, stall, th, others_busy, running)
+    waits = stall & running
+    pf.running_waits = int(waits.sum())
+    pf.running_ticks = int(running.sum())
+    sm_w = focus["sm_active_pct"][waits]
+    if sm_w.size and not np.isnan(sm_w).all():
+        pf.sm_running_waits = float(nanmean(sm_w))
+    if span.starting(n):
+        _startup_facts(pf, view, span, dt)
+    return pf
+
+
+def _parting(view: WindowView, gpu: dict[str, np.ndarray],
+             th: Thresholds) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """Every card's GPU-Util, SM activity and peak device-to-host rate with its SMs idle, over the ticks where
+    the cards part ways (spread >= imbalance_pct; every tick when they never do).
+
+    A rank that stalls now and then (a checkpoint) shows there, while between those ticks every rank
+    computes; a rank copying tensors off its card outside the step (torch.save of CUDA tensors) sends
+    device-to-host there, the others waiting at the next collective."""
+    util, sm = gpu["util_pct"], gpu["sm_active_pct"]
+    # np.nanmax/np.nanmin are fmax/fmin.reduce for an ndarray, behind Python layers and a warning on all-NaN
+    with np.errstate(invalid="ignore"):
+        spread = np.fmax.reduce(util, axis=1) - np.fmin.reduce(util, axis=1) if util.size else np.zeros(0)
+    parting = spread >= th.imbalance_pct
+    if not parting.any():
+        parting = np.ones(util.shape[0], dtype=bool)
+    st_u, st_sm = nanmean(util[parting], axis=0), nanmean(sm[parting], axis=0)  # numpy's values, no warning
+    idx = view.gpu_indexes
+    stall_util = {i: float(st_u[j]) for j, i in enumerate(idx) if not math.isnan(st_u[j])}
+    stall_sm = {i: float(st_sm[j]) for j, i in enumerate(idx)}
+    tx = gpu["pcie_tx_bytes_per_s"]
+    with np.errstate(invalid="ignore"):
+        quiet_sm = np.where(np.isnan(sm), True, sm < th.sm_idle_pct)
+        d2h = np.fmax.reduce(np.where(parting[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
+    stall_d2h = {i: float(d2h[j]) for j, i in enumerate(idx) if j < d2h.size}
+    return stall_util, stall_sm, stall_d2h
+
+
+def _storage_facts(hf: HostFacts, th: Thresholds) -> list[Fact]:
+    st: list[Fact] = []
+    if ge(hf.iowait, th.iowait_pct):
+        st.append(Fact(f"iowait {pct(hf.iowait)}", "iowait_pct", hf.iowait))
+    if ge(hf.disk_busy, th.disk_busy_pct):
+        st.append(Fact(f"disk {hf.disk_name} {pct(hf.disk_busy)} busy", "disk_busy_pct", hf.disk_busy))
+    if ge(hf.await_ms, th.await_ms):
+        st.append(Fact(f"disk {hf.disk_name} await {hf.await_ms:.0f} ms", "disk_await_ms", hf.await_ms))
+    elif st and not math.isnan(hf.await_ms):
+        st.append(Fact(f"await {hf.await_ms:.1f} ms", "disk_await_ms", hf.await_ms))
+    return st
+
+
+def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, float],
+             lone: bool) -> tuple[WorkersRec, bool]:
+    """The num_workers recommendation, and whether the workers there are saturated."""
+    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+    # training processes: as seen, else one per working card (torchrun's layout)
+    procs = pf.processes if pf.seen else max(1, sum(1 for u in all_util.values() if u >= th.idle_util_pct))
+    per = max(hf.cores, 1) / procs
+    lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
+    saturated = pf.workers_pegged >= 1 and (
+        pf.workers_pegged >= th.workers_saturated_share * max(pf.workers_total, 1) or lone
+        or pf.workers <= max(2, int(per / th.few_workers_per_core)))
+    if cpu_full:
+        state = "cpu_full"
+    elif saturated and pf.workers < hi:
+        state = "too_few"
+    elif saturated:
+        state = "cpu_bound"
+    else:
+        state = "range"
+    return WorkersRec(lo, hi, pf.workers if pf.seen else None, state), saturated
+
+
+def _data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
+                all_util: dict[int, float]) -> tuple[WorkersRec, list[Fact], bool]:
+    """The data pipeline's evidence: the cores and the DataLoader workers while the GPU waits."""
+    d: list[Fact] = []
+    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+    if cpu_full:
+        d.append(Fact(f"CPU {pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits (at "
+                      f"or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those "
+                      "ticks)", "cpu_busy_pct", hf.cpu_busy))
+    few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
+    lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
+    workers, saturated = _workers(hf, pf, th, all_util, lone)
+    if saturated and not cpu_full:
+        d.extend(_saturated_facts(hf, pf, lone, workers.state))
+    elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
+        workers = WorkersRec(workers.lo, workers.hi, None, "too_few")
+        d.append(Fact(f"{hf.cores_pegged} of {hf.cores} cores pegged ({pct(hf.max_core)}) while the rest idle "
+                      f"({pct(hf.others_busy)}): too few loader processes", "cpu_cores_pegged",
+                      float(hf.cores_pegged)))
+    if pf.respawns >= th.respawns_min:
+        d.append(Fact(f"DataLoader worker pids changed {pf.respawns} times: workers re-spawned each epoch",
+                      "worker_respawns", float(pf.respawns)))
+    strong = workers.state == "too_few" or pf.respawns >= th.respawns_min or cpu_full
+    return workers, d, strong
+
+
+def _saturated_facts(hf: HostFacts, pf: ProcFacts, lone: bool, state: str) -> list[Fact]:
+    d: list[Fact] = []
+    if lone and hf.cores_pegged >= 1:
+        ids = ", ".join(map(str, hf.pegged_ids))
+        where = (f"core {ids}" if len(hf.pegged_ids) == 1 else f"cores {ids}") if ids else (
+            f"{hf.cores_pegged} core{'s' if hf.cores_pegged != 1 else ''}")
+        d.append(Fact(f"{where} at {pct(hf.max_core)} while the other {max(hf.cores - hf.cores_pegged, 0)} "
+                      f"idle ({pct(hf.others_busy)})", "cpu_cores_pegged", float(hf.cores_pegged)))
+    split = f" ({pf.workers} per process, {pf.processes} processes)" if pf.processes > 1 else ""
+    tail = "too few workers for this input pipeline" if state == "too_few" else "preprocessing cannot keep up"
+    d.append(Fact(f"{pf.workers_pegged} of {pf.workers_total} DataLoader workers{split} at 100 % of a core "
+                  f"while the GPU waits: {tail}", "workers_pegged", float(pf.workers_pegged)))
+    return d
+
+
+def _startup_facts(pf: ProcFacts, view: WindowView, span: JobSpan, dt: float) -> None:
+    """What a job that does not run yet does: how long since it appeared (and since its first kernel), its
+    process's CPU, its cards' memory then and now."""
+    n = view.n
+    appeared = span.appeared if span.appeared is not None else n - 1
+    pf.startup_s = (n - appeared) * dt
+    if span.first_kernel is not None:
+        pf.startup_kernel_s = (n - span.first_kernel) * dt
+    # a process's first CPU reading is 0 (psutil measures from the previous call): the ticks after it count
+    procs = view.procs[-(n - appeared - 1):] if n - appeared > 1 else []
+    cpu = [max(float(p.cpu_pct) for p in tick if p.cpu_pct is not None) for tick in procs
+           if any(p.cpu_pct is not None for p in tick)]
+    if cpu:
+        pf.startup_cpu = float(np.median(cpu))
+    used = view.gpu["mem_used_bytes"]
+    first, last = used[appeared], used[-1]
+    if not np.isnan(first).all() and not np.isnan(last).all():
+        pf.startup_mem_from, pf.startup_mem_now = float(np.nansum(first)), float(np.nansum(last))
+
+
+def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:
+    """How long, back from the newest tick, every one of ``cards`` that waits (GPU-Util high, SM low) has done
+    so with its links quiet: the age of a collective that moves no bytes."""
+    cols = [view.gpu_indexes.index(i) for i in cards]
+    if not cols:
+        return 0.0
+    util, sm = view.gpu["util_pct"][:, cols], view.gpu["sm_active_pct"][:, cols]
+    waiting_now = (util[-1] >= th.high_util_pct) & (sm[-1] < th.sm_low_pct)
+    if not waiting_now.any():
+        return 0.0  # before the links are copied and added up: most verdicts stop here
+    g = {"util_pct": util, **{k: view.gpu[k][:, cols] for k in LINK_FIELDS}}  # what is read below
+    link = link_traffic(g)
+    w = waiting_now
+    ok = ((util[:, w] >= th.high_util_pct) & (sm[:, w] < th.sm_low_pct)
+          & (np.nan_to_num(link[:, w], nan=np.inf) < th.link_quiet_bytes_per_s)).all(axis=1)
+    run = 0
+    for v in ok[::-1]:
+        if not v:
+            break
+        run += 1
+    return run * dt

@@ -1,0 +1,183 @@
+"""The GPUs wait for input: busy cores, pegged or re-spawned DataLoader workers, a training process that
+loads the data itself (num_workers=0), batches copied from pageable memory.
+
+Starting points are the method's (field notes): ``num_workers`` from cores/4 to cores/2 per process (one
+recommendation, :class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict),
+``pin_memory=True``, ``prefetch_factor`` 2-4, ``persistent_workers=True``, ``drop_last=True`` with several
+cards.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.mechanisms.base import (
+    JOB_PRESENT,
+    PROCS_SEEN,
+    SM_KNOWN,
+    WAITS,
+    Advice,
+    Cause,
+    Rule,
+    cards_text,
+    gbs,
+    ge,
+    pct,
+)
+from gpu_triage.diagnosis.mechanisms.launch import launch_advice
+from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
+
+if TYPE_CHECKING:
+    from gpu_triage.diagnosis.measure import Measurements
+
+
+def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
+    """What to change in the input pipeline; ``mech`` narrows it (a copy, or no workers at all)."""
+    out: list[str] = []
+    pf, th = m.pf, m.th
+    own = mech in (Mechanism.H2D_COPY, Mechanism.IN_PROCESS_LOADER)  # advice of its own instead of workers'
+    if mech == Mechanism.H2D_COPY:
+        out.append("DataLoader(pin_memory=True) and .to(device, non_blocking=True): copies from pinned memory "
+                   "run at full PCIe speed and overlap compute")
+        out.append("send smaller dtypes (uint8 images, bf16) and decode/augment on the GPU")
+    elif mech == Mechanism.IN_PROCESS_LOADER:
+        hi = m.workers.hi
+        span = "2" if hi <= 2 else f"2..{hi}"
+        out.append(f"DataLoader(num_workers={span}) (now 0): PyTorch's default num_workers=0 loads every batch "
+                   "in the training process, between steps")
+    if pf.respawns >= th.respawns_min:
+        out.append("DataLoader(persistent_workers=True): keep the workers alive between epochs instead of "
+                   "re-spawning them (and their slow start) every epoch")
+    if m.hf.cpu_saturated_share >= th.cpu_saturated_share:
+        out.append("every core is busy preparing input: make preprocessing lighter (decode once, resize "
+                   "offline, faster image decoder) or move augmentation to the GPU (DALI, torchvision v2 on cuda)")
+    if not own:
+        out.append(m.workers.line())
+    if mech != Mechanism.H2D_COPY:
+        out.append("pin_memory=True and prefetch_factor=2..4 so batches are ready before the GPU asks")
+    if pf.respawns < th.respawns_min and not own:
+        out.append("persistent_workers=True so workers survive the epoch boundary")
+    if m.n_gpus >= 2:
+        out.append("drop_last=True with several cards, so no rank waits on a short last batch")
+    return out
+
+
+class _Pipeline(Rule):
+    bottleneck = Bottleneck.DATA_PIPELINE
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return pipeline_advice(m, cause.mechanism), []
+
+
+class IdleData(_Pipeline):
+    name, patterns, needs, reads_loader = Mechanism.IDLE_DATA, (Pattern.IDLE,), (JOB_PRESENT,), True
+
+    def detect(self, m: Measurements) -> Cause | None:
+        return self.cause(m.th.conf_idle_data, m.base + m.data) if m.data else None
+
+
+class IdleInProcess(_Pipeline):
+    """num_workers=0 with a model so small the cards read idle: the training process holds a whole core
+    preparing batches while its cards run (almost) nothing."""
+
+    name, patterns, needs = Mechanism.IN_PROCESS_LOADER, (Pattern.IDLE,), (PROCS_SEEN, SM_KNOWN)
+    reads_loader = True
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th, pf = m.th, m.pf
+        if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or m.rank_held:
+            return None
+        # the cards are fed, slowly: some kernel runs (judged since the job's first kernel, see fed_slowly)
+        if not m.fed_slowly:
+            return None
+        return self.cause(th.conf_idle_data, m.base + [Fact(
+            f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
+            "DataLoader workers (num_workers=0): it prepares the data itself", "main_process_cpu_pct", pf.main_cpu)])
+
+
+class DataPipeline(_Pipeline):
+    """Every core busy, DataLoader workers pegged, or workers re-spawned each epoch while the GPU waits."""
+
+    name, needs, reads_loader = Mechanism.DATA_PIPELINE, (WAITS,), True
+    also = (Mechanism.JOB_DATA_WAIT,)  # the job's clock names the pipeline: the same advice
+
+    def detect(self, m: Measurements) -> Cause | None:
+        if not m.data:
+            return None
+        th = m.th
+        conf = th.conf_data_strong if m.strong_data else th.conf_data_weak
+        ev = m.base + m.data
+        if not m.sm_known:
+            conf -= th.conf_no_sm_penalty
+            ev.append(m.no_sm_note)
+        return self.cause(conf, ev)
+
+
+class HostToDeviceCopy(_Pipeline):
+    """Large batches copied from pageable host memory: PCIe RX of several GB/s while the SMs barely work.
+    Kernel-launch overhead moves little over PCIe (real launch loops: ≤ 0.3 GB/s)."""
+
+    name, needs = Mechanism.H2D_COPY, (WAITS,)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th, hf = m.th, m.hf
+        if m.high or not ge(hf.h2d_bytes_per_s, th.h2d_bytes_per_s):
+            return None
+        if m.sm_known and hf.sm_mean >= th.sm_low_pct:
+            return None
+        ev = m.base + [Fact(f"PCIe host-to-device {gbs(hf.h2d_bytes_per_s)} on {cards_text(hf.h2d_cards or [])} "
+                            "while the SMs barely work: the step waits on copying batches to the card",
+                            "pcie_rx_bytes_per_s", hf.h2d_bytes_per_s, tuple(hf.h2d_cards))]
+        conf = th.conf_h2d
+        if not m.sm_known:
+            conf -= th.conf_no_sm_penalty
+            ev.append(m.no_sm_note)
+        return self.cause(conf, ev)
+
+
+class InProcessLoader(_Pipeline):
+    """num_workers=0 (PyTorch's default): the training process loads data itself and holds ~100 % of one
+    core. The scheduler moves it between cores, so no core looks pegged: the process's own CPU is read."""
+
+    name, needs, reads_loader = Mechanism.IN_PROCESS_LOADER, (WAITS, PROCS_SEEN), True
+    also = (Mechanism.IN_PROCESS_OR_LAUNCH,)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th, pf = m.th, m.pf
+        if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)):
+            return None
+        if m.rank_held:  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
+            return None
+        if not m.fed_slowly:
+            return None  # no kernel while the GPU waits, or only a ramp: a job starting up, not one fed slowly
+        if not m.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity
+            return Cause(Bottleneck.LAUNCH_OVERHEAD, th.conf_launch_no_sm, m.base + [
+                Fact("the training process holds one core and has no DataLoader workers: it either launches "
+                     "many small kernels or loads data itself (num_workers=0)", "main_process_cpu_pct", pf.main_cpu),
+                m.no_sm_note], Mechanism.IN_PROCESS_OR_LAUNCH)
+        return self.cause(th.conf_in_process, m.base + [Fact(
+            f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
+            "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)])
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        if cause.mechanism == Mechanism.IN_PROCESS_OR_LAUNCH:
+            return [*launch_advice(), "if the process loads data itself: DataLoader(num_workers=2 or more)"], []
+        return super().advise(m, cause)
+
+
+class NoProcessInfo(_Pipeline):
+    """No process information (containers where NVML cannot map host PIDs): the cores still show a loader."""
+
+    name, patterns, needs = Mechanism.NO_PROCESS_INFO, (Pattern.SAWTOOTH, Pattern.STEADY_LOW), (WAITS,)
+    reads_loader = True
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th, hf = m.th, m.hf
+        if m.procs_known or not ge(hf.cpu_cores_busy, th.proc_busy_pct / 100.0):
+            return None
+        return self.cause(th.conf_no_procs, m.base + [
+            Fact(f"{hf.cpu_cores_busy:.1f} cores' worth of CPU busy (busiest core {pct(hf.max_core)}) while the "
+                 "GPU waits", "cpu_cores_busy", hf.cpu_cores_busy),
+            Fact("no process information (NVML maps no host PIDs here, as in many containers): the loader is "
+                 "read from the cores alone")])

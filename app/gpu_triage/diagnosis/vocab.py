@@ -1,0 +1,59 @@
+"""The diagnosis's one vocabulary: what a verdict's pattern, bottleneck and mechanism may be.
+
+Each is a :class:`~enum.StrEnum`, so a member *is* its string: JSON, metric labels, the config file, the
+docs and the tests read and write the values below, and comparing a member with its string holds. A new
+bottleneck or mechanism is one line here (and its rule in ``mechanisms/``); docs/diagnosis.md explains
+each. The order of :class:`Bottleneck` is the order metrics and summaries list them in.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Pattern(StrEnum):
+    """The shape of GPU-Util over the judged ticks, across the cards (patterns.py)."""
+
+    COLLECTING = "collecting"  # no verdict yet: the window is shorter than warmup_s
+    IDLE = "idle"
+    STEADY_HIGH = "steady_high"
+    STEADY_LOW = "steady_low"
+    SAWTOOTH = "sawtooth"
+    SINGLE_CARD_BUSY = "single_card_busy"
+    IMBALANCED = "imbalanced"
+
+
+class Bottleneck(StrEnum):
+    """What the GPUs wait for: what the user changes."""
+
+    NONE = "none"
+    STORAGE_IO = "storage_io"
+    DATA_PIPELINE = "data_pipeline"
+    MEMORY_IDLE = "memory_idle"
+    COMMUNICATION = "communication"
+    LAUNCH_OVERHEAD = "launch_overhead"
+    STALL_UNEXPLAINED = "stall_unexplained"
+
+
+class Mechanism(StrEnum):
+    """How the bottleneck came about: the rule that named it (``mechanisms/``), or the job's clock (job.py)."""
+
+    START_UP = "start_up"
+    IDLE_STORAGE = "idle_storage"
+    IDLE_DATA = "idle_data"
+    IN_PROCESS_LOADER = "in_process_loader"
+    MEMORY_IDLE = "memory_idle"
+    IDLE = "idle"
+    RANK_BLOCKED_ON_STORAGE = "rank_blocked_on_storage"
+    HUNG_COLLECTIVE = "hung_collective"
+    COMMUNICATION = "communication"
+    STORAGE = "storage"
+    DATA_PIPELINE = "data_pipeline"
+    H2D_COPY = "h2d_copy"
+    LAUNCH_OVERHEAD = "launch_overhead"
+    HOST_BOUND_STEP = "host_bound_step"
+    IN_PROCESS_OR_LAUNCH = "in_process_or_launch"  # num_workers=0 without SM activity to tell the two apart
+    NO_PROCESS_INFO = "no_process_info"
+    STALL_UNEXPLAINED = "stall_unexplained"
+    HEALTHY = "none"
+    JOB_DATA_WAIT = "job_data_wait"  # the job's own clock: most of each step waits for the next batch
