@@ -19,7 +19,8 @@ from gpu_triage.commands.completion import SHELLS, script
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # import name -> distribution name, where they differ
-DIST = {"pynvml": "nvidia-ml-py", "textual_plotext": "textual-plotext", "prometheus_client": "prometheus_client"}
+DIST = {"pynvml": "nvidia-ml-py", "textual_plotext": "textual-plotext", "prometheus_client": "prometheus_client",
+        "re2": "google-re2"}
 
 
 def _declared() -> set[str]:

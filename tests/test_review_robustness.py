@@ -141,7 +141,7 @@ def test_unsupported_fields_are_null_and_na_in_diagnose_and_compare(
     for argv, says in (
         (["diagnose", str(old)], "SM activity not available"),
         (["diagnose", str(blank)], "no GPU data"),
-        (["compare", str(blank), str(old)], "n/a"),
+        (["compare", str(blank), str(old), "--all"], "n/a"),  # --all: n/a beside n/a is no change
     ):
         assert main(argv) == 0
         text = capsys.readouterr().out
@@ -149,11 +149,14 @@ def test_unsupported_fields_are_null_and_na_in_diagnose_and_compare(
         assert says in text
     compared = text
     sm_line = next(ln for ln in compared.splitlines() if ln.strip().startswith("SM active mean"))
-    assert sm_line.split()[-4:] == ["n/a"] * 4  # before, after, change, %: never 0
+    # before, after, change: never 0 (a percentage's change is in points, its relative column left blank)
+    assert sm_line.split()[-3:] == ["n/a"] * 3
     assert main(["compare", str(blank), str(old), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)  # strict JSON: NaN would not even parse in other tools
     sm = result["overall"]["sm_active_mean_pct"]
-    assert sm == {"before": None, "after": None, "change": None, "change_pct": None}
+    assert {k: sm[k] for k in ("before", "after", "change", "change_pct")} == dict.fromkeys(
+        ("before", "after", "change", "change_pct"))
+    assert sm["changed"] is False  # n/a beside n/a is not a change
     util = result["overall"]["util_mean_pct"]
     assert util["before"] is None and util["after"] == pytest.approx(47.5) and util["change"] is None
     assert main(["diagnose", str(blank), "--json"]) == 0

@@ -70,7 +70,9 @@ async def test_htop_function_keys() -> None:
         assert app.procs.sort == "GPU memory"
         await pilot.press("tab", "f9")
         await pilot.pause()
-        assert type(app.screen).__name__ == "SignalScreen"
+        # F9 is the kill key: these processes are a fake table's, not live ones, so the key pins nothing and
+        # says so instead of opening the confirmation (tests/test_proc_control.py drives it on real processes)
+        assert any(n.message.startswith("not sent:") for n in app._notifications), app._notifications
         await pilot.press("escape", "f10")
         await pilot.pause()
     assert not app.is_running
