@@ -7,7 +7,7 @@ The expected reading of each window comes from the mechanism that ran, not from 
 says what is right with the job's stacks (`bottleneck`, `phase` of the main thread), what an honest reading
 without them may be (`without_stacks`), and the specific readings a mechanism-aware engineer would call wrong
 (`wrong`, with the advice they would give). `phase` is what the training process's stacks should show most
-(gpu_triage.diagnosis.phases): what Python frames and /proc can see, so a copy made in C reads `python`
+(gpu_triage.sources.phases): what Python frames and /proc can see, so a copy made in C reads `python`
 (pageable: the main thread copies) or `gpu_sync` (pinned: it waits for the card). The bottleneck names beyond today's vocabulary (host_step,
 external_wait, compile, unexplained) are the ones the inside-evidence work proposes.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.diagnosis.phases import Phase, classify, main_thread_phases, process_phase
+from gpu_triage.sources.phases import Phase, classify, main_thread_phases, process_phase
 from gpu_triage.sources.stacks import MAX_FRAMES, MAX_TEXT, MAX_THREADS, StackReader, find_pyspy, parse_dump
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
 
@@ -140,7 +140,7 @@ SERVICE = """
 """
 
 
-def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 3) -> Counter[Phase]:
+def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 5) -> Counter[Phase]:
     seen: Counter[Phase] = Counter()
     for _ in range(n):
         dump = reader.dump(pid)
@@ -305,3 +305,121 @@ def test_a_thread_reader_forgets_threads_that_ended_and_a_reused_tid(tmp_path: P
     assert later[42].cpu_pct == pytest.approx(50.0 * 100 / os.sysconf("SC_CLK_TCK"))
     assert later[43].cpu_pct is None
     assert reader.read(999, 2.0) is None
+
+
+# -- the sampler beside the ticks ------------------------------------------------------------------------------
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])
+def test_the_inside_sampler_dumps_only_waiting_processes_at_its_pace(job: subprocess.Popen[bytes]) -> None:
+    from gpu_triage.sources.inside import InsideSampler
+
+    clock = _Clock()
+    sampler = InsideSampler(every_s=2.0, clock=clock)
+    sampler.step()
+    assert sampler.reports() == {}  # nothing waits: nothing is dumped
+    sampler.want([(job.pid, [])])
+    for _ in range(3):
+        sampler.step()  # the same second: one dump, not three
+    assert sampler.reports()[job.pid].share.samples == 1
+    for _ in range(3):
+        clock.t += 2.0
+        sampler.step()
+    report = sampler.reports()[job.pid]
+    assert report.share.samples == 4 and report.share.leading is not None
+    assert report.share.leading[0] is Phase.SLEEP
+    assert "main thread sleep in 4 of 4 dumps (wait_for_the_dataset" in report.sentence()
+    sampler.want([])  # its card is busy again: forgotten
+    sampler.step()
+    assert sampler.reports() == {}
+
+
+@needs_pyspy
+@needs_root
+def test_the_inside_sampler_runs_in_its_thread_and_stops() -> None:
+    from gpu_triage.sources.inside import InsideSampler
+
+    job = _start(SLEEPER)
+    sampler = InsideSampler(every_s=0.2)
+    try:
+        sampler.start()
+        sampler.want([(job.pid, [])])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and job.pid not in sampler.reports():
+            time.sleep(0.1)
+        assert job.pid in sampler.reports()
+    finally:
+        sampler.stop()
+        job.kill()
+        job.wait()
+    assert sampler._thread is not None and not sampler._thread.is_alive()
+
+
+def test_without_py_spy_the_sampler_says_why_in_its_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpu_triage.sources.inside import InsideSampler
+
+    monkeypatch.setenv("GPU_TRIAGE_PYSPY", str(tmp_path / "absent"))
+    sampler = InsideSampler()
+    assert not sampler.available
+    sampler.want([(os.getpid(), [])])
+    sampler.step()
+    report = sampler.reports()[os.getpid()]
+    assert report.share.samples == 0 and report.sentence() == "no stacks: no_pyspy"
+
+
+# -- the doctor says whether stacks can be read --------------------------------------------------------------
+
+def _doctor_stacks(acc: object) -> object:
+    from gpu_triage.doctor.checks import check_stacks
+    from gpu_triage.doctor.facts import Facts, SoftwareFacts
+
+    return check_stacks(Facts(software=SoftwareFacts(stacks=acc)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("euid", "cap", "scope", "status", "says"), [
+    (0, True, None, "ok", "every process"),
+    (1000, False, 0, "ok", "this user's processes only"),
+    (1000, False, 1, "warn", "ptrace_scope=1"),
+    (1000, True, 1, "ok", "CAP_SYS_PTRACE"),
+    (1000, False, 2, "warn", "ptrace_scope=2"),
+    (0, True, 3, "warn", "root included"),
+])
+def test_doctor_says_whether_the_jobs_stacks_can_be_read(euid: int, cap: bool, scope: int | None, status: str,
+                                                         says: str) -> None:
+    from gpu_triage.sources.stacks import StackAccess
+
+    found = _doctor_stacks(StackAccess("/usr/bin/py-spy", euid, cap, scope))
+    assert found.status == status and says in found.summary  # type: ignore[attr-defined]
+    if status == "warn":
+        assert found.advice  # type: ignore[attr-defined]
+
+
+def test_doctor_without_py_spy_names_the_extra() -> None:
+    from gpu_triage.sources.stacks import StackAccess
+
+    found = _doctor_stacks(StackAccess(None, 0, True, None))
+    assert found.status == "skip" and "gpu-triage[stacks]" in found.advice  # type: ignore[attr-defined]
+
+
+def test_stack_access_reads_yama_and_the_capability_from_proc(tmp_path: Path) -> None:
+    from gpu_triage.sources.stacks import stack_access
+
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "status").write_text("Name:\tx\nCapEff:\t0000000000080000\n")  # bit 19 only
+    (tmp_path / "sys" / "kernel" / "yama").mkdir(parents=True)
+    (tmp_path / "sys" / "kernel" / "yama" / "ptrace_scope").write_text("1\n")
+    acc = stack_access(str(tmp_path))
+    assert acc.cap_sys_ptrace is True and acc.ptrace_scope == 1
+    (tmp_path / "self" / "status").write_text("CapEff:\t0000000000000000\n")
+    (tmp_path / "sys" / "kernel" / "yama" / "ptrace_scope").unlink()
+    acc = stack_access(str(tmp_path))
+    assert acc.cap_sys_ptrace is False and acc.ptrace_scope is None

@@ -645,6 +645,36 @@ def check_env(facts: Facts) -> Finding:
     return Finding("ok", shown, "", data)
 
 
+_PTRACE_FIX = ("run gpu-triage as root or as the job's user with kernel.yama.ptrace_scope=0 (sysctl), or give it "
+               "CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)")
+
+
+@register("software.stacks", "the job's stacks (py-spy)")
+def check_stacks(facts: Facts) -> Finding:
+    """Whether the dashboard can tell what a waiting job's threads are doing: py-spy found, and ptrace allowed
+    on the job's processes (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, root)."""
+    acc = facts.software.stacks
+    if acc is None:
+        return Finding("skip", "not checked", "")
+    data = {"py_spy": acc.pyspy, "euid": acc.euid, "cap_sys_ptrace": acc.cap_sys_ptrace,
+            "ptrace_scope": acc.ptrace_scope}
+    if acc.pyspy is None:
+        return Finding("skip", "py-spy not installed: the verdict reads the job from outside only",
+                       "pip install 'gpu-triage[stacks]' (or py-spy) to see what a waiting job's threads are doing",
+                       data)
+    if acc.ptrace_scope == 3:
+        return Finding("warn", "kernel.yama.ptrace_scope=3: no process may read another's stacks, root included",
+                       "ptrace_scope 3 lasts until a reboot; boot with kernel.yama.ptrace_scope=1 or lower", data)
+    privileged = acc.euid == 0 or acc.cap_sys_ptrace is True
+    if privileged and acc.ptrace_scope in (None, 0, 1, 2):
+        return Finding("ok", f"py-spy reads every process's stacks ({'root' if acc.euid == 0 else 'CAP_SYS_PTRACE'})",
+                       "", data)
+    if acc.ptrace_scope in (None, 0):
+        return Finding("ok", "py-spy reads this user's processes only (another user's job: run as root)", "", data)
+    which = "only processes it starts" if acc.ptrace_scope == 1 else "nothing without CAP_SYS_PTRACE"
+    return Finding("warn", f"kernel.yama.ptrace_scope={acc.ptrace_scope}: py-spy may read {which}", _PTRACE_FIX, data)
+
+
 # -- gradient traffic -------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from gpu_triage.hostmeta import training_env
 from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, cuda_version_text, load_nvml
 from gpu_triage.safetext import clean
+from gpu_triage.sources.stacks import StackAccess, stack_access
 from gpu_triage.topology import bus_id_of, topology_matrix
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class SoftwareFacts:
     nccl_version: str | None = None
     torch_note: str | None = None  # why the torch facts are missing
     env: dict[str, str] = field(default_factory=dict)
+    stacks: StackAccess | None = None  # whether py-spy can read the job's stacks here
 
 
 @dataclass(slots=True)
@@ -314,7 +316,7 @@ def probe_torch(
 
 
 def gather_software(env: Mapping[str, str], torch_probe: Callable[[], dict[str, Any]] | None) -> SoftwareFacts:
-    sw = SoftwareFacts(python=platform.python_version(), env=training_env(env))
+    sw = SoftwareFacts(python=platform.python_version(), env=training_env(env), stacks=stack_access())
     if torch_probe is None:
         sw.torch_note = "torch not checked"
         return sw

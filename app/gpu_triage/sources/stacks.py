@@ -169,3 +169,32 @@ class StackReader:
             self._say(key, pid)
             return StackDump(pid, t, took, (), key)
         return parse_dump(pid, t, took, proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class StackAccess:
+    """Whether py-spy can read a training process here: found, and the rights ptrace asks for."""
+
+    pyspy: str | None
+    euid: int
+    cap_sys_ptrace: bool | None  # in the effective set (containers drop it unless --cap-add SYS_PTRACE)
+    ptrace_scope: int | None  # kernel.yama.ptrace_scope: 0 same user, 1 descendants only, 2 admin, 3 none
+
+
+def stack_access(proc_root: str = "/proc") -> StackAccess:
+    """This process's rights to read other processes' stacks, from /proc (None where unreadable)."""
+    cap = None
+    try:
+        with open(f"{proc_root}/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    cap = bool(int(line.split()[1], 16) >> 19 & 1)  # CAP_SYS_PTRACE is capability 19
+    except (OSError, ValueError, IndexError):
+        cap = None
+    scope = None
+    try:
+        with open(f"{proc_root}/sys/kernel/yama/ptrace_scope", encoding="ascii") as f:
+            scope = int(f.read().strip())
+    except (OSError, ValueError):
+        scope = None  # no Yama: ordinary ptrace rules (same user, or CAP_SYS_PTRACE)
+    return StackAccess(find_pyspy(), os.geteuid(), cap, scope)
