@@ -382,3 +382,25 @@ def test_reader_falls_back_to_psutil_when_procfs_has_no_children_files(tmp_path:
     reader.sample()
     mono[0] += 1.0
     assert reader.sample()[0].worker_pids == [101]
+
+
+def test_each_gpu_process_carries_its_owner_and_a_reused_pid_is_asked_again(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data" / "cgroup"
+    ps = FakePsutil()
+    wall = 1_700_000_000.0
+    ps.add(100, "python3", created=wall - 60)
+    _fake_proc(tmp_path, 100, {100: ""})
+    _fake_stat(tmp_path, 100, "python3", utime=1, stime=0)
+    (tmp_path / "100" / "cgroup").write_text((data / "slurm-v2").read_text())
+    (tmp_path / "100" / "status").write_text("Name:\tpython3\nUid:\t0\t0\t0\t0\n")
+    mono = [1000.0]
+    reader = _procfs_reader(tmp_path, ps, mono, wall)
+    proc = reader.sample()[0]
+    assert (proc.slurm_job, proc.user, proc.owner()) == ("4242", "root", ("slurm", "4242"))
+    # pid 100 exits and is reused by a pod's process: a new start time, so its owner is read again
+    ps.add(100, "python3", created=wall - 1)
+    reader._tracked.clear()  # psutil's cached handle went with the old process (as sample() forgets it)
+    (tmp_path / "100" / "cgroup").write_text((data / "k8s-v2-systemd-containerd").read_text())
+    mono[0] += 2.0
+    proc = reader.sample()[0]
+    assert proc.slurm_job is None and proc.owner() == ("pod", "0e886e9a-3879-45f9-b44d-86ef9df03224")
