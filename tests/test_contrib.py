@@ -38,7 +38,13 @@ def _exported_names() -> set[str]:
     monitor = Monitor(source.host_info(), Config(), source.name)
     for _ in range(3):
         tick = source.sample()
-        tick.job = JobSample("pulse", samples_per_s=900.0, since_progress_s=0.4, ranks=[JobRank(0, step_time_s=0.3)])
+        tick.job = JobSample(
+            "pulse",
+            samples_per_s=900.0,
+            since_progress_s=0.4,
+            data_wait_pct=12.0,
+            ranks=[JobRank(0, step_time_s=0.3, data_wait_pct=12.0)],
+        )
         monitor.ingest(tick, source.status())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TriageCollector(lambda: monitor.snapshot))
@@ -87,15 +93,29 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
     assert DASHBOARD.read_text() == gen.render(), "run python scripts/grafana_dashboard.py"
     board = json.loads(DASHBOARD.read_text())
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert {"datasource", "instance", "gpu"} <= set(variables)
+    assert {"datasource", "job", "instance", "gpu"} <= set(variables)
     assert "gpu_triage_build_info" in variables["instance"]["definition"]
+    assert "$job" in variables["instance"]["definition"]
     panels = board["panels"]
     kinds = {p["type"] for p in panels}
-    assert {"state-timeline", "timeseries", "stat", "row"} <= kinds
+    assert {"state-timeline", "timeseries", "stat", "row", "table"} <= kinds
     assert any(p.get("repeat") == "gpu" for p in panels if p["type"] == "row")
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    for wanted in ("Fleet", "Job", "per owner", "throttles, ECC, XID"):
+        assert any(wanted in r for r in rows), (wanted, rows)
+    section = ""
     for p in panels:
+        if p["type"] == "row":
+            section = p["title"]
         for t in p.get("targets", []):
-            assert "$instance" in t["expr"], f"{p['title']}: every query is scoped to the instance"
+            scope = "$job" if section.startswith("Fleet") else "$instance"
+            assert scope in t["expr"], f"{p['title']}: every query is scoped to {scope}"
+            assert "bytes_per_second" not in t["expr"] or "disk" in t["expr"], f"{t['expr']}: links are counters"
+    exprs = " ".join(t["expr"] for p in panels for t in p.get("targets", []))
+    for counter in ("pcie_rx_bytes_total", "network_receive_bytes_total", "ecc_uncorrected_errors_total",
+                    "xid_events_total", "clock_event_reason", "job_samples_per_second", "owner_info"):
+        assert counter in exprs, counter
+    assert "up{" in exprs  # the fleet overview counts the exporters that are down
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
     for p in panels:  # on the 24-column grid
@@ -137,3 +157,103 @@ def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
     )
     out = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr
+
+
+def _schema_mismatches(ours: object, model: object, where: str) -> list[str]:
+    """Where ``ours`` (the dashboard's JSON) says what Grafana's schema does not: a key the model drops
+    (unknown to Grafana: a typo), or a value outside an enumeration the schema fixes."""
+    import enum
+
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+    back = json.loads(json.dumps(model, cls=JSONEncoder))
+    out: list[str] = []
+    if isinstance(ours, dict) and isinstance(back, dict):
+        native = model.to_json()  # type: ignore[attr-defined]
+        try:
+            defaults = type(model)().to_json()  # type: ignore[attr-defined]  # enum fields hold Enum defaults
+        except TypeError:
+            defaults = {}
+        for key, value in ours.items():
+            if key not in back:
+                out.append(f"{where}.{key}: not a field Grafana knows")
+                continue
+            default = defaults.get(key)
+            if isinstance(default, enum.Enum):
+                allowed = {e.value for e in type(default)}
+                if value not in allowed:
+                    out.append(f"{where}.{key}: {value!r} is not one of {sorted(allowed)}")
+            elif hasattr(native.get(key), "to_json"):
+                out.extend(_schema_mismatches(value, native[key], f"{where}.{key}"))
+    return out
+
+
+def test_dashboard_is_what_grafanas_own_schema_reads() -> None:
+    """Every panel, its options, field config and queries are read back through grafana-foundation-sdk,
+    the types Grafana Labs generate from Grafana's dashboard schema: a key Grafana does not know (a typo) or
+    an enumeration value it does not accept shows here, not as a silently ignored setting after import."""
+    sdk = pytest.importorskip("grafana_foundation_sdk", reason="pip install grafana-foundation-sdk")
+    from grafana_foundation_sdk.models import dashboard, prometheus, stat, statetimeline, table, timeseries
+
+    assert sdk is not None
+    board = json.loads(DASHBOARD.read_text())
+    parsed = dashboard.Dashboard.from_json(board)
+    problems = _schema_mismatches({k: v for k, v in board.items() if k != "panels"}, parsed, "dashboard")
+    assert len(parsed.panels or []) == len(board["panels"])
+    options = {"timeseries": timeseries.Options, "stat": stat.Options, "table": table.Options,
+               "state-timeline": statetimeline.Options}
+    field_configs = {"timeseries": timeseries.FieldConfig, "state-timeline": statetimeline.FieldConfig}
+    for p in board["panels"]:
+        name = f"panel {p['title']!r}"
+        model = dashboard.RowPanel if p["type"] == "row" else dashboard.Panel
+        problems += _schema_mismatches(
+            {k: v for k, v in p.items() if k not in ("options", "fieldConfig", "targets", "panels")},
+            model.from_json(p),
+            name,
+        )
+        if p["type"] == "row":
+            continue
+        assert p["type"] in options, f"{name}: a panel type this test does not check"
+        problems += _schema_mismatches(p["options"], options[p["type"]].from_json(p["options"]), f"{name}.options")
+        defaults = p["fieldConfig"]["defaults"]
+        problems += _schema_mismatches(
+            {k: v for k, v in defaults.items() if k != "custom"},
+            dashboard.FieldConfig.from_json(defaults),
+            f"{name}.fieldConfig",
+        )
+        if "custom" in defaults and p["type"] in field_configs:
+            custom = field_configs[p["type"]].from_json(defaults["custom"])
+            problems += _schema_mismatches(defaults["custom"], custom, f"{name}.custom")
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs)), f"{name}: refIds repeat"
+        for t in p["targets"]:
+            problems += _schema_mismatches(t, prometheus.Dataquery.from_json(t), f"{name}.target")
+            assert t["datasource"]["uid"] == "${datasource}"
+    assert not problems, "\n".join(problems)
+    # panels do not overlap on the grid
+    taken: set[tuple[int, int]] = set()
+    for p in board["panels"]:
+        g = p["gridPos"]
+        cells = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not cells & taken, f"panel {p['title']!r} overlaps another"
+        taken |= cells
+
+
+def test_promtool_accepts_a_scrape_of_every_metric() -> None:
+    """`promtool check metrics` (Prometheus' own lint of names, types, units and _total) on a whole scrape:
+    counters end in _total, no gauge is named like a counter."""
+    source = SimulatedSource("data_pipeline", gpus=2, seed=0)
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    for _ in range(3):
+        tick = source.sample()
+        tick.job = JobSample("pulse", samples_per_s=900.0, steps=12, since_progress_s=0.4,
+                             ranks=[JobRank(0, step_time_s=0.3)])
+        monitor.ingest(tick, source.status())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot, pid_labels=True))
+    text = generate_latest(registry).decode()
+    assert "gpu_triage_gpu_pcie_rx_bytes_total" in text and "gpu_triage_owner_info" in text
+    out = subprocess.run(
+        [require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

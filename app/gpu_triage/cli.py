@@ -394,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(p)
     _add_job(p)
     p.add_argument(
+        "--pid-labels",
+        action="store_true",
+        help="label the process metrics by pid and name as well as by owner (a new series per process: "
+        "off by default)",
+    )
+    p.add_argument(
         "--record",
         metavar="DIR",
         help="also record every tick into DIR as a Hive-partitioned Parquet dataset (host=/date=/…); a full "

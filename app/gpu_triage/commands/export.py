@@ -39,7 +39,8 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
         from gpu_triage.sources.job import monitor_for
 
         job = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=args.source == "live")
-    exporter = Exporter(args.listen, config)  # binds: port in use / bad address fail here
+    pid_labels = bool(getattr(args, "pid_labels", False))
+    exporter = Exporter(args.listen, config, pid_labels=pid_labels)  # binds: port in use / bad address fail here
     try:
         source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
         if job is not None:

@@ -22,12 +22,12 @@ log = logging.getLogger(__name__)
 class Exporter:
     """A bound metrics server and, once :meth:`attach` is called, the monitor it reports."""
 
-    def __init__(self, listen: str, config: Config) -> None:
+    def __init__(self, listen: str, config: Config, *, pid_labels: bool = False) -> None:
         self.config = config
         self.monitor: Monitor | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)  # the exporter's own CPU and memory, for its cost
-        self.registry.register(TriageCollector(self._snapshot))
+        self.registry.register(TriageCollector(self._snapshot, pid_labels=pid_labels))
         self.server = MetricsServer(listen, self.registry)
 
     def _snapshot(self) -> Any:

@@ -141,6 +141,7 @@ class _Phase:
     bursts: list[tuple[float, float]] = field(default_factory=list)  # data_pipeline: (start, end) on-times
     next_burst_s: float = 0.0
     epoch: int = -1  # epoch_restart: the epoch whose workers are alive
+    job_id: str | None = None  # the simulated Slurm job the ranks belong to: a new one for each phase
 
 
 class SimulatedSource:
@@ -318,6 +319,7 @@ class SimulatedSource:
             main_pids=main_pids,
             worker_pids=worker_pids,
             thread_core=thread_core,
+            job_id=str(100 + self._phase_no),
         )
         setup = _PHYSICS[scenario].setup
         if setup is not None:
@@ -418,6 +420,8 @@ class SimulatedSource:
                 workers_cpu_pct=worker_cpu[r],
                 worker_pids=list(ph.worker_pids[r]),
                 sm_pct=sm_of_rank[r],
+                user="sim",
+                slurm_job=ph.job_id,
             )
             for r in range(len(ph.main_pids))
         ]
