@@ -28,6 +28,8 @@ from promtools import require
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "contrib/prometheus/gpu-triage-alerts.yml"
 RULE_TESTS = ROOT / "contrib/prometheus/gpu-triage-alerts.test.yml"
+DCGM_RULES = ROOT / "contrib/prometheus/gpu-triage-dcgm.yml"
+DCGM_TESTS = ROOT / "contrib/prometheus/gpu-triage-dcgm.test.yml"
 DASHBOARD = ROOT / "contrib/grafana/gpu-triage.json"
 UNIT = ROOT / "contrib/systemd/gpu-triage-export.service"
 
@@ -38,6 +40,7 @@ def _exported_names() -> set[str]:
     monitor = Monitor(source.host_info(), Config(), source.name)
     for _ in range(3):
         tick = source.sample()
+        tick.gpus[0].xid_count, tick.gpus[0].xid_last = 1, 79  # a card that raised an XID (the simulator's never do)
         tick.job = JobSample(
             "pulse",
             samples_per_s=900.0,
@@ -61,7 +64,7 @@ def test_promtool_checks_the_rules() -> None:
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 5 rules found" in out.stdout
+    assert "SUCCESS: 8 rules found" in out.stdout
 
 
 def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
@@ -74,12 +77,15 @@ def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
-    assert tested >= {"GpuTriageBottleneck", "GpuTriageCardLost", "GpuTriageMemoryHeldIdle", "GpuTriageNoJobProgress"}
+    defined = set(re.findall(r"- alert: (\w+)", RULES.read_text()))
+    assert tested >= defined - {"GpuTriageStale"}, defined - tested
+    assert {"GpuTriageExporterDown", "GpuTriageEccUncorrected", "GpuTriageXid"} <= defined
+    assert "up{" in RULES.read_text()
 
 
 def test_rules_and_dashboard_ask_only_for_exported_metrics() -> None:
     exported = _exported_names()
-    for path in (RULES, DASHBOARD):
+    for path in (RULES, DASHBOARD, DCGM_RULES):
         asked = _metric_names(path.read_text())
         assert asked, path
         assert asked <= exported, f"{path.name} asks for metrics the exporter does not serve: {asked - exported}"
@@ -120,6 +126,28 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
     assert len(ids) == len(set(ids))
     for p in panels:  # on the 24-column grid
         assert 0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+
+
+def test_dcgm_recording_rules_pass_promtool_and_map_the_dcgm_names() -> None:
+    """Our names under dcgm-exporter's (DCGM field ids, DCGM's units), checked and unit-tested by promtool:
+    the values in gpu-triage-dcgm.test.yml are computed by hand in DCGM's units (%, MiB, MHz, mJ, bytes/s)."""
+    promtool = require("promtool")
+    out = subprocess.run([promtool, "check", "rules", str(DCGM_RULES)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    recorded = set(re.findall(r"- record: (\w+)", DCGM_RULES.read_text()))
+    assert f"SUCCESS: {len(recorded)} rules found" in out.stdout
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    } <= recorded
+    out = subprocess.run(
+        [promtool, "test", "rules", DCGM_TESTS.name], capture_output=True, text=True, check=False, cwd=DCGM_TESTS.parent
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    tested = set(re.findall(r"expr: .*?(DCGM_FI_\w+)", DCGM_TESTS.read_text()))
+    assert len(tested) >= 7, tested
 
 
 def _unit() -> configparser.ConfigParser:
