@@ -285,3 +285,101 @@ def test_promtool_accepts_a_scrape_of_every_metric() -> None:
         [require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+PULSE_CONF = ROOT / "contrib/systemd/gpu-triage-pulse.conf"
+
+
+def _unit_pulse_dir() -> str:
+    found = re.findall(r"^Environment=GPU_TRIAGE_PULSE_DIR=(\S+)$", UNIT.read_text(), re.MULTILINE)
+    assert len(found) == 1, "the unit names the pulse directory the job writes"
+    return found[0]
+
+
+def test_systemd_unit_and_the_job_agree_on_a_pulse_directory_the_unit_can_see() -> None:
+    """PrivateTmp hides /tmp/gpu-triage-UID, a service has no $XDG_RUNTIME_DIR, and the dynamic user may not
+    read another user's 0600 files: the unit names a directory outside all of them, tmpfiles.d makes it for
+    the job's user (not group/other-writable), and the one capability that reads it is kept."""
+    service = _unit()["Service"]
+    where = Path(_unit_pulse_dir())
+    assert where.is_absolute()
+    hidden = ["/tmp", "/var/tmp", "/run/user"] if service.get("PrivateTmp") == "yes" else ["/run/user"]
+    if service.get("ProtectHome") in ("yes", "tmpfs"):
+        hidden.append("/home")
+    assert not any(where == Path(h) or Path(h) in where.parents for h in hidden), where
+    lines = [ln.split() for ln in PULSE_CONF.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(lines) == 1
+    kind, path, mode, user, _group, _age = lines[0]
+    assert (kind, path) == ("d", str(where))
+    assert int(mode, 8) & 0o022 == 0, "the pulse directory must be writable by its owner (the job's user) only"
+    assert user != "root"
+    assert "CAP_DAC_READ_SEARCH" in service["AmbientCapabilities"].split()
+    assert service["CapabilityBoundingSet"].split() == ["CAP_DAC_READ_SEARCH"]
+    docs = (ROOT / "docs/metrics.md").read_text()
+    assert f"GPU_TRIAGE_PULSE_DIR={where}" in docs and "gpu-triage-pulse.conf" in docs
+
+
+def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_units_capability() -> None:
+    """Real users: a job running as one user publishes its pulse into a directory made as the tmpfiles.d
+    line says (its user, mode 0700); a reader as a third uid (what DynamicUser gives) sees the rank with
+    CAP_DAC_READ_SEARCH, the unit's one capability, and nothing without it."""
+    import os
+    import pwd
+    import tempfile
+    import time
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make users and grant a capability")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    subprocess.run(["useradd", "--no-create-home", "gtpulse"], capture_output=True, check=False)
+    job_user = pwd.getpwnam("gtpulse")
+    mode = int(PULSE_CONF.read_text().split("d     /run/gpu-triage-pulse ")[1].split()[0], 8)
+    base = Path(tempfile.mkdtemp(prefix="gpu-triage-unit-", dir="/run"))
+    base.chmod(0o755)
+    pulse_dir = base / "gpu-triage-pulse"
+    pulse_dir.mkdir(mode=mode)
+    os.chown(pulse_dir, job_user.pw_uid, job_user.pw_gid)
+    ready_r, ready_w = os.pipe()
+    job = os.fork()
+    if job == 0:  # pragma: no cover - the job, as its own user
+        try:
+            os.setgroups([])
+            os.setgid(job_user.pw_gid)
+            os.setuid(job_user.pw_uid)
+            os.environ["GPU_TRIAGE_PULSE_DIR"] = str(pulse_dir)
+            from gpu_triage import pulse
+
+            for _ in range(3):
+                pulse.step(32)
+                time.sleep(0.3)
+            os.write(ready_w, b"x")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        files = list(pulse_dir.iterdir())
+        assert len(files) == 1 and files[0].stat().st_mode & 0o077 == 0  # the job's own, mode 0600
+        code = (
+            "import sys, time; from gpu_triage.sources.job import PulseReader; "
+            "r = PulseReader(sys.argv[1]); print(len(r.sample(time.time(), 1.0)))"
+        )
+        env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
+        seen = {}
+        for caps in ("+dac_read_search", "-all"):
+            out = subprocess.run(
+                [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", f"--inh-caps={caps}",
+                 f"--ambient-caps={caps}", "--", sys.executable, "-c", code, str(pulse_dir)],
+                capture_output=True, text=True, timeout=60, env=env, check=False,
+            )
+            assert out.returncode == 0, out.stderr
+            seen[caps] = out.stdout.strip()
+        assert seen == {"+dac_read_search": "1", "-all": "0"}
+    finally:
+        os.kill(job, 9)
+        os.waitpid(job, 0)
+        os.close(ready_r)
+        shutil.rmtree(base, ignore_errors=True)
