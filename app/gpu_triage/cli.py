@@ -394,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(p)
     _add_job(p)
     p.add_argument(
+        "--web-config",
+        metavar="FILE",
+        help="TLS and basic auth for /metrics: a YAML file in the Prometheus exporters' web config format "
+        "(tls_server_config, basic_auth_users; node_exporter's --web.config.file), docs/metrics.md",
+    )
+    p.add_argument(
         "--pid-labels",
         action="store_true",
         help="label the process metrics by pid and name as well as by owner (a new series per process: "

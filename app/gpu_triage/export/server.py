@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from gpu_triage.errors import UserError
 from gpu_triage.export import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
+from gpu_triage.export.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def metrics_only(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[
 class MetricsServer:
     """Bound at construction; :meth:`start` serves on a thread; :meth:`close` is idempotent."""
 
-    def __init__(self, listen: str, registry: CollectorRegistry) -> None:
+    def __init__(self, listen: str, registry: CollectorRegistry, *, web: WebConfig | None = None) -> None:
         host, port = parse_listen(listen)
         family = socket.AF_INET
         try:
@@ -102,8 +103,9 @@ class MetricsServer:
         except ValueError:
             pass  # a name (localhost): resolved by bind, IPv4
         try:
+            app = metrics_only(make_wsgi_app(registry))
             self._httpd = make_server(
-                host, port, metrics_only(make_wsgi_app(registry)), _server_class(family), _QuietHandler
+                host, port, web.wrap(app) if web is not None else app, _server_class(family), _QuietHandler
             )
         except socket.gaierror:
             raise UserError(
@@ -121,6 +123,13 @@ class MetricsServer:
             raise UserError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}; give an address of this machine"
             ) from None
+        if web is not None and web.context is not None:
+            # the handshake happens on the scrape's own thread (on its first read, under the handler's
+            # timeout), not in accept(): a client that stalls mid-handshake must not hold the accept loop
+            self._httpd.socket = web.context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self._scheme = "https" if web is not None and web.tls else "http"
         self.host = host
         self.port = int(self._httpd.server_address[1])
         self._thread: threading.Thread | None = None
@@ -131,7 +140,7 @@ class MetricsServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"{self._scheme}://{host}:{self.port}/metrics"
 
     def start(self) -> None:
         if self._thread is None:

@@ -1,0 +1,250 @@
+"""`export --web-config FILE`: real TLS handshakes on loopback (certificates made with openssl in the test),
+basic auth against bcrypt hashes, client certificates, and every bad file one line before anything binds."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import socket
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+from gpu_triage.export.run import Exporter
+from gpu_triage.sources.sim import SimulatedSource
+
+bcrypt = pytest.importorskip("bcrypt", reason="pip install 'gpu-triage[web]'")
+pytest.importorskip("yaml", reason="pip install 'gpu-triage[web]'")
+
+from gpu_triage.export.webconfig import load_web_config  # noqa: E402
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by the CA."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("pki")
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test CA", cwd=d)  # fmt: skip
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
+        (d / f"{name}.ext").write_text(ext + "\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)  # fmt: skip
+    return d
+
+
+def _serve(web_yaml: str, tmp_path: Path) -> Iterator[Exporter]:
+    path = tmp_path / "web.yml"
+    path.write_text(web_yaml)
+    web = load_web_config(str(path))
+    source = SimulatedSource("healthy", gpus=1, seed=0)
+    exporter = Exporter("127.0.0.1:0", Config(), web=web)
+    monitor = exporter.attach(source)
+    monitor.ingest(source.sample(), source.status())
+    exporter.start()
+    try:
+        yield exporter
+    finally:
+        exporter.close()
+
+
+def _client_ctx(pki: Path, *, cert: bool = False) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if cert:
+        ctx.load_cert_chain(str(pki / "client.crt"), str(pki / "client.key"))
+    return ctx
+
+
+def _get(url: str, ctx: ssl.SSLContext | None = None, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url)
+    if auth is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _hash(password: str) -> str:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+def test_tls_handshake_serves_the_metrics_and_plain_http_gets_nothing(pki: Path, tmp_path: Path) -> None:
+    web = f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+    for exporter in _serve(web, tmp_path):
+        url = exporter.server.url
+        assert url.startswith("https://127.0.0.1:")
+        status, body = _get(url, _client_ctx(pki))
+        assert status == 200 and b"gpu_triage_gpu_utilization_ratio" in body
+        with socket.create_connection(("127.0.0.1", exporter.server.port), timeout=5) as raw:
+            raw.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            answer = raw.recv(65536)
+        assert b"gpu_triage" not in answer  # no metrics in clear text over the TLS port
+        # a client that does not trust the certificate: the handshake fails, the server keeps serving
+        with pytest.raises(urllib.error.URLError):
+            _get(url, ssl.create_default_context())
+        assert _get(url, _client_ctx(pki))[0] == 200
+
+
+def test_a_client_that_stalls_in_the_handshake_does_not_block_other_scrapes(pki: Path, tmp_path: Path) -> None:
+    web = f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+    for exporter in _serve(web, tmp_path):
+        with socket.create_connection(("127.0.0.1", exporter.server.port), timeout=5):  # connects, says nothing
+            assert _get(exporter.server.url, _client_ctx(pki))[0] == 200
+
+
+def test_basic_auth_asks_for_the_password_and_checks_the_bcrypt_hash(pki: Path, tmp_path: Path) -> None:
+    web = (
+        f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+        f"basic_auth_users:\n  prometheus: '{_hash('s3cret')}'\n"
+    )
+    for exporter in _serve(web, tmp_path):
+        url, ctx = exporter.server.url, _client_ctx(pki)
+        status, _ = _get(url, ctx)
+        assert status == 401
+        assert _get(url, ctx, ("prometheus", "wrong"))[0] == 401
+        assert _get(url, ctx, ("someone", "s3cret"))[0] == 401
+        for _ in range(2):  # the second time from the cache of pairs that passed
+            status, body = _get(url, ctx, ("prometheus", "s3cret"))
+            assert status == 200 and b"gpu_triage_ticks_total" in body
+        assert _get(url, ctx, ("prometheus", "s3cret-not"))[0] == 401  # the cache holds no prefix match
+
+
+def test_client_certificates_required_and_verified(pki: Path, tmp_path: Path) -> None:
+    web = (
+        f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {pki / 'ca.crt'}\n"
+        "  min_version: TLS13\n"
+    )
+    for exporter in _serve(web, tmp_path):
+        status, body = _get(exporter.server.url, _client_ctx(pki, cert=True))
+        assert status == 200 and b"gpu_triage" in body
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            _get(exporter.server.url, _client_ctx(pki))  # TLS 1.3: refused after the handshake, on the read
+        old = _client_ctx(pki, cert=True)
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(urllib.error.URLError):
+            _get(exporter.server.url, old)  # below min_version
+
+
+@pytest.mark.parametrize(
+    "text,says",
+    [
+        ("tls_server_config: {cert_file: x}\n", "needs cert_file and key_file"),
+        ("tls_server_config:\n  cert_file: /nope.crt\n  key_file: /nope.key\n", "is not a file"),
+        ("tls_server_config: {cert_file: CERT, key_file: CERT}\n", "cannot load"),
+        ("tls_server_config: {cert_file: CERT, key_file: KEY, cipher_suites: [x]}\n", "cipher_suites not supported"),
+        ("tls_server_config: {cert_file: CERT, key_file: KEY, client_auth_type: RequireAnyClientCert}\n",
+         "client_auth_type 'RequireAnyClientCert'"),
+        ("tls_server_config: {cert_file: CERT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert}\n",
+         "needs client_ca_file"),
+        ("tls_server_config: {cert_file: CERT, key_file: KEY, min_version: TLS9}\n", "min_version 'TLS9'"),
+        ("basic_auth_users: {prometheus: plaintext}\n", "not a bcrypt hash"),
+        ("basic_auth_users: {'a:b': '$2b$04$" + "x" * 53 + "'}\n", "is not a user name"),
+        ("http_server_config: {http2: false}\n", "unknown key(s) http_server_config"),
+        ("tls_server_config: [\n", "not valid YAML"),
+        ("- a list\n", "must be a mapping"),
+    ],
+)
+def test_a_bad_web_config_is_one_line_naming_the_key(pki: Path, tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(text.replace("CERT", str(pki / "server.crt")).replace("KEY", str(pki / "server.key")))
+    with pytest.raises(UserError) as err:
+        load_web_config(str(path))
+    message = str(err.value)
+    assert says in message and str(path) in message and "\n" not in message
+
+
+def test_export_with_a_bad_web_config_exits_2_before_binding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The port is held by another socket: had export bound first, it would say "the port is in use"."""
+    path = tmp_path / "web.yml"
+    path.write_text("basic_auth_users: {prometheus: plaintext}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc = main(["export", "--source", "sim:healthy", "--listen", f"127.0.0.1:{port}", "--web-config", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "not a bcrypt hash" in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1
+
+
+def test_relative_file_names_are_relative_to_the_web_config(pki: Path, tmp_path: Path) -> None:
+    shutil.copy(pki / "server.crt", tmp_path / "tls.crt")
+    shutil.copy(pki / "server.key", tmp_path / "tls.key")
+    (tmp_path / "web.yml").write_text("tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n")
+    assert load_web_config(str(tmp_path / "web.yml")).tls
+
+
+def test_a_real_prometheus_scrapes_over_tls_with_basic_auth(pki: Path, tmp_path: Path) -> None:
+    """Debian's Prometheus with scheme https, our CA and the password: up is 1 and the metrics arrive; a
+    second job with a wrong password reads up 0 (the server said 401)."""
+    import json
+    import time
+
+    from promtools import require
+
+    binary = require("prometheus")
+    web = (
+        f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+        f"basic_auth_users:\n  prometheus: '{_hash('s3cret')}'\n"
+    )
+    for exporter in _serve(web, tmp_path):
+        target = f"127.0.0.1:{exporter.server.port}"
+        jobs = ""
+        for job, password in (("good", "s3cret"), ("bad", "nope")):
+            jobs += (
+                f"  - job_name: {job}\n    scheme: https\n    tls_config: {{ca_file: '{pki / 'ca.crt'}'}}\n"
+                f"    basic_auth: {{username: prometheus, password: {password}}}\n"
+                f"    static_configs: [{{targets: ['{target}']}}]\n"
+            )
+        config = tmp_path / "prometheus.yml"
+        config.write_text("global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n" + jobs)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            ups: dict[str, str] = {}
+            while time.monotonic() < deadline and set(ups) != {"good", "bad"}:
+                time.sleep(0.5)
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?query=up", timeout=5) as r:
+                        result = json.load(r)["data"]["result"]
+                except (urllib.error.URLError, OSError):
+                    continue
+                ups = {s["metric"]["job"]: s["value"][1] for s in result}
+            assert ups == {"good": "1", "bad": "0"}, ups
+            query = "http://127.0.0.1:" + str(port) + "/api/v1/query?query=gpu_triage_ticks_total"
+            with urllib.request.urlopen(query, timeout=5) as r:
+                assert json.load(r)["data"]["result"]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
