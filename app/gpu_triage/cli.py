@@ -337,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--summary",
         action="store_true",
         help="for a dataset (a directory from `record -o DIR/` or `export --record DIR`, or a glob of its "
-        "files): per host the share of time in each bottleneck and the worst 5-minute windows, from a verdict "
+        "files): per host the share of time in each bottleneck, per owner (Slurm job, pod, container, user), "
+        "and the worst 5-minute windows, from a verdict "
         "every 30 s of data (--resolution is for one recording); implied when FILE is a directory or a glob",
     )
 

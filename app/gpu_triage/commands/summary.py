@@ -17,6 +17,11 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _printable(text: str) -> str:
+    """An owner as read from a recording (anyone's file): only printable characters reach the terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def run_summary(args: argparse.Namespace, config: Config) -> int:
     spec = args.file
     progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
@@ -39,6 +44,11 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
         for bottleneck, share in h["bottlenecks"].items():
             print(f"  {bottleneck:<18} {100 * share:5.1f} %")
+        if h.get("owners"):
+            print("  whose time (the owners of its GPU processes):")
+            for owner, o in h["owners"].items():
+                shares = ", ".join(f"{b} {100 * v:.1f} %" for b, v in o["bottlenecks"].items())
+                print(f"    {_printable(owner)[:60]:<30} {_hms(o['seconds'])}  {shares}")
         if h["worst_windows"]:
             print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
             for w in h["worst_windows"]:

@@ -319,7 +319,7 @@ class SimulatedSource:
             main_pids=main_pids,
             worker_pids=worker_pids,
             thread_core=thread_core,
-            job_id=str(100 + self._phase_no),
+            job_id=str(100 + self._phase_no + 1),  # _phase_no is still the previous phase here, as for the pids
         )
         setup = _PHYSICS[scenario].setup
         if setup is not None:
