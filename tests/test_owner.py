@@ -73,6 +73,31 @@ def test_a_job_dir_outside_slurm_and_a_pod_outside_kubepods_are_not_owners() -> 
     assert parse_cgroup(text) == CgroupFacts()
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        # systemd delegates user@UID.service's subtree to the user: any name can be made there
+        "/user.slice/user-1000.slice/user@1000.service/slurm/uid_0/job_4242/step_0",
+        "/user.slice/user-1000.slice/user@1000.service/system.slice/slurmstepd.scope/job_4242",
+        "/user.slice/user-1000.slice/user@1000.service/kubepods/burstable/pod0e886e9a-3879-45f9-b44d-86ef9df03224",
+        "/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods-pod0e886e9a_3879_45f9_b44d_86ef9df03224.slice",
+    ],
+)
+def test_a_users_own_delegated_cgroups_cannot_claim_a_job_or_a_pod(path: str) -> None:
+    assert parse_cgroup(f"0::{path}\n") == CgroupFacts()
+
+
+def test_seen_from_inside_a_container_a_pods_path_starts_above_our_namespace() -> None:
+    """An exporter in a pod with its own cgroup namespace sees another pod's processes as ../../podUID/ID:
+    the kubelet's tree above the pod is hidden, and the path is still the kubelet's, not a user's."""
+    cid = "244a65edefdffe31685c42317c9054e71dc1193048cf9459e2a4dd35cbc1dba4"
+    pod = "kubepods-burstable-pod0e886e9a_3879_45f9_b44d_86ef9df03224.slice"
+    facts = parse_cgroup(f"0::/../../{pod}/cri-containerd-{cid}.scope\n")
+    assert facts == CgroupFacts(pod_uid="0e886e9a-3879-45f9-b44d-86ef9df03224", container=f"containerd://{cid}")
+    assert parse_cgroup(f"0::/../pod0e886e9a-3879-45f9-b44d-86ef9df03224/{cid}\n").pod_uid is not None
+    assert parse_cgroup("0::/../user.slice/kubepods/pod" + "b" * 32 + "\n").pod_uid is None
+
+
 def test_cri_o_conmon_scope_is_not_the_container() -> None:
     cid = "a" * 64
     text = f"0::/kubepods.slice/kubepods-pod{'b' * 32}.slice/crio-conmon-{cid}.scope\n"

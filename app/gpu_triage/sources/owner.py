@@ -88,20 +88,39 @@ def _cgroup_paths(text: str) -> list[str]:
     return paths
 
 
+def _anchors(segments: list[str]) -> tuple[list[str], bool, bool]:
+    """The path without its leading ``..`` and whether a Slurm job or a pod may be read from it.
+
+    Only where the manager itself makes its tree: Slurm's at the root (``/slurm``, ``/slurm_NODE`` for v1)
+    or as slurmstepd's scope in ``system.slice`` (v2); the kubelet's at the root (``/kubepods``,
+    ``/kubepods.slice``). systemd delegates a subtree to each user (``user@UID.service``) in which they may
+    make any cgroup they like: a ``.../slurm/job_1`` or ``.../kubepods/pod…`` there is theirs, not a job's.
+    A path that starts with ``..`` lies outside our own cgroup namespace (we run in a container); the
+    kubelet's tree above the pod is then hidden, so the path may start at the pod."""
+    relative = bool(segments) and segments[0] == ".."
+    while segments and segments[0] == "..":
+        segments = segments[1:]
+    root = segments[0] if segments else ""
+    slurm = root == "slurm" or root.startswith("slurm_") or (
+        root == "system.slice" and len(segments) > 1 and segments[1].endswith("slurmstepd.scope")
+    )
+    pods = root.startswith("kubepods") or (relative and root.startswith("pod"))
+    return segments, slurm, pods
+
+
 def parse_cgroup(text: str) -> CgroupFacts:
     """The owner facts of a ``/proc/PID/cgroup`` file, v1 or v2. Every line is read (on a v1 or hybrid host
     the hierarchies can disagree: a Slurm job in the freezer and cpuset trees, systemd's own in another);
     the first line that names a fact gives it."""
     slurm_job = pod_uid = container = None
     for path in _cgroup_paths(text):
-        segments = [s for s in path.split("/") if s]
+        segments, slurm_tree, pod_tree = _anchors([s for s in path.split("/") if s])
         for i, seg in enumerate(segments):
-            if slurm_job is None and (m := _SLURM_JOB.fullmatch(seg)) and any("slurm" in s for s in segments[:i]):
+            if slurm_job is None and slurm_tree and (m := _SLURM_JOB.fullmatch(seg)):
                 slurm_job = m.group(1)  # /slurm/uid_N/job_N (v1), /system.slice/slurmstepd.scope/job_N (v2)
-            if pod_uid is None and "kubepods" in path and (m := _POD.search(seg)):
-                uid = m.group(1).replace("_", "-")
-                if seg.startswith("pod") or seg.startswith("kubepods"):
-                    pod_uid = uid
+            if pod_uid is None and pod_tree and (seg.startswith("pod") or seg.startswith("kubepods")):
+                if m := _POD.search(seg):
+                    pod_uid = m.group(1).replace("_", "-")
             if container is None:
                 if "conmon" in seg:  # cri-o's container monitor has a scope of its own: not the container
                     continue
