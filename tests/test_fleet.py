@@ -362,3 +362,25 @@ def test_summary_says_whose_time_each_bottleneck_was(tmp_path: Path, capsys: pyt
     old.mkdir()
     shutil.copy(H200_TRACE_2S, old / "h200.parquet")
     assert all(h["owners"] == {} for h in summarise(str(old), Config())["hosts"].values())
+
+
+def test_diagnose_one_recording_says_whose_time_each_bottleneck_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    source = SimulatedSource.from_schedule([("data_pipeline", 1200), ("healthy", 1200)], gpus=2, seed=1, start=start)
+    writer = TraceWriter(tmp_path / "run.parquet", source.host_info(), 2.0)
+    for _ in range(1200):
+        writer.append(source.sample())
+    path = writer.close()
+    assert main(["diagnose", str(path), "--json"]) == 0
+    owners = json.loads(capsys.readouterr().out)["owners"]
+    assert set(owners) == {"slurm 100", "slurm 101"}
+    assert owners["slurm 100"]["seconds"] == pytest.approx(1200, abs=4)
+    assert owners["slurm 100"]["bottlenecks"]["data_pipeline"] > 0.7
+    assert owners["slurm 101"]["bottlenecks"].get("none", 0) > 0.7
+    assert main(["diagnose", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "whose time" in text and "slurm 101" in text

@@ -334,6 +334,45 @@ def _owner_shares(verdicts: Any, owner_frames: list[Any]) -> dict[str, dict[str,
     return out
 
 
+def owner_time(path: Path, segments: list[Any], interval_s: float) -> dict[str, Any]:
+    """``diagnose FILE``'s per-owner account: owner -> {"seconds", "bottlenecks": {bottleneck: share}}, each
+    tick counted (one interval) for its owners in the segment it falls in; empty when the recording has no
+    owners (older files, a crash leftover not yet recovered: only Parquet is scanned)."""
+    import polars as pl
+
+    if not segments or not path.name.endswith(".parquet"):
+        return {}
+    try:
+        ticks = owner_ticks(path, "")
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # the diagnosis read it; its owners cannot be
+        log.warning("%s: owners left out (%s)", path, (str(exc).splitlines() or [type(exc).__name__])[0][:200])
+        return {}
+    if ticks is None:
+        return {}
+    segs = pl.DataFrame(
+        {
+            "start": [s.start for s in segments],
+            "end": [s.end for s in segments],
+            "bottleneck": [s.bottleneck for s in segments],
+        },
+        schema={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC"), "bottleneck": pl.String},
+    ).sort("end")
+    joined = (
+        ticks.sort("ts")
+        .join_asof(segs, left_on="ts", right_on="end", strategy="forward")
+        .filter(pl.col("bottleneck").is_not_null() & (pl.col("ts") > pl.col("start")))
+        .group_by("owner", "bottleneck")
+        .agg((pl.len() * interval_s).alias("seconds"))
+        .with_columns(pl.col("seconds").sum().over("owner").alias("total"))
+        .sort(["total", "seconds"], descending=[True, True])
+    )
+    out: dict[str, Any] = {}
+    for r in joined.iter_rows(named=True):
+        entry = out.setdefault(r["owner"], {"seconds": float(r["total"]), "bottlenecks": {}})
+        entry["bottlenecks"][r["bottleneck"]] = round(r["seconds"] / r["total"], 4) if r["total"] else 0.0
+    return out
+
+
 def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]:
     import polars as pl
 
