@@ -53,8 +53,8 @@ CASES = {
         pod_uid="0e886e9a-3879-45f9-b44d-86ef9df03224",
         container="244a65edefdffe31685c42317c9054e71dc1193048cf9459e2a4dd35cbc1dba4",
     ),
-    "slurm-v1": CgroupFacts(slurm_job="4242"),
-    "slurm-v2": CgroupFacts(slurm_job="4242"),
+    "slurm-v1": CgroupFacts(slurm_job="280678"),
+    "slurm-v2": CgroupFacts(slurm_job="1392969"),
     "user-v2": CgroupFacts(),
 }
 
@@ -162,7 +162,7 @@ def test_reader_builds_the_owner_from_the_files(tmp_path: Path) -> None:
     _fake_proc(tmp_path, 41, (DATA / "slurm-v2").read_text(), uid=0, environ=_env(SLURM_JOB_ID="1"))
     owner = OwnerReader(tmp_path).owner(41, 100.0)
     assert owner is not None
-    assert (owner.slurm_job, owner.user) == ("4242", "root")
+    assert (owner.slurm_job, owner.user) == ("1392969", "root")
 
 
 def test_reader_caches_per_pid_and_start_time(tmp_path: Path) -> None:

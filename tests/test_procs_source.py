@@ -396,7 +396,7 @@ def test_each_gpu_process_carries_its_owner_and_a_reused_pid_is_asked_again(tmp_
     mono = [1000.0]
     reader = _procfs_reader(tmp_path, ps, mono, wall)
     proc = reader.sample()[0]
-    assert (proc.slurm_job, proc.user, proc.owner()) == ("4242", "root", ("slurm", "4242"))
+    assert (proc.slurm_job, proc.user, proc.owner()) == ("1392969", "root", ("slurm", "1392969"))
     # pid 100 exits and is reused by a pod's process: a new start time, so its owner is read again
     ps.add(100, "python3", created=wall - 1)
     reader._tracked.clear()  # psutil's cached handle went with the old process (as sample() forgets it)
