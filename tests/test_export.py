@@ -594,3 +594,15 @@ def test_process_metrics_are_per_owner_and_pid_labels_only_when_asked() -> None:
     with_pids = parse(generate_latest(registry).decode())
     rank = tuple(sorted((*job, ("name", "python"), ("pid", "11"))))
     assert with_pids[("gpu_triage_process_gpu_memory_bytes", rank)] == 4 << 30
+
+
+def test_energy_is_the_drivers_counter_where_the_card_keeps_one() -> None:
+    """A card with NVML's energy counter exports it (mJ -> J), not the power integration: the counter counts
+    since the driver loaded, so rate() over it is the card's own figure; a card without one is integrated."""
+    monitor = Monitor(HostInfo(hostname="h", cpu_count=1), Config(), "fake")
+    for k in range(3):
+        gpus = [GpuSample(0, power_w=500.0, energy_mj=9_000_000 + k * 1_400_000), GpuSample(1, power_w=100.0)]
+        monitor.ingest(Tick(ts=START + timedelta(seconds=2 * k), interval_s=2.0, gpus=gpus), SourceStatus())
+    s = scrape(monitor)
+    assert s[("gpu_triage_gpu_energy_joules_total", (("gpu", "0"),))] == pytest.approx(9_000 + 2 * 1_400)
+    assert s[("gpu_triage_gpu_energy_joules_total", (("gpu", "1"),))] == pytest.approx(3 * 2.0 * 100.0)

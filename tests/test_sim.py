@@ -295,6 +295,7 @@ GPU_STRUCT = pa.struct(
     # trace v2: the card's health (docs/trace-v2.md)
     + [(n, pa.uint64()) for n in ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected")]
     + [(n, pa.uint32()) for n in ("xid_count", "xid_last")]
+    + [("energy_mj", pa.uint64())]
 )  # fmt: skip
 DISK_STRUCT = pa.struct(
     [("name", pa.string()), ("busy_pct", pa.float32()), ("await_ms", pa.float32())]

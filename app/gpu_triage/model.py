@@ -68,6 +68,9 @@ class GpuSample:
     ecc_uncorrected: int | None = _col("u64")
     xid_count: int | None = _col("u32")  # critical XID events seen since this program started watching
     xid_last: int | None = _col("u32")  # the code of the newest of them (None: none seen)
+    # energy the card drew since the driver loaded, mJ (nvmlDeviceGetTotalEnergyConsumption, Volta and
+    # newer): NVML's own cumulative counter, None where the card does not keep one
+    energy_mj: int | None = _col("u64")
 
 
 #: Short names of the nvmlClocksEventReason* bits (nvml.h), in bit order.

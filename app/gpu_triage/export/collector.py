@@ -66,7 +66,10 @@ GPU_TOTALS: tuple[tuple[str, str, str], ...] = (
     ("pcie_tx_bytes", "pcie_tx_bytes", "PCIe bytes sent (since the exporter started)"),
     ("nvlink_rx_bytes", "nvlink_rx_bytes", "NVLink bytes received, all links (since the exporter started)"),
     ("nvlink_tx_bytes", "nvlink_tx_bytes", "NVLink bytes sent, all links (since the exporter started)"),
-    ("energy_joules", "energy_joules", "energy drawn: each tick's power x its length (since the exporter started)"),
+)
+ENERGY_DOC = (
+    "energy drawn: the driver's own counter since it loaded (nvmlDeviceGetTotalEnergyConsumption) where the "
+    "card keeps one, else each tick's power x its length since the exporter started"
 )
 NET_TOTALS: tuple[tuple[str, str, str], ...] = (
     ("receive_bytes", "receive_bytes", "bytes received (since the exporter started)"),
@@ -178,6 +181,17 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
             if (total := snap.gpu_totals.get(i, {}).get(key)) is not None:
                 counter.add_metric([str(i)], total)
         yield counter
+    energy = CounterMetricFamily(f"{PREFIX}_gpu_energy_joules", ENERGY_DOC, labels=["gpu"])
+    for i in indexes:
+        if i in snap.lost_gpus:
+            continue
+        s = samples.get(i)
+        # one source per card for its whole life: a card keeps the driver's counter or never has one
+        driver = _num(s.energy_mj) if s is not None else None
+        total = driver / 1000.0 if driver is not None else snap.gpu_totals.get(i, {}).get("energy_joules")
+        if total is not None:
+            energy.add_metric([str(i)], total)
+    yield energy
     reasons = _g(
         "gpu_clock_event_reason",
         "1 while the named reason holds the card's clocks down (NVML clocks event reasons: power, thermal, "

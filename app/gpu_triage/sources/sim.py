@@ -181,6 +181,8 @@ class SimulatedSource:
         self._uuid_words = layout.integers(0, 1 << 32, size=(self.gpus, 4), dtype=np.uint64)
         self._pid_base = int(layout.integers(2000, 60000))
         self._temps: np.ndarray | None = None
+        # each card's energy counter (mJ), as NVML keeps one since the driver loaded: a card's power x dt
+        self._energy_mj = np.full(self.gpus, 3.6e9) + layout.uniform(0.0, 1e9, self.gpus)
         self._phase_no = -1
         self._phase: _Phase | None = None
         self._closed = False
@@ -375,6 +377,9 @@ class SimulatedSource:
             + rng.normal(0.0, 40e6)
         )
 
+        self._energy_mj = self._energy_mj + power * dt * 1000.0
+        energy = self._energy_mj.astype(np.int64).tolist()
+
         # --- Python objects, one pass over plain lists
         has_links = G > 1
         cols = zip(
@@ -394,7 +399,7 @@ class SimulatedSource:
                 # idle when it does nothing; at its power cap (see _P_CAP_REASON_W) when it draws that much, as
                 # a busy H200 does; no ECC error, no XID
                 clock_event_reasons=0x1 if u < 1.0 else (0x4 if p >= _P_CAP_REASON_W else 0),
-                ecc_corrected=0, ecc_uncorrected=0, xid_count=0,
+                ecc_corrected=0, ecc_uncorrected=0, xid_count=0, energy_mj=energy[i],
             )
             for i, (u, lo, hi, s, o, te, d, m, ptx, prx, ltx, lrx, p, tc, ck) in enumerate(cols)
         ]  # fmt: skip
