@@ -156,6 +156,7 @@ def test_client_certificates_required_and_verified(pki: Path, tmp_path: Path) ->
          "needs client_ca_file"),
         ("tls_server_config: {cert_file: CERT, key_file: KEY, min_version: TLS9}\n", "min_version 'TLS9'"),
         ("basic_auth_users: {prometheus: plaintext}\n", "not a bcrypt hash"),
+        ("basic_auth_users: {prometheus: '$2b$04$" + "x" * 53 + "'}\n", "its salt does not decode"),
         ("basic_auth_users: {'a:b': '$2b$04$" + "x" * 53 + "'}\n", "is not a user name"),
         ("http_server_config: {http2: false}\n", "unknown key(s) http_server_config"),
         ("tls_server_config: [\n", "not valid YAML"),

@@ -229,5 +229,12 @@ def _users(where: str, users: object) -> dict[str, bytes]:
             raise UserError(
                 f"{where}: basic_auth_users.{user}: not a bcrypt hash (make one: htpasswd -nBC 12 \"\" | tr -d ':\\n')"
             )
+        import bcrypt  # noqa: PLC0415 - checked importable by load_web_config
+
+        try:  # a hash of the right shape whose salt does not decode would fail every scrape: fail here
+            bcrypt.checkpw(b"", hashed.encode())
+        except ValueError:
+            why = "not a valid bcrypt hash (its salt does not decode)"
+            raise UserError(f"{where}: basic_auth_users.{user}: {why}") from None
         out[user] = hashed.encode()
     return out
