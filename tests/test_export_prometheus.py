@@ -171,6 +171,12 @@ def test_prometheus_scrapes_the_verdict_and_the_simulators_numbers(prometheus: s
     assert {s["metric"]["gpu"] for s in total} == {str(i) for i in range(8)}
     assert all(float(s["value"][1]) == H200_MEM_TOTAL_BYTES for s in total)
 
+    # the processes per owner (the simulator's ranks are one Slurm job), no pid label by default
+    held = _query(base, "gpu_triage_process_gpu_memory_bytes")
+    assert held and all(s["metric"].get("owner_kind") == "slurm" and "pid" not in s["metric"] for s in held)
+    owners = _query(base, "gpu_triage_owner_info")
+    assert {(s["metric"]["owner"], s["metric"]["user"]) for s in owners} == {(held[0]["metric"]["owner"], "sim")}
+
 
 def test_every_grafana_query_is_valid_promql_with_data(prometheus: str) -> None:
     """The dashboard's queries, with its variables filled in, against the real Prometheus: a typo in a
