@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 from gpu_triage.sources.job import LogTracker  # noqa: E402
+from gpu_triage.sources.joblog import parse_line  # noqa: E402
 
 
 def bar(i: int) -> bytes:
@@ -63,6 +64,23 @@ def main() -> None:
         ms = cpu_ms(lambda: tr.sample(1002.0, 2.0))
         print(f"1 GiB line: {ms:.1f} ms CPU, {(tr.follower.skipped_bytes - before) / 2**30:.2f} GiB skipped, "
               f"partial line kept {len(tr.follower._partial)} bytes")
+        # hostile lines: 8 lines of 8190 '1's (quadratic for a tqdm pattern that backtracks), then a
+        # tick's worth of lines at the parse cap
+        log.write_bytes(("1" * 8190 + "\n").encode() * 8)
+        digits = LogTracker(log)
+        ms = cpu_ms(lambda: digits.sample(0.0, 2.0))
+        print(f"8 lines of 8190 '1's (the issue's log): {ms:.1f} ms CPU for the tick")
+        log.write_bytes((("global_step=1 RunningAvgSamplesPerSec=1 " * 200)[:8190] + "\n").encode() * 2000)
+        flood = LogTracker(log)
+        flood.follower.tail_start = flood.follower.budget = 32 << 20
+        ms = cpu_ms(lambda: flood.sample(0.0, 2.0))
+        print(f"2000 adversarial 8 KiB lines in one tick: {ms:.0f} ms CPU, {flood.parsed_chars / 1024:.0f} KiB parsed")
+        for n in (1024, 8192):
+            line = "1" * n
+            t = time.perf_counter()
+            for _ in range(20):
+                parse_line(line)
+            print(f"parse_line('1' * {n}): {(time.perf_counter() - t) / 20 * 1e3:.2f} ms")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this benchmark process: {rss:.0f} MB")
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}")

@@ -130,10 +130,11 @@ def main() -> None:
         parts["whole sample() (CPU, profiled)"].append(time.thread_time() - c0)
         window.append(tick)
         c0 = time.thread_time()
-        raw = diagnose(window.view(), cfg.thresholds, cpu_count)
+        view = window.view()
+        raw = diagnose(view, cfg.thresholds, cpu_count)
         parts["diagnose(window) (CPU)"].append(time.thread_time() - c0)
         c0 = time.thread_time()
-        tracker.update(tick.ts.timestamp(), raw)
+        tracker.update(tick.ts.timestamp(), raw, view)
         parts["tracker (CPU)"].append(time.thread_time() - c0)
     timed.on = False
     # the readers ran twice per tick (once alone, once inside sample()): halve the NVML counts

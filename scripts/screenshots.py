@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_2S
@@ -40,7 +41,7 @@ def sim_app(scenario: str, gpus: int = 8, cores: int = 32, ticks: int = 150) -> 
     )
 
 
-async def shoot(app: TriageApp, path: Path, size: tuple[int, int], keys: tuple[str, ...] = ()) -> None:
+async def shoot(app: Any, path: Path, size: tuple[int, int], keys: tuple[str, ...] = ()) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         for key in keys:
@@ -50,9 +51,63 @@ async def shoot(app: TriageApp, path: Path, size: tuple[int, int], keys: tuple[s
     print(path)
 
 
-async def main(out: Path) -> None:
+def fleet_app() -> Any:
+    """`gpu-triage fleet` over six simulated hosts and a dead one: each host's real /metrics text (the
+    exporter's collector over 150 ticks of its scenario), parsed as a scrape is, without a network."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpu_triage.export.collector import TriageCollector
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.fleetview.client import Fleet, FleetSnapshot
+    from gpu_triage.fleetview.model import HostData, build_rows, parse_exposition
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    hosts = []
+    scenarios = ("healthy", "data_pipeline", "single_card_busy", "storage_io", "healthy", "communication")
+    for n, scenario in enumerate(scenarios, start=1):
+        source = SimulatedSource(scenario, gpus=8, cores=32, seed=n, interval_s=2.0, start=START)
+        monitor = Monitor(source.host_info(), Config(), source.name)
+        for _ in range(150):
+            tick = source.sample()
+            monitor.ingest(tick, source.status())
+        registry = CollectorRegistry()
+        registry.register(TriageCollector(lambda m=monitor: m.snapshot))
+        samples, notes = parse_exposition(generate_latest(registry).decode())
+        address = f"gpu-node-{n:02d}:9839"
+        hosts.append(HostData(address, address, tick.ts.timestamp() + 1, samples=tuple(samples), notes=tuple(notes)))
+    dead = "gpu-node-07:9839"
+    hosts.append(HostData(dead, dead, 0.0, error="connection refused (nothing listens there)"))
+    fleet = Fleet([], source="7 exporters", interval_s=5)
+    fleet.snapshot = FleetSnapshot(source="7 exporters", rows=build_rows(hosts), updated=hosts[0].time)
+    return FleetApp(fleet, autostart=False, clock=lambda: hosts[0].time + 2)
+
+
+async def fleet_shots(out: Path) -> list[Path]:
+    shots = []
+    for size in ((80, 24), (120, 40)):
+        p = out / f"fleet-{size[0]}x{size[1]}.svg"
+        await shoot(fleet_app(), p, size)
+        shots.append(p)
+    p = out / "fleet-detail-120x40.svg"
+    await shoot(fleet_app(), p, (120, 40), ("enter",))
+    shots.append(p)
+    os.environ["NO_COLOR"] = "1"  # the state and the bottleneck must read without colour
+    try:
+        app = fleet_app()
+    finally:
+        del os.environ["NO_COLOR"]
+    p = out / "fleet-80x24-nocolor.svg"
+    await shoot(app, p, (80, 24))
+    shots.append(p)
+    return shots
+
+
+async def main(out: Path, fleet_only: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    shots: list[Path] = []
+    shots: list[Path] = await fleet_shots(out)
+    if fleet_only:
+        _pngs(shots)
+        return
     for scenario in ("single_card_busy", "data_pipeline", "storage_io", "communication", "healthy"):
         p = out / f"{scenario}-80x24.svg"
         await shoot(sim_app(scenario), p, (80, 24))
@@ -87,6 +142,10 @@ async def main(out: Path) -> None:
     # pause, then go to the sawtooth case of the recording (about 50 ticks in)
     await shoot(replay, p, (120, 32), ("space", "g", *(["right_square_bracket"] * 3)))
     shots.append(p)
+    _pngs(shots)
+
+
+def _pngs(shots: list[Path]) -> None:
     converter = shutil.which("rsvg-convert")
     if converter is None:
         print("rsvg-convert not found: SVG only (apt-get install librsvg2-bin for PNG)")
@@ -108,6 +167,11 @@ def to_png(converter: str, svg: Path) -> Path:
 
 
 if __name__ == "__main__":
+    # the pictures are truecolor whatever shell runs the script (TERM=xterm alone means 16 colours,
+    # ui/palette.py); the 16-colour and NO_COLOR pictures set their own variables
+    os.environ["COLORTERM"] = "truecolor"
+    os.environ.pop("TEXTUAL_COLOR_SYSTEM", None)
+    os.environ.pop("NO_COLOR", None)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "screenshots")
     parser.add_argument(
@@ -117,6 +181,7 @@ if __name__ == "__main__":
         metavar="SVG",
         help="only convert these SVGs to PNG (e.g. the live H200 ones)",
     )
+    parser.add_argument("--fleet-only", action="store_true", help="only the `gpu-triage fleet` screens")
     ns = parser.parse_args()
     if ns.png_only:
         conv = shutil.which("rsvg-convert")
@@ -125,4 +190,4 @@ if __name__ == "__main__":
         for one in ns.png_only:
             print(to_png(conv, one))
     else:
-        asyncio.run(main(ns.out))
+        asyncio.run(main(ns.out, ns.fleet_only))

@@ -8,6 +8,9 @@ import pytest
 # Tests never touch the user's own configuration.
 os.environ.pop("GPU_TRIAGE_CONFIG", None)
 os.environ.setdefault("XDG_CONFIG_HOME", "/nonexistent-gpu-triage-test-config")
+# The colour depth follows the terminal the tests run in (TERM=xterm is 16 colours, ui/palette.py): pinned to
+# truecolor so that screens and snapshots are the same everywhere; a test of another depth sets its own.
+os.environ["COLORTERM"] = "truecolor"
 
 
 @pytest.fixture(autouse=True)

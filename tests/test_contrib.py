@@ -326,7 +326,6 @@ def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_un
     import os
     import pwd
     import tempfile
-    import time
 
     if os.geteuid() != 0:
         pytest.skip("needs root to make users and grant a capability")
@@ -341,26 +340,21 @@ def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_un
     pulse_dir = base / "gpu-triage-pulse"
     pulse_dir.mkdir(mode=mode)
     os.chown(pulse_dir, job_user.pw_uid, job_user.pw_gid)
-    ready_r, ready_w = os.pipe()
-    job = os.fork()
-    if job == 0:  # pragma: no cover - the job, as its own user
-        try:
-            os.setgroups([])
-            os.setgid(job_user.pw_gid)
-            os.setuid(job_user.pw_uid)
-            os.environ["GPU_TRIAGE_PULSE_DIR"] = str(pulse_dir)
-            from gpu_triage import pulse
-
-            for _ in range(3):
-                pulse.step(32)
-                time.sleep(0.3)
-            os.write(ready_w, b"x")
-            time.sleep(30)
-        finally:
-            os._exit(0)
-    os.close(ready_w)
+    # the job is exec'd as its user, as a real one is: a process that only switched uid after a fork is not
+    # dumpable, so its /proc entries belong to root and the reader rightly refuses its pulse
+    job_code = (
+        "import time\nfrom gpu_triage import pulse\nfor _ in range(3):\n    pulse.step(32)\n    time.sleep(0.3)\n"
+        "print('x', flush=True)\ntime.sleep(30)\n"
+    )
+    job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", ""),
+               "GPU_TRIAGE_PULSE_DIR": str(pulse_dir)}
+    job = subprocess.Popen(
+        [setpriv, f"--reuid={job_user.pw_uid}", f"--regid={job_user.pw_gid}", "--clear-groups", "--",
+         sys.executable, "-c", job_code],
+        stdout=subprocess.PIPE, text=True, env=job_env,
+    )  # fmt: skip
     try:
-        assert os.read(ready_r, 1) == b"x"
+        assert job.stdout is not None and job.stdout.readline().strip() == "x"
         files = list(pulse_dir.iterdir())
         assert len(files) == 1 and files[0].stat().st_mode & 0o077 == 0  # the job's own, mode 0600
         code = (
@@ -379,7 +373,6 @@ def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_un
             seen[caps] = out.stdout.strip()
         assert seen == {"+dac_read_search": "1", "-all": "0"}
     finally:
-        os.kill(job, 9)
-        os.waitpid(job, 0)
-        os.close(ready_r)
+        job.kill()
+        job.wait()
         shutil.rmtree(base, ignore_errors=True)

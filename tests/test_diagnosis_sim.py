@@ -103,7 +103,8 @@ def test_healthy_job_with_noise_never_flips(seed: int) -> None:
     shown: list[tuple[str, str]] = []
     for tick in _ticks(src, 400.0):
         w.append(tick)
-        key = tracker.update(tick.ts.timestamp(), diagnose(w.view(), Thresholds(), 32)).key
+        view = w.view()
+        key = tracker.update(tick.ts.timestamp(), diagnose(view, Thresholds(), 32), view).key
         if not shown or shown[-1] != key:
             shown.append(key)
     # the warm-up says it is collecting, then one verdict for 400 s
@@ -133,12 +134,12 @@ def test_a_held_bottleneck_is_shown_while_the_pattern_alternates() -> None:
     t = 0.0
     for _ in range(20):
         t += 1.0
-        tracker.update(t, before)
+        tracker.update(t, before, None)
     shown: list[tuple[str, str]] = []
     for k in range(int(3 * th.hold_s)):
         t += 1.0
         raw = Verdict("sawtooth" if k % 2 else "imbalanced", "storage_io", [0], 0.7, [f"tick {k}"], ["checkpoint"])
-        got = tracker.update(t, raw)
+        got = tracker.update(t, raw, None)
         assert got.key in (before.key, ("sawtooth", "storage_io"), ("imbalanced", "storage_io"))
         shown.append(got.key)
     changed_at = next(i for i, key in enumerate(shown) if key != before.key)

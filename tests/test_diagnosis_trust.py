@@ -21,6 +21,7 @@ from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict, format_confidence
 from gpu_triage.diagnosis.offline import load_trace, segments, verdicts
+from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.scenarios import REGISTRY, SCENARIOS
 from gpu_triage.sources.sim import SimulatedSource
 
@@ -61,7 +62,8 @@ def _check_shown(v: Verdict, raw_keys: set[tuple[str, str]]) -> None:
     if v.pattern == "steady_high" and mean is not None:
         assert mean >= TH.high_util_pct - TH.imbalance_pct, where
     if v.pattern == "sawtooth":  # the waveform's first line says so (the job's own clock, when known, leads)
-        first = next(f["text"] for f in v.evidence_facts if not str(f["metric"]).startswith("job_"))
+        first = next(f["text"] for f in v.evidence_facts
+                     if not str(f["metric"]).startswith("job_") and f["metric"] != CHANGING)
         assert "sawtooth" in first or "swings" in first, where
     if any("every core is busy" in a for a in v.advice):
         assert v.facts["cpu_saturated_share"] >= TH.cpu_saturated_share, where

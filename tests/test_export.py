@@ -135,8 +135,9 @@ def test_verdict_is_the_dashboards_shown_verdict() -> None:
         tick = replay.sample()
         window.append(tick)
         before = shown
+        view = window.view()
         shown = tracker.update(
-            tick.ts.timestamp(), diagnose(window.view(), Config().thresholds, source.host_info().cpu_count)
+            tick.ts.timestamp(), diagnose(view, Config().thresholds, source.host_info().cpu_count), view
         )
         if before is None or before.key != shown.key:
             began = tick.ts.timestamp()

@@ -4,10 +4,13 @@ basic auth against bcrypt hashes, client certificates, and every bad file one li
 from __future__ import annotations
 
 import base64
+import http.client
 import shutil
 import socket
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +21,7 @@ import pytest
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.export import server as server_module
 from gpu_triage.export.run import Exporter
 from gpu_triage.sources.sim import SimulatedSource
 
@@ -141,6 +145,101 @@ def test_client_certificates_required_and_verified(pki: Path, tmp_path: Path) ->
         old.maximum_version = ssl.TLSVersion.TLSv1_2
         with pytest.raises(urllib.error.URLError):
             _get(exporter.server.url, old)  # below min_version
+
+
+def _tls_web(pki: Path) -> str:
+    return f"tls_server_config:\n  cert_file: {pki / 'server.crt'}\n  key_file: {pki / 'server.key'}\n"
+
+
+def _closed_within(sock: socket.socket, limit: float) -> float | None:
+    """Seconds until the server closed ``sock`` (EOF or reset), None if still open after ``limit``."""
+    t0 = time.monotonic()
+    sock.settimeout(0.1)
+    while time.monotonic() - t0 < limit:
+        try:
+            if sock.recv(4096) == b"":
+                return time.monotonic() - t0
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - t0
+    return None
+
+
+def test_a_stalled_handshake_is_cut_at_the_request_deadline_and_holds_no_thread(
+    monkeypatch: pytest.MonkeyPatch, pki: Path, tmp_path: Path
+) -> None:
+    """Clients that stop halfway through a ClientHello are closed at the request's deadline (the handshake
+    counts in it), and meanwhile a scrape over TLS is answered at once, by the server's one thread."""
+    monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 1.0)
+    for exporter in _serve(_tls_web(pki), tmp_path):
+        threads = threading.active_count()
+        stalled = [socket.create_connection(("127.0.0.1", exporter.server.port), timeout=5) for _ in range(20)]
+        try:
+            for sock in stalled:
+                sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a record header, a bit of hello
+            t0 = time.monotonic()
+            assert _get(exporter.server.url, _client_ctx(pki))[0] == 200
+            assert time.monotonic() - t0 < 0.9  # answered before the stalled ones' deadline
+            assert threading.active_count() == threads
+            closed = [_closed_within(sock, 5.0) for sock in stalled]
+        finally:
+            for sock in stalled:
+                sock.close()
+        assert all(c is not None and c < 3.0 for c in closed), closed
+
+
+def test_a_request_larger_than_one_read_arrives_whole_over_tls(pki: Path, tmp_path: Path) -> None:
+    """Headers of 7 KiB in one TLS record: OpenSSL decrypts the record whole, and what one read leaves in
+    its buffer is invisible to select(), so the server must read it before waiting again."""
+    for exporter in _serve(_tls_web(pki), tmp_path):
+        conn = http.client.HTTPSConnection("127.0.0.1", exporter.server.port, timeout=5, context=_client_ctx(pki))
+        try:
+            conn.request("GET", "/metrics", headers={"X-Pad": "a" * 7000})
+            resp = conn.getresponse()
+            assert resp.status == 200 and b"gpu_triage" in resp.read()
+        finally:
+            conn.close()
+
+
+def test_basic_auth_comes_before_the_path_and_the_method_and_bcrypt_runs_once(
+    monkeypatch: pytest.MonkeyPatch, pki: Path, tmp_path: Path
+) -> None:
+    """Without the password every request is 401 with WWW-Authenticate (HEAD, another path, another method
+    alike: nothing is learned); with it the server routes as ever. The pair that passed is not checked with
+    bcrypt again: the server's one thread would stall every other scrape for each check."""
+    checks: list[bytes] = []
+    real = bcrypt.checkpw
+
+    def counted(password: bytes, hashed: bytes) -> bool:
+        checks.append(password)
+        return bool(real(password, hashed))
+
+    monkeypatch.setattr(bcrypt, "checkpw", counted)
+    web = _tls_web(pki) + f"basic_auth_users:\n  prometheus: '{_hash('s3cret')}'\n"
+    good = "Basic " + base64.b64encode(b"prometheus:s3cret").decode()
+    for exporter in _serve(web, tmp_path):
+        checks.clear()  # the file's check of each hash when it was read
+        port = exporter.server.port
+
+        def ask(method: str, path: str, auth: str | None, port: int = port) -> http.client.HTTPResponse:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=_client_ctx(pki))
+            conn.request(method, path, headers={"Authorization": auth} if auth else {})
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+            return resp
+
+        for method, path in (("HEAD", "/metrics"), ("GET", "/"), ("POST", "/metrics")):
+            resp = ask(method, path, None)
+            assert resp.status == 401, (method, path)
+            assert resp.getheader("WWW-Authenticate") == 'Basic realm="gpu-triage"'
+        assert ask("GET", "/", good).status == 404
+        assert ask("POST", "/metrics", good).status == 405
+        assert ask("HEAD", "/metrics", good).status == 200
+        for _ in range(3):
+            assert ask("GET", "/metrics", good).status == 200
+        assert checks == [b"s3cret"]
 
 
 @pytest.mark.parametrize(

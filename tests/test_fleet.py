@@ -142,20 +142,30 @@ def test_an_unwritable_directory_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and "cannot record a dataset into" in err and "a-file" in err
 
 
-def test_a_failed_write_stops_the_recording_not_the_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_write_pauses_the_recording_until_a_retry_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
     recording = _Recording(str(tmp_path / "fleet"), source, 2.0, None)
     for _ in range(10):
         recording.append(source.sample())
     # the disk goes away under the open file's partition: the next rotation cannot create its folder
     part = tmp_path / "fleet" / "host=sim-h200x2"
-    (part / "date=2026-01-06").write_text("in the way")
+    blocker = part / "date=2026-01-06"
+    blocker.write_text("in the way")
     for _ in range(3700):  # crosses 23:00 and midnight
         recording.append(source.sample())
+    assert not recording.up
     err = capsys.readouterr().err
-    assert err.count("recording stopped, still serving metrics") == 1
-    assert recording.writer is None
-    recording.close()  # nothing left to close: no error
+    assert err.count("recording stopped, still serving metrics") == 1  # said once, retried at every tick
+    blocker.unlink()
+    recording.append(source.sample())
+    assert recording.up
+    assert "recording resumed" in capsys.readouterr().err
+    recording.close()
+    assert len(list((part / "date=2026-01-05").glob("*.parquet"))) == 2  # 22:00-23:00, then 23:00-midnight
+    (resumed,) = (part / "date=2026-01-06").glob("*.parquet")
+    assert not list(part.rglob("*.partial.arrows"))  # the retries that failed left nothing behind
 
 
 def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     text = capsys.readouterr().out
     assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 1800 ticks, 1 h at 2 s)" in text
-    assert "card 1" in text and "diagnosis: share of time %" in text
+    # both cards changed alike: one line for them (two files give the same)
+    assert "cards 0, 1: as all cards" in text and "diagnosis: share of time %" in text
 
 
 def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(tmp_path: Path) -> None:
@@ -190,3 +191,54 @@ def test_a_recording_whose_name_holds_glob_characters_is_one_file_not_a_glob(
     assert main(["compare", str(odd), str(H200_TRACE_2S)]) == 0
     assert main(["diagnose", str(odd)]) == 0
     assert "no file or directory matches" not in capsys.readouterr().err
+
+
+def test_many_small_files_give_the_figures_of_the_same_ticks_in_one_file(tmp_path: Path) -> None:
+    """Files of 5 ticks (read whole, projected across files) against the very same ticks in one file each."""
+    sides = {}
+    for name, scenario in (("before", "data_pipeline"), ("after", "healthy")):
+        files = _dataset(tmp_path / name, scenario, T0, 300, "gpu01", rotate_s=10)
+        assert len(files) >= 25 and max(open_trace(f).n for f in files) <= 5
+        source = SimulatedSource(scenario, gpus=2, seed=1, interval_s=2.0, start=T0)
+        one = tmp_path / f"{name}.parquet"
+        writer = TraceWriter(one, source.host_info(), 2.0)
+        for _ in range(150):
+            writer.append(source.sample())
+        writer.close()
+        sides[name] = one
+    bad = _damage(files[3])  # a damaged small file is left out and named, as a large one
+    many = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())
+    whole = compare_datasets(str(sides["before"]), str(sides["after"]), Config())
+    assert many["after"]["skipped"][0]["path"] == str(bad)
+    assert many["before"]["ticks"] == whole["before"]["ticks"] == 150
+    assert many["after"]["ticks"] == whole["after"]["ticks"] == 150
+    for key in ("overall", "cards", "host"):
+        assert _flat(many[key]).keys() == _flat(whole[key]).keys()
+        for where, value in _flat(whole[key]).items():
+            assert _flat(many[key])[where] == (None if value is None else pytest.approx(value)), where
+
+
+def _flat(tree: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}/{key}").items()}
+    return {prefix: tree}
+
+
+def test_a_fifo_named_like_a_recording_is_left_out_not_waited_for(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    _dataset(tmp_path / "before", "healthy", T0, 60, "gpu01", rotate_s=10)
+    _dataset(tmp_path / "after", "healthy", T0, 60, "gpu01")
+    fifo = tmp_path / "before" / "host=gpu01" / "trap.parquet"
+    os.mkfifo(fifo)
+    result: list[dict] = []
+    worker = threading.Thread(target=lambda: result.append(
+        compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # release the blocked open so the test process can end, then fail
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        pytest.fail("compare opened a FIFO and waited on it")
+    assert [s["path"] for s in result[0]["before"]["skipped"]] == [str(fifo)]

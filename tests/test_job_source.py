@@ -241,10 +241,10 @@ def test_the_example_config_job_keys_work_when_uncommented() -> None:
 def test_a_failing_job_side_never_costs_the_cards_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path, os.getpid(), **_rec(0, 1.0, 1, 1, 0.0, 1.0))
 
-    def kill(pid: int, sig: int) -> None:  # the OS answers something no one expected
+    def listdir(path: object) -> list[str]:  # the OS answers something no one expected
         raise RuntimeError("unexpected answer")
 
-    monkeypatch.setattr(os, "kill", kill)
+    monkeypatch.setattr(os, "listdir", listdir)
     src = WithJob(_Inner(), JobMonitor(pulse_directory=str(tmp_path)), 2.0)
     ticks = [src.sample() for _ in range(3)]
     assert all(t.job is None for t in ticks) and src.failures == 3
@@ -271,4 +271,41 @@ def test_batch_size_must_be_a_positive_whole_number(capsys: pytest.CaptureFixtur
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["record", "-o", "x.parquet", "--batch-size", "0"])
-    assert "give the samples per step, 1 or more" in capsys.readouterr().err
+    assert "give the samples per step, 1 to 1,000,000,000" in capsys.readouterr().err
+
+
+def test_two_jobs_without_rank_are_two_series_on_the_exporter_page(tmp_path: Path) -> None:
+    """Two plain `python train.py` of one user (no RANK) were both rank 0: one series twice on the page, one
+    of them silently dropped by Prometheus."""
+    import subprocess
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpu_triage.config import Config
+    from gpu_triage.export.collector import TriageCollector
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.model import GpuSample
+
+    d = tmp_path / "p"
+    d.mkdir(mode=0o700)
+    other = subprocess.Popen(["sleep", "60"])  # noqa: S607 - a second live process of this user
+    try:
+        mon = JobMonitor(pulse_directory=str(d))
+        for t, steps in ((100.0, 10), (102.0, 30)):
+            for pid in (os.getpid(), other.pid):
+                rec = {**_rec(0, t, steps, steps * 64, 0.1, 1.0), "rank": None, "local_rank": None}
+                _write(d, pid, **rec)
+            job = mon.sample(now=t + 0.1)
+        assert job is not None and sorted(r.rank for r in job.ranks) == [0, 1]
+        monitor = Monitor(HostInfo(hostname="h"), Config(), "fake")
+        monitor.ingest(Tick(ts=datetime.now(UTC), interval_s=2.0, gpus=[GpuSample(0, util_pct=50.0)], job=job))
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(TriageCollector(lambda: monitor.snapshot))
+        page = generate_latest(registry).decode()
+        samples = [(s.name, tuple(sorted(s.labels.items()))) for fam in text_string_to_metric_families(page)
+                   for s in fam.samples if s.name.startswith("gpu_triage_job_rank_")]
+        assert samples and len(samples) == len(set(samples))  # no series twice
+    finally:
+        other.kill()
+        other.wait()

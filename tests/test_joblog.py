@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,82 @@ def test_check_start_refuses_unreadable_paths(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         with pytest.raises(PermissionError):
             LogFollower(locked).check_start()
+
+
+# -- time linear in the line ------------------------------------------------------------------------------
+# Inputs on which a backtracking form of a built-in pattern takes time quadratic in their length (the
+# first: a tqdm pattern restarting inside a run of digits, seconds for 8192 of them). Linear: 8 times the line, about
+# 8 times the work; quadratic: 64 times. The time is measured as the least of several runs (the machine
+# is shared) and compared between two lengths, never against a fixed figure.
+HOSTILE_LINES = {
+    "digits": lambda n: "1" * n,
+    "digits after a rich bar": lambda n: "1/1 1 • " + "1" * (n - 8),
+    "deepspeed keys": lambda n: ("global_step=1 RunningAvgSamplesPerSec=1 " * n)[:n],
+    "dict starts": lambda n: ("{'a': " * n)[:n],
+}
+
+
+def _work(line: str) -> float:
+    best = float("inf")
+    for _ in range(5):
+        t = time.process_time()
+        for _ in range(3):
+            parse_line(line)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_LINES))
+def test_every_built_in_format_parses_in_time_linear_in_the_line(case: str) -> None:
+    make = HOSTILE_LINES[case]
+    small, big = _work(make(1024)), _work(make(8192))
+    assert big <= 24 * small + 0.003, f"{case}: {big * 1e3:.1f} ms for 8192 characters, {small * 1e3:.2f} ms for 1024"
+
+
+def test_the_issues_log_of_long_digit_lines_is_read_at_once(tmp_path: Path) -> None:
+    """The issue's reproduction, 8 lines of 8190 '1's, is read as one tick in well under a second of CPU
+    (generous: a tick is 2 s): no reading, every line counted."""
+    from gpu_triage.sources.job import LogTracker
+
+    log = tmp_path / "d.log"
+    log.write_text(("1" * 8190 + "\n") * 8)
+    tracker = LogTracker(log)
+    t = time.process_time()
+    assert tracker.sample(0.0, 2.0) is None
+    assert time.process_time() - t < 1.0
+    assert tracker.unmatched == 8 and tracker.parsed_chars == 8 * 8190
+
+
+def test_characters_parsed_per_tick_are_bounded_and_the_newest_line_still_counts(tmp_path: Path) -> None:
+    from gpu_triage.sources.job import LogTracker
+    from gpu_triage.sources.joblog import PARSE_BUDGET_CHARS
+
+    log = tmp_path / "flood.log"
+    log.write_text(("x" * 8000 + "\n") * 120 + "train: 10/100 [00:01<00:09, 9.50it/s]\n")
+    tracker = LogTracker(log, batch_size=4)
+    tracker.follower.tail_start = 2 << 20  # read the whole file on this first poll
+    got = tracker.sample(0.0, 2.0)
+    assert got is not None and got.steps_per_s == 9.5
+    tracker.follower.close()
+    log.write_text(("x" * 8000 + "\n") * 1500)
+    flood = LogTracker(log)
+    flood.follower.tail_start = flood.follower.budget = 16 << 20
+    flood.sample(0.0, 2.0)
+    assert 0 < flood.parsed_chars <= PARSE_BUDGET_CHARS  # 12 MB arrived; at most the budget was parsed
+
+
+def test_a_user_regex_is_matched_in_linear_time_whatever_the_pattern() -> None:
+    """(a+)+$ is exponential in Python's engine (30 characters: seconds); RE2 has no backtracking."""
+    rx = compile_user_regex(r"(?P<step>(a+)+)$")
+    t = time.process_time()
+    assert parse_line("a" * 4000 + "!", rx) is None
+    assert time.process_time() - t < 1.0
+    assert parse_line("x" * 9000, compile_user_regex(r"(?P<step>\d+)")) is None  # over MAX_PARSE_CHARS
+
+
+def test_a_user_regex_re2_cannot_match_linearly_is_refused_in_words() -> None:
+    for pattern in (r"(?<=step )(?P<step>\d+)", r"(?P<step>\d+) \1"):
+        with pytest.raises(ValueError, match="RE2 .linear time., which has no lookaround or backreferences"):
+            compile_user_regex(pattern)
+    with pytest.raises(ValueError, match="at most 4096"):
+        compile_user_regex("(?P<step>1)" + "a" * 5000)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+
+import pytest
 
 from gpu_triage.proc_control import ProcControl
 
@@ -26,6 +29,11 @@ class FakePsutil:
 
     def __init__(self, table: dict[int, tuple[str, list[str]]]) -> None:
         self.table = table
+        self.starts: dict[int, float] = {}  # pid -> start time (/proc/PID/stat's); 1.0 unless set
+
+    def start_time(self, pid: int) -> float | None:
+        """What /proc/PID/stat says of the table's processes: the start time, None for no process."""
+        return self.starts.get(pid, 1.0) if pid in self.table else None
 
     def Process(self, pid: int):  # noqa: N802 - psutil's name
         if pid not in self.table:
@@ -59,7 +67,7 @@ class FakeKill:
 def _control() -> tuple[ProcControl, FakeKill]:
     kill = FakeKill()
     ps = FakePsutil({100: ("alice", ["python", "train.py", "--lr", "3e-4"]), 200: ("bob", ["python", "bob.py"])})
-    return ProcControl(ps, kill, own_pid=42), kill
+    return ProcControl(ps, kill, own_pid=42, start_time=ps.start_time), kill
 
 
 def test_details_are_the_user_and_the_full_command_line() -> None:
@@ -72,17 +80,19 @@ def test_details_are_the_user_and_the_full_command_line() -> None:
 
 def test_sigterm_and_sigkill_reach_a_process_we_may_signal() -> None:
     control, kill = _control()
-    assert control.send(100, "SIGTERM") is None
-    assert control.send(100, "SIGKILL") is None
+    for name in ("SIGTERM", "SIGKILL"):
+        pinned = control.pin(100)
+        assert not isinstance(pinned, str) and pinned.details.user == "alice"
+        assert control.send(pinned, name) is None
     assert kill.sent == [(100, 0), (100, signal.SIGTERM), (100, 0), (100, signal.SIGKILL)]  # 0: the check first
 
 
 def test_never_to_a_process_we_may_not_signal_and_say_why() -> None:
     control, kill = _control()
-    reason = control.send(200, "SIGKILL")
-    assert reason is not None and "may not signal PID 200" in reason and "bob" in reason
-    assert control.send(300, "SIGTERM") == "PID 300 has already exited"
-    assert "gpu-triage itself" in (control.send(42, "SIGTERM") or "")
+    reason = control.pin(200)
+    assert isinstance(reason, str) and "may not signal PID 200" in reason and "bob" in reason
+    assert control.pin(300) == "PID 300 has already exited"
+    assert "gpu-triage itself" in str(control.pin(42))
     assert control.why_not(1) is not None
     assert all(sig == 0 for _, sig in kill.sent)  # nothing but the checks was sent
 
@@ -122,3 +132,76 @@ def test_host_only_lists_the_busiest_processes_since_the_last_tick() -> None:
     top = reader.sample()
     assert [(p.pid, p.name, round(p.cpu_pct or 0)) for p in top] == [(11, "trainer", 150), (13, "tar", 50)]
     assert all(p.gpu_index == NO_CARD and p.gpu_mem_bytes is None for p in top)
+
+
+# -- real processes, a real reused pid ------------------------------------------------------------------
+
+def _in_new_pid_namespace(mode: str) -> dict:
+    """tests/pidns_reuse.py in a pid namespace of its own, where ns_last_pid hands A's pid to B."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) for a pid namespace")
+    script = Path(__file__).with_name("pidns_reuse.py")
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(script), mode],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mode", ["pidfd", "proc_dir", "start"])
+def test_a_pid_reused_after_the_confirmation_opened_gets_no_signal(mode: str) -> None:
+    """A pinned (a pidfd; without pidfds an open /proc/PID and the start time; the start time alone), A
+    exits, B gets A's pid: SIGKILL must not reach B, and the user is told the process has exited. Details
+    are keyed by (pid, start): B's command line is B's, not A's cached one."""
+    got = _in_new_pid_namespace(mode)
+    assert got["reused"], "the namespace did not hand A's pid to B: the test proves nothing"
+    assert got["b_alive"], "SIGKILL reached the process that got the pid later"
+    assert "has exited" in got["error"] and "nothing sent" in got["error"]
+    assert got["shown"] == "sleep 60" and got["after"] == "sleep 61"
+    assert got["how"] == mode  # each path was the one taken
+
+
+def test_the_kill_dialog_never_signals_the_process_that_got_the_pid_later() -> None:
+    """The dashboard's path: Tab, x (the dialog names A), A exits and B gets its pid, K."""
+    got = _in_new_pid_namespace("ui")
+    assert got["reused"]
+    assert "sleep 60" in got["shown"]
+    assert got["b_alive"], "SIGKILL reached the process that got the pid later"
+    assert "has exited" in got["error"] and "SIGKILL sent" not in got["error"]
+
+
+def test_start_time_read_from_proc_names_one_process() -> None:
+    import subprocess
+
+    from gpu_triage.proc_control import proc_start_time
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        start = proc_start_time(child.pid)
+        assert start is not None and start == proc_start_time(child.pid)
+        assert start >= (proc_start_time(os.getpid()) or 0)  # born after us
+    finally:
+        child.kill()
+        child.wait()
+    assert proc_start_time(child.pid) is None or proc_start_time(child.pid) != start
+
+
+def test_a_start_time_that_changed_before_the_signal_stops_it() -> None:
+    """Without pidfds or /proc directories (a fake /proc here): the start time is read again right before
+    the signal; another one means another process, and nothing is sent."""
+    kill = FakeKill()
+    ps = FakePsutil({100: ("alice", ["python", "train.py"])})
+    control = ProcControl(ps, kill, own_pid=42, start_time=ps.start_time)
+    pinned = control.pin(100)
+    assert not isinstance(pinned, str) and pinned.fd is None and pinned.proc_dir is None
+    ps.starts[100] = 2.0  # 100 exited and another process got the pid
+    ps.table[100] = ("mallory", ["sleep", "1000"])
+    error = control.send(pinned, "SIGKILL")
+    assert error is not None and "has exited" in error and "nothing sent" in error
+    assert all(sig == 0 for _, sig in kill.sent)
+    assert control.details(100).user == "mallory"  # the cache knows it is another process

@@ -61,6 +61,12 @@ class FakePsutil:
 class FakeHandleProcess:
     def __init__(self, ps: FakePsutil, pid: int) -> None:
         self.ps, self.pid = ps, pid
+        self.created = ps.procs[pid].created  # psutil keeps the creation time read when it was made
+
+    def is_running(self) -> bool:
+        """psutil's: the pid still exists and its process has this object's creation time (not reused)."""
+        p = self.ps.procs.get(self.pid)
+        return p is not None and p.alive and p.created == self.created
 
     def _os(self) -> FakeOsProcess:
         p = self.ps.procs.get(self.pid)
@@ -217,10 +223,9 @@ def test_each_process_has_its_own_sm_share_and_no_sample_is_no_data() -> None:
     fake.advance(2.0)
     world.advance(2.0)
     got = {p.pid: p.sm_pct for p in world.reader.sample()}
-    # 101 shares card 0 but had no sample; 200 is alone on card 1: its share is the card's GPU-Util, and the
-    # 2.1 ms call is not made for it
-    assert got == {100: 87.0, 101: None, 200: None}
-    assert fake.card_calls[(1, "nvmlDeviceGetProcessUtilization")] == 0
+    # 101 shares card 0 but had no sample; 200 is alone on card 1 and has its own share too, as nvitop shows
+    assert got == {100: 87.0, 101: None, 200: 3.0}
+    assert fake.card_calls[(1, "nvmlDeviceGetProcessUtilization")] == 1
     # nothing newer since: the same samples are not counted twice, the tick has no data
     assert {p.pid: p.sm_pct for p in world.reader.sample()} == {100: None, 101: None, 200: None}
     fake.cards[0].processes[0].sm_util = 40
@@ -303,10 +308,10 @@ def test_proc_children_reads_a_children_file_longer_than_one_read(tmp_path: Path
     assert proc_children(10, tmp_path) == many
 
 
-def _fake_stat(root: Path, pid: int, comm: str, utime: int, stime: int) -> None:
-    """/proc/PID/stat as the kernel writes it (times in clock ticks)."""
+def _fake_stat(root: Path, pid: int, comm: str, utime: int, stime: int, start: int = 12345) -> None:
+    """/proc/PID/stat as the kernel writes it (times in clock ticks; ``start``: field 22, starttime)."""
     rest = ["S", "1", str(pid), str(pid), "0", "-1", "4194560", "100", "0", "0", "0", str(utime), str(stime)]
-    rest += ["0", "0", "20", "0", "41", "0", "12345"]
+    rest += ["0", "0", "20", "0", "41", "0", str(start)]
     (root / str(pid)).mkdir(parents=True, exist_ok=True)
     (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(rest)}\n")
 
@@ -404,3 +409,44 @@ def test_each_gpu_process_carries_its_owner_and_a_reused_pid_is_asked_again(tmp_
     mono[0] += 2.0
     proc = reader.sample()[0]
     assert proc.slurm_job is None and proc.owner() == ("pod", "0e886e9a-3879-45f9-b44d-86ef9df03224")
+
+
+def test_a_reused_pid_is_a_new_process_with_its_own_name_and_cpu_procfs(tmp_path: Path) -> None:
+    """The GPU process 100 exits and another process gets pid 100 between two ticks: its name is its own
+    (not the cached one) and its CPU is measured from its birth, not against the old one's CPU seconds."""
+    tck = os.sysconf("SC_CLK_TCK")
+    ps = FakePsutil()
+    wall = 1_700_000_000.0
+    ps.add(100, "trainer", created=wall - 600)
+    _fake_proc(tmp_path, 100, {100: ""})
+    _fake_stat(tmp_path, 100, "trainer", utime=500 * tck, stime=0, start=1000)
+    mono = [1000.0]
+    reader = _procfs_reader(tmp_path, ps, mono, wall)
+    reader.sample()
+    mono[0] += 2.0
+    _fake_stat(tmp_path, 100, "trainer", utime=501 * tck, stime=0, start=1000)
+    assert reader.sample()[0].cpu_pct == pytest.approx(50.0)
+    ps.add(100, "intruder", created=wall + 1.0)  # reused: born after our last tick
+    _fake_stat(tmp_path, 100, "intruder", utime=tck, stime=0, start=1000 + 600 * tck)
+    mono[0] += 2.0
+    reader._wall = lambda: wall + 2.0  # noqa: SLF001 - the wall clock of this tick
+    proc = reader.sample()[0]
+    assert proc.name == "intruder"
+    assert proc.cpu_pct == pytest.approx(100.0)  # 1 s in its 1 s of life; against the old one's: 0
+
+
+def test_a_reused_pid_is_a_new_process_with_its_own_name_portable() -> None:
+    fake = h200_box(1)
+    fake.cards[0].processes = [FakeProcess(pid=100, usedGpuMemory=1)]
+    world = World(fake)
+    old = world.ps.add(100, "trainer", created=world.wall - 600)
+    old.cpu_s = 500.0
+    world.reader.sample()
+    world.advance(2.0)
+    old.cpu_s = 501.0
+    assert world.reader.sample()[0].name == "trainer"
+    new = world.ps.add(100, "intruder", created=world.wall + 1.0)
+    new.cpu_s = 1.0
+    world.advance(2.0)
+    proc = world.reader.sample()[0]
+    assert proc.name == "intruder" and proc.cpu_pct == pytest.approx(100.0)

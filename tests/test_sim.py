@@ -357,14 +357,15 @@ def test_every_scenario_has_its_physics_and_nothing_else_does() -> None:
     assert set(sim_module._PHYSICS) == set(REGISTRY)  # noqa: SLF001
 
 
-def test_the_ranks_on_one_card_share_its_time_and_a_rank_alone_on_its_card_is_not_read() -> None:
+def test_the_ranks_on_one_card_share_its_time_and_a_rank_alone_on_its_card_has_the_card_s() -> None:
     busy = SimulatedSource("single_card_busy", gpus=4, cores=16, start=START)
     tick = [busy.sample() for _ in range(5)][-1]
     on_card0 = [p for p in tick.procs if p.gpu_index == 0]
     assert len(on_card0) == 4 and len({p.sm_pct for p in on_card0}) == 1  # every rank on cuda:0
     assert sum(p.sm_pct or 0.0 for p in on_card0) == pytest.approx(tick.gpus[0].util_pct)
-    alone = SimulatedSource("healthy", gpus=4, cores=16, start=START)  # one rank per card: not read
-    assert all(p.sm_pct is None for t in [alone.sample() for _ in range(3)] for p in t.procs)
+    alone = SimulatedSource("healthy", gpus=4, cores=16, start=START)  # one rank per card: the card's time
+    tick = [alone.sample() for _ in range(3)][-1]
+    assert all(p.sm_pct == pytest.approx(tick.gpus[p.gpu_index].util_pct) for p in tick.procs)
 
 
 def test_a_card_at_its_power_cap_says_so_as_the_h200s_did() -> None:

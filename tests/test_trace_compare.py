@@ -49,10 +49,12 @@ def test_healthy_vs_data_pipeline(tmp_path: Path, capsys) -> None:
     )
     assert main(["compare", str(before), str(after), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences"}
+    assert set(result) == {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences",
+                           "headline"}
     assert result["job"] is None  # simulated runs: no job source
     assert set(result["host"]) == {k for k, _ in HOST_METRICS}
-    assert set(result["overall"]["util_mean_pct"]) == {"before", "after", "change", "change_pct"}
+    assert set(result["overall"]["util_mean_pct"]) == {"before", "after", "change", "change_pct", "unit", "change_unit",
+                                                        "changed"}
     util = result["overall"]["util_mean_pct"]
     assert util["before"] > 80 and util["change"] < -30 and util["change_pct"] < -30
     assert result["overall"]["stalled_share_pct"]["change"] > 10
@@ -77,4 +79,8 @@ def test_healthy_vs_data_pipeline(tmp_path: Path, capsys) -> None:
 
     assert main(["compare", str(before), str(after)]) == 0
     text = capsys.readouterr().out
-    assert "card 1" in text and "GPU-Util mean %" in text and "env.NCCL_DEBUG: 'WARN' -> 'INFO'" in text
+    # the two cards changed alike: one line, not two tables repeating "all cards" (--all prints them)
+    assert "cards 0, 1: as all cards" in text and "GPU-Util mean %" in text
+    assert "env.NCCL_DEBUG: 'WARN' -> 'INFO'" in text
+    assert main(["compare", str(before), str(after), "--all"]) == 0
+    assert "card 1" in capsys.readouterr().out.splitlines()

@@ -58,11 +58,9 @@ class _Watcher(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.sent_to is None:
-            if self.tmp_in is not None:
-                tmp = _leftovers(self.tmp_in)
-                pids = [int(t.name.rsplit("-", 1)[1]) for t in tmp]
-            else:
-                pids = [p.pid for p in psutil.Process().children() if _is_converter(p)]
+            pids = []
+            if self.tmp_in is None or _leftovers(self.tmp_in):  # the temporary name is random: its writer is
+                pids = [p.pid for p in psutil.Process().children() if _is_converter(p)]  # the converter
             if pids:
                 os.kill(pids[0], self.sig)
                 self.sent_to = pids[0]

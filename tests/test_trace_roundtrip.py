@@ -25,6 +25,7 @@ from gpu_triage.model import (
     Tick,
     trace_fields,
 )
+from gpu_triage.safetext import clean
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import FIELD_RANGES, TRACE_SCHEMA
 from gpu_triage.trace.writer import TraceWriter, stream_path_for
@@ -38,7 +39,9 @@ VALUES = {
     "u64": st.integers(0, 2**64 - 1),
     "f32": st.floats(width=32, allow_nan=False),
     "f64": st.floats(allow_nan=False),
-    "str": st.text(max_size=12),
+    # names as the sources give them: cleaned where they enter (gpu_triage.safetext); a recording holding
+    # control characters is read back cleaned (test_a_recorded_name_with_escapes_is_read_back_cleaned)
+    "str": st.text(max_size=12).map(clean),
 }
 
 
@@ -225,3 +228,19 @@ def test_only_ts_is_required(tmp_path: Path) -> None:
     assert trace.n == 4
     assert trace.interval_s == 2.0  # from the timestamps when nothing else says
     assert trace.tick(3) == Tick(ts=ts[3], interval_s=None)
+
+
+def test_a_recorded_name_with_escapes_is_read_back_cleaned(tmp_path: Path) -> None:
+    """A recording is outside input (anyone may hand one over): its names reach replay, diagnose and
+    compare without a control character, whatever the file holds."""
+    from datetime import UTC, datetime
+
+    target = tmp_path / "run.parquet"
+    writer = TraceWriter(target, HOST, 2.0)
+    evil = "\x1b]2;PWN\x07\x1b[2J"
+    writer.append(Tick(ts=datetime(2026, 1, 1, tzinfo=UTC), interval_s=2.0,
+                       procs=[ProcSample(pid=5, gpu_index=0, name=evil)], nets=[NetSample(name="e" + evil)]))
+    during = open_trace(target).tick(0)  # the recorder's stream, while it records
+    after = open_trace(writer.close()).tick(0)
+    for tick in (during, after):
+        assert tick.procs[0].name == "␛]2;PWN␇␛[2J" and tick.nets[0].name == "e␛]2;PWN␇␛[2J"

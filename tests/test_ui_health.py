@@ -88,7 +88,7 @@ def test_the_detail_clock_chart_says_what_held_the_clocks_down_and_for_how_long(
     nan = float("nan")
     masks = np.array([0x4, 0x4 | 0x20, 0x4, 0x1, nan])  # power 3 of 4 reported ticks, thermal 1, idle 1
     assert slowdown_note(masks) == " · slowed by power 75 %, thermal 25 % of the window"
-    assert slowdown_note(np.array([0x1, 0x0, 0x2])) == " · never slowed in the window"
+    assert slowdown_note(np.array([0x1, 0x0, 0x2])) == " · no slowdown reason in the window"
     assert slowdown_note(np.array([nan, nan])) == ""
 
 

@@ -10,7 +10,7 @@ from gpu_triage.config import Config
 from gpu_triage.model import JobRank, JobSample, ProcSample
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.glyphs import BLOCKS
-from gpu_triage.ui.job_pane import NA_TEXT, job_lines, job_pane
+from gpu_triage.ui.job_pane import NA_TEXT, NA_TEXTS, job_lines, job_pane
 from gpu_triage.ui.panes import Colours, gpu_pane
 from gpu_triage.window import RollingWindow
 from tests.ui_ticks import TickListSource, make_tick
@@ -44,11 +44,15 @@ def test_samples_waveform_shares_the_cards_time_axis(width: int) -> None:
     wave = job[1]
     # the card's waveform starts after its 4-character head and ends where its figures begin
     left = 4
-    card_cells = [i for i, ch in enumerate(card[:width]) if ch in BLOCKS[1:] + "·"]
-    wave_cells = [i for i, ch in enumerate(wave[:width]) if ch in BLOCKS[1:] + "·"]
+    def drawn(ch: str) -> bool:  # a block, the zero dot, or a braille cell (two ticks, narrow terminals)
+        return ch in BLOCKS[1:] + "·" or "\u2800" < ch <= "\u28ff"
+
+    card_cells = [i for i, ch in enumerate(card[:width]) if drawn(ch)]
+    wave_cells = [i for i, ch in enumerate(wave[:width]) if drawn(ch)]
     assert card_cells and wave_cells
     assert wave_cells == card_cells and min(wave_cells) >= left  # the same cells: one time axis
-    assert len(wave_cells) == min(view.n, len(card_cells))
+    per_cell = 2 if any(ch > "\u2800" for ch in card) else 1
+    assert len(wave_cells) == min(-(-view.n // per_cell), len(card_cells))
     assert all(len(line) <= width for line in job)
 
 
@@ -74,16 +78,23 @@ def test_a_stopped_job_says_so_and_shows_no_stale_rate() -> None:
 
     view = _view(job=stuck)
     lines = job_pane(view, 120, job_lines(view), COLOURS).plain.split("\n")
-    assert lines[0].endswith("no progress for 38 s")
-    assert " 0.00/s " in lines[1]
-    assert lines[2].endswith("no progress for 38 s")
+    assert lines[0].startswith("JOB  NO PROGRESS for 38 s  samples/s")  # the state first, not at the end
+    assert " 0.00/s stalled" in lines[1] and "step 200 ms" not in lines[1]  # no stale step time beside 0/s
+    assert lines[2].endswith("no progress for 38 s") and "stalled" in lines[2] and "200 ms" not in lines[2]
+    text = job_pane(view, 120, job_lines(view), COLOURS)
+    badge = text.plain.index("NO PROGRESS")
+    assert any(sp.start <= badge < sp.end and "reverse" in str(sp.style) for sp in text.spans)
+    narrow = job_pane(view, 60, job_lines(view), COLOURS).plain.split("\n")[0]
+    assert narrow.startswith("JOB  NO PROGRESS for 38 s ")  # kept whole at any width
 
 
 def test_without_a_job_source() -> None:
     view = _view(job=None)
     assert job_lines(view) == 1
     assert job_pane(view, 200, 1, COLOURS).plain == NA_TEXT
-    assert job_pane(view, 40, 1, COLOURS).plain == NA_TEXT[:40]
+    assert job_pane(view, 80, 1, COLOURS).plain == NA_TEXTS[1]  # whole at 80 columns: "…pulse` in th" was cut
+    assert len(NA_TEXTS[1]) <= 80
+    assert job_pane(view, 40, 1, COLOURS).plain == "JOB  n/a: no job source"
     assert job_pane(view, 200, 1, COLOURS, source_configured=False).plain == ""
 
 

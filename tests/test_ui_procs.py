@@ -54,8 +54,8 @@ def test_sort_by_gpu_memory_and_by_cpu() -> None:
 
 
 def test_sort_by_sm_puts_the_process_keeping_a_shared_card_busy_first() -> None:
-    """Every rank on cuda:0: the SM share says which one works. Alone on a card a process's share is not
-    read ("-", its card's GPU-Util is its share); shared without a driver sample it is n/a, never 0."""
+    """Every rank on cuda:0: the SM share says which one works. Without a driver sample (shared or alone
+    on its card) it is n/a, never 0."""
     procs = [
         ProcSample(pid=11, gpu_index=0, name="rank1", sm_pct=2.0),
         ProcSample(pid=10, gpu_index=0, name="rank0", sm_pct=91.0),
@@ -68,8 +68,8 @@ def test_sort_by_sm_puts_the_process_keeping_a_shared_card_busy_first() -> None:
     assert "SM%" in lines[0] and "by SM" in lines[0]
     sm_column = lines[0].index("SM%")
     cells = {int(ln[:8]): ln[sm_column - 1 : sm_column + 3].strip() for ln in lines[1:]}
-    assert cells == {10: "91%", 11: "2%", 12: "n/a", 20: "-"}
-    assert procview.SORTS.index("SM") == procview.SORTS.index("GPU memory") + 1  # `s`: card, memory, SM, CPU
+    assert cells == {10: "91%", 11: "2%", 12: "n/a", 20: "n/a"}
+    assert procview.SORTS.index("SM") == procview.SORTS.index("GPU memory") + 1  # `s`: card, memory, SM, CPU, user
 
 
 def test_filter_by_name_user_or_command() -> None:
@@ -110,12 +110,17 @@ def _app(control: ProcControl | None) -> TriageApp:
     return app
 
 
+def _control(kill: FakeKill) -> ProcControl:
+    ps = FakePsutil(USERS)
+    return ProcControl(ps, kill, own_pid=1, start_time=ps.start_time)
+
+
 def _procs_text(app: TriageApp) -> str:
     return app.query_one("#procs").shown_plain
 
 
 async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
-    app = _app(ProcControl(FakePsutil(USERS), FakeKill(), own_pid=1))
+    app = _app(_control(FakeKill()))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab")
         await pilot.pause()
@@ -145,7 +150,7 @@ async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
 
 async def test_x_asks_naming_the_process_then_sends_sigterm() -> None:
     kill = FakeKill()
-    app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
+    app = _app(_control(kill))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab", "x")
         await pilot.pause()
@@ -162,7 +167,7 @@ async def test_x_asks_naming_the_process_then_sends_sigterm() -> None:
 
 async def test_x_refuses_a_process_we_may_not_signal_and_says_why() -> None:
     kill = FakeKill()
-    app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
+    app = _app(_control(kill))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab", "end", "k", "x")  # 200, just before the last
         await pilot.pause()
@@ -195,8 +200,8 @@ async def test_host_only_mode_shows_the_busiest_processes() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         lines = _procs_text(app).split("\n")
-        assert "busiest on the host, no GPU" in lines[0]
-        assert [ln.split()[1] for ln in lines[1:3]] == ["ffmpeg", "tar"]  # busiest first
+        assert "no GPU: host processes · by CPU ↓" in lines[0]
+        assert [ln.split()[2] for ln in lines[1:3]] == ["ffmpeg", "tar"]  # busiest first (after PID, USER)
 
 
 def test_detail_line_says_whose_job_the_process_and_its_workers_are() -> None:

@@ -14,15 +14,20 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from gpu_triage import __version__
-from gpu_triage.config import INTERVAL_RANGE_S, WINDOW_RANGE_S
-from gpu_triage.errors import UserError
+from gpu_triage.config import BATCH_SIZE_RANGE, INTERVAL_RANGE_S, WINDOW_RANGE_S
+from gpu_triage.errors import UserError, user_path
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import LEVELS, SHOWN, configure_logging
+from gpu_triage.safetext import clean_lines
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.ui.keys import cli_line
+
+if TYPE_CHECKING:
+    from gpu_triage.fleetview.client import Fleet
 
 log = logging.getLogger(__name__)
 #: The commands that draw the Textual dashboard: nothing but Textual may write to their terminal.
@@ -55,10 +60,23 @@ examples:
   gpu-triage loader mytrain.data:make_loader --workers 0,4,8
   gpu-triage --log-file /var/log/gpu-triage.log record -o run.parquet   (grep the log for "verdict")
   gpu-triage export                  serve Prometheus metrics and the verdict on 127.0.0.1:9839
+  gpu-triage snapshot --json         one reading of every card, the host and the verdict, for scripts
+  gpu-triage fleet --prometheus http://prom:9090   every host's verdict, what needs a human first
 
 """
 # from the one key table (plain data: importing it loads no Textual)
 EPILOG += cli_line() + "\n"
+
+
+SPEED_RANGE = (0.01, 1000.0)  # times real time: slower is a frozen screen, faster than any tick can be drawn
+
+
+def _speed(text: str) -> float:
+    v = _positive_float(text)
+    lo, hi = SPEED_RANGE
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"{text}: give {lo:g} to {hi:g} (times real time)")
+    return v
 
 
 def _positive_float(text: str) -> float:
@@ -162,7 +180,11 @@ def _add_sampling(p: argparse.ArgumentParser, *, top: bool = False) -> None:
 
 
 def _batch_size(text: str) -> int:
-    return _positive_int(text, "give the samples per step, 1 or more")
+    lo, hi = BATCH_SIZE_RANGE
+    v = _positive_int(text, f"give the samples per step, {lo} to {hi:,}")
+    if v > hi:
+        raise argparse.ArgumentTypeError(f"{v}: give the samples per step, {lo} to {hi:,}")
+    return v
 
 
 def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
@@ -243,10 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the simulation, 0 or more (default 0)")
     p.add_argument(
         "--speed",
-        type=_positive_float,
+        type=_speed,
         default=1.0,
         metavar="X",
-        help="play X times faster than real time (default 1; the recording also takes + and - keys)",
+        help="play X times faster than real time, 0.01 to 1000 (default 1; the recording also takes + and - keys)",
     )
     _add_sampling(p)
     _add_metrics(p)
@@ -295,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "marked on the position bar.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--speed", type=_positive_float, default=1.0, metavar="X", help="playback speed (default 1)")
+    p.add_argument("--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 0.01 to 1000 (default 1)")
     _add_seconds(p, "--window", "seconds of history shown (default 300, from the config file if set)")
 
     p = sub.add_parser(
@@ -346,15 +368,20 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="compare two recordings (or datasets): before and after a tuning change",
         description=(
-            "Per card and overall, side by side with the change: the job's samples/s, utilisation, stalls, "
-            "diagnoses, links, host. Either side may be a dataset directory (`record -o DIR/`, `export --record "
-            "DIR`) or a quoted glob of its partitions or files, read as one recording; a side over several hosts "
-            "gets a block per host. Unreadable files are left out and named."
+            "One line first, what changed (samples/s, or GPU-Util, and the bottleneck), then per card and "
+            "overall, side by side with the change (percentages in points): the job's samples/s, utilisation, "
+            "stalls, diagnoses, links, host; what did not change is left out unless --all. Either side may "
+            "be a dataset directory (`record -o DIR/`, `export --record DIR`) or a quoted glob of its "
+            "partitions or files, read as one recording; a side over several hosts gets a block per host. "
+            "Unreadable files are left out and named."
         ),
     )
     p.add_argument("before", metavar="BEFORE", help="a recording, a dataset directory, or a glob (quote it)")
     p.add_argument("after", metavar="AFTER", help="the same, for after the change")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON for scripts: every figure, with its unit, whether it changed, and the headline")
+    p.add_argument("--all", action="store_true",
+                   help="show every figure, also those that did not change (below 1 pp, or 2 %% for the rest)")
     p.add_argument("--progress", action="store_true",
                    help="report the diagnosis's progress on stderr even when it is not a terminal")
 
@@ -413,7 +440,18 @@ def build_parser() -> argparse.ArgumentParser:
         "disk stops the recording, not the metrics",
     )
     _add_rotate(p)
+    _add_fleet(sub)
     _add_checkup_commands(sub)
+    _add_snapshot(sub)
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
+        description="Print the completion script for SHELL, made from this command line's own parser. "
+        "bash: gpu-triage completion bash > ~/.local/share/bash-completion/completions/gpu-triage; "
+        "zsh: gpu-triage completion zsh > DIR/_gpu-triage with DIR on $fpath; "
+        "fish: gpu-triage completion fish > ~/.config/fish/completions/gpu-triage.fish",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh or fish")
     for command_parser in sub.choices.values():
         _add_logging(command_parser)
     return parser
@@ -524,6 +562,22 @@ def _add_rotate(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_snapshot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "snapshot",
+        help="one reading, no screen: every card, the host, the processes and the verdict (--json for scripts)",
+        description="Sample for a few seconds (the shortest window the diagnosis judges), print every card, the "
+        "host, the processes and the verdict once, and exit, as gpustat or `nvtop -s` do. Without a GPU it says "
+        "so and reads the host.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (times ISO 8601 UTC)")
+    p.add_argument("--seconds", type=_positive_float, default=6.0, metavar="S",
+                   help="the window sampled (default 6: before that the verdict is still collecting)")
+    p.add_argument("--interval", dest="snapshot_interval", type=_interval, default=1.0, metavar="S",
+                   help="seconds between ticks (default 1)")
+    _add_source(p)
+
+
 def _add_metrics(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics",
@@ -533,11 +587,69 @@ def _add_metrics(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_fleet(sub: argparse._SubParsersAction) -> None:
+    from gpu_triage.fleetview import SORT_ORDER_HELP
+
+    p = sub.add_parser(
+        "fleet",
+        help="one live view of many hosts: each one's verdict, from a Prometheus or a list of exporters",
+        description=(
+            "One row per host: its verdict (bottleneck, pattern, confidence), cards busy of all, mean GPU-Util, "
+            "the job's samples/s and the owner where the metrics carry one, read from a Prometheus that scrapes "
+            "`gpu-triage export` (its HTTP API; federated or not) or straight from a small pool of exporters. "
+            f"{SORT_ORDER_HELP} Enter opens a host's detail (each card's utilisation, memory, power), Esc goes "
+            "back, r refreshes now, q quits. Refreshed in the background every --refresh seconds; a host that "
+            "does not answer shows as down, never as idle. docs/metrics.md, \"The fleet view\"."
+        ),
+    )
+    p.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://prometheus:9090")
+    p.add_argument(
+        "--match",
+        metavar="MATCHERS",
+        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every host '
+        "that exported gpu_triage metrics in the last hour)",
+    )
+    p.add_argument(
+        "--exporters",
+        action="append",
+        metavar="HOST:PORT,...",
+        help="scrape these `gpu-triage export` addresses directly (comma-separated, may repeat)",
+    )
+    p.add_argument("--exporters-file", metavar="FILE", help="the exporters' HOST:PORT, one a line (# comments)")
+    p.add_argument(
+        "--refresh", type=_seconds_between(0.5, 3600.0), default=5.0, metavar="S", help="seconds between rounds (5)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds_between(0.1, 120.0),
+        metavar="S",
+        help="seconds one request may take: an exporter slower than that is down for the round (default 3), a "
+        "Prometheus query an error (default 10: its answer for a large fleet is megabytes)",
+    )
+    p.add_argument(
+        "--concurrency", type=_positive_int, default=16, metavar="N", help="exporters scraped at once (16)"
+    )
+    p.add_argument("--once", action="store_true", help="print one round as a table and exit (no screen)")
+    p.add_argument("--json", action="store_true", help="print one round as JSON and exit (no screen)")
+
+
+def _on_screen(args: argparse.Namespace) -> bool:
+    """The command draws a Textual screen: nothing else may write to its terminal."""
+    command = args.command or "live"
+    return command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+
+
+def _fleet_screen(fleet: Fleet) -> int:
+    from gpu_triage.ui.fleet_app import run_fleet_screen
+
+    return run_fleet_screen(fleet)
+
+
 def prepare_imports(args: argparse.Namespace) -> None:
     """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread, and none at all
     for a live recording that writes no verdict log; the dashboard's asyncio without OpenSSL.
     benchmarks/rss_stages.py and rss_commands.py measure what each costs."""
-    if (args.command or "live") in SCREEN_COMMANDS:
+    if _on_screen(args):
         import_asyncio_without_tls()
     if args.command == "record":
         # numpy only for a sim source, and for the verdict log that only a --log-file at info or debug reads;
@@ -569,16 +681,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings were an AttributeError, the work lost
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
-        configure_logging(args.log_file, args.log_level, screen=(args.command or "live") in SCREEN_COMMANDS)
+        configure_logging(args.log_file, args.log_level, screen=_on_screen(args))
     except UserError as err:  # no log to write it to
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     try:
         log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
         return dispatch(args)
     except UserError as err:
         log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
-        print(f"gpu-triage: error: {err}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -594,22 +706,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
         else:  # not one we foresaw: one line here, the traceback in the log file for a bug report
             line = f"{err.strerror or err} ({type(err).__name__}); --log-file PATH keeps the details"
-        print(f"gpu-triage: error: {line}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean_lines(line)}", file=sys.stderr)
         log.error("%s", line, extra=SHOWN, exc_info=err.filename is None and not full)
         return 1
 
 
 # The file arguments of each command, as argparse names them, and what each is for in an error line.
-_FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"))
+_FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"),
+              ("job_log", "--job-log"))
 
 
 def check_file_args(args: argparse.Namespace) -> None:
-    """An empty file argument (`-o ""`, `recover ""`) is one line here, for every command alike: as a path it
-    became "." (the current directory) or a ValueError traceback further on."""
+    """An empty file argument (`-o ""`, `recover ""`, `--job-log ""`) is one line here, for every command
+    alike: as a path it became "." (the current directory) or a ValueError traceback further on. So is a
+    ``~NAME/`` whose user does not exist (Path.expanduser raises RuntimeError for it)."""
     for attr, shown in _FILE_ARGS:
         value = getattr(args, attr, None)
         if isinstance(value, str) and not value.strip():
-            raise UserError(f"{shown}: the file name is empty: give a file such as run.parquet")
+            example = "train.log" if attr == "job_log" else "run.parquet"
+            raise UserError(f"{shown}: the file name is empty: give a file such as {example}")
+        if isinstance(value, str) and value.startswith("~"):
+            user_path(value, shown)
         if isinstance(value, str) and not _utf8(value):
             # pyarrow takes paths as UTF-8: `record -o` recorded, then could neither convert its stream nor
             # `recover` it, and reading such a file said it was "not a gpu-triage recording"
@@ -667,6 +784,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.export import run_export
 
         return run_export(args, config)
+    if command == "fleet":
+        from gpu_triage.commands.fleet import run_fleet
+
+        return run_fleet(args, config, screen=_fleet_screen)
     if command == "doctor":
         from gpu_triage.commands.doctor import run_doctor
 
@@ -679,4 +800,12 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.loader import run_loader
 
         return run_loader(args)
+    if command == "completion":
+        from gpu_triage.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
+    if command == "snapshot":
+        from gpu_triage.commands.snapshot import run_snapshot
+
+        return run_snapshot(args, config)
     raise AssertionError(command)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.errors import UserError
+from gpu_triage.errors import UserError, user_path
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,10 @@ INTERVAL_RANGE_S = (0.05, 3600.0)
 WINDOW_RANGE_S = (1.0, 7 * 86400.0)
 
 
+# The main screen's panes under the header, in their default order; [ui] panes names the ones shown, in order
+PANES = ("gpu", "job", "diag", "cpu", "disk", "procs")
+
+
 @dataclass(slots=True)
 class Config:
     interval_s: float = 2.0
@@ -52,6 +56,7 @@ class Config:
     color_gpu: str = "green"  # GPU-Util waveform
     color_sm: str = "cyan"  # SM activity waveform
     color_alert: str = "red"
+    panes: tuple[str, ...] = PANES  # [ui] panes: shown, in this order (the `o` key changes it for the session)
     recording_dir: Path = Path("~/.local/share/gpu-triage/recordings").expanduser()
     path: Path | None = None  # the file these values came from, if any
     job_batch_size: int | None = None  # [job] batch_size: samples per step, for logs that count steps
@@ -85,10 +90,11 @@ def _config_file(p: Path, given: str, fix: str) -> Path:
 
 def find_config_file(cli_path: str | None) -> Path | None:
     if cli_path:
-        return _config_file(Path(cli_path).expanduser(), "", "check the path given to --config")
+        return _config_file(user_path(cli_path, "--config"), "", "check the path given to --config")
     env = os.environ.get("GPU_TRIAGE_CONFIG")
     if env:
-        return _config_file(Path(env).expanduser(), " (from $GPU_TRIAGE_CONFIG)", "fix or unset the variable")
+        path = user_path(env, "$GPU_TRIAGE_CONFIG")
+        return _config_file(path, " (from $GPU_TRIAGE_CONFIG)", "fix or unset the variable")
     p = default_config_path()
     return p if p.is_file() else None
 
@@ -113,7 +119,7 @@ def load_config(cli_path: str | None = None) -> Config:
 _SECTIONS = {
     "sampling": {"interval_s", "window_s"},
     "diagnosis": set(Thresholds.keys()),
-    "ui": {"theme", "color_gpu", "color_sm", "color_alert"},
+    "ui": {"theme", "color_gpu", "color_sm", "color_alert", "panes"},
     "recording": {"directory"},
     "job": {"batch_size", "log_regex"},
 }
@@ -125,6 +131,9 @@ _THRESHOLD_TOP: dict[str, float] = {"sawtooth_min_acf": 1.0, "_pct": 100.0, "_fr
 # Thresholds the diagnosis divides the core count by: 0 was a ZeroDivisionError, 1e-320 an OverflowError.
 # Below 1 they would call more cores "a few" than the machine has.
 _THRESHOLD_BOTTOM: dict[str, float] = {"lone_cores_per_core": 1.0, "few_workers_per_core": 1.0}
+# A verdict's confidence is a share: conf_hung = 7 would have the dashboard say "confidence 700%"
+_CONFIDENCE_PREFIX = "conf_"
+BATCH_SIZE_RANGE = (1, 10**9)  # samples per step of the whole job; more is a typo (and no job's batch)
 
 
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
@@ -163,6 +172,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise bad(f"diagnosis.{key}", f"must be a non-negative number, got {v!r}")
         top = _THRESHOLD_TOP.get(key) or next((t for suffix, t in _THRESHOLD_TOP.items() if key.endswith(suffix)), None)
+        if key.startswith(_CONFIDENCE_PREFIX):
+            top = 1.0
         if top is not None and v > top:
             raise bad(f"diagnosis.{key}", f"must be between 0 and {top:g}, got {v!r}")
         bottom = _THRESHOLD_BOTTOM.get(key)
@@ -183,19 +194,31 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             if not isinstance(v, str) or not _is_colour(v):
                 raise bad(f"ui.{key}", f"must be a colour name or #rrggbb, got {v!r}")
             setattr(cfg, key, v)
+    if "panes" in ui:
+        v = ui["panes"]
+        names = ", ".join(PANES)
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+            raise bad("ui.panes", f"must be a non-empty list of pane names ({names}), got {v!r}")
+        unknown = [x for x in v if x not in PANES]
+        if unknown:
+            raise bad("ui.panes", f"{unknown[0]!r} is not a pane; the panes are {names}")
+        if len(set(v)) != len(v):
+            raise bad("ui.panes", f"names a pane twice: {v!r}")
+        cfg.panes = tuple(v)
 
     rec = data.get("recording", {})
     if "directory" in rec:
         v = rec["directory"]
         if not isinstance(v, str) or not v or "\0" in v:  # "\u0000" made `r` fail with "embedded null byte"
             raise bad("recording.directory", f"must be a path string, got {v!r}")
-        cfg.recording_dir = Path(v).expanduser()
+        cfg.recording_dir = user_path(v, f"{where}: key recording.directory")
 
     job = data.get("job", {})
     if "batch_size" in job:
         v = job["batch_size"]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise bad("job.batch_size", f"must be a whole number of samples per step (1 or more), got {v!r}")
+        lo, hi = BATCH_SIZE_RANGE
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise bad("job.batch_size", f"must be a whole number of samples per step, {lo} to {hi:,}, got {v!r}")
         cfg.job_batch_size = v
     if "log_regex" in job:
         from gpu_triage.sources.joblog import compile_user_regex  # noqa: PLC0415 - only when one is set

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from gpu_triage.errors import UserError
+from gpu_triage.safetext import clean_lines
 
 LEVELS = ("debug", "info", "warning", "error")
 #: ``log.warning(..., extra=SHOWN)``: the user has already been told on stderr; the file still gets it.
@@ -47,6 +48,14 @@ class _Stderr(logging.StreamHandler):
     @stream.setter
     def stream(self, _value: object) -> None:
         pass
+
+
+class _CleanFormatter(logging.Formatter):
+    """Warnings on the terminal carry paths and names someone else chose: their control characters are
+    made visible (gpu_triage.safetext) before they reach it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean_lines(super().format(record))
 
 
 class _LogFile(logging.FileHandler):
@@ -125,7 +134,7 @@ def configure_logging(log_file: str | None, level: str = "info", *, screen: bool
         ours.addHandler(file_handler)
     if not screen:
         stderr = _Stderr()
-        stderr.setFormatter(logging.Formatter("gpu-triage: %(levelname)s: %(message)s"))
+        stderr.setFormatter(_CleanFormatter("gpu-triage: %(levelname)s: %(message)s"))
         stderr.setLevel(max(threshold, logging.WARNING))
         stderr.addFilter(_NotShownYet())
         ours.addHandler(stderr)

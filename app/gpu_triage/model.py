@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gpu_triage.safetext import clean
+
 SCHEMA_VERSION = "2"  # 2: the job column (trace-v2.md); version-1 files are still read
 READABLE_SCHEMA_VERSIONS = ("1", "2")
 
@@ -358,7 +360,9 @@ def _build(kind: type, data: dict[str, Any]) -> Any:
     names = _FIELD_NAMES.get(kind)
     if names is None:
         names = _FIELD_NAMES[kind] = frozenset(f.name for f in dataclasses.fields(kind))
-    kwargs = {k: v for k, v in data.items() if k in names}
+    # A recording is outside input too (anyone may hand one over): its names are cleaned as the live
+    # sources clean theirs, so what replay, diagnose and compare print cannot hold a terminal escape
+    kwargs = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in names}
     for list_field in ("workers_cpu_pct", "worker_pids"):
         if list_field in names and kwargs.get(list_field) is None:
             kwargs[list_field] = []

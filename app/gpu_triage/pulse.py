@@ -17,7 +17,7 @@ waiting for data, seconds of steps, time of the last step) and at most every ``P
 as one small JSON record, ``pulse-<pid>.json``, in the runtime directory (``$GPU_TRIAGE_PULSE_DIR``, else
 ``$XDG_RUNTIME_DIR/gpu-triage``, else ``/tmp/gpu-triage-<uid>``): one ``pwrite`` of a fixed 512-byte record
 at offset 0 of a file opened once, carrying its own CRC32 so that a reader that catches a rewrite half done
-rejects it and keeps its last reading. (Writing a temporary file and renaming it measured 0.5 ms per publish
+rejects it and keeps its last reading. (Writing a temporary file and renaming it at every publication measured 0.5 ms
 on a disk-backed /tmp, ``O_TRUNC`` flushing; the ``pwrite`` is 2 us.) A file rather than a Unix datagram
 socket because
 
@@ -33,11 +33,20 @@ socket because
 It never raises into training: every error of its own is swallowed, counted (``stats()["errors"]``) and
 logged once at debug level; exceptions from the loader itself pass through untouched. Memory is a fixed
 handful of numbers. The file is removed when the process exits normally.
+
+The directory may be one another local user made first (``/tmp/gpu-triage-UID`` is a predictable name in a
+shared ``/tmp``): it is used only when it is a real directory (not a symbolic link) owned by this user and
+not writable by group or others; otherwise nothing is published and one warning says why and what to do.
+The file is made under a random temporary name (``O_CREAT|O_EXCL|O_NOFOLLOW``, relative to the checked
+directory's descriptor) and renamed into place, so no planted link is ever followed and a reader never sees
+it half made. The record carries the process's start time (``/proc/self/stat``), so that a reader can tell
+this process from a later one given the same pid.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import os
@@ -48,7 +57,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["PUBLISH_EVERY_S", "decode_record", "encode_record", "pulse_dir", "stats", "step", "watch"]
+__all__ = ["PUBLISH_EVERY_S", "decode_record", "encode_record", "pulse_dir", "start_ticks_of", "stats", "step",
+           "watch"]
 
 log = logging.getLogger("gpu_triage.pulse")
 
@@ -70,6 +80,38 @@ def pulse_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"gpu-triage-{uid}")
 
 
+def _start_ticks(pid: int | str = "self") -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of ``/proc/PID/stat``), None off Linux.
+    With the pid it tells one process from a later one that was given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return start_ticks_of(f.read(4096))
+    except OSError:
+        return None
+
+
+def start_ticks_of(stat_line: bytes) -> int | None:
+    """Field 22 of a ``/proc/PID/stat`` line. The command name (field 2) may hold spaces and parentheses:
+    the fields after its last ")" are fixed."""
+    try:
+        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def _dir_problem(st: os.stat_result, uid: int) -> str | None:
+    """Why a pulse directory with this ``fstat`` must not be used, None when it may."""
+    import stat as stat_mod  # noqa: PLC0415 - only on the first publication
+
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if st.st_uid != uid:
+        return f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+    if st.st_mode & 0o022:
+        return f"group or others may write to it (mode {stat_mod.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def _env_int(name: str) -> int | None:
     try:
         return int(os.environ[name])
@@ -86,6 +128,7 @@ class _Pulse:
         self.local_rank = _env_int("LOCAL_RANK")
         self.world_size = _env_int("WORLD_SIZE")
         self.started = time.time()
+        self.start_ticks = _start_ticks()
         self.steps = 0
         self.samples = 0
         self.samples_known = True  # False once a step of unknown size was counted
@@ -99,6 +142,8 @@ class _Pulse:
         self._next_publish = 0.0
         self._path: str | None = None
         self._fd: int | None = None
+        self._dir_fd: int | None = None
+        self._refused = False  # the directory is not safe to write in: nothing is published
         self._registered = False
         self.host = socket.gethostname()[:64]
 
@@ -127,6 +172,7 @@ class _Pulse:
             "local_rank": self.local_rank,
             "world_size": self.world_size,
             "started": self.started,
+            "start_ticks": self.start_ticks,
             "t": time.time(),
             "steps": self.steps,
             "samples": self.samples if self.samples_known else None,
@@ -140,17 +186,61 @@ class _Pulse:
     def publish(self) -> None:
         try:
             if self._fd is None:
-                directory = pulse_dir()
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-                self._path = os.path.join(directory, f"pulse-{self.pid}.json")
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-                if not self._registered:
-                    atexit.register(self.remove)
-                    self._registered = True
+                if self._refused:
+                    return
+                self._open()
+                if self._fd is None:
+                    return
             self.last_step_wall = time.time()
             os.pwrite(self._fd, encode_record(self.record()), 0)
         except Exception as exc:  # noqa: BLE001 - never into training: counted, logged once at debug
             self.failed(exc)
+
+    def _open(self) -> None:
+        """Check the directory, then create this process's file in it atomically, following no link."""
+        directory = pulse_dir()
+        uid = os.geteuid()
+        parent = os.path.dirname(directory.rstrip("/"))
+        if parent:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass  # checked below, through the descriptor, whoever made it
+        try:
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            self.refuse(directory, "it is a symbolic link or not a directory")
+            return
+        problem = _dir_problem(os.fstat(dfd), uid)
+        if problem is not None:
+            os.close(dfd)
+            self.refuse(directory, problem)
+            return
+        name = f"pulse-{self.pid}.json"
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
+        try:
+            os.pwrite(fd, encode_record(self.record()), 0)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a name, never writes through it
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp, dir_fd=dfd)
+            os.close(dfd)
+            raise
+        self._fd, self._dir_fd, self._path = fd, dfd, os.path.join(directory, name)
+        if not self._registered:
+            atexit.register(self.remove)
+            self._registered = True
+
+    def refuse(self, directory: str, why: str) -> None:
+        """Publish nothing from this process, and say so once: a warning, never an exception."""
+        self._refused = True
+        self.errors += 1
+        log.warning("gpu_triage.pulse: not publishing to %s: %s; remove it or set GPU_TRIAGE_PULSE_DIR to a "
+                    "directory of your own (mode 700); training goes on", directory, why)
 
     def failed(self, exc: BaseException) -> None:
         self.errors += 1
@@ -164,10 +254,14 @@ class _Pulse:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-            if self._path is not None and self.pid == os.getpid():
-                os.unlink(self._path)
+            if self._path is not None and self._dir_fd is not None and self.pid == os.getpid():
+                os.unlink(os.path.basename(self._path), dir_fd=self._dir_fd)
         except OSError:
             pass
+        finally:
+            if self._dir_fd is not None and self.pid == os.getpid():
+                os.close(self._dir_fd)
+                self._dir_fd = None
 
 
 RECORD_BYTES = 512  # every record is exactly this long: one pwrite at offset 0 replaces the last one

@@ -45,5 +45,5 @@ def _print(args: argparse.Namespace, result: dict[str, Any]) -> int:
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, sort_keys=False))
     else:
-        print(render_text(result))
+        print(render_text(result, show_all=getattr(args, "all", False)))
     return 0

@@ -3,13 +3,15 @@
 
 Start-up order: the listen address is bound first (a port in use or a bad address is one line and exit
 2 before any sampling), then the source is opened and the sampler started. SIGTERM, SIGINT and SIGHUP
-stop it cleanly: the server stops accepting and finishes the scrapes in flight, then the sampler stops
-and the source is closed.
+stop it cleanly and promptly whatever the clients do: the server stops accepting, drops requests still
+arriving and gives answers being written a bounded grace (export/server.py), then the sampler stops, the
+source is closed and the recording's open file becomes Parquet.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 
@@ -19,6 +21,8 @@ from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
 from gpu_triage.stopsignals import StopSignals
+
+log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 60.0  # the main thread only waits for a stop: a safety net, not a cadence
 
@@ -57,6 +61,8 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
         raise
     monitor = exporter.attach(source)
     recording = _Recording(record_dir, source, interval_s, getattr(args, "rotate", None)) if record_dir else None
+    if recording is not None:
+        exporter.report_recording(lambda: recording.up)
     reported: set[str] = set()
 
     def on_tick(tick: Tick) -> None:
@@ -88,7 +94,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
             while not stop.event.wait(IDLE_WAIT_S):
                 pass
         finally:
-            exporter.close()  # first: scrapes in flight finish on the last snapshot
+            exporter.close()  # first, and bounded: answers being written get a short grace, no client is waited on
             sampler.stop()
             source.close()
             if recording is not None:
@@ -103,7 +109,13 @@ def _tell(message: str) -> None:
 
 class _Recording:
     """``export --record DIR``: the rotating dataset, appended on the sampler thread after the metrics.
-    A write error (a full disk) stops the recording with one line on stderr; the metrics go on."""
+
+    A write error (a full disk) ends the file it hit (its ticks kept: Parquet if that can still be written,
+    else its stream for ``recover``) and the next tick tries again in a new file, tick after tick, until a
+    write succeeds: a disk that fills for an hour costs that hour, not every hour after it. The outage is
+    said twice on stderr and in the log, when it begins and when the recording resumes, and
+    ``gpu_triage_recording_up`` is 0 meanwhile. A tick whose retry fails costs a file without a tick,
+    which leaves nothing behind."""
 
     def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None) -> None:
         from gpu_triage.fleet.dataset import DatasetWriter
@@ -111,22 +123,44 @@ class _Recording:
 
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
-        self.writer: DatasetWriter | None = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
+        self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
+        self.up = True
+        self._missed = 0  # ticks not recorded in the current outage
 
     def append(self, tick: Tick) -> None:
-        if self.writer is None:
-            return
         try:
             self.writer.append(tick)
-        except UserError as err:  # TraceWriter's own words: what failed, and that the stream is kept
-            self.writer.abort()
-            self.writer = None
-            print(f"gpu-triage: recording stopped, still serving metrics: {err}", file=sys.stderr, flush=True)
+        except UserError as err:  # TraceWriter's own words: what failed, and where the ticks so far are
+            self._failed(err)
+            return
+        if not self.up:
+            self.up = True
+            _say(
+                f"recording resumed into {self.writer.current} after {self._missed} ticks were not recorded",
+                logging.WARNING,
+            )
+            self._missed = 0
+
+    def _failed(self, err: UserError) -> None:
+        self._missed += 1
+        if self.up:
+            self.up = False
+            _say(f"recording stopped, still serving metrics, retrying at each tick: {err}", logging.ERROR)
+        else:
+            log.debug("recording retry failed: %s", err)
+        try:
+            self.writer.end_file()
+        except UserError as kept:  # the file's ticks could not become Parquet: its stream says how to get them
+            _say(str(kept), logging.ERROR)
 
     def close(self) -> None:
-        if self.writer is None:
-            return
         try:
             self.writer.close()
         except UserError as err:
             print(f"gpu-triage: {err}", file=sys.stderr, flush=True)
+
+
+def _say(message: str, level: int) -> None:
+    """One line on stderr (the journal, under systemd) and the same record in the log file."""
+    print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
+    log.log(level, "%s", message, extra={"already_shown": True})

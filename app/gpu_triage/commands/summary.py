@@ -6,11 +6,13 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
 from gpu_triage.fleet.summary import WINDOW_S, summarise
+from gpu_triage.trace.stream import unfinished_line
 
 
 def _hms(seconds: float) -> str:
@@ -38,10 +40,7 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
     progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
     result = summarise(spec, config, progress)
     for p in result["leftovers"]:
-        print(
-            f"gpu-triage: {p} is left from an interrupted recording and was not read: `gpu-triage recover {p}`",
-            file=sys.stderr,
-        )
+        print(f"gpu-triage: not read: {unfinished_line(Path(p))}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0

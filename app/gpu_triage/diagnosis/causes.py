@@ -157,7 +157,8 @@ class Context:
         if saturated and not cpu_full:
             if lone and hf.cores_pegged >= 1:
                 ids = ", ".join(map(str, hf.pegged_ids))
-                where = (f"core {ids}" if len(hf.pegged_ids) == 1 else f"cores {ids}") if ids else f"{hf.cores_pegged} cores"
+                where = (f"core {ids}" if len(hf.pegged_ids) == 1 else f"cores {ids}") if ids else (
+                    f"{hf.cores_pegged} core{'s' if hf.cores_pegged != 1 else ''}")
                 d.append(Fact(f"{where} at {pct(hf.max_core)} while the other {max(hf.cores - hf.cores_pegged, 0)} "
                               f"idle ({pct(hf.others_busy)})", "cpu_cores_pegged", float(hf.cores_pegged)))
             split = f" ({pf.workers} per process, {pf.processes} processes)" if pf.processes > 1 else ""

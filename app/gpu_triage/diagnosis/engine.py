@@ -102,7 +102,7 @@ def _collecting(view: WindowView, dt: float, th: Thresholds) -> Verdict:
         facts.append(Fact(f"SM activity now {s:.0f} %", "sm_active_pct", s))
     c = float(nanmean(cpu)) if cpu.size else math.nan
     if not math.isnan(c):
-        facts.append(Fact(f"CPU now {c:.0f} % over {cpu.size} cores", "cpu_busy_pct", c))
+        facts.append(Fact(f"CPU now {c:.0f} % over {cpu.size} core{'' if cpu.size == 1 else 's'}", "cpu_busy_pct", c))
     return Verdict(COLLECTING, "none", [], 0.0, [x.text for x in facts], [], facts={"judged_s": have},
                    evidence_facts=[x.as_dict() for x in facts])
 

@@ -79,8 +79,9 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
     out: list[tuple[Tick, Verdict, Verdict]] = []
     for tick in ticks:
         window.append(tick)
-        raw = diagnose(window.view(), thresholds, cpu_count)
-        shown = tracker.update(tick.ts.timestamp(), raw)
+        view = window.view()
+        raw = diagnose(view, thresholds, cpu_count)
+        shown = tracker.update(tick.ts.timestamp(), raw, view)
         out.append((tick, raw, shown))
         if progress is not None and len(out) % 500 == 0 and len(out) < len(ticks):
             progress(len(out), len(ticks))

@@ -16,6 +16,10 @@ A change backed by a confident verdict on a *fresh regime* needs only half the h
 required the new level to hold in one band for ``max(regime_min_s, 3 ticks)``, a stability test the noise of
 a healthy job does not pass (its ticks stay in the band of the old level, so no fresh regime is seen).
 
+The held verdict is what the hold protects, not what must be shown at any price: :meth:`VerdictTracker.update`
+returns it through :func:`present.on_screen`, which lets the raw verdict through (saying the verdict is
+changing) when the numbers of the window it is shown beside contradict the held one's evidence.
+
 Destructive advice (kill, free, restart) is added only when the shown verdict's confidence reaches
 ``destructive_min_conf`` and the same pattern and bottleneck have been shown for ``hold_s``.
 
@@ -34,7 +38,9 @@ import logging
 import time
 
 from gpu_triage.diagnosis.engine import COLLECTING, START_UP, Verdict
+from gpu_triage.diagnosis.present import on_screen
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.window import WindowView
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +87,30 @@ class VerdictTracker:
         self._latest: dict[tuple[str, str], Verdict] = {}  # newest raw verdict for each (pattern, bottleneck)
         self._shown_since = 0.0
         self._new_job = False  # a job started up and none of its verdicts has been held yet
-        self.shown: Verdict | None = None
+        self._raw_key: tuple[str, str] | None = None  # the raw pair of the previous tick, and since when
+        self._raw_since = 0.0
+        self._raw_bottleneck: str | None = None  # ... and its bottleneck alone
+        self._raw_bottleneck_since = 0.0
+        self.shown: Verdict | None = None  # the held verdict (before present.on_screen)
 
-    def update(self, t_seconds: float, verdict: Verdict) -> Verdict:
-        """Feed the raw verdict of time ``t_seconds``; returns the verdict to show."""
+    def update(self, t_seconds: float, verdict: Verdict, view: WindowView | None) -> Verdict:
+        """Feed the raw verdict of time ``t_seconds`` and the window it was made from; returns the verdict to
+        show beside that window's numbers (:func:`present.on_screen`: held while the numbers agree with it).
+        ``view`` None: no numbers beside it (the hold alone, as for verdicts made up in a test)."""
+        if verdict.key != self._raw_key:
+            self._raw_key, self._raw_since = verdict.key, t_seconds
+        if verdict.bottleneck != self._raw_bottleneck:
+            self._raw_bottleneck, self._raw_bottleneck_since = verdict.bottleneck, t_seconds
+        held = self._update(t_seconds, verdict)
+        if view is None:
+            return held
+        # how long the news has been seen, as the hold counts it: its bottleneck when that is what changes,
+        # else the pair
+        since = self._raw_bottleneck_since if verdict.bottleneck != held.bottleneck else self._raw_since
+        seen_s = t_seconds - since
+        return on_screen(held, verdict, view, self.th, seen_s)
+
+    def _update(self, t_seconds: float, verdict: Verdict) -> Verdict:
         if verdict.mechanism == START_UP:
             self._latest = {}  # the verdicts kept so far were another job's
             self._new_job = True
@@ -101,9 +127,15 @@ class VerdictTracker:
             self._new_job = False  # the new job's verdict is held: the usual hold from now on
         self._latest[verdict.key] = verdict
         key = (self._pattern.value or verdict.pattern, self._bottleneck.value or verdict.bottleneck)
+        first: Verdict | None = None
         if key[0] == COLLECTING:
+            # the warm-up's pattern is still held: no pattern has held since. A bottleneck that has held is
+            # the news all the same (a first job whose shape flips between sawtooth and steady_low while its
+            # data_pipeline holds): the raw verdict naming it is shown, as _same_bottleneck does later on
+            if key[1] != "none" and verdict.bottleneck == key[1] and verdict.pattern != COLLECTING:
+                first = verdict
             key = (COLLECTING, "none")
-        shown = self._latest.get(key) or self._same_bottleneck(key[1], verdict) or self.shown or verdict
+        shown = first or self._latest.get(key) or self._same_bottleneck(key[1], verdict) or self.shown or verdict
         if self._note_shown(t_seconds, shown):
             # only the pairs that can still be shown are kept: the held values and the newest raw one
             self._latest = {k: v for k, v in self._latest.items() if k[0] == key[0] or k[1] == key[1]

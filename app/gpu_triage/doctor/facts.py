@@ -24,6 +24,7 @@ from typing import Any
 
 from gpu_triage.hostmeta import training_env
 from gpu_triage.nvmlwrap import GpuLost, Nvml, NvmlUnavailable, cuda_version_text, load_nvml
+from gpu_triage.safetext import clean
 from gpu_triage.topology import bus_id_of, topology_matrix
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ def gather_gpus(facts: Facts, nvml_module: Any | None, psutil_mod: Any, sysfs: P
 
 
 def gather_host(psutil_mod: Any, sysfs: Path) -> HostFacts:
-    host = HostFacts(hostname=socket.gethostname(), kernel=platform.release())
+    host = HostFacts(hostname=clean(socket.gethostname()), kernel=platform.release())
     host.cpu_logical = psutil_mod.cpu_count(logical=True)
     host.cpu_physical = psutil_mod.cpu_count(logical=False)
     no_affinity: tuple[type[BaseException], ...] = (AttributeError, *_psutil_errors(psutil_mod))

@@ -18,6 +18,7 @@ slower than the tick still sees every tick (``rate()`` over them).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
 
@@ -32,6 +33,7 @@ from prometheus_client.registry import Collector
 from gpu_triage import __version__
 from gpu_triage.export.monitor import Snapshot
 from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample, ProcSample
+from gpu_triage.safetext import clean, is_clean
 
 PREFIX = "gpu_triage"
 CORE_SATURATED_RATIO = 0.9  # a core at or above this is counted in gpu_triage_host_cpu_cores_saturated
@@ -108,12 +110,20 @@ class TriageCollector(Collector):
         snap = self._snapshot()  # one reference: the tick and its verdict belong together
         if snap is None:
             return  # live --metrics before the dashboard's source is attached
-        yield from _meta(snap)
-        yield from _gpus(snap)
-        yield from _host(snap)
-        yield from _procs(snap, self._pid_labels)
-        yield from _job(snap)
-        yield from _verdict(snap)
+        procs = functools.partial(_procs, pid_labels=self._pid_labels)
+        for part in (_meta, _gpus, _host, procs, _job, _verdict):
+            yield from map(_clean_labels, part(snap))
+
+
+def _clean_labels(metric: Metric) -> Metric:
+    """Label values as valid, printable UTF-8. Interface, disk, process and host names are anyone's: a lone
+    surrogate (psutil's reading of a name's undecodable bytes) makes generate_latest raise on every scrape,
+    verdict included, and control characters would reach whoever reads the page. Checked at the one place
+    every family passes, so a label added later is covered too."""
+    for k, sample in enumerate(metric.samples):
+        if not all(is_clean(v) for v in sample.labels.values()):
+            metric.samples[k] = sample._replace(labels={n: clean(v) for n, v in sample.labels.items()})
+    return metric
 
 
 def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -366,3 +376,20 @@ def _verdict(snap: Snapshot) -> Iterator[Metric]:
         age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
         age.add_metric([], max(0.0, snap.tick_time - snap.verdict_since))
         yield age
+
+
+class RecordingCollector(Collector):
+    """``gpu_triage_recording_up``, registered by ``export --record`` only: without a recording the series
+    is absent, so an alert on ``== 0`` fires for a recorder that stopped writing, never for a plain exporter."""
+
+    def __init__(self, up: Callable[[], bool]) -> None:
+        self._up = up
+
+    def describe(self) -> Iterable[object]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        doc = "1 while export --record writes its dataset, 0 from a write error to a retry that works"
+        up = _g("recording_up", doc)
+        up.add_metric([], 1.0 if self._up() else 0.0)
+        yield up

@@ -110,8 +110,9 @@ class Monitor:
             t = tick.ts.timestamp()
             verdict: Verdict | None
             try:
-                raw = diagnose(self._window.view(), self.config.thresholds, self.host.cpu_count)
-                verdict = self._tracker.update(t, raw)
+                view = self._window.view()
+                raw = diagnose(view, self.config.thresholds, self.host.cpu_count)
+                verdict = self._tracker.update(t, raw, view)
             except Exception:  # a diagnosis bug must not stop the metrics; it is logged with its traceback
                 log.exception("diagnosis failed at %s; the verdict is not exported for this tick", tick.ts)
                 verdict = None

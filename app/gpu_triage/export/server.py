@@ -1,40 +1,91 @@
-"""``/metrics`` over HTTP, and nothing else, through prometheus_client's WSGI app.
+"""``/metrics`` over HTTP, and nothing else: one thread, non-blocking sockets, bounded in every way.
+
+Anyone who can reach the port is a client, and a client may be hostile (a shared server, a scanner, a
+slow link). So the server is a single selector loop that never blocks on a client:
+
+* **Threads**: one, however many clients. A client that sends a header line every few seconds costs one
+  socket and a small buffer, never a thread.
+* **Request size**: the request line and headers together are at most :data:`MAX_HEAD_BYTES` and
+  :data:`MAX_HEADERS` lines; past that the answer is 431 (414 for the request line alone) and the
+  connection is closed. A body is never read. Memory per connection is bounded by that buffer.
+* **Time**: each connection has one deadline, :data:`REQUEST_DEADLINE_S` from accept to the last byte
+  of the answer (not a timeout per read, which a drip-feeding client resets forever).
+* **Connections**: at most :data:`MAX_CONNECTIONS` open; a new one past that closes the oldest, which has
+  had the most time to finish, so a flood of slow clients cannot lock a real scrape out.
+* **Descriptors**: out of them (EMFILE), the oldest connection is closed to make room, or with none open
+  accepting pauses briefly: the listening socket stays readable while clients wait, and retrying at once
+  would spin a core.
+* **Backlog**: ``socket.SOMAXCONN`` (the kernel caps it at net.core.somaxconn), so a burst of scrapers
+  waits in the kernel's queue instead of overflowing it into SYN retries.
+* **One render per tick**: the page is rendered once per generation (the monitor's snapshot, which
+  changes once per tick) and per negotiated format (text or OpenMetrics, gzip or not), then served to
+  every scrape of that tick from the cache. Scrapes cost a copy into the socket, not a walk of the tick.
+* **TLS** (``--web-config``'s ``tls_server_config``): each accepted socket is wrapped without a handshake
+  and the handshake is driven by the loop like any read or write (``do_handshake()`` on readiness, waiting
+  on whichever direction OpenSSL asks for). It counts against the connection's deadline, so a client that
+  stalls mid-handshake holds one socket until then and never the loop, a thread or another scrape.
+* **Basic auth** (``basic_auth_users``): checked on the parsed request, before anything is routed or
+  rendered; without the right pair the answer is 401 with ``WWW-Authenticate``.
+* **Shutdown** (:meth:`MetricsServer.close`): stop accepting, close every connection still sending its
+  request, give answers already being written :data:`SHUTDOWN_GRACE_S`, then close everything. The
+  join of the loop's thread is bounded too: nothing a client does can hold the process.
 
 The listening socket is bound when :class:`MetricsServer` is made, so a port in use or a bad address is
-one :class:`UserError` line before anything else starts. Each scrape runs on its own thread; on
-:meth:`MetricsServer.close` the server stops accepting and *waits for the scrapes in flight* (non-daemon
-request threads), so a scrape during shutdown gets a whole answer or a refused connection, never half a
-page. A client that stalls is cut after :data:`REQUEST_TIMEOUT_S`.
-
-The accept loop sleeps in one select() on the listening socket and a wake-up pipe: no timeout, so an idle
-daemon's server thread never wakes (socketserver's serve_forever polls its shutdown flag every
-poll_interval instead), and close() is still prompt: it writes one byte to the pipe.
+one :class:`UserError` line before anything else starts. The loop sleeps in select() on the sockets and
+a wake-up pipe, with a timeout only while a connection has a deadline to keep: an idle daemon's server
+thread never wakes, and close() is prompt (one byte down the pipe).
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
 import ipaddress
 import logging
 import os
 import selectors
 import socket
+import ssl
 import threading
-from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from gpu_triage.errors import UserError
 from gpu_triage.export import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
-from gpu_triage.export.webconfig import WebConfig
+from gpu_triage.export.webconfig import REALM, BasicAuth, WebConfig
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 10.0
 METRICS_PATHS = ("/metrics", "/metrics/")
+MAX_HEAD_BYTES = 8192  # request line + headers; Prometheus sends ~300 bytes
+MAX_HEADERS = 64
+REQUEST_DEADLINE_S = 10.0  # accept to the last byte of the answer, whatever the client does in between
+DRAIN_S = 1.0  # after the answer: wait this long for the client's close, so ours does not reset the answer
+MAX_CONNECTIONS = 256
+SHUTDOWN_GRACE_S = 2.0  # close(): answers being written get this long
+JOIN_SLACK_S = 1.0  # close(): beyond the grace, how long to wait for the loop before giving up on it
+CACHE_VARIANTS = 8  # formats kept per tick: the version in an Accept header is the client's to choose
+ACCEPT_PAUSE_S = 0.5  # out of file descriptors with no connection to close: how long to stop accepting
+ACCEPTS_PER_WAKE = 64  # a burst of connections does not starve the ones already open
+RECV_BYTES = 4096
+BACKLOG = socket.SOMAXCONN
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    414: "URI Too Long",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -60,41 +111,68 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host or DEFAULT_HOST, port
 
 
-class _QuietHandler(WSGIRequestHandler):
-    timeout = REQUEST_TIMEOUT_S
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-
-def _server_class(family: int) -> type[WSGIServer]:
-    class _Server(ThreadingMixIn, WSGIServer):
-        address_family = family
-        daemon_threads = False  # close() waits for scrapes in flight: a clean answer or none
-        block_on_close = True
-
-    return _Server
+class _BadRequest(Exception):
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
 
 
-def metrics_only(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """Wrap the metrics app: ``GET``/``HEAD /metrics`` only; 404 or 405 for anything else."""
+@dataclass(slots=True)
+class _Request:
+    method: str
+    path: str
+    headers: dict[str, str]
 
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") not in METRICS_PATHS:
-            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"gpu-triage serves /metrics only\n"]
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")])
-            return [b"GET /metrics\n"]
-        return app(environ, start_response)
 
-    return wsgi
+def parse_head(head: bytes) -> _Request:
+    """The request line and headers (without the blank line), or :class:`_BadRequest` with the status."""
+    lines = head.decode("latin-1").split("\n")
+    request_line = lines[0].rstrip("\r")
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _BadRequest(400, "a request line is METHOD PATH HTTP/1.x")
+    method, target, _version = parts
+    if len(lines) - 1 > MAX_HEADERS:
+        raise _BadRequest(431, f"more than {MAX_HEADERS} header lines")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        line = raw.rstrip("\r")
+        name, colon, value = line.partition(":")
+        value = value.strip(" \t")
+        if not colon or not name or name != name.strip() or any(c < " " and c != "\t" for c in value):
+            raise _BadRequest(400, "a header line is NAME: VALUE, without control characters")
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    if target.startswith(("http://", "https://")):  # absolute form, as a proxy sends it
+        target = urlsplit(target).path or "/"
+    return _Request(method, target.partition("?")[0], headers)
+
+
+@dataclass(slots=True, eq=False)
+class _Conn:
+    sock: socket.socket
+    deadline: float
+    buf: bytearray = field(default_factory=bytearray)
+    out: memoryview | None = None  # the answer still to send
+    draining: bool = False  # answered; waiting (briefly) for the client's close
+    handshaking: bool = False  # TLS: the handshake is not finished (no request is read before it is)
 
 
 class MetricsServer:
-    """Bound at construction; :meth:`start` serves on a thread; :meth:`close` is idempotent."""
+    """Bound at construction; :meth:`start` serves on a thread; :meth:`close` is idempotent and bounded.
 
-    def __init__(self, listen: str, registry: CollectorRegistry, *, web: WebConfig | None = None) -> None:
+    ``generation`` returns a token (compared with ``==``) that changes when the metrics change (the tick
+    count of the monitor's snapshot): the page is rendered once per token and format. Without it every
+    scrape renders the registry. ``web`` (``--web-config``) adds TLS and/or basic auth."""
+
+    def __init__(
+        self,
+        listen: str,
+        registry: CollectorRegistry,
+        *,
+        generation: Callable[[], object] | None = None,
+        web: WebConfig | None = None,
+    ) -> None:
         host, port = parse_listen(listen)
         family = socket.AF_INET
         try:
@@ -102,16 +180,18 @@ class MetricsServer:
                 family = socket.AF_INET6
         except ValueError:
             pass  # a name (localhost): resolved by bind, IPv4
+        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            app = metrics_only(make_wsgi_app(registry))
-            self._httpd = make_server(
-                host, port, web.wrap(app) if web is not None else app, _server_class(family), _QuietHandler
-            )
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart does not wait out TIME_WAIT
+            sock.bind((host, port))
+            sock.listen(BACKLOG)
         except socket.gaierror:
+            sock.close()
             raise UserError(
                 f"cannot listen on {listen!r}: unknown host {host!r}; give an address of this machine"
             ) from None
         except OSError as exc:
+            sock.close()
             if exc.errno == errno.EADDRINUSE:
                 raise UserError(
                     f"cannot listen on {host}:{port}: the port is in use; pick another with --listen HOST:PORT"
@@ -123,63 +203,379 @@ class MetricsServer:
             raise UserError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}; give an address of this machine"
             ) from None
-        if web is not None and web.context is not None:
-            # the handshake happens on the scrape's own thread (on its first read, under the handler's
-            # timeout), not in accept(): a client that stalls mid-handshake must not hold the accept loop
-            self._httpd.socket = web.context.wrap_socket(
-                self._httpd.socket, server_side=True, do_handshake_on_connect=False
-            )
-        self._scheme = "https" if web is not None and web.tls else "http"
+        sock.setblocking(False)
+        self._sock = sock
+        self._registry = registry
+        self._generation = generation
+        self._cache_of: object = None
+        self._cache: dict[tuple[str, bool], bytes] = {}
+        self.renders = 0  # pages rendered (the rest were served from the cache): for the benchmark
+        self._tls: ssl.SSLContext | None = None if web is None else web.context
+        self._auth: BasicAuth | None = BasicAuth(web.users) if web is not None and web.users else None
         self.host = host
-        self.port = int(self._httpd.server_address[1])
+        bound = sock.getsockname()
+        self.port = int(bound[1])
+        self.every_interface = ipaddress.ip_address(bound[0]).is_unspecified
+        if self.every_interface:
+            self.host = bound[0]  # "0" binds 0.0.0.0: the URL says the address it means
+            log.warning(
+                "listening on every interface (%s): any machine that can reach port %d can read these "
+                "metrics; give --listen 127.0.0.1:%d (or one address of this machine) to limit it",
+                f"[{bound[0]}]:{self.port}" if family == socket.AF_INET6 else f"{bound[0]}:{self.port}",
+                self.port,
+                self.port,
+            )
         self._thread: threading.Thread | None = None
-        self._wake_r = self._wake_w = -1  # the pipe close() wakes the accept loop through
+        self._wake_r = self._wake_w = -1  # the pipe close() wakes the loop through
+        self._stopping = False
+        self._paused_until: float | None = None  # accepting paused (out of descriptors) until then
+        self._accept_warned_at: float | None = None
+        self._accept_failures = 0
         self._closed = False
         self._lock = threading.Lock()
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self._scheme}://{host}:{self.port}/metrics"
+        scheme = "http" if self._tls is None else "https"
+        return f"{scheme}://{host}:{self.port}/metrics"
 
     def start(self) -> None:
-        if self._thread is None:
+        if self._thread is None and not self._closed:
             self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_r, False)
+            # a daemon thread: close() waits a bounded time for it, and the process exits after that anyway
             self._thread = threading.Thread(target=self._serve, name="gpu-triage-metrics", daemon=True)
             self._thread.start()
 
+    # -- the loop -------------------------------------------------------------------------------------
+
     def _serve(self) -> None:
-        """Accept until close() writes to the wake-up pipe; each scrape is handled on its own thread."""
-        httpd = self._httpd
+        conns: dict[int, _Conn] = {}  # by file descriptor, in accept order (the oldest is dropped first)
         with selectors.DefaultSelector() as selector:
-            selector.register(httpd.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while True:
-                ready = {key.fileobj for key, _ in selector.select()}
-                if self._wake_r in ready:
-                    return
+            selector.register(self._sock, selectors.EVENT_READ, None)
+            selector.register(self._wake_r, selectors.EVENT_READ, None)
+            try:
+                self._loop(selector, conns)
+            except Exception:  # a bug here must not leave the port half-open: logged, then everything closed
+                log.exception("the metrics server stopped")
+            finally:
+                for conn in list(conns.values()):
+                    self._drop(selector, conns, conn)
                 try:
-                    request, client = httpd.get_request()
-                except OSError:
-                    continue  # the client gave up before we accepted
-                if not httpd.verify_request(request, client):
-                    httpd.shutdown_request(request)
+                    selector.unregister(self._sock)
+                except (KeyError, ValueError):
+                    pass
+                self._sock.close()
+
+    def _loop(self, selector: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
+        stop_by: float | None = None  # set once close() has asked: the end of the grace
+        while True:
+            now = time.monotonic()
+            # a scan, not a heap: at most MAX_CONNECTIONS, and a wake-up is rare next to a render
+            wake_at = min((c.deadline for c in conns.values()), default=None)
+            for at in (stop_by, self._paused_until):
+                if at is not None:
+                    wake_at = at if wake_at is None else min(wake_at, at)
+            for key, mask in selector.select(None if wake_at is None else max(0.0, wake_at - now)):
+                if key.fileobj is self._sock:
+                    if stop_by is None:
+                        self._accept(selector, conns)
+                elif key.fileobj == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 64)
+                    except BlockingIOError:
+                        pass
+                else:
+                    conn = key.data
+                    if mask & selectors.EVENT_READ:
+                        self._on_readable(selector, conns, conn)
+                    if mask & selectors.EVENT_WRITE and conn.sock.fileno() in conns:
+                        self._on_writable(selector, conns, conn)
+            now = time.monotonic()
+            for conn in [c for c in conns.values() if c.deadline <= now]:
+                self._drop(selector, conns, conn)
+            if self._paused_until is not None and now >= self._paused_until and stop_by is None:
+                self._paused_until = None
+                selector.register(self._sock, selectors.EVENT_READ, None)
+            if self._stopping and stop_by is None:
+                stop_by = now + SHUTDOWN_GRACE_S
+                if self._paused_until is None:
+                    selector.unregister(self._sock)
+                self._sock.close()  # stop accepting: a new scrape is refused, not queued
+                for conn in list(conns.values()):
+                    if conn.out is None:  # still sending its request, or answered: nothing owed to it
+                        self._drop(selector, conns, conn)
+            if stop_by is not None and (not conns or now >= stop_by):
+                return
+
+    def _accept(self, selector: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
+        for _ in range(ACCEPTS_PER_WAKE):
+            try:
+                sock, _addr = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._accept_failed(selector, conns, exc)
+                return
+            if len(conns) >= MAX_CONNECTIONS:
+                self._drop(selector, conns, next(iter(conns.values())))
+            sock.setblocking(False)
+            handshaking = False
+            if self._tls is not None:
+                try:  # no handshake here: the loop drives it on readiness, within the deadline
+                    sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError as exc:  # the client is already gone (reset before we got to it)
+                    log.debug("TLS wrap of an accepted connection failed: %s", exc)
+                    sock.close()
                     continue
-                try:
-                    httpd.process_request(request, client)  # a thread per scrape (ThreadingMixIn)
-                except Exception:  # e.g. no thread could be started: drop this scrape, keep serving
-                    log.exception("could not serve a scrape from %s", client)
-                    httpd.shutdown_request(request)
+                handshaking = True
+            conn = _Conn(sock, time.monotonic() + REQUEST_DEADLINE_S, handshaking=handshaking)
+            conns[sock.fileno()] = conn
+            selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _accept_failed(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], exc: OSError) -> None:
+        """Out of file descriptors (EMFILE: the process's limit, ENFILE: the system's) or memory. The
+        listening socket stays readable while clients wait in the backlog, so retrying at once would spin:
+        free a descriptor by closing the oldest connection, or with none open, stop accepting for
+        ACCEPT_PAUSE_S. Said at most once a minute, with how often it happened."""
+        self._accept_failures += 1
+        now = time.monotonic()
+        if self._accept_warned_at is None or now - self._accept_warned_at >= 60.0:
+            log.warning("could not accept a scrape (%s), %d times since the last warning: closing the oldest "
+                        "connection or pausing for %g s each time; raise the descriptor limit (LimitNOFILE=)",
+                        exc.strerror or exc, self._accept_failures, ACCEPT_PAUSE_S)
+            self._accept_warned_at, self._accept_failures = now, 0
+        if conns:
+            self._drop(selector, conns, next(iter(conns.values())))
+        elif self._paused_until is None:
+            selector.unregister(self._sock)
+            self._paused_until = time.monotonic() + ACCEPT_PAUSE_S
+
+    def _drop(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        fd = conn.sock.fileno()
+        if fd >= 0:
+            conns.pop(fd, None)
+            try:
+                selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        conn.sock.close()
+
+    def _handshake(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        """One step of the TLS handshake: done, waiting for the direction OpenSSL names, or failed (a
+        client that does not trust our certificate, plain HTTP on the TLS port, no client certificate where
+        one is required, a version below min_version): then the connection is refused (:meth:`_refuse`)."""
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket):  # only TLS connections handshake
+            return
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            return
+        except ssl.SSLWantWriteError:
+            selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS handshake failed: %s", exc)
+            self._refuse(selector, conns, conn)
+            return
+        conn.handshaking = False
+        selector.modify(conn.sock, selectors.EVENT_READ, conn)
+        # the request may have come with the client's last handshake flight, already read into OpenSSL's
+        # buffer where select() does not see it
+        self._on_readable(selector, conns, conn)
+
+    def _refuse(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        """After a failed handshake: half-close (after OpenSSL's alert, where it sent one) and wait briefly
+        for the client's close as after an answer, reading and dropping what it sent. Closed at once, the
+        bytes of its still unread (plain HTTP on the TLS port) would make the kernel reset the connection,
+        and the client would read a reset instead of the alert or the end."""
+        conn.handshaking = False
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)  # an SSLSocket drops its TLS state: the reads are plain
+        except OSError:
+            self._drop(selector, conns, conn)
+            return
+        conn.draining = True
+        conn.deadline = min(conn.deadline, time.monotonic() + DRAIN_S)
+        selector.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def _recv(self, conn: _Conn) -> bytes | None:
+        """What the client sent (b"" at its end), or None when nothing is there yet."""
+        sock = conn.sock
+        try:
+            data = sock.recv(RECV_BYTES)
+            if isinstance(sock, ssl.SSLSocket) and not conn.draining:
+                # a TLS record holds up to 16 KiB: what OpenSSL decrypted past RECV_BYTES waits in its own
+                # buffer, where select() cannot see it, so it is read now (as far as a head can go)
+                while data and sock.pending() and len(conn.buf) + len(data) <= MAX_HEAD_BYTES:
+                    data += sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            # SSLWantWriteError on a read: OpenSSL has a record of its own to send first (a TLS 1.3 key
+            # update) and the send buffer is full; a later readiness retries it, the deadline bounds it
+            return None
+        return data
+
+    def _on_readable(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        if conn.handshaking:
+            self._handshake(selector, conns, conn)
+            return
+        try:
+            data = self._recv(conn)
+        except OSError:
+            self._drop(selector, conns, conn)
+            return
+        if data is None:
+            return
+        if not data:
+            if conn.out is not None:  # a client that half-closes after its request (nc -N) still gets the answer
+                selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+                return
+            self._drop(selector, conns, conn)  # closed, or half-closed before its request was whole
+            return
+        if conn.draining or conn.out is not None:
+            return  # a body or a second request: not read, not kept
+        conn.buf += data
+        end, skip = conn.buf.find(b"\r\n\r\n"), 4
+        bare = conn.buf.find(b"\n\n")
+        if bare >= 0 and (end < 0 or bare < end):
+            end, skip = bare, 2
+        if end < 0 or end + skip > MAX_HEAD_BYTES:
+            if len(conn.buf) <= MAX_HEAD_BYTES:
+                return  # not whole yet: wait, within the deadline
+            line_end = conn.buf.find(b"\n", 0, MAX_HEAD_BYTES)
+            if line_end < 0:
+                self._answer(selector, conn, *_plain(414, f"the request line is longer than {MAX_HEAD_BYTES} bytes"))
+            else:
+                self._answer(selector, conn, *_plain(431, f"request line and headers exceed {MAX_HEAD_BYTES} bytes"))
+            return
+        head = bytes(conn.buf[:end])
+        conn.buf = bytearray()
+        try:
+            request = parse_head(head)
+        except _BadRequest as bad:
+            self._answer(selector, conn, *_plain(bad.status, str(bad)))
+            return
+        self._answer(selector, conn, *self._respond(request))
+
+    def _respond(self, request: _Request) -> tuple[int, list[tuple[str, str]], bytes, bool]:
+        if self._auth is not None and not self._auth.check(request.headers.get("authorization", "")):
+            status, headers, body, _ = _plain(401, "Unauthorized")
+            return status, [*headers, ("WWW-Authenticate", f'Basic realm="{REALM}"')], body, False
+        if request.path not in METRICS_PATHS:
+            return _plain(404, "gpu-triage serves /metrics only")
+        if request.method not in ("GET", "HEAD"):
+            status, headers, body, _ = _plain(405, "GET /metrics")
+            return status, [*headers, ("Allow", "GET, HEAD")], body, False
+        try:
+            content_type, zipped, page = self._page(
+                request.headers.get("accept", ""), request.headers.get("accept-encoding", "")
+            )
+        except Exception:  # a collector's bug: this scrape fails, the next tick's may not
+            log.exception("rendering /metrics failed")
+            return _plain(500, "rendering the metrics failed; the exporter's log says why")
+        headers = [("Content-Type", content_type), ("Vary", "Accept, Accept-Encoding")]
+        if zipped:
+            headers.append(("Content-Encoding", "gzip"))
+        return 200, headers, page, request.method == "HEAD"
+
+    def _page(self, accept: str, accept_encoding: str) -> tuple[str, bool, bytes]:
+        encoder, content_type = choose_encoder(accept)
+        zipped = gzip_accepted(accept_encoding)
+        key = (content_type, zipped)
+        if self._generation is not None:
+            current = self._generation()
+            if current != self._cache_of:
+                self._cache_of, self._cache = current, {}
+            cached = self._cache.get(key)
+            if cached is not None:
+                return content_type, zipped, cached
+        page = encoder(self._registry)
+        if zipped:
+            page = gzip.compress(page)
+        self.renders += 1
+        if self._generation is not None and len(self._cache) < CACHE_VARIANTS:
+            self._cache[key] = page
+        return content_type, zipped, page
+
+    def _answer(
+        self,
+        selector: selectors.BaseSelector,
+        conn: _Conn,
+        status: int,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        head_only: bool,
+    ) -> None:
+        lines = [f"HTTP/1.1 {status} {_REASONS[status]}", *(f"{k}: {v}" for k, v in headers)]
+        lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+        conn.out = memoryview("\r\n".join(lines).encode("latin-1") + (b"" if head_only else body))
+        selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+
+    def _on_writable(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        if conn.handshaking:
+            self._handshake(selector, conns, conn)
+            return
+        out = conn.out
+        if out is None:
+            return
+        try:
+            # TLS: a write OpenSSL could not finish is retried with the same buffer, as it requires
+            sent = conn.sock.send(out)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return
+        except OSError:
+            self._drop(selector, conns, conn)
+            return
+        conn.out = out[sent:] if sent < len(out) else None
+        if conn.out is None:  # all sent: half-close, then wait briefly for the client's own close
+            try:
+                if isinstance(conn.sock, ssl.SSLSocket):
+                    _close_notify(conn.sock)
+                conn.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                self._drop(selector, conns, conn)
+                return
+            conn.draining = True
+            conn.deadline = min(conn.deadline, time.monotonic() + DRAIN_S)
+            selector.modify(conn.sock, selectors.EVENT_READ, conn)
 
     def close(self) -> None:
-        """Stop accepting, let scrapes in flight finish, release the port."""
+        """Stop accepting, finish answers being written (at most :data:`SHUTDOWN_GRACE_S`), release the port."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        if self._thread is not None:
-            os.write(self._wake_w, b"x")
-            self._thread.join()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-        self._httpd.server_close()  # joins the request threads (block_on_close)
+        thread = self._thread
+        if thread is None:
+            self._sock.close()
+            return
+        self._stopping = True
+        os.write(self._wake_w, b"x")
+        thread.join(SHUTDOWN_GRACE_S + JOIN_SLACK_S)
+        if thread.is_alive():  # stuck in a collector: do not wait on it; the port is released regardless
+            log.warning("the metrics server did not stop within %.0f s; leaving it", SHUTDOWN_GRACE_S + JOIN_SLACK_S)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            return
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
+def _close_notify(sock: ssl.SSLSocket) -> None:
+    """Send TLS's close_notify, the end of the answer, without waiting for the client's (the loop does
+    not block: the first SSL_shutdown sends ours, the second would wait for theirs and says so)."""
+    try:
+        sock.unwrap()
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass
+    except ssl.SSLError as exc:
+        log.debug("TLS close_notify not sent: %s", exc)
+
+
+def _plain(status: int, text: str) -> tuple[int, list[tuple[str, str]], bytes, bool]:
+    return status, [("Content-Type", "text/plain; charset=utf-8")], f"{text}\n".encode(), False

@@ -17,7 +17,8 @@ The whole file is read and checked before anything starts: a key it does not kno
 not load, a password that is not a bcrypt hash is one line naming the file and the key, and exit 2.
 The TLS context is the one prometheus_client's own ``start_http_server(certfile=..., keyfile=...)`` makes
 (the standard library's server-side context, the client CA for client certificates, a minimum version);
-basic auth is a WSGI wrapper in front of the metrics app (prometheus_client has none for its server).
+basic auth is :class:`BasicAuth`, which the metrics server asks about each parsed request (prometheus_client
+has none for its server).
 Reading it needs PyYAML and bcrypt (``pip install 'gpu-triage[web]'``), imported only when a file is given.
 """
 
@@ -29,11 +30,8 @@ import hashlib
 import hmac
 import logging
 import ssl
-import threading
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpu_triage.errors import UserError
 
@@ -55,7 +53,7 @@ _CLIENT_AUTH = {
 }
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
 _TOP_KEYS = {"tls_server_config", "basic_auth_users"}
-_AUTH_CACHE_MAX = 64  # (user, password digest) pairs that passed bcrypt: a scrape every 15 s pays it once
+_AUTH_CACHE_MAX = 64  # (user, password digest) pairs that passed bcrypt: a scraper pays bcrypt once
 
 
 @dataclass(frozen=True)
@@ -70,28 +68,25 @@ class WebConfig:
     def tls(self) -> bool:
         return self.context is not None
 
-    def wrap(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-        """``app`` behind basic auth when users are configured (401 without the right credentials)."""
-        if not self.users:
-            return app
-        return BasicAuth(app, self.users)
-
 
 class BasicAuth:
-    """A WSGI wrapper: ``Authorization: Basic`` checked against bcrypt hashes. A pair that passed is
-    remembered by a digest of the password (never the password), as exporter-toolkit caches them: bcrypt
-    costs ~0.1 s a check by design, and every scrape sends the same pair."""
+    """``Authorization: Basic`` checked against bcrypt hashes, on the metrics server's one loop thread.
 
-    def __init__(self, app: Callable[..., Iterable[bytes]], users: dict[str, bytes]) -> None:
+    bcrypt is slow by design (~0.1-0.3 s a check at the usual costs), and the server answers every client
+    from that one thread: checked on each scrape, one scraper would stall all the others for that long
+    every time. So a pair that passed is remembered, by a SHA-256 digest of the password (never the
+    password itself), as exporter-toolkit caches them: every scrape sends the same pair, and after the
+    first it costs one hash and a constant-time compare."""
+
+    def __init__(self, users: dict[str, bytes]) -> None:
         import bcrypt  # noqa: PLC0415 - checked importable when the file was read
 
         self._bcrypt = bcrypt
-        self._app = app
         self._users = users
         self._passed: dict[str, bytes] = {}  # user -> sha256 of the password that passed
-        self._lock = threading.Lock()
 
-    def _ok(self, header: str) -> bool:
+    def check(self, header: str) -> bool:
+        """Whether ``header`` (the Authorization header's value, "" without one) names a user and password."""
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "basic":
             return False
@@ -103,26 +98,15 @@ class BasicAuth:
         if not sep or hashed is None:
             return False
         digest = hashlib.sha256(password.encode()).digest()
-        with self._lock:
-            known = self._passed.get(user)
+        known = self._passed.get(user)
         if known is not None and hmac.compare_digest(known, digest):
             return True
         if not self._bcrypt.checkpw(password.encode(), hashed):
             return False
-        with self._lock:
-            if len(self._passed) >= _AUTH_CACHE_MAX:
-                self._passed.clear()
-            self._passed[user] = digest
+        if len(self._passed) >= _AUTH_CACHE_MAX:
+            self._passed.clear()
+        self._passed[user] = digest
         return True
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if self._ok(environ.get("HTTP_AUTHORIZATION", "")):
-            return self._app(environ, start_response)
-        start_response(
-            "401 Unauthorized",
-            [("WWW-Authenticate", f'Basic realm="{REALM}"'), ("Content-Type", "text/plain; charset=utf-8")],
-        )
-        return [b"Unauthorized\n"]
 
 
 def load_web_config(path: str) -> WebConfig:

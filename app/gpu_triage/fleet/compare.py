@@ -16,6 +16,14 @@ as if it were one file.
 
 A file that cannot be read (damaged, not a recording, holding no tick) is left out with a warning that
 names it, and the report lists it; a side with no readable file at all is an error (exit 2).
+
+What a file costs, past its rows: a dataset written with a short ``--rotate``, or many short runs, is
+thousands of files of a few ticks. A small file (at most :data:`WHOLE_BYTES`, while the side holds
+fewer than :data:`WHOLE_BUDGET_ROWS` such rows) is read whole once, through the project's reader, instead
+of three partial reads (head, timestamps, batches), each of which decodes the whole file when it is
+small; and the projection runs over :data:`PROJECT_ROWS` rows gathered across files (of one host and one
+schema) rather than once per file, where polars' fixed cost per call was most of the work
+(``benchmarks/bench_compare_files.py``; figures in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +41,14 @@ import polars as pl
 import pyarrow as pa
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.offline import MAX_POINTS, Timeline, TraceSource, diagnose_trace, open_source
+from gpu_triage.diagnosis.offline import (
+    MAX_POINTS,
+    Timeline,
+    TraceSource,
+    diagnose_trace,
+    open_source,
+    source_from_trace,
+)
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
 from gpu_triage.trace.compare import (
@@ -44,6 +60,7 @@ from gpu_triage.trace.compare import (
     _metadata,
     aggregate,
     concat_parts,
+    describe,
     differences,
     project,
     segment_shares,
@@ -53,6 +70,10 @@ from gpu_triage.trace.job_compare import compare_job_summaries, slim_job, summar
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None] | None
+
+WHOLE_BYTES = 256 << 10  # a file this small is read whole, once (a few hundred ticks of 8 cards)
+WHOLE_BUDGET_ROWS = 200_000  # rows of small files held at once (all are opened before any is diagnosed)
+PROJECT_ROWS = 4096  # rows projected at a time, gathered across files
 
 
 @dataclass(slots=True)
@@ -86,12 +107,14 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
     files = dataset_files(spec)  # UserError (one line) for an empty directory or a glob matching nothing
     skipped: list[tuple[Path, str]] = []
     sources: list[TraceSource] = []
+    held = 0  # rows of the small files read whole so far
     for f in files:
         try:
-            src = open_source(f)
+            src, whole = _open(f, whole=held < WHOLE_BUDGET_ROWS)
         except UserError as exc:
             _skip(f, str(exc), skipped)
             continue
+        held += src.n if whole else 0
         if src.n == 0:
             _skip(f, "holds no ticks", skipped)
             continue
@@ -105,21 +128,19 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
     stride = max(1, math.ceil(total / MAX_POINTS))  # diagnose's budget, spread over the whole side
     host_names = {s.path: host_of(s.path, s.host.hostname) for s in sources}
     used: list[Path] = []
-    parts: list[Parts] = []
+    projector = _Projector()
     jobs: list[dict[str, Any] | None] = []
     timelines: list[Timeline] = []
     done = 0
     for src in sources:
-        file_parts: list[Parts] = []
+        file_rows: list[pa.Table] = []
         file_jobs: list[dict[str, Any] | None] = []
         host = host_names[src.path]
 
-        def tee(src: TraceSource = src, host: str = host, file_parts: list[Parts] = file_parts,
+        def tee(src: TraceSource = src, file_rows: list[pa.Table] = file_rows,
                 file_jobs: list[dict[str, Any] | None] = file_jobs) -> Iterator[pa.RecordBatch]:
             for batch in src.batches():
-                df = pl.from_arrow(pa.Table.from_batches([batch]).select(COLUMNS))
-                assert isinstance(df, pl.DataFrame)
-                file_parts.append(project(df, host))
+                file_rows.append(pa.Table.from_batches([batch]).select(COLUMNS))
                 job = batch.column("job") if "job" in batch.schema.names else None
                 if job is None or job.null_count == len(job):
                     file_jobs.extend([None] * batch.num_rows)
@@ -138,7 +159,8 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         finally:
             done += src.n
         used.append(src.path)
-        parts.extend(file_parts)
+        for rows in file_rows:  # after its diagnosis succeeded: a file left out above adds no row
+            projector.add(rows, host)
         jobs.extend(file_jobs)
         timelines.append(tl)
     if not used:
@@ -147,8 +169,60 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
     if progress is not None and done < total:
         progress(total, total)
     first = next(s for s in sources if s.path == used[0])
-    return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), concat_parts(parts), jobs,
+    return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), projector.parts(), jobs,
                 timelines, stride, leftovers(spec), _metadata(first.head))
+
+
+def _open(path: Path, *, whole: bool) -> tuple[TraceSource, bool]:
+    """A file to stream, and whether it was read whole: a small one (``whole`` allowed, a regular file of
+    at most WHOLE_BYTES) is, through the reader, which sorts it and applies the checks and normalisation
+    that :func:`open_source` applies batch by batch."""
+    if whole:
+        try:
+            st = path.stat()  # a FIFO named *.parquet is not opened here (it would block): the reader refuses it
+        except OSError:
+            st = None  # open_source says what is wrong, in one line
+        if st is not None and stat.S_ISREG(st.st_mode) and 0 < st.st_size <= WHOLE_BYTES:
+            from gpu_triage.trace.reader import open_trace
+
+            return source_from_trace(open_trace(path)), True
+    return open_source(path), False
+
+
+class _Projector:
+    """Projects the rows the figures read (:func:`~gpu_triage.trace.compare.project`) in runs of about
+    PROJECT_ROWS rows of one host and one schema, however the rows arrive (a file's batches, or files of
+    a few rows each): one polars pass per run instead of one per file."""
+
+    def __init__(self) -> None:
+        self._parts: list[Parts] = []
+        self._pending: list[pa.Table] = []
+        self._rows = 0
+        self._host: str | None = None
+        self._schema: pa.Schema | None = None
+
+    def add(self, rows: pa.Table, host: str) -> None:
+        if self._pending and (
+            host != self._host or self._schema is None or not rows.schema.equals(self._schema, check_metadata=False)
+        ):
+            self._flush()
+        self._pending.append(rows)
+        self._host, self._schema = host, rows.schema
+        self._rows += rows.num_rows
+        if self._rows >= PROJECT_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        df = pl.from_arrow(pa.concat_tables(self._pending))
+        assert isinstance(df, pl.DataFrame)
+        self._parts.append(project(df, self._host))
+        self._pending, self._rows = [], 0
+
+    def parts(self) -> Parts:
+        self._flush()
+        return concat_parts(self._parts)
 
 
 def _busy_cards(parts: Parts, idle_util_pct: float) -> int | None:
@@ -235,7 +309,7 @@ def compare_datasets(before: str, after: str, config: Config,
     if by_host:
         result["hosts"] = {h: changes(sa["hosts"].get(h, empty), sb["hosts"].get(h, empty), CARD_METRICS)
                            for h in sorted(set(sa["hosts"]) | set(sb["hosts"]))}
-    return result
+    return describe(result)  # units, what changed, the headline: as for two files
 
 
 def _card_order(cards: set[str]) -> list[str]:

@@ -13,10 +13,12 @@ pyarrow datasets and Spark read as columns ``host`` and ``date``.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import socket
+import stat
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,8 +30,14 @@ from gpu_triage.model import HostInfo, Tick
 if TYPE_CHECKING:  # pyarrow is loaded when the first file opens, not when the module is imported
     from gpu_triage.trace.writer import TraceWriter
 
+log = logging.getLogger(__name__)
+
 ROTATE_DEFAULT_S = 3600.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class PartitionRefused(UserError):
+    """A partition that is a symbolic link or another user's: at a rotation the open file goes on instead."""
 
 
 def is_dataset_target(output: str | Path) -> bool:
@@ -71,6 +79,26 @@ def check_dataset_dir(path: str | Path) -> Path:
     return root
 
 
+def _identities(root: Path, folder: Path) -> list[tuple[int, int, int]] | None:
+    """(device, inode, mode) of each level from below ``root`` down to ``folder``, by lstat (None: gone)."""
+    out = []
+    path = folder
+    try:
+        while path != root:
+            st = path.lstat()
+            out.append((st.st_dev, st.st_ino, st.st_mode))
+            path = path.parent
+    except OSError:
+        return None
+    return out
+
+
+def _discard(writer: TraceWriter) -> None:
+    """Remove a file just opened that holds no tick yet (its stream is the schema only)."""
+    writer.abort()
+    writer.stream_path.unlink(missing_ok=True)
+
+
 def file_end(ts: datetime, rotate_s: float) -> datetime:
     """When the file holding a tick that ends at ``ts`` closes: the next multiple of ``rotate_s`` since
     the epoch, or the next UTC midnight if that comes first."""
@@ -102,6 +130,7 @@ class DatasetWriter:
         if not self.rotate_s > 0:
             raise UserError("--rotate must be a positive number of seconds")
         self.partition = host_partition(hostname or host.hostname or socket.gethostname())
+        self._refuse_a_second_recorder()
         self.ticks = 0
         self.files: list[Path] = []  # closed Parquet files, oldest first
         self.total_bytes = 0  # of the closed files
@@ -110,6 +139,29 @@ class DatasetWriter:
         self._token = os.urandom(3).hex()
         self._writer: TraceWriter | None = None
         self._until: datetime | None = None
+        self._refused: str | None = None  # the last partition refused at a rotation, said once
+
+    def _refuse_a_second_recorder(self) -> None:
+        """UserError when a live recorder is writing this host's partition already. Two recorders of one
+        host record the same cards twice, and ``summary`` and ``compare`` would count every second twice;
+        telling the two sets of files apart afterwards would mean picking one of two overlapping recordings,
+        so the second is refused before it records anything. A leftover of a killed recorder (its lock gone
+        with it) is no obstacle."""
+        from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder  # noqa: PLC0415
+
+        host_dir = self.root / f"host={self.partition}"
+        try:
+            if not host_dir.is_dir() or host_dir.is_symlink():
+                return  # a link is refused with its own line when the first file opens
+            streams = sorted(host_dir.glob(f"date=*/*{STREAM_SUFFIX}"))
+        except OSError:
+            return
+        for stream in streams:
+            held = stream_holder(stream)
+            if held is not None:
+                raise UserError(f"{held}: host {self.partition} is being recorded into {self.root} already; one "
+                                "recorder per host in a dataset (a second counts every tick twice): stop that "
+                                "one, or record elsewhere")
 
     @property
     def current(self) -> Path | None:
@@ -125,21 +177,52 @@ class DatasetWriter:
     def bytes_written(self) -> int:
         return self.total_bytes + (0 if self._writer is None else self._writer.bytes_written)
 
-    def _open(self, ts: datetime) -> None:
+    def _partition(self, ts: datetime) -> Path:
+        """The ``host=…/date=…`` folder of a tick, made here and checked; UserError when it is not ours.
+
+        DIR may be shared storage that others write to: a partition planted as a symbolic link (to a
+        directory only root may write) or made by another user would put this recording where they chose.
+        Each level is made with mkdir, then looked at with lstat, never followed."""
+        from gpu_triage.trace.writer import describe_os_error
+
+        day = ts.astimezone(UTC)
+        folder = self.root
+        for part in (f"host={self.partition}", f"date={day:%Y-%m-%d}"):
+            folder = folder / part
+            try:
+                folder.mkdir(mode=0o755)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+            try:
+                st = folder.lstat()
+            except OSError as exc:
+                raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise PartitionRefused(f"{folder} is a symbolic link, not a partition: not recording through it; "
+                                "remove it (someone else may have planted it)")
+            if not stat.S_ISDIR(st.st_mode):
+                raise UserError(f"{folder} is not a directory: remove it or record elsewhere")
+            if st.st_uid != os.geteuid():
+                raise PartitionRefused(f"{folder} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()}): "
+                                "not recording into it; remove it or record elsewhere")
+        return folder
+
+    def _new_writer(self, ts: datetime, folder: Path) -> TraceWriter:
+        """The writer of the file a tick at ``ts`` opens in ``folder`` (checked by :meth:`_partition`)."""
         from gpu_triage.trace.writer import TraceWriter
 
         day = ts.astimezone(UTC)
-        folder = self.root / f"host={self.partition}" / f"date={day:%Y-%m-%d}"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from gpu_triage.trace.writer import describe_os_error
-
-            raise UserError(f"cannot create {folder}: {describe_os_error(exc)}") from None
+        checked = _identities(self.root, folder)
         start = day - timedelta(seconds=self.interval_s)  # the first tick's interval begins here
         name = f"{max(start, datetime(day.year, day.month, day.day, tzinfo=UTC)):%H%M%S}-{self._token}.parquet"
-        self._writer = TraceWriter(folder / name, self.host, self.interval_s)
-        self._until = file_end(ts, self.rotate_s)
+        writer = TraceWriter(folder / name, self.host, self.interval_s)
+        if _identities(self.root, folder) != checked:  # swapped for a link between the check and the open
+            _discard(writer)
+            raise PartitionRefused(f"{folder} changed while its first file was being made (replaced by a link?): "
+                                   "not recording into it; record into a directory others cannot write to")
+        return writer
 
     def _finish(self) -> None:
         writer = self._writer
@@ -155,9 +238,29 @@ class DatasetWriter:
     def append(self, tick: Tick) -> None:
         """Append one tick to the file of its hour (opening and closing files as the clock says)."""
         if self._writer is not None and self._until is not None and tick.ts > self._until:
-            self._finish()
+            try:  # the next file opens before this one closes: where it cannot, this one goes on
+                new = self._new_writer(tick.ts, self._partition(tick.ts))
+            except PartitionRefused as exc:
+                # the ticks stay in the open file (its partition was ours): nothing is lost, and the next
+                # boundary tries again
+                if str(exc) != self._refused:
+                    self._refused = str(exc)
+                    log.error("%s; still recording into %s", exc, self._writer.path)
+                self._until = file_end(tick.ts, self.rotate_s)
+            except UserError:  # the next file cannot be made at all (a full disk): this one ends whole
+                self._finish()
+                raise
+            else:
+                self._refused = None
+                try:
+                    self._finish()
+                except BaseException:
+                    _discard(new)
+                    raise
+                self._writer, self._until = new, file_end(tick.ts, self.rotate_s)
         if self._writer is None:
-            self._open(tick.ts)
+            self._writer = self._new_writer(tick.ts, self._partition(tick.ts))
+            self._until = file_end(tick.ts, self.rotate_s)
         assert self._writer is not None
         self._writer.append(tick)
         self.ticks += 1
@@ -168,6 +271,22 @@ class DatasetWriter:
         if self.ticks == 0:
             raise UserError(f"no tick was recorded before the stop: nothing written to {self.root}", exit_code=1)
         return self.root
+
+    def end_file(self) -> None:
+        """End the open file early, after a write error: its ticks become Parquet if they still can (else
+        UserError names the stream to ``recover``), a file without a tick leaves nothing; the next append
+        opens a new file. The writer itself goes on (``export --record`` retries at the next tick)."""
+        writer = self._writer
+        if writer is not None and writer.ticks == 0:
+            self.abort()
+            writer.stream_path.unlink(missing_ok=True)
+            return
+        try:
+            self._finish()
+            if self.files and not self.files[-1].exists():  # its conversion had failed at the rotation
+                self.files.pop()
+        finally:
+            self.abort()  # a file whose conversion failed is never appended to again
 
     def abort(self) -> None:
         """Stop without converting the open file: its stream stays for ``gpu-triage recover``."""

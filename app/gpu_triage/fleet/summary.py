@@ -33,6 +33,7 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import is_directory
+from gpu_triage.safetext import clean
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ def is_dataset_spec(spec: str) -> bool:
     if os.path.exists(os.path.expanduser(spec)):  # os.path: False, not an error, for a name too long
         return False
     return bool(GLOB_CHARS & set(spec))
+
+
+FOREIGN = "not a gpu-triage recording"  # the words trace/reader.py's errors use for another program's file
 
 
 def skip_reason(path: Path, why: str) -> str:
@@ -79,6 +83,13 @@ def dataset_files(spec: str) -> list[Path]:
         elif m.name.endswith(".parquet") and not m.name.startswith("."):
             files.append(m)
     if not files:
+        unfinished = leftovers(spec)
+        if unfinished:  # name them: "no recording" about a directory holding a recording is wrong
+            from gpu_triage.trace.stream import unfinished_line  # noqa: PLC0415
+
+            more = f" ({len(unfinished) - 1} more beside it)" if len(unfinished) > 1 else ""
+            raise UserError(f"{spec} holds no finished recording, only unfinished ones: "
+                            f"{unfinished_line(unfinished[0])}{more}")
         if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
             raise UserError(
                 f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "
@@ -118,9 +129,9 @@ def expand_glob(pattern: Path) -> list[Path]:
 def host_of(path: Path, fallback: str | None) -> str:
     """The ``host=`` partition of a file's path, else the recording's own host name, else its directory."""
     for part in reversed(path.parts[:-1]):
-        if part.startswith("host="):
-            return part[5:]
-    return fallback or path.parent.name or "unknown"
+        if part.startswith("host="):  # a directory anyone with write access to the dataset may name
+            return clean(part[5:])
+    return clean(fallback or path.parent.name or "unknown")
 
 
 @dataclass(slots=True)
@@ -381,14 +392,20 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
     owner_frames: list[Any] = []
     hosts_files: dict[str, int] = {}
     skipped: list[dict[str, str]] = []
+    foreign: list[Path] = []
     read: list[Path] = []
     for n, f in enumerate(files, start=1):
         try:
             host, found = file_verdicts(f, config)
         except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
             reason = skip_reason(f, str(exc))
-            log.warning("%s left out of the summary: %s", f, reason)
             skipped.append({"path": str(f), "reason": reason})
+            if FOREIGN in reason:
+                # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
+                foreign.append(f)
+                log.debug("%s left out of the summary: %s", f, reason)
+            else:
+                log.warning("%s left out of the summary: %s", f, reason)
             continue
         read.append(f)
         spans.extend(found)
@@ -402,7 +419,13 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
         hosts_files[host] = hosts_files.get(host, 0) + 1
         if progress is not None:
             progress(n, len(files))
+    if foreign and read:
+        log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
+                    "" if len(foreign) == 1 else "s", spec, "is" if len(foreign) == 1 else "are", foreign[0])
     if not read:
+        if len(foreign) == len(files) and len(files) > 1:
+            raise UserError(f"{spec}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
+                            f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
         raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0]['path']}: "
                         f"{skipped[0]['reason']})")
     files = read

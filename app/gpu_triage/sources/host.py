@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.model import DiskSample, NetSample
+from gpu_triage.safetext import clean
 
 # Devices that are never physical storage worth watching.
 _VIRTUAL_PREFIXES = ("loop", "ram", "zram", "sr", "fd", "nbd")
@@ -162,7 +163,7 @@ class HostReader:
             (rx, tx), (rx0, tx0) = after[name], prev
             out.append(
                 NetSample(
-                    name=name,
+                    name=clean(name),  # `ip link add` lets any name through, escapes included
                     rx_bytes_per_s=(rx - rx0) / elapsed if rx >= rx0 else None,  # went back: reset, no rate
                     tx_bytes_per_s=(tx - tx0) / elapsed if tx >= tx0 else None,
                 )
@@ -203,7 +204,7 @@ class HostReader:
             if not self._physical(name) or name not in before:
                 continue
             a, b = after[name], before[name]
-            d = DiskSample(name=name)
+            d = DiskSample(name=clean(name))
 
             def delta(attr: str, a: Any = a, b: Any = b) -> float | None:  # this disk's counters, bound now
                 x, y = getattr(a, attr, None), getattr(b, attr, None)

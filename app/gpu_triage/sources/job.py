@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import stat
 import time
 from collections.abc import Callable
@@ -26,7 +25,15 @@ from typing import Any
 from gpu_triage import pulse
 from gpu_triage.model import HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import Source, SourceStatus
-from gpu_triage.sources.joblog import FORMAT_NAMES, LogFollower, Reading, parse_line
+from gpu_triage.sources.joblog import (
+    FORMAT_NAMES,
+    MAX_PARSE_CHARS,
+    PARSE_BUDGET_CHARS,
+    LogFollower,
+    Reading,
+    UserRegex,
+    parse_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,54 +56,160 @@ class _RankState:
     data_wait_pct: float | None = None
 
 
+MAX_PULSE_FILES = 256  # pulse files read per tick: a job has a rank per card; more is someone filling the dir
+PID_MAX = 2**22  # the kernel's PID_MAX_LIMIT: no pid is larger
+
+
 class PulseReader:
-    """Reads every ``pulse-<pid>.json`` in the pulse directory once per tick; one rank per live process."""
+    """Reads the pulse files in the pulse directory once per tick; one rank per live process.
+
+    The directory and its files may come from another local user, so only these are read: a directory that
+    is no symbolic link, not writable by group or others, owned by this user or root (or by anyone when it
+    was named explicitly: ``GPU_TRIAGE_PULSE_DIR`` or ``directory``); in it, regular files (``fstat`` of the
+    descriptor opened with ``O_NOFOLLOW``) named ``pulse-PID.json`` with PID in canonical decimal, owned by
+    the directory's owner (or any user when root owns the directory), whose PID is a live process of the
+    file's owner started when the record says (``start_ticks``: a reused pid is another process). At most
+    ``MAX_PULSE_FILES`` a tick. Whatever is refused is said once, in a log warning and in ``messages``.
+    """
 
     def __init__(self, directory: str | None = None) -> None:
+        self.explicit = directory is not None or bool(os.environ.get("GPU_TRIAGE_PULSE_DIR"))
         self.directory = directory or pulse.pulse_dir()
         self._ranks: dict[int, _RankState] = {}  # by pid
+        self._unranked: dict[int, int] = {}  # pid -> the rank number given to a process without RANK
+        self.messages: list[str] = []
+        self._said: set[str] = set()
+
+    def _say(self, key: str, text: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("%s", text)
+            self.messages.append(text)
+
+    def _open_dir(self) -> tuple[int, os.stat_result] | None:
+        try:
+            dfd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None  # no job has published yet
+        except OSError as exc:
+            self._say("dir", f"pulse directory {self.directory}: not read ({exc.strerror or exc}: a symbolic link "
+                             "or not a directory); remove it, the job makes its own")
+            return None
+        st = os.fstat(dfd)
+        uid = os.geteuid()
+        why = None
+        if st.st_mode & 0o022:
+            why = f"group or others may write to it (mode {stat.S_IMODE(st.st_mode):o})"
+        elif not self.explicit and st.st_uid not in (uid, 0):
+            why = f"it belongs to uid {st.st_uid}, not to this user (uid {uid}) or root"
+        if why is not None:
+            os.close(dfd)
+            self._say("dir", f"pulse directory {self.directory}: not read, {why}; another user may have made "
+                             "it: remove it (the job makes its own, mode 700)")
+            return None
+        self._said.discard("dir")
+        return dfd, st
 
     def sample(self, now: float, interval_s: float) -> list[JobRank]:
-        try:
-            names = [n for n in os.listdir(self.directory) if n.startswith("pulse-") and n.endswith(".json")]
-        except OSError:
-            names = []
+        opened = self._open_dir()
         seen: set[int] = set()
-        for name in names:
+        if opened is not None:
+            dfd, dst = opened
             try:
-                pid = int(name[6:-5])
-            except ValueError:
-                continue
-            # pulse--1.json: kill(-1, 0) said "alive" and pid -1 made every tick unwritable (u32 column)
-            if _u32(pid) is None or pid == 0 or not _alive(pid):
-                continue
-            rec = self._read(os.path.join(self.directory, name))
-            state = self._ranks.setdefault(pid, _RankState())
-            seen.add(pid)
-            if rec is not None:
-                self._update(state, rec)
+                self._read_all(dfd, dst, seen)
+            finally:
+                os.close(dfd)
         for pid in list(self._ranks):
             if pid not in seen:
                 del self._ranks[pid]  # the process ended (its file is gone) or died
-        out = [self._rank(pid, s, now, interval_s) for pid, s in self._ranks.items() if s.last is not None]
+                self._unranked.pop(pid, None)
+        self._number_unranked()
+        out = [self._rank(pid, s, now, interval_s, self._unranked.get(pid))
+               for pid, s in self._ranks.items() if s.last is not None]
         out.sort(key=lambda r: (r.rank, r.pid or 0))
         return out
 
+    def _read_all(self, dfd: int, dst: os.stat_result, seen: set[int]) -> None:
+        try:
+            names = os.listdir(dfd)
+        except OSError:
+            return
+        followed: list[int] = []
+        others: list[int] = []
+        for name in names:  # string tests, not a regex: a flooded directory is 100,000 names a tick
+            if name.startswith("pulse-") and name.endswith(".json"):
+                digits = name[6:-5]
+                # canonical decimal only (no 0-prefix, sign or space): one name per pid
+                if digits.isascii() and digits.isdigit() and digits[0] != "0" and len(digits) <= 7:
+                    pid = int(digits)
+                    if pid <= PID_MAX:
+                        (followed if pid in self._ranks else others).append(pid)
+        total = len(followed) + len(others)
+        if total > MAX_PULSE_FILES:
+            # the processes already followed first, so that a flood of new files cannot push a rank out
+            self._say("many", f"pulse directory {self.directory}: {total} pulse files, "
+                              f"{total - MAX_PULSE_FILES} not read (at most {MAX_PULSE_FILES} a tick)")
+            others = others[: max(0, MAX_PULSE_FILES - len(followed))]
+            followed = followed[:MAX_PULSE_FILES]
+        pids = sorted(followed + others)
+        for pid in pids:
+            got = self._read(dfd, f"pulse-{pid}.json", dst.st_uid)
+            if got is None:
+                continue
+            owner, rec = got
+            state = self._ranks.get(pid)
+            ref = rec if rec is not None else (state.last if state is not None else None)
+            if ref is None or not _owned_by(pid, owner, ref):
+                continue
+            if state is None or (rec is not None and state.last is not None
+                                 and rec.get("start_ticks") != state.last.get("start_ticks")):
+                state = self._ranks[pid] = _RankState()  # a new process under a pid seen before
+                self._unranked.pop(pid, None)
+            seen.add(pid)
+            if rec is not None:
+                self._update(state, rec)
+
     @staticmethod
-    def _read(path: str) -> dict[str, Any] | None:
+    def _read(dfd: int, name: str, dir_uid: int) -> tuple[int, dict[str, Any] | None] | None:
+        """(the file's owner, its record or None when torn), None when the file is not to be trusted."""
         try:  # O_NONBLOCK and regular files only: a FIFO named pulse-PID.json froze the sampler on open
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=dfd)
         except OSError:
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or (dir_uid != 0 and st.st_uid != dir_uid):
                 return None
             data = os.read(fd, pulse.RECORD_BYTES)
         except OSError:
             return None
         finally:
             os.close(fd)
-        return pulse.decode_record(data)
+        rec = pulse.decode_record(data)
+        if rec is not None and rec.get("pid", int(name[6:-5])) != int(name[6:-5]):
+            return None  # a record copied from another process's file
+        return st.st_uid, rec
+
+    def _number_unranked(self) -> None:
+        """A distinct rank number for each process without RANK (two plain ``python train.py`` of one user
+        were both rank 0: one series, one silently dropped by Prometheus): the lowest number no other
+        process holds, kept for the process's life unless a process with that RANK appears."""
+        ranks = {pid: _u32(s.last.get("rank")) for pid, s in self._ranks.items() if s.last is not None}
+        unranked = sorted(pid for pid, r in ranks.items() if r is None)
+        taken = {r for r in ranks.values() if r is not None}
+        for pid in list(self._unranked):
+            n = self._unranked[pid]
+            if pid in unranked and n not in taken:
+                taken.add(n)
+            else:
+                del self._unranked[pid]
+        for pid in unranked:
+            if pid not in self._unranked:
+                n = 0
+                while n in taken:
+                    n += 1
+                self._unranked[pid] = n
+                taken.add(n)
 
     @staticmethod
     def _update(state: _RankState, rec: dict[str, Any]) -> None:
@@ -126,13 +239,13 @@ class PulseReader:
             log.debug("pulse record without the expected fields: %r", rec)
 
     @staticmethod
-    def _rank(pid: int, s: _RankState, now: float, interval_s: float) -> JobRank:
+    def _rank(pid: int, s: _RankState, now: float, interval_s: float, unranked: int | None) -> JobRank:
         rec = s.last or {}
         last_step = _finite(rec.get("last_step")) or _finite(rec.get("t"))
         since = max(0.0, now - last_step) if last_step else None
         rank = _u32(rec.get("rank"))
         r = JobRank(
-            rank=0 if rank is None else rank,
+            rank=rank if rank is not None else unranked or 0,
             local_rank=_u32(rec.get("local_rank")),
             world_size=_u32(rec.get("world_size")),
             pid=pid,
@@ -166,22 +279,44 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _alive(pid: int) -> bool:
+_HAVE_PROC = os.path.isdir("/proc/self")
+
+
+def _owned_by(pid: int, owner: int, rec: dict[str, Any]) -> bool:
+    """Whether ``pid`` is a live process of uid ``owner`` started when ``rec`` says (where it says).
+
+    Where there is /proc, the uid of ``/proc/PID/stat`` (the process's) and its start time decide; kill(pid, 0)
+    cannot: it answers EPERM for any other user's process, pid 1 included. A mismatch is another process,
+    or a file planted for someone else's pid: the record is ignored."""
+    if not _HAVE_PROC:
+        try:
+            os.kill(pid, 0)
+        except OSError:  # EPERM: not ours, so not this file's owner's to report
+            return False
+        return owner == os.geteuid()
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return False
-    return True
+    try:
+        uid = os.fstat(fd).st_uid
+        data = os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if uid != owner:
+        return False
+    want = rec.get("start_ticks")
+    if want is None:
+        return True  # a writer without the field (an older gpu_triage in the job's environment)
+    return pulse.start_ticks_of(data) == want
 
 
 class LogTracker:
     """Follows a job log and keeps what its newest progress lines say."""
 
-    def __init__(self, path: Path | str, batch_size: int | None = None, user_regex: re.Pattern[str] | None = None,
+    def __init__(self, path: Path | str, batch_size: int | None = None, user_regex: UserRegex | None = None,
                  follower: LogFollower | None = None) -> None:
         self.follower = follower or LogFollower(path)
         self.batch_size = batch_size
@@ -189,6 +324,7 @@ class LogTracker:
         self.latest: Reading | None = None
         self.matched: dict[str, int] = {}
         self.unmatched = 0
+        self.parsed_chars = 0  # characters given to the parsers since start (bounded per tick)
         self._last_progress: float | None = None  # wall time the counter last advanced (or a line matched)
         self._prev_step: tuple[float, int] | None = None  # (time, step) at the previous tick
         self._prev_means: Reading | None = None  # the previous tick's reading, for _span_means
@@ -201,7 +337,13 @@ class LogTracker:
         reading matters, and a writer that printed 100,000 lines since the last tick costs a few, not all."""
         newest_loss = None
         found: Reading | None = None
+        budget = PARSE_BUDGET_CHARS  # and a bound on the characters parsed: lines of 8 KiB cost 8 KiB each
         for line in reversed(lines[-MAX_PARSE_LINES:]):
+            cost = len(line) if len(line) <= MAX_PARSE_CHARS else 0  # longer: not parsed (parse_line)
+            budget -= cost
+            if budget < 0:
+                break
+            self.parsed_chars += cost
             r = parse_line(line, self.user_regex)
             if r is None:
                 self.unmatched += 1
@@ -302,7 +444,7 @@ class JobMonitor:
     """The job's progress from the pulse directory and/or a log, one :class:`JobSample` per tick."""
 
     def __init__(self, *, log_path: Path | str | None = None, batch_size: int | None = None,
-                 user_regex: re.Pattern[str] | None = None, pulse_directory: str | None = None,
+                 user_regex: UserRegex | None = None, pulse_directory: str | None = None,
                  use_pulse: bool = True) -> None:
         self.pulse = PulseReader(pulse_directory) if use_pulse else None
         self.log = LogTracker(log_path, batch_size, user_regex) if log_path is not None else None
@@ -324,9 +466,11 @@ class JobMonitor:
         return from_log
 
     def messages(self) -> list[str]:
-        if self.log is None:
-            return []
-        out, self.log.messages = self.log.messages, []
+        out: list[str] = []
+        if self.pulse is not None:
+            out, self.pulse.messages = self.pulse.messages, []
+        if self.log is not None:
+            out, self.log.messages = out + self.log.messages, []
         return out
 
     def note(self) -> str | None:

@@ -19,13 +19,17 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024  # longer lines are progress lines of nobody we know: dropped
+MAX_PARSE_CHARS = 8192  # longer lines are kept out of the parsers (the log's longest real progress lines: < 1 KiB)
+PARSE_BUDGET_CHARS = 512 * 1024  # characters parsed per tick at most, newest line first (see LogTracker)
+MAX_USER_REGEX = 4096  # characters of a [job] log_regex
 CHUNK = 1024 * 1024
 BUDGET = 1024 * 1024  # bytes read per poll at most; further behind, skip to the last TAIL_START bytes
 TAIL_START = 64 * 1024  # on the first open of an existing log, start this far before its end
@@ -50,7 +54,15 @@ class Reading:
 
 
 # -- formats ------------------------------------------------------------------------------------------
-_NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+# Every pattern takes time linear in the line: each line is someone else's text (a job can print anything:
+# 8192 '1's through a tqdm pattern that backtracks take seconds), Python's engine backtracks, and the
+# sampler parses on its tick. Three rules keep them linear: a number has one way to match
+# ("[0-9]*\.?[0-9]+" has n ways for n digits, n² with search), a pattern that starts with a repeat starts
+# only where that repeat begins (the (?<![0-9]) lookbehinds: without them search restarts inside every run
+# of digits), and no ".*" between two parts (a part found once, the next searched from there).
+# tests/test_joblog.py checks the scaling on the inputs that break each rule; benchmarks/bench_joblog.py
+# prints the time.
+_NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 _SAMPLE_UNITS = {"samples", "sample", "img", "imgs", "images", "image", "ex", "examples", "example", "seq",
                  "seqs", "sequences", "tok", "tokens"}
@@ -58,13 +70,13 @@ _SAMPLE_UNITS = {"samples", "sample", "img", "imgs", "images", "image", "ex", "e
 # tqdm: "  3%|▎         | 10/313 [00:01<00:30,  9.87it/s]" or "[00:05<01:00,  1.23s/it, loss=0.5]"; without a
 # total: "train: 123it [00:10, 12.30it/s]"
 _TQDM = re.compile(
-    rf"(?P<n>\d+)(?:/(?P<total>\d+))?(?:[A-Za-z]+)?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
+    rf"(?<![0-9])(?P<n>[0-9]+)(?:/(?P<total>[0-9]+))?(?:[A-Za-z]+)?\s*\[(?P<elapsed>[\d:]+)(?:<(?P<left>[\d:?]+))?,\s*"
     rf"(?:(?P<rate>{_NUM})(?P<prefix>[kKMG]?)(?P<unit>[A-Za-z]+)/s|(?P<inv>{_NUM})s/(?P<iunit>[A-Za-z]+))"
 )
 # rich progress (Lightning's RichProgressBar): "Epoch 0/9 ━━━━━━━ 450/1000 0:00:10 • 0:00:12 44.12it/s loss: 0.1";
 # written to a file (not a terminal) Rich prints only its final frame, wrapped: the time left may go to the
 # next line ("Epoch 15/999 ━━━━   84/300 0:00:00 •        228.96it/s train_loss:", real lightning 2.6.6 log)
-_RICH = re.compile(rf"(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+(?:[\d:-]+\s+)?(?P<rate>{_NUM})it/s")
+_RICH = re.compile(rf"(?<![0-9])(?P<n>[0-9]+)/(?P<total>[0-9]+)\s+[\d:]+\s+•\s+(?:[\d:-]+\s+)?(?P<rate>{_NUM})it/s")
 # Lightning's tqdm bar carries its logger's version in the postfix ("v_num=0"); a bare "Epoch 0:" is any tqdm desc
 _LIGHTNING_POSTFIX = re.compile(r"[\s,]v_num=")
 _POSTFIX_LOSS = re.compile(rf"(?:^|[\s,])(?:train_)?loss(?:_step)?[=:]\s*(?P<loss>{_NUM})")
@@ -82,14 +94,14 @@ _MEG_BATCH = re.compile(r"global batch size:\s*(?P<gbs>\d+)")
 _MEG_LOSS = re.compile(rf"lm loss:\s*(?P<loss>{_NUM})")
 # DeepSpeed ThroughputTimer: "epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=123.4,
 #   CurrSamplesPerSec=125.1, MemAllocated=..."; and its "samples/sec: X" in wall-clock breakdowns
-_DS_THROUGHPUT = re.compile(
-    rf"global_step=(?P<n>\d+).*?RunningAvgSamplesPerSec=(?P<avg>{_NUM}).*?CurrSamplesPerSec=(?P<cur>{_NUM})"
-)
+_DS_GLOBAL_STEP = re.compile(r"global_step=(?P<n>[0-9]+)")
+_DS_AVG = re.compile(rf"RunningAvgSamplesPerSec=(?P<avg>{_NUM})")
+_DS_CUR = re.compile(rf"CurrSamplesPerSec=(?P<cur>{_NUM})")
 _DS_SAMPLES = re.compile(rf"samples/sec:\s*(?P<sps>{_NUM})")
 _DS_STEP = re.compile(r"\bsteps?[:=]\s*(?P<n>\d+)")
 # Hugging Face Trainer: "{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}" and the
 # end-of-training "{'train_runtime': 10.2, 'train_samples_per_second': 98.0, 'train_steps_per_second': 12.3, ...}"
-_DICT = re.compile(r"\{'[a-z_]+': .*\}")
+_DICT_START = re.compile(r"\{'[a-z_]+': ")  # to the line's last "}": found by rfind, not by ".*\}"
 
 
 def _f(text: str | None) -> float | None:
@@ -178,9 +190,11 @@ def parse_megatron(line: str) -> Reading | None:
 
 
 def parse_deepspeed(line: str) -> Reading | None:
-    m = _DS_THROUGHPUT.search(line)
-    if m:
-        return Reading("deepspeed", samples_per_s=float(m["cur"]), step=int(m["n"]))
+    m = _DS_GLOBAL_STEP.search(line)
+    avg = _DS_AVG.search(line, m.end()) if m else None
+    cur = _DS_CUR.search(line, avg.end()) if avg else None
+    if m and cur:
+        return Reading("deepspeed", samples_per_s=float(cur["cur"]), step=int(m["n"]))
     m2 = _DS_SAMPLES.search(line)
     if m2:
         sm = _DS_STEP.search(line)
@@ -189,11 +203,12 @@ def parse_deepspeed(line: str) -> Reading | None:
 
 
 def parse_hf_trainer(line: str) -> Reading | None:
-    m = _DICT.search(line)
-    if not m or len(m.group(0)) > 4096:
+    m = _DICT_START.search(line)
+    end = line.rfind("}") + 1 if m else 0
+    if not m or end <= m.end() or end - m.start() > 4096:
         return None
     try:
-        obj = ast.literal_eval(m.group(0))
+        obj = ast.literal_eval(line[m.start() : end])
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     if not isinstance(obj, dict):
@@ -236,9 +251,35 @@ FORMAT_NAMES = ("user regex", "imagenet", "megatron", "deepspeed", "hf_trainer",
 USER_GROUPS = ("samples_per_s", "steps_per_s", "step_time_s", "data_time_s", "step", "total", "loss", "epoch")
 
 
-def compile_user_regex(pattern: str) -> re.Pattern[str]:
-    """The config's ``[job] log_regex``: a Python regex whose named groups are among USER_GROUPS."""
-    rx = re.compile(pattern)
+class UserRegex(Protocol):
+    """A compiled ``[job] log_regex`` (RE2's; the built-in patterns use Python's ``re``)."""
+
+    groupindex: Mapping[str, int]
+
+    def search(self, text: str) -> Any: ...
+
+
+def compile_user_regex(pattern: str) -> UserRegex:
+    """The config's ``[job] log_regex``: a regex whose named groups are among USER_GROUPS, compiled by RE2.
+
+    RE2 matches in time linear in the line, whatever the pattern: with Python's engine a pattern such as
+    ``(a+)+$`` takes exponential time on a line the job prints, and the sampler would hang on it. The price
+    is RE2's syntax: Python's, less lookaround and backreferences (the features that cannot be linear);
+    ``\\d`` and ``\\s`` are ASCII (a progress line's digits and spaces are). A pattern RE2 refuses is a
+    config error that says so."""
+    import re2  # noqa: PLC0415 - only when a log_regex is set
+
+    options = re2.Options()
+    options.log_errors = False  # its own message went to stderr, under the dashboard
+    if len(pattern) > MAX_USER_REGEX:
+        raise ValueError(f"is {len(pattern)} characters long: at most {MAX_USER_REGEX}")
+    try:
+        rx: UserRegex = re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(
+            f"{why}: the pattern is matched by RE2 (linear time), which has no lookaround or backreferences"
+        ) from exc
     names = set(rx.groupindex)
     unknown = names - set(USER_GROUPS)
     if unknown:
@@ -248,7 +289,7 @@ def compile_user_regex(pattern: str) -> re.Pattern[str]:
     return rx
 
 
-def parse_user(rx: re.Pattern[str], line: str) -> Reading | None:
+def parse_user(rx: UserRegex, line: str) -> Reading | None:
     m = rx.search(line)
     if not m:
         return None
@@ -272,14 +313,15 @@ def parse_user(rx: re.Pattern[str], line: str) -> Reading | None:
     return r
 
 
-def parse_line(line: str, user: re.Pattern[str] | None = None) -> Reading | None:
-    """The first format that recognises ``line``, or None."""
+def parse_line(line: str, user: UserRegex | None = None) -> Reading | None:
+    """The first format that recognises ``line``, or None. A line longer than MAX_PARSE_CHARS is not
+    parsed: no progress line is that long, and parsing costs time proportional to the line."""
+    if len(line) > MAX_PARSE_CHARS:
+        return None
     if user is not None:
         r = parse_user(user, line)
         if r is not None:
             return r
-    if len(line) > 8192:  # no progress line of a known format is this long; regexes stay linear anyway
-        return None
     for _name, parser in FORMATS:
         r = parser(line)
         if r is not None:

@@ -23,6 +23,7 @@ from gpu_triage import __version__
 from gpu_triage.hostmeta import training_env
 from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
+from gpu_triage.safetext import clean
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.nvml import NvmlGpuReader
@@ -126,6 +127,10 @@ class LiveSource:
         """Host-only mode: the busiest processes at the last tick (empty with a GPU: the table shows GPU ones)."""
         return list(self._busiest.latest) if self._busiest is not None else []
 
+    def host_processes(self) -> list[ProcSample]:
+        """Host-only mode: every process with a CPU figure at the last tick (what a filter searches)."""
+        return list(self._busiest.everyone) if self._busiest is not None else []
+
     def close(self) -> None:
         if self._gpus is not None:
             self._gpus.close()
@@ -136,7 +141,7 @@ class LiveSource:
     # ---- static facts ----
     def _read_host_info(self) -> HostInfo:
         info = HostInfo(
-            hostname=socket.gethostname(),
+            hostname=clean(socket.gethostname()),
             cpu_count=self._ps.cpu_count(logical=True),
             extra={
                 "tool": "gpu-triage",

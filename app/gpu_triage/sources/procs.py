@@ -9,6 +9,8 @@ Cost is kept bounded for a box with hundreds of workers:
   read per process per tick; elsewhere psutil's ``cpu_times()``), with a cached ``psutil.Process`` per pid
   for its start time and name (read once); a process born since the last tick is measured from
   its creation time, so new workers get a real figure on their first tick instead of a fake 0.
+- pids are reused: the cache holds a pid's process only while its start time (read with its CPU seconds)
+  stays the same; another start time is another process, read afresh.
 - Descendants are found on Linux through ``/proc/PID/task/TID/children`` (reads only the family of
   each GPU process), and elsewhere through psutil's ``children(recursive=True)``.
 """
@@ -25,6 +27,7 @@ from typing import Any
 
 from gpu_triage.model import ProcSample
 from gpu_triage.nvmlwrap import GpuLost, Nvml
+from gpu_triage.safetext import clean_opt
 from gpu_triage.sources.owner import Owner, OwnerReader
 
 _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
@@ -72,10 +75,18 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # the un
 def proc_cpu_seconds(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> float | None:
     """User + system CPU seconds of ``pid`` from /proc/PID/stat (what psutil's cpu_times() reads, at about
     half its cost per call); None when the process is gone or hidden from us."""
+    got = proc_cpu_and_start(pid, proc_root)
+    return None if got is None else got[0]
+
+
+def proc_cpu_and_start(pid: int, proc_root: str | os.PathLike[str] = "/proc") -> tuple[float, int | None] | None:
+    """:func:`proc_cpu_seconds` and the process's start time (clock ticks since boot; None if the line is
+    cut short), from one read: the start time says whether ``pid`` is still the process seen before."""
     try:
         data = _read_all(f"{os.fspath(proc_root)}/{pid}/stat")
         fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces and ")"
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
+        # utime, stime, starttime: fields 14, 15 and 22 of proc(5)
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK, int(fields[19]) if len(fields) > 19 else None
     except (OSError, ValueError, IndexError):
         return None
 
@@ -106,6 +117,8 @@ class _Tracked:
     at: float  # our clock at the last reading
     seen_tick: int
     name: str | None = None  # read once: a process's name rarely changes, and each read is a /proc read
+    start: int | None = None  # /proc start time (ticks), first read: a different one is another process
+    read_start: int | None = None  # the start time read with this tick's CPU seconds
 
 
 class GpuProcessReader:
@@ -155,7 +168,7 @@ class GpuProcessReader:
             try:
                 procs = self._gpu_processes(handle)
                 per_card.append((index, procs))
-                if len(procs) > 1:  # a shared card: which process keeps it busy (see _sm_by_pid)
+                if procs:  # every card with a process: each one's own share, as nvitop shows it (_sm_by_pid)
                     sm.update(((index, pid), v) for pid, v in self._sm_by_pid(index, handle).items())
             except GpuLost:
                 continue  # the GPU reader marks the card lost on its own next call
@@ -185,7 +198,7 @@ class GpuProcessReader:
                     ProcSample(
                         pid=pid,
                         gpu_index=index,
-                        name=self._name(pid),
+                        name=clean_opt(self._name(pid)),  # another user chose it: no escapes drawn
                         gpu_mem_bytes=gpu_mem,
                         cpu_pct=cpu_cache[pid],
                         workers=len(worker_pids),
@@ -212,10 +225,11 @@ class GpuProcessReader:
         answers NOT_FOUND until a process has a sample, and a card or binding without the call answers
         nothing; either way "no data" (None), never 0.
 
-        Read only for a card that several processes share (every rank on cuda:0, a notebook beside a job),
-        where it says which of them keeps the card busy. The call costs 2.1 ms of CPU per card on an H200
-        (docs/h200.md), as much as the GPU-Util samples: every tick on every card it would put the dashboard
-        above nvitop's CPU (issue 15), and a process alone on its card has its card's GPU-Util anyway."""
+        Read for every card that runs a process: a user of nvitop reads each process's GPU use in its table,
+        on a shared card (every rank on cuda:0, a notebook beside a job) it says which of them keeps the card
+        busy, and a figure from the driver beats one inferred from the card's GPU-Util. The call costs 2.1 ms
+        of CPU per card on an H200 (docs/h200.md, docs/performance.md); a card without a process costs
+        nothing."""
         since = self._util_since.get(index, 0)
         if self._last_wall is not None:  # the driver keeps older samples: only this tick's count
             since = max(since, int(self._last_wall * 1e6))
@@ -270,6 +284,17 @@ class GpuProcessReader:
         if cpu_s is None:
             self._tracked.pop(pid, None)
             return None
+        if not self._same_process(tracked):
+            # the pid went to another process since the last tick: the cached name, start time and CPU
+            # baseline are the old one's (its CPU seconds against the new one's would give a wrong figure)
+            self._tracked.pop(pid, None)
+            fresh = self._process(pid)
+            if fresh is None:
+                return None
+            fresh.start = fresh.read_start = tracked.read_start
+            tracked = fresh
+        elif tracked.start is None:
+            tracked.start = tracked.read_start
         prev_s, prev_at = tracked.cpu_s, tracked.at
         tracked.cpu_s, tracked.at = cpu_s, now
         if prev_s is not None:
@@ -283,11 +308,27 @@ class GpuProcessReader:
             return max(0.0, 100.0 * cpu_s / age) if age > 0.05 else None
         return None
 
+    def _same_process(self, tracked: _Tracked) -> bool:
+        """Is the pid still the process first seen under it? On Linux the start time read with its CPU
+        seconds says (no extra read); elsewhere psutil's is_running() compares creation times."""
+        if self._use_procfs:
+            return tracked.start is None or tracked.read_start is None or tracked.start == tracked.read_start
+        if tracked.cpu_s is None:  # first sight: nothing cached yet
+            return True
+        try:
+            return bool(tracked.proc.is_running())
+        except self._gone:
+            return False
+
     def _cpu_seconds(self, tracked: _Tracked, pid: int) -> float | None:
         """Per process per tick: on Linux straight from /proc/PID/stat (psutil's cpu_times() reads the same
         file with more Python around it), elsewhere through psutil. None: it exited or is hidden."""
         if self._use_procfs:
-            return proc_cpu_seconds(pid, self._proc_root)
+            got = proc_cpu_and_start(pid, self._proc_root)
+            if got is None:
+                return None
+            tracked.read_start = got[1]
+            return got[0]
         try:
             times = tracked.proc.cpu_times()
         except self._gone:
@@ -341,6 +382,7 @@ class BusiestProcesses:
         self._before: dict[tuple[int, float | None], float] = {}
         self._at: float | None = None
         self.latest: list[ProcSample] = []
+        self.everyone: list[ProcSample] = []  # every process with a figure, busiest first: what a filter searches
 
     def sample(self) -> list[ProcSample]:
         now = self._clock()
@@ -363,8 +405,9 @@ class BusiestProcesses:
         self._before = {key: cpu_s for key, (cpu_s, _) in seen.items()}
         self._at = now
         busy.sort(key=lambda b: (-b[0], b[1]))
-        self.latest = [
-            ProcSample(pid=pid, gpu_index=NO_CARD, name=name, gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
-            for cpu, pid, name in busy[: self.top]
+        self.everyone = [
+            ProcSample(pid=pid, gpu_index=NO_CARD, name=clean_opt(name), gpu_mem_bytes=None, cpu_pct=cpu, workers=None)
+            for cpu, pid, name in busy
         ]
+        self.latest = self.everyone[: self.top]
         return self.latest

@@ -407,13 +407,11 @@ class SimulatedSource:
         mem_of_rank = ph.rank_mem.astype(np.int64).tolist()
         main_cpu = mains.tolist()
         worker_cpu = workers.tolist()
-        # each process's SM share (NVML's per-process smUtil), read as the live source reads it: only on a
-        # card several ranks share, which split its busy time; an idle card's processes have no sample
+        # each process's SM share (NVML's per-process smUtil), read as the live source reads it, on every
+        # card with a process: ranks sharing a card split its busy time; an idle card's processes have no sample
         util_of = util.tolist()
         ranks_on = [gpu_of_rank.count(g) for g in range(G)]
-        sm_of_rank = [
-            util_of[g] / ranks_on[g] if ranks_on[g] > 1 and util_of[g] >= 1.0 else None for g in gpu_of_rank
-        ]
+        sm_of_rank = [util_of[g] / ranks_on[g] if util_of[g] >= 1.0 else None for g in gpu_of_rank]
         procs = [] if not REGISTRY[sc].procs else [
             ProcSample(
                 pid=ph.main_pids[r],

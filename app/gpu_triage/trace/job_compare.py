@@ -116,15 +116,26 @@ def scaling_line(s: dict[str, Any]) -> str:
             f"{_cards(s['cards_before'])}: {s['efficiency_pct']:.0f} % scaling efficiency")
 
 
-def render_job(job: dict[str, Any] | None) -> list[str]:
-    """The job block of the text report (first after the file lines); one n/a line without job data."""
+def render_job(job: dict[str, Any] | None, show_all: bool = True) -> list[str]:
+    """The job block of the text report (first after the file lines); one n/a line without job data.
+    Unless ``show_all``, a figure marked unchanged (``trace.compare.describe``) is named, not tabled."""
     if job is None:
         return ["", "job: n/a (no job data in either recording: record with --job-log or gpu_triage.pulse)"]
     lines = ["", "job (the training's own clock)", f"  {'':<26}{'before':>13}{'after':>13}{'change':>14}{'%':>8}"]
+    same = []
     for key, label in JOB_METRICS:
         c = job["metrics"][key]
-        lines.append(f"  {label:<26}{_v(c['before']):>13}{_v(c['after']):>13}{_v(c['change'], True):>14}"
-                     f"{_p(c['change_pct']):>8}")
+        if not show_all and not c.get("changed", True):
+            same.append(label)
+            continue
+        pp = c.get("change_unit") == "pp"  # a percentage changes by points; its relative change is no figure
+        change = _v(c["change"], True) + (" pp" if pp and c["change"] is not None else "")
+        lines.append(f"  {label:<26}{_v(c['before']):>13}{_v(c['after']):>13}{change:>14}"
+                     f"{'' if pp else _p(c['change_pct']):>8}".rstrip())
+    if len(same) == len(JOB_METRICS):
+        lines[1:] = [f"{lines[1]}: unchanged"]
+    elif same:
+        lines.append(f"  unchanged: {', '.join(same)}")
     if job["scaling"] is not None:
         lines.append(f"  scaling: {scaling_line(job['scaling'])}")
     return lines

@@ -39,6 +39,7 @@ from gpu_triage.trace.stream import (
     read_stream_table,
     regular_file,
     shown,
+    stream_holder,
     stream_path_for,
 )
 
@@ -131,10 +132,14 @@ def open_trace(path: Path | str) -> TraceFile:
     if not regular_file(path):
         stream = stream_path_for(path)
         if regular_file(stream):
-            notices.append(
-                f"{shown(path)} does not exist but {stream.name} does (a recording that did not finish): "
-                f"reading that; `gpu-triage recover {stream}` makes the Parquet"
-            )
+            held = stream_holder(stream)
+            if held is not None:  # `recover` refuses a stream whose recorder is alive: no advice to run it
+                notices.append(f"{shown(path)} does not exist yet; {held} now: reading the ticks so far")
+            else:
+                notices.append(
+                    f"{shown(path)} does not exist but {stream.name} does (a recording that did not finish): "
+                    f"reading that; `gpu-triage recover {stream}` makes the Parquet"
+                )
             path = stream
         else:
             raise UserError(f"{shown(path)}: no such file: check the path")

@@ -78,8 +78,9 @@ class _VerdictLog:
             return
         try:
             self._window.append(tick)
-            raw = self._diagnose(self._window.view(), self._thresholds, self._cpu_count)
-            self._tracker.update(tick.ts.timestamp(), raw)
+            view = self._window.view()
+            raw = self._diagnose(view, self._thresholds, self._cpu_count)
+            self._tracker.update(tick.ts.timestamp(), raw, view)
         except Exception:  # a diagnosis bug must not end the recording: log it once, keep the ticks coming
             log.exception("diagnosing the recorded ticks failed; the recording goes on without verdict lines")
             self._broken = True

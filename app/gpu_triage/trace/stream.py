@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
+from gpu_triage.safetext import clean
 
 if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes its own without it
     import pyarrow as pa
@@ -34,8 +35,8 @@ if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes it
 STREAM_SUFFIX = ".partial.arrows"
 # The recorder's pid, in the stream's schema metadata (dropped from the Parquet: it means nothing later).
 META_RECORDER_PID = b"gpu_triage.recorder_pid"
-# The longest temporary name the writer makes beside a target: ".NAME.tmp-PID" (PID up to 7 digits).
-_TMP_EXTRA = len(".") + len(".tmp-") + 7
+# The longest temporary name the writer makes beside a target: ".NAME.tmp-" and mkstemp's 8 random characters.
+_TMP_EXTRA = len(".") + len(".tmp-") + 8
 
 
 def stream_path_for(target: Path | str) -> Path:
@@ -58,7 +59,7 @@ def target_for_stream(stream: Path | str) -> Path:
 
 def shown(path: Path | str) -> str:
     """A path as an error line shows it: whole when short, its start and end when absurdly long."""
-    text = str(path)
+    text = clean(str(path))  # a file in a shared directory is named by whoever made it
     return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
 
 
@@ -268,6 +269,16 @@ def stream_holder(path: Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def unfinished_line(path: Path) -> str:
+    """What to tell about a stream found where a finished recording was looked for: a recorder writing it
+    now (``recover`` would refuse it: wait for that recorder) or a leftover of a killed one (recover it)."""
+    held = stream_holder(path)
+    if held is not None:
+        return (f"{held} now: not finished yet; it becomes {target_for_stream(path).name} when that recorder "
+                "stops")
+    return f"{shown(path)} is left from an interrupted recording: `gpu-triage recover {path}` makes the Parquet"
 
 
 @contextmanager

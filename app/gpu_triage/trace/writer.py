@@ -25,8 +25,10 @@ import errno
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -85,39 +87,73 @@ def write_parquet_atomic(table: pa.Table, target: Path) -> Path:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    tmp = temporary_name(target, os.getpid())
+    # A random name made with O_CREAT|O_EXCL (mkstemp): a directory shared with other users (a fleet DIR
+    # on shared storage) may hold a link planted under a predictable name, and writing through it would
+    # put this Parquet into whatever file it points at.
+    fd, tmp_name = tempfile.mkstemp(prefix=temporary_prefix(target), dir=target.parent)
+    tmp = Path(tmp_name)
     # A stream holds one batch per tick: 43,200 one-row chunks made the Parquet writer 100x slower.
     table = table.combine_chunks()
     leaves = list(_leaf_paths(table.schema))
     floats = [path for path, typ in leaves if pa.types.is_floating(typ)]
     others = [path for path, typ in leaves if not pa.types.is_floating(typ)]
     try:
-        pq.write_table(
-            table,
-            tmp,
-            compression="zstd",
-            compression_level=3,
-            row_group_size=ROW_GROUP_ROWS,
-            # Noisy measurements do not repeat, so dictionaries do not help floats; splitting their bytes
-            # into streams lets zstd find the shared exponents: a day of 8 cards 24.6 MB -> 19.8 MB.
-            use_dictionary=others,
-            use_byte_stream_split=floats,
-        )
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), 0o666 & ~_umask())  # as a plain open() makes it; mkstemp gives 600
+            pq.write_table(
+                table,
+                out,
+                compression="zstd",
+                compression_level=3,
+                row_group_size=ROW_GROUP_ROWS,
+                # Noisy measurements do not repeat, so dictionaries do not help floats; splitting their bytes
+                # into streams lets zstd find the shared exponents: a day of 8 cards 24.6 MB -> 19.8 MB.
+                use_dictionary=others,
+                use_byte_stream_split=floats,
+            )
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)  # rename replaces a link at ``target`` itself, never writes through it
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return target
 
 
-def temporary_name(target: Path, pid: int) -> Path:
-    """The temporary file process ``pid`` writes a Parquet to before renaming it over ``target``."""
-    return target.with_name(f".{target.name}.tmp-{pid}")
+def temporary_prefix(target: Path) -> str:
+    """The start of the temporary names a Parquet is written under beside ``target`` (``.run.parquet.tmp-``,
+    then 8 random characters)."""
+    return f".{target.name}.tmp-"
+
+
+def remove_temporaries(target: Path) -> None:
+    """Remove the temporary files a killed converter left beside ``target``: this user's regular files only
+    (``lstat``: a link or someone else's file is not ours to remove)."""
+    prefix = temporary_prefix(target)
+    try:
+        names = [n for n in os.listdir(target.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        path = target.parent / name
+        try:
+            st = path.lstat()
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                path.unlink()
+        except OSError as exc:
+            logger.warning("cannot remove the converter's temporary file %s: %s", path, exc)
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would change it for every thread a moment)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def _leaf_paths(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
@@ -397,7 +433,7 @@ class TraceWriter:
             if child is not None:
                 child.send_signal(STOP_CONVERTER)
                 child.wait()
-                self._after_child(child.pid, before)
+                self._after_child(before)
             raise
         if child is None:
             logger.warning("cannot start the converter (%s: %s): converting %s in this process",
@@ -410,7 +446,7 @@ class TraceWriter:
             return
         logger.info("converted %s to %s in a child process (pid %d, %.2f s, exit %d)", self.stream_path, self.path,
                     child.pid, time.monotonic() - began, child.returncode)
-        if child.returncode != 0 and not self._after_child(child.pid, before):
+        if child.returncode != 0 and not self._after_child(before):
             lines = err.decode("utf-8", "replace").strip().splitlines()
             if child.returncode < 0:
                 reason = f"the converter was stopped by {signal.Signals(-child.returncode).name}"
@@ -420,13 +456,13 @@ class TraceWriter:
                 logger.error("the converter of %s said:\n%s", self.stream_path, "\n".join(lines[-20:]))
             raise ConversionFailed(reason)
 
-    def _after_child(self, pid: int, before: tuple[int, int] | None) -> bool:
+    def _after_child(self, before: tuple[int, int] | None) -> bool:
         """After a converter that did not say it succeeded: True (the stream removed) when it had renamed
         its file over the target all the same, else False with its temporary file removed."""
         if _identity(self.path) not in (None, before):
             self.stream_path.unlink(missing_ok=True)
             return True
-        temporary_name(self.path, pid).unlink(missing_ok=True)
+        remove_temporaries(self.path)
         return False
 
     def _unlock(self) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -36,15 +37,17 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
-from gpu_triage.config import Config
+from gpu_triage.config import PANES, Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.proc_control import ProcControl, ProcDetails
+from gpu_triage.safetext import clean_lines
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import job_pane, palette, panes, procview
 from gpu_triage.ui.follow import FollowsWindow
+from gpu_triage.ui.formatters import safe_text
 from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.panes import Colours, FactsOnly, Shown
@@ -160,6 +163,7 @@ class Pane(Static):
         self._shown: Text | None = None
 
     def show(self, text: Text) -> None:
+        text = safe_text(text)  # names, command lines, paths: someone else's characters, drawn visibly
         if self._shown is not None and text == self._shown:
             return
         # Same number of lines: the pane keeps its size (its height is set by the app), so no layout pass
@@ -295,6 +299,8 @@ class TriageApp(App[int]):
         self.paused = False
         self.selected = 0
         self.procs = procview.ProcState()
+        # the panes under the header, shown in this order; the others hidden ([ui] panes, the `o` key)
+        self.pane_order: list[str] = list(config.panes)
         # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
         # recorded processes are not this machine's
         self.proc_control: ProcControl | None = None
@@ -323,7 +329,9 @@ class TriageApp(App[int]):
         self.theme = config.theme
 
     def _fit_filters(self) -> None:
-        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will."""
+        """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will;
+        and whatever colours, no control character of anyone's making reaches the terminal."""
+        self._filters.append(palette.NoControlCodes())
         if self.no_color:
             self._filters = [f for f in self._filters if not isinstance(f, Monochrome | NoColor)]
             self._filters.append(NoColor())
@@ -333,7 +341,7 @@ class TriageApp(App[int]):
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """Textual's notify, without markup by default: our messages carry paths and errors such as
         ``[Errno 28]``, which markup swallowed (or took for a style, e.g. ``[bold]`` in a file name)."""
-        super().notify(message, markup=markup, **kwargs)
+        super().notify(clean_lines(message), markup=markup, **kwargs)
 
     # -- composition --------------------------------------------------------------------------------
     def _display(self, screen: Any, renderable: Any) -> None:
@@ -484,7 +492,7 @@ class TriageApp(App[int]):
             log.exception("diagnosis failed")
             self.shown = FactsOnly([*panes.facts(view), f"diagnosis failed: {exc}"])
             return
-        verdict = self._tracker.update(t, verdict)
+        verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]
@@ -528,6 +536,9 @@ class TriageApp(App[int]):
         shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if hasattr(self.source, "job_notice") else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if hasattr(self.source, "monitor") or any(view.jobs) else 0
+        hidden = frozenset(PANES) - set(self.pane_order)
+        if "job" in hidden:
+            job_n = 0
         budget = plan_layout(
             height,
             width,
@@ -538,6 +549,8 @@ class TriageApp(App[int]):
             fixed + job_n,
             panes.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
+            procs_first=self.procs.focused and "procs" not in hidden,
+            hidden=hidden,
         )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
         drawn: dict[str, tuple[Text, int]] = {
@@ -574,8 +587,9 @@ class TriageApp(App[int]):
             "bar": (bar, bar_lines),
         }
         self._proc_page = max(1, budget.procs - 2)
+        self._order_panes()
         for name, (text, lines) in drawn.items():
-            lines = min(lines, len(text.plain.split("\n"))) if text.plain else 0
+            lines = min(lines, len(text.plain.split("\n"))) if text.plain and name not in hidden else 0
             pane = self.query_one(f"#{name}", Pane)
             if pane.styles.height is None or pane.styles.height.value != lines:
                 pane.styles.height = lines
@@ -583,6 +597,31 @@ class TriageApp(App[int]):
             pane.show(text)
         if isinstance(self.screen, FollowsWindow):
             self.screen.refresh_data(view)
+
+    def _order_panes(self) -> None:
+        """The body's panes in the user's order (the header first, hidden ones last, with no lines)."""
+        wanted = ["header", *self.pane_order, *(p for p in PANES if p not in self.pane_order)]
+        body = self.query_one("#body", Vertical)
+        if [w.id for w in body.children] == wanted:
+            return
+        for before, after in zip(wanted, wanted[1:], strict=False):
+            body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+
+    def set_panes(self, order: list[str]) -> None:
+        """Show these panes in this order (the others hidden): the `o` screen's answer."""
+        self.pane_order = [p for p in order if p in PANES]
+        if "procs" not in self.pane_order:
+            self.procs.focused = False
+        self.redraw()
+
+    def action_panes(self) -> None:
+        from gpu_triage.ui.screens import PanesScreen
+
+        def apply(order: list[str] | None) -> None:
+            if order is not None:
+                self.set_panes(order)
+
+        self.push_screen(PanesScreen(self.pane_order), apply)
 
     def _header_text(self, width: int) -> Text:
         """Host, state, REC, source, tick and window. Narrow terminals get a compact form that keeps what
@@ -617,10 +656,11 @@ class TriageApp(App[int]):
         t.append(tail)
         t.truncate(width)
         lines = [t]
-        if self.banner:
-            lines.append(Text(self.banner[:width], "bold yellow", no_wrap=True, end=""))
-        if self.window_notice:
-            lines.append(Text(self.window_notice[:width], "yellow", no_wrap=True, end=""))
+        # the banner and the notice are sentences to read whole (the no-GPU hint names the command to run):
+        # wrapped on narrow terminals rather than cut
+        for note, style in ((self.banner, "bold yellow"), (self.window_notice, "yellow")):
+            for part in textwrap.wrap(note or "", width)[:3]:
+                lines.append(Text(part, style, no_wrap=True, end=""))
         if self.source_error:
             lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
         now_playing = self._label_now()
@@ -640,7 +680,7 @@ class TriageApp(App[int]):
         return "now playing: between cases"
 
     def _keys_text(self, width: int) -> Text:
-        return Text(footer_line(self.mode)[:width], "grey62", no_wrap=True, end="")
+        return Text(footer_line(self.mode, width)[:width], "grey62", no_wrap=True, end="")
 
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
@@ -686,11 +726,14 @@ class TriageApp(App[int]):
         return self.proc_control.details(pid) if self.proc_control is not None else None
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
-        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest."""
+        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
+        with a filter every process of the host: `/` then the PID of an idle process must find it."""
         last = self.window.last
         procs = list(last.procs) if last else []
         source = getattr(self.source, "inner", self.source)  # under the job's wrapper (--job-log, pulse)
         if not procs and not self._status.gpu_available and hasattr(source, "busiest_processes"):
+            if self.procs.filter and hasattr(source, "host_processes"):
+                return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
 
@@ -713,6 +756,10 @@ class TriageApp(App[int]):
 
     def action_proc_sort(self) -> None:
         self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
+        self.redraw()
+
+    def action_proc_reverse(self) -> None:
+        self.procs.reverse = not self.procs.reverse
         self.redraw()
 
     def action_proc_tree(self) -> None:
@@ -743,16 +790,21 @@ class TriageApp(App[int]):
             self.notify("select a process first: Tab, then ↑ ↓")
             return
         control = self.proc_control
-        reason = control.why_not(row.pid)
-        if reason is not None:
-            self.notify(f"not sent: {reason}", severity="warning")
+        # pinned now, as the confirmation names it: a signal goes to this process or, once it has
+        # exited, to none (its pid may be another process's by the time the key is pressed)
+        pinned = control.pin(row.pid)
+        if isinstance(pinned, str):
+            self.notify(f"not sent: {pinned}", severity="warning")
             return
-        what = procview.detail_line(row, self._proc_details, local=True)
+        what = procview.detail_line(row, lambda _pid: pinned.details, local=True)
 
         def send(name: str | None) -> None:
-            if name is None:
-                return
-            error = control.send(row.pid, name)
+            try:
+                if name is None:
+                    return
+                error = control.send(pinned, name)
+            finally:
+                pinned.close()
             if error is None:
                 self.notify(f"{name} sent to PID {row.pid}")
             else:

@@ -9,8 +9,10 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from rich.text import Text
 
 from gpu_triage.model import throttle_names
+from gpu_triage.safetext import clean_lines, is_clean
 from gpu_triage.units import short_bytes as fmt_bytes  # the one byte formatter (units.py)
 
 
@@ -63,20 +65,60 @@ def longest_fitting(texts: tuple[str, ...], width: int) -> str:
     return next((t for t in texts if len(t) <= width), texts[-1][:width])
 
 
-def fit_title(title: str, width: int, *, missing: bool) -> str:
+CLOCK_SWING = 0.05  # a clock that moved more than this share of its top in the window is not "steady"
+
+
+def fit_title(title: str | tuple[str, ...], width: int, *, missing: bool) -> str:
     """A chart title that fits ``width`` columns.
 
     plotext silently drops a title wider than its plot: on an 80-column screen the detail charts lost their
     titles, and with them the "n/a on this card" that is the only sign an empty box means "not reported".
     When the chart has no data the n/a goes first so that it survives the cut.
     """
-    text = f"{NA_ON_CARD}: {title}" if missing else title
+    variants = (title,) if isinstance(title, str) else title
+    texts = [f"{NA_ON_CARD}: {t}" if missing else t for t in variants]
+    text = next((t for t in texts if len(t) <= width), texts[-1])  # the longest form that fits, whole
     if width <= 0 or len(text) <= width:
         return text
     return text[: max(1, width - 1)] + "…"
 
 
-def slowdown_note(masks: np.ndarray) -> str:
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """y-axis ticks at round steps (1, 2, 2.5 or 5 times a power of ten) covering [lo, hi], about ``count``
+    of them: plotext's own split of the range gave 16.7 / 83.3 on a 0-100 axis."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [round(lo, 6)]
+    raw = (hi - lo) / max(1, count - 1)
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    out = []
+    v = first
+    while v <= hi + step * 1e-9:
+        if v >= lo - step * 1e-9:
+            out.append(round(v, 6))
+        v += step
+    return out
+
+
+def tick_label(v: float) -> str:
+    """A tick's label without the float noise ("25", "2.5", "0.25")."""
+    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:g}"
+
+
+RATE_UNITS = ((1 << 30, "GiB/s"), (1 << 20, "MiB/s"), (1 << 10, "KiB/s"), (1, "B/s"))
+
+
+def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
+    """The unit a chart of rates reads best in, from its peak: NVLink at 68 GB/s in GiB/s, not 69611.3 MiB/s."""
+    if not math.isfinite(peak_bytes_per_s):
+        return float(1 << 20), "MiB/s"
+    return next(((d, u) for d, u in RATE_UNITS if peak_bytes_per_s >= d), RATE_UNITS[-1])
+
+
+def slowdown_note(masks: np.ndarray, clock_mhz: np.ndarray | None = None) -> str:
     """For the detail view's clock chart: how much of the window each slowdown reason held the card's clocks
     down (" · slowed by power 100 % of the window"), from the ticks whose ``clock_event_reasons`` the card
     reported; "" when it reported none (n/a, not "never"). Idle and the other non-slowing reasons do not
@@ -89,7 +131,12 @@ def slowdown_note(masks: np.ndarray) -> str:
         for name in throttle_names(mask) or []:
             counts[name] = counts.get(name, 0) + 1
     if not counts:
-        return " · never slowed in the window"
+        if clock_mhz is not None and not np.all(np.isnan(clock_mhz)):
+            lo, hi = float(np.nanmin(clock_mhz)), float(np.nanmax(clock_mhz))
+            if hi > 0 and (hi - lo) / hi >= CLOCK_SWING:
+                # the driver names no reason, yet the clock moved: say both, claim nothing
+                return f" · no slowdown reason reported, clock {lo:.0f}–{hi:.0f} MHz"
+        return " · no slowdown reason in the window"
     parts = ", ".join(f"{name} {100.0 * n / seen.size:.0f} %" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     return f" · slowed by {parts} of the window"
 
@@ -116,9 +163,13 @@ def num(v: float) -> str:
     return f"{v:.0f}" if ok(v) else "n/a"
 
 
+USER_W = 8  # htop's USER column: a longer name is cut, the detail line under a focused table has it whole
 PROC_HEAD = (
-    f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}  WORKERS' CPU%"
+    f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}"
+    "  WORKERS' CPU%"
 )
+# host-only (no GPU): the GPU columns would be dashes, and at 80 columns their heading pushed out the mode tag
+HOST_PROC_HEAD = f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'CPU%':>5}"
 
 
 def workers_text(wcpu: list[float]) -> str:
@@ -140,3 +191,14 @@ def wall_clock(ts: float) -> datetime:
 def zone_name(ts: float) -> str:
     """The zone's short name at that time ("CET", "UTC"), said next to every clock time shown."""
     return wall_clock(ts).tzname() or "local time"
+
+
+def safe_text(text: Text) -> Text:
+    """``text`` as drawn: control and undecodable characters made visible (gpu_triage.safetext), its own
+    line breaks and styles kept (each replaced character is replaced by exactly one, so the spans fit)."""
+    plain = text.plain
+    if is_clean(plain):
+        return text
+    out = text.copy()
+    out.plain = clean_lines(plain)
+    return out

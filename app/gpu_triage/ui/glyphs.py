@@ -4,6 +4,7 @@ on a fixed 0–100 scale, and runs of one style appended as one span (terminal b
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
@@ -46,7 +47,9 @@ def bin_columns(values: np.ndarray, width: int, reduce: str = "mean", *, newest:
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def stepped_columns(values: np.ndarray, width: int, newest: int, reduce: str = "mean") -> np.ndarray:
+def stepped_columns(
+    values: np.ndarray, width: int, newest: int, reduce: str = "mean", *, per_column: int | None = None
+) -> np.ndarray:
     """``width`` columns of a graph that scrolls SCROLL_STEP columns at a time instead of one per tick.
 
     A graph redrawn with the newest tick always in the last column moves every cell every tick, and the
@@ -57,11 +60,13 @@ def stepped_columns(values: np.ndarray, width: int, newest: int, reduce: str = "
     newest column (and the oldest, as ticks leave the window). The cost: up to SCROLL_STEP - 1 columns at
     the right stay blank, and a window just wider than the graph is binned two ticks to a column a few
     columns sooner than before.
+
+    ``per_column`` forces the ticks per column (1: the newest ticks that fit, the older ones left out).
     """
     t = values.shape[0]
     step = max(1, min(SCROLL_STEP, width // 4))
     span = width - step + 1  # columns up to the newest one, right after a move
-    k = 1 if t <= span else math.ceil(t / span)
+    k = per_column or (1 if t <= span else math.ceil(t / span))
     newest_bin = newest // k
     used = span + newest_bin % step
     first_bin = newest_bin - used + 1
@@ -119,6 +124,57 @@ class Runs:
             self.chars = []
 
 
+@dataclass(frozen=True, slots=True)
+class WavePlan:
+    """How a one-line graph of ``width`` columns shows ``t`` ticks without averaging its shape away.
+
+    One tick a column (blocks, 8 levels) while the window fits; when it does not, braille, two ticks a
+    column (4 levels each, as nvitop's history graph): a sawtooth of one busy and one idle tick stays a
+    sawtooth instead of a flat ~50 % band. When even that does not fit, or when braille would leave a third
+    of the graph empty (a window just wider than the graph), the graph shows the newest ticks it can draw
+    that way, and says so (``ticks`` < the window): a shorter window that keeps the shape."""
+
+    braille: bool
+    ticks: int  # the newest ticks drawn
+    window: int  # the ticks in the window
+
+    @property
+    def per_cell(self) -> int:
+        return 2 if self.braille else 1
+
+    @property
+    def shortened(self) -> bool:
+        return self.ticks < self.window
+
+
+def _span(width: int) -> int:
+    """Columns (or braille samples) a stepped graph of ``width`` fills right after a move."""
+    return width - max(1, min(SCROLL_STEP, width // 4)) + 1
+
+
+def wave_plan(t: int, width: int) -> WavePlan:
+    span = _span(width)
+    if t <= span:
+        return WavePlan(False, t, t)
+    braille_span = _span(2 * width)
+    if 2 * t < 3 * span:  # braille would use under three quarters of the graph: blocks over the newest ticks
+        return WavePlan(False, span, t)
+    return WavePlan(True, min(t, braille_span), t)
+
+
+# braille (U+2800 + bits) filled from the bottom up: 0..4 dots in the left column, in the right one
+_LEFT_BITS = np.array([0, 0x40, 0x44, 0x46, 0x47])
+_RIGHT_BITS = np.array([0, 0x80, 0xA0, 0xB0, 0xB8])
+BRAILLE_ZERO = "⣀"  # both ticks idle: the bottom dots, dim (as "·" in the block form)
+
+
+def _braille_level(v: np.ndarray) -> np.ndarray:
+    safe = np.where(np.isnan(v), 0.0, v)
+    level = np.clip(np.ceil(safe / 25.0), 1, 4).astype(np.intp)
+    level[np.isnan(v) | (safe < 0.5)] = 0
+    return level
+
+
 def waveform(
     util: np.ndarray,
     width: int,
@@ -136,11 +192,25 @@ def waveform(
     Cells whose tick hid a fast sawtooth (min/max spread >= 40 points) get a shaded background; with
     ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
     busy on paper, not busy in fact.
+
+    A window wider than the graph is drawn as :func:`wave_plan` says: braille, two ticks a cell, or the
+    newest ticks that fit.
     """
-    u = bin_columns(util, width, newest=newest)
-    lo = bin_columns(umin, width, "min", newest=newest) if umin is not None else None
-    hi = bin_columns(umax, width, "max", newest=newest) if umax is not None else None
-    s = bin_columns(sm, width, newest=newest) if sm is not None else None
+    plan = wave_plan(util.shape[0], width)
+    if plan.braille:
+        return _braille_wave(util, width, colour, umin, umax, sm, sm_colour, newest)
+
+    def cols(values: np.ndarray, reduce: str = "mean") -> np.ndarray:
+        if not plan.shortened:
+            return bin_columns(values, width, reduce, newest=newest)
+        if newest is not None:
+            return stepped_columns(values, width, newest, reduce, per_column=1)
+        return values[-width:]
+
+    u = cols(util)
+    lo = cols(umin, "min") if umin is not None else None
+    hi = cols(umax, "max") if umax is not None else None
+    s = cols(sm) if sm is not None else None
     pad = " " * (width - u.shape[0])
     # vectorised per cell (profile: a Python loop over 800 cells per frame was the biggest part of our
     # own frame time): one character and one style code per cell, then one span per run of a style
@@ -165,6 +235,64 @@ def waveform(
     styles = [colour, "grey42", sm_colour or colour]
     styles += [f"{st} on {SAWTOOTH_BG}" for st in styles]
     return runs_text(pad, chars, code, styles)
+
+
+def _pairs(values: np.ndarray, width: int, reduce: str, newest: int | None) -> np.ndarray:
+    """(width, 2): the two ticks of each braille cell, oldest left; NaN where there is none."""
+    if newest is not None:
+        slots = stepped_columns(values, 2 * width, newest, reduce, per_column=1)
+    else:
+        slots = np.full(2 * width, np.nan)
+        tail = values[-2 * width :]
+        slots[2 * width - tail.shape[0] :] = tail
+    return slots.reshape(width, 2)
+
+
+def _row_mean(pairs: np.ndarray) -> np.ndarray:
+    """Mean of each cell's ticks, NaN-aware without numpy's empty-slice warning (a missing cell: NaN)."""
+    ok = ~np.isnan(pairs)
+    count = ok.sum(axis=1)
+    total = np.where(ok, pairs, 0.0).sum(axis=1)
+    with np.errstate(all="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _braille_wave(
+    util: np.ndarray,
+    width: int,
+    colour: str,
+    umin: np.ndarray | None,
+    umax: np.ndarray | None,
+    sm: np.ndarray | None,
+    sm_colour: str | None,
+    newest: int | None,
+) -> Text:
+    u = _pairs(np.asarray(util, dtype=float), width, "mean", newest)
+    left, right = _braille_level(u[:, 0]), _braille_level(u[:, 1])
+    bits = _LEFT_BITS[left] | _RIGHT_BITS[right]
+    chars = np.array([chr(0x2800 + int(b)) for b in bits], dtype=object)
+    missing = np.isnan(u).all(axis=1)
+    mean = _row_mean(u)
+    zero = ~missing & (bits == 0)
+    chars[zero] = BRAILLE_ZERO
+    chars[missing] = " "
+    code = np.zeros(width, dtype=np.intp)
+    code[zero] = 1
+    if sm is not None and sm_colour:
+        s = _pairs(np.asarray(sm, dtype=float), width, "mean", newest)
+        s_mean = _row_mean(s)
+        with np.errstate(invalid="ignore"):
+            idle_sm = ~zero & ~missing & ~np.isnan(s_mean) & (np.nan_to_num(mean) >= 10) & (s_mean < mean / 3)
+        code[idle_sm] = 2
+    if umin is not None and umax is not None:
+        lo = _pairs(np.asarray(umin, dtype=float), width, "min", newest)
+        hi = _pairs(np.asarray(umax, dtype=float), width, "max", newest)
+        with np.errstate(invalid="ignore"):
+            shaded = ((hi - lo) >= SAWTOOTH_SPREAD).any(axis=1)
+        code += 3 * shaded
+    styles = [colour, "grey42", sm_colour or colour]
+    styles += [f"{st} on {SAWTOOTH_BG}" for st in styles]
+    return runs_text("", chars, code, styles)
 
 
 def runs_text(pad: str, chars: np.ndarray, code: np.ndarray, styles: list[str] | tuple[str, ...]) -> Text:
@@ -211,8 +339,17 @@ def tall_graph(
     Zero is a dim dot on the bottom row and missing data is blank, as in the one-line form. Vectorised per
     row and one span per run of a style, to keep the frame cost of a tall card close to a one-line card.
     """
-    u = np.asarray(bin_columns(values, width, newest=newest), dtype=float)
-    hi = np.asarray(bin_columns(umax, width, "max", newest=newest), dtype=float) if umax is not None else None
+    k, shortened = tall_plan(values.shape[0], width)
+    if shortened:  # a window just wider than the graph: the newest ticks, one a column (the title says so)
+        if newest is not None:
+            u = stepped_columns(values, width, newest, per_column=1)
+            hi = stepped_columns(umax, width, newest, "max", per_column=1) if umax is not None else None
+        else:
+            u = np.asarray(values[-width:], dtype=float)
+            hi = np.asarray(umax[-width:], dtype=float) if umax is not None else None
+    else:
+        u = np.asarray(bin_columns(values, width, newest=newest), dtype=float)
+        hi = np.asarray(bin_columns(umax, width, "max", newest=newest), dtype=float) if umax is not None else None
     pad = " " * (width - u.shape[0])
     missing = np.isnan(u)
     safe = np.where(missing, 0.0, u)
@@ -235,6 +372,18 @@ def tall_graph(
         chars[missing] = " "
         lines.append(runs_text(pad, chars, code, (colour, "grey42")))
     return lines
+
+
+def tall_plan(t: int, width: int) -> tuple[int, bool]:
+    """(ticks a column of a tall graph holds, whether it shows only the newest ticks). The mean of k ticks a
+    column with ░ up to their peak; but a window just wider than the graph (two ticks a column would leave
+    a third of it empty, ~50 columns at 200x60) shows its newest ticks one a column instead."""
+    span = _span(width)
+    if t <= span:
+        return 1, False
+    if 2 * t < 3 * span:
+        return 1, True
+    return math.ceil(t / span), False
 
 
 def tall_split(rows_per_card: int) -> tuple[int, int]:

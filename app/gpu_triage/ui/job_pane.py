@@ -21,6 +21,7 @@ from gpu_triage.ui.layout import WIDE_COLS
 from gpu_triage.window import WindowView
 
 NA_TEXT = "JOB  n/a: no job source (--job-log PATH, or `from gpu_triage import pulse` in the training)"
+NA_TEXTS = (NA_TEXT, "JOB  n/a: no job source (--job-log PATH, or gpu_triage.pulse in the job)", "JOB  n/a: no job source")
 NO_PROGRESS_AFTER_S = 10.0  # say "no progress" from here on (the rate already reads 0 once a step is overdue)
 WAIT_ALERT_PCT = 50.0
 
@@ -89,7 +90,7 @@ def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *
         if notice:
             out.append(f"JOB  n/a: {notice}"[:width], f"bold {colours.alert}")
         elif source_configured:
-            out.append(NA_TEXT[:width], "grey50")
+            out.append(formatters.longest_fitting(NA_TEXTS, width), "grey50")
         return out
     show_notice = bool(notice) and lines >= 2  # the notice takes the last line
     _body(out, view, last, width, lines - (1 if show_notice else 0), colours)
@@ -106,9 +107,11 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
     if last.ranks:
         title += f" · {len(last.ranks)} rank{'s' if len(last.ranks) != 1 else ''}"
     if stopped:
-        note = f"  no progress for {last.since_progress_s:.0f} s"
-        out.append(title[: max(0, width - len(note))], "bold")
-        out.append(note[: max(0, width - min(len(title), width - len(note)))], f"bold {colours.alert}")
+        # a state, not a remark at the end of the title: first on the line, reversed, before any wording
+        badge = f" NO PROGRESS for {last.since_progress_s:.0f} s "
+        out.append("JOB "[:width], "bold")
+        out.append(badge[: max(0, width - 4)], f"bold reverse {colours.alert}")
+        out.append(title.removeprefix("JOB ")[: max(0, width - 4 - len(badge))], "bold")
     else:
         out.append(title[:width], "bold")
     if lines < 2:
@@ -131,9 +134,10 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
     out.append(" /s ".ljust(left)[:left], "bold")
     # stepped as the cards are (panes.gpu_pane): the same tick in the same column
     out.append_text(waveform(scaled, wave_w, colours.gpu, newest=view.ticks_ever - 1 if view.ticks_ever else None))
-    tail = f" {_num(now, unit)} step {_secs(last.step_time_s)}"
+    # stalled, the last step time is stale (the step that never ends has no time yet): not shown beside 0/s
+    tail = f" {_num(now, unit)}" + (" stalled" if stopped else f" step {_secs(last.step_time_s)}")
     wait = last.data_wait_pct
-    out.append(tail[: max(0, width - left - wave_w)])
+    out.append(tail[: max(0, width - left - wave_w)], f"bold {colours.alert}" if stopped else "")
     if wait is not None:
         wtext = f" wait {wait:.0f}%"
         room = max(0, width - left - wave_w - len(tail))
@@ -144,7 +148,9 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
         out.append("\n")
         card = card_of.get(r.pid) if r.pid is not None else None
         where = f"gpu{card}" if card is not None else (f"local{r.local_rank}" if r.local_rank is not None else "")
-        line = f"  rank {r.rank} {where:<7} {_num(r.samples_per_s, '/s'):>9}  step {_secs(r.step_time_s):>8}  "
+        rank_stopped = r.since_progress_s is not None and r.since_progress_s >= NO_PROGRESS_AFTER_S
+        step = "stalled" if rank_stopped else _secs(r.step_time_s)
+        line = f"  rank {r.rank} {where:<7} {_num(r.samples_per_s, '/s'):>9}  step {step:>8}  "
         out.append(line[:width])
         if r.data_wait_pct is not None:
             wtext = f"data wait {r.data_wait_pct:3.0f}%"
@@ -152,7 +158,7 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
                        f"bold {colours.alert}" if r.data_wait_pct > WAIT_ALERT_PCT else "")
         else:
             out.append("data wait n/a"[: max(0, width - len(line))], "grey50")
-        if r.since_progress_s is not None and r.since_progress_s >= NO_PROGRESS_AFTER_S:
+        if rank_stopped and r.since_progress_s is not None:
             extra = f"  no progress for {r.since_progress_s:.0f} s"
             used = len(line) + 15
             out.append(extra[: max(0, width - used)], f"bold {colours.alert}")

@@ -40,7 +40,16 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("`q`", "quit (a recording in progress is closed as a valid file)", BOTH, (("q", "quit"),), "q quit", footer_rank=0),
+    Key(
+        "`q` `F10` `Ctrl-C`",
+        "quit (a recording in progress is closed as a valid file)",
+        BOTH,
+        (("q", "quit"), ("f10", "quit"), ("ctrl+c", "quit")),
+        "q quit",
+        footer_rank=0,
+        # Textual's own Ctrl-C shows a toast naming ctrl+q; a monitor quits on it (htop, nvitop, btop, watch)
+        priority=("ctrl+c", "f10"),
+    ),
     Key("`p`", "pause the display (sampling and recording go on)", BOTH, (("p", "pause"),), "p pause", LIVE, 10),
     Key("`↑` `↓`", "select a card (in the detail view: show the previous / next card)", BOTH, (("up", "select(-1)"), ("down", "select(1)")), "↑↓ card", footer_rank=60),
     Key(
@@ -83,17 +92,40 @@ KEYS: tuple[Key, ...] = (
             ("end", "proc_move('end')"),
         ),
     ),
-    Key("`s`", "sort the processes by card, by GPU memory, by SM, by CPU (each press the next)", BOTH, (("s", "proc_sort"),)),
-    Key("`/`", "filter the processes by part of a name, user, command line or PID (empty: all)", BOTH, (("slash", "proc_filter"),)),
-    Key("`t`", "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)", BOTH, (("t", "proc_tree"),)),
     Key(
-        "`x`",
+        "`s` `F6`",
+        "sort the processes by card, by GPU memory, by SM, by CPU, by user (each press the next)",
+        BOTH,
+        (("s", "proc_sort"), ("f6", "proc_sort")),
+    ),
+    Key("`I`", "reverse the sort order (the table's heading shows ↓ or ↑)", BOTH, (("I", "proc_reverse"),)),
+    Key(
+        "`/` `F3`",
+        "filter the processes by part of a name, user, command line or PID, over every process (empty: all)",
+        BOTH,
+        (("slash", "proc_filter"), ("f3", "proc_filter")),
+    ),
+    Key(
+        "`t` `F5`",
+        "DataLoader workers as a tree under their trainer, each with its CPU (again: folded)",
+        BOTH,
+        (("t", "proc_tree"), ("f5", "proc_tree")),
+    ),
+    Key(
+        "`x` `F9`",
         "send SIGTERM or SIGKILL to the selected process, after a confirmation that names it; refused, with the "
         "reason, for a process you may not signal",
         LIVE,
-        (("x", "proc_signal"),),
+        (("x", "proc_signal"), ("f9", "proc_signal")),
     ),
-    Key("`?`", "help", BOTH, (("question_mark", "help"),), "? help", footer_rank=99),
+    Key(
+        "`o`",
+        "panes: show, hide and reorder the panes under the header (in it: `↑` `↓` select, `space` show / hide, "
+        "`u` `n` move up / down, `Enter` apply, `Esc` cancel); `[ui] panes` in the config file sets them at start",
+        BOTH,
+        (("o", "panes"),),
+    ),
+    Key("`?` `F1`", "help", BOTH, (("question_mark", "help"), ("f1", "help")), "? help", footer_rank=99),
     Key("`space`", "play / pause", REPLAY, (("space", "play_pause"),), "space play/pause", footer_rank=1),
     Key("`←` `→`", "one tick back / forward (hold to repeat)", REPLAY, (("left", "step(-1)"), ("right", "step(1)")), "←/→ step", footer_rank=2),
     Key(
@@ -124,10 +156,14 @@ def action_modes() -> dict[str, tuple[Mode, ...]]:
     return out
 
 
-def footer_line(mode: Mode) -> str:
-    """The key line at the bottom of the screen."""
+def footer_line(mode: Mode, width: int | None = None) -> str:
+    """The key line at the bottom of the screen; at ``width``, the keys ranked last give way first but
+    "? help" stays at the end (it lists the rest): at 80 columns the replay's line lost it."""
     shown = sorted((k for k in KEYS if mode in k.footer_in and mode in k.modes and k.footer), key=lambda k: k.footer_rank)
-    return "  ".join(k.footer for k in shown if k.footer)
+    parts = [k.footer for k in shown if k.footer]
+    while width is not None and len(parts) > 2 and len("  ".join(parts)) > width:
+        del parts[-2]
+    return "  ".join(parts)
 
 
 def markdown_table() -> list[str]:

@@ -69,6 +69,8 @@ def plan_layout(
     fixed: int,
     verdict: tuple[int, int] = (1, 0),
     n_nets: int = 0,
+    procs_first: bool = False,
+    hidden: frozenset[str] = frozenset(),
 ) -> Budget:
     """Share ``height`` lines between panes. Every card always gets its line; the rest is best effort.
 
@@ -77,42 +79,63 @@ def plan_layout(
     :func:`gpu_triage.ui.panes.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
     room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
     the other evidence, the past-verdicts strip, the NET line (``n_nets`` interfaces), then a second (SM)
-    row per card and more of everything.
+    row per card and more of everything. The process table's first rows (heading and two) come before the
+    disks: with 8 cards at 80x24 it was the pane that vanished. ``procs_first`` (the table has the focus,
+    Tab): it takes its rows, and the detail line, right after the CPU line, before evidence and SM rows.
+    ``hidden``: panes the user hid (config.PANES names), whose lines go to the others.
     """
     core, n_evidence = verdict
-    left = height - fixed - (1 + n_gpus)  # gpu title + one line per card
+    if "diag" in hidden:
+        core, n_evidence = 0, 0
+    if "disk" in hidden:
+        n_disks, n_nets = 0, 0
+    if "procs" in hidden:
+        n_procs = 0
+    left = height - fixed - (0 if "gpu" in hidden else 1 + n_gpus)  # gpu title + one line per card
     diag = min(max(0, left), core)
     left -= diag
     cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
-    cpu = min(max(0, left), cpu_cells + 1)
+    cpu = 0 if "cpu" in hidden else min(max(0, left), cpu_cells + 1)
     left -= cpu
+    procs = 0
+    if procs_first and n_procs:
+        procs = min(max(0, left), 2 + n_procs)  # heading, every row, the detail line
+        procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
+        left -= procs
     evidence = min(max(0, left), n_evidence, VERDICT_EVIDENCE_FIRST)
     diag += evidence
     left -= evidence
+    if n_procs and not procs_first:
+        procs = min(max(0, left), min(PROCS_MIN_LINES, 1 + n_procs))
+        procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
+        left -= procs
     disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
+    disk = disk if disk >= 2 else 0  # a heading alone says nothing
     left -= disk
-    procs = min(max(0, left), 1 + min(n_procs, 4)) if n_procs else 0
-    if procs < min(PROCS_MIN_LINES, 1 + n_procs):
-        procs = 0
-    left -= procs
+    if n_procs and procs and not procs_first:
+        more_rows = min(max(0, left), 1 + min(n_procs, 4) - procs)
+        procs += more_rows
+        left -= more_rows
     more = min(max(0, left), n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
     diag += more
     left -= more
     net = 1 if n_nets and left >= 1 else 0
     left -= net
+    if "gpu" in hidden:
+        n_gpus = 0
     gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
     if gpu_rows == 2:
         left -= n_gpus
     # wide terminals: per-core bars instead of cells, more disks, processes, evidence
     bars_per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n_cores / bars_per_line) + 1 if n_cores else 0
-    if n_cores and bar_lines > cpu and left >= bar_lines - cpu:
+    if n_cores and cpu and bar_lines > cpu and left >= bar_lines - cpu:
         left -= bar_lines - cpu
         cpu = bar_lines
     extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
     disk += extra
     left -= extra
-    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs else 0
+    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs and not procs_first else 0
     if procs + extra >= min(PROCS_MIN_LINES, 1 + n_procs):
         procs += extra
         left -= extra
@@ -123,5 +146,5 @@ def plan_layout(
         if per_card >= TALL_MIN_ROWS:
             left -= (per_card - gpu_rows) * n_gpus
             gpu_rows = per_card
-    diag += min(max(0, left), 4)
+    diag += min(max(0, left), 4) if "diag" not in hidden else 0
     return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag, net=net)

@@ -15,6 +15,7 @@ import numpy as np
 from rich.text import Text
 
 from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.model import NetSample, throttle_names
 from gpu_triage.ui.formatters import (
     SM_NA_TEXTS,
@@ -33,10 +34,13 @@ from gpu_triage.ui.formatters import (
 from gpu_triage.ui.glyphs import (
     AXIS_W,
     Runs,
+    WavePlan,
     axis_label,
     block,
     tall_graph,
+    tall_plan,
     tall_split,
+    wave_plan,
     waveform,
 )
 from gpu_triage.ui.layout import (
@@ -81,21 +85,18 @@ def gpu_pane(
     # graphs step: each tick keeps its column, so the terminal gets the newest column, not every row
     newest = view.ticks_ever - 1 if view.ticks_ever else None
     tall = rows_per_card >= TALL_MIN_ROWS
-    if tall:
-        title = "GPU  util 0–100 % (fixed scale; ░ = peaks inside a tick; lower graph: SM activity)  memory in use is not work"
-    else:
-        title = "GPU  util 0–100 % (fixed scale; shaded = sawtooth inside a tick"
-        title += ", " if rows_per_card == 1 else "; 2nd row SM activity)"
-        if rows_per_card == 1:
-            title += f"{colours.sm} = SMs idle)"
-        title += "  memory in use is not work"
-    out.append(title[:width], "bold")
     if not view.gpu_indexes:
+        if tall:
+            out.append(_tall_legend(1, width), "bold")
+        else:
+            out.append(_wave_legend(None, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
         out.append(msg[:width], colours.alert if not gpu_available else "grey50")
         return out
     wide = width >= WIDE_COLS
+    legend_plan: WavePlan | None = None  # what a cell of the one-line graphs is, said in the title
+    tall_w: int | None = None  # the tall graphs' width, for the ticks a column holds
     for j, idx in enumerate(view.gpu_indexes):
         out.append("\n")
         g = {f: a[:, j] for f, a in view.gpu.items()}
@@ -127,10 +128,13 @@ def gpu_pane(
         flags, alarm = card_flags(g)
         if tall:
             tail = f" {flags}{tail}" if flags else tail
-            _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
+            graph_w = _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
+            tall_w = graph_w if tall_w is None or not flags else tall_w
             continue
         flag_text = f"{flags} " if flags else ""
         wave_w = max(4, width - len(head) - len(flag_text) - len(tail))
+        if legend_plan is None or not flag_text:
+            legend_plan = wave_plan(view.n, wave_w)
         out.append(head, "bold reverse" if selected == j else "bold")
         # throttling, ECC errors, XIDs: only when there is something, before the graph; when the row is
         # full they keep their place and the tail's end (temperature, clock) gives way
@@ -162,7 +166,66 @@ def gpu_pane(
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
                 out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)], "grey70")
+    if tall:
+        per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
+        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
+        shown = f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}" if (
+            shortened and tall_w and interval > 0) else ""
+        out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
+    else:
+        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
+        legend = Text(_wave_legend(legend_plan, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
+        out = legend + out
     return out
+
+
+def _span_ticks(width: int) -> int:
+    """Ticks a stepped graph of ``width`` columns shows one a column right after a move."""
+    return width - max(1, min(8, width // 4)) + 1
+
+
+def _tall_legend(per_column: int, width: int, shown: str = "") -> str:
+    """The tall graphs' title: what a column is (one tick, or the mean of several, ░ up to their peak), and
+    the part of the window shown when it is not all of it."""
+    col = ("column = 1 tick" if per_column == 1 else f"column = mean of {per_column} ticks") + shown
+    return longest_fitting(
+        (
+            f"GPU  util 0–100 % (fixed scale; {col}; ░ = up to the peak inside it; lower graph: SM activity)"
+            "  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {col}; ░ = up to the peak inside it; lower graph: SM activity)",
+            f"GPU util 0–100% · {col} · ░ peak · lower: SM",
+            f"GPU util 0–100% · {col}",
+        ),
+        width,
+    )
+
+
+def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, colours: Colours, width: int) -> str:
+    """The title of the one-line graphs: the fixed scale, what one cell is (one tick, or two in braille),
+    the part of the window shown when the graph cannot hold it all, and what shading and colour mean."""
+    cell = "cell = 2 ticks (braille)" if plan is not None and plan.braille else "cell = 1 tick"
+    if plan is not None and plan.shortened and interval_s > 0:
+        cell += f", last {_short_dur(plan.ticks * interval_s)} of {_short_dur(plan.window * interval_s)}"
+    sm_long = f", {colours.sm} = SMs idle" if rows_per_card == 1 else "; 2nd row SM activity"
+    sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM"
+    return longest_fitting(
+        (
+            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth in a tick{sm_short}",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth{sm_short}",
+            f"GPU util 0–100% · {cell} · shaded: sawtooth",
+            f"GPU util 0–100% · {cell}",
+        ),
+        width,
+    )
+
+
+def _short_dur(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m" if rest == 0 else f"{minutes}m{rest:02d}s"
 
 
 _LOST_FIELDS = ("util_pct", "mem_used_bytes", "power_w")
@@ -208,7 +271,7 @@ def _tall_card(
     colours: Colours,
     selected: bool,
     newest: int | None = None,
-) -> None:
+) -> int:
     """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
     the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
     util_rows, sm_rows = tall_split(rows_per_card)
@@ -263,6 +326,7 @@ def _tall_card(
         if r < len(sm_side):
             txt, style = sm_side[r]
             out.append(txt[:side_w], style)
+    return graph_w
 
 
 def _heat(v: float) -> str:
@@ -287,7 +351,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     busy = float(np.nanmean(cores)) if n and not np.all(np.isnan(cores)) else float("nan")
     hot = int(np.sum(cores >= 90)) if n else 0
     io = last(view.iowait)
-    summary = f"CPU {n} cores avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
+    summary = f"CPU {n} core{'' if n == 1 else 's'} avg{pct(busy)} · {hot} ≥90% · iowait{pct(io)} · mem {used_of_total(last(view.host_mem_used), last(view.host_mem_total))}"
     summary += f" · swap {swap_text(view)}"
     per_line = core_bars_per_line(width)
     bar_lines = math.ceil(n / per_line) if n else 0
@@ -328,6 +392,9 @@ def _f(v: int | None) -> float:
     return float("nan") if v is None else float(v)
 
 
+VIRTUAL_NICS = ("ifb", "veth", "docker", "virbr", "br-", "cni", "flannel", "cali", "tun", "tap", "vxlan", "dummy")
+
+
 def net_line(view: WindowView, width: int) -> str:
     """One line, busiest interfaces first: "NET ib0 ↓11.9G/s ↑11.9G/s · eth0 ↓2.0M/s ↑140K/s"; as many as fit."""
     nets = view.nets[-1] if view.nets else []
@@ -339,7 +406,9 @@ def net_line(view: WindowView, width: int) -> str:
 
     out = "NET"
     sep = " "
-    for n in sorted(nets, key=lambda n: (-total(n), n.name)):
+    # idle virtual interfaces (ifb, veth, bridges, tunnels) are noise beside the NICs; shown once they carry traffic
+    shown = [n for n in nets if total(n) > 0 or not n.name.startswith(VIRTUAL_NICS)] or nets[:1]
+    for n in sorted(shown, key=lambda n: (-total(n), n.name)):
         part = f"{sep}{n.name} ↓{rate(n.rx_bytes_per_s)} ↑{rate(n.tx_bytes_per_s)}"
         if len(out) + len(part) > width:
             break
@@ -407,10 +476,18 @@ def first_advice_lines(shown: Shown, width: int) -> list[str]:
     return [_cut(w, width) for w in wrapped]
 
 
+def _changing_at(shown: Verdict) -> set[int]:
+    """Which evidence lines say the verdict is changing (present.on_screen): drawn under the headline."""
+    return {i for i, f in enumerate(shown.evidence_facts) if f.get("metric") == CHANGING and i < len(shown.evidence)}
+
+
 def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
-    """(lines of the headline and the wrapped first advice, evidence bullets): what the layout keeps first."""
-    n_evidence = 0 if isinstance(shown, FactsOnly) else len(shown.evidence)
-    return 1 + len(first_advice_lines(shown, width)), n_evidence
+    """(lines of the headline, a changing line and the wrapped first advice, evidence bullets): what the layout
+    keeps first."""
+    if isinstance(shown, FactsOnly):
+        return 1 + len(first_advice_lines(shown, width)), 0
+    changing = len(_changing_at(shown))
+    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing
 
 
 def _cut(text: str, width: int) -> str:
@@ -429,6 +506,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         out.append(("  ·  ".join(shown.lines) or "waiting for ticks")[: max(0, width - 6)])
         evidence: list[str] = []
         all_advice: list[str] = []
+        changing: list[str] = []
     else:
         bad = shown.bottleneck != "none"
         out.append("VERDICT ", "bold")
@@ -438,12 +516,20 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         extra = ""
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
-        extra += f"  confidence {shown.confidence * 100:.0f}%"
+        # no card to read: a confidence would rate a GPU verdict that was never possible
+        extra += f"  confidence {shown.confidence * 100:.0f}%" if view.n_gpus else "  no GPU: host facts only"
         out.append(extra)
         out.truncate(width)
-        evidence = [_cut("• " + e, width) for e in shown.evidence]
+        # a verdict shown while it changes says so first (present.on_screen): its first line, under the headline
+        at = _changing_at(shown)
+        changing = [_cut(shown.evidence[i], width) for i in sorted(at)]
+        evidence = [_cut("• " + e, width) for i, e in enumerate(shown.evidence) if i not in at]
         all_advice = shown.advice
     room = lines - 1
+    for text in changing[:room]:
+        out.append("\n")
+        out.append(text, f"bold {colours.alert}")
+        room -= 1
     advice = first_advice_lines(shown, width)[:room]
     room -= len(advice)
     evidence = evidence[:room]

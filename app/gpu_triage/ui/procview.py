@@ -15,9 +15,11 @@ from rich.text import Text
 
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
-from gpu_triage.ui.formatters import PROC_HEAD, fmt_bytes, pct, workers_text
+from gpu_triage.ui.formatters import HOST_PROC_HEAD, PROC_HEAD, USER_W, fmt_bytes, pct, workers_text
 
-SORTS = ("card", "GPU memory", "SM", "CPU")  # `s` cycles through them
+SORTS = ("card", "GPU memory", "SM", "CPU", "user")  # `s` cycles through them
+# biggest first unless reversed (`I`, as htop's invert); card and user run in their natural order
+DESCENDING = frozenset({"GPU memory", "SM", "CPU"})
 WORKER = "DataLoader wkr"
 
 
@@ -25,6 +27,7 @@ WORKER = "DataLoader wkr"
 class ProcState:
     focused: bool = False  # Tab: ↑↓ move in the process table instead of selecting a card
     sort: str = "card"
+    reverse: bool = False  # `I`: the other direction of the sort
     filter: str = ""
     tree: bool = False  # `t`: each trainer's DataLoader workers on rows of their own under it
     selected: int | None = None  # pid of the selected row
@@ -37,7 +40,6 @@ class Row:
     proc: ProcSample  # the GPU process itself, or the trainer of a worker row
     worker_cpu: float | None = None  # set on a worker row
     last_worker: bool = False
-    alone: bool = False  # the only process on its card (its SM share is not read: the card's GPU-Util)
 
     @property
     def is_worker(self) -> bool:
@@ -47,15 +49,36 @@ class Row:
 Details = Callable[[int], ProcDetails | None]
 
 
-def _sort_key(sort: str) -> Callable[[ProcSample], tuple[float, ...]]:
+def _sort_value(sort: str, p: ProcSample, details: Details) -> object:
+    """The value a process is sorted by; None (not read: no driver sample, hidden) goes last either way."""
     if sort == "GPU memory":
-        return lambda p: (-(p.gpu_mem_bytes if p.gpu_mem_bytes is not None else -1), p.pid)
+        return p.gpu_mem_bytes
     if sort == "CPU":
-        return lambda p: (-(p.cpu_pct if p.cpu_pct is not None else -1.0), p.pid)
-    if sort == "SM":  # a process's own share of its card; none read (alone on its card, no sample) last
-        return lambda p: (-(p.sm_pct if p.sm_pct is not None else -1.0), p.pid)
+        return p.cpu_pct
+    if sort == "SM":  # a process's own share of its card, from the driver
+        return p.sm_pct
+    if sort == "user":
+        d = details(p.pid)
+        return d.user if d is not None and d.user else None
     # card order; the host-only list (no card) busiest first, as it came
-    return lambda p: (p.gpu_index, -(p.cpu_pct or 0.0) if p.gpu_index < 0 else 0.0, p.pid)
+    return (p.gpu_index, -(p.cpu_pct or 0.0) if p.gpu_index < 0 else 0.0)
+
+
+def sort_arrow(state: ProcState, host_only: bool = False) -> str:
+    """↓ biggest first, ↑ smallest (or first in order) first: the direction the heading shows."""
+    descending = state.sort in DESCENDING or (host_only and state.sort == "card")
+    return "↓" if descending != state.reverse else "↑"
+
+
+def _sorted(procs: list[ProcSample], state: ProcState, details: Details) -> list[ProcSample]:
+    values = {p.pid: _sort_value(state.sort, p, details) for p in procs}
+    by_pid = sorted(procs, key=lambda p: p.pid)
+    present = [p for p in by_pid if values[p.pid] is not None]
+    missing = [p for p in by_pid if values[p.pid] is None]
+    descending = (state.sort in DESCENDING) != state.reverse
+    # a stable sort keeps equal values in pid order, in either direction
+    present.sort(key=lambda p: values[p.pid], reverse=descending)  # type: ignore[arg-type,return-value]
+    return present + missing
 
 
 def matches(p: ProcSample, needle: str, details: Details) -> bool:
@@ -72,11 +95,8 @@ def matches(p: ProcSample, needle: str, details: Details) -> bool:
 def rows(procs: list[ProcSample], state: ProcState, details: Details) -> list[Row]:
     """The table's rows in order: sorted, filtered, and with worker rows under their trainer in tree mode."""
     out: list[Row] = []
-    sharing: dict[int, int] = {}
-    for p in procs:
-        sharing[p.gpu_index] = sharing.get(p.gpu_index, 0) + 1
-    for p in sorted((p for p in procs if matches(p, state.filter, details)), key=_sort_key(state.sort)):
-        out.append(Row(p.pid, p, alone=sharing[p.gpu_index] == 1))
+    for p in _sorted([p for p in procs if matches(p, state.filter, details)], state, details):
+        out.append(Row(p.pid, p))
         if state.tree and p.worker_pids:
             cpus = list(p.workers_cpu_pct or [])
             for k, wpid in enumerate(p.worker_pids):
@@ -106,20 +126,25 @@ def move(state: ProcState, table: list[Row], delta: int | str, page: int) -> Non
     state.selected = pids[at]
 
 
-def _line(row: Row) -> str:
+def _user(pid: int, details: Details, local: bool) -> str:
+    if not local:
+        return "n/a"
+    d = details(pid)
+    return (d.user if d is not None and d.user else "n/a")[:USER_W]
+
+
+def _line(row: Row, user: str) -> str:
     p = row.proc
     if row.is_worker:
         branch = "└" if row.last_worker else "├"
-        return f"{row.pid:>8} {branch} {WORKER:<13} {'':>3} {'':>8} {'':>4} {pct(row.worker_cpu, 5)}"
+        return f"{row.pid:>8} {user:<{USER_W}} {branch} {WORKER:<13} {'':>3} {'':>8} {'':>4} {pct(row.worker_cpu, 5)}"
     workers = "n/a" if p.workers is None else str(p.workers)
-    if p.gpu_index < 0:  # host-only list: no card, no workers counted
-        return f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {'-':>3} {'-':>8} {'-':>4} {pct(p.cpu_pct, 5)}"
-    # SM%: the process's own share of its card, read where processes share a card; alone on it, the card's
-    # GPU-Util is its share ("-"; not read, see sources/procs.py), shared but without a driver sample: n/a
-    sm = "-".rjust(4) if row.alone and p.sm_pct is None else pct(p.sm_pct, 4)
+    if p.gpu_index < 0:  # host-only list: no card, no workers counted (the columns of HOST_PROC_HEAD)
+        return f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {pct(p.cpu_pct, 5)}"
+    # SM%: the process's own share of its card, as the driver samples it; no sample (idle, an old driver): n/a
     return (
-        f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
-        f" {sm} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
+        f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {fmt_bytes(p.gpu_mem_bytes):>8}"
+        f" {pct(p.sm_pct, 4)} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
     )
 
 
@@ -182,9 +207,9 @@ def proc_pane(
     table = rows(procs, state, details)
     if state.focused and table and state.selected not in [r.pid for r in table]:
         state.selected = table[0].pid
-    flags = ["busiest on the host, no GPU"] if host_only else []
-    if state.sort != "card":
-        flags.append(f"by {state.sort}")
+    flags = ["no GPU: host processes"] if host_only else []
+    # host-only, the card order is the busiest first: said as what it is
+    flags.append(f"by {'CPU' if host_only and state.sort == 'card' else state.sort} {sort_arrow(state, host_only)}")
     if state.filter:
         flags.append(f"/{state.filter}")
     if state.focused and table:
@@ -192,7 +217,11 @@ def proc_pane(
         flags.append(f"{at + 1}/{len(table)}")
     # the state goes in at the right and the heading gives way to it (at 80 columns it was cut off)
     tag = " [" + " · ".join(flags) + "]" if flags else ""
-    out.append((PROC_HEAD[: max(0, width - len(tag))].ljust(min(len(PROC_HEAD), max(0, width - len(tag)))) + tag)[:width], "bold")
+    head = HOST_PROC_HEAD if host_only else PROC_HEAD
+    room = max(0, width - len(tag))
+    if len(head) > room:  # whole column names only: a cut one ("W") reads as a column of its own
+        head = head[:room] if head[room : room + 1] == " " else head[:room].rsplit(" ", 1)[0]
+    out.append((head.ljust(min(len(head), room)) + tag)[:width], "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
@@ -211,7 +240,8 @@ def proc_pane(
     for row in shown:
         out.append("\n")
         selected = state.focused and row.pid == state.selected
-        out.append(_line(row)[:width].ljust(width) if selected else _line(row)[:width], "reverse" if selected else "")
+        line = _line(row, _user(row.pid, details, local))[:width]
+        out.append(line.ljust(width) if selected else line, "reverse" if selected else "")
     if not state.focused and len(shown) < len(table) and room >= 1:
         out.append("\n")
         out.append(f"{'':>8} +{len(table) - len(shown)} more (Tab: scroll, sort, filter)"[:width], "grey50")

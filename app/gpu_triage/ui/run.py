@@ -131,7 +131,10 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
     if quiet is not None:
         ours.addHandler(quiet)
     try:
-        result = app.run()
+        # Mouse tracking off: nothing on the screen is a button, and with it on (Textual asks for every motion)
+        # selecting a PID or a command line to copy needed Shift in most terminals; off, the terminal's own
+        # selection and scroll-back work as under htop started with mouse support off, or watch
+        result = app.run(mouse=False)
     finally:
         app.shutdown()
         if exporter is not None:

@@ -1,0 +1,179 @@
+"""What a training process's thread is doing, from its Python stack (py-spy) and its /proc entry: one phase.
+
+The table reads PyTorch's own module and function names, the ones its stacks carry on every version this was
+checked on (torch 2.11 on a real H200, 2.13 on the CPU box; docs/diagnosis.md lists the phases). A stack is
+matched outermost-agnostic: the first rule of ``RULES`` any frame matches wins, so a compile under a module's
+forward is a compile and a save under a training loop is a checkpoint. A stack no rule names is read from the
+thread itself: on a CPU it is the process's own Python (``python``); off it, what the kernel says it waits in
+(a sleep, a socket, IO), else ``waiting``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpu_triage.sources.stacks import StackDump, ThreadStack
+from gpu_triage.sources.threads import ThreadInfo
+
+
+class Phase(StrEnum):
+    COMPILE = "compile"  # torch.compile: dynamo tracing, inductor codegen, triton builds
+    CHECKPOINT = "checkpoint"  # torch.save, serialization, distributed checkpoint, safetensors
+    COLLECTIVE = "collective"  # torch.distributed collectives and barriers
+    DATALOADER_WAIT = "dataloader_wait"  # the training loop waits for a batch from its workers
+    LOADING = "loading"  # a batch made in the training process itself (num_workers=0: fetch, collate)
+    OPTIMIZER = "optimizer"  # torch.optim step
+    BACKWARD = "backward"  # autograd's backward
+    MODEL = "model"  # a module's forward
+    GPU_SYNC = "gpu_sync"  # the host waits for the card (torch.cuda.synchronize, events)
+    LOGGING = "logging"  # logging, progress bars, metrics writers
+    IMPORT = "import"  # importing modules
+    PYTHON = "python"  # on a CPU in the process's own code (no library phase named)
+    SLEEP = "sleep"  # off CPU in a sleep
+    WAIT_SERVICE = "wait_service"  # off CPU on a socket or poll: another service, the network
+    IO_WAIT = "io_wait"  # uninterruptible sleep: disk or network file system
+    WAITING = "waiting"  # off CPU on a lock, a queue, a condition (another thread of ours)
+    WORKER_BUSY = "worker_busy"  # a DataLoader worker on a CPU making a sample (decode, augment, collate)
+    WORKER_WAITING = "worker_waiting"  # a worker inside the Dataset but off CPU: latency (a fetch, a read)
+    WORKER_IDLE = "worker_idle"  # a worker with no index to work on: it is ahead of the training loop
+    UNKNOWN = "unknown"  # no stack
+
+
+@dataclass(frozen=True)
+class Rule:
+    phase: Phase
+    files: tuple[str, ...] = ()  # a frame's file starting with one of these
+    names: tuple[str, ...] = ()  # or a frame's function name holding one of these
+
+    def matches(self, stack: ThreadStack) -> bool:
+        for fr in stack.frames:
+            if self.files and fr.file.startswith(self.files):
+                return True
+            if self.names and any(n in fr.name for n in self.names):
+                return True
+        return False
+
+
+#: Ordered: the first rule any frame matches names the phase.
+RULES: tuple[Rule, ...] = (
+    # The compiler's own files only: a compiled graph runs through torch/_dynamo/eval_frame.py and
+    # aot_autograd's runtime_wrappers.py on every step, and torch.optim wraps its methods in dynamo's disable
+    # (seen on the H200: Optimizer.zero_grad under DisableContext), none of which is compiling.
+    Rule(Phase.COMPILE, files=("torch/_dynamo/convert_frame.py", "torch/_dynamo/symbolic_convert.py",
+                               "torch/_dynamo/output_graph.py", "torch/_dynamo/variables/", "torch/_inductor/",
+                               "torch/_functorch/_aot_autograd/graph_compile.py",
+                               "torch/_functorch/_aot_autograd/jit_compile_runtime_wrappers.py",
+                               "torch/_subclasses/fake_tensor.py", "triton/compiler/", "torch/_export/")),
+    Rule(Phase.CHECKPOINT, files=("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/")),
+    Rule(Phase.COLLECTIVE, files=("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py",
+                                  "torch/distributed/_functional_collectives.py")),
+    Rule(Phase.DATALOADER_WAIT, names=("_MultiProcessingDataLoaderIter._next_data",
+                                       "_MultiProcessingDataLoaderIter._get_data",
+                                       "_MultiProcessingDataLoaderIter._try_get_data")),
+    Rule(Phase.LOADING, files=("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py")),
+    Rule(Phase.OPTIMIZER, files=("torch/optim/",)),
+    Rule(Phase.BACKWARD, files=("torch/autograd/",)),
+    Rule(Phase.GPU_SYNC, names=("synchronize",), files=("torch/cuda/streams.py",)),
+    Rule(Phase.LOGGING, files=("logging/", "tqdm/std.py", "torch/utils/tensorboard/", "wandb/", "mlflow/",
+                               "tensorboard/")),
+    Rule(Phase.IMPORT, files=("<frozen importlib.",)),
+    Rule(Phase.MODEL, files=("torch/nn/modules/", "torch/nn/functional.py")),
+)
+
+_WORKER = Rule(Phase.WORKER_BUSY, names=("_worker_loop",))
+_IN_DATASET = Rule(Phase.WORKER_BUSY, files=("torch/utils/data/_utils/fetch.py",))
+
+#: Kernel wait channels of a thread off CPU, by what it waits on (prefixes; seen on kernels 6.x).
+_WCHAN = (
+    (Phase.SLEEP, ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep")),
+    (Phase.WAIT_SERVICE, ("wait_woken", "sk_wait_data", "inet_csk_accept", "unix_stream", "tcp_", "do_epoll_wait",
+                          "ep_poll", "do_select", "poll_schedule_timeout", "do_sys_poll", "__skb_wait_for_more_packets")),
+    (Phase.WAITING, ("futex", "pipe_read", "pipe_wait", "do_wait")),
+)
+
+
+def _off_cpu(info: ThreadInfo | None) -> Phase:
+    if info is None:
+        return Phase.WAITING
+    if info.state == "D":
+        return Phase.IO_WAIT
+    for phase, prefixes in _WCHAN:
+        if info.wchan and info.wchan.startswith(prefixes):
+            return phase
+    return Phase.WAITING
+
+
+def classify(stack: ThreadStack | None, info: ThreadInfo | None = None) -> Phase:
+    """The phase of one thread at one dump; ``info`` is its /proc entry read at the same moment, if any."""
+    if stack is None or not stack.frames:
+        return Phase.UNKNOWN
+    if _WORKER.matches(stack):  # a DataLoader worker's main thread
+        if not _IN_DATASET.matches(stack):
+            return Phase.WORKER_IDLE
+        return Phase.WORKER_BUSY if stack.active else Phase.WORKER_WAITING
+    for rule in RULES:
+        if rule.matches(stack):
+            return rule.phase
+    return Phase.PYTHON if stack.active else _off_cpu(info)
+
+
+#: Phases of another thread that a waiting main thread is waiting on: CUDA tensors' backward runs on autograd's
+#: device thread (the main thread sits off CPU in _engine_run_backward), and so does compiling its graph.
+_DELEGATED = (Phase.COMPILE, Phase.CHECKPOINT, Phase.COLLECTIVE, Phase.LOADING, Phase.OPTIMIZER, Phase.BACKWARD,
+              Phase.MODEL)
+
+
+def process_phase(dump: StackDump, threads: list[ThreadInfo] | None = None) -> Phase:
+    """The phase of a training process at one dump: its main thread's, unless that thread is off CPU while
+    another of its threads is on one in a named phase of the step (then the main thread waits on it)."""
+    main = dump.main
+    by_tid = {t.tid: t for t in threads or ()}
+    phase = classify(main, by_tid.get(dump.pid))
+    if main is None or main.active:
+        return phase
+    for th in dump.threads:
+        if th.tid != dump.pid and th.active:
+            other = classify(th, by_tid.get(th.tid))
+            if other in _DELEGATED:
+                return other
+    return phase
+
+
+@dataclass(frozen=True)
+class PhaseShare:
+    """How a process's main thread spent a run of dumps: each phase's share of the dumps that read."""
+
+    samples: int
+    shares: dict[Phase, float]
+    top_frames: dict[Phase, str]  # the innermost frame most often seen in each phase ("Adam.step (adam.py)")
+
+    @property
+    def leading(self) -> tuple[Phase, float] | None:
+        if not self.shares:
+            return None
+        # a tie goes to the phase that names something (a wait on a socket over a wait on "something")
+        phase = max(self.shares, key=lambda p: (self.shares[p], p not in (Phase.WAITING, Phase.UNKNOWN)))
+        return phase, self.shares[phase]
+
+
+def main_thread_phases(dumps: Iterable[tuple[StackDump, list[ThreadInfo] | None]]) -> PhaseShare:
+    """A training process's phases (``process_phase``) over ``dumps``, each with its threads read beside it;
+    dumps that failed count for nothing. The top frames are the main thread's."""
+    counts: Counter[Phase] = Counter()
+    frames: dict[Phase, Counter[str]] = {}
+    n = 0
+    for dump, threads in dumps:
+        main = dump.main
+        if main is None:
+            continue
+        phase = process_phase(dump, threads)
+        n += 1
+        counts[phase] += 1
+        if main.frames:
+            top = main.frames[0]
+            frames.setdefault(phase, Counter())[f"{top.name} ({top.file.rsplit('/', 1)[-1]})"] += 1
+    return PhaseShare(n, {p: c / n for p, c in counts.items()} if n else {},
+                      {p: c.most_common(1)[0][0] for p, c in frames.items()})

@@ -1,0 +1,500 @@
+"""The fleet view's model, pure: samples in, one sorted row per host out.
+
+A host's samples come from a scrape of its exporter (:func:`parse_exposition`) or from a Prometheus
+instant query (:func:`parse_vector`); either way a sample is a name, its labels and a value, and
+:func:`build_row` reads them through :data:`METRICS`, the one table of the names the view understands.
+Each field lists the names it accepts, preferred first, so a metric renamed in the exporter (a gauge
+that becomes a ``_total`` counter) is read under its old and its new name, and following a rename is a
+change to one line of that table.
+
+What a row says is what the exporter said, never a guess: a card whose GPU-Util is not exported is not
+counted busy or idle, a missing figure is ``None`` ("n/a" on screen), and a host whose scrape failed or
+whose ``up`` is 0 is *down*, never a host of idle cards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
+from gpu_triage.fleetview.text import clean
+
+# field -> accepted metric names, preferred first. Sample names as Prometheus stores them (a counter's
+# name ends in _total, an info metric's in _info).
+METRICS: dict[str, tuple[str, ...]] = {
+    "verdict": ("gpu_triage_verdict",),
+    "confidence": ("gpu_triage_verdict_confidence_ratio",),
+    "verdict_age": ("gpu_triage_verdict_age_seconds",),
+    "build": ("gpu_triage_build_info",),
+    "tick_time": ("gpu_triage_tick_timestamp_seconds",),
+    "tick_interval": ("gpu_triage_tick_interval_seconds",),
+    "driver": ("gpu_triage_gpu_driver_available",),
+    "gpu_info": ("gpu_triage_gpu_info",),
+    "lost": ("gpu_triage_gpu_lost",),
+    "util": ("gpu_triage_gpu_utilization_ratio",),
+    "sm_active": ("gpu_triage_gpu_sm_active_ratio",),
+    "mem_used": ("gpu_triage_gpu_memory_used_bytes",),
+    "mem_total": ("gpu_triage_gpu_memory_total_bytes",),
+    "power": ("gpu_triage_gpu_power_watts",),
+    "temp": ("gpu_triage_gpu_temperature_celsius",),
+    "clock_reason": ("gpu_triage_gpu_clock_event_reason",),
+    "ecc_uncorrected": ("gpu_triage_gpu_ecc_uncorrected_errors_total", "gpu_triage_gpu_ecc_uncorrected_errors"),
+    "xid": ("gpu_triage_gpu_xid_events_total", "gpu_triage_gpu_xid_events"),
+    "cpu_busy": ("gpu_triage_host_cpu_busy_ratio",),
+    "iowait": ("gpu_triage_host_iowait_ratio",),
+    "samples_per_s": ("gpu_triage_job_samples_per_second",),
+    "job_since_progress": ("gpu_triage_job_seconds_since_progress",),
+    "owner": ("gpu_triage_owner_info", "gpu_triage_gpu_owner_info", "gpu_triage_process_gpu_memory_bytes"),
+    "up": ("up",),
+}
+# Labels that name whose work a card runs, on any series that carries them (an owner info metric, the
+# GPU processes): the exporter's own `owner` and the parts of one (a container, a Kubernetes pod, a Slurm
+# job, a user); `owner_*` labels count too. Prometheus' `job` is the scrape job, never an owner.
+OWNER_LABELS: tuple[str, ...] = ("owner", "pod", "k8s_pod", "slurm_job", "container", "user")
+# Throttling clock reasons (those that slow a card down; idle and app-clocks do not): docs/metrics.md.
+THROTTLE_REASONS = frozenset({"power", "thermal", "hw-slowdown", "hw-thermal", "power-brake"})
+
+#: A card at or above the diagnosis's idle line ran kernels during the tick: it counts as busy.
+BUSY_UTIL_RATIO = Thresholds().idle_util_pct / 100.0
+STALE_TICKS = 5.0  # a newest tick older than this many tick intervals is stale: the exporter's sampler stopped
+STALE_MIN_S = 15.0  # and never before this many seconds (a scrape 1 s after a 2 s tick is not stale)
+MAX_CARDS = 256  # `gpu` labels kept per host (a hostile scrape could name a million)
+MAX_SERIES_PER_HOST = 20_000  # samples kept per host; the rest are dropped and said
+
+HEALTHY_BOTTLENECKS = frozenset({"none", ""})
+
+OK, STALE, DOWN = "ok", "stale", "down"
+
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One sample of a scrape or of a Prometheus answer: ``value`` None when it was not a finite number."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class HostData:
+    """What one fetch said about one host. ``time`` is when (epoch seconds): the scrape's end, or the
+    Prometheus query's evaluation time. ``error`` is one line when the host could not be read."""
+
+    key: str
+    address: str
+    time: float
+    samples: tuple[Sample, ...] = ()
+    job: str = ""
+    up: float | None = None
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    index: int
+    name: str | None = None
+    util: float | None = None
+    sm_active: float | None = None
+    mem_used: float | None = None
+    mem_total: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    lost: bool = False
+    throttles: tuple[str, ...] = ()
+    ecc_uncorrected: float | None = None
+    xid: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    """One host, as the table and the detail show it. Text fields are already :func:`clean`."""
+
+    key: str
+    host: str
+    address: str
+    job: str
+    state: str  # OK, STALE or DOWN
+    hostname: str | None = None  # what the exporter calls its machine (gpu_triage_build_info)
+    error: str | None = None
+    pattern: str | None = None
+    bottleneck: str | None = None
+    verdict_cards: str | None = None
+    confidence: float | None = None
+    verdict_age_s: float | None = None
+    busy: int | None = None
+    total: int | None = None
+    util: float | None = None
+    samples_per_s: float | None = None
+    owner: str | None = None
+    owners: tuple[str, ...] = ()
+    tick_age_s: float | None = None
+    cpu_busy: float | None = None
+    iowait: float | None = None
+    driver: bool | None = None
+    cards: tuple[Card, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.state != OK or self.has_bottleneck
+
+    @property
+    def has_bottleneck(self) -> bool:
+        return self.state == OK and self.bottleneck is not None and self.bottleneck not in HEALTHY_BOTTLENECKS
+
+
+# -- parsing ------------------------------------------------------------------------------------------------
+
+
+def number(value: object) -> float | None:
+    """A finite float or None: NaN, ±Inf, and what is not a number at all ("abc", a list) are None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        f = float(value)
+    elif isinstance(value, str) and len(value) <= 64:
+        try:
+            f = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _labels(raw: Mapping[Any, object]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def parse_exposition(text: str) -> tuple[list[Sample], list[str]]:
+    """The samples of a ``/metrics`` body (Prometheus text format) through prometheus_client's parser,
+    and notes on what was dropped. A body the parser rejects as a whole is parsed line by line, so one
+    bad line costs that line, not the host. Parsing stops at :data:`MAX_SERIES_PER_HOST` samples: 8 MiB
+    of one-character series would otherwise be two million objects."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    notes: list[str] = []
+    samples: list[Sample] = []
+    full = False
+
+    def take(body: str) -> None:
+        nonlocal full
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                if len(samples) >= MAX_SERIES_PER_HOST:
+                    full = True
+                    return
+                samples.append(Sample(s.name, _labels(s.labels), number(s.value)))
+
+    try:
+        take(text)
+    except (ValueError, TypeError, IndexError, KeyError) as err:
+        samples.clear()
+        full = False
+        bad = 0
+        first = ""
+        for line in text.splitlines():
+            if full:
+                break
+            if not line.strip() or line.startswith("#"):
+                continue
+            try:
+                take(line + "\n")
+            except (ValueError, TypeError, IndexError, KeyError) as line_err:
+                bad += 1
+                first = first or f"{type(line_err).__name__}: {line_err}"
+        notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clean(first or err, 80)})")
+    if full:
+        notes.append(f"more than {MAX_SERIES_PER_HOST} samples: the rest not read")
+    return samples, notes
+
+
+class PrometheusError(ValueError):
+    """The Prometheus answer was an error or not an instant vector: the message is one clean line."""
+
+
+def parse_vector(body: object) -> tuple[list[Sample], float | None]:
+    """The samples of a ``/api/v1/query`` answer (``resultType: vector``) and its evaluation time."""
+    if not isinstance(body, dict):
+        raise PrometheusError("the answer is not a JSON object (is this the Prometheus HTTP API?)")
+    if body.get("status") != "success":
+        kind = clean(body.get("errorType", "error"), 40)
+        raise PrometheusError(f"{kind}: {clean(body.get('error', 'no error text'))}")
+    data = body.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        raise PrometheusError("the answer holds no instant vector (data.resultType is not 'vector')")
+    samples: list[Sample] = []
+    when: float | None = None
+    for item in data["result"]:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+            continue
+        value = item.get("value")
+        if not isinstance(value, list) or len(value) != 2:
+            continue
+        raw = item["metric"]
+        # the API's labels are strings: only a malformed answer pays for the conversion
+        labels = raw if all(type(v) is str for v in raw.values()) else _labels(raw)
+        name = str(labels.pop("__name__", ""))
+        samples.append(Sample(name, labels, number(value[1])))
+        when = when if when is not None else number(value[0])
+    return samples, when
+
+
+def host_key(labels: Mapping[str, str]) -> tuple[str, str]:
+    """(job, instance) of a series from Prometheus. Federated without ``honor_labels`` the original ones
+    are ``exported_job`` / ``exported_instance``: those name the host, not the federating server."""
+    instance = labels.get("exported_instance") or labels.get("instance") or ""
+    job = labels.get("exported_job") or labels.get("job") or ""
+    return job, instance
+
+
+def group_by_host(samples: Iterable[Sample], up: Iterable[Sample], when: float) -> list[HostData]:
+    """Prometheus' samples of every host, one :class:`HostData` per (job, instance); ``up`` series add the
+    hosts that answer nothing (down), and say whether the others' last scrape worked."""
+    grouped: dict[tuple[str, str], list[Sample]] = {}
+    for s in samples:
+        grouped.setdefault(host_key(s.labels), []).append(s)
+    ups: dict[tuple[str, str], float | None] = {}
+    for s in up:
+        key = host_key(s.labels)
+        ups[key] = s.value if key not in ups or s.value == 0 else ups[key]
+    hosts = []
+    for key in sorted(set(grouped) | set(ups)):
+        job, instance = key
+        own = grouped.get(key, [])
+        notes: tuple[str, ...] = ()
+        if len(own) > MAX_SERIES_PER_HOST:
+            notes = (f"{len(own) - MAX_SERIES_PER_HOST} samples past the first {MAX_SERIES_PER_HOST} dropped",)
+            own = own[:MAX_SERIES_PER_HOST]
+        hosts.append(
+            HostData(
+                key=f"{job}/{instance}",
+                address=instance,
+                job=job,
+                time=when,
+                samples=tuple(own),
+                up=ups.get(key),
+                notes=notes,
+            )
+        )
+    return hosts
+
+
+# -- one row per host -----------------------------------------------------------------------------------------
+
+
+class _Index:
+    """The samples of one host by name, read through :data:`METRICS` (first accepted name present)."""
+
+    def __init__(self, samples: Iterable[Sample]) -> None:
+        self.by_name: dict[str, list[Sample]] = {}
+        for s in samples:
+            self.by_name.setdefault(s.name, []).append(s)
+
+    def all(self, fld: str) -> list[Sample]:
+        for name in METRICS[fld]:
+            if name in self.by_name:
+                return self.by_name[name]
+        return []
+
+    def one(self, fld: str) -> float | None:
+        for s in self.all(fld):
+            if s.value is not None:
+                return s.value
+        return None
+
+    def per_card(self, fld: str) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for s in self.all(fld):
+            i = _card_index(s.labels.get("gpu"))
+            if i is not None and s.value is not None:
+                out[i] = s.value
+        return out
+
+
+def _card_index(text: str | None) -> int | None:
+    if text is None or not text.isdigit() or len(text) > 4:
+        return None
+    return int(text)
+
+
+def _ratio(v: float | None) -> float | None:
+    """A 0-1 share, or None: a value outside it (a hostile or broken exporter) is not drawn as 1e308 %."""
+    return v if v is not None and -1e-9 <= v <= 1.0 + 1e-6 else None
+
+
+def _amount(v: float | None) -> float | None:
+    """A count, a size, watts: never negative."""
+    return v if v is not None and v >= 0 else None
+
+
+def owner_of(labels: Mapping[str, str]) -> str | None:
+    """The owner a series names: its ``owner`` label, else the first of :data:`OWNER_LABELS` it has, else
+    its ``owner_*`` labels in name order, joined (``owner_kind="pod", owner_name="ns/x"`` → ``pod ns/x``)."""
+    for label in OWNER_LABELS:
+        if labels.get(label):
+            return labels[label]
+    parts = [labels[k] for k in sorted(labels) if k.startswith("owner_") and labels[k]]
+    return " ".join(parts) if parts else None
+
+
+def _may_name_owner(name: str) -> bool:
+    """The series that carry whose work it is: the GPU processes' and any owner metric."""
+    return name.startswith("gpu_triage_process_") or "owner" in name or name in METRICS["owner"]
+
+
+def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
+    """Every owner named by the host's series, cleaned, sorted (at most 64 kept)."""
+    found: set[str] = set()
+    for s in samples:
+        owner = owner_of(s.labels)
+        if owner:
+            found.add(clean(owner, 60))
+            if len(found) >= 64:
+                break
+    return tuple(sorted(found))
+
+
+def build_row(data: HostData) -> HostRow:
+    """One :class:`HostRow` from what one host said (or failed to say)."""
+    address = clean(data.address or data.key)
+    job = clean(data.job)
+    notes = tuple(clean(n) for n in data.notes)
+    ours = [s for s in data.samples if s.name.startswith("gpu_triage_")]
+    down = None
+    if data.error is not None:
+        down = clean(data.error)
+    elif data.up == 0:
+        down = "up == 0: Prometheus' last scrape of it failed"
+    elif not ours:
+        down = "no gpu_triage metrics in the answer"
+    if down is not None:
+        return HostRow(key=data.key, host=address, address=address, job=job, state=DOWN, error=down, notes=notes)
+    idx = _Index(data.samples)
+    build = idx.all("build")
+    hostname = clean(build[0].labels.get("hostname", ""), 60) if build else ""
+    verdicts = sorted(
+        (s for s in idx.all("verdict") if s.value == 1),
+        key=lambda s: (s.labels.get("bottleneck", ""), s.labels.get("pattern", "")),
+    )
+    v = verdicts[0].labels if verdicts else {}
+    raw_util = idx.per_card("util")
+    util = {i: r for i, x in raw_util.items() if (r := _ratio(x)) is not None}
+    lost = {i for i, x in idx.per_card("lost").items() if x == 1}
+    names = {}
+    for s in idx.all("gpu_info"):
+        i = _card_index(s.labels.get("gpu"))
+        if i is not None:
+            names[i] = clean(s.labels.get("name", ""), 40) or None
+    mem_total = idx.per_card("mem_total")
+    indexes = sorted(set(raw_util) | lost | set(names) | set(mem_total) | set(idx.per_card("lost")))[:MAX_CARDS]
+    mem_used, power, temp = idx.per_card("mem_used"), idx.per_card("power"), idx.per_card("temp")
+    sm, ecc, xid = idx.per_card("sm_active"), idx.per_card("ecc_uncorrected"), idx.per_card("xid")
+    throttles: dict[int, list[str]] = {}
+    for s in idx.all("clock_reason"):
+        i = _card_index(s.labels.get("gpu"))
+        reason = s.labels.get("reason", "")
+        if i is not None and s.value == 1 and reason in THROTTLE_REASONS:
+            throttles.setdefault(i, []).append(reason)
+    cards = tuple(
+        Card(
+            index=i,
+            name=names.get(i),
+            util=None if i in lost else util.get(i),
+            sm_active=_ratio(sm.get(i)),
+            mem_used=_amount(mem_used.get(i)),
+            mem_total=_amount(mem_total.get(i)),
+            power_w=_amount(power.get(i)),
+            temp_c=temp.get(i),
+            lost=i in lost,
+            throttles=tuple(sorted(throttles.get(i, ()))),
+            ecc_uncorrected=_amount(ecc.get(i)),
+            xid=_amount(xid.get(i)),
+        )
+        for i in indexes
+    )
+    measured = [c.util for c in cards if c.util is not None]
+    busy = sum(1 for u in measured if u >= BUSY_UTIL_RATIO) if measured else None
+    tick_time, interval = idx.one("tick_time"), _amount(idx.one("tick_interval"))
+    tick_age = data.time - tick_time if tick_time is not None else None
+    stale_after = max(STALE_TICKS * (interval or 0.0), STALE_MIN_S)
+    state = STALE if tick_age is None or tick_age > stale_after else OK
+    error = None
+    if state == STALE:
+        error = "no tick yet" if tick_age is None else f"newest tick is {tick_age:.0f} s old: its sampler stopped"
+    owners = owners_of(s for s in ours if _may_name_owner(s.name))
+    driver = idx.one("driver")
+    return HostRow(
+        host=hostname or address,
+        hostname=hostname or None,
+        state=state,
+        error=error,
+        pattern=clean(v["pattern"], 40) if "pattern" in v else None,
+        bottleneck=clean(v["bottleneck"], 40) if "bottleneck" in v else None,
+        verdict_cards=clean(v["cards"], 60) if "cards" in v else None,
+        confidence=_ratio(idx.one("confidence")),
+        verdict_age_s=_amount(idx.one("verdict_age")),
+        busy=busy,
+        total=len(cards) if cards else (0 if driver == 0 else None),
+        util=sum(measured) / len(measured) if measured else None,
+        samples_per_s=_amount(idx.one("samples_per_s")),
+        owner=_owner_text(owners),
+        owners=owners,
+        tick_age_s=tick_age,
+        cpu_busy=_ratio(idx.one("cpu_busy")),
+        iowait=_ratio(idx.one("iowait")),
+        driver=None if driver is None else driver != 0,
+        cards=cards,
+        key=data.key,
+        address=address,
+        job=job,
+        notes=notes,
+    )
+
+
+def _owner_text(owners: Sequence[str]) -> str | None:
+    if not owners:
+        return None
+    if len(owners) <= 2:
+        return ", ".join(owners)
+    return f"{owners[0]}, {owners[1]} +{len(owners) - 2}"
+
+
+def _unique_names(rows: list[HostRow]) -> list[HostRow]:
+    """Two hosts that call themselves the same (containers, a cloned image) are shown by their addresses:
+    the part that tells them apart would be cut off behind a shared name (the detail shows both)."""
+    seen: dict[str, int] = {}
+    for r in rows:
+        seen[r.host] = seen.get(r.host, 0) + 1
+    out = []
+    for r in rows:
+        if seen[r.host] > 1 and r.host != r.address:
+            r = dataclasses.replace(r, host=r.address)
+        out.append(r)
+    return out
+
+
+def sort_key(row: HostRow) -> tuple[int, float, str, str]:
+    """:data:`SORT_ORDER_HELP` as a key."""
+    if row.has_bottleneck:
+        return (0, -(row.confidence or 0.0), row.host, row.key)
+    if row.state != OK:
+        return (1, 0.0, row.host, row.key)
+    return (2, -1.0 if row.util is None else row.util, row.host, row.key)
+
+
+def order_rows(rows: Iterable[HostRow]) -> tuple[HostRow, ...]:
+    """Rows in the order of :data:`SORT_ORDER_HELP`, hosts of the same name told apart by address."""
+    return tuple(sorted(_unique_names(list(rows)), key=sort_key))
+
+
+def build_rows(hosts: Iterable[HostData]) -> tuple[HostRow, ...]:
+    """Every host's row, in the order of :data:`SORT_ORDER_HELP`."""
+    return order_rows(build_row(h) for h in hosts)

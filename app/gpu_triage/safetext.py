@@ -1,0 +1,62 @@
+"""Text that someone else chose, made safe to draw and to export.
+
+Process names, command lines, user names, NIC and disk names, host names and job log lines come from
+outside gpu-triage: on a shared server another user picks them. Written to a terminal as they are, an ESC
+starts an escape sequence (set the window title, clear the screen, draw a fake line, write the clipboard
+with OSC 52), a CR moves the cursor, and bidirectional overrides reorder what is read. Undecodable bytes
+reach Python as lone surrogates (psutil and ``os`` decode with ``surrogateescape``), which cannot be
+encoded to UTF-8: one of them in a metric label makes every Prometheus scrape fail.
+
+:func:`clean` replaces each such character with a visible one, keeping everything else:
+
+- C0 controls (U+0000-U+001F) and DEL become their Unicode "control pictures" (ESC -> ␛, BEL -> ␇,
+  DEL -> ␡): one column wide, never typed by accident (unlike ``^[``, which a name may hold literally),
+  and they say which character it was, so a planted escape sequence is seen for what it is.
+- C1 controls (U+0080-U+009F: CSI, OSC and ST have one-character forms), lone surrogates, bidirectional
+  controls and the line/paragraph separators become U+FFFD, the replacement character a UTF-8 decoder
+  puts where it cannot read: there is no picture for them, and their code point tells a reader nothing.
+
+Pure and in the lowest layer, so every source can clean what it reads where it enters, and the UI and the
+exporter can clean again where they draw or serve (a recording read back, a field nobody thought of).
+"""
+
+from __future__ import annotations
+
+import re
+
+REPLACEMENT = "\ufffd"
+
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{_BIDI}\u2028\u2029]")
+
+
+def _picture(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if c < 0x20:
+        return chr(0x2400 + c)
+    if c == 0x7F:
+        return "\u2421"
+    return REPLACEMENT
+
+
+def clean(text: str) -> str:
+    """``text`` with every control, bidi-control and undecodable character replaced by a visible one."""
+    if _UNSAFE.search(text) is None:  # the common case: nothing to replace, no new string
+        return text
+    return _UNSAFE.sub(_picture, text)
+
+
+def clean_lines(text: str) -> str:
+    """:func:`clean` for text of several lines that we laid out: its newlines are kept."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return "\n".join(clean(line) for line in text.split("\n"))
+
+
+def clean_opt(text: str | None) -> str | None:
+    """:func:`clean`, passing None through (a field the system did not give)."""
+    return None if text is None else clean(text)
+
+
+def is_clean(text: str) -> bool:
+    return _UNSAFE.search(text) is None

@@ -1,0 +1,171 @@
+"""The Python stacks of a training process, read from outside with py-spy, without pausing it.
+
+Why py-spy: it reads a live CPython's frames from /proc/PID/mem (ptrace rights, no cooperation from the job,
+nothing to install in it), and ``dump --nonblocking`` does so without stopping the process: on a real H200 a
+dump every 0.5 s left a training step's time inside its run-to-run spread (docs/performance.md). It is an
+optional extra (``gpu-triage[stacks]``, a Rust binary in its PyPI wheel) or any ``py-spy`` on PATH.
+
+Each dump is one subprocess with a deadline; its output is another user's program's frame names and file
+names, so it is bounded (threads, frames, characters) and kept as plain strings that the screen sanitizes
+before drawing. A process that cannot be read is said once per reason, with what would fix it (``access``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+#: One dump's deadline: py-spy answers in 20-100 ms on a live PyTorch job (H200 and this box); a process it
+#: cannot attach to must not hold a tick.
+DUMP_TIMEOUT_S = 3.0
+MAX_THREADS = 256  # a process with thousands of threads still costs one bounded parse
+MAX_FRAMES = 64  # innermost frames kept per thread: the phase lives near the top
+MAX_TEXT = 200  # characters of a frame's name or file
+MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    name: str  # "Adam.step", "_MultiProcessingDataLoaderIter._next_data"
+    file: str  # the file as py-spy shortens it to its package part: "torch/optim/adam.py"
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStack:
+    tid: int  # the OS thread id, as in /proc/PID/task
+    name: str | None  # Python's thread name
+    active: bool  # on a CPU at the dump (py-spy's idle detection)
+    frames: tuple[Frame, ...]  # innermost first
+
+
+@dataclass(frozen=True, slots=True)
+class StackDump:
+    pid: int
+    t: float  # epoch seconds at the dump's start
+    took_s: float
+    threads: tuple[ThreadStack, ...]
+    error: str | None = None  # why there are no threads: one of ACCESS_PROBLEMS' keys, or another line
+
+    @property
+    def main(self) -> ThreadStack | None:
+        """The process's main thread (its tid is the pid), where a training loop runs."""
+        return next((t for t in self.threads if t.tid == self.pid), None)
+
+
+#: What stops a dump, how py-spy says it, and the one line that fixes it.
+ACCESS_PROBLEMS = {
+    "no_pyspy": "py-spy is not installed: pip install 'gpu-triage[stacks]' (or py-spy) to see what the job's "
+                "threads are doing",
+    "permission": "py-spy may not read this process: run gpu-triage as root or as the job's user, with "
+                  "kernel.yama.ptrace_scope=0 (sysctl) or CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)",
+    "not_python": "not a Python process py-spy can read",
+    "gone": "the process ended",
+    "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s",
+}
+
+
+def find_pyspy() -> str | None:
+    """``$GPU_TRIAGE_PYSPY``, else the py-spy installed beside this interpreter (the extra), else PATH."""
+    if env := os.environ.get("GPU_TRIAGE_PYSPY"):
+        return env if os.access(env, os.X_OK) else None
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("py-spy")
+
+
+def _text(value: object) -> str:
+    return value[:MAX_TEXT] if isinstance(value, str) else ""
+
+
+def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
+    """py-spy's ``dump --json`` output (a list of threads, each with frames innermost first) as a StackDump;
+    anything else in it is ignored, never raised on."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return StackDump(pid, t, took_s, (), "py-spy printed something that is not its JSON")
+    if not isinstance(data, list):
+        return StackDump(pid, t, took_s, (), "py-spy printed something that is not its JSON")
+    threads = []
+    for th in data[:MAX_THREADS]:
+        if not isinstance(th, dict):
+            continue
+        tid = th.get("os_thread_id")
+        frames = th.get("frames")
+        if not isinstance(tid, int) or isinstance(tid, bool) or not isinstance(frames, list):
+            continue
+        kept = []
+        for fr in frames[:MAX_FRAMES]:
+            if isinstance(fr, dict):
+                line = fr.get("line")
+                kept.append(Frame(_text(fr.get("name")), _text(fr.get("short_filename") or fr.get("filename")),
+                                  line if isinstance(line, int) and not isinstance(line, bool) else None))
+        name = th.get("thread_name")
+        threads.append(ThreadStack(tid, _text(name) if isinstance(name, str) else None, th.get("active") is True,
+                                   tuple(kept)))
+    return StackDump(pid, t, took_s, tuple(threads))
+
+
+def _problem(stderr: str, pid: int) -> str:
+    low = stderr.lower()
+    if not os.path.exists(f"/proc/{pid}"):
+        return "gone"
+    if "permission denied" in low or "operation not permitted" in low or "ptrace" in low:
+        return "permission"
+    if "python" in low and ("version" in low or "interpreter" in low or "not a python" in low):
+        return "not_python"
+    return stderr.strip().splitlines()[-1][:MAX_TEXT] if stderr.strip() else "py-spy failed without a word"
+
+
+class StackReader:
+    """Dumps processes with py-spy, one subprocess a dump; says each reason a dump fails once in the log."""
+
+    def __init__(self, pyspy: str | None = None, timeout_s: float = DUMP_TIMEOUT_S) -> None:
+        self.pyspy = pyspy if pyspy is not None else find_pyspy()
+        self.timeout_s = timeout_s
+        self._said: set[str] = set()
+        self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
+
+    @property
+    def available(self) -> bool:
+        return self.pyspy is not None
+
+    def _say(self, key: str, pid: int) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("stacks of pid %d: %s", pid, ACCESS_PROBLEMS.get(key, key))
+
+    def dump(self, pid: int) -> StackDump:
+        t = time.time()
+        if self.pyspy is None:
+            self._say("no_pyspy", pid)
+            return StackDump(pid, t, 0.0, (), "no_pyspy")
+        before = os.times()
+        try:
+            proc = subprocess.run([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                                  capture_output=True, timeout=self.timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            self._say("timeout", pid)
+            return StackDump(pid, t, time.time() - t, (), "timeout")
+        except OSError as e:  # the binary vanished or is not executable
+            log.warning("py-spy at %s could not run: %s", self.pyspy, e)
+            return StackDump(pid, t, time.time() - t, (), "no_pyspy")
+        finally:
+            after = os.times()
+            self.cpu_s += after.children_user + after.children_system - before.children_user - before.children_system
+        took = time.time() - t
+        if proc.returncode != 0:
+            key = _problem(proc.stderr.decode("utf-8", "replace")[-2000:], pid)
+            self._say(key, pid)
+            return StackDump(pid, t, took, (), key)
+        return parse_dump(pid, t, took, proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))

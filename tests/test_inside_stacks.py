@@ -1,0 +1,301 @@
+"""Evidence from inside the job: py-spy run against real Python processes on this machine, /proc threads of
+real processes, and the phase table checked on the stacks py-spy took of real PyTorch jobs on an H200.
+
+No stack here is made up: the live tests start a real process in a known state and dump it; the H200 tests
+read the dumps lab/stack_sampler.py wrote there (tests/data/inside-stacks/, labels beside the recordings).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.diagnosis.phases import Phase, classify, main_thread_phases, process_phase
+from gpu_triage.sources.stacks import MAX_FRAMES, MAX_TEXT, MAX_THREADS, StackReader, find_pyspy, parse_dump
+from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
+
+DATA = Path(__file__).parent / "data"
+PYSPY = find_pyspy()
+# py-spy is in the test extra: CI must run these, a developer without it sees them skipped.
+needs_pyspy = pytest.mark.skipif(PYSPY is None and not os.environ.get("CI"), reason="py-spy not installed")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="py-spy reads other processes as root here")
+
+
+# -- the H200 jobs' own stacks ------------------------------------------------------------------------------
+
+def _labelled_windows() -> list[dict]:
+    out = []
+    for path in sorted(DATA.glob("h200-inside-*-2s.labels.json")):
+        out += json.loads(path.read_text())
+    return out
+
+
+def _samples(label: dict) -> Iterator[dict]:
+    """The sampler's records in the middle of a labelled window (35-90 %, as every real label is judged)."""
+    start, end = (datetime.fromisoformat(label[k]).timestamp() for k in ("start", "end"))
+    lo, hi = start + 0.35 * (end - start), start + 0.9 * (end - start)
+    with gzip.open(DATA / label["stacks"], "rt") as f:
+        for line in f:
+            rec = json.loads(line)
+            if lo <= rec["t"] <= hi:
+                yield rec
+
+
+def _threads(proc: dict) -> list[ThreadInfo]:
+    return [ThreadInfo(t["tid"], t["comm"], t["state"], None if t["wchan"] in (None, "0") else t["wchan"], None)
+            for t in proc["threads"]]
+
+
+@pytest.mark.parametrize("label", _labelled_windows(), ids=lambda lab: lab["scenario"])
+def test_the_phase_table_names_what_each_real_h200_job_was_doing(label: dict) -> None:
+    dumps = [(parse_dump(r["pid"], r["t"], r["took_s"], json.dumps(r["dump"])), _threads(r["procs"][0]))
+             for r in _samples(label) if r.get("dump") is not None]
+    share = main_thread_phases(dumps)
+    assert share.samples >= 3, "enough dumps read in the window's middle"
+    assert share.leading is not None
+    phase, frac = share.leading
+    assert phase == label["phase"], f"{label['scenario']}: {share.shares}"
+    assert frac >= 0.5
+
+
+def test_workers_waiting_on_a_slow_fetch_read_as_waiting_not_busy() -> None:
+    (label,) = [lab for lab in _labelled_windows() if lab["scenario"] == "latency_input_w8l20"]
+    seen: Counter[Phase] = Counter()
+    for rec in _samples(label):
+        for child in rec.get("children") or []:
+            if child.get("dump"):
+                dump = parse_dump(child["pid"], rec["t"], 0.0, json.dumps(child["dump"]))
+                seen[classify(dump.main)] += 1
+    assert seen and seen.most_common(1)[0][0] is Phase.WORKER_WAITING, seen
+
+
+def test_many_busy_threads_tell_a_cpu_optimizer_from_a_python_loop() -> None:
+    """The /proc side alone: CPU ticks between two samples, per thread, as the sampler recorded them."""
+    def busy(scenario: str) -> int:
+        (label,) = [lab for lab in _labelled_windows() if lab["scenario"] == scenario]
+        recs = list(_samples(label))
+        a, b = recs[0], recs[1]
+        ticks = {t["tid"]: t["utime"] + t["stime"] for t in a["procs"][0]["threads"]}
+        secs = b["t"] - a["t"]
+        return sum(1 for t in b["procs"][0]["threads"]
+                   if (t["utime"] + t["stime"] - ticks.get(t["tid"], 0)) / 100 / secs >= 0.2)
+    assert busy("cpu_offload_adamw_t16") >= 12
+    assert busy("python_host_loop_ms250") == 1
+
+
+# -- py-spy against real processes here ---------------------------------------------------------------------
+
+def _start(code: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"ready"  # in its steady state before the first dump
+    return proc
+
+
+@pytest.fixture
+def job(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[bytes]]:
+    proc = _start(request.param)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+SLEEPER = """
+    import time
+    def wait_for_the_dataset():
+        while True:
+            time.sleep(0.2)
+    print("ready", flush=True)
+    wait_for_the_dataset()
+"""
+SPINNER = """
+    def bookkeeping():
+        n = 0
+        while True:
+            n += sum(i * i for i in range(1000))
+    print("ready", flush=True)
+    bookkeeping()
+"""
+SERVICE = """
+    import socket
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+    cli = socket.create_connection(srv.getsockname()); conn, _ = srv.accept()
+    def ask_the_reward_model():
+        cli.recv(16)  # nobody answers
+    print("ready", flush=True)
+    ask_the_reward_model()
+"""
+
+
+def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 3) -> Counter[Phase]:
+    seen: Counter[Phase] = Counter()
+    for _ in range(n):
+        dump = reader.dump(pid)
+        assert dump.error is None, dump.error
+        seen[process_phase(dump, threads.read(pid, time.monotonic()))] += 1
+        time.sleep(0.1)
+    return seen
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize(("job", "want", "frame"), [(SLEEPER, Phase.SLEEP, "wait_for_the_dataset"),
+                                                    (SPINNER, Phase.PYTHON, "bookkeeping"),
+                                                    (SERVICE, Phase.WAIT_SERVICE, "ask_the_reward_model")],
+                         indirect=["job"], ids=["sleep", "python", "socket"])
+def test_a_live_process_is_dumped_without_pausing_it_and_read_right(
+        job: subprocess.Popen[bytes], want: Phase, frame: str) -> None:
+    reader = StackReader()
+    dump = reader.dump(job.pid)
+    assert dump.main is not None and any(f.name == frame for f in dump.main.frames)
+    assert dump.took_s < 3
+    assert _phase_of(job.pid, reader, ThreadReader()).most_common(1)[0][0] is want
+    assert job.poll() is None  # still running: a dump neither stops nor kills it
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("job", [SPINNER], indirect=True, ids=["python"])
+def test_threads_from_proc_count_one_busy_thread_for_a_python_loop(job: subprocess.Popen[bytes]) -> None:
+    reader = ThreadReader()
+    first = reader.read(job.pid, time.monotonic())
+    assert first is not None and all(t.cpu_pct is None for t in first)  # no share before a second look
+    time.sleep(1.0)
+    later = reader.read(job.pid, time.monotonic())
+    # a low bound: a loaded test machine gives the spinner a small share of a core, never none
+    assert later is not None and busy_threads(later, min_pct=1.0) == 1
+    main = next(t for t in later if t.tid == job.pid)
+    assert main.state == "R" and main.wchan is None  # running: no wait channel, never a guess
+
+
+@needs_pyspy
+@needs_root
+def test_a_real_dataloader_waiting_on_slow_workers_reads_as_waiting_for_its_loader() -> None:
+    pytest.importorskip("torch")
+    job = _start("""
+        import time, torch
+        from torch.utils.data import DataLoader, Dataset
+        class Remote(Dataset):
+            def __len__(self): return 10**6
+            def __getitem__(self, i):
+                time.sleep(0.05)  # a remote GET
+                return torch.zeros(4)
+        loader = DataLoader(Remote(), batch_size=16, num_workers=2)
+        it = iter(loader); next(it)
+        print("ready", flush=True)
+        for _ in it:
+            pass
+    """)
+    try:
+        reader, threads = StackReader(), ThreadReader()
+        assert _phase_of(job.pid, reader, threads, n=4).most_common(1)[0][0] is Phase.DATALOADER_WAIT
+        workers = [int(p) for p in Path(f"/proc/{job.pid}/task/{job.pid}/children").read_text().split()]
+        assert workers
+        worker_phases = Counter(classify(reader.dump(w).main) for w in workers for _ in range(2))
+        assert worker_phases.most_common(1)[0][0] in (Phase.WORKER_WAITING, Phase.WORKER_IDLE), worker_phases
+        assert Phase.WORKER_BUSY not in worker_phases or worker_phases[Phase.WORKER_BUSY] < sum(worker_phases.values())
+    finally:
+        job.kill()
+        job.wait()
+
+
+@needs_pyspy
+@needs_root
+def test_a_process_that_is_not_python_or_is_gone_is_said_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        reader = StackReader()
+        time.sleep(0.2)
+        dump = reader.dump(sleeper.pid)
+        assert dump.threads == () and dump.error == "not_python"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    gone = reader.dump(sleeper.pid)
+    assert gone.threads == () and gone.error == "gone"
+    reader.dump(sleeper.pid)
+    assert sum("the process ended" in r.getMessage() for r in caplog.records) == 1  # said once
+
+
+def test_without_py_spy_the_fix_is_said_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("GPU_TRIAGE_PYSPY", str(tmp_path / "absent"))
+    reader = StackReader()
+    assert not reader.available
+    for _ in range(3):
+        assert reader.dump(os.getpid()).error == "no_pyspy"
+    said = [r.getMessage() for r in caplog.records if "py-spy" in r.getMessage()]
+    assert len(said) == 1 and "pip install 'gpu-triage[stacks]'" in said[0]
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])
+def test_another_user_may_not_read_roots_job_and_is_told_the_fix(job: subprocess.Popen[bytes]) -> None:
+    from tests.two_users import _make_user, as_user
+
+    user = _make_user("gtp")
+    try:
+        assert PYSPY is not None
+        result = as_user(user, lambda: StackReader(PYSPY).dump(job.pid).error)
+    finally:
+        subprocess.run(["userdel", user.name], check=False, capture_output=True)
+    if result == "no_pyspy":
+        pytest.skip("the py-spy binary is not reachable by another user here")
+    assert result == "permission"
+
+
+# -- hostile output ------------------------------------------------------------------------------------------
+
+def test_py_spy_output_is_bounded_and_never_raises() -> None:
+    assert parse_dump(1, 0.0, 0.0, "not json").error
+    assert parse_dump(1, 0.0, 0.0, '{"a": 1}').error
+    assert parse_dump(1, 0.0, 0.0, "[" * 100000).error  # nesting past the parser's recursion
+    odd = [{"os_thread_id": True, "frames": []}, {"os_thread_id": 5, "frames": "x"}, "x", {"frames": []}]
+    assert parse_dump(1, 0.0, 0.0, json.dumps(odd)).threads == ()
+    huge = [{"os_thread_id": i, "thread_name": "\x1b]2;PWN\x07" * 1000, "active": True,
+             "frames": [{"name": "f" * 10**5, "short_filename": 7, "line": "x"}] * (MAX_FRAMES * 4)}
+            for i in range(MAX_THREADS * 2)]
+    dump = parse_dump(1, 0.0, 0.0, json.dumps(huge))
+    assert len(dump.threads) == MAX_THREADS
+    th = dump.threads[0]
+    assert len(th.frames) == MAX_FRAMES and len(th.frames[0].name) == MAX_TEXT and th.frames[0].file == ""
+    assert th.frames[0].line is None and th.name is not None and len(th.name) <= MAX_TEXT
+
+
+def test_a_thread_reader_forgets_threads_that_ended_and_a_reused_tid(tmp_path: Path) -> None:
+    """A fake /proc tree (the outside), with a thread that ends and a tid that comes back with a new start time."""
+    task = tmp_path / "42" / "task"
+
+    def thread(tid: int, ticks: int, start: int) -> None:
+        d = task / str(tid)
+        d.mkdir(parents=True, exist_ok=True)
+        fields = ["S"] + ["0"] * 10 + [str(ticks), "0"] + ["0"] * 6 + [str(start)]
+        (d / "stat").write_text(f"{tid} (odd ) name) {' '.join(fields)}\n")
+        (d / "wchan").write_text("hrtimer_nanosleep")
+
+    thread(42, 100, 5)
+    thread(43, 100, 5)
+    reader = ThreadReader(str(tmp_path))
+    reader.read(42, 0.0)
+    thread(42, 150, 5)
+    (task / "43" / "stat").unlink()
+    thread(43, 500, 9)  # the tid reused by a new thread: no share from the old one's ticks
+    later = {t.tid: t for t in reader.read(42, 1.0) or []}
+    assert later[42].comm == "odd ) name" and later[42].wchan == "hrtimer_nanosleep"
+    assert later[42].cpu_pct == pytest.approx(50.0 * 100 / os.sysconf("SC_CLK_TCK"))
+    assert later[43].cpu_pct is None
+    assert reader.read(999, 2.0) is None
