@@ -242,6 +242,56 @@ def test_basic_auth_comes_before_the_path_and_the_method_and_bcrypt_runs_once(
         assert checks == [b"s3cret"]
 
 
+def _guess(url: str, stop: threading.Event, statuses: list[int]) -> None:
+    """Wrong passwords, one request after another, until ``stop``."""
+    while not stop.is_set():
+        try:
+            statuses.append(_get(url, auth=("prometheus", "guess"))[0])
+        except OSError:
+            statuses.append(0)
+
+
+def test_a_flood_of_wrong_passwords_does_not_stall_a_scraper_already_let_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """bcrypt at a real cost (0.25 s a check, as cost 12 takes) and twelve clients sending wrong passwords
+    as fast as they are answered: the scraper whose pair passed is answered within the budget's burst and
+    one check every time, and the flood is told 503 once the budget is spent."""
+    from gpu_triage.export import webconfig
+
+    real = bcrypt.checkpw
+
+    def slow(password: bytes, hashed: bytes) -> bool:
+        time.sleep(0.25)
+        return bool(real(password, hashed))
+
+    monkeypatch.setattr(webconfig, "BCRYPT_BURST_S", 0.5)
+    web = f"basic_auth_users:\n  prometheus: '{_hash('s3cret')}'\n"
+    for exporter in _serve(web, tmp_path):
+        monkeypatch.setattr(bcrypt, "checkpw", slow)
+        url = exporter.server.url
+        assert _get(url, auth=("prometheus", "s3cret"))[0] == 200  # let in: its pair is known from now on
+        stop = threading.Event()
+        flood_status: list[int] = []
+        threads = [threading.Thread(target=_guess, args=(url, stop, flood_status), daemon=True) for _ in range(12)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.3)
+            waits = []
+            for _ in range(10):
+                t0 = time.monotonic()
+                assert _get(url, auth=("prometheus", "s3cret"))[0] == 200
+                waits.append(time.monotonic() - t0)
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(15)
+        assert max(waits) < 1.5, waits  # without the budget: twelve checks in a row, 3 s
+        assert 503 in flood_status and 401 in flood_status and 200 not in flood_status
+
+
 @pytest.mark.parametrize(
     "text,says",
     [

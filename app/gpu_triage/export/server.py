@@ -25,7 +25,9 @@ slow link). So the server is a single selector loop that never blocks on a clien
   on whichever direction OpenSSL asks for). It counts against the connection's deadline, so a client that
   stalls mid-handshake holds one socket until then and never the loop, a thread or another scrape.
 * **Basic auth** (``basic_auth_users``): checked on the parsed request, before anything is routed or
-  rendered; without the right pair the answer is 401 with ``WWW-Authenticate``.
+  rendered; without the right pair the answer is 401 with ``WWW-Authenticate``. bcrypt runs on the loop
+  (a pair that passed is remembered, and the time bcrypt may take is budgeted: 503 past it; see
+  :class:`~gpu_triage.export.webconfig.BasicAuth`), so a flood of wrong passwords cannot stall the loop.
 * **Shutdown** (:meth:`MetricsServer.close`): stop accepting, close every connection still sending its
   request, give answers already being written :data:`SHUTDOWN_GRACE_S`, then close everything. The
   join of the loop's thread is bounded too: nothing a client does can hold the process.
@@ -461,9 +463,14 @@ class MetricsServer:
         self._answer(selector, conn, *self._respond(request))
 
     def _respond(self, request: _Request) -> tuple[int, list[tuple[str, str]], bytes, bool]:
-        if self._auth is not None and not self._auth.check(request.headers.get("authorization", "")):
-            status, headers, body, _ = _plain(401, "Unauthorized")
-            return status, [*headers, ("WWW-Authenticate", f'Basic realm="{REALM}"')], body, False
+        if self._auth is not None:
+            verdict = self._auth.check(request.headers.get("authorization", ""))
+            if verdict == BasicAuth.BUSY:  # bcrypt's time budget spent (a flood of wrong passwords)
+                status, headers, body, _ = _plain(503, "too many password checks at once; try again shortly")
+                return status, [*headers, ("Retry-After", "1")], body, False
+            if verdict != BasicAuth.OK:
+                status, headers, body, _ = _plain(401, "Unauthorized")
+                return status, [*headers, ("WWW-Authenticate", f'Basic realm="{REALM}"')], body, False
         if request.path not in METRICS_PATHS:
             return _plain(404, "gpu-triage serves /metrics only")
         if request.method not in ("GET", "HEAD"):

@@ -30,6 +30,8 @@ import hashlib
 import hmac
 import logging
 import ssl
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,8 @@ _CLIENT_AUTH = {
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
 _TOP_KEYS = {"tls_server_config", "basic_auth_users"}
 _AUTH_CACHE_MAX = 64  # (user, password digest) pairs that passed bcrypt: a scraper pays bcrypt once
+BCRYPT_BURST_S = 2.0  # bcrypt time the server's thread may spend at once (the first scrapes after a start)
+BCRYPT_SHARE = 0.2  # and over time at most this share of its time: the rest is for serving
 
 
 @dataclass(frozen=True)
@@ -76,37 +80,63 @@ class BasicAuth:
     from that one thread: checked on each scrape, one scraper would stall all the others for that long
     every time. So a pair that passed is remembered, by a SHA-256 digest of the password (never the
     password itself), as exporter-toolkit caches them: every scrape sends the same pair, and after the
-    first it costs one hash and a constant-time compare."""
+    first it costs one hash and a constant-time compare.
 
-    def __init__(self, users: dict[str, bytes]) -> None:
+    A wrong password cannot be cached away (each one is new), and anyone who can reach the port can send
+    them. So the time spent in bcrypt is budgeted: a bucket of :data:`BCRYPT_BURST_S` seconds, refilled at
+    :data:`BCRYPT_SHARE` of the time that passes. With the bucket empty a pair not already known is not
+    checked (:data:`BUSY`: the server answers 503, try again), while a known pair still passes: a flood of
+    wrong passwords delays a scraper that was let in by the burst once and then by one check at most."""
+
+    OK = "ok"
+    DENIED = "denied"
+    BUSY = "busy"
+
+    def __init__(self, users: dict[str, bytes], *, clock: Callable[[], float] = time.monotonic) -> None:
         import bcrypt  # noqa: PLC0415 - checked importable when the file was read
 
         self._bcrypt = bcrypt
         self._users = users
         self._passed: dict[str, bytes] = {}  # user -> sha256 of the password that passed
+        self._clock = clock
+        self._budget = BCRYPT_BURST_S  # seconds of bcrypt the thread may spend now
+        self._budget_at = clock()
 
-    def check(self, header: str) -> bool:
-        """Whether ``header`` (the Authorization header's value, "" without one) names a user and password."""
+    def check(self, header: str) -> str:
+        """:data:`OK` when ``header`` (the Authorization header's value, "" without one) names a user and
+        its password, :data:`DENIED` when not, :data:`BUSY` when it would take a bcrypt check the budget
+        has no time for."""
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "basic":
-            return False
+            return self.DENIED
         try:
             user, sep, password = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
-            return False
+            return self.DENIED
         hashed = self._users.get(user)
         if not sep or hashed is None:
-            return False
+            return self.DENIED
         digest = hashlib.sha256(password.encode()).digest()
         known = self._passed.get(user)
         if known is not None and hmac.compare_digest(known, digest):
-            return True
-        if not self._bcrypt.checkpw(password.encode(), hashed):
-            return False
+            return self.OK
+        now = self._clock()
+        self._budget = min(BCRYPT_BURST_S, self._budget + (now - self._budget_at) * BCRYPT_SHARE)
+        self._budget_at = now
+        if self._budget <= 0.0:
+            return self.BUSY
+        try:
+            passed = self._bcrypt.checkpw(password.encode(), hashed)
+        finally:
+            done = self._clock()
+            self._budget -= done - now
+            self._budget_at = done
+        if not passed:
+            return self.DENIED
         if len(self._passed) >= _AUTH_CACHE_MAX:
             self._passed.clear()
         self._passed[user] = digest
-        return True
+        return self.OK
 
 
 def load_web_config(path: str) -> WebConfig:
