@@ -27,6 +27,7 @@ def main() -> int:
         ("machine", ["sh", "-c", "lscpu | grep 'Model name'; nproc"]),
         ("sampling cost per tick (bench_sampler)", [sys.executable, str(HERE / "bench_sampler.py")]),
         ("GPU process reader per tick (bench_procs)", [sys.executable, str(HERE / "bench_procs.py")]),
+        ("owner attribution per process (bench_owner)", [sys.executable, str(HERE / "bench_owner.py")]),
         (
             "dashboard: CPU, RSS, tty bytes, startup, memory over days (bench_dashboard)",
             [

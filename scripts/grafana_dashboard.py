@@ -6,8 +6,10 @@
 Generated, not hand-edited: forty panels of JSON drift; a script keeps the queries, units and layout in
 one readable place. The layout reads top-down like the terminal dashboard: the verdict and its timeline,
 then every card (GPU-Util with its min-max band inside the tick, SM activity beside it), then the host
-(cores, iowait, memory, disks), then the GPU processes. Variables: the Prometheus data source,
-``instance`` (one exporter) and ``gpu`` (the cards repeated row by row).
+(cores, iowait, memory, disks, network), then the job and whose it is, the GPU processes per owner, and the
+cards' health (throttles, ECC, XID). A fleet overview across every exporter of the ``job`` comes first.
+Variables: the Prometheus data source, ``job`` (the scrape job of the exporters), ``instance`` (one
+exporter) and ``gpu`` (the cards repeated row by row).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from typing import Any
 OUT = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "gpu-triage.json"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'instance=~"$instance"'
+FLEET = 'job=~"$job"'  # the fleet overview: every exporter of the scrape job, not one instance
+RATE = "[$__rate_interval]"  # counters: Grafana's window for rate(), at least four scrapes
+INSTANCES = 'label_values(gpu_triage_build_info{job=~"$job"}, instance)'
+THROTTLES = "power|thermal|hw-slowdown|hw-thermal|power-brake"  # the clock event reasons that slow a card
 
 
 class Layout:
@@ -115,6 +121,25 @@ def stat(
     }
 
 
+def table(title: str, targets: list[dict[str, Any]], *, description: str = "") -> dict[str, Any]:
+    """A table of instant queries, one row per series, merged on their common labels (one row per host)."""
+    for t in targets:
+        t.update(instant=True, range=False, format="table")
+    return {
+        "type": "table",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
+        "fieldConfig": {"defaults": {}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {"Time": True}}},
+        ],
+    }
+
+
 def verdict_timeline(label: str, description: str | None = None) -> dict[str, Any]:
     """A state timeline of the shown verdict's ``label`` (bottleneck or pattern): one lane per value."""
     panel: dict[str, Any] = {"type": "state-timeline", "title": f"Verdict timeline ({label})"}
@@ -137,6 +162,44 @@ def verdict_timeline(label: str, description: str | None = None) -> dict[str, An
 
 def build() -> dict[str, Any]:
     lay = Layout()
+
+    lay.row("Fleet: every exporter of the job")
+    lay.add(
+        stat(
+            "Exporters down",
+            [target(f"count(up{{{FLEET}}} == 0) or vector(0)", "down")],
+            "none",
+            description="Exporters Prometheus could not scrape (up == 0): their hosts are not in the rows below.",
+        ),
+        4,
+        6,
+    )
+    lay.add(
+        stat(
+            "Hosts per bottleneck",
+            [target(f"count by (bottleneck) (gpu_triage_verdict{{{FLEET}}})", "{{bottleneck}}")],
+            "none",
+            text_mode="value_and_name",
+            description="How many hosts show each bottleneck now (none: nothing holds the GPUs back).",
+        ),
+        8,
+        6,
+    )
+    lay.add(
+        table(
+            "Hosts",
+            [
+                target(f"max by (instance, pattern, bottleneck) (gpu_triage_verdict{{{FLEET}}})", "", "A"),
+                target(f"sum by (instance) (gpu_triage_gpu_utilization_ratio{{{FLEET}}})", "", "B"),
+                target(f"sum by (instance) (gpu_triage_job_samples_per_second{{{FLEET}}})", "", "C"),
+                target(f"count by (instance, owner_kind, owner) (gpu_triage_owner_info{{{FLEET}}})", "", "D"),
+            ],
+            description="One row per host: its verdict, GPU-Util summed over its cards (cards' worth of work), "
+            "the job's samples/s where it has a pulse or a log, and whose job runs there.",
+        ),
+        12,
+        6,
+    )
 
     lay.row("Verdict")
     lay.add(
@@ -211,10 +274,10 @@ def build() -> dict[str, Any]:
         timeseries(
             "PCIe and NVLink",
             [
-                target(f"gpu_triage_gpu_pcie_rx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} PCIe rx", "A"),
-                target(f"gpu_triage_gpu_pcie_tx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} PCIe tx", "B"),
-                target(f"gpu_triage_gpu_nvlink_rx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} NVLink rx", "C"),
-                target(f"gpu_triage_gpu_nvlink_tx_bytes_per_second{{{SEL}}}", "GPU {{gpu}} NVLink tx", "D"),
+                target(f"rate(gpu_triage_gpu_pcie_rx_bytes_total{{{SEL}}}{RATE})", "GPU {{gpu}} PCIe rx", "A"),
+                target(f"rate(gpu_triage_gpu_pcie_tx_bytes_total{{{SEL}}}{RATE})", "GPU {{gpu}} PCIe tx", "B"),
+                target(f"rate(gpu_triage_gpu_nvlink_rx_bytes_total{{{SEL}}}{RATE})", "GPU {{gpu}} NVLink rx", "C"),
+                target(f"rate(gpu_triage_gpu_nvlink_tx_bytes_total{{{SEL}}}{RATE})", "GPU {{gpu}} NVLink tx", "D"),
             ],
             "Bps",
             lo=0,
@@ -338,11 +401,78 @@ def build() -> dict[str, Any]:
         8,
     )
 
-    lay.row("GPU processes")
     lay.add(
         timeseries(
-            "GPU memory per process",
-            [target(f"gpu_triage_process_gpu_memory_bytes{{{SEL}}}", "{{name}} {{pid}} (GPU {{gpu}})")],
+            "Network",
+            [
+                target(f"rate(gpu_triage_host_network_receive_bytes_total{{{SEL}}}{RATE})", "{{interface}} rx", "A"),
+                target(f"rate(gpu_triage_host_network_transmit_bytes_total{{{SEL}}}{RATE})", "{{interface}} tx", "B"),
+            ],
+            "Bps",
+            lo=0,
+            description="Each interface, InfiniBand/RoCE ports as DEVICE/PORT (their RDMA traffic too).",
+        ),
+        24,
+        8,
+    )
+
+    lay.row("Job: the training's own clock, and whose it is")
+    lay.add(
+        timeseries(
+            "Samples per second",
+            [target(f"gpu_triage_job_samples_per_second{{{SEL}}}", "samples/s")],
+            "none",
+            lo=0,
+            description="From the job's pulse (gpu_triage.pulse) or its log (export --job-log); absent without.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Data wait and step time",
+            [
+                target(f"gpu_triage_job_data_wait_ratio{{{SEL}}}", "waiting for data (share of a step)", "A"),
+                target(f"gpu_triage_job_rank_data_wait_ratio{{{SEL}}}", "rank {{rank}} waiting", "B"),
+            ],
+            "percentunit",
+            lo=0,
+            hi=1,
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Seconds since progress",
+            [target(f"gpu_triage_job_seconds_since_progress{{{SEL}}}", "since the last step")],
+            "s",
+            lo=0,
+            description="Growing: the job has stopped stepping (GpuTriageNoJobProgress fires past 15 minutes).",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        table(
+            "Whose job: owners of the GPU processes",
+            [target(f"gpu_triage_owner_info{{{SEL}}}", "")],
+            description="From each GPU process's cgroup (Slurm job, Kubernetes pod, container) and user.",
+        ),
+        24,
+        6,
+    )
+
+    lay.row("GPU processes per owner")
+    lay.add(
+        timeseries(
+            "GPU memory per owner",
+            [
+                target(
+                    f"sum by (owner_kind, owner, gpu) (gpu_triage_process_gpu_memory_bytes{{{SEL}}})",
+                    "{{owner_kind}} {{owner}} (GPU {{gpu}})",
+                )
+            ],
             "bytes",
             lo=0,
         ),
@@ -353,10 +483,14 @@ def build() -> dict[str, Any]:
         timeseries(
             "DataLoader workers and their CPU",
             [
-                target(f"gpu_triage_process_dataloader_workers{{{SEL}}}", "{{name}} {{pid}} workers", "A"),
                 target(
-                    f"gpu_triage_process_dataloader_workers_cpu_cores{{{SEL}}}",
-                    "{{name}} {{pid}} workers' CPU (cores)",
+                    f"sum by (owner_kind, owner) (gpu_triage_process_dataloader_workers{{{SEL}}})",
+                    "{{owner_kind}} {{owner}} workers",
+                    "A",
+                ),
+                target(
+                    f"sum by (owner_kind, owner) (gpu_triage_process_dataloader_workers_cpu_cores{{{SEL}}})",
+                    "{{owner_kind}} {{owner}} workers' CPU (cores)",
                     "B",
                 ),
             ],
@@ -367,10 +501,55 @@ def build() -> dict[str, Any]:
         8,
     )
 
+    lay.row("Card health: throttles, ECC, XID")
+    lay.add(
+        {
+            "type": "state-timeline",
+            "title": "Throttle reasons",
+            "description": "Coloured while a reason holds the card's clocks down (power cap, thermal, "
+            "hardware slowdown, power brake). Idle and application clocks are not throttling.",
+            "datasource": DS,
+            "targets": [
+                target(
+                    f'max by (gpu, reason) (gpu_triage_gpu_clock_event_reason{{{SEL},reason=~"{THROTTLES}"}})',
+                    "GPU {{gpu}} {{reason}}",
+                )
+            ],
+            "fieldConfig": {
+                "defaults": {
+                    "color": {"mode": "thresholds"},
+                    "thresholds": {"mode": "absolute", "steps": [{"color": "transparent", "value": None},
+                                                                 {"color": "orange", "value": 1}]},
+                    "mappings": [{"type": "value", "options": {"1": {"text": "throttled"}, "0": {"text": ""}}}],
+                },
+                "overrides": [],
+            },
+            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+        },
+        12,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "ECC errors and XID events (increase over 5 m)",
+            [
+                target(f"increase(gpu_triage_gpu_ecc_corrected_errors_total{{{SEL}}}[5m])", "GPU {{gpu}} ECC c", "A"),
+                target(f"increase(gpu_triage_gpu_ecc_uncorrected_errors_total{{{SEL}}}[5m])", "GPU {{gpu}} ECC u", "B"),
+                target(f"increase(gpu_triage_gpu_xid_events_total{{{SEL}}}[5m])", "GPU {{gpu}} XID", "C"),
+            ],
+            "none",
+            lo=0,
+            description="Any uncorrected ECC error or XID event deserves a look (dmesg, nvidia-smi -q).",
+        ),
+        12,
+        8,
+    )
+
     return {
         "title": "gpu-triage: why are the GPUs idle",
         "uid": "gpu-triage",
-        "description": "gpu-triage export: every card, the host and the verdict. contrib/grafana/gpu-triage.json",
+        "description": "gpu-triage export: the fleet, every card, the host, the job and the verdict. "
+        "contrib/grafana/gpu-triage.json",
         "tags": ["gpu", "gpu-triage", "nvidia"],
         "timezone": "browser",
         "schemaVersion": 39,
@@ -390,12 +569,26 @@ def build() -> dict[str, Any]:
                     "hide": 0,
                 },
                 {
+                    "name": "job",
+                    "label": "scrape job",
+                    "type": "query",
+                    "datasource": DS,
+                    "query": {"query": "label_values(gpu_triage_build_info, job)", "refId": "job"},
+                    "definition": "label_values(gpu_triage_build_info, job)",
+                    "refresh": 2,
+                    "sort": 1,
+                    "multi": True,
+                    "includeAll": True,
+                    "current": {},
+                    "hide": 0,
+                },
+                {
                     "name": "instance",
                     "label": "instance",
                     "type": "query",
                     "datasource": DS,
-                    "query": {"query": "label_values(gpu_triage_build_info, instance)", "refId": "instance"},
-                    "definition": "label_values(gpu_triage_build_info, instance)",
+                    "query": {"query": INSTANCES, "refId": "instance"},
+                    "definition": INSTANCES,
                     "refresh": 2,
                     "sort": 1,
                     "multi": False,

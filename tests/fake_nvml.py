@@ -302,6 +302,7 @@ class FakeCard:
     clock_reasons: int | None = 0  # nvmlClocksEventReason* bit mask
     ecc_uncorrected: int | None = 0  # volatile (since the driver loaded) uncorrected errors
     ecc_corrected: int = 0  # volatile corrected errors (NOT_SUPPORTED with the uncorrected ones when None)
+    energy_mj: int | None = 0  # nvmlDeviceGetTotalEnergyConsumption (NOT_SUPPORTED when None: pre-Volta)
     # NVML events: the mask nvmlDeviceGetSupportedEventTypes answers, and XID codes raised and not yet read
     event_types: int | None = 0x1 | 0x8
     xids: list[int] = field(default_factory=list)
@@ -630,6 +631,9 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         return self._card("nvmlDeviceGetPowerUsage", handle).power_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
+        return self._supported(self._card("nvmlDeviceGetTotalEnergyConsumption", handle).energy_mj)
 
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         card = self._card("nvmlDeviceGetTemperature", handle)

@@ -28,6 +28,8 @@ from promtools import require
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "contrib/prometheus/gpu-triage-alerts.yml"
 RULE_TESTS = ROOT / "contrib/prometheus/gpu-triage-alerts.test.yml"
+DCGM_RULES = ROOT / "contrib/prometheus/gpu-triage-dcgm.yml"
+DCGM_TESTS = ROOT / "contrib/prometheus/gpu-triage-dcgm.test.yml"
 DASHBOARD = ROOT / "contrib/grafana/gpu-triage.json"
 UNIT = ROOT / "contrib/systemd/gpu-triage-export.service"
 
@@ -38,7 +40,14 @@ def _exported_names() -> set[str]:
     monitor = Monitor(source.host_info(), Config(), source.name)
     for _ in range(3):
         tick = source.sample()
-        tick.job = JobSample("pulse", samples_per_s=900.0, since_progress_s=0.4, ranks=[JobRank(0, step_time_s=0.3)])
+        tick.gpus[0].xid_count, tick.gpus[0].xid_last = 1, 79  # a card that raised an XID (the simulator's never do)
+        tick.job = JobSample(
+            "pulse",
+            samples_per_s=900.0,
+            since_progress_s=0.4,
+            data_wait_pct=12.0,
+            ranks=[JobRank(0, step_time_s=0.3, data_wait_pct=12.0)],
+        )
         monitor.ingest(tick, source.status())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TriageCollector(lambda: monitor.snapshot))
@@ -56,7 +65,7 @@ def test_promtool_checks_the_rules() -> None:
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 5 rules found" in out.stdout
+    assert "SUCCESS: 8 rules found" in out.stdout
 
 
 @pytest.mark.slow
@@ -70,12 +79,15 @@ def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
-    assert tested >= {"GpuTriageBottleneck", "GpuTriageCardLost", "GpuTriageMemoryHeldIdle", "GpuTriageNoJobProgress"}
+    defined = set(re.findall(r"- alert: (\w+)", RULES.read_text()))
+    assert tested >= defined - {"GpuTriageStale"}, defined - tested
+    assert {"GpuTriageExporterDown", "GpuTriageEccUncorrected", "GpuTriageXid"} <= defined
+    assert "up{" in RULES.read_text()
 
 
 def test_rules_and_dashboard_ask_only_for_exported_metrics() -> None:
     exported = _exported_names()
-    for path in (RULES, DASHBOARD):
+    for path in (RULES, DASHBOARD, DCGM_RULES):
         asked = _metric_names(path.read_text())
         assert asked, path
         assert asked <= exported, f"{path.name} asks for metrics the exporter does not serve: {asked - exported}"
@@ -89,19 +101,55 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
     assert DASHBOARD.read_text() == gen.render(), "run python scripts/grafana_dashboard.py"
     board = json.loads(DASHBOARD.read_text())
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert {"datasource", "instance", "gpu"} <= set(variables)
+    assert {"datasource", "job", "instance", "gpu"} <= set(variables)
     assert "gpu_triage_build_info" in variables["instance"]["definition"]
+    assert "$job" in variables["instance"]["definition"]
     panels = board["panels"]
     kinds = {p["type"] for p in panels}
-    assert {"state-timeline", "timeseries", "stat", "row"} <= kinds
+    assert {"state-timeline", "timeseries", "stat", "row", "table"} <= kinds
     assert any(p.get("repeat") == "gpu" for p in panels if p["type"] == "row")
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    for wanted in ("Fleet", "Job", "per owner", "throttles, ECC, XID"):
+        assert any(wanted in r for r in rows), (wanted, rows)
+    section = ""
     for p in panels:
+        if p["type"] == "row":
+            section = p["title"]
         for t in p.get("targets", []):
-            assert "$instance" in t["expr"], f"{p['title']}: every query is scoped to the instance"
+            scope = "$job" if section.startswith("Fleet") else "$instance"
+            assert scope in t["expr"], f"{p['title']}: every query is scoped to {scope}"
+            assert "bytes_per_second" not in t["expr"] or "disk" in t["expr"], f"{t['expr']}: links are counters"
+    exprs = " ".join(t["expr"] for p in panels for t in p.get("targets", []))
+    for counter in ("pcie_rx_bytes_total", "network_receive_bytes_total", "ecc_uncorrected_errors_total",
+                    "xid_events_total", "clock_event_reason", "job_samples_per_second", "owner_info"):
+        assert counter in exprs, counter
+    assert "up{" in exprs  # the fleet overview counts the exporters that are down
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
     for p in panels:  # on the 24-column grid
         assert 0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+
+
+def test_dcgm_recording_rules_pass_promtool_and_map_the_dcgm_names() -> None:
+    """Our names under dcgm-exporter's (DCGM field ids, DCGM's units), checked and unit-tested by promtool:
+    the values in gpu-triage-dcgm.test.yml are computed by hand in DCGM's units (%, MiB, MHz, mJ, bytes/s)."""
+    promtool = require("promtool")
+    out = subprocess.run([promtool, "check", "rules", str(DCGM_RULES)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    recorded = set(re.findall(r"- record: (\w+)", DCGM_RULES.read_text()))
+    assert f"SUCCESS: {len(recorded)} rules found" in out.stdout
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    } <= recorded
+    out = subprocess.run(
+        [promtool, "test", "rules", DCGM_TESTS.name], capture_output=True, text=True, check=False, cwd=DCGM_TESTS.parent
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    tested = set(re.findall(r"expr: .*?(DCGM_FI_\w+)", DCGM_TESTS.read_text()))
+    assert len(tested) >= 7, tested
 
 
 def _unit() -> configparser.ConfigParser:
@@ -140,3 +188,194 @@ def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
     )
     out = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr
+
+
+def _schema_mismatches(ours: object, model: object, where: str) -> list[str]:
+    """Where ``ours`` (the dashboard's JSON) says what Grafana's schema does not: a key the model drops
+    (unknown to Grafana: a typo), or a value outside an enumeration the schema fixes."""
+    import enum
+
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+    back = json.loads(json.dumps(model, cls=JSONEncoder))
+    out: list[str] = []
+    if isinstance(ours, dict) and isinstance(back, dict):
+        native = model.to_json()  # type: ignore[attr-defined]
+        try:
+            defaults = type(model)().to_json()  # type: ignore[attr-defined]  # enum fields hold Enum defaults
+        except TypeError:
+            defaults = {}
+        for key, value in ours.items():
+            if key not in back:
+                out.append(f"{where}.{key}: not a field Grafana knows")
+                continue
+            default = defaults.get(key)
+            if isinstance(default, enum.Enum):
+                allowed = {e.value for e in type(default)}
+                if value not in allowed:
+                    out.append(f"{where}.{key}: {value!r} is not one of {sorted(allowed)}")
+            elif hasattr(native.get(key), "to_json"):
+                out.extend(_schema_mismatches(value, native[key], f"{where}.{key}"))
+    return out
+
+
+def test_dashboard_is_what_grafanas_own_schema_reads() -> None:
+    """Every panel, its options, field config and queries are read back through grafana-foundation-sdk,
+    the types Grafana Labs generate from Grafana's dashboard schema: a key Grafana does not know (a typo) or
+    an enumeration value it does not accept shows here, not as a silently ignored setting after import."""
+    sdk = pytest.importorskip("grafana_foundation_sdk", reason="pip install grafana-foundation-sdk")
+    from grafana_foundation_sdk.models import dashboard, prometheus, stat, statetimeline, table, timeseries
+
+    assert sdk is not None
+    board = json.loads(DASHBOARD.read_text())
+    parsed = dashboard.Dashboard.from_json(board)
+    problems = _schema_mismatches({k: v for k, v in board.items() if k != "panels"}, parsed, "dashboard")
+    assert len(parsed.panels or []) == len(board["panels"])
+    options = {"timeseries": timeseries.Options, "stat": stat.Options, "table": table.Options,
+               "state-timeline": statetimeline.Options}
+    field_configs = {"timeseries": timeseries.FieldConfig, "state-timeline": statetimeline.FieldConfig}
+    for p in board["panels"]:
+        name = f"panel {p['title']!r}"
+        model = dashboard.RowPanel if p["type"] == "row" else dashboard.Panel
+        problems += _schema_mismatches(
+            {k: v for k, v in p.items() if k not in ("options", "fieldConfig", "targets", "panels")},
+            model.from_json(p),
+            name,
+        )
+        if p["type"] == "row":
+            continue
+        assert p["type"] in options, f"{name}: a panel type this test does not check"
+        problems += _schema_mismatches(p["options"], options[p["type"]].from_json(p["options"]), f"{name}.options")
+        defaults = p["fieldConfig"]["defaults"]
+        problems += _schema_mismatches(
+            {k: v for k, v in defaults.items() if k != "custom"},
+            dashboard.FieldConfig.from_json(defaults),
+            f"{name}.fieldConfig",
+        )
+        if "custom" in defaults and p["type"] in field_configs:
+            custom = field_configs[p["type"]].from_json(defaults["custom"])
+            problems += _schema_mismatches(defaults["custom"], custom, f"{name}.custom")
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs)), f"{name}: refIds repeat"
+        for t in p["targets"]:
+            problems += _schema_mismatches(t, prometheus.Dataquery.from_json(t), f"{name}.target")
+            assert t["datasource"]["uid"] == "${datasource}"
+    assert not problems, "\n".join(problems)
+    # panels do not overlap on the grid
+    taken: set[tuple[int, int]] = set()
+    for p in board["panels"]:
+        g = p["gridPos"]
+        cells = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not cells & taken, f"panel {p['title']!r} overlaps another"
+        taken |= cells
+
+
+def test_promtool_accepts_a_scrape_of_every_metric() -> None:
+    """`promtool check metrics` (Prometheus' own lint of names, types, units and _total) on a whole scrape:
+    counters end in _total, no gauge is named like a counter."""
+    source = SimulatedSource("data_pipeline", gpus=2, seed=0)
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    for _ in range(3):
+        tick = source.sample()
+        tick.job = JobSample("pulse", samples_per_s=900.0, steps=12, since_progress_s=0.4,
+                             ranks=[JobRank(0, step_time_s=0.3)])
+        monitor.ingest(tick, source.status())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot, pid_labels=True))
+    text = generate_latest(registry).decode()
+    assert "gpu_triage_gpu_pcie_rx_bytes_total" in text and "gpu_triage_owner_info" in text
+    out = subprocess.run(
+        [require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+PULSE_CONF = ROOT / "contrib/systemd/gpu-triage-pulse.conf"
+
+
+def _unit_pulse_dir() -> str:
+    found = re.findall(r"^Environment=GPU_TRIAGE_PULSE_DIR=(\S+)$", UNIT.read_text(), re.MULTILINE)
+    assert len(found) == 1, "the unit names the pulse directory the job writes"
+    return found[0]
+
+
+def test_systemd_unit_and_the_job_agree_on_a_pulse_directory_the_unit_can_see() -> None:
+    """PrivateTmp hides /tmp/gpu-triage-UID, a service has no $XDG_RUNTIME_DIR, and the dynamic user may not
+    read another user's 0600 files: the unit names a directory outside all of them, tmpfiles.d makes it for
+    the job's user (not group/other-writable), and the one capability that reads it is kept."""
+    service = _unit()["Service"]
+    where = Path(_unit_pulse_dir())
+    assert where.is_absolute()
+    hidden = ["/tmp", "/var/tmp", "/run/user"] if service.get("PrivateTmp") == "yes" else ["/run/user"]
+    if service.get("ProtectHome") in ("yes", "tmpfs"):
+        hidden.append("/home")
+    assert not any(where == Path(h) or Path(h) in where.parents for h in hidden), where
+    lines = [ln.split() for ln in PULSE_CONF.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(lines) == 1
+    kind, path, mode, user, _group, _age = lines[0]
+    assert (kind, path) == ("d", str(where))
+    assert int(mode, 8) & 0o022 == 0, "the pulse directory must be writable by its owner (the job's user) only"
+    assert user != "root"
+    assert "CAP_DAC_READ_SEARCH" in service["AmbientCapabilities"].split()
+    assert service["CapabilityBoundingSet"].split() == ["CAP_DAC_READ_SEARCH"]
+    docs = (ROOT / "docs/metrics.md").read_text()
+    assert f"GPU_TRIAGE_PULSE_DIR={where}" in docs and "gpu-triage-pulse.conf" in docs
+
+
+def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_units_capability() -> None:
+    """Real users: a job running as one user publishes its pulse into a directory made as the tmpfiles.d
+    line says (its user, mode 0700); a reader as a third uid (what DynamicUser gives) sees the rank with
+    CAP_DAC_READ_SEARCH, the unit's one capability, and nothing without it."""
+    import os
+    import pwd
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make users and grant a capability")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    subprocess.run(["useradd", "--no-create-home", "gtpulse"], capture_output=True, check=False)
+    job_user = pwd.getpwnam("gtpulse")
+    mode = int(PULSE_CONF.read_text().split("d     /run/gpu-triage-pulse ")[1].split()[0], 8)
+    base = Path(tempfile.mkdtemp(prefix="gpu-triage-unit-", dir="/run"))
+    base.chmod(0o755)
+    pulse_dir = base / "gpu-triage-pulse"
+    pulse_dir.mkdir(mode=mode)
+    os.chown(pulse_dir, job_user.pw_uid, job_user.pw_gid)
+    # the job is exec'd as its user, as a real one is: a process that only switched uid after a fork is not
+    # dumpable, so its /proc entries belong to root and the reader rightly refuses its pulse
+    job_code = (
+        "import time\nfrom gpu_triage import pulse\nfor _ in range(3):\n    pulse.step(32)\n    time.sleep(0.3)\n"
+        "print('x', flush=True)\ntime.sleep(30)\n"
+    )
+    job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", ""),
+               "GPU_TRIAGE_PULSE_DIR": str(pulse_dir)}
+    job = subprocess.Popen(
+        [setpriv, f"--reuid={job_user.pw_uid}", f"--regid={job_user.pw_gid}", "--clear-groups", "--",
+         sys.executable, "-c", job_code],
+        stdout=subprocess.PIPE, text=True, env=job_env,
+    )  # fmt: skip
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "x"
+        files = list(pulse_dir.iterdir())
+        assert len(files) == 1 and files[0].stat().st_mode & 0o077 == 0  # the job's own, mode 0600
+        code = (
+            "import sys, time; from gpu_triage.sources.job import PulseReader; "
+            "r = PulseReader(sys.argv[1]); print(len(r.sample(time.time(), 1.0)))"
+        )
+        env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
+        seen = {}
+        for caps in ("+dac_read_search", "-all"):
+            out = subprocess.run(
+                [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", f"--inh-caps={caps}",
+                 f"--ambient-caps={caps}", "--", sys.executable, "-c", code, str(pulse_dir)],
+                capture_output=True, text=True, timeout=60, env=env, check=False,
+            )
+            assert out.returncode == 0, out.stderr
+            seen[caps] = out.stdout.strip()
+        assert seen == {"+dac_read_search": "1", "-all": "0"}
+    finally:
+        job.kill()
+        job.wait()
+        shutil.rmtree(base, ignore_errors=True)

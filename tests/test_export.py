@@ -4,6 +4,7 @@ not give is absent (never 0), and the daemon starts, refuses bad input in one li
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import re
 import signal
@@ -15,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def test_card_metrics_are_the_tick_in_base_units() -> None:
         assert s[("gpu_triage_gpu_utilization_max_ratio", lab)] == pytest.approx(g.util_max_pct / 100)
         assert s[("gpu_triage_gpu_sm_active_ratio", lab)] == pytest.approx(g.sm_active_pct / 100)
         assert s[("gpu_triage_gpu_memory_used_bytes", lab)] == g.mem_used_bytes
-        assert s[("gpu_triage_gpu_nvlink_rx_bytes_per_second", lab)] == pytest.approx(g.nvlink_rx_bytes_per_s)
+        assert s[("gpu_triage_gpu_nvlink_rx_bytes_total", lab)] >= g.nvlink_rx_bytes_per_s * tick.interval_s
         assert s[("gpu_triage_gpu_sm_clock_hertz", lab)] == pytest.approx(g.sm_clock_mhz * 1e6)
         assert s[("gpu_triage_gpu_lost", lab)] == 0
     assert s[("gpu_triage_ticks_total", ())] == 5
@@ -450,15 +451,16 @@ def test_card_health_swap_and_network_are_exported_and_unknown_is_absent() -> No
     assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "power")))] == 1
     assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "idle")))] == 1
     assert s[("gpu_triage_gpu_clock_event_reason", (g0, ("reason", "thermal")))] == 0
-    assert s[("gpu_triage_gpu_ecc_corrected_errors", (g0,))] == 5
-    assert s[("gpu_triage_gpu_ecc_uncorrected_errors", (g0,))] == 1
-    assert s[("gpu_triage_gpu_xid_events", (g0,))] == 2 and s[("gpu_triage_gpu_xid_last_code", (g0,))] == 79
+    assert s[("gpu_triage_gpu_ecc_corrected_errors_total", (g0,))] == 5
+    assert s[("gpu_triage_gpu_ecc_uncorrected_errors_total", (g0,))] == 1
+    assert s[("gpu_triage_gpu_xid_events_total", (g0,))] == 2 and s[("gpu_triage_gpu_xid_last_code", (g0,))] == 79
     assert not [k for k in s if ("gpu", "1") in k[1] and ("reason" in dict(k[1]) or "ecc" in k[0] or "xid" in k[0])]
     assert s[("gpu_triage_host_swap_used_bytes", ())] == 1 << 20
     assert s[("gpu_triage_host_swap_total_bytes", ())] == 1 << 30
-    assert s[("gpu_triage_host_network_receive_bytes_per_second", (("interface", "ib0"),))] == 1e9
-    assert s[("gpu_triage_host_network_transmit_bytes_per_second", (("interface", "eth0"),))] == 5.0
-    assert ("gpu_triage_host_network_receive_bytes_per_second", (("interface", "eth0"),)) not in s
+    # one 2 s tick: the counters hold its rate x 2 s; an interface that gave no rate has no counter yet
+    assert s[("gpu_triage_host_network_receive_bytes_total", (("interface", "ib0"),))] == 2e9
+    assert s[("gpu_triage_host_network_transmit_bytes_total", (("interface", "eth0"),))] == 10.0
+    assert ("gpu_triage_host_network_receive_bytes_total", (("interface", "eth0"),)) not in s
 
 
 def _mapped_libraries(pid: int) -> str:
@@ -515,3 +517,95 @@ def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
     finally:
         server.close()
     assert not thread.is_alive()
+
+
+def test_link_network_and_energy_counters_add_every_tick_a_slow_scrape_would_miss() -> None:
+    """Seven 2 s ticks between two 14 s scrapes: the counters grow by every tick's bytes, which a gauge of
+    the newest tick's rate would show one in seven of. A lost card stops counting; an interface gone from
+    the tick (a container's veth) is dropped, not kept forever."""
+    from gpu_triage.model import NetSample
+
+    monitor = Monitor(HostInfo(hostname="h", cpu_count=1), Config(), "fake")
+    rates = [1e9, 0.0, 3e9, 0.0, 0.0, 5e9, 2e9]
+    for k, rate in enumerate(rates):
+        g = GpuSample(0, pcie_rx_bytes_per_s=rate, nvlink_tx_bytes_per_s=rate / 2, power_w=100.0 + k)
+        tick = Tick(
+            ts=START + timedelta(seconds=2 * k), interval_s=2.0, gpus=[g, GpuSample(1, power_w=50.0)],
+            nets=[NetSample("eth0", rx_bytes_per_s=rate, tx_bytes_per_s=None)],
+        )
+        monitor.ingest(tick, SourceStatus())
+    s = scrape(monitor)
+    g0, g1 = (("gpu", "0"),), (("gpu", "1"),)
+    assert s[("gpu_triage_gpu_pcie_rx_bytes_total", g0)] == pytest.approx(2.0 * sum(rates))
+    assert s[("gpu_triage_gpu_nvlink_tx_bytes_total", g0)] == pytest.approx(sum(rates))
+    assert s[("gpu_triage_gpu_energy_joules_total", g0)] == pytest.approx(2.0 * sum(100.0 + k for k in range(7)))
+    assert ("gpu_triage_gpu_pcie_rx_bytes_total", g1) not in s  # the card never gave a rate: no counter
+    assert s[("gpu_triage_host_network_receive_bytes_total", (("interface", "eth0"),))] == pytest.approx(
+        2.0 * sum(rates)
+    )
+    assert ("gpu_triage_host_network_transmit_bytes_total", (("interface", "eth0"),)) not in s
+    before = s[("gpu_triage_gpu_energy_joules_total", g1)]
+    later = Tick(
+        ts=START + timedelta(seconds=20), interval_s=2.0, gpus=[GpuSample(0), GpuSample(1, power_w=50.0)],
+        nets=[NetSample("veth9", rx_bytes_per_s=1.0)],
+    )
+    monitor.ingest(later, SourceStatus(lost_gpus={1}))
+    s = scrape(monitor)
+    assert ("gpu_triage_gpu_energy_joules_total", g1) not in s  # lost: nothing about it but gpu_lost
+    assert s[("gpu_triage_gpu_pcie_rx_bytes_total", g0)] == pytest.approx(2.0 * sum(rates))  # None adds nothing
+    nets = {dict(k[1])["interface"] for k in s if k[0] == "gpu_triage_host_network_receive_bytes_total"}
+    assert nets == {"veth9"}
+    monitor.ingest(dataclasses.replace(later, ts=later.ts + timedelta(seconds=2)), SourceStatus())
+    assert scrape(monitor)[("gpu_triage_gpu_energy_joules_total", g1)] == pytest.approx(before + 100.0)
+
+
+def test_process_metrics_are_per_owner_and_pid_labels_only_when_asked() -> None:
+    from gpu_triage.model import ProcSample
+
+    monitor = Monitor(HostInfo(hostname="h", cpu_count=4), Config(), "fake")
+    procs = [
+        ProcSample(pid=11, gpu_index=0, name="python", gpu_mem_bytes=4 << 30, cpu_pct=100.0, workers=2,
+                   workers_cpu_pct=[50.0, 50.0], slurm_job="4242", user="alice"),
+        ProcSample(pid=12, gpu_index=0, name="python", gpu_mem_bytes=2 << 30, cpu_pct=50.0, workers=1,
+                   workers_cpu_pct=[100.0], slurm_job="4242", user="alice"),
+        ProcSample(pid=13, gpu_index=1, name="jupyter", gpu_mem_bytes=1 << 30, cpu_pct=1.0, workers=0,
+                   pod_uid="0e886e9a-3879-45f9-b44d-86ef9df03224", pod_name="nb-0", pod_namespace="lab",
+                   container="containerd://" + "c" * 64, user="1001"),
+        ProcSample(pid=14, gpu_index=1, name="mystery", gpu_mem_bytes=1 << 20),
+    ]
+    tick = Tick(ts=START, interval_s=2.0, gpus=[GpuSample(0), GpuSample(1)], procs=procs)
+    monitor.ingest(tick, SourceStatus())
+    s = scrape(monitor)
+    job = (("gpu", "0"), ("owner", "4242"), ("owner_kind", "slurm"))
+    pod = (("gpu", "1"), ("owner", "lab/nb-0"), ("owner_kind", "pod"))
+    assert s[("gpu_triage_process_gpu_memory_bytes", job)] == 6 << 30  # the job's two ranks on card 0
+    assert s[("gpu_triage_process_cpu_cores", job)] == pytest.approx(1.5)
+    assert s[("gpu_triage_process_dataloader_workers", job)] == 3
+    assert s[("gpu_triage_process_dataloader_workers_cpu_cores", job)] == pytest.approx(2.0)
+    assert s[("gpu_triage_process_gpu_memory_bytes", pod)] == 1 << 30
+    unknown = (("gpu", "1"), ("owner", ""), ("owner_kind", "unknown"))
+    assert s[("gpu_triage_process_gpu_memory_bytes", unknown)] == 1 << 20
+    assert not [k for k in s if "pid" in dict(k[1]) and k[0].startswith("gpu_triage_")]
+    info = named(s, "gpu_triage_owner_info")
+    assert dict(next(k for k in info if ("owner_kind", "pod") in k)) == {
+        "owner_kind": "pod", "owner": "lab/nb-0", "user": "1001", "slurm_job": "", "pod_namespace": "lab",
+        "pod_name": "nb-0", "pod_uid": "0e886e9a-3879-45f9-b44d-86ef9df03224", "container": "containerd://" + "c" * 64,
+    }
+    assert len(info) == 2  # the unknown owner has no info series
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot, pid_labels=True))
+    with_pids = parse(generate_latest(registry).decode())
+    rank = tuple(sorted((*job, ("name", "python"), ("pid", "11"))))
+    assert with_pids[("gpu_triage_process_gpu_memory_bytes", rank)] == 4 << 30
+
+
+def test_energy_is_the_drivers_counter_where_the_card_keeps_one() -> None:
+    """A card with NVML's energy counter exports it (mJ -> J), not the power integration: the counter counts
+    since the driver loaded, so rate() over it is the card's own figure; a card without one is integrated."""
+    monitor = Monitor(HostInfo(hostname="h", cpu_count=1), Config(), "fake")
+    for k in range(3):
+        gpus = [GpuSample(0, power_w=500.0, energy_mj=9_000_000 + k * 1_400_000), GpuSample(1, power_w=100.0)]
+        monitor.ingest(Tick(ts=START + timedelta(seconds=2 * k), interval_s=2.0, gpus=gpus), SourceStatus())
+    s = scrape(monitor)
+    assert s[("gpu_triage_gpu_energy_joules_total", (("gpu", "0"),))] == pytest.approx(9_000 + 2 * 1_400)
+    assert s[("gpu_triage_gpu_energy_joules_total", (("gpu", "1"),))] == pytest.approx(3 * 2.0 * 100.0)

@@ -338,3 +338,59 @@ def test_rotation_keeps_one_file_open() -> None:
         assert len(writer.files) == len(opened) - 1 == 9
         assert len(list(Path(d).rglob("*.partial.arrows"))) == 1
         writer.close()
+
+
+def test_summary_says_whose_time_each_bottleneck_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two Slurm jobs one after the other on one host (the simulator gives each phase its own job): the
+    summary splits the host's time per owner, each with its own bottlenecks; a recording made before the
+    owner fields existed (the bundled H200 one) has no owners, not a made-up one."""
+    import shutil
+
+    from gpu_triage.data import H200_TRACE_2S
+
+    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    source = SimulatedSource.from_schedule([("data_pipeline", 1800), ("healthy", 1800)], gpus=2, seed=1, start=start)
+    writer = DatasetWriter(tmp_path / "fleet", source.host_info(), 2.0, hostname="gpu01")
+    for _ in range(1800):
+        writer.append(source.sample())
+    writer.close()
+    host = summarise(str(tmp_path / "fleet"), Config())["hosts"]["gpu01"]
+    owners = host["owners"]
+    assert list(owners) == ["slurm 100", "slurm 101"] or list(owners) == ["slurm 101", "slurm 100"]
+    first, second = owners["slurm 100"], owners["slurm 101"]
+    assert first["seconds"] == pytest.approx(1800, abs=60) and second["seconds"] == pytest.approx(1800, abs=60)
+    assert first["seconds"] + second["seconds"] == pytest.approx(host["seconds"], abs=2)
+    assert first["bottlenecks"]["data_pipeline"] > 0.7
+    assert second["bottlenecks"].get("none", 0) > 0.7
+    for o in owners.values():
+        assert sum(o["bottlenecks"].values()) == pytest.approx(1.0)
+    assert main(["diagnose", str(tmp_path / "fleet"), "--summary"]) == 0
+    text = capsys.readouterr().out
+    assert "whose time" in text and "slurm 100" in text and "data_pipeline" in text
+
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(H200_TRACE_2S, old / "h200.parquet")
+    assert all(h["owners"] == {} for h in summarise(str(old), Config())["hosts"].values())
+
+
+def test_diagnose_one_recording_says_whose_time_each_bottleneck_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    source = SimulatedSource.from_schedule([("data_pipeline", 1200), ("healthy", 1200)], gpus=2, seed=1, start=start)
+    writer = TraceWriter(tmp_path / "run.parquet", source.host_info(), 2.0)
+    for _ in range(1200):
+        writer.append(source.sample())
+    path = writer.close()
+    assert main(["diagnose", str(path), "--json"]) == 0
+    owners = json.loads(capsys.readouterr().out)["owners"]
+    assert set(owners) == {"slurm 100", "slurm 101"}
+    assert owners["slurm 100"]["seconds"] == pytest.approx(1200, abs=4)
+    assert owners["slurm 100"]["bottlenecks"]["data_pipeline"] > 0.7
+    assert owners["slurm 101"]["bottlenecks"].get("none", 0) > 0.7
+    assert main(["diagnose", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "whose time" in text and "slurm 101" in text

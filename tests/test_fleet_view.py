@@ -149,6 +149,9 @@ def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_
     first, down, low, high = snap.rows
     assert (first.bottleneck, first.pattern) == POOL["storage_io"] and 0 < first.confidence <= 1
     assert first.total == 8 and first.hostname == "sim-h200x8"
+    # whose job it is, from a real exporter's owner series: the simulated ranks run in a Slurm job
+    assert re.fullmatch(r"slurm \d+", high.owner or ""), high.owner
+    assert cells(high)["OWNER"] == high.owner and high.owners == (high.owner,)
     # one card of eight runs the job; healthy keeps all eight busy
     assert low.busy == 1 and low.total == 8 and high.busy == 8 and low.util < high.util
     # the job's own clock, from its log through the exporter: 64 samples every 0.25 s (steps counted per
@@ -816,6 +819,11 @@ def test_the_owner_label_wins_then_its_parts_in_a_fixed_order() -> None:
     assert owner_of({"user": "ana", "slurm_job": "4711"}) == "4711"  # the job before its user
     assert owner_of({"owner_name": "ml/train-1", "owner_kind": "pod", "gpu": "0"}) == "pod ml/train-1"
     assert owner_of({"gpu": "0", "pid": "12", "name": "python", "job": "gpu-triage"}) is None  # job: the scrape job
+    # the exporter's own pair, on its process series and gpu_triage_owner_info alike
+    assert owner_of({"gpu": "0", "owner_kind": "slurm", "owner": "4711"}) == "slurm 4711"
+    info = {"owner_kind": "pod", "owner": "ml/train-0", "user": "ana", "pod_name": "train-0", "pod_uid": "0e88"}
+    assert owner_of(info) == "pod ml/train-0"
+    assert owner_of({"gpu": "0", "owner_kind": "unknown", "owner": ""}) is None
 
 
 def test_only_the_interactive_fleet_is_a_screen_command() -> None:

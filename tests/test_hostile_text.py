@@ -192,22 +192,24 @@ def test_nic_names_with_escapes_or_undecodable_bytes_are_read_visibly() -> None:
 
 @pytest.mark.slow
 def test_a_non_utf8_nic_or_process_name_does_not_break_the_scrape() -> None:
-    """psutil's names of a real NIC named b'bad\\xff\\xfe' and of a process renamed likewise, given to the
-    collector as they are: every scrape over loopback still answers 200, verdict included."""
+    """psutil's names of a real NIC named b'bad\\xff\\xfe', of a process renamed likewise (a label with
+    --pid-labels) and of its user (the owner label), given to the collector as they are: every scrape over
+    loopback still answers 200, verdict included."""
     raw_nic = next(n for n in _in_netns()["psutil"] if n.startswith("bad"))
     monitor = Monitor(HostInfo(hostname="h\udcff", cpu_count=1), Config(), "fake")
     bad_proc = 'x\udcff\udcfe"}\n{'
     for i in range(3):
         tick = Tick(ts=datetime.now(UTC), interval_s=2.0, cpu_pct=[10.0],
                     nets=[NetSample(raw_nic, rx_bytes_per_s=1.0, tx_bytes_per_s=2.0)],
-                    procs=[ProcSample(pid=7, gpu_index=0, name=bad_proc, gpu_mem_bytes=1 << 20, cpu_pct=5.0)])
+                    procs=[ProcSample(pid=7, gpu_index=0, name=bad_proc, gpu_mem_bytes=1 << 20, cpu_pct=5.0,
+                                      user="u\udcff\x1b")])
         monitor.ingest(tick, SourceStatus())
         time.sleep(0.01 * i)
     from prometheus_client import CollectorRegistry
     from prometheus_client.parser import text_string_to_metric_families
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(TriageCollector(lambda: monitor.snapshot))
+    registry.register(TriageCollector(lambda: monitor.snapshot, pid_labels=True))
     server = MetricsServer("127.0.0.1:0", registry)
     server.start()
     try:
@@ -221,6 +223,7 @@ def test_a_non_utf8_nic_or_process_name_does_not_break_the_scrape() -> None:
         server.close()
     labels = {v for fam in text_string_to_metric_families(body) for s in fam.samples for v in s.labels.values()}
     assert "bad\ufffd\ufffd" in labels and 'x\ufffd\ufffd"}␊{' in labels and "h\ufffd" in labels
+    assert "u\ufffd␛" in labels  # the owner: owner_kind="user"
     assert "gpu_triage_verdict" in body
 
 

@@ -430,3 +430,12 @@ def test_the_heap_nvml_init_frees_goes_back_to_the_kernel() -> None:
     after = _rss_kib()
     libc.free(pin)
     assert before - after > 20_000, (before, after)
+
+
+def test_energy_is_the_drivers_cumulative_counter_and_none_where_the_card_keeps_none() -> None:
+    fake = FakeNvml([FakeCard(energy_mj=5_000_000), FakeCard(energy_mj=None)])
+    reader = reader_for(fake)
+    first, old = reader.sample()
+    assert first.energy_mj == 5_000_000 and old.energy_mj is None
+    fake.cards[0].energy_mj += 700_000  # 700 J more
+    assert reader.sample()[0].energy_mj == 5_700_000

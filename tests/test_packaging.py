@@ -19,8 +19,13 @@ from gpu_triage.commands.completion import SHELLS, script
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # import name -> distribution name, where they differ
-DIST = {"pynvml": "nvidia-ml-py", "textual_plotext": "textual-plotext", "prometheus_client": "prometheus_client",
-        "re2": "google-re2"}
+DIST = {
+    "pynvml": "nvidia-ml-py",
+    "textual_plotext": "textual-plotext",
+    "prometheus_client": "prometheus_client",
+    "re2": "google-re2",
+    "yaml": "pyyaml",
+}
 
 
 def _declared() -> set[str]:
@@ -74,7 +79,6 @@ def test_the_completion_script_names_every_subcommand(shell: str) -> None:
     assert option.format("json") in text and option.format("source") in text
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_completion_script_is_valid_for_its_shell(shell: str, tmp_path: Path) -> None:
     exe = shutil.which(shell)

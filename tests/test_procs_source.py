@@ -390,6 +390,28 @@ def test_reader_falls_back_to_psutil_when_procfs_has_no_children_files(tmp_path:
     assert reader.sample()[0].worker_pids == [101]
 
 
+def test_each_gpu_process_carries_its_owner_and_a_reused_pid_is_asked_again(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data" / "cgroup"
+    ps = FakePsutil()
+    wall = 1_700_000_000.0
+    ps.add(100, "python3", created=wall - 60)
+    _fake_proc(tmp_path, 100, {100: ""})
+    _fake_stat(tmp_path, 100, "python3", utime=1, stime=0)
+    (tmp_path / "100" / "cgroup").write_text((data / "slurm-v2").read_text())
+    (tmp_path / "100" / "status").write_text("Name:\tpython3\nUid:\t0\t0\t0\t0\n")
+    mono = [1000.0]
+    reader = _procfs_reader(tmp_path, ps, mono, wall)
+    proc = reader.sample()[0]
+    assert (proc.slurm_job, proc.user, proc.owner()) == ("1392969", "root", ("slurm", "1392969"))
+    # pid 100 exits and is reused by a pod's process: a new start time, so its owner is read again
+    ps.add(100, "python3", created=wall - 1)
+    reader._tracked.clear()  # psutil's cached handle went with the old process (as sample() forgets it)
+    (tmp_path / "100" / "cgroup").write_text((data / "k8s-v2-systemd-containerd").read_text())
+    mono[0] += 2.0
+    proc = reader.sample()[0]
+    assert proc.slurm_job is None and proc.owner() == ("pod", "0e886e9a-3879-45f9-b44d-86ef9df03224")
+
+
 def test_a_reused_pid_is_a_new_process_with_its_own_name_and_cpu_procfs(tmp_path: Path) -> None:
     """The GPU process 100 exits and another process gets pid 100 between two ticks: its name is its own
     (not the cached one) and its CPU is measured from its birth, not against the old one's CPU seconds."""

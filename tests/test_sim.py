@@ -295,6 +295,7 @@ GPU_STRUCT = pa.struct(
     # trace v2: the card's health (docs/trace-v2.md)
     + [(n, pa.uint64()) for n in ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected")]
     + [(n, pa.uint32()) for n in ("xid_count", "xid_last")]
+    + [("energy_mj", pa.uint64())]
 )  # fmt: skip
 DISK_STRUCT = pa.struct(
     [("name", pa.string()), ("busy_pct", pa.float32()), ("await_ms", pa.float32())]
@@ -305,6 +306,7 @@ PROC_STRUCT = pa.struct(
      ("cpu_pct", pa.float32()), ("workers", pa.uint16()), ("workers_cpu_pct", pa.list_(pa.float32())),
      ("worker_pids", pa.list_(pa.uint32())),
      ("sm_pct", pa.float32())]  # trace v2: the process's SM share
+    + [(n, pa.string()) for n in ("user", "slurm_job", "pod_uid", "pod_name", "pod_namespace", "container")]
 )  # fmt: skip
 TRACE_V1 = pa.schema(
     [("ts", pa.timestamp("us", tz="UTC")), ("interval_s", pa.float64()), ("gpus", pa.list_(GPU_STRUCT)),

@@ -159,11 +159,11 @@ def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
     f = pq.ParquetFile(path)
     assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
     # the bundled recordings are version 1: the v2 schema is theirs plus job, swap, nets, the cards' health
-    # and each process's SM share
+    # and each process's SM share and owner
     v2_columns = ("job", "host_swap_used_bytes", "host_swap_total_bytes", "nets")
     v2_fields = {
-        "gpus": ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last"),
-        "procs": ("sm_pct",),
+        "gpus": ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last", "energy_mj"),
+        "procs": ("sm_pct", "user", "slurm_job", "pod_uid", "pod_name", "pod_namespace", "container"),
     }
     v1 = pa.schema([f for f in TRACE_SCHEMA if f.name not in v2_columns])
     for column, added in v2_fields.items():

@@ -202,3 +202,29 @@ async def test_host_only_mode_shows_the_busiest_processes() -> None:
         lines = _procs_text(app).split("\n")
         assert "no GPU: host processes · by CPU ↓" in lines[0]
         assert [ln.split()[2] for ln in lines[1:3]] == ["ffmpeg", "tar"]  # busiest first (after PID, USER)
+
+
+def test_detail_line_says_whose_job_the_process_and_its_workers_are() -> None:
+    owned = dataclasses.replace(
+        _procs()[0],
+        slurm_job="4242",
+        pod_uid="0e886e9a-3879-45f9-b44d-86ef9df03224",
+        pod_name="train-0",
+        pod_namespace="ml",
+        container="containerd://244a65edefdffe31685c42317c9054e71dc1193048cf9459e2a4dd35cbc1dba4",
+        user="alice",
+    )
+    line = procview.detail_line(procview.Row(owned.pid, owned), _details, True)
+    owner = "slurm job 4242 · pod ml/train-0 · containerd 244a65edefdf"
+    assert line == f"PID 1000 · user alice · {owner} · python train_0.py --rank 0"
+    worker = procview.detail_line(procview.Row(3000, owned), _details, True)
+    assert "slurm job 4242" in worker  # a DataLoader worker is in its trainer's job
+    # a recording: the recorded owner is shown, an unprintable one from a foreign file is not
+    recorded = procview.detail_line(procview.Row(owned.pid, owned), _details, False)
+    assert "user alice · slurm job 4242" in recorded
+    hostile = dataclasses.replace(owned, slurm_job="\x1b]0;pwned\x07", pod_name=None, container=None)
+    text = procview.detail_line(procview.Row(hostile.pid, hostile), _details, False)
+    assert "\x1b" not in text and "pod uid 0e886e9a" in text
+    # nothing known: the line reads as before
+    plain = procview.detail_line(procview.Row(1002, _procs()[2]), _details, True)
+    assert plain == "PID 1002 · user alice · python train_2.py --rank 2"

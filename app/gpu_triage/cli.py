@@ -359,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--summary",
         action="store_true",
         help="for a dataset (a directory from `record -o DIR/` or `export --record DIR`, or a glob of its "
-        "files): per host the share of time in each bottleneck and the worst 5-minute windows, from a verdict "
+        "files): per host the share of time in each bottleneck, per owner (Slurm job, pod, container, user), "
+        "and the worst 5-minute windows, from a verdict "
         "every 30 s of data (--resolution is for one recording); implied when FILE is a directory or a glob",
     )
 
@@ -420,6 +421,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300, from the config file if set)")
     _add_source(p)
     _add_job(p)
+    p.add_argument(
+        "--web-config",
+        metavar="FILE",
+        help="TLS and basic auth for /metrics: a YAML file in the Prometheus exporters' web config format "
+        "(tls_server_config, basic_auth_users; node_exporter's --web.config.file), docs/metrics.md",
+    )
+    p.add_argument(
+        "--pid-labels",
+        action="store_true",
+        help="label the process metrics by pid and name as well as by owner (a new series per process: "
+        "off by default)",
+    )
     p.add_argument(
         "--record",
         metavar="DIR",

@@ -70,6 +70,9 @@ class GpuSample:
     ecc_uncorrected: int | None = _col("u64")
     xid_count: int | None = _col("u32")  # critical XID events seen since this program started watching
     xid_last: int | None = _col("u32")  # the code of the newest of them (None: none seen)
+    # energy the card drew since the driver loaded, mJ (nvmlDeviceGetTotalEnergyConsumption, Volta and
+    # newer): NVML's own cumulative counter, None where the card does not keep one
+    energy_mj: int | None = _col("u64")
 
 
 #: Short names of the nvmlClocksEventReason* bits (nvml.h), in bit order.
@@ -140,6 +143,31 @@ class ProcSample:
     # trace v2: the process's share of the card's time with a kernel running, NVML's per-process smUtil
     # (nvmlDeviceGetProcessUtilization), the mean of the driver's samples within the tick; None: no sample
     sm_pct: float | None = _col("f32")
+    # who the process belongs to (gpu_triage.sources.owner: its cgroup, and its environment where readable);
+    # None where nothing trustworthy says it, and in recordings made before these fields existed
+    user: str | None = _col("str")
+    slurm_job: str | None = _col("str")
+    pod_uid: str | None = _col("str")
+    pod_name: str | None = _col("str")
+    pod_namespace: str | None = _col("str")
+    container: str | None = _col("str")  # RUNTIME://ID (containerd://…, docker://…), or the bare ID
+
+    def owner(self) -> tuple[str, str] | None:
+        """(kind, id) of the one owner that answers "whose job is it": the Slurm job, else the Kubernetes
+        pod (namespace/name where known, else its uid), else the container (runtime and short id), else the
+        user; None when nothing is known. The metrics label by it, the table and the summary show it."""
+        if self.slurm_job:
+            return "slurm", self.slurm_job
+        if self.pod_uid:
+            if self.pod_name:
+                return "pod", f"{self.pod_namespace}/{self.pod_name}" if self.pod_namespace else self.pod_name
+            return "pod", self.pod_uid
+        if self.container:
+            runtime, sep, cid = self.container.rpartition("://")
+            return "container", f"{runtime}://{cid[:12]}" if sep else cid[:12]
+        if self.user:
+            return "user", self.user
+        return None
 
 
 # Trace v2 (docs/trace-v2.md): the job's side of a tick, what the training itself says about its progress.

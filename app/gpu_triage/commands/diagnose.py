@@ -27,6 +27,9 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
     tl = diagnose_trace(src, config.thresholds, config.window_s, progress, getattr(args, "resolution", None))
     for w in tl.warnings:
         print(f"gpu-triage: {path}: {w}", file=sys.stderr)
+    from gpu_triage.fleet.summary import owner_time
+
+    owners = owner_time(path, tl.segments, tl.interval_s)  # whose time each bottleneck was, where recorded
     if getattr(args, "json", False):
         obj = {
             "file": str(path),
@@ -35,8 +38,14 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
             "judged_every_ticks": tl.stride,
             "segments": [s.to_json_obj() for s in tl.segments],
             "gaps": [g.to_json_obj() for g in tl.gaps],
+            "owners": owners,
         }
         print(json.dumps(obj, indent=2, allow_nan=False, default=str))
         return 0
     print(render_timeline(path, tl, tz=UTC if getattr(args, "utc", False) else None))
+    if owners:
+        from gpu_triage.commands.summary import owner_lines
+
+        print()
+        print("\n".join(owner_lines(owners, indent="")))
     return 0

@@ -43,7 +43,13 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
         from gpu_triage.sources.job import monitor_for
 
         job = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=args.source == "live")
-    exporter = Exporter(args.listen, config)  # binds: port in use / bad address fail here
+    web = None
+    if getattr(args, "web_config", None):  # TLS and basic auth: checked whole before anything binds
+        from gpu_triage.export.webconfig import load_web_config
+
+        web = load_web_config(args.web_config)
+    pid_labels = bool(getattr(args, "pid_labels", False))
+    exporter = Exporter(args.listen, config, pid_labels=pid_labels, web=web)  # binds: port in use fails here
     try:
         source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
         if job is not None:

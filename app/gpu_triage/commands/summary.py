@@ -7,6 +7,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
@@ -17,6 +18,21 @@ from gpu_triage.trace.stream import unfinished_line
 def _hms(seconds: float) -> str:
     s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _printable(text: str) -> str:
+    """An owner as read from a recording (anyone's file): only printable characters reach the terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def owner_lines(owners: dict[str, Any], indent: str) -> list[str]:
+    """The "whose time" block of the summary and of ``diagnose FILE``: per owner, its time and the share of
+    it in each bottleneck."""
+    lines = [f"{indent}whose time (the owners of its GPU processes):"]
+    for owner, o in owners.items():
+        shares = ", ".join(f"{b} {100 * v:.1f} %" for b, v in o["bottlenecks"].items())
+        lines.append(f"{indent}  {_printable(owner)[:60]:<30} {_hms(o['seconds'])}  {shares}")
+    return lines
 
 
 def run_summary(args: argparse.Namespace, config: Config) -> int:
@@ -38,6 +54,8 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
         for bottleneck, share in h["bottlenecks"].items():
             print(f"  {bottleneck:<18} {100 * share:5.1f} %")
+        if h.get("owners"):
+            print("\n".join(owner_lines(h["owners"], indent="  ")))
         if h["worst_windows"]:
             print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
             for w in h["worst_windows"]:

@@ -5,13 +5,20 @@ Names, units and types follow the Prometheus conventions: base units (``_bytes``
 the hardware does not give (``None`` in the tick) is not exported for that card or disk: a missing series
 means "n/a", never 0. Every name is listed in docs/metrics.md.
 
-Cardinality: one series per card and field, per disk and field, per GPU process (labelled by pid: only
-processes that hold GPU memory, a handful per card), and a fixed handful for the host's cores (their mean,
-their maximum and how many are saturated) however many cores the machine has.
+Cardinality: one series per card and field, per disk and field, per card and *owner* of its GPU processes
+(the Slurm job, Kubernetes pod, container or user: ``owner_kind``/``owner``, which lives as long as the job,
+where a pid label would start new series with every process, the reason DCGM has none), and a fixed handful
+for the host's cores (their mean, their maximum and how many are saturated) however many cores the machine
+has. ``pid``/``name`` labels are off unless asked for (``export --pid-labels``).
+
+Monotonic values are counters (``_total``): ECC and XID counts as the driver and the event watch give them,
+link and network bytes and energy accumulated by the monitor from each tick's rate x interval, so a scrape
+slower than the tick still sees every tick (``rate()`` over them).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
 
@@ -25,7 +32,7 @@ from prometheus_client.registry import Collector
 
 from gpu_triage import __version__
 from gpu_triage.export.monitor import Snapshot
-from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample
+from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample, ProcSample
 from gpu_triage.safetext import clean, is_clean
 
 PREFIX = "gpu_triage"
@@ -42,22 +49,33 @@ GPU_GAUGES: tuple[tuple[str, str, str, float], ...] = (
     ("dram_active_pct", "dram_active_ratio", "DRAM bandwidth activity (GPM), 0-1", 0.01),
     ("mem_used_bytes", "memory_used_bytes", "GPU memory in use", 1.0),
     ("mem_total_bytes", "memory_total_bytes", "GPU memory installed", 1.0),
-    ("pcie_rx_bytes_per_s", "pcie_rx_bytes_per_second", "PCIe bytes received per second over the tick", 1.0),
-    ("pcie_tx_bytes_per_s", "pcie_tx_bytes_per_second", "PCIe bytes sent per second over the tick", 1.0),
-    ("nvlink_rx_bytes_per_s", "nvlink_rx_bytes_per_second", "NVLink bytes received per second, all links", 1.0),
-    ("nvlink_tx_bytes_per_s", "nvlink_tx_bytes_per_second", "NVLink bytes sent per second, all links", 1.0),
     ("power_w", "power_watts", "board power draw", 1.0),
     ("temp_c", "temperature_celsius", "GPU temperature", 1.0),
     ("sm_clock_mhz", "sm_clock_hertz", "SM clock", 1e6),
-    ("ecc_corrected", "ecc_corrected_errors", "volatile corrected ECC errors (since the driver loaded)", 1.0),
-    ("ecc_uncorrected", "ecc_uncorrected_errors", "volatile uncorrected ECC errors (since the driver loaded)", 1.0),
-    ("xid_count", "xid_events", "critical XID events seen since the exporter started watching", 1.0),
     ("xid_last", "xid_last_code", "code of the newest critical XID event (absent while none was seen)", 1.0),
 )
 
-NET_GAUGES: tuple[tuple[str, str, str, float], ...] = (
-    ("rx_bytes_per_s", "receive_bytes_per_second", "bytes received per second over the tick", 1.0),
-    ("tx_bytes_per_s", "transmit_bytes_per_second", "bytes sent per second over the tick", 1.0),
+# Counters the card's own fields give: (trace field, metric name without _total, help)
+GPU_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("ecc_corrected", "ecc_corrected_errors", "volatile corrected ECC errors (since the driver loaded)"),
+    ("ecc_uncorrected", "ecc_uncorrected_errors", "volatile uncorrected ECC errors (since the driver loaded)"),
+    ("xid_count", "xid_events", "critical XID events seen since the exporter started watching"),
+)
+
+# Counters the monitor accumulates (Snapshot.gpu_totals / net_totals): (key, metric name without _total, help)
+GPU_TOTALS: tuple[tuple[str, str, str], ...] = (
+    ("pcie_rx_bytes", "pcie_rx_bytes", "PCIe bytes received (since the exporter started)"),
+    ("pcie_tx_bytes", "pcie_tx_bytes", "PCIe bytes sent (since the exporter started)"),
+    ("nvlink_rx_bytes", "nvlink_rx_bytes", "NVLink bytes received, all links (since the exporter started)"),
+    ("nvlink_tx_bytes", "nvlink_tx_bytes", "NVLink bytes sent, all links (since the exporter started)"),
+)
+ENERGY_DOC = (
+    "energy drawn: the driver's own counter since it loaded (nvmlDeviceGetTotalEnergyConsumption) where the "
+    "card keeps one, else each tick's power x its length since the exporter started"
+)
+NET_TOTALS: tuple[tuple[str, str, str], ...] = (
+    ("receive_bytes", "receive_bytes", "bytes received (since the exporter started)"),
+    ("transmit_bytes", "transmit_bytes", "bytes sent (since the exporter started)"),
 )
 
 DISK_GAUGES: tuple[tuple[str, str, str, float], ...] = (
@@ -81,8 +99,9 @@ def _num(v: float | None) -> float | None:
 class TriageCollector(Collector):
     """A custom collector: everything comes from one snapshot taken at the start of :meth:`collect`."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+    def __init__(self, snapshot: Callable[[], Snapshot | None], *, pid_labels: bool = False) -> None:
         self._snapshot = snapshot  # Monitor.snapshot, read once per scrape
+        self._pid_labels = pid_labels  # one series per process (pid, name) as well as per owner
 
     def describe(self) -> Iterable[object]:
         return []  # no describe-time collect: registering must not need a tick
@@ -91,7 +110,8 @@ class TriageCollector(Collector):
         snap = self._snapshot()  # one reference: the tick and its verdict belong together
         if snap is None:
             return  # live --metrics before the dashboard's source is attached
-        for part in (_meta, _gpus, _host, _procs, _job, _verdict):
+        procs = functools.partial(_procs, pid_labels=self._pid_labels)
+        for part in (_meta, _gpus, _host, procs, _job, _verdict):
             yield from map(_clean_labels, part(snap))
 
 
@@ -155,6 +175,33 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
             if v is not None:
                 fam.add_metric([str(i)], v * scale)
         yield fam
+    for field_name, name, doc in GPU_COUNTERS:
+        counter = CounterMetricFamily(f"{PREFIX}_gpu_{name}", doc, labels=["gpu"])
+        for i in indexes:
+            s = samples.get(i)
+            v = _num(getattr(s, field_name)) if s is not None and i not in snap.lost_gpus else None
+            if v is not None:
+                counter.add_metric([str(i)], v)
+        yield counter
+    for key, name, doc in GPU_TOTALS:
+        counter = CounterMetricFamily(f"{PREFIX}_gpu_{name}", doc, labels=["gpu"])
+        for i in indexes:
+            if i in snap.lost_gpus:  # a lost card is gpu_lost 1 and nothing else; its counter resumes after
+                continue
+            if (total := snap.gpu_totals.get(i, {}).get(key)) is not None:
+                counter.add_metric([str(i)], total)
+        yield counter
+    energy = CounterMetricFamily(f"{PREFIX}_gpu_energy_joules", ENERGY_DOC, labels=["gpu"])
+    for i in indexes:
+        if i in snap.lost_gpus:
+            continue
+        s = samples.get(i)
+        # one source per card for its whole life: a card keeps the driver's counter or never has one
+        driver = _num(s.energy_mj) if s is not None else None
+        total = driver / 1000.0 if driver is not None else snap.gpu_totals.get(i, {}).get("energy_joules")
+        if total is not None:
+            energy.add_metric([str(i)], total)
+    yield energy
     reasons = _g(
         "gpu_clock_event_reason",
         "1 while the named reason holds the card's clocks down (NVML clocks event reasons: power, thermal, "
@@ -213,34 +260,65 @@ def _host(snap: Snapshot) -> Iterator[Metric]:
             if v is not None:
                 fam.add_metric([d.name], v * scale)
         yield fam
-    for field_name, suffix, doc, scale in NET_GAUGES:
-        fam = _g(f"host_network_{suffix}", doc + " (InfiniBand/RoCE ports as DEVICE/PORT)", ["interface"])
-        for net in tick.nets:
-            v = _num(getattr(net, field_name))
-            if v is not None:
-                fam.add_metric([net.name], v * scale)
-        yield fam
+    for key, name, doc in NET_TOTALS:
+        counter = CounterMetricFamily(
+            f"{PREFIX}_host_network_{name}", doc + " (InfiniBand/RoCE ports as DEVICE/PORT)", labels=["interface"]
+        )
+        for interface, totals in sorted(snap.net_totals.items()):
+            if (total := totals.get(key)) is not None:
+                counter.add_metric([interface], total)
+        yield counter
 
 
-def _procs(snap: Snapshot) -> Iterator[Metric]:
+def _procs(snap: Snapshot, pid_labels: bool) -> Iterator[Metric]:
+    """Per card and owner (the processes of one job on one card summed), or per process with pid labels."""
     tick = snap.tick
     if tick is None:
         return
-    labels = ["pid", "gpu", "name"]
-    mem = _g("process_gpu_memory_bytes", "GPU memory held by a GPU process on that card", labels)
-    cpu = _g("process_cpu_cores", "CPU of a GPU process in cores (1 = one core busy)", labels)
-    workers = _g("process_dataloader_workers", "DataLoader worker processes of a GPU process", labels)
-    wcpu = _g("process_dataloader_workers_cpu_cores", "CPU of its DataLoader workers together, in cores", labels)
+    labels = ["gpu", "owner_kind", "owner", *(("pid", "name") if pid_labels else ())]
+    mem = _g("process_gpu_memory_bytes", "GPU memory held by GPU processes on that card", labels)
+    cpu = _g("process_cpu_cores", "CPU of GPU processes in cores (1 = one core busy)", labels)
+    workers = _g("process_dataloader_workers", "DataLoader worker processes of GPU processes", labels)
+    wcpu = _g("process_dataloader_workers_cpu_cores", "CPU of their DataLoader workers together, in cores", labels)
+    sums: dict[tuple[str, ...], list[float | None]] = {}  # key -> [memory, cpu, workers, workers' cpu]
+    owners: dict[tuple[str, str], ProcSample] = {}
     for p in tick.procs:
-        key = [str(p.pid), str(p.gpu_index), p.name or ""]
-        if (held := _num(p.gpu_mem_bytes)) is not None:
-            mem.add_metric(key, held)
-        if (busy := _num(p.cpu_pct)) is not None:
-            cpu.add_metric(key, busy / 100.0)
+        kind, owner = p.owner() or ("unknown", "")
+        if kind != "unknown":
+            owners.setdefault((kind, owner), p)
+        key = (str(p.gpu_index), kind, owner, *((str(p.pid), p.name or "") if pid_labels else ()))
+        acc = sums.setdefault(key, [None, None, None, None])
+        held, busy = _num(p.gpu_mem_bytes), _num(p.cpu_pct)
+        if held is not None:
+            acc[0] = (acc[0] or 0.0) + held
+        if busy is not None:
+            acc[1] = (acc[1] or 0.0) + busy / 100.0
         if p.workers is not None:
-            workers.add_metric(key, float(p.workers))
-            wcpu.add_metric(key, sum(c for c in map(_num, p.workers_cpu_pct) if c is not None) / 100.0)
+            acc[2] = (acc[2] or 0.0) + float(p.workers)
+            acc[3] = (acc[3] or 0.0) + sum(c for c in map(_num, p.workers_cpu_pct) if c is not None) / 100.0
+    for key, values in sums.items():
+        for fam, v in zip((mem, cpu, workers, wcpu), values, strict=True):
+            if v is not None:
+                fam.add_metric(list(key), v)
     yield from (mem, cpu, workers, wcpu)
+    info = InfoMetricFamily(
+        f"{PREFIX}_owner",
+        "whose job the GPU processes are: one per owner, its user, Slurm job, pod and container",
+        labels=["owner_kind", "owner"],
+    )
+    for (kind, owner), p in sorted(owners.items()):
+        info.add_metric(
+            [kind, owner],
+            {
+                "user": p.user or "",
+                "slurm_job": p.slurm_job or "",
+                "pod_namespace": p.pod_namespace or "",
+                "pod_name": p.pod_name or "",
+                "pod_uid": p.pod_uid or "",
+                "container": p.container or "",
+            },
+        )
+    yield info
 
 
 JOB_GAUGES: tuple[tuple[str, str, str, float], ...] = (

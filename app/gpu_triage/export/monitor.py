@@ -9,6 +9,7 @@ tick and the verdict of that same tick, never a mix of two.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,57 @@ class Snapshot:
     verdict: Verdict | None = None
     verdict_since: float | None = None
     tick_time: float | None = None
+    # counters since the monitor started: each tick adds its rate x its interval (see _Totals)
+    gpu_totals: dict[int, dict[str, float]] = field(default_factory=dict)
+    net_totals: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+#: Per card: what accumulates into a counter, (tick field, counter key). The link rates are the deltas of
+#: the driver's cumulative counters over the tick (or GPM's mean rate over it), so rate x interval gives the
+#: bytes back; power x interval is the energy the tick's mean draw implies.
+GPU_TOTALS: tuple[tuple[str, str], ...] = (
+    ("pcie_rx_bytes_per_s", "pcie_rx_bytes"),
+    ("pcie_tx_bytes_per_s", "pcie_tx_bytes"),
+    ("nvlink_rx_bytes_per_s", "nvlink_rx_bytes"),
+    ("nvlink_tx_bytes_per_s", "nvlink_tx_bytes"),
+    ("power_w", "energy_joules"),
+)
+NET_TOTALS: tuple[tuple[str, str], ...] = (("rx_bytes_per_s", "receive_bytes"), ("tx_bytes_per_s", "transmit_bytes"))
+
+
+class _Totals:
+    """Counters built from per-tick rates, so that a scrape every 15 s of a 2 s tick sees every tick's bytes
+    (a gauge of the newest tick's rate shows one tick in seven). A counter starts when its first value comes
+    and only grows; a card's stops while the card is lost; an interface not in the newest tick is dropped
+    (containers' veth pairs come and go: their counters must not pile up)."""
+
+    def __init__(self) -> None:
+        self.gpus: dict[int, dict[str, float]] = {}
+        self.nets: dict[str, dict[str, float]] = {}
+
+    def add(self, tick: Tick, lost: frozenset[int]) -> tuple[dict[int, dict[str, float]], dict[str, dict[str, float]]]:
+        interval = tick.interval_s
+        if interval is not None and math.isfinite(interval) and interval > 0:
+            for g in tick.gpus:
+                if g.index in lost:
+                    continue
+                _accumulate(self.gpus.setdefault(g.index, {}), g, GPU_TOTALS, interval)
+            for n in tick.nets:
+                _accumulate(self.nets.setdefault(n.name, {}), n, NET_TOTALS, interval)
+        names = {n.name for n in tick.nets}
+        self.nets = {k: v for k, v in self.nets.items() if k in names}
+        # copies: the snapshot is read by scrapes while the next tick adds to these
+        return {i: dict(v) for i, v in self.gpus.items()}, {k: dict(v) for k, v in self.nets.items()}
+
+
+def _accumulate(into: dict[str, float], sample: object, fields: tuple[tuple[str, str], ...], interval: float) -> None:
+    for field_name, key in fields:
+        rate = getattr(sample, field_name, None)
+        if rate is None:
+            continue
+        rate = float(rate)
+        if math.isfinite(rate) and rate >= 0:
+            into[key] = into.get(key, 0.0) + rate * interval
 
 
 class Monitor:
@@ -47,6 +99,7 @@ class Monitor:
         self._window = RollingWindow(config.window_ticks)
         self._tracker = VerdictTracker(config.thresholds)
         self._lock = threading.Lock()
+        self._totals = _Totals()
         self.snapshot = Snapshot(host=host, source=source_name)
 
     def ingest(self, tick: Tick, status: SourceStatus | None = None) -> Snapshot:
@@ -69,16 +122,20 @@ class Monitor:
             elif prev.verdict is None or prev.verdict.key != verdict.key or since is None:
                 since = t
             status = status or SourceStatus()
+            lost = frozenset(status.lost_gpus)
+            gpu_totals, net_totals = self._totals.add(tick, lost)
             self.snapshot = Snapshot(
                 host=self.host,
                 source=prev.source,
                 tick=tick,
                 ticks=prev.ticks + 1,
                 gpu_available=status.gpu_available,
-                lost_gpus=frozenset(status.lost_gpus),
+                lost_gpus=lost,
                 verdict=verdict,
                 verdict_since=since,
                 tick_time=t,
+                gpu_totals=gpu_totals,
+                net_totals=net_totals,
             )
             return self.snapshot
 

@@ -15,6 +15,7 @@ from gpu_triage.config import Config
 from gpu_triage.export.collector import RecordingCollector, TriageCollector
 from gpu_triage.export.monitor import Monitor, TappedSource
 from gpu_triage.export.server import MetricsServer
+from gpu_triage.export.webconfig import WebConfig
 from gpu_triage.sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -23,15 +24,17 @@ log = logging.getLogger(__name__)
 class Exporter:
     """A bound metrics server and, once :meth:`attach` is called, the monitor it reports."""
 
-    def __init__(self, listen: str, config: Config) -> None:
+    def __init__(
+        self, listen: str, config: Config, *, pid_labels: bool = False, web: WebConfig | None = None
+    ) -> None:
         self.config = config
         self.monitor: Monitor | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)  # the exporter's own CPU and memory, for its cost
-        self.registry.register(TriageCollector(self._snapshot))
+        self.registry.register(TriageCollector(self._snapshot, pid_labels=pid_labels))
         self._recording_up: Callable[[], bool] | None = None
         # the page is rendered once per tick (and per format) however many scrape it: see .server
-        self.server = MetricsServer(listen, self.registry, generation=self._generation)
+        self.server = MetricsServer(listen, self.registry, generation=self._generation, web=web)
 
     def _snapshot(self) -> Any:
         return None if self.monitor is None else self.monitor.snapshot

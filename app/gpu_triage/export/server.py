@@ -20,6 +20,14 @@ slow link). So the server is a single selector loop that never blocks on a clien
 * **One render per tick**: the page is rendered once per generation (the monitor's snapshot, which
   changes once per tick) and per negotiated format (text or OpenMetrics, gzip or not), then served to
   every scrape of that tick from the cache. Scrapes cost a copy into the socket, not a walk of the tick.
+* **TLS** (``--web-config``'s ``tls_server_config``): each accepted socket is wrapped without a handshake
+  and the handshake is driven by the loop like any read or write (``do_handshake()`` on readiness, waiting
+  on whichever direction OpenSSL asks for). It counts against the connection's deadline, so a client that
+  stalls mid-handshake holds one socket until then and never the loop, a thread or another scrape.
+* **Basic auth** (``basic_auth_users``): checked on the parsed request, before anything is routed or
+  rendered; without the right pair the answer is 401 with ``WWW-Authenticate``. bcrypt runs on the loop
+  (a pair that passed is remembered, and the time bcrypt may take is budgeted: 503 past it; see
+  :class:`~gpu_triage.export.webconfig.BasicAuth`), so a flood of wrong passwords cannot stall the loop.
 * **Shutdown** (:meth:`MetricsServer.close`): stop accepting, close every connection still sending its
   request, give answers already being written :data:`SHUTDOWN_GRACE_S`, then close everything. The
   join of the loop's thread is bounded too: nothing a client does can hold the process.
@@ -39,6 +47,7 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +59,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from gpu_triage.errors import UserError
 from gpu_triage.export import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
+from gpu_triage.export.webconfig import REALM, BasicAuth, WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +80,7 @@ BACKLOG = socket.SOMAXCONN
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     414: "URI Too Long",
@@ -146,6 +157,7 @@ class _Conn:
     buf: bytearray = field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     draining: bool = False  # answered; waiting (briefly) for the client's close
+    handshaking: bool = False  # TLS: the handshake is not finished (no request is read before it is)
 
 
 class MetricsServer:
@@ -153,10 +165,15 @@ class MetricsServer:
 
     ``generation`` returns a token (compared with ``==``) that changes when the metrics change (the tick
     count of the monitor's snapshot): the page is rendered once per token and format. Without it every
-    scrape renders the registry."""
+    scrape renders the registry. ``web`` (``--web-config``) adds TLS and/or basic auth."""
 
     def __init__(
-        self, listen: str, registry: CollectorRegistry, *, generation: Callable[[], object] | None = None
+        self,
+        listen: str,
+        registry: CollectorRegistry,
+        *,
+        generation: Callable[[], object] | None = None,
+        web: WebConfig | None = None,
     ) -> None:
         host, port = parse_listen(listen)
         family = socket.AF_INET
@@ -195,6 +212,8 @@ class MetricsServer:
         self._cache_of: object = None
         self._cache: dict[tuple[str, bool], bytes] = {}
         self.renders = 0  # pages rendered (the rest were served from the cache): for the benchmark
+        self._tls: ssl.SSLContext | None = None if web is None else web.context
+        self._auth: BasicAuth | None = BasicAuth(web.users) if web is not None and web.users else None
         self.host = host
         bound = sock.getsockname()
         self.port = int(bound[1])
@@ -220,7 +239,8 @@ class MetricsServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        scheme = "http" if self._tls is None else "https"
+        return f"{scheme}://{host}:{self.port}/metrics"
 
     def start(self) -> None:
         if self._thread is None and not self._closed:
@@ -303,7 +323,16 @@ class MetricsServer:
             if len(conns) >= MAX_CONNECTIONS:
                 self._drop(selector, conns, next(iter(conns.values())))
             sock.setblocking(False)
-            conn = _Conn(sock, time.monotonic() + REQUEST_DEADLINE_S)
+            handshaking = False
+            if self._tls is not None:
+                try:  # no handshake here: the loop drives it on readiness, within the deadline
+                    sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError as exc:  # the client is already gone (reset before we got to it)
+                    log.debug("TLS wrap of an accepted connection failed: %s", exc)
+                    sock.close()
+                    continue
+                handshaking = True
+            conn = _Conn(sock, time.monotonic() + REQUEST_DEADLINE_S, handshaking=handshaking)
             conns[sock.fileno()] = conn
             selector.register(sock, selectors.EVENT_READ, conn)
 
@@ -335,13 +364,72 @@ class MetricsServer:
                 pass
         conn.sock.close()
 
-    def _on_readable(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
-        try:
-            data = conn.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
+    def _handshake(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        """One step of the TLS handshake: done, waiting for the direction OpenSSL names, or failed (a
+        client that does not trust our certificate, plain HTTP on the TLS port, no client certificate where
+        one is required, a version below min_version): then the connection is refused (:meth:`_refuse`)."""
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket):  # only TLS connections handshake
             return
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            return
+        except ssl.SSLWantWriteError:
+            selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS handshake failed: %s", exc)
+            self._refuse(selector, conns, conn)
+            return
+        conn.handshaking = False
+        selector.modify(conn.sock, selectors.EVENT_READ, conn)
+        # the request may have come with the client's last handshake flight, already read into OpenSSL's
+        # buffer where select() does not see it
+        self._on_readable(selector, conns, conn)
+
+    def _refuse(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        """After a failed handshake: half-close (after OpenSSL's alert, where it sent one) and wait briefly
+        for the client's close as after an answer, reading and dropping what it sent. Closed at once, the
+        bytes of its still unread (plain HTTP on the TLS port) would make the kernel reset the connection,
+        and the client would read a reset instead of the alert or the end."""
+        conn.handshaking = False
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)  # an SSLSocket drops its TLS state: the reads are plain
         except OSError:
             self._drop(selector, conns, conn)
+            return
+        conn.draining = True
+        conn.deadline = min(conn.deadline, time.monotonic() + DRAIN_S)
+        selector.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def _recv(self, conn: _Conn) -> bytes | None:
+        """What the client sent (b"" at its end), or None when nothing is there yet."""
+        sock = conn.sock
+        try:
+            data = sock.recv(RECV_BYTES)
+            if isinstance(sock, ssl.SSLSocket) and not conn.draining:
+                # a TLS record holds up to 16 KiB: what OpenSSL decrypted past RECV_BYTES waits in its own
+                # buffer, where select() cannot see it, so it is read now (as far as a head can go)
+                while data and sock.pending() and len(conn.buf) + len(data) <= MAX_HEAD_BYTES:
+                    data += sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            # SSLWantWriteError on a read: OpenSSL has a record of its own to send first (a TLS 1.3 key
+            # update) and the send buffer is full; a later readiness retries it, the deadline bounds it
+            return None
+        return data
+
+    def _on_readable(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        if conn.handshaking:
+            self._handshake(selector, conns, conn)
+            return
+        try:
+            data = self._recv(conn)
+        except OSError:
+            self._drop(selector, conns, conn)
+            return
+        if data is None:
             return
         if not data:
             if conn.out is not None:  # a client that half-closes after its request (nc -N) still gets the answer
@@ -375,6 +463,14 @@ class MetricsServer:
         self._answer(selector, conn, *self._respond(request))
 
     def _respond(self, request: _Request) -> tuple[int, list[tuple[str, str]], bytes, bool]:
+        if self._auth is not None:
+            verdict = self._auth.check(request.headers.get("authorization", ""))
+            if verdict == BasicAuth.BUSY:  # bcrypt's time budget spent (a flood of wrong passwords)
+                status, headers, body, _ = _plain(503, "too many password checks at once; try again shortly")
+                return status, [*headers, ("Retry-After", "1")], body, False
+            if verdict != BasicAuth.OK:
+                status, headers, body, _ = _plain(401, "Unauthorized")
+                return status, [*headers, ("WWW-Authenticate", f'Basic realm="{REALM}"')], body, False
         if request.path not in METRICS_PATHS:
             return _plain(404, "gpu-triage serves /metrics only")
         if request.method not in ("GET", "HEAD"):
@@ -426,12 +522,16 @@ class MetricsServer:
         selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
 
     def _on_writable(self, selector: selectors.BaseSelector, conns: dict[int, _Conn], conn: _Conn) -> None:
+        if conn.handshaking:
+            self._handshake(selector, conns, conn)
+            return
         out = conn.out
         if out is None:
             return
         try:
+            # TLS: a write OpenSSL could not finish is retried with the same buffer, as it requires
             sent = conn.sock.send(out)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             return
         except OSError:
             self._drop(selector, conns, conn)
@@ -439,6 +539,8 @@ class MetricsServer:
         conn.out = out[sent:] if sent < len(out) else None
         if conn.out is None:  # all sent: half-close, then wait briefly for the client's own close
             try:
+                if isinstance(conn.sock, ssl.SSLSocket):
+                    _close_notify(conn.sock)
                 conn.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 self._drop(selector, conns, conn)
@@ -469,6 +571,17 @@ class MetricsServer:
             return
         os.close(self._wake_r)
         os.close(self._wake_w)
+
+
+def _close_notify(sock: ssl.SSLSocket) -> None:
+    """Send TLS's close_notify, the end of the answer, without waiting for the client's (the loop does
+    not block: the first SSL_shutdown sends ours, the second would wait for theirs and says so)."""
+    try:
+        sock.unwrap()
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass
+    except ssl.SSLError as exc:
+        log.debug("TLS close_notify not sent: %s", exc)
 
 
 def _plain(status: int, text: str) -> tuple[int, list[tuple[str, str]], bytes, bool]:

@@ -336,8 +336,14 @@ def _amount(v: float | None) -> float | None:
 
 
 def owner_of(labels: Mapping[str, str]) -> str | None:
-    """The owner a series names: its ``owner`` label, else the first of :data:`OWNER_LABELS` it has, else
-    its ``owner_*`` labels in name order, joined (``owner_kind="pod", owner_name="ns/x"`` → ``pod ns/x``)."""
+    """The owner a series names. gpu-triage's exporter labels its process and owner series with
+    ``owner_kind`` and ``owner`` (``slurm``/``1392969``, ``pod``/``ml/train-0``): those two give
+    ``slurm 1392969``, and ``unknown`` with an empty owner names nobody. Otherwise its ``owner`` label,
+    else the first of :data:`OWNER_LABELS` it has, else its ``owner_*`` labels in name order, joined
+    (``owner_kind="pod", owner_name="ns/x"`` → ``pod ns/x``)."""
+    if "owner_kind" in labels and "owner" in labels:
+        kind, owner = labels["owner_kind"], labels["owner"]
+        return f"{kind} {owner}" if kind and owner else None
     for label in OWNER_LABELS:
         if labels.get(label):
             return labels[label]

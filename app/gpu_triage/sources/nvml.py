@@ -300,6 +300,8 @@ class NvmlGpuReader:
             s.mem_total_bytes = getattr(memory, "total", None)
         power_mw = call("nvmlDeviceGetPowerUsage", h)
         s.power_w = power_mw / 1000.0 if power_mw is not None else None
+        energy = call("nvmlDeviceGetTotalEnergyConsumption", h)  # cumulative: what the metrics export
+        s.energy_mj = int(energy) if energy is not None else None
         temp = call("nvmlDeviceGetTemperature", h, self._const["NVML_TEMPERATURE_GPU"])
         s.temp_c = float(temp) if temp is not None else None
         clock = call("nvmlDeviceGetClockInfo", h, self._const["NVML_CLOCK_SM"])

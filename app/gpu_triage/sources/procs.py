@@ -28,8 +28,10 @@ from typing import Any
 from gpu_triage.model import ProcSample
 from gpu_triage.nvmlwrap import GpuLost, Nvml
 from gpu_triage.safetext import clean_opt
+from gpu_triage.sources.owner import Owner, OwnerReader
 
 _MAX_DESCENDANTS = 4096  # a runaway fork tree must not make one tick unbounded
+_NO_OWNER = Owner()
 
 
 def _read_all(path: str) -> bytes:
@@ -132,6 +134,7 @@ class GpuProcessReader:
         wall_clock: Callable[[], float] = time.time,
         use_procfs: bool | None = None,
         proc_root: str | os.PathLike[str] = "/proc",
+        owners: OwnerReader | None = None,
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415 - injected in tests
@@ -148,6 +151,8 @@ class GpuProcessReader:
             use_procfs = Path("/proc/self/task").is_dir() and getattr(psutil_module, "LINUX", False)
         self._use_procfs = use_procfs
         self._proc_root = proc_root  # a fake tree in tests and benchmarks
+        # whose job each GPU process is, from its cgroup and environment (procfs: Linux only)
+        self._owners = owners if owners is not None else (OwnerReader(proc_root) if use_procfs else None)
         self._no_such = getattr(psutil_module, "NoSuchProcess", ProcessLookupError)
         self._denied = getattr(psutil_module, "AccessDenied", PermissionError)
         self._gone = (self._no_such, self._denied, getattr(psutil_module, "ZombieProcess", self._no_such))
@@ -188,6 +193,7 @@ class GpuProcessReader:
                     if value is not None:  # None: it exited or is hidden from us; leave it out
                         worker_pids.append(child)
                         worker_cpu.append(value)
+                owner = self._owner(pid)
                 out.append(
                     ProcSample(
                         pid=pid,
@@ -199,6 +205,12 @@ class GpuProcessReader:
                         workers_cpu_pct=worker_cpu,
                         worker_pids=worker_pids,
                         sm_pct=sm.get((index, pid)),
+                        user=owner.user,
+                        slurm_job=owner.slurm_job,
+                        pod_uid=owner.pod_uid,
+                        pod_name=owner.pod_name,
+                        pod_namespace=owner.pod_namespace,
+                        container=owner.container,
                     )
                 )
         # forget processes not seen this tick, so the cache cannot grow without bound
@@ -335,6 +347,14 @@ class GpuProcessReader:
             return [child.pid for child in tracked.proc.children(recursive=True)][:_MAX_DESCENDANTS]
         except self._gone:
             return []
+
+    def _owner(self, pid: int) -> Owner:
+        """The process's owner, cached by (pid, start time) in the reader; empty when unknown."""
+        if self._owners is None:
+            return _NO_OWNER
+        tracked = self._tracked.get(pid)
+        found = self._owners.owner(pid, tracked.create_time if tracked is not None else None)
+        return found if found is not None else _NO_OWNER
 
     def _name(self, pid: int) -> str | None:
         tracked = self._tracked.get(pid)

@@ -141,6 +141,7 @@ class _Phase:
     bursts: list[tuple[float, float]] = field(default_factory=list)  # data_pipeline: (start, end) on-times
     next_burst_s: float = 0.0
     epoch: int = -1  # epoch_restart: the epoch whose workers are alive
+    job_id: str | None = None  # the simulated Slurm job the ranks belong to: a new one for each phase
 
 
 class SimulatedSource:
@@ -180,6 +181,8 @@ class SimulatedSource:
         self._uuid_words = layout.integers(0, 1 << 32, size=(self.gpus, 4), dtype=np.uint64)
         self._pid_base = int(layout.integers(2000, 60000))
         self._temps: np.ndarray | None = None
+        # each card's energy counter (mJ), as NVML keeps one since the driver loaded: a card's power x dt
+        self._energy_mj = np.full(self.gpus, 3.6e9) + layout.uniform(0.0, 1e9, self.gpus)
         self._phase_no = -1
         self._phase: _Phase | None = None
         self._closed = False
@@ -318,6 +321,7 @@ class SimulatedSource:
             main_pids=main_pids,
             worker_pids=worker_pids,
             thread_core=thread_core,
+            job_id=str(100 + self._phase_no + 1),  # _phase_no is still the previous phase here, as for the pids
         )
         setup = _PHYSICS[scenario].setup
         if setup is not None:
@@ -373,6 +377,9 @@ class SimulatedSource:
             + rng.normal(0.0, 40e6)
         )
 
+        self._energy_mj = self._energy_mj + power * dt * 1000.0
+        energy = self._energy_mj.astype(np.int64).tolist()
+
         # --- Python objects, one pass over plain lists
         has_links = G > 1
         cols = zip(
@@ -392,7 +399,7 @@ class SimulatedSource:
                 # idle when it does nothing; at its power cap (see _P_CAP_REASON_W) when it draws that much, as
                 # a busy H200 does; no ECC error, no XID
                 clock_event_reasons=0x1 if u < 1.0 else (0x4 if p >= _P_CAP_REASON_W else 0),
-                ecc_corrected=0, ecc_uncorrected=0, xid_count=0,
+                ecc_corrected=0, ecc_uncorrected=0, xid_count=0, energy_mj=energy[i],
             )
             for i, (u, lo, hi, s, o, te, d, m, ptx, prx, ltx, lrx, p, tc, ck) in enumerate(cols)
         ]  # fmt: skip
@@ -416,6 +423,8 @@ class SimulatedSource:
                 workers_cpu_pct=worker_cpu[r],
                 worker_pids=list(ph.worker_pids[r]),
                 sm_pct=sm_of_rank[r],
+                user="sim",
+                slurm_job=ph.job_id,
             )
             for r in range(len(ph.main_pids))
         ]

@@ -113,6 +113,7 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
         "ecc_uncorrected": ERROR_COUNT,
         "xid_count": (0.0, 2.0**32 - 1),
         "xid_last": (0.0, 2.0**16),  # XID codes are small numbers (79: fell off the bus)
+        "energy_mj": ERROR_COUNT,  # a cumulative counter: any non-negative u64
     },
     "nets": {
         "rx_bytes_per_s": NET_BYTES_PER_S,

@@ -1,6 +1,6 @@
 """The process table's state and drawing, as htop and nvitop users expect (issue #13): a selection that
 scrolls, sorting, a filter by name / user / command, DataLoader workers as a tree under their trainer, and a
-detail line (user, full command line) for the selected process.
+detail line (user, whose job it is, full command line) for the selected process.
 
 Plain text and data (no Textual): the app owns a :class:`ProcState`, the keys change it, :func:`proc_pane`
 draws it.
@@ -149,17 +149,44 @@ def _line(row: Row, user: str) -> str:
     )
 
 
+def _shown(value: str | None, limit: int = 64) -> str | None:
+    """An owner field as drawn: a recording from elsewhere may hold anything, so only printable text."""
+    return value[:limit] if value and value.isprintable() else None
+
+
+def owner_text(p: ProcSample) -> str | None:
+    """Whose job the process is, as the detail line says it: the Slurm job, the Kubernetes pod (namespace/name,
+    else the start of its uid) and the container (runtime and short id); None when none of them is known."""
+    parts = []
+    if job := _shown(p.slurm_job):
+        parts.append(f"slurm job {job}")
+    name, ns, uid = _shown(p.pod_name), _shown(p.pod_namespace), _shown(p.pod_uid)
+    if name:
+        parts.append(f"pod {ns}/{name}" if ns else f"pod {name}")
+    elif uid:
+        parts.append(f"pod uid {uid[:8]}")
+    if container := _shown(p.container, 200):
+        runtime, sep, cid = container.rpartition("://")
+        parts.append(f"{runtime} {cid[:12]}" if sep else f"container {cid[:12]}")
+    return " · ".join(parts) or None
+
+
 def detail_line(row: Row | None, details: Details, local: bool) -> str:
-    """User and full command line of the selected process (what `ps -o user,args` says)."""
+    """User, owner (Slurm job, pod, container) and full command line of the selected process (what
+    `ps -o user,args` says, with whose job it is)."""
     if row is None:
         return "no process selected"
     what = f"worker of {row.proc.pid}" if row.is_worker else (row.proc.name or "n/a")
+    owner = owner_text(row.proc)  # a worker's is its trainer's: same cgroup, same job
+    owned = f" · {owner}" if owner else ""
     if not local:
-        return f"PID {row.pid} {what} · user, command: n/a (simulated or recorded, not this machine's)"
+        user = _shown(row.proc.user)
+        who = f" · user {user}{owned}" if user else owned
+        return f"PID {row.pid} {what}{who} · command: n/a (simulated or recorded, not this machine's)"
     d = details(row.pid)
-    user = d.user if d is not None and d.user else "n/a"
+    user = d.user if d is not None and d.user else (_shown(row.proc.user) or "n/a")
     cmd = d.cmdline if d is not None and d.cmdline else "n/a (exited, or hidden from this user)"
-    return f"PID {row.pid} · user {user} · {cmd}"
+    return f"PID {row.pid} · user {user}{owned} · {cmd}"
 
 
 def proc_pane(
