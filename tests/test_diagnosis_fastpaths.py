@@ -72,17 +72,6 @@ def test_column_nanmeans_are_each_columns_nanmean() -> None:
         assert np.array_equal(column_nanmeans(a), [nanmean(a[:, j]) for j in range(16)])
 
 
-def test_process_rows_are_built_in_the_dataclass_field_order() -> None:
-    """offline._Columns builds ProcSample positionally from _PROC_FIELDS: a field added to the model must
-    be added there too, in its place."""
-    import dataclasses
-
-    from gpu_triage.model import ProcSample
-    from gpu_triage.offline.columns import _PROC_FIELDS
-
-    assert tuple(f.name for f in dataclasses.fields(ProcSample)) == _PROC_FIELDS
-
-
 def test_percentiles_are_numpys_linear_percentiles() -> None:
     rng = np.random.default_rng(5)
     for a in _arrays(4, 4000):

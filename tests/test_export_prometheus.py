@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,30 +22,13 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.sources.sim import H200_MEM_TOTAL_BYTES, SimulatedSource
-from promtools import require
+from promtools import free_port, require, stop
 
 pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside the inner loop
 
 WAIT_S = 60.0  # bound on every wait: a hung Prometheus or exporter fails the test, it never hangs CI
 INTERVAL_S = 0.5
 SCENARIO = "data_pipeline"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[str]) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.stderr.read() if proc.stderr else ""
 
 
 @pytest.fixture
@@ -77,11 +58,11 @@ def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
             target = m.group(1)
             break
     if target is None:
-        raise AssertionError(f"export did not start: {_stop(proc)}")
+        raise AssertionError(f"export did not start: {stop(proc)}")
     try:
         yield proc, target
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 @pytest.fixture
@@ -94,7 +75,7 @@ def prometheus(tmp_path: Path, exporter: tuple[subprocess.Popen[str], str]) -> I
         f"scrape_configs:\n  - job_name: gpu-triage\n    static_configs:\n      - targets: ['{target}']\n"
     )
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [
                 binary,
@@ -120,9 +101,9 @@ def prometheus(tmp_path: Path, exporter: tuple[subprocess.Popen[str], str]) -> I
             try:
                 yield base
             finally:
-                _stop(proc)
+                stop(proc)
             return
-        err = _stop(proc)
+        err = stop(proc)
         if "address already in use" not in err:
             raise AssertionError(f"prometheus did not start: {err[-2000:]}")
     raise AssertionError("prometheus found no free port in three attempts")

@@ -13,7 +13,6 @@ import http.server
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ from gpu_triage.fleetview import text
 from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
 from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
 from gpu_triage.fleetview.render import cells, detail_lines
-from promtools import require
+from promtools import free_port, require, stop
 
 WAIT_S = 60.0  # bound on every wait: a hung exporter or Prometheus fails the test, never hangs CI
 INTERVAL_S = 0.5
@@ -39,23 +38,6 @@ POOL = {
     "single_card_busy": ("none", "single_card_busy"),
     "healthy": ("none", "steady_high"),
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[str]) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.stderr.read() if proc.stderr else ""
 
 
 def _start_exporter(scenario: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -71,7 +53,7 @@ def _start_exporter(scenario: str, *extra: str) -> tuple[subprocess.Popen[str], 
         m = re.search(r"on http://(127\.0\.0\.1:\d+)/metrics", line)
         if m:
             return proc, m.group(1)
-    raise AssertionError(f"export {scenario} did not start: {_stop(proc)}")
+    raise AssertionError(f"export {scenario} did not start: {stop(proc)}")
 
 
 def _wait(what: str, get: Callable[[], object], ok: Callable[[object], bool]) -> object:
@@ -128,11 +110,11 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     finally:
         done.set()
         for proc in procs:
-            _stop(proc)
+            stop(proc)
 
 
 def _closed_port() -> str:
-    return f"127.0.0.1:{_free_port()}"  # bound and released: nothing listens there
+    return f"127.0.0.1:{free_port()}"  # bound and released: nothing listens there
 
 
 # -- the exporter list ----------------------------------------------------------------------------------------
@@ -427,7 +409,7 @@ def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str],
         "scrape_configs:\n" + jobs
     )
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
@@ -444,7 +426,7 @@ def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str],
                         return proc, base
             except OSError:
                 time.sleep(0.2)
-        err = _stop(proc)
+        err = stop(proc)
         if "address already in use" not in err:
             raise AssertionError(f"prometheus did not start: {err[-2000:]}")
     raise AssertionError("prometheus found no free port in three attempts")
@@ -478,7 +460,7 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
             assert len(snap.rows) == 4
             assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
 
-        _stop(victim)  # the next scrape fails: up == 0, and its series go stale
+        stop(victim)  # the next scrape fails: up == 0, and its series go stale
         expected = [pool["storage_io"], victim_address, pool["single_card_busy"], pool["healthy"]]
         for fleet in (direct, via):
             snap = _wait(f"{fleet.snapshot.source}: the killed exporter shown down", fleet.once,
@@ -502,9 +484,9 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
         err = capsys.readouterr().err.strip()
         assert err.startswith("gpu-triage: error: ") and "bad_data" in err and len(err.splitlines()) == 1
     finally:
-        _stop(victim)
+        stop(victim)
         for prom in proms:
-            _stop(prom)
+            stop(prom)
 
 
 def test_a_prometheus_that_is_not_there_or_not_prometheus_is_one_line(capsys, hostile: str) -> None:

@@ -3,6 +3,7 @@ RollingWindow fed the same ticks would give (tests/test_offline_columns.py check
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
@@ -35,9 +36,9 @@ def _list_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array | None
     return rows, np.arange(total) - starts, pc.list_flatten(col)
 
 
-_PROC_FIELDS = (
-    "pid", "gpu_index", "name", "gpu_mem_bytes", "cpu_pct", "workers", "workers_cpu_pct", "worker_pids", "sm_pct",
-)  # fmt: skip
+# ProcSample's own fields, in its order: the rows are built positionally from them, and a field the model gains
+# (a recording written before it lacks the column: None) is read back without a second list to keep in step
+_PROC_FIELDS = tuple(f.name for f in dataclasses.fields(ProcSample))
 
 
 def _field(values: pa.Array, name: str) -> pa.Array | None:
