@@ -29,11 +29,11 @@ from gpu_triage.sources.joblog import (
     FORMAT_NAMES,
     MAX_PARSE_CHARS,
     PARSE_BUDGET_CHARS,
-    LogFollower,
     Reading,
     UserRegex,
     parse_line,
 )
+from gpu_triage.sources.logfollower import LogFollower
 
 log = logging.getLogger(__name__)
 
