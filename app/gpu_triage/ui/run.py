@@ -36,7 +36,7 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     record = getattr(args, "record", None)
     record_path = Path(record).expanduser() if record else None
     if record_path is not None:
-        from gpu_triage.trace.writer import (
+        from gpu_triage.trace.target import (
             check_record_target,  # pyarrow: it records from the start anyway
         )
 
