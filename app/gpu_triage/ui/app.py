@@ -817,7 +817,7 @@ class TriageApp(App[int]):
         self.push_screen(SignalScreen(what), send)
 
     def action_detail(self) -> None:
-        from gpu_triage.ui.screens import DetailScreen
+        from gpu_triage.ui.detail_screen import DetailScreen
 
         view = self.window.view()
         if not view.n_gpus:
