@@ -218,7 +218,7 @@ async def test_the_h200_demo_dashboard_says_changing_at_tick_74() -> None:
     pane beside the card's 42 % and 1.7G/140G."""
     import argparse
 
-    from gpu_triage.ui.app import Pane
+    from gpu_triage.ui.pane_widget import Pane
     from gpu_triage.ui.run import build_app
 
     app = build_app("demo", argparse.Namespace(scenario=None, speed=1.0, record=None), Config())

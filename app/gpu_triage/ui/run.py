@@ -30,7 +30,8 @@ DEMO_LINE = (
 
 def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     """Make the TriageApp for a subcommand without running it (tests and screenshots use this too)."""
-    from gpu_triage.ui.app import TriageApp, load_labels
+    from gpu_triage.ui.app import TriageApp
+    from gpu_triage.ui.app_header import load_labels
     from gpu_triage.ui.replay import ReplayApp
 
     record = getattr(args, "record", None)
