@@ -190,7 +190,8 @@ def test_collecting_never_reads_the_full_warm_up_before_it_is_over() -> None:
 
 
 def test_the_diagnosis_pane_says_changing_under_the_headline_before_advice_and_evidence() -> None:
-    from gpu_triage.ui.panes import Colours, diag_pane, verdict_need
+    from gpu_triage.ui.panes import Colours
+    from gpu_triage.ui.verdict_pane import diag_pane, verdict_need
     from gpu_triage.window import RollingWindow
 
     _tick, _raw, shown = _at(74)

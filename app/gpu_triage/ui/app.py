@@ -35,14 +35,15 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.proc_control import ProcControl
 from gpu_triage.safetext import clean_lines
 from gpu_triage.sources.base import JobSource, Source, SourceStatus
-from gpu_triage.ui import job_pane, palette, panes, procview
+from gpu_triage.ui import gpu_pane, host_panes, job_pane, palette, procview, verdict_pane
 from gpu_triage.ui.app_actions import KeyActions
 from gpu_triage.ui.app_header import HeaderText
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.pane_widget import CroppedChops, Pane
-from gpu_triage.ui.panes import Colours, FactsOnly, Shown
+from gpu_triage.ui.panes import Colours
+from gpu_triage.ui.verdict_pane import FactsOnly, Shown
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
 log = logging.getLogger(__name__)
@@ -322,7 +323,7 @@ class TriageApp(HeaderText, KeyActions):
             verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
         except Exception as exc:  # a diagnosis bug must not take the dashboard down: logged, facts shown
             log.exception("diagnosis failed")
-            self.shown = FactsOnly([*panes.facts(view), f"diagnosis failed: {exc}"])
+            self.shown = FactsOnly([*verdict_pane.facts(view), f"diagnosis failed: {exc}"])
             return
         verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
@@ -379,7 +380,7 @@ class TriageApp(HeaderText, KeyActions):
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(shown_procs),
             fixed + job_n,
-            panes.verdict_need(self.shown, width),
+            verdict_pane.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
             procs_first=self.procs.focused and "procs" not in hidden,
             hidden=hidden,
@@ -388,7 +389,7 @@ class TriageApp(HeaderText, KeyActions):
         drawn: dict[str, tuple[Text, int]] = {
             "header": (header, fixed - 1 - bar_lines),
             "gpu": (
-                panes.gpu_pane(
+                gpu_pane.gpu_pane(
                     view,
                     width,
                     budget.gpu_rows,
@@ -400,9 +401,12 @@ class TriageApp(HeaderText, KeyActions):
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),
             "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
-            "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
-            "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
+            "diag": (
+                verdict_pane.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours),
+                budget.diag,
+            ),
+            "cpu": (host_panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
+            "disk": (host_panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
                      budget.disk + budget.net),
             "procs": (
                 procview.proc_pane(
