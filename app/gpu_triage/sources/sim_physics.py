@@ -320,6 +320,7 @@ def _respawn(ph: Phase, epoch: int) -> None:
     base = ph.main_pids[0] + 100 + (epoch % 500) * (R * W + 3)  # pids climb as the kernel hands them out
     ph.worker_pids = [[base + r * W + w for w in range(W)] for r in range(R)]
 
+
 def _bursts_on(ph: Phase, rng: np.random.Generator, t_sub: np.ndarray) -> np.ndarray:
     """data_pipeline: the GPU computes for 2-3.5 s whenever the workers have a batch ready, then
     waits 3.5-5.5 s for the next; all ranks in lock step (gradient sync)."""
