@@ -48,14 +48,8 @@ def main() -> None:
     ns = parser.parse_args()
 
     from gpu_triage.fleetview.client import FleetSnapshot, PrometheusTarget
-    from gpu_triage.fleetview.model import (
-        HostData,
-        build_row,
-        group_by_host,
-        order_rows,
-        parse_exposition,
-        parse_vector,
-    )
+    from gpu_triage.fleetview.model import build_row, order_rows
+    from gpu_triage.fleetview.samples import HostData, group_by_host, parse_exposition, parse_vector
 
     text = host_text()
     samples, _ = parse_exposition(text)

@@ -32,7 +32,7 @@ def _tick_ms(reader: object, ticks: int = 5) -> float:
 def main() -> None:
     logging.getLogger("gpu_triage").setLevel(logging.ERROR)  # the "not read" warning is the point, not output
     from gpu_triage import pulse
-    from gpu_triage.sources.job import MAX_PULSE_FILES, PID_MAX, PulseReader
+    from gpu_triage.sources.pulsereader import MAX_PULSE_FILES, PID_MAX, PulseReader
 
     with tempfile.TemporaryDirectory() as d:
         rec = {"rank": 0, "t": time.time(), "steps": 1, "samples": 1, "pid": os.getpid()}

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.compare.runs import CARD_METRICS, HOST_METRICS, PP_FLOOR, changed, compare_traces, render_text
+from gpu_triage.compare.changes import PP_FLOOR, changed
+from gpu_triage.compare.runs import CARD_METRICS, HOST_METRICS, compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.trace.reader import open_trace
 
@@ -154,7 +156,7 @@ def _shares(before: dict[str, float], after: dict[str, float]) -> dict[str, dict
 ])
 def test_what_happened_to_the_dominant_bottleneck(before: dict[str, float], after: dict[str, float],
                                                   said: str) -> None:
-    from gpu_triage.compare.runs import bottleneck_change
+    from gpu_triage.compare.changes import bottleneck_change
 
     assert bottleneck_change(_shares(before, after)) == said
 

@@ -18,14 +18,10 @@ from fake_nvml import (
     h200_box,
     pcie_switch_two_socket_box,
 )
-from gpu_triage.doctor.checks import (
-    REASON_HW_SLOWDOWN,
-    REASON_IDLE,
-    REASON_SW_POWER_CAP,
-    REGISTRY,
-    worst,
-)
+from gpu_triage.doctor.checks import REGISTRY
 from gpu_triage.doctor.facts import parse_cpulist, probe_torch
+from gpu_triage.doctor.gpu_checks import REASON_HW_SLOWDOWN, REASON_IDLE, REASON_SW_POWER_CAP
+from gpu_triage.doctor.registry import worst
 from gpu_triage.doctor.run import JSON_KEYS, Report, collect_report
 
 ME = 1000

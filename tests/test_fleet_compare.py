@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.compare.runs import compare_traces, render_text
+from gpu_triage.compare.runs import compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.fleet.compare import compare_datasets
 from gpu_triage.fleet.dataset import DatasetWriter

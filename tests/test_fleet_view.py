@@ -737,7 +737,8 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
     from gpu_triage.export.collector import TriageCollector
     from gpu_triage.export.monitor import Monitor
     from gpu_triage.fleetview.client import FleetSnapshot
-    from gpu_triage.fleetview.model import HostData, build_rows, parse_exposition
+    from gpu_triage.fleetview.model import build_rows
+    from gpu_triage.fleetview.samples import HostData, parse_exposition
     from gpu_triage.sources.sim import SimulatedSource
     from gpu_triage.ui.fleet_app import FleetApp, HostScreen
 
@@ -768,7 +769,7 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
 
 
 def test_a_body_of_millions_of_tiny_series_is_cut_at_the_sample_cap() -> None:
-    from gpu_triage.fleetview.model import MAX_SERIES_PER_HOST, parse_exposition
+    from gpu_triage.fleetview.samples import MAX_SERIES_PER_HOST, parse_exposition
 
     body = "".join(f"a{i} 1\n" for i in range(500_000))  # 4.5 MB, under the size cap
     started = time.monotonic()

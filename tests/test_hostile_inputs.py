@@ -197,7 +197,7 @@ def test_job_log_that_is_a_fifo_is_one_line_and_exit_2(tmp_path: Path, capsys: p
 
 
 def test_a_job_log_replaced_by_a_fifo_while_followed_is_not_opened(tmp_path: Path) -> None:
-    from gpu_triage.sources.joblog import LogFollower
+    from gpu_triage.sources.logfollower import LogFollower
 
     log = tmp_path / "train.log"
     log.write_text("step 1\n")

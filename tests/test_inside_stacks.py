@@ -379,7 +379,7 @@ def test_without_py_spy_the_sampler_says_why_in_its_report(monkeypatch: pytest.M
 # -- the doctor says whether stacks can be read --------------------------------------------------------------
 
 def _doctor_stacks(acc: object) -> object:
-    from gpu_triage.doctor.checks import check_stacks
+    from gpu_triage.doctor.host_checks import check_stacks
     from gpu_triage.doctor.facts import Facts, SoftwareFacts
 
     return check_stacks(Facts(software=SoftwareFacts(stacks=acc)))  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.compare.jobs import compare_job
-from gpu_triage.compare.runs import compare_traces, render_text
+from gpu_triage.compare.runs import compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick

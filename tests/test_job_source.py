@@ -11,7 +11,8 @@ import pytest
 from gpu_triage import pulse
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import SourceStatus
-from gpu_triage.sources.job import JobMonitor, LogTracker, PulseReader, WithJob
+from gpu_triage.sources.job import JobMonitor, LogTracker, WithJob
+from gpu_triage.sources.pulsereader import PulseReader
 
 
 def _write(d: Path, pid: int, **rec: object) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.sources.joblog import LogFollower, compile_user_regex, parse_line
+from gpu_triage.sources.joblog import compile_user_regex, parse_line
+from gpu_triage.sources.logfollower import LogFollower
 
 DATA = Path(__file__).parent / "data" / "joblogs"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.sources.job import LogTracker
-from gpu_triage.sources.joblog import LogFollower, Reading, parse_line
+from gpu_triage.sources.joblog import Reading, parse_line
+from gpu_triage.sources.logfollower import LogFollower
 
 DATA = Path(__file__).parent / "data" / "joblogs"
 

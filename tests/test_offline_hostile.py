@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.compare.runs import compare_traces, render_text
+from gpu_triage.compare.runs import compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.offline.render import human_duration, render_timeline

@@ -171,7 +171,7 @@ def test_torn_or_foreign_record_is_rejected() -> None:
 def test_step_with_a_known_data_wait_reports_its_share(pulse_dir: Path) -> None:
     """A loop with no input pipeline says so (gpu-triage baseline): its steps are timed call to call and their
     data-wait share is a measured 0 %, which the diagnosis may use; without data_wait_s nothing is timed."""
-    from gpu_triage.sources.job import PulseReader
+    from gpu_triage.sources.pulsereader import PulseReader
 
     reader = PulseReader(str(pulse_dir))
     pulse.step(8, data_wait_s=0.0)  # the first call only starts the clock

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from gpu_triage.compare.runs import compare_traces, render_text
+from gpu_triage.compare.runs import compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.offline.judge import load_trace, verdicts

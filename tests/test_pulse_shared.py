@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from gpu_triage import pulse
-from gpu_triage.sources import job as job_source
-from gpu_triage.sources.job import MAX_PULSE_FILES, JobMonitor, PulseReader
+from gpu_triage.sources import pulsereader
+from gpu_triage.sources.job import JobMonitor
+from gpu_triage.sources.pulsereader import MAX_PULSE_FILES, PulseReader
 from tests.two_users import User, as_user, needs_root, open_tmp, users
 
 pytestmark = needs_root
@@ -212,7 +213,7 @@ def test_files_read_per_tick_are_bounded_and_the_rest_said_once(tmp_path: Path,
     d = tmp_path / "p"
     d.mkdir(mode=0o700)
     extra = 300
-    for pid in range(job_source.PID_MAX - extra + 1, job_source.PID_MAX + 1):
+    for pid in range(pulsereader.PID_MAX - extra + 1, pulsereader.PID_MAX + 1):
         (d / f"pulse-{pid}.json").write_bytes(b"x")
     (d / f"pulse-{os.getpid()}.json").write_bytes(_valid(os.getpid()))
     opened: list[str] = []

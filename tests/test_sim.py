@@ -12,7 +12,7 @@ import pytest
 from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
 from gpu_triage.scenarios import REGISTRY
-from gpu_triage.sources import sim as sim_module
+from gpu_triage.sources import sim_physics
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.sim import EXPECTED, EXTRA_EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
 
@@ -354,7 +354,7 @@ def test_epoch_restart_respawns_workers_each_epoch() -> None:
 def test_every_scenario_has_its_physics_and_nothing_else_does() -> None:
     # the simulator keeps one entry per scenario (cards, cores, disks, phase set-up); a scenario added to the
     # registry without one would fail on its first tick
-    assert set(sim_module._PHYSICS) == set(REGISTRY)  # noqa: SLF001
+    assert set(sim_physics.PHYSICS) == set(REGISTRY)
 
 
 def test_the_ranks_on_one_card_share_its_time_and_a_rank_alone_on_its_card_has_the_card_s() -> None:

@@ -347,8 +347,8 @@ def test_detail_x_axis_is_local_wall_clock_and_utc_on_request(monkeypatch) -> No
 
     import numpy as np
 
+    from gpu_triage.ui.detail_screen import time_ticks
     from gpu_triage.ui.formatters import zone_name
-    from gpu_triage.ui.screens import time_ticks
 
     t0 = make_tick(0).ts.timestamp()  # 12:00:00 UTC
     try:

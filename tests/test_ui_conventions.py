@@ -347,7 +347,8 @@ def test_a_sawtooth_keeps_its_shape_at_every_width(width: int) -> None:
 
 
 def test_the_legend_says_what_a_cell_is_and_what_part_of_the_window_is_shown() -> None:
-    from gpu_triage.ui.panes import Colours, gpu_pane
+    from gpu_triage.ui.gpu_pane import gpu_pane
+    from gpu_triage.ui.panes import Colours
 
     app = _sim_app(gpus=2)
     for tick in app._prefill:
@@ -498,7 +499,8 @@ async def test_the_card_detail_charts(size: tuple[int, int]) -> None:
 # -- the job pane, small words ---------------------------------------------------------------------------------
 def test_one_core_is_one_core() -> None:
     from gpu_triage.diagnosis.engine import diagnose
-    from gpu_triage.ui.panes import Colours, cpu_pane
+    from gpu_triage.ui.host_panes import cpu_pane
+    from gpu_triage.ui.panes import Colours
     from gpu_triage.window import RollingWindow
 
     w = RollingWindow(150)
@@ -526,7 +528,7 @@ async def test_no_confidence_is_given_on_a_host_without_gpu() -> None:
 
 def test_the_net_line_leaves_out_idle_virtual_interfaces() -> None:
     from gpu_triage.model import NetSample
-    from gpu_triage.ui.panes import net_line
+    from gpu_triage.ui.host_panes import net_line
     from gpu_triage.window import RollingWindow
 
     def view_with(nets: list[NetSample]):  # noqa: ANN202

@@ -9,8 +9,10 @@ import numpy as np
 
 from gpu_triage.model import NetSample
 from gpu_triage.ui.formatters import health_note, slowdown_note
+from gpu_triage.ui.gpu_pane import gpu_pane
+from gpu_triage.ui.host_panes import cpu_pane, disk_pane, net_line
 from gpu_triage.ui.layout import plan_layout
-from gpu_triage.ui.panes import Colours, cpu_pane, disk_pane, gpu_pane, net_line
+from gpu_triage.ui.panes import Colours
 from gpu_triage.window import RollingWindow
 from tests.ui_ticks import make_tick
 

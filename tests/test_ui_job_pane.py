@@ -10,8 +10,9 @@ from gpu_triage.config import Config
 from gpu_triage.model import JobRank, JobSample, ProcSample
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.glyphs import BLOCKS
+from gpu_triage.ui.gpu_pane import gpu_pane
 from gpu_triage.ui.job_pane import NA_TEXT, NA_TEXTS, job_lines, job_pane
-from gpu_triage.ui.panes import Colours, gpu_pane
+from gpu_triage.ui.panes import Colours
 from gpu_triage.window import RollingWindow
 from tests.ui_ticks import TickListSource, make_tick
 

@@ -17,7 +17,8 @@ from rich.text import Text
 from gpu_triage.config import Config
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.ui import glyphs
-from gpu_triage.ui.app import Pane, TriageApp, render_strips
+from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.pane_widget import Pane, render_strips
 from tests.ui_ticks import TickListSource, make_tick
 
 
@@ -114,7 +115,7 @@ def test_changed_span_is_the_cells_between_the_first_and_last_differing_segment(
     from rich.style import Style
     from textual.strip import Strip
 
-    from gpu_triage.ui.app import changed_span
+    from gpu_triage.ui.pane_widget import changed_span
 
     green = Style(color="green")
     old = Strip([Segment("GPU0 ", None), Segment("▁▂▃", green), Segment(" 42%", None)])

@@ -12,7 +12,7 @@ from textual.color import Color
 
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
-from gpu_triage.ui.panes import _heat
+from gpu_triage.ui.host_panes import _heat
 from tests.ui_ticks import TickListSource, make_tick
 
 

@@ -7,7 +7,9 @@ from textual.containers import VerticalScroll
 
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
-from gpu_triage.ui.panes import Colours, cpu_pane, gpu_pane
+from gpu_triage.ui.gpu_pane import gpu_pane
+from gpu_triage.ui.host_panes import cpu_pane
+from gpu_triage.ui.panes import Colours
 from tests.ui_ticks import TickListSource, make_tick
 
 

@@ -190,7 +190,8 @@ def test_collecting_never_reads_the_full_warm_up_before_it_is_over() -> None:
 
 
 def test_the_diagnosis_pane_says_changing_under_the_headline_before_advice_and_evidence() -> None:
-    from gpu_triage.ui.panes import Colours, diag_pane, verdict_need
+    from gpu_triage.ui.panes import Colours
+    from gpu_triage.ui.verdict_pane import diag_pane, verdict_need
     from gpu_triage.window import RollingWindow
 
     _tick, _raw, shown = _at(74)
@@ -218,7 +219,7 @@ async def test_the_h200_demo_dashboard_says_changing_at_tick_74() -> None:
     pane beside the card's 42 % and 1.7G/140G."""
     import argparse
 
-    from gpu_triage.ui.app import Pane
+    from gpu_triage.ui.pane_widget import Pane
     from gpu_triage.ui.run import build_app
 
     app = build_app("demo", argparse.Namespace(scenario=None, speed=1.0, record=None), Config())

@@ -105,7 +105,7 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
     report = BaselineReport(device=device, gpus=gpus, model_size=size, amp=bool(args.amp), seconds=args.seconds)
     recorder = None
     if args.record:
-        from gpu_triage.trace.writer import check_record_target
+        from gpu_triage.trace.target import check_record_target
 
         check_record_target(Path(args.record))
         interval = float(getattr(args, "interval", None) or config.interval_s)

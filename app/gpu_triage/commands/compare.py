@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
-from gpu_triage.compare.runs import compare_traces, render_text
+from gpu_triage.compare.runs import compare_traces
+from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.trace.reader import open_trace
 

@@ -12,7 +12,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.recorder import QuietOnFailure, record_source
 from gpu_triage.sources.spec import make_source
-from gpu_triage.trace.writer import check_record_target
+from gpu_triage.trace.target import check_record_target
 
 
 def run_record(args: argparse.Namespace, config: Config) -> int:

@@ -12,7 +12,7 @@ from gpu_triage.recorder import human_seconds
 from gpu_triage.trace.reader import read_leftover
 from gpu_triage.trace.recover import find_stream
 from gpu_triage.trace.stream import checked_name, holding_stream, target_for_stream
-from gpu_triage.trace.writer import describe_os_error, write_parquet_atomic
+from gpu_triage.trace.target import describe_os_error, write_parquet_atomic
 from gpu_triage.units import fmt_bytes
 
 # the logger's name is in every log line: the recovery's own, whichever module runs it

@@ -18,17 +18,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from gpu_triage.compare.jobs import compare_job, render_job, scaling_line
+from gpu_triage.compare.changes import describe
+from gpu_triage.compare.jobs import compare_job
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.trace.reader import TraceFile
-from gpu_triage.trace.stream import unfinished_line
-from gpu_triage.units import fmt_bytes
 
 # (key, label) in display order. Keys are the stable JSON keys.
 CARD_METRICS: tuple[tuple[str, str], ...] = (
@@ -49,7 +47,6 @@ HOST_METRICS: tuple[tuple[str, str], ...] = (
     ("disk_busy_mean_pct", "disk busy mean %"),
     ("busiest_disk_mean_pct", "busiest disk mean %"),
 )
-_BYTES_KEYS = {"mem_used_mean_bytes", "pcie_mean_bytes_per_s", "nvlink_mean_bytes_per_s"}
 
 
 def _num(v: Any) -> float | None:
@@ -261,149 +258,6 @@ def _change(before: float | None, after: float | None) -> dict[str, float | None
     return {"before": before, "after": after, "change": change, "change_pct": pct}
 
 
-# A change smaller than these reads as unchanged. Percentages: 1 point (NVML's utilisation samples are whole
-# per cent, and a mean shown to a tenth moving by less than a point is the sampling, not the run). The rest:
-# 2 % of the larger side (two runs of the same job differ by about that in throughput, power and rates),
-# which also covers the display precision (a change that prints as 0.0 or -0 B is far below it).
-PP_FLOOR = 1.0
-REL_FLOOR_PCT = 2.0
-_UNITS = {"samples_per_s": "samples/s", "steps_per_s": "steps/s", "step_time_s": "s", "power_mean_w": "W"}
-
-
-def unit_of(key: str) -> str:
-    """The unit of a compared figure, by its key: "%", "bytes", "bytes/s", "W", "samples/s", "steps/s", "s"."""
-    if key in _UNITS:
-        return _UNITS[key]
-    if key.endswith("_pct"):
-        return "%"
-    if key.endswith("_bytes_per_s"):
-        return "bytes/s"
-    return "bytes" if key.endswith("_bytes") else ""
-
-
-def changed(c: dict[str, Any], unit: str, floors: float = 1.0) -> bool:
-    """Whether a before/after pair differs by more than its noise floor (a figure only one side has did);
-    ``floors``: that many noise floors."""
-    before, after = c.get("before"), c.get("after")
-    if before is None or after is None:
-        return (before is None) != (after is None)
-    if unit == "%":
-        return abs(after - before) >= PP_FLOOR * floors
-    scale = max(abs(before), abs(after))
-    return scale > 0 and abs(after - before) >= scale * REL_FLOOR_PCT * floors / 100.0
-
-
-def _describe(rows: dict[str, dict[str, Any]] | None, unit: Callable[[str], str]) -> None:
-    for key, c in (rows or {}).items():
-        u = unit(key)
-        c["unit"] = u
-        c["change_unit"] = "pp" if u == "%" else u
-        c["changed"] = changed(c, u)
-
-
-def describe(result: dict[str, Any]) -> dict[str, Any]:
-    """Adds to each figure of a comparison (in place) its ``unit``, the ``change_unit`` ("pp" for a
-    percentage) and whether it ``changed`` beyond the noise floor, then the ``headline``; returns it."""
-    if result.get("job"):
-        _describe(result["job"]["metrics"], unit_of)
-    for block in ("overall", "host"):
-        _describe(result[block], unit_of)
-    for group in ("cards", "hosts"):
-        for rows in (result.get(group) or {}).values():
-            _describe(rows, unit_of)
-    _describe(result.get("diagnosis"), lambda _k: "%")
-    result["headline"] = headline(result)
-    return result
-
-
-BOTTLENECK_NAMES = {
-    "data_pipeline": "the input pipeline",
-    "storage_io": "storage I/O",
-    "communication": "communication between the cards",
-    "memory_idle": "memory held on idle cards",
-    "launch_overhead": "kernel launch overhead",
-    "h2d_copy": "host-to-device copies",
-    "stall_unexplained": "a stall in the job itself",
-}
-DOMINANT_MIN_PCT = 10.0  # a bottleneck for less of the time than this is not "the" bottleneck of a run
-
-
-def _bottleneck_shares(diagnosis: dict[str, dict[str, Any]], side: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, c in diagnosis.items():
-        b = key.rpartition("/")[2]
-        if b not in ("none", "start_up") and c.get(side) is not None:
-            out[b] = out.get(b, 0.0) + float(c[side])
-    return out
-
-
-def _dominant(shares: dict[str, float]) -> tuple[str | None, float]:
-    if not shares:
-        return None, 0.0
-    b = max(shares, key=shares.__getitem__)
-    return (b, shares[b]) if shares[b] >= DOMINANT_MIN_PCT else (None, 0.0)
-
-
-def bottleneck_change(diagnosis: dict[str, dict[str, Any]] | None) -> str:
-    """What happened to the dominant bottleneck (the one the most time went to), in a few words."""
-    if diagnosis is None:
-        return "no diagnosis in this installation"
-    b0, s0 = _dominant(_bottleneck_shares(diagnosis, "before"))
-    b1, s1 = _dominant(_bottleneck_shares(diagnosis, "after"))
-
-    def name(b: str) -> str:
-        return BOTTLENECK_NAMES.get(b, b)
-
-    if b0 is None and b1 is None:
-        return "no bottleneck before or after"
-    if b1 is None:
-        return f"{name(str(b0))} is no longer the bottleneck ({s0:.0f} % of the time before)"
-    if b0 is None:
-        return f"{name(b1)} became the bottleneck ({s1:.0f} % of the time)"
-    if b0 != b1:
-        return f"the bottleneck moved from {name(b0)} to {name(b1)} ({s1:.0f} % of the time)"
-    if abs(s1 - s0) >= PP_FLOOR:
-        return f"{name(b0)} is still the bottleneck, {s0:.0f} -> {s1:.0f} % of the time"
-    return f"{name(b0)} is still the bottleneck ({s1:.0f} % of the time)"
-
-
-def _rows(result: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    if result.get("job"):
-        yield from result["job"]["metrics"].values()
-    for block in ("overall", "host", "diagnosis"):
-        yield from (result.get(block) or {}).values()
-    for group in ("cards", "hosts"):
-        for rows in (result.get(group) or {}).values():
-            yield from rows.values()
-
-
-def headline(result: dict[str, Any]) -> dict[str, Any]:
-    """One line, what changed: the job's samples/s when both sides have it, else the cards' mean GPU-Util,
-    and what happened to the dominant bottleneck. ``basis``: the figure it leads with."""
-    if not any(c.get("changed") for c in _rows(result)):
-        return {"text": f"no change: every figure is within its noise floor ({PP_FLOOR:g} pp for percentages, "
-                        f"{REL_FLOOR_PCT:g} % for the rest)", "basis": None, "changed": False}
-    job = result.get("job")
-    sps = job["metrics"]["samples_per_s"] if job else None
-    if sps and sps.get("before") and sps.get("after"):
-        basis = "samples_per_s"
-        lead = (f"samples/s {sps['change_pct']:+.0f} % ({sps['before']:.0f} -> {sps['after']:.0f})" if sps["changed"]
-                else f"samples/s unchanged ({sps['after']:.0f})")
-    else:
-        basis = "util_mean_pct"
-        u = result["overall"]["util_mean_pct"]
-        if u.get("before") is None or u.get("after") is None:
-            lead = "GPU-Util n/a"
-        elif u["changed"]:
-            lead = f"GPU-Util {u['change']:+.0f} pp ({u['before']:.0f} -> {u['after']:.0f} %)"
-        else:
-            lead = f"GPU-Util unchanged ({u['after']:.0f} %)"
-    why = bottleneck_change(result.get("diagnosis"))
-    if job and job.get("scaling"):  # runs on different card counts: how well the cards added up is the news
-        why = f"{scaling_line(job['scaling'])}; {why}"
-    return {"text": f"{lead}: {why}", "basis": basis, "changed": True}
-
-
 def compare_traces(before: TraceFile, after: TraceFile, config: Config,
                    progress: Callable[[str], Callable[[int, int], None] | None] | None = None) -> dict[str, Any]:
     """The whole comparison as a JSON-ready dict with stable keys (see docs/recording.md).
@@ -447,133 +301,3 @@ def _file_info(trace: TraceFile, timeline: Any) -> dict[str, Any]:
         "recovered": trace.recovered,
         "warnings": list(timeline.warnings),  # also printed on stderr by the command
     }
-
-
-def _fmt_value(key: str, v: float | None, signed: bool = False, unit: str = "") -> str:
-    if v is None:
-        return "n/a"
-    if key in _BYTES_KEYS:
-        return fmt_bytes(v, per_s="per_s" in key, signed=signed, digits=2)
-    sign = "+" if signed and v > 0 else ""
-    text = f"{sign}{v:.1f}"
-    return f"{text} pp" if unit == "pp" and signed else text
-
-
-def _fmt_pct(c: dict[str, Any]) -> str:
-    if c.get("unit") == "%":
-        return ""  # a percentage's change is in points, in the change column
-    v = c.get("change_pct")
-    return "n/a" if v is None else f"{v:+.0f}%"
-
-
-def render_text(result: dict[str, Any], show_all: bool = False) -> str:
-    """Aligned plain text, readable in a terminal and through a pipe: the headline first, then what changed
-    (everything with ``show_all``), per card only for the cards that changed."""
-    from gpu_triage.offline.render import human_duration
-
-    if "headline" not in result:
-        describe(result)
-    lines: list[str] = [result["headline"]["text"], ""]
-    for side in ("before", "after"):
-        f = result[side]
-        rec = ", recovered stream" if f["recovered"] else ""
-        gaps = ""
-        if f.get("gaps"):
-            gaps = f", {f['gaps']} gap{'s' if f['gaps'] > 1 else ''} of {human_duration(f['gap_s'])} left out"
-        files = ""
-        if "files" in f:  # a dataset side (gpu_triage.fleet.compare)
-            hosts = f["hosts"]
-            files = (f"{f['files']} file{'s' * (f['files'] != 1)} from "
-                     f"{hosts[0] if len(hosts) == 1 else f'{len(hosts)} hosts'}, ")
-        lines.append(
-            f"{side:<7} {f['path']}  ({files}{f['ticks']} ticks, {human_duration(f['duration_s'])} at "
-            f"{f['interval_s']:g} s{gaps}{rec})"
-        )
-        for skip in f.get("skipped", []):
-            lines.append(f"        left out (unreadable): {skip['path']}: {skip['reason']}")
-        for p in f.get("leftovers", []):
-            lines.append(f"        not read: {unfinished_line(Path(p))}")
-    if not show_all and not result["headline"]["changed"]:
-        lines.append("")
-        lines.extend(_metadata_lines(result["metadata_differences"]))
-        lines.append("")
-        lines.append("(--all shows every figure)")
-        return "\n".join(lines)
-    lines.extend(render_job(result.get("job"), show_all))
-    hidden = False
-
-    def block(title: str, rows: dict[str, dict[str, Any]], labels: Callable[[str], str]) -> None:
-        nonlocal hidden
-        shown = {k: c for k, c in rows.items() if show_all or c.get("changed", True)}
-        same = [labels(k) for k in rows if k not in shown]
-        hidden = hidden or bool(same)
-        lines.append("")
-        if not shown:
-            lines.append(f"{title}: unchanged")
-            return
-        w = max([26, *(len(labels(k)) + 2 for k in shown)])  # a diagnosis key can be longer than a label
-        lines.append(title)
-        lines.append(f"  {'':<{w}}{'before':>13}{'after':>13}{'change':>14}{'%':>8}")
-        for key, c in shown.items():
-            lines.append(
-                f"  {labels(key):<{w}}{_fmt_value(key, c['before']):>13}{_fmt_value(key, c['after']):>13}"
-                f"{_fmt_value(key, c['change'], True, c.get('change_unit', '')):>14}{_fmt_pct(c):>8}".rstrip()
-            )
-        if same:
-            lines.append(f"  unchanged: {', '.join(same)}")
-
-    card_labels = dict(CARD_METRICS)
-    block("all cards", result["overall"], card_labels.__getitem__)
-    if "hosts" in result:  # a dataset side over several hosts: a block per host, the cards in --json
-        for host, rows in result["hosts"].items():
-            block(f"all cards of {host}", rows, card_labels.__getitem__)
-    elif len(result["cards"]) > 1:  # with one card its block would repeat "all cards"
-        same_cards, like_all = [], []
-        for card, rows in result["cards"].items():
-            if show_all:
-                block(f"card {card}", rows, card_labels.__getitem__)
-            elif not any(c.get("changed", True) for c in rows.values()):
-                same_cards.append(card)
-            elif _like(rows, result["overall"]):
-                like_all.append(card)
-            else:
-                block(f"card {card}", rows, card_labels.__getitem__)
-        for cards, what in ((like_all, "as all cards"), (same_cards, "unchanged")):
-            if cards:
-                hidden = True
-                lines.append("")
-                lines.append(f"card{'s' * (len(cards) > 1)} {', '.join(cards)}: {what}")
-    block("host", result["host"], dict(HOST_METRICS).__getitem__)
-    if result["diagnosis"] is None:
-        lines.append("")
-        lines.append("diagnosis: n/a (the offline diagnosis is not available in this installation)")
-    else:
-        block("diagnosis: share of time %", result["diagnosis"], lambda k: k)
-    lines.append("")
-    lines.extend(_metadata_lines(result["metadata_differences"]))
-    if hidden:
-        lines.append("")
-        lines.append(f"(left out: changes under {PP_FLOOR:g} pp, or {REL_FLOOR_PCT:g} % for the rest; --all shows "
-                     "every figure)")
-    return "\n".join(lines)
-
-
-def _like(rows: dict[str, dict[str, Any]], overall: dict[str, dict[str, Any]]) -> bool:
-    """Whether a card changed as all cards did: the same figures changed, each by the change of all cards
-    within twice the noise floor (a difference of two changes holds the noise of both). Its table would
-    repeat the "all cards" block (eight cards that changed alike); a level that differs but did not change
-    is no news of the comparison."""
-    for key, c in rows.items():
-        o = overall.get(key, {})
-        if bool(c.get("changed")) != bool(o.get("changed")):
-            return False
-        if c.get("changed") and changed({"before": c.get("change"), "after": o.get("change")},
-                                        c.get("unit", unit_of(key)), floors=2.0):
-            return False
-    return True
-
-
-def _metadata_lines(diffs: dict[str, dict[str, Any]]) -> list[str]:
-    if not diffs:
-        return ["metadata: the same (driver, env vars, interval, cards, host)"]
-    return ["metadata that differs", *(f"  {key}: {d['before']!r} -> {d['after']!r}" for key, d in diffs.items())]

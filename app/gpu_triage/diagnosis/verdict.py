@@ -25,7 +25,7 @@ START_UP = Mechanism.START_UP  # the mechanism of a verdict on a job that has ru
 @dataclass(slots=True)
 class Finding:
     """What a verdict says, whoever says it: the engine for one tick (:class:`Verdict`), the offline reading
-    for a stretch of a recording (``offline.Segment``). The dashboard shows a Verdict (``ui.panes.Shown``)."""
+    for a stretch of a recording (``offline.Segment``). The dashboard shows a Verdict (``ui.verdict_pane.Shown``)."""
 
     pattern: str
     bottleneck: str

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage import __version__
-from gpu_triage.doctor.checks import Check, TopologyAnalysis, run_checks, worst
+from gpu_triage.doctor.checks import run_checks
 from gpu_triage.doctor.facts import Facts, gather_facts, probe_torch
+from gpu_triage.doctor.link_checks import TopologyAnalysis
+from gpu_triage.doctor.registry import Check, worst
 from gpu_triage.errors import UserError
 
 #: Keys of the JSON report; scripts rely on them, so they only ever grow.

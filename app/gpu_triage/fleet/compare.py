@@ -40,6 +40,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from gpu_triage.compare.changes import describe
 from gpu_triage.compare.jobs import compare_job_summaries, slim_job, summarise_jobs
 from gpu_triage.compare.runs import (
     CARD_METRICS,
@@ -50,7 +51,6 @@ from gpu_triage.compare.runs import (
     _metadata,
     aggregate,
     concat_parts,
-    describe,
     differences,
     project,
     segment_shares,

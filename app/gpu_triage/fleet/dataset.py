@@ -64,7 +64,7 @@ def host_partition(name: str | None) -> str:
 
 def check_dataset_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it writable; UserError (exit 2) saying why not."""
-    from gpu_triage.trace.writer import describe_os_error
+    from gpu_triage.trace.target import describe_os_error
 
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
@@ -183,7 +183,7 @@ class DatasetWriter:
         DIR may be shared storage that others write to: a partition planted as a symbolic link (to a
         directory only root may write) or made by another user would put this recording where they chose.
         Each level is made with mkdir, then looked at with lstat, never followed."""
-        from gpu_triage.trace.writer import describe_os_error
+        from gpu_triage.trace.target import describe_os_error
 
         day = ts.astimezone(UTC)
         folder = self.root

@@ -1,9 +1,9 @@
 """The fleet view's data side: ``gpu-triage fleet`` without its screen.
 
 * :mod:`.text` makes an outside string safe to draw (control characters, escape codes, length).
-* :mod:`.model` is pure: the metric names it reads (one table), what a scrape or a Prometheus answer
-  becomes (samples), one row per host (verdict, cards busy, samples/s, owner, each card) and the order
-  that puts what needs a human first.
+* :mod:`.samples` is pure: what a scrape or a Prometheus answer becomes (samples, grouped by host).
+* :mod:`.model` is pure: the metric names it reads (one table), one row per host (verdict, cards busy,
+  samples/s, owner, each card) and the order that puts what needs a human first.
 * :mod:`.client` is the network: the Prometheus HTTP API or a pool of exporters' ``/metrics``, fetched
   with bounded bodies and timeouts in worker threads, published as one immutable snapshot.
 

@@ -28,15 +28,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpu_triage import __version__
-from gpu_triage.fleetview.model import (
-    METRICS,
+from gpu_triage.fleetview.model import METRICS, HostRow, build_row, order_rows
+from gpu_triage.fleetview.samples import (
     HostData,
-    HostRow,
     PrometheusError,
     Sample,
-    build_row,
     group_by_host,
-    order_rows,
     parse_exposition,
     parse_vector,
 )

@@ -32,6 +32,7 @@ from typing import Any
 
 from gpu_triage.model import GpuInfo, GpuSample
 from gpu_triage.nvmlwrap import GpuLost, Nvml, cuda_version_text
+from gpu_triage.sources.nvml_links import LINK_KEYS, SUCCESS, LinkCounter, LinkRates, field_value
 
 # Constant values from nvml.h, used when the binding lacks the name (older nvidia-ml-py).
 _GPU_UTILIZATION_SAMPLES = 1
@@ -50,10 +51,6 @@ _GPM_PCIE_TX_PER_SEC = 20  # MiB/s
 _GPM_PCIE_RX_PER_SEC = 21
 _GPM_NVLINK_TOTAL_RX_PER_SEC = 60  # MiB/s, all links
 _GPM_NVLINK_TOTAL_TX_PER_SEC = 61
-_MIB = 1024.0 * 1024.0
-_LINK_KEYS = ("pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")
-_SCOPE_ALL_LINKS = 0xFFFFFFFF  # nvml.h: scopeId UINT_MAX = aggregate over all links
-_SUCCESS = 0
 _INVALID_ARGUMENT = 2
 _EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 _MEMORY_ERROR_CORRECTED = 0
@@ -61,34 +58,16 @@ _MEMORY_ERROR_UNCORRECTED = 1
 _VOLATILE_ECC = 0
 _MAX_EVENTS_PER_TICK = 256  # a storm of events is still drained over a few ticks, never in an endless loop
 
-# nvmlValue_t union member for each nvmlValueType_t
-_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-
 log = logging.getLogger(__name__)
 
 LOST_PROBE_FIRST_S = 5.0  # first re-probe of a lost card after this long
 LOST_PROBE_MAX_S = 300.0  # back-off doubles up to this
 
 
-def field_value(value: Any, value_type: int | None) -> float | int | None:
-    """Read an ``nvmlValue_t`` union as the member its ``valueType`` names."""
-    member = _VALUE_MEMBER.get(value_type if value_type is not None else 3)
-    if member is None or value is None:
-        return None
-    return getattr(value, member, None)
-
-
 def _text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value if isinstance(value, str) else None
-
-
-@dataclass
-class _Counter:
-    value: int
-    ts_us: int
-    mono: float
 
 
 @dataclass
@@ -106,8 +85,8 @@ class _Card:
     gpm_request: Any = None  # reused c_nvmlGpmMetricsGet_t
     nvlink_mode: str = "aggregate"  # "aggregate" (scope UINT_MAX), "per_link", "none"
     nvlink_links: int | None = None
-    gpm_link_keys: set[str] = field(default_factory=lambda: set(_LINK_KEYS))  # rates GPM answers on this card
-    counters: dict[str, _Counter] = field(default_factory=dict)
+    gpm_link_keys: set[str] = field(default_factory=lambda: set(LINK_KEYS))  # rates GPM answers on this card
+    counters: dict[str, LinkCounter] = field(default_factory=dict)
     xid_set: Any = None  # this card's NVML event set for critical XIDs (None: the card cannot report them)
     xid_count: int = 0
     xid_last: int | None = None
@@ -116,7 +95,7 @@ class _Card:
     probe_backoff_s: float = LOST_PROBE_FIRST_S
 
 
-class NvmlGpuReader:
+class NvmlGpuReader(LinkRates):
     """Reads every card once per :meth:`sample`; static facts once at construction."""
 
     def __init__(self, nvml: Nvml, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -160,7 +139,7 @@ class NvmlGpuReader:
             self._const["NVML_GPM_METRIC_SM_OCCUPANCY"],
             self._const["NVML_GPM_METRIC_ANY_TENSOR_UTIL"],
             self._const["NVML_GPM_METRIC_DRAM_BW_UTIL"],
-            # the link rates, in the order of _LINK_KEYS, from the same two samples (no extra driver call)
+            # the link rates, in the order of LINK_KEYS, from the same two samples (no extra driver call)
             self._const["NVML_GPM_METRIC_PCIE_TX_PER_SEC"],
             self._const["NVML_GPM_METRIC_PCIE_RX_PER_SEC"],
             self._const["NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC"],
@@ -226,7 +205,7 @@ class NvmlGpuReader:
         links = None
         if values:
             entry = values[0]
-            if getattr(entry, "nvmlReturn", 1) == _SUCCESS:
+            if getattr(entry, "nvmlReturn", 1) == SUCCESS:
                 count = field_value(entry.value, getattr(entry, "valueType", 1))
                 links = None if count is None else int(count)
         card.nvlink_links = links
@@ -310,7 +289,7 @@ class NvmlGpuReader:
         if gpm is not None:
             s.sm_active_pct, s.sm_occupancy_pct, s.tensor_active_pct, s.dram_active_pct = gpm[:4]
         rates = self._gpm_link_rates(card, gpm[4:] if gpm is not None else None)
-        missing = [key for key in _LINK_KEYS if key not in rates]
+        missing = [key for key in LINK_KEYS if key not in rates]
         if missing:  # no GPM, its first tick, or a metric it does not answer: the counters
             rates.update(self._link_rates(card, missing))
         s.pcie_tx_bytes_per_s = rates.get("pcie_tx")
@@ -364,109 +343,6 @@ class NvmlGpuReader:
             return None, None, None
         return float(gpu), float(gpu), float(gpu)
 
-    def _gpm_link_rates(self, card: _Card, values: tuple[float | None, ...] | None) -> dict[str, float | None]:
-        """PCIe/NVLink bytes/s from this tick's GPM metrics (MiB/s), for the keys GPM answers on this card.
-
-        A metric GPM does not answer is dropped for good (the counters take over for that key); NVLink is
-        None on a card without links, whatever GPM says (it may answer 0 for links that do not exist)."""
-        if values is None:
-            return {}
-        rates: dict[str, float | None] = {}
-        for key, value in zip(_LINK_KEYS, values, strict=True):
-            if key not in card.gpm_link_keys:
-                continue
-            if value is None:
-                card.gpm_link_keys.discard(key)
-                log.debug("GPU %d: GPM does not answer %s; reading its counter instead", card.index, key)
-                continue
-            if key.startswith("nvlink") and card.nvlink_mode == "none":
-                rates[key] = None
-                continue
-            rates[key] = max(0.0, value) * _MIB
-        return rates
-
-    def _field_request(self, card: _Card, keys: list[str]) -> list[tuple[str, Any]]:
-        c = self._const
-        request: list[tuple[str, Any]] = []
-        if "pcie_tx" in keys:
-            request.append(("pcie_tx", c["NVML_FI_DEV_PCIE_COUNT_TX_BYTES"]))
-        if "pcie_rx" in keys:
-            request.append(("pcie_rx", c["NVML_FI_DEV_PCIE_COUNT_RX_BYTES"]))
-        tx, rx = c["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"], c["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"]
-        scopes: list[int] = []
-        if card.nvlink_mode == "aggregate":
-            scopes = [_SCOPE_ALL_LINKS]
-        elif card.nvlink_mode == "per_link" and card.nvlink_links:
-            scopes = list(range(card.nvlink_links))
-        for scope in scopes:
-            if "nvlink_tx" in keys:
-                request.append(("nvlink_tx", (tx, scope)))
-            if "nvlink_rx" in keys:
-                request.append(("nvlink_rx", (rx, scope)))
-        return request
-
-    def _link_rates(self, card: _Card, keys: list[str]) -> dict[str, float | None]:
-        """One batched field read of the counters behind ``keys``; rates from the deltas of the counters."""
-        request = self._field_request(card, keys)
-        if not request:
-            return {key: None for key in keys}
-        now = self._clock()
-        values = self.nvml.call("nvmlDeviceGetFieldValues", card.handle, [fid for _, fid in request])
-        if not values:
-            return {key: None for key in keys}
-        totals: dict[str, tuple[int, int]] = {}  # key -> (sum of counters, newest timestamp)
-        failed: dict[str, int] = {}
-        for (key, _), entry in zip(request, values, strict=False):
-            ret = getattr(entry, "nvmlReturn", _SUCCESS)
-            if ret != _SUCCESS:
-                failed[key] = ret
-                continue
-            value = field_value(entry.value, getattr(entry, "valueType", 3))
-            if value is None:
-                failed[key] = -1
-                continue
-            total, ts = totals.get(key, (0, 0))
-            totals[key] = (total + int(value), max(ts, int(getattr(entry, "timestamp", 0) or 0)))
-        self._adapt_nvlink(card, failed)
-        rates: dict[str, float | None] = {}
-        for key in {k for k, _ in request}:
-            if key in failed or key not in totals:
-                card.counters.pop(key, None)
-                rates[key] = None
-                continue
-            value, ts = totals[key]
-            rates[key] = self._rate(card, key, _Counter(value, ts, now))
-        return rates
-
-    def _adapt_nvlink(self, card: _Card, failed: dict[str, int]) -> None:
-        if card.nvlink_mode == "aggregate" and "nvlink_tx" in failed:
-            # A driver that rejects the aggregate scope: sum per-link scopes if we know the link count.
-            if failed["nvlink_tx"] == self._const["NVML_ERROR_INVALID_ARGUMENT"] and card.nvlink_links:
-                card.nvlink_mode = "per_link"
-            else:
-                card.nvlink_mode = "none"  # no NVLink on this card: stop asking
-        elif card.nvlink_mode == "per_link" and "nvlink_tx" in failed:
-            card.nvlink_mode = "none"
-
-    def _rate(self, card: _Card, key: str, now: _Counter) -> float | None:
-        prev = card.counters.get(key)
-        card.counters[key] = now
-        if prev is None:
-            return None  # first reading: nothing to difference against
-        delta = now.value - prev.value
-        if delta < 0:
-            return None  # counter reset or wrap: no honest rate for this tick
-        elapsed = now.mono - prev.mono
-        if now.ts_us and prev.ts_us and now.ts_us > prev.ts_us:
-            driver_elapsed = (now.ts_us - prev.ts_us) / 1e6
-            # the driver's own timestamps are exact, unless stale (a cached value): then the host clock
-            if elapsed <= 0 or 0.5 * elapsed <= driver_elapsed <= 2.0 * elapsed:
-                elapsed = driver_elapsed
-        if elapsed <= 0:
-            return None
-        scale = 1024.0 if key.startswith("nvlink") else 1.0  # NVLink counters count KiB
-        return delta * scale / elapsed
-
     def _gpm(self, card: _Card) -> tuple[float | None, ...] | None:
         """GPM metrics between last tick's sample and a fresh one; the fresh one becomes 'previous'."""
         fresh = self.nvml.call("nvmlGpmSampleGet", card.handle, card.gpm_spare)
@@ -480,7 +356,7 @@ class NvmlGpuReader:
             got = self.nvml.call("nvmlGpmMetricsGet", request)
             if got is not None:
                 result = tuple(
-                    float(request.metrics[i].value) if request.metrics[i].nvmlReturn == _SUCCESS else None
+                    float(request.metrics[i].value) if request.metrics[i].nvmlReturn == SUCCESS else None
                     for i in range(len(self._gpm_ids))
                 )
         card.gpm_prev, card.gpm_spare = card.gpm_spare, card.gpm_prev

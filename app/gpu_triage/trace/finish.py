@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
 
     import_pyarrow_lean()
     from gpu_triage.trace.stream import read_stream_table  # noqa: PLC0415
-    from gpu_triage.trace.writer import describe_os_error, write_parquet_atomic  # noqa: PLC0415
+    from gpu_triage.trace.target import describe_os_error, write_parquet_atomic  # noqa: PLC0415
 
     stream, target = Path(argv[0]), Path(argv[1])
     try:

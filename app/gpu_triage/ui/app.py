@@ -11,47 +11,39 @@ only when their text changed, so a quiet screen writes almost nothing to the ter
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
-import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.cells import cell_len
-from rich.console import Console
-from rich.control import Control
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual._compositor import ChopsUpdate
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.filter import Monochrome, NoColor
-from textual.geometry import Region
 from textual.message import Message
-from textual.strip import Strip
-from textual.widgets import Static
 
 from gpu_triage.config import PANES, Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
-from gpu_triage.model import HostInfo, ProcSample, Tick
-from gpu_triage.proc_control import ProcControl, ProcDetails
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.proc_control import ProcControl
 from gpu_triage.safetext import clean_lines
-from gpu_triage.sources.base import AllHostProcesses, HostProcesses, JobSource, Source, SourceStatus, Wrapper
-from gpu_triage.ui import job_pane, palette, panes, procview
+from gpu_triage.sources.base import JobSource, Source, SourceStatus
+from gpu_triage.ui import gpu_pane, host_panes, job_pane, palette, procview, verdict_pane
+from gpu_triage.ui.app_actions import KeyActions
+from gpu_triage.ui.app_header import HeaderText
 from gpu_triage.ui.follow import FollowsWindow
-from gpu_triage.ui.formatters import safe_text
-from gpu_triage.ui.keys import KEYS, Mode, action_modes, footer_line
+from gpu_triage.ui.keys import KEYS, Mode, action_modes
 from gpu_triage.ui.layout import plan_layout
-from gpu_triage.ui.panes import Colours, FactsOnly, Shown
-from gpu_triage.units import short_bytes
+from gpu_triage.ui.pane_widget import CroppedChops, Pane
+from gpu_triage.ui.panes import Colours
+from gpu_triage.ui.verdict_pane import FactsOnly, Shown
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
 log = logging.getLogger(__name__)
@@ -61,167 +53,6 @@ log = logging.getLogger(__name__)
 # of the CPU was Textual turning pane text into terminal lines and 6 % the diagnosis, both once per tick;
 # the sampler and the window append were under 10 %. A 2 s tick is unaffected (one frame per tick).
 REDRAW_MIN_S = 1.0
-
-
-class _CroppedChops(ChopsUpdate):
-    """Textual's partial screen update, cropped on both sides of each dirty span.
-
-    Textual 8's ``ChopsUpdate.render_segments`` crops a widget's line at the right end of the dirty span but
-    starts it at the widget's left edge (its own "TODO: crop to x extents"): a pane whose only change is one
-    cell in column 150 sent the 150 cells before it too. The only difference here is the left crop.
-    """
-
-    def render_segments(self, console: Console) -> str:
-        move_to = Control.move_to
-        out: list[str] = []
-        last_y = self.spans[-1][0]
-        for y, x1, x2 in self.spans:
-            for end, (x, strip) in zip(self.chop_ends[y], self.chops[y].items(), strict=False):
-                if strip is None or x > x2 or end <= x1:
-                    continue
-                left = max(0, x1 - x)
-                right = min(end, x2) - x
-                out.append(move_to(x + left, y).segment.text)
-                out.append((strip.crop(left, right) if left or end > x2 else strip).render(console))
-            if y != last_y:
-                out.append("\n")
-        return "".join(out)
-
-
-def changed_span(before: Strip, after: Strip) -> tuple[int, int] | None:
-    """The cells [start, end) of a line that differ between two renderings of it, or None when they are the
-    same. Whole segments, narrowed by the characters they share where the style is the same: a waveform
-    whose newest column changed differs only at its right end, even inside one long run of a colour."""
-    a, b = list(before), list(after)
-    if a == b:
-        return None
-    head = 0
-    x0 = 0
-    while head < len(a) and head < len(b) and a[head] == b[head]:
-        x0 += a[head].cell_length
-        head += 1
-    tail = 0
-    end_a, end_b = before.cell_length, after.cell_length
-    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
-        end_a -= a[-1 - tail].cell_length
-        end_b -= b[-1 - tail].cell_length
-        tail += 1
-    whole = (x0, max(end_a, end_b, x0 + 1))  # the differing segments
-    start, end = whole
-    if head < len(a) and head < len(b) and a[head].style == b[head].style:
-        start += cell_len(_common_prefix(a[head].text, b[head].text))
-    last_a, last_b = len(a) - 1 - tail, len(b) - 1 - tail
-    if last_a >= head and last_b >= head and a[last_a].style == b[last_b].style and end_a == end_b:
-        end -= cell_len(_common_prefix(a[last_a].text[::-1], b[last_b].text[::-1]))
-    return (start, end) if end > start else whole
-
-
-def _common_prefix(x: str, y: str) -> str:
-    n = 0
-    for cx, cy in zip(x, y, strict=False):
-        if cx != cy:
-            break
-        n += 1
-    return x[:n]
-
-
-def _fits(text: Text, width: int) -> bool:
-    """True when Rich's wrapping would leave ``text`` as it is: no tab, no line wider than ``width``, no
-    justification that pads (the panes build their lines to the width already)."""
-    plain = text.plain
-    if not plain or "\t" in plain or text.justify not in (None, "default"):
-        return False
-    return all(cell_len(line) <= width for line in plain.split("\n"))
-
-
-def render_strips(console: Console, text: Text, width: int, style: Style | None) -> list[Strip]:
-    """The lines of ``text`` as Strips of ``width`` cells under the pane's ``style``: what
-    ``console.render_lines(text, width, style=style, pad=True)`` gives, segment for segment.
-
-    A pane's text already fits its width, so Rich's word wrap (split into lines, wrap each, join them again)
-    changes nothing but took about half of the rendering (benchmarks/bench_dashboard.py): such text goes
-    straight from its spans to segments. Anything else (a too-long line, a tab) takes Rich's own path.
-    """
-    if not _fits(text, width):
-        options = console.options.update(width=width, height=None)
-        return [Strip(line, width) for line in console.render_lines(text, options, style=style, pad=True)]
-    segments: Iterable[Segment] = text.render(console, end="")
-    if text.style and not text.spans:
-        # Text.render leaves out the text's own style when it has no spans (wrapping had made it a span)
-        segments = Segment.apply_style(segments, console.get_style(text.style))
-    if style:
-        segments = Segment.apply_style(segments, style)
-    lines = Segment.split_and_crop_lines(segments, width, style=style, pad=True, include_new_lines=False)
-    return [Strip(line, width) for line in lines]
-
-
-class Pane(Static):
-    """A Static that repaints only when its text really changed (saves terminal bytes over SSH)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._shown: Text | None = None
-
-    def show(self, text: Text) -> None:
-        text = safe_text(text)  # names, command lines, paths: someone else's characters, drawn visibly
-        if self._shown is not None and text == self._shown:
-            return
-        # Same number of lines: the pane keeps its size (its height is set by the app), so no layout pass
-        # over the whole screen is needed, only a repaint of this pane (profile: the layout pass was a
-        # third of the frame's cost).
-        same_size = self._shown is not None and self._shown.plain.count("\n") == text.plain.count("\n")
-        old = self._strips if same_size and self._strips_key == self._key() else None
-        self._shown = text
-        self._strips = None
-        if not same_size:
-            self.update(text, layout=True)
-        elif old is None:
-            # Static.update would convert the text to Textual Content only for render_line below to ignore it
-            self.refresh()
-        else:
-            # Only the cells that changed go to the terminal: Textual sends every line of a repainted
-            # widget, and most lines of a pane (titles, numbers, idle rows) are the same frame after frame.
-            new = self._render_strips()
-            for y, (before, after) in enumerate(zip(old, new, strict=False)):
-                span = changed_span(before, after)
-                if span is not None:
-                    self.refresh(Region(span[0], y, span[1] - span[0], 1))
-            if len(new) != len(old):
-                self.refresh()
-
-    _strips: list[Strip] | None = None
-    _strips_key: tuple[int, Any] | None = None
-
-    def _key(self) -> tuple[int, Any]:
-        return (self.size.width, self.visual_style.rich_style)
-
-    def _render_strips(self) -> list[Strip]:
-        assert self._shown is not None
-        key = self._key()
-        self._strips = render_strips(self.app.console, self._shown, *key)
-        self._strips_key = key
-        return self._strips
-
-    def render_line(self, y: int) -> Strip:
-        """Lines straight from Rich's renderer, cached until the text or the width changes.
-
-        Profile (py-spy, demo healthy, 8 cards, 2 s tick): Textual's path for a Static (Rich Text -> Content,
-        wrap, one Textual Style per span -> Strip) was 40 % of the busy CPU; Rich renders the same spans to
-        segments several times faster. The pane's own style (colour, background) goes under every segment,
-        as Static does.
-        """
-        if self._shown is None:
-            return super().render_line(y)
-        strips = self._strips if self._strips is not None and self._strips_key == self._key() else None
-        if strips is None:
-            strips = self._render_strips()
-        if y < len(strips):
-            return strips[y]
-        return Strip.blank(self.size.width, self.visual_style.rich_style)
-
-    @property
-    def shown_plain(self) -> str:
-        return self._shown.plain if self._shown is not None else ""
 
 
 ACTION_MODES = action_modes()
@@ -235,7 +66,7 @@ class SourceFailed(Message):
         self.error = error
 
 
-class TriageApp(App[int]):
+class TriageApp(HeaderText, KeyActions):
     """The live dashboard over a ``source`` (live NVML or simulated); a recording is :class:`ReplayApp`."""
 
     TITLE = "gpu-triage"
@@ -346,10 +177,10 @@ class TriageApp(App[int]):
 
     # -- composition --------------------------------------------------------------------------------
     def _display(self, screen: Any, renderable: Any) -> None:
-        """Partial updates go out cropped on both sides (:class:`_CroppedChops`): with panes that refresh only
+        """Partial updates go out cropped on both sides (:class:`CroppedChops`): with panes that refresh only
         their changed cells, this is what keeps a 2 s frame to the cells that changed."""
         if type(renderable) is ChopsUpdate:
-            renderable = _CroppedChops(renderable.chops, renderable.spans, renderable.chop_ends)
+            renderable = CroppedChops(renderable.chops, renderable.spans, renderable.chop_ends)
         super()._display(screen, renderable)
 
     def compose(self) -> ComposeResult:
@@ -492,7 +323,7 @@ class TriageApp(App[int]):
             verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
         except Exception as exc:  # a diagnosis bug must not take the dashboard down: logged, facts shown
             log.exception("diagnosis failed")
-            self.shown = FactsOnly([*panes.facts(view), f"diagnosis failed: {exc}"])
+            self.shown = FactsOnly([*verdict_pane.facts(view), f"diagnosis failed: {exc}"])
             return
         verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
@@ -549,7 +380,7 @@ class TriageApp(App[int]):
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(shown_procs),
             fixed + job_n,
-            panes.verdict_need(self.shown, width),
+            verdict_pane.verdict_need(self.shown, width),
             n_nets=len(view.nets[-1]) if view.nets else 0,
             procs_first=self.procs.focused and "procs" not in hidden,
             hidden=hidden,
@@ -558,7 +389,7 @@ class TriageApp(App[int]):
         drawn: dict[str, tuple[Text, int]] = {
             "header": (header, fixed - 1 - bar_lines),
             "gpu": (
-                panes.gpu_pane(
+                gpu_pane.gpu_pane(
                     view,
                     width,
                     budget.gpu_rows,
@@ -570,9 +401,12 @@ class TriageApp(App[int]):
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),
             "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
-            "diag": (panes.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours), budget.diag),
-            "cpu": (panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
+            "diag": (
+                verdict_pane.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours),
+                budget.diag,
+            ),
+            "cpu": (host_panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
+            "disk": (host_panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
                      budget.disk + budget.net),
             "procs": (
                 procview.proc_pane(
@@ -609,264 +443,3 @@ class TriageApp(App[int]):
             return
         for before, after in zip(wanted, wanted[1:], strict=False):
             body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
-
-    def set_panes(self, order: list[str]) -> None:
-        """Show these panes in this order (the others hidden): the `o` screen's answer."""
-        self.pane_order = [p for p in order if p in PANES]
-        if "procs" not in self.pane_order:
-            self.procs.focused = False
-        self.redraw()
-
-    def action_panes(self) -> None:
-        from gpu_triage.ui.screens import PanesScreen
-
-        def apply(order: list[str] | None) -> None:
-            if order is not None:
-                self.set_panes(order)
-
-        self.push_screen(PanesScreen(self.pane_order), apply)
-
-    def _header_text(self, width: int) -> Text:
-        """Host, state, REC, source, tick and window. Narrow terminals get a compact form that keeps what
-        matters at a glance (host, live/paused/replay state, REC) and drops the wording, not the facts."""
-        compact = width < 100
-        t = Text(no_wrap=True, end="")
-        host = self.host.hostname or "this host"
-        t.append(f" {host[:24] if compact else host} ", "bold reverse")
-        t.append(" ")
-        self._state_text(t, compact)
-        if self.recorder is not None:
-            rec = self.recorder
-            t.append(" · ")
-            rec_txt = (f"● REC {short_bytes(rec.bytes_written)}" if compact
-                       else f"● REC {rec.ticks} ticks {short_bytes(rec.bytes_written)}")
-            t.append(rec_txt, f"bold {self.colours.alert}")
-            if rec.error is not None:
-                t.append(" failed" if compact else f" (failed: {rec.error})", self.colours.alert)
-        elif self.record_error:
-            t.append(" · REC failed" if compact else f" · REC failed: {self.record_error}", self.colours.alert)
-        # the state already says "live": repeat the source only when it says more (demo, replay file)
-        label = "" if self.source_label in ("", "live") else self.source_label
-        if compact:
-            label = label.removeprefix("demo: ").replace("simulated ", "").replace("-GPU server", " GPU")
-            tail = f"{self.interval_s:g}s/{_dur(self.window.capacity * self.interval_s)}"
-            tail = f"{label} · {tail}" if label else tail  # no empty field ("● live ·  · 2s/5m")
-        else:
-            tail = f"tick {self.interval_s:g}s · window {_dur(self.window.capacity * self.interval_s)}"
-            tail = f"{label} · {tail}" if label else tail
-        if self.speed != 1.0 and self.mode == "live":
-            tail += f" · x{self.speed:g}"
-        t.append(" · ", "grey50")
-        t.append(tail)
-        t.truncate(width)
-        lines = [t]
-        # the banner and the notice are sentences to read whole (the no-GPU hint names the command to run):
-        # wrapped on narrow terminals rather than cut
-        for note, style in ((self.banner, "bold yellow"), (self.window_notice, "yellow")):
-            for part in textwrap.wrap(note or "", width)[:3]:
-                lines.append(Text(part, style, no_wrap=True, end=""))
-        if self.source_error:
-            lines.append(Text(self.source_error[:width], f"bold {self.colours.alert}", no_wrap=True, end=""))
-        now_playing = self._label_now()
-        if now_playing:
-            lines.append(Text(now_playing[:width], "italic", no_wrap=True, end=""))
-        return Text("\n", end="").join(lines)
-
-    def _label_now(self) -> str | None:
-        """In the demo, which known case of the recording is on screen now."""
-        if not self.labels or self.window.last is None:
-            return None
-        now = self.window.last.ts
-        for lab in self.labels:
-            if lab["_start"] <= now <= lab["_end"]:
-                exp = f"{'/'.join(lab.get('pattern', []))} · {'/'.join(lab.get('bottleneck', []))}"
-                return f"now playing: {lab['scenario']}: {lab.get('what_ran', '')} (expected {exp})"
-        return "now playing: between cases"
-
-    def _keys_text(self, width: int) -> Text:
-        return Text(footer_line(self.mode, width)[:width], "grey62", no_wrap=True, end="")
-
-    # -- recording ----------------------------------------------------------------------------------
-    def start_recording(self, path: Path) -> None:
-        try:
-            self.recorder = Recorder(path, self.host, self.interval_s)
-            self.record_error = None
-        except Exception as exc:  # UserError, OSError, Arrow's errors: shown, the dashboard goes on
-            log.exception("recording to %s could not start", path)
-            self.recorder = None
-            self.record_error = str(exc)
-
-    def stop_recording(self) -> Path | None:
-        rec, self.recorder = self.recorder, None
-        if rec is None:
-            return None
-        try:
-            return rec.close()
-        except Exception as exc:  # noqa: BLE001 - UserError (no tick yet), OSError: said on screen and at exit
-            log.warning("recording not saved: %s", exc)
-            self.record_error = str(exc)
-            return None
-
-    # -- actions ------------------------------------------------------------------------------------
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-        self.redraw()
-
-    def action_help(self) -> None:
-        from gpu_triage.ui.screens import HelpScreen
-
-        self.push_screen(HelpScreen(self.mode))
-
-    def action_select(self, delta: int) -> None:
-        if self.procs.focused:
-            self.action_proc_move(delta)
-            return
-        n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
-        self.selected = (self.selected + delta) % n
-        self.redraw()
-
-    # -- the process table ----------------------------------------------------------------------------
-    def _proc_details(self, pid: int) -> ProcDetails | None:
-        return self.proc_control.details(pid) if self.proc_control is not None else None
-
-    def _procs_now(self) -> tuple[list[ProcSample], bool]:
-        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
-        with a filter every process of the host: `/` then the PID of an idle process must find it."""
-        last = self.window.last
-        procs = list(last.procs) if last else []
-        source = self.source.inner if isinstance(self.source, Wrapper) else self.source  # under --job-log, pulse
-        if not procs and not self._status.gpu_available and isinstance(source, HostProcesses):
-            if self.procs.filter and isinstance(source, AllHostProcesses):
-                return list(source.host_processes()), True
-            return list(source.busiest_processes()), True
-        return procs, False
-
-    def _proc_rows(self) -> list[procview.Row]:
-        return procview.rows(self._procs_now()[0], self.procs, self._proc_details)
-
-    def action_procs_focus(self) -> None:
-        self.procs.focused = not self.procs.focused
-        self.redraw()
-
-    def action_procs_unfocus(self) -> None:
-        if self.procs.focused:
-            self.procs.focused = False
-            self.redraw()
-
-    def action_proc_move(self, delta: int | str) -> None:
-        self.procs.focused = True
-        procview.move(self.procs, self._proc_rows(), delta, self._proc_page)
-        self.redraw()
-
-    def action_proc_sort(self) -> None:
-        self.procs.sort = procview.SORTS[(procview.SORTS.index(self.procs.sort) + 1) % len(procview.SORTS)]
-        self.redraw()
-
-    def action_proc_reverse(self) -> None:
-        self.procs.reverse = not self.procs.reverse
-        self.redraw()
-
-    def action_proc_tree(self) -> None:
-        self.procs.tree = not self.procs.tree
-        self.redraw()
-
-    def action_proc_filter(self) -> None:
-        from gpu_triage.ui.screens import FilterScreen
-
-        def apply(text: str | None) -> None:
-            if text is not None:
-                self.procs.filter = text.strip()
-                self.procs.focused = True
-                self.procs.offset = 0
-                self.redraw()
-
-        self.push_screen(FilterScreen(self.procs.filter), apply)
-
-    def action_proc_signal(self) -> None:
-        from gpu_triage.ui.screens import SignalScreen
-
-        if self.proc_control is None:
-            self.notify("these are not processes of this machine (simulated or recorded): nothing to signal")
-            return
-        table = self._proc_rows()
-        row = next((r for r in table if r.pid == self.procs.selected), None) if self.procs.focused else None
-        if row is None:
-            self.notify("select a process first: Tab, then ↑ ↓")
-            return
-        control = self.proc_control
-        # pinned now, as the confirmation names it: a signal goes to this process or, once it has
-        # exited, to none (its pid may be another process's by the time the key is pressed)
-        pinned = control.pin(row.pid)
-        if isinstance(pinned, str):
-            self.notify(f"not sent: {pinned}", severity="warning")
-            return
-        what = procview.detail_line(row, lambda _pid: pinned.details, local=True)
-
-        def send(name: str | None) -> None:
-            try:
-                if name is None:
-                    return
-                error = control.send(pinned, name)
-            finally:
-                pinned.close()
-            if error is None:
-                self.notify(f"{name} sent to PID {row.pid}")
-            else:
-                self.notify(f"not sent: {error}", severity="error")
-
-        self.push_screen(SignalScreen(what), send)
-
-    def action_detail(self) -> None:
-        from gpu_triage.ui.screens import DetailScreen
-
-        view = self.window.view()
-        if not view.n_gpus:
-            self.notify("no GPU to show")
-            return
-        self.push_screen(DetailScreen(min(self.selected, view.n_gpus - 1), view))
-
-    def action_record(self) -> None:
-        if self.recorder is not None:
-            path = self.stop_recording()
-            if path is not None:
-                self.notify(f"recording saved: {path}")
-            else:  # not "recording saved: None": say what failed (the stream stays for `gpu-triage recover`)
-                self.notify(f"recording not saved: {self.record_error}", severity="error")
-        else:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            path = self.config.recording_dir / f"gpu-triage-{stamp}.parquet"
-            self.start_recording(path)
-            if self.recorder is not None:
-                self.notify(f"recording to {path}")
-        self.redraw()
-
-    def action_doctor(self) -> None:
-        if self.simulated and self.doctor_loader is None:
-            # it used to check this machine while the screen showed the simulated server
-            self.notify("the doctor checks a real machine, not the simulated server: "
-                        "run `gpu-triage doctor` on the GPU machine")
-            return
-        try:
-            from gpu_triage.ui.doctor_screen import DoctorScreen
-        except ImportError:
-            self.notify("doctor screen not available in this build: run `gpu-triage doctor`")
-            return
-        self.push_screen(DoctorScreen(loader=self.doctor_loader))
-
-
-def _dur(seconds: float) -> str:
-    if seconds >= 120 and math.isclose(seconds % 60, 0, abs_tol=1e-6):
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds:.0f}s"
-
-
-def load_labels(path: Path) -> list[dict[str, Any]]:
-    """The labels file of a bundled trace (its cases' windows), parsed for the demo's 'now playing' line."""
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    for lab in items:
-        lab["_start"] = datetime.fromisoformat(lab["start"])
-        lab["_end"] = datetime.fromisoformat(lab["end"])
-    return items

@@ -1,4 +1,4 @@
-"""The job pane: the training's own pulse under the cards (pure text, like the panes in panes.py).
+"""The job pane: the training's own pulse under the cards (pure text, like the other panes).
 
 Line 1: title, the source (pulse, or the log format), and "no progress for N s" when the job stopped.
 Line 2: samples/s over the window as a waveform on the same time axis as the cards' GPU-Util lines (same
@@ -61,7 +61,7 @@ def _secs(v: float | None) -> str:
 
 
 def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
-    """(left edge, width) of the cards' compact waveform, as panes.gpu_pane lays it out for the first card."""
+    """(left edge, width) of the cards' compact waveform, as gpu_pane.gpu_pane lays it out for the first card."""
     head = 4  # "▶ 0 "
     if not view.gpu_indexes:
         return head, max(4, width - head - 40)
@@ -75,7 +75,7 @@ def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
     tail += f" NV {fm.rate(fm.nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
     if width >= WIDE_COLS:
         tail += " 000C" + " 00000MHz"
-    else:  # the compact temperature and clock panes.gpu_pane shows below WIDE_COLS
+    else:  # the compact temperature and clock gpu_pane.gpu_pane shows below WIDE_COLS
         temp, clock = last(g["temp_c"]), last(g["sm_clock_mhz"])
         tail += f" {temp:2.0f}C" if fm.ok(temp) else " n/a"
         tail += f" {clock / 1000:.1f}G" if fm.ok(clock) else " n/a"
@@ -135,7 +135,7 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
     scaled = (sps * (100.0 / peak) if peak and not math.isnan(peak) and peak > 0
               else np.where(np.isnan(sps), np.nan, 0.0))
     out.append(" /s ".ljust(left)[:left], "bold")
-    # stepped as the cards are (panes.gpu_pane): the same tick in the same column
+    # stepped as the cards are (gpu_pane.gpu_pane): the same tick in the same column
     out.append_text(waveform(scaled, wave_w, colours.gpu, newest=view.ticks_ever - 1 if view.ticks_ever else None))
     # stalled, the last step time is stale (the step that never ends has no time yet): not shown beside 0/s
     tail = f" {_num(now, unit)}" + (" stalled" if stopped else f" step {_secs(last.step_time_s)}")

@@ -77,7 +77,7 @@ def plan_layout(
 
     ``fixed`` counts the header, key line and replay bar. ``verdict`` is (the lines of the verdict's headline
     with its first advice line as wrapped at ``width``, the number of evidence bullets); see
-    :func:`gpu_triage.ui.panes.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
+    :func:`gpu_triage.ui.verdict_pane.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
     room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
     the other evidence, the past-verdicts strip, the NET line (``n_nets`` interfaces), then a second (SM)
     row per card and more of everything. The process table's first rows (heading and two) come before the

@@ -30,13 +30,14 @@ DEMO_LINE = (
 
 def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
     """Make the TriageApp for a subcommand without running it (tests and screenshots use this too)."""
-    from gpu_triage.ui.app import TriageApp, load_labels
+    from gpu_triage.ui.app import TriageApp
+    from gpu_triage.ui.app_header import load_labels
     from gpu_triage.ui.replay import ReplayApp
 
     record = getattr(args, "record", None)
     record_path = Path(record).expanduser() if record else None
     if record_path is not None:
-        from gpu_triage.trace.writer import (
+        from gpu_triage.trace.target import (
             check_record_target,  # pyarrow: it records from the start anyway
         )
 
