@@ -379,8 +379,8 @@ def test_without_py_spy_the_sampler_says_why_in_its_report(monkeypatch: pytest.M
 # -- the doctor says whether stacks can be read --------------------------------------------------------------
 
 def _doctor_stacks(acc: object) -> object:
-    from gpu_triage.doctor.host_checks import check_stacks
     from gpu_triage.doctor.facts import Facts, SoftwareFacts
+    from gpu_triage.doctor.host_checks import check_stacks
 
     return check_stacks(Facts(software=SoftwareFacts(stacks=acc)))  # type: ignore[arg-type]
 
@@ -423,3 +423,35 @@ def test_stack_access_reads_yama_and_the_capability_from_proc(tmp_path: Path) ->
     (tmp_path / "sys" / "kernel" / "yama" / "ptrace_scope").unlink()
     acc = stack_access(str(tmp_path))
     assert acc.cap_sys_ptrace is False and acc.ptrace_scope is None
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])
+def test_a_snapshot_says_what_the_process_of_a_waiting_card_is_doing(
+        job: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The driver is faked (the outside: a card at 0 % running the real process), the process and py-spy are real."""
+    import fake_nvml
+    from gpu_triage.cli import main
+    from gpu_triage.commands import snapshot
+    from gpu_triage.sources import live
+
+    card = fake_nvml.FakeCard(util=0.0, processes=[fake_nvml.FakeProcess(job.pid, usedGpuMemory=2 << 30)])
+    monkeypatch.setattr(snapshot, "make_source", lambda spec, **_: live.LiveSource(fake_nvml.FakeNvml([card])))
+    assert main(["snapshot", "--json", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (rep,) = data["inside"]
+    assert rep["pid"] == job.pid and rep["samples"] >= 2 and rep["error"] is None
+    assert max(rep["phases"], key=rep["phases"].get) == "sleep"
+    assert main(["snapshot", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert f"{job.pid:>8} inside: main thread sleep in" in capsys.readouterr().out
+
+
+def test_a_busy_card_is_not_looked_inside() -> None:
+    from gpu_triage.model import GpuSample, ProcSample, Tick
+    from gpu_triage.sources.inside import waiting_processes
+
+    tick = Tick(ts=datetime.now().astimezone(), interval_s=2.0,
+                gpus=[GpuSample(0, util_pct=97.0), GpuSample(1, util_pct=3.0), GpuSample(2, util_pct=None)],
+                procs=[ProcSample(10, 0), ProcSample(11, 1, worker_pids=[12, 13]), ProcSample(14, 2)])
+    assert waiting_processes(tick) == [(11, [12, 13])]  # card 2's GPU-Util unknown: not called waiting

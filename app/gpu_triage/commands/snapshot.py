@@ -22,7 +22,9 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
+from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json, waiting_processes
 from gpu_triage.sources.spec import make_source
+from gpu_triage.sources.stacks import ACCESS_PROBLEMS
 from gpu_triage.units import short_bytes
 from gpu_triage.window import RollingWindow
 
@@ -42,6 +44,10 @@ class Reading:
     procs: list[ProcSample]
     host_only: bool
     verdict: dict[str, Any]
+    # what each waiting GPU process was doing, from its stacks (pid -> report); empty where no card waited,
+    # for a simulated source, or without py-spy (``inside_note`` says which)
+    inside: dict[int, InsideReport] = dataclasses.field(default_factory=dict)
+    inside_note: str | None = None
 
 
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
@@ -55,12 +61,18 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         n = max(2, math.ceil(seconds / interval_s) + 1)
         window = RollingWindow(n)
         ticks: list[Tick] = []
+        # a live reading also looks inside the processes whose card waits, once a tick (a one-shot reading
+        # has no screen to keep fluid: the dumps run in line)
+        inside = None if simulated else InsideSampler(every_s=interval_s)
         for k in range(n):
             if k and not simulated:  # the simulator keeps its own clock: no need to wait for it
                 sleep(interval_s)
             tick = source.sample()
             window.append(tick)
             ticks.append(tick)
+            if inside is not None:
+                inside.want(waiting_processes(tick))
+                inside.step()
         status = source.status()
         view = window.view()
         verdict = diagnose(view, config.thresholds, host.cpu_count)
@@ -77,6 +89,8 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             status=list(status.messages),
             procs=procs[:TOP_PROCS] if host_only else procs,
             host_only=host_only,
+            inside=inside.reports() if inside is not None else {},
+            inside_note=None if inside is None or inside.available else ACCESS_PROBLEMS["no_pyspy"],
             verdict={
                 "pattern": verdict.pattern,
                 "bottleneck": verdict.bottleneck,
@@ -127,6 +141,9 @@ def to_json(r: Reading) -> dict[str, Any]:
         "disks": [dataclasses.asdict(d) for d in last.disks],
         "nets": [dataclasses.asdict(n) for n in last.nets],
         "processes": [dataclasses.asdict(p) for p in r.procs],
+        # what each waiting GPU process was doing, from its stacks (py-spy) and threads (/proc)
+        "inside": [report_json(rep) for rep in r.inside.values()],
+        "inside_note": r.inside_note,
         "processes_are": "busiest on the host (no GPU)" if r.host_only else "GPU processes",
         "verdict": r.verdict,
     }
@@ -186,6 +203,9 @@ def to_text(r: Reading) -> str:
                 f" {_pct(p.sm_pct)} {_pct(p.cpu_pct, 5)}"
                 for p in r.procs
             ]
+            lines += [f"{pid:>8} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
+    if r.inside_note and any(not rep.share.samples for rep in r.inside.values()):
+        lines.append(f"note: {r.inside_note}")
     v = r.verdict
     conf = f"  {format_confidence(v['confidence'])}" if v["confidence"] is not None else "  (no GPU)"
     gpus = f"  GPU {','.join(map(str, v['gpus']))}" if v["gpus"] else ""

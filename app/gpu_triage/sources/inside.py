@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from gpu_triage.model import Tick
 from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases
 from gpu_triage.sources.stacks import StackDump, StackReader
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
@@ -174,3 +175,22 @@ def _count(phases: Iterable[Phase]) -> dict[Phase, int]:
     for p in phases:
         out[p] = out.get(p, 0) + 1
     return out
+
+
+def waiting_processes(tick: Tick) -> list[tuple[int, list[int]]]:
+    """The GPU processes of ``tick`` whose card waits (GPU-Util under WAITING_UTIL_PCT), with their workers; a
+    card whose GPU-Util is not known is not called waiting."""
+    util = {g.index: g.util_pct for g in tick.gpus}
+    seen: dict[int, list[int]] = {}
+    for p in tick.procs:
+        u = util.get(p.gpu_index)
+        if u is not None and u < WAITING_UTIL_PCT and p.pid not in seen:
+            seen[p.pid] = list(p.worker_pids)
+    return list(seen.items())
+
+
+def report_json(r: InsideReport) -> dict[str, object]:
+    return {"pid": r.pid, "samples": r.share.samples,
+            "phases": {p.value: round(v, 3) for p, v in r.share.shares.items()},
+            "top_frames": {p.value: f for p, f in r.share.top_frames.items()}, "busy_threads": r.busy_threads,
+            "workers": {p.value: c for p, c in r.workers.items()}, "error": r.error, "evidence": r.sentence()}
