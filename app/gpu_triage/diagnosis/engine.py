@@ -36,7 +36,7 @@ __all__ = ["COLLECTING", "START_UP", "Finding", "Verdict", "diagnose", "format_c
 
 
 # causes whose first evidence line names the state itself (a hang): it stays first, above the shape
-LEADS_ITSELF = frozenset({Bottleneck.HUNG_COLLECTIVE})
+LEADS_ITSELF = frozenset({Bottleneck.HUNG_COLLECTIVE, Bottleneck.UNEXPLAINED})
 
 
 def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = None) -> Verdict:

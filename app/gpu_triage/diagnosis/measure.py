@@ -164,6 +164,27 @@ class Measurements:
         return not self.sm_known or ge(pf.sm_running_waits, self.th.sm_fed_pct)
 
     @property
+    def round_trip(self) -> tuple[float, float] | None:
+        """(host-to-device, device-to-host) bytes/s of the busiest receiving card over the judged ticks when
+        bytes go both ways: at least ``h2d_bytes_per_s`` down to the card and ``round_trip_share`` of that back
+        (and ``round_trip_min_bytes_per_s``, or ``d2h_bytes_per_s`` while the process computes on more than
+        ``host_compute_cores``: a pageable copy is one thread's memcpy).
+        An input pipeline sends batches to the card and little back; gradients down and parameters up every
+        step (an optimizer or a model part on the host) move both ways. None otherwise."""
+        rx, tx = self.gpu["pcie_rx_bytes_per_s"], self.gpu["pcie_tx_bytes_per_s"]
+        if not rx.size or np.isnan(rx).all():
+            return None
+        down = np.nan_to_num(nanmean(rx, axis=0), nan=0.0)
+        up = np.nan_to_num(nanmean(tx, axis=0), nan=0.0)
+        j = int(np.argmax(down))
+        th = self.th
+        computing = ge(self.pf.main_cpu, 100.0 * th.host_compute_cores)
+        least = th.d2h_bytes_per_s if computing else th.round_trip_min_bytes_per_s
+        if down[j] < th.h2d_bytes_per_s or up[j] < max(th.round_trip_share * down[j], least):
+            return None
+        return float(down[j]), float(up[j])
+
+    @property
     def no_sm_note(self) -> Fact:
         return Fact("SM activity not available on these cards (no GPM before Hopper): judged from GPU-Util alone")
 
@@ -312,7 +333,11 @@ def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, f
     procs = pf.processes if pf.seen else max(1, sum(1 for u in all_util.values() if u >= th.idle_util_pct))
     per = max(hf.cores, 1) / procs
     lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
-    saturated = pf.workers_pegged >= 1 and (
+    # a DataLoader's workers take batches in turn and are busy alike: one child pegged among many (at
+    # their most) is a helper (a compiler's pool, a logger), not a loader starving the GPU (real
+    # torch.compile recompiling: 17-18 children, one of them at 98 %)
+    helpers = pf.workers >= 4 and pf.workers_pegged * 4 < pf.workers
+    saturated = pf.workers_pegged >= 1 and not helpers and (
         pf.workers_pegged >= th.workers_saturated_share * max(pf.workers_total, 1) or lone
         or pf.workers <= max(2, int(per / th.few_workers_per_core)))
     if cpu_full:

@@ -25,7 +25,7 @@ from gpu_triage.diagnosis.mechanisms.pipeline import (
     InProcessLoader,
     NoProcessInfo,
 )
-from gpu_triage.diagnosis.mechanisms.stall import Healthy, StallUnexplained
+from gpu_triage.diagnosis.mechanisms.stall import Healthy, StallUnexplained, Unexplained
 from gpu_triage.diagnosis.mechanisms.storage import IdleStorage, RankBlockedOnStorage, Storage
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
 
 RULES: tuple[Rule, ...] = (
-    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
+    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), Unexplained(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
     Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), InProcessLoader(),
     NoProcessInfo(),

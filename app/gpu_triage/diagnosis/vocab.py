@@ -36,6 +36,7 @@ class Bottleneck(StrEnum):
     PLACEMENT = "placement"  # every rank on one card while the others idle
     IMBALANCE = "imbalance"  # the cards do unequal work, or one card (a straggler) holds the others
     HUNG_COLLECTIVE = "hung_collective"  # ranks spinning in a collective that moves nothing
+    UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
 
 
 class Mechanism(StrEnum):
@@ -63,3 +64,4 @@ class Mechanism(StrEnum):
     PLACEMENT = "placement"
     IMBALANCE = "imbalance"
     STRAGGLER = "straggler"  # one card computes while the others wait at a collective
+    UNEXPLAINED = "unexplained"

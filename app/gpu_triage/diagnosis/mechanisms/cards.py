@@ -32,18 +32,21 @@ def placement_advice(m: Measurements) -> str:
 
 
 class Placement(Rule):
-    """One card busy, the others idle, and nothing on the host explains the busy card's waits."""
+    """One card busy with several processes on it, the others idle, and nothing on the host explains the
+    busy card's waits: every rank on cuda:0 (no set_device(local_rank)). One process on one card is a job
+    that uses one card: not something to fix on its own (real 1-card jobs on a 2-card host)."""
 
     name, bottleneck, patterns = Mechanism.PLACEMENT, Bottleneck.PLACEMENT, (Pattern.SINGLE_CARD_BUSY,)
 
-    def detect(self, m: Measurements) -> Cause:
+    def detect(self, m: Measurements) -> Cause | None:
+        ranks = m.pf.ranks_on_first_card
+        if ranks < 2:
+            return None  # one process on one card: a job that uses one card (the others may be someone else's)
         busy = m.shape.cards
         idle = [i for i, s in m.shape.shapes.items() if s.pattern == "idle"]
-        ranks = m.pf.ranks_on_first_card
-        who = f"{ranks} processes on it" if ranks >= 2 else "the job runs on it alone"
         return self.cause(m.th.conf_none_other, m.base + [
-            Fact(f"{cards_text(busy)} does the work ({who}) while {cards_text(idle)} idle: the job is placed on "
-                 "one card", "idle_cards", float(len(idle)), tuple(idle))])
+            Fact(f"{cards_text(busy)} does the work of {ranks} processes while {cards_text(idle)} idle: every "
+                 "rank placed on one card", "ranks_on_first_card", float(ranks), tuple(busy))])
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return [placement_advice(m)], []
