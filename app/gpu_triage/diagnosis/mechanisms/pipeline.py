@@ -1,8 +1,9 @@
 """The GPUs wait for input: busy cores, pegged or re-spawned DataLoader workers, a training process that
 loads the data itself (num_workers=0), batches copied from pageable memory.
 
-Starting points are the method's (field notes): ``num_workers`` from cores/4 to cores/2 per process (one
-recommendation, :class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict),
+Starting points are the method's (field notes): ``num_workers`` one number with its reason
+(:class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict: never fewer workers on a
+CPU-bound pipeline, none when the workers are not what holds the GPU),
 ``pin_memory=True``, ``prefetch_factor`` 2-4, ``persistent_workers=True``, ``drop_last=True`` with several
 cards.
 """
@@ -56,8 +57,11 @@ def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
     if m.hf.cpu_saturated_share >= th.cpu_saturated_share:
         out.append("every core is busy preparing input: make preprocessing lighter (decode once, resize "
                    "offline, faster image decoder) or move augmentation to the GPU (DALI, torchvision v2 on cuda)")
-    if not own:
-        out.append(m.workers.line())
+    line = None if own else m.workers.line()
+    if line is None and mech == Mechanism.JOB_DATA_WAIT:
+        line = m.workers.waiting_line()
+    if line is not None:
+        out.append(line)
     if mech != Mechanism.H2D_COPY:
         out.append("pin_memory=True and prefetch_factor=2..4 so batches are ready before the GPU asks")
     if pf.respawns < th.respawns_min and not own:
