@@ -184,8 +184,10 @@ def test_diagnose_json_carries_structured_facts_beside_the_text() -> None:
     json.dumps(obj, allow_nan=False, default=str)
 
 
-def test_confidence_is_written_one_way() -> None:
-    assert format_confidence(0.854) == "confidence 85%"
+def test_confidence_is_written_one_way_as_a_word_not_a_probability() -> None:
+    assert [format_confidence(c) for c in (0.854, 0.7, 0.6, 0.4, 0.3, 0.0)] == [
+        f"confidence {w}" for w in ("likely", "likely", "possible", "possible", "unsure", "unsure")]
+    assert "%" not in format_confidence(0.85)
 
 
 @pytest.mark.parametrize("gpus", [2, 8])

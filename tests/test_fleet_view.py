@@ -854,3 +854,16 @@ async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.Monk
         await pilot.press("down")
         await pilot.pause()
         assert reversed_line(2) and not reversed_line(1)
+
+
+def test_confidence_is_a_word_in_the_table_and_the_detail_and_json_keeps_the_number() -> None:
+    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.fleetview.render import to_json
+
+    rows = [HostRow(key=k, host=k, address=k, job="j", state=OK, bottleneck="data_pipeline", pattern="steady_low",
+                    confidence=c, busy=8, total=8, util=0.3) for k, c in (("a", 0.85), ("b", 0.5), ("c", 0.3))]
+    assert [cells(r)["CONF"] for r in rows] == ["likely", "possible", "unsure"]
+    assert any("confidence likely" in line for line in detail_lines(rows[0]))
+    doc = to_json(FleetSnapshot(source="t", rows=tuple(rows), updated=time.time()))
+    assert [(h["confidence"], h["confidence_word"]) for h in doc["hosts"]] == [
+        (0.85, "likely"), (0.5, "possible"), (0.3, "unsure")]

@@ -23,6 +23,7 @@ from gpu_triage.diagnosis.verdict import (
     cards,
     collecting,
     confidence,
+    confidence_word,
     format_confidence,
     no_data_verdict,
     pattern_fact,
@@ -31,7 +32,8 @@ from gpu_triage.diagnosis.verdict import (
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 from gpu_triage.window import WindowView
 
-__all__ = ["COLLECTING", "START_UP", "Finding", "Verdict", "diagnose", "format_confidence", "nanmedian0",
+__all__ = ["COLLECTING", "START_UP", "Finding", "Verdict", "confidence_word", "diagnose", "format_confidence",
+           "nanmedian0",
            "no_data_verdict"]
 
 
