@@ -67,7 +67,7 @@ def _spinning(ticks: list[Tick]) -> list[Tick]:
 def test_no_progress_on_busy_cards_is_a_stuck_collective() -> None:
     ticks = _spinning(_ticks("healthy"))
     v = _verdict(_with_job(ticks, samples_per_s=0.0, data_wait_pct=None, since_progress_s=45.0, step_time_s=0.25))
-    assert v.bottleneck == "communication"
+    assert v.bottleneck == "hung_collective"
     assert v.evidence[0].startswith("no progress for 45 s while the cards show")
     assert "stuck collective or a hang" in v.evidence[0]
     assert any("py-spy dump" in a for a in v.advice)
@@ -76,7 +76,7 @@ def test_no_progress_on_busy_cards_is_a_stuck_collective() -> None:
 def test_no_progress_on_idle_cards_is_not_called_a_hang() -> None:
     ticks = _ticks("memory_idle")
     v = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=45.0, step_time_s=0.25))
-    assert v.bottleneck != "communication"
+    assert v.bottleneck != "hung_collective"
     assert v.facts["job_since_progress_s"] == pytest.approx(45.0)
 
 
@@ -86,14 +86,14 @@ def test_no_progress_is_judged_against_the_jobs_own_step_time() -> None:
     ticks = _spinning(_ticks("healthy"))
     fast = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=6.0, step_time_s=0.25))
     slow = _verdict(_with_job(ticks, samples_per_s=0.0, since_progress_s=6.0, step_time_s=2.0))
-    assert fast.bottleneck == "communication" and fast.mechanism == "hung_collective"
+    assert fast.bottleneck == "hung_collective" and fast.mechanism == "hung_collective"
     assert slow.mechanism != "hung_collective" and not any("no progress" in e for e in slow.evidence)
 
 
 def test_busy_sms_without_steps_are_not_called_a_hang() -> None:
     """Between training steps a job may evaluate: real kernels (SM activity high), no step counted."""
     v = _verdict(_with_job(_ticks("healthy"), samples_per_s=0.0, since_progress_s=45.0, step_time_s=0.25))
-    assert v.bottleneck != "communication"
+    assert v.bottleneck != "hung_collective" and v.mechanism != "hung_collective"
 
 
 def test_a_stale_data_wait_is_not_evidence() -> None:

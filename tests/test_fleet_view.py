@@ -2,9 +2,10 @@
 list) and through a real Prometheus (Debian's `prometheus`, as tests/test_export_prometheus.py runs it), and
 hostile exporters on loopback (escape codes, bad numbers, endless or huge bodies, servers that never answer).
 
-The scenarios are chosen so the order is checked: storage_io has a bottleneck (first), a dead exporter is
-down (second), single_card_busy (one card of eight busy) and healthy (all busy) have none and come by lowest
-GPU-Util. CI must run the Prometheus test: without the binary it FAILS when $CI is set (promtools.require).
+The scenarios are chosen so the order is checked: storage_io and single_card_busy (every rank on one card
+of eight: placement) have a bottleneck (first, the more confident leading), a dead exporter is down (next),
+healthy (all busy) has none and comes last. CI must run the Prometheus test: without the binary it FAILS
+when $CI is set (promtools.require).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ INTERVAL_S = 0.5
 # scenario -> (bottleneck, pattern) its exporter settles on
 POOL = {
     "storage_io": ("storage_io", "steady_low"),
-    "single_card_busy": ("none", "single_card_busy"),
+    "single_card_busy": ("placement", "single_card_busy"),
     "healthy": ("none", "steady_high"),
 }
 
@@ -127,8 +128,8 @@ def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_
                                                         pool["storage_io"])]
     snap = Fleet(targets, source="pool", interval_s=5).once()
     order = [r.key for r in snap.rows]
-    assert order == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
-    first, down, low, high = snap.rows
+    assert order == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
+    first, low, down, high = snap.rows
     assert (first.bottleneck, first.pattern) == POOL["storage_io"] and 0 < first.confidence <= 1
     assert first.total == 8 and first.hostname == "sim-h200x8"
     # whose job it is, from a real exporter's owner series: the simulated ranks run in a Slurm job
@@ -155,7 +156,7 @@ def test_detail_lines_give_each_card_from_the_metrics(pool) -> None:
     row = ExporterTarget(pool["single_card_busy"], timeout_s=5).fetch()[0]
     lines = detail_lines(row)
     assert lines[0].startswith("sim-h200x8   " + pool["single_card_busy"])
-    assert any(line.startswith("verdict: single_card_busy / bottleneck none") for line in lines)
+    assert any(line.startswith("verdict: single_card_busy / bottleneck placement") for line in lines)
     card_lines = [line for line in lines if re.match(r"^\s+\d+\s+\d+%", line)]
     assert len(card_lines) == 8
     assert all(re.search(r" \d+[KMG]/140G .* \d+ W ", line) for line in card_lines), card_lines  # memory, power
@@ -169,8 +170,8 @@ def test_cli_once_and_json_over_the_exporters(pool, tmp_path: Path, capsys) -> N
     assert main(["fleet", "--exporters-file", str(listing), "--exporters", pool["single_card_busy"],
                  "--json", "--timeout", "5"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [h["key"] for h in doc["hosts"]] == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
-    assert doc["hosts"][1]["state"] == "down" and doc["hosts"][1]["util"] is None
+    assert [h["key"] for h in doc["hosts"]] == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
+    assert doc["hosts"][2]["state"] == "down" and doc["hosts"][2]["util"] is None
     assert main(["fleet", "--exporters", f"{dead},{pool['storage_io']}", "--once"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -452,21 +453,21 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
 
         for fleet in (direct, via):
             snap = _wait(f"{fleet.snapshot.source}: every host's verdict", fleet.once, settled)
-            # two bottlenecks (storage_io, data_pipeline) first, the more confident one leading
-            assert {r.address for r in snap.rows[:2]} == {pool["storage_io"], victim_address}
-            assert snap.rows[0].confidence >= snap.rows[1].confidence
+            # three bottlenecks (storage_io, data_pipeline, placement) first, the more confident leading
+            assert {r.address for r in snap.rows[:3]} == {pool["storage_io"], victim_address, pool["single_card_busy"]}
+            assert snap.rows[0].confidence >= snap.rows[1].confidence >= snap.rows[2].confidence
             assert never not in {r.address for r in snap.rows}  # never exported gpu_triage metrics: not ours
             # federated too, each host is its own (job, instance), not the federating server
             assert len(snap.rows) == 4
             assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
 
         stop(victim)  # the next scrape fails: up == 0, and its series go stale
-        expected = [pool["storage_io"], victim_address, pool["single_card_busy"], pool["healthy"]]
+        expected = [pool["storage_io"], pool["single_card_busy"], victim_address, pool["healthy"]]
         for fleet in (direct, via):
             snap = _wait(f"{fleet.snapshot.source}: the killed exporter shown down", fleet.once,
                          lambda s: [r.address for r in s.rows] == expected  # type: ignore[attr-defined]
-                         and s.rows[1].state == DOWN)  # type: ignore[attr-defined]
-            dead = snap.rows[1]
+                         and s.rows[2].state == DOWN)  # type: ignore[attr-defined]
+            dead = snap.rows[2]
             assert "up == 0" in dead.error and dead.util is None and dead.busy is None
             assert snap.rows[0].cards and snap.rows[0].cards[0].mem_total is not None
 
@@ -558,21 +559,21 @@ async def test_the_screen_lists_hosts_in_order_and_enter_opens_one(pool, size: t
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         table = app.query_one(DataTable)
-        assert _shown_order(table) == [pool["storage_io"], dead, pool["single_card_busy"], pool["healthy"]]
+        assert _shown_order(table) == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
         titles = [c.label.plain for c in table.columns.values()]
         assert ("PATTERN" in titles) == (size[0] >= 110) and titles[:3] == ["HOST", "STATE", "BOTTLENECK"]
         first = [cell.plain for cell in table.get_row_at(0)]
-        down = [cell.plain for cell in table.get_row_at(1)]
+        down = [cell.plain for cell in table.get_row_at(2)]
         assert first[1:3] == ["ok", "storage_io"] and re.fullmatch(r"\d/8", first[titles.index("BUSY")])
         assert down[:2] == [dead, "down"] and set(down[2:-1]) == {"—"}  # down, never 0 %
-        assert _plain(app.query_one("#summary")).startswith("pool: 4 hosts, 2 need a look, 1 down or stale")
-        await pilot.press("down")
+        assert _plain(app.query_one("#summary")).startswith("pool: 4 hosts, 3 need a look, 1 down or stale")
+        await pilot.press("down", "down")
         assert "connection refused" in _plain(app.query_one("#selected"))
-        await pilot.press("down", "enter")
+        await pilot.press("up", "enter")
         await pilot.pause()
         assert isinstance(app.screen, HostScreen) and app.screen.key == pool["single_card_busy"]
         detail = _plain(app.screen.query_one("#detail")).splitlines()
-        assert any(line.startswith("verdict: single_card_busy / bottleneck none") for line in detail)
+        assert any(line.startswith("verdict: single_card_busy / bottleneck placement") for line in detail)
         assert len([line for line in detail if re.match(r"^\s+\d+\s+\d+%", line)]) == 8
         assert all(len(line) <= size[0] for line in detail)
         await pilot.press("escape")
@@ -844,3 +845,16 @@ async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.Monk
         await pilot.press("down")
         await pilot.pause()
         assert reversed_line(2) and not reversed_line(1)
+
+
+def test_confidence_is_a_word_in_the_table_and_the_detail_and_json_keeps_the_number() -> None:
+    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.fleetview.render import to_json
+
+    rows = [HostRow(key=k, host=k, address=k, job="j", state=OK, bottleneck="data_pipeline", pattern="steady_low",
+                    confidence=c, busy=8, total=8, util=0.3) for k, c in (("a", 0.85), ("b", 0.5), ("c", 0.3))]
+    assert [cells(r)["CONF"] for r in rows] == ["likely", "possible", "unsure"]
+    assert any("confidence likely" in line for line in detail_lines(rows[0]))
+    doc = to_json(FleetSnapshot(source="t", rows=tuple(rows), updated=time.time()))
+    assert [(h["confidence"], h["confidence_word"]) for h in doc["hosts"]] == [
+        (0.85, "likely"), (0.5, "possible"), (0.3, "unsure")]

@@ -46,9 +46,10 @@ REGISTRY: dict[str, Scenario] = {s.name: s for s in (
              _spare(4)),
     Scenario("communication", "steady_high", "communication", "util ~96 %, SM ~23 %, NVLink 45-75 GB/s, one "
              "straggler (NVIDIA/nccl#403)", _spare(3), disk_reads_per_s=220.0),
-    Scenario("single_card_busy", "single_card_busy", "none", "every rank on cuda:0", _spare(2), memory="one_card",
+    Scenario("single_card_busy", "single_card_busy", "placement", "every rank on cuda:0", _spare(2), memory="one_card",
              disk_reads_per_s=30.0),
-    Scenario("imbalanced", "imbalanced", "none", "cards flat at 95 % down to ~35 %", _spare(3), disk_reads_per_s=200.0),
+    Scenario("imbalanced", "imbalanced", "imbalance", "cards flat at 95 % down to ~35 %", _spare(3),
+             disk_reads_per_s=200.0),
     Scenario("launch_overhead", "steady_low", "launch_overhead", "util 20-31 %, SM ~0.04 %, PCIe RX ~0.25 GB/s; "
              "launch_bound", memory="small"),
     Scenario("memory_idle", "idle", "memory_idle", "cards 65-75 % full, nothing runs; mem_hog_idle", memory="idle_hog"),
@@ -62,7 +63,7 @@ REGISTRY: dict[str, Scenario] = {s.name: s for s in (
     Scenario("checkpoint_stall", "imbalanced", "storage_io", "rank 0 writes a checkpoint with fsync: its card "
              "drops, the others spin at the barrier (util ~99 %, SM ~15 %), system disk writes ~1.5 GB/s",
              _spare(2)),
-    Scenario("hung_collective", "steady_high", "communication", "every rank spinning in a collective whose peer "
+    Scenario("hung_collective", "steady_high", "hung_collective", "every rank spinning in a collective whose peer "
              "is gone: util 100 %, SM 15-20 %, no NVLink or PCIe traffic", _spare(2)),
     Scenario("starved_no_procs", "steady_low", "data_pipeline", "too_few_workers in a container: NVML maps no "
              "process ids, so only the cores show the loader", lambda cores, ranks: 2 if ranks <= 2 else 1,

@@ -74,6 +74,10 @@ BOTTLENECK_NAMES = {
     "launch_overhead": "kernel launch overhead",
     "h2d_copy": "host-to-device copies",
     "stall_unexplained": "a stall in the job itself",
+    "placement": "every rank on one card",
+    "imbalance": "unequal work across the cards",
+    "hung_collective": "a hung collective",
+    "unexplained": "a wait no rule explains",
 }
 DOMINANT_MIN_PCT = 10.0  # a bottleneck for less of the time than this is not "the" bottleneck of a run
 

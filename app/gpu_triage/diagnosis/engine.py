@@ -23,16 +23,22 @@ from gpu_triage.diagnosis.verdict import (
     cards,
     collecting,
     confidence,
+    confidence_word,
     format_confidence,
     no_data_verdict,
     pattern_fact,
     verdict_facts,
 )
-from gpu_triage.diagnosis.vocab import Mechanism, Pattern
+from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 from gpu_triage.window import WindowView
 
-__all__ = ["COLLECTING", "START_UP", "Finding", "Verdict", "diagnose", "format_confidence", "nanmedian0",
+__all__ = ["COLLECTING", "START_UP", "Finding", "Verdict", "confidence_word", "diagnose", "format_confidence",
+           "nanmedian0",
            "no_data_verdict"]
+
+
+# causes whose first evidence line names the state itself (a hang): it stays first, above the shape
+LEADS_ITSELF = frozenset({Bottleneck.HUNG_COLLECTIVE, Bottleneck.UNEXPLAINED})
 
 
 def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = None) -> Verdict:
@@ -57,7 +63,9 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         # that uses one card (real h200x2-ddp-ckpt: 5 s of fsync, card 0 at 2 %, card 1 spinning at 100 %)
         pattern = Pattern.IMBALANCED
     lead = pattern_fact(m, pattern)
-    evidence = [lead, *cause.evidence] if lead is not None else list(cause.evidence)
+    evidence = list(cause.evidence)
+    if lead is not None:  # the shape leads, except where the cause's own first line is what to act on
+        evidence.insert(1 if cause.bottleneck in LEADS_ITSELF else 0, lead)
     adv, destructive = advise(cause, m)
     verdict = Verdict(
         pattern=pattern, bottleneck=cause.bottleneck, gpus=cards(m, cause), confidence=confidence(m, cause),

@@ -149,7 +149,7 @@ def _no_progress(out: Verdict, view: WindowView, job: JobState, util: float) -> 
                 "job_since_progress_s", since)
     advice = out.advice if out.mechanism == Mechanism.HUNG_COLLECTIVE else \
         HANG_ADVICE + [a for a in out.advice if a not in HANG_ADVICE]
-    return replace(out, bottleneck=Bottleneck.COMMUNICATION, confidence=max(out.confidence, job.th.conf_hung),
+    return replace(out, bottleneck=Bottleneck.HUNG_COLLECTIVE, confidence=max(out.confidence, job.th.conf_hung),
                    evidence=[fact.text, *out.evidence], evidence_facts=[fact.as_dict(), *out.evidence_facts],
                    advice=advice, mechanism=Mechanism.HUNG_COLLECTIVE,
                    gpus=out.gpus or list(view.gpu_indexes))

@@ -8,7 +8,7 @@ evidence sentences several rules share. The rules (``mechanisms/``) read these f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,24 +34,56 @@ from gpu_triage.window import WindowView
 
 @dataclass(frozen=True, slots=True)
 class WorkersRec:
-    """The one num_workers recommendation: from cores, training processes and measured worker saturation."""
+    """The one num_workers recommendation: from cores, training processes, measured worker saturation and
+    how much of the time the GPU is fed (:meth:`line`: the number and its reason in one line, or None when
+    num_workers is not what to change)."""
 
-    lo: int
-    hi: int
+    lo: int  # cores/4 per process: the method's starting point
+    hi: int  # cores/2 per process
     now: int | None  # num_workers now (None: no process information)
     state: str  # "too_few", "cpu_bound" (enough workers, each pegged), "cpu_full" (every core busy), "range"
+    cores: int = 0
+    procs: int = 1
+    idle_cores: int = 0  # cores not busy while the GPU waits
+    gpu_pct: float = float("nan")  # GPU-Util while the pipeline feeds it: the share of the time it is fed
 
-    def line(self) -> str:
+    def recommended(self) -> int:
+        """Pegged workers each deliver what one core can: the GPU fed ``gpu_pct`` of the time needs about
+        100/gpu_pct times the workers, within the idle cores (one core per process kept for the step)."""
+        now = self.now or 0
+        room = max(1, self.cores // max(self.procs, 1) - 1)
+        if now == 0 or math.isnan(self.gpu_pct):
+            return max(min(self.hi, room), now + 1)
+        want = math.ceil(now * 100.0 / max(self.gpu_pct, 10.0))
+        extra = max(self.idle_cores, 0) // max(self.procs, 1)
+        return max(now + 1, min(want, now + extra, room))
+
+    def line(self) -> str | None:
         now = "" if self.now is None else f" (now {self.now})"
+        procs = f"{self.procs} processes" if self.procs > 1 else "one process"
         if self.state == "cpu_full":
-            return (f"keep num_workers at or below {self.hi} per process{now}: every core is already busy, more "
-                    "workers only add contention")
+            return (f"num_workers{'' if self.now is None else '=' + str(self.now)} is not what to change: every "
+                    "core is busy, so more workers will not help and fewer would starve the GPU further")
         if self.state == "cpu_bound":
-            return (f"num_workers is already {self.now} (at least cores/2 = {self.hi} per process): make each "
-                    "worker's preprocessing lighter rather than adding workers")
-        lo = self.lo if self.now is None or self.state != "too_few" else max(self.lo, min(self.now + 1, self.hi))
-        span = f"{lo}" if lo >= self.hi else f"{lo}..{self.hi}"
-        return f"DataLoader(num_workers={span}){now}: between cores/4 and cores/2 per process"
+            return (f"more workers will not help: the {self.now} workers per process (at least cores/2 = {self.hi}) "
+                    "are each pegged; make each worker's preprocessing lighter")
+        if self.state == "too_few":
+            return (f"DataLoader(num_workers={self.recommended()}){now}: the workers are pegged while cores idle "
+                    f"({self.cores} cores, {procs}): each added worker adds a core's worth of input")
+        if self.now is not None and self.now >= self.lo:
+            return None  # the workers are not saturated: the wait is not their number
+        return (f"DataLoader(num_workers={self.lo}){now}: a quarter of the cores per process to start from "
+                f"({self.cores} cores, {procs})")
+
+    def waiting_line(self) -> str | None:
+        """The job's clock says the steps wait for data while the workers are not pegged: their work waits
+        (reads, a remote store): more of them keep more batches in flight. None where :meth:`line` speaks."""
+        if self.state != "range" or self.now is None or self.now < self.lo:
+            return None
+        room = max(1, self.cores // max(self.procs, 1) - 1)
+        rec = max(self.now + 1, min(2 * self.now, room))
+        return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {self.now}): the steps wait for data while "
+                "the workers are not pegged, so they wait on reads or latency; more of them keep more in flight")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +194,27 @@ class Measurements:
         if pf.running_waits < 1 or 2 * pf.running_waits <= pf.running_ticks:
             return False
         return not self.sm_known or ge(pf.sm_running_waits, self.th.sm_fed_pct)
+
+    @property
+    def round_trip(self) -> tuple[float, float] | None:
+        """(host-to-device, device-to-host) bytes/s of the busiest receiving card over the judged ticks when
+        bytes go both ways: at least ``h2d_bytes_per_s`` down to the card and ``round_trip_share`` of that back
+        (and ``round_trip_min_bytes_per_s``, or ``d2h_bytes_per_s`` while the process computes on more than
+        ``host_compute_cores``: a pageable copy is one thread's memcpy).
+        An input pipeline sends batches to the card and little back; gradients down and parameters up every
+        step (an optimizer or a model part on the host) move both ways. None otherwise."""
+        rx, tx = self.gpu["pcie_rx_bytes_per_s"], self.gpu["pcie_tx_bytes_per_s"]
+        if not rx.size or np.isnan(rx).all():
+            return None
+        down = np.nan_to_num(nanmean(rx, axis=0), nan=0.0)
+        up = np.nan_to_num(nanmean(tx, axis=0), nan=0.0)
+        j = int(np.argmax(down))
+        th = self.th
+        computing = ge(self.pf.main_cpu, 100.0 * th.host_compute_cores)
+        least = th.d2h_bytes_per_s if computing else th.round_trip_min_bytes_per_s
+        if down[j] < th.h2d_bytes_per_s or up[j] < max(th.round_trip_share * down[j], least):
+            return None
+        return float(down[j]), float(up[j])
 
     @property
     def no_sm_note(self) -> Fact:
@@ -312,7 +365,11 @@ def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, f
     procs = pf.processes if pf.seen else max(1, sum(1 for u in all_util.values() if u >= th.idle_util_pct))
     per = max(hf.cores, 1) / procs
     lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
-    saturated = pf.workers_pegged >= 1 and (
+    # a DataLoader's workers take batches in turn and are busy alike: one child pegged among many (at
+    # their most) is a helper (a compiler's pool, a logger), not a loader starving the GPU (real
+    # torch.compile recompiling: 17-18 children, one of them at 98 %)
+    helpers = pf.workers >= 4 and pf.workers_pegged * 4 < pf.workers
+    saturated = pf.workers_pegged >= 1 and not helpers and (
         pf.workers_pegged >= th.workers_saturated_share * max(pf.workers_total, 1) or lone
         or pf.workers <= max(2, int(per / th.few_workers_per_core)))
     if cpu_full:
@@ -323,7 +380,9 @@ def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, f
         state = "cpu_bound"
     else:
         state = "range"
-    return WorkersRec(lo, hi, pf.workers if pf.seen else None, state), saturated
+    idle = hf.cores - int(math.ceil(hf.cpu_cores_busy)) if not math.isnan(hf.cpu_cores_busy) else 0
+    return WorkersRec(lo, hi, pf.workers if pf.seen else None, state, hf.cores, procs, idle,
+                      hf.gpu_mean), saturated
 
 
 def _data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
@@ -341,7 +400,7 @@ def _data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
     if saturated and not cpu_full:
         d.extend(_saturated_facts(hf, pf, lone, workers.state))
     elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
-        workers = WorkersRec(workers.lo, workers.hi, None, "too_few")
+        workers = replace(workers, now=None, state="too_few")
         d.append(Fact(f"{hf.cores_pegged} of {hf.cores} cores pegged ({pct(hf.max_core)}) while the rest idle "
                       f"({pct(hf.others_busy)}): too few loader processes", "cpu_cores_pegged",
                       float(hf.cores_pegged)))

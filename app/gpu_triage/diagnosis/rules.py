@@ -2,7 +2,8 @@
 
 Order decides: a rule that holds hides every rule after it. The idle rules come first (they apply only to
 idle cards), then the collectives (a rank blocked on storage before a hang before communication: each is a
-narrower reading of the same waiting cards), then the host's inputs, then what is left.
+narrower reading of the same waiting cards), then the host's inputs, then where the work runs (one card of
+many, cards far apart), then what is left.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpu_triage.diagnosis.mechanisms.base import Advice, Cause, Rule
+from gpu_triage.diagnosis.mechanisms.cards import Imbalance, Placement, placement_advice
 from gpu_triage.diagnosis.mechanisms.communication import Communication, HungCollective
 from gpu_triage.diagnosis.mechanisms.host import HostBoundStep
 from gpu_triage.diagnosis.mechanisms.idle import IdleNothing, MemoryIdle, StartUp
@@ -23,7 +25,7 @@ from gpu_triage.diagnosis.mechanisms.pipeline import (
     InProcessLoader,
     NoProcessInfo,
 )
-from gpu_triage.diagnosis.mechanisms.stall import Healthy, StallUnexplained
+from gpu_triage.diagnosis.mechanisms.stall import Healthy, StallUnexplained, Unexplained
 from gpu_triage.diagnosis.mechanisms.storage import IdleStorage, RankBlockedOnStorage, Storage
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
@@ -31,11 +33,11 @@ if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
 
 RULES: tuple[Rule, ...] = (
-    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), IdleNothing(),
+    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), Unexplained(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
     Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), InProcessLoader(),
     NoProcessInfo(),
-    StallUnexplained(), Healthy(),
+    Placement(), Imbalance(), StallUnexplained(), Healthy(),
 )
 
 # The mechanisms whose rules read an input pipeline from the host: they stand aside when the job's own clock
@@ -75,11 +77,5 @@ def advise(cause: Cause, m: Measurements) -> Advice:
     rule = _OWNER.get(cause.mechanism)
     out, destructive = rule.advise(m, cause) if rule is not None else ([], [])
     if m.pattern == Pattern.SINGLE_CARD_BUSY and cause.bottleneck in _PLACEMENT_FIRST:
-        ranks = m.pf.ranks_on_first_card
-        if ranks >= 2:
-            out.insert(0, f"{ranks} processes share one card while the others idle: call "
-                          "torch.cuda.set_device(local_rank) (or use cuda:{local_rank}) in every rank")
-        else:
-            out.insert(0, "one card works and the rest idle: launch one process per card (torchrun "
-                          "--nproc_per_node=N) and call torch.cuda.set_device(local_rank)")
+        out.insert(0, placement_advice(m))
     return out, destructive

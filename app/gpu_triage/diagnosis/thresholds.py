@@ -38,6 +38,17 @@ class Thresholds:
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
     h2d_bytes_per_s: float = 5e8  # PCIe RX of a copy-bound step as NVML reads it (launch loops: <= 0.27 GB/s)
     d2h_bytes_per_s: float = 5e8  # the same pageable copy by one CPU thread, device to host (PCIe TX)
+    round_trip_share: float = 0.5  # device-to-host at least this share of host-to-device: bytes going both ways
+    # (gradients down, parameters up: an optimizer or model part on the host), not input batches
+    round_trip_min_bytes_per_s: float = 1e9  # ... and at least this back, or d2h_bytes_per_s with the process
+    # computing on host_compute_cores (recordings whose PCIe came from wrapping byte counters read
+    # 0.46-0.66 GB/s back with nothing going back, their process on one core)
+    trickle_util_pct: float = 0.3  # an idle card's mean GPU-Util at or above this: its job still runs kernels
+    startup_max_s: float = 60.0  # a job "starting up" longer than this is not starting up any more
+    host_compute_cores: float = 2.5  # a training process holding more cores than this computes on the host with
+    # intra-op threads (a copy from pageable memory or a Python loop holds one); starting, it may for a while
+    startup_busy_max_s: float = 10.0  # (a model built on every thread: real ResNet-50 start-up at 10-19 cores
+    # for 2-4 s), for longer it is host compute, not a start-up
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
@@ -92,6 +103,7 @@ class Thresholds:
     conf_stall_low: float = 0.4
     conf_none_busy: float = 0.85
     conf_none_other: float = 0.6
+    conf_unexplained: float = 0.3  # the GPU waits, a job holds it, and no rule names why: said, not guessed
     conf_no_sm_penalty: float = 0.1  # less sure without SM activity (pre-Hopper cards)
     conf_short_factor: float = 0.8  # judged stretch under short_judged_s
     conf_tiny_factor: float = 0.5  # judged stretch under 3 ticks

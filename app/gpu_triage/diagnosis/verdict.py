@@ -52,9 +52,21 @@ class Verdict(Finding):
     mechanism: str = ""  # the rule that named the bottleneck (a Mechanism; "" before any rule ran)
 
 
+# The confidences are set per rule (Thresholds.conf_*), not calibrated probabilities: words say how much to
+# trust a reading without a percentage that reads like one. JSON keeps the number beside the word.
+LIKELY_MIN, POSSIBLE_MIN = 0.7, 0.4
+
+
+def confidence_word(confidence: float | None) -> str:
+    """likely (a rule with its own evidence), possible (a weaker or indirect reading), unsure (below)."""
+    if confidence is None or math.isnan(confidence):
+        return "n/a"
+    return "likely" if confidence >= LIKELY_MIN else "possible" if confidence >= POSSIBLE_MIN else "unsure"
+
+
 def format_confidence(confidence: float) -> str:
-    """The one way the dashboard and ``gpu-triage diagnose`` write a confidence."""
-    return f"confidence {confidence * 100:.0f}%"  # as ui/render.py writes it
+    """The one way the dashboard, ``gpu-triage diagnose`` and ``snapshot`` write a confidence."""
+    return f"confidence {confidence_word(confidence)}"
 
 
 def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdict:

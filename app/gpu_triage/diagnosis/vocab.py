@@ -33,6 +33,10 @@ class Bottleneck(StrEnum):
     COMMUNICATION = "communication"
     LAUNCH_OVERHEAD = "launch_overhead"
     STALL_UNEXPLAINED = "stall_unexplained"
+    PLACEMENT = "placement"  # every rank on one card while the others idle
+    IMBALANCE = "imbalance"  # the cards do unequal work, or one card (a straggler) holds the others
+    HUNG_COLLECTIVE = "hung_collective"  # ranks spinning in a collective that moves nothing
+    UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
 
 
 class Mechanism(StrEnum):
@@ -57,3 +61,7 @@ class Mechanism(StrEnum):
     STALL_UNEXPLAINED = "stall_unexplained"
     HEALTHY = "none"
     JOB_DATA_WAIT = "job_data_wait"  # the job's own clock: most of each step waits for the next batch
+    PLACEMENT = "placement"
+    IMBALANCE = "imbalance"
+    STRAGGLER = "straggler"  # one card computes while the others wait at a collective
+    UNEXPLAINED = "unexplained"

@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.fleetview.client import FleetSnapshot
 from gpu_triage.fleetview.model import OK, HostRow
 from gpu_triage.units import short_bytes
@@ -18,7 +19,7 @@ COLUMNS: tuple[tuple[str, int], ...] = (
     ("STATE", 5),
     ("BOTTLENECK", 15),
     ("PATTERN", 16),
-    ("CONF", 4),
+    ("CONF", 8),
     ("BUSY", 5),
     ("UTIL", 4),
     ("SAMPLES/S", 9),
@@ -59,7 +60,7 @@ def cells(row: HostRow) -> dict[str, str]:
         "STATE": row.state,
         "BOTTLENECK": "—" if down else (row.bottleneck or NA),
         "PATTERN": "—" if down else (row.pattern or NA),
-        "CONF": "—" if down else pct(row.confidence),
+        "CONF": "—" if down else confidence_word(row.confidence),
         "BUSY": "—" if down else (NA if row.busy is None else f"{row.busy}/{row.total}"),
         "UTIL": "—" if down else pct(row.util),
         "SAMPLES/S": "—" if down else rate(row.samples_per_s),
@@ -114,7 +115,8 @@ def detail_lines(row: HostRow) -> list[str]:
     if row.state == OK or row.pattern:
         lines.append(
             f"verdict: {row.pattern or NA} / bottleneck {row.bottleneck or NA}"
-            f" on cards {row.verdict_cards or NA}, confidence {pct(row.confidence)}, for {age(row.verdict_age_s)}"
+            f" on cards {row.verdict_cards or NA}, confidence {confidence_word(row.confidence)},"
+            f" for {age(row.verdict_age_s)}"
         )
         lines.append("  evidence: not in the metrics (`gpu-triage` on that host shows it)")
     lines.append(
@@ -157,5 +159,5 @@ def to_json(snap: FleetSnapshot) -> dict[str, Any]:
         "updated": snap.updated,
         "error": snap.error,
         "waiting": snap.waiting,
-        "hosts": [dataclasses.asdict(r) for r in snap.rows],
+        "hosts": [{**dataclasses.asdict(r), "confidence_word": confidence_word(r.confidence)} for r in snap.rows],
     }

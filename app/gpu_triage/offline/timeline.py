@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_triage.diagnosis.engine import Finding, Verdict
+from gpu_triage.diagnosis.engine import Finding, Verdict, confidence_word
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.judge import MAX_INTERVAL_S, Judged, judge
@@ -41,6 +41,7 @@ class Segment(Finding):
             "bottleneck": self.bottleneck,
             "gpus": list(self.gpus),
             "confidence": round(self.confidence, 3),
+            "confidence_word": confidence_word(self.confidence),
             "evidence": list(self.evidence),
             "evidence_facts": list(self.evidence_facts),
             "advice": list(self.advice),

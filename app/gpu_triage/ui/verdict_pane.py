@@ -10,7 +10,7 @@ from typing import TypeAlias
 import numpy as np
 from rich.text import Text
 
-from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.engine import Verdict, format_confidence
 from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.ui.formatters import (
     pct,
@@ -92,7 +92,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         if shown.gpus:
             extra += f"  GPU {','.join(map(str, shown.gpus))}"
         # no card to read: a confidence would rate a GPU verdict that was never possible
-        extra += f"  confidence {shown.confidence * 100:.0f}%" if view.n_gpus else "  no GPU: host facts only"
+        extra += f"  {format_confidence(shown.confidence)}" if view.n_gpus else "  no GPU: host facts only"
         out.append(extra)
         out.truncate(width)
         # a verdict shown while it changes says so first (present.on_screen): its first line, under the headline

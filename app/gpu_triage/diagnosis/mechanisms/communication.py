@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gpu_triage.diagnosis.facts import Fact
 from gpu_triage.diagnosis.mechanisms.base import SM_KNOWN, Advice, Cause, Rule, cards_text, gbs, ge
+from gpu_triage.diagnosis.mechanisms.cards import straggler_advice, straggler_cause
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class HungCollective(Rule):
     """Ranks spinning in a collective with no traffic: a peer died, hung or never joined. No bytes move, so
     it is not the topology; the fix is to find the rank that is missing."""
 
-    name, bottleneck = Mechanism.HUNG_COLLECTIVE, Bottleneck.COMMUNICATION
+    name, bottleneck = Mechanism.HUNG_COLLECTIVE, Bottleneck.HUNG_COLLECTIVE
     needs = (SM_KNOWN,)
 
     def detect(self, m: Measurements) -> Cause | None:
@@ -55,11 +56,10 @@ class HungCollective(Rule):
         hung = m.quiet_wait_s >= th.hung_min_s
         what = ("a hung collective: no traffic and no progress (a peer died, hung or never joined)" if hung
                 else "a collective waiting with no traffic: a peer is late or gone")
-        ev = m.base + [
-            _waiting_fact(m, waiting),
-            Fact(f"links under {gbs(th.link_quiet_bytes_per_s)} (PCIe + NVLink) for the last {m.quiet_wait_s:.0f} s: "
-                 f"{what}", "link_bytes_per_s", link, tuple(waiting)),
-        ]
+        # the hang leads: it is what the on-call engineer acts on, the figures follow
+        ev = [Fact(f"{what}: links under {gbs(th.link_quiet_bytes_per_s)} (PCIe + NVLink) for the last "
+                   f"{m.quiet_wait_s:.0f} s", "link_bytes_per_s", link, tuple(waiting)),
+              _waiting_fact(m, waiting), *m.base]
         return self.cause(th.conf_hung if hung else th.conf_comm_no_links, ev)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
@@ -71,25 +71,30 @@ class Communication(Rule):
 
     name, bottleneck = Mechanism.COMMUNICATION, Bottleneck.COMMUNICATION
     needs = (SM_KNOWN,)
+    also = (Mechanism.STRAGGLER,)
 
     def detect(self, m: Measurements) -> Cause | None:
         th, waiting = m.th, m.waiting
         if not _most_wait(m, waiting):
             return None
         link_ok = ge(m.hf.link_bytes_per_s, th.link_busy_bytes_per_s)
-        if not (link_ok or m.n_gpus >= 2):
-            return None
+        if m.n_gpus < 2:
+            return None  # one card has nobody to talk to: PCIe traffic there is a copy from the host
         ev = m.base + [_waiting_fact(m, waiting)]
         if link_ok:
             ev.append(Fact(f"link traffic {gbs(m.hf.link_bytes_per_s)} on the busiest card", "link_bytes_per_s",
                            m.hf.link_bytes_per_s))
         strag = [i for i, u in m.util.items() if i not in waiting and u >= th.stall_util_pct]
+        if strag and m.pattern == Pattern.IMBALANCED:
+            return straggler_cause(m, strag, ev)  # the slow card is what to look at, not the links
         if strag:
             ev.append(Fact(f"{cards_text(strag)} computes while the others wait: a straggler", None, None,
                            tuple(strag)))
         return self.cause(th.conf_comm_links if link_ok else th.conf_comm_no_links, ev)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
+        if cause.mechanism == Mechanism.STRAGGLER:
+            return straggler_advice(m, cause)
         out = ["check the topology (nvidia-smi topo -m / gpu-triage doctor): cards talking over PHB/SYS "
                "instead of NVLink pay for every all-reduce",
                "set NCCL_P2P_LEVEL to what the topology allows (NVL, PIX, PHB) and check NCCL_DEBUG=INFO",

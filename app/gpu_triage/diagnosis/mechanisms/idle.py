@@ -27,6 +27,11 @@ class StartUp(Rule):
         pf, th = m.pf, m.th
         if math.isnan(pf.startup_s) or (not math.isnan(pf.startup_cpu) and pf.startup_cpu < th.others_quiet_pct):
             return None  # a process that appeared idle on the host waits for something else: not start-up
+        if pf.startup_s > th.startup_max_s:
+            return None  # imports, the context and the model take seconds: a minute without a step is not that
+        if (pf.startup_s > th.startup_busy_max_s and not math.isnan(pf.startup_cpu)
+                and pf.startup_cpu >= 100.0 * th.host_compute_cores):
+            return None  # building a model takes every intra-op thread for seconds; for longer it is host compute
         mem = ""
         if not math.isnan(pf.startup_mem_from):
             mem = f"; card memory {pf.startup_mem_from / 2**30:.1f} → {pf.startup_mem_now / 2**30:.1f} GiB"

@@ -1,8 +1,9 @@
 """The GPUs wait for input: busy cores, pegged or re-spawned DataLoader workers, a training process that
 loads the data itself (num_workers=0), batches copied from pageable memory.
 
-Starting points are the method's (field notes): ``num_workers`` from cores/4 to cores/2 per process (one
-recommendation, :class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict),
+Starting points are the method's (field notes): ``num_workers`` one number with its reason
+(:class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict: never fewer workers on a
+CPU-bound pipeline, none when the workers are not what holds the GPU),
 ``pin_memory=True``, ``prefetch_factor`` 2-4, ``persistent_workers=True``, ``drop_last=True`` with several
 cards.
 """
@@ -26,6 +27,7 @@ from gpu_triage.diagnosis.mechanisms.base import (
     pct,
 )
 from gpu_triage.diagnosis.mechanisms.launch import launch_advice
+from gpu_triage.diagnosis.mechanisms.stall import unexplained
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
 if TYPE_CHECKING:
@@ -37,7 +39,10 @@ def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
     out: list[str] = []
     pf, th = m.pf, m.th
     own = mech in (Mechanism.H2D_COPY, Mechanism.IN_PROCESS_LOADER)  # advice of its own instead of workers'
-    if mech == Mechanism.H2D_COPY:
+    if mech == Mechanism.H2D_COPY and m.high:
+        out.append("the copies already run near PCIe speed and keep the card busy: send fewer bytes (uint8 "
+                   "images, bf16), decode/augment on the GPU, or keep reused data on the card between steps")
+    elif mech == Mechanism.H2D_COPY:
         out.append("DataLoader(pin_memory=True) and .to(device, non_blocking=True): copies from pinned memory "
                    "run at full PCIe speed and overlap compute")
         out.append("send smaller dtypes (uint8 images, bf16) and decode/augment on the GPU")
@@ -52,8 +57,11 @@ def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
     if m.hf.cpu_saturated_share >= th.cpu_saturated_share:
         out.append("every core is busy preparing input: make preprocessing lighter (decode once, resize "
                    "offline, faster image decoder) or move augmentation to the GPU (DALI, torchvision v2 on cuda)")
-    if not own:
-        out.append(m.workers.line())
+    line = None if own else m.workers.line()
+    if line is None and mech == Mechanism.JOB_DATA_WAIT:
+        line = m.workers.waiting_line()
+    if line is not None:
+        out.append(line)
     if mech != Mechanism.H2D_COPY:
         out.append("pin_memory=True and prefetch_factor=2..4 so batches are ready before the GPU asks")
     if pf.respawns < th.respawns_min and not own:
@@ -88,6 +96,8 @@ class IdleInProcess(_Pipeline):
         th, pf = m.th, m.pf
         if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or m.rank_held:
             return None
+        if m.round_trip is not None:
+            return None  # bytes both ways: not batches arriving (HostToDeviceCopy says so where the GPU waits)
         # the cards are fed, slowly: some kernel runs (judged since the job's first kernel, see fed_slowly)
         if not m.fed_slowly:
             return None
@@ -118,16 +128,29 @@ class HostToDeviceCopy(_Pipeline):
     """Large batches copied from pageable host memory: PCIe RX of several GB/s while the SMs barely work.
     Kernel-launch overhead moves little over PCIe (real launch loops: ≤ 0.3 GB/s)."""
 
-    name, needs = Mechanism.H2D_COPY, (WAITS,)
+    name = Mechanism.H2D_COPY
 
     def detect(self, m: Measurements) -> Cause | None:
         th, hf = m.th, m.hf
-        if m.high or not ge(hf.h2d_bytes_per_s, th.h2d_bytes_per_s):
+        if not ge(hf.h2d_bytes_per_s, th.h2d_bytes_per_s):
             return None
         if m.sm_known and hf.sm_mean >= th.sm_low_pct:
             return None
+        # GPU-Util counts the copy as busy: on one card (no peer to wait for) high GPU-Util with idle SMs and
+        # the host sending tens of GB/s is the copy (real 1-card pinned copies: 98 %, SM 3.5 %, 54 GB/s)
+        copy_busy = m.high and m.n_gpus == 1 and m.sm_known and hf.sm_mean < th.sm_idle_pct
+        if not (m.waits or copy_busy):
+            return None
+        trip = m.round_trip
+        if trip is not None:
+            return unexplained(m, [Fact(
+                f"PCIe {gbs(trip[0])} to the card and {gbs(trip[1])} back: bytes go both ways every step "
+                "(gradients down, parameters up: an optimizer or a model part on the host?), not input batches",
+                "pcie_tx_bytes_per_s", trip[1])])
+        what = ("GPU-Util counts the copies as busy while the SMs idle: the card is copying, one card has no "
+                "one to talk to") if copy_busy else "the step waits on copying batches to the card"
         ev = m.base + [Fact(f"PCIe host-to-device {gbs(hf.h2d_bytes_per_s)} on {cards_text(hf.h2d_cards or [])} "
-                            "while the SMs barely work: the step waits on copying batches to the card",
+                            f"while the SMs barely work: {what}",
                             "pcie_rx_bytes_per_s", hf.h2d_bytes_per_s, tuple(hf.h2d_cards))]
         conf = th.conf_h2d
         if not m.sm_known:
@@ -147,8 +170,8 @@ class InProcessLoader(_Pipeline):
         th, pf = m.th, m.pf
         if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)):
             return None
-        if m.rank_held:  # DDP ranks spin at 100 % of a core while they wait at a collective: not loading
-            return None
+        if m.rank_held or m.round_trip is not None:  # DDP ranks spin at 100 % of a core while they wait at a
+            return None  # collective: not loading; bytes both ways every step are not batches arriving
         if not m.fed_slowly:
             return None  # no kernel while the GPU waits, or only a ramp: a job starting up, not one fed slowly
         if not m.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity

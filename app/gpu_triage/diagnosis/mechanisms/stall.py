@@ -2,14 +2,59 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from gpu_triage.diagnosis.facts import Fact
-from gpu_triage.diagnosis.mechanisms.base import WAITS, Advice, Cause, Rule, gbs, ge, pct
+from gpu_triage.diagnosis.mechanisms.base import PROCS_SEEN, WAITS, Advice, Cause, Rule, gbs, ge, pct
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
 if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
+
+
+def _seen(m: Measurements) -> list[str]:
+    """What the host shows of the job, figure by figure, without reading a mechanism into it."""
+    pf, hf = m.pf, m.hf
+    cpu = pf.main_cpu if not math.isnan(pf.main_cpu) else pf.startup_cpu
+    parts = []
+    if not math.isnan(cpu):
+        parts.append(f"its process at {pct(cpu)} of a core")
+    parts.append(f"{pf.workers} DataLoader worker{'' if pf.workers == 1 else 's'}" if pf.seen else "no process seen")
+    parts += [f"CPU {pct(hf.cpu_busy)} over {hf.cores} cores", f"disk {pct(hf.disk_busy)}", f"iowait {pct(hf.iowait)}",
+              f"PCIe host-to-device {gbs(hf.h2d_bytes_per_s)}"]
+    return parts
+
+
+def unexplained(m: Measurements, extra: list[Fact] | None = None, what: str = "") -> Cause:
+    """The honest verdict when no rule names the mechanism: what is seen, and no advice that guesses one."""
+    state = "idle" if m.pattern == Pattern.IDLE else "waiting"
+    head = Fact(f"unexplained: GPU {state} while its job holds it ({', '.join(_seen(m))}){what}; no rule "
+                "names the mechanism from outside the job", "gpu_util_mean_pct", m.hf.gpu_mean)
+    return Cause(Bottleneck.UNEXPLAINED, m.th.conf_unexplained, [head, *(extra or []), *m.base],
+                 Mechanism.UNEXPLAINED)
+
+
+class Unexplained(Rule):
+    """Idle cards held by a job that still does something: it runs a kernel now and then, or it appeared in
+    the window and is past start-up. Neither the host nor the cards say what it waits for (a service, a
+    sleep in its loader, a compiler, host compute): saying "none" would hide a job to fix, and naming the
+    nearest mechanism would give advice that is wrong as often as right. The one line of advice says how
+    to look inside."""
+
+    name, bottleneck, patterns, needs = Mechanism.UNEXPLAINED, Bottleneck.UNEXPLAINED, (Pattern.IDLE,), (PROCS_SEEN,)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        pf, th = m.pf, m.th
+        trickle = ge(m.hf.gpu_mean, th.trickle_util_pct)
+        if not (trickle or not math.isnan(pf.startup_s)):
+            return None
+        what = ": it runs a kernel now and then" if trickle else f": it appeared {pf.startup_s:.0f} s ago"
+        return unexplained(m, what=what)
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return ["to see what the job does while its cards wait: py-spy dump --pid PID of the training process "
+                "(and of its DataLoader workers), or torch.profiler over a few steps"], []
 
 
 class StallUnexplained(Rule):
