@@ -24,7 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_triage.export import server as server_module
 from gpu_triage.export.collector import TriageCollector
-from gpu_triage.export.server import MAX_HEAD_BYTES, MAX_HEADERS, MetricsServer
+from gpu_triage.export.protocol import MAX_HEAD_BYTES, MAX_HEADERS
+from gpu_triage.export.server import MetricsServer
 from test_export import fed, registry_of
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")

@@ -8,12 +8,11 @@ evidence sentences several rules share. The rules (``mechanisms/``) read these f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpu_triage.diagnosis.facts import (
-    LINK_FIELDS,
     Fact,
     HostFacts,
     ProcFacts,
@@ -25,65 +24,12 @@ from gpu_triage.diagnosis.facts import (
     proc_facts,
     stall_ticks,
 )
+from gpu_triage.diagnosis.host_evidence import WorkersRec, data_facts, quiet_wait_s, startup_facts, storage_facts
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, column_nanmeans, nanmean
 from gpu_triage.diagnosis.span import JobSpan, job_span, judged_span, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import Pattern
 from gpu_triage.window import WindowView
-
-
-@dataclass(frozen=True, slots=True)
-class WorkersRec:
-    """The one num_workers recommendation: from cores, training processes, measured worker saturation and
-    how much of the time the GPU is fed (:meth:`line`: the number and its reason in one line, or None when
-    num_workers is not what to change)."""
-
-    lo: int  # cores/4 per process: the method's starting point
-    hi: int  # cores/2 per process
-    now: int | None  # num_workers now (None: no process information)
-    state: str  # "too_few", "cpu_bound" (enough workers, each pegged), "cpu_full" (every core busy), "range"
-    cores: int = 0
-    procs: int = 1
-    idle_cores: int = 0  # cores not busy while the GPU waits
-    gpu_pct: float = float("nan")  # GPU-Util while the pipeline feeds it: the share of the time it is fed
-
-    def recommended(self) -> int:
-        """Pegged workers each deliver what one core can: the GPU fed ``gpu_pct`` of the time needs about
-        100/gpu_pct times the workers, within the idle cores (one core per process kept for the step)."""
-        now = self.now or 0
-        room = max(1, self.cores // max(self.procs, 1) - 1)
-        if now == 0 or math.isnan(self.gpu_pct):
-            return max(min(self.hi, room), now + 1)
-        want = math.ceil(now * 100.0 / max(self.gpu_pct, 10.0))
-        extra = max(self.idle_cores, 0) // max(self.procs, 1)
-        return max(now + 1, min(want, now + extra, room))
-
-    def line(self) -> str | None:
-        now = "" if self.now is None else f" (now {self.now})"
-        procs = f"{self.procs} processes" if self.procs > 1 else "one process"
-        if self.state == "cpu_full":
-            return (f"num_workers{'' if self.now is None else '=' + str(self.now)} is not what to change: every "
-                    "core is busy, so more workers will not help and fewer would starve the GPU further")
-        if self.state == "cpu_bound":
-            return (f"more workers will not help: the {self.now} workers per process (at least cores/2 = {self.hi}) "
-                    "are each pegged; make each worker's preprocessing lighter")
-        if self.state == "too_few":
-            return (f"DataLoader(num_workers={self.recommended()}){now}: the workers are pegged while cores idle "
-                    f"({self.cores} cores, {procs}): each added worker adds a core's worth of input")
-        if self.now is not None and self.now >= self.lo:
-            return None  # the workers are not saturated: the wait is not their number
-        return (f"DataLoader(num_workers={self.lo}){now}: a quarter of the cores per process to start from "
-                f"({self.cores} cores, {procs})")
-
-    def waiting_line(self) -> str | None:
-        """The job's clock says the steps wait for data while the workers are not pegged: their work waits
-        (reads, a remote store): more of them keep more batches in flight. None where :meth:`line` speaks."""
-        if self.state != "range" or self.now is None or self.now < self.lo:
-            return None
-        room = max(1, self.cores // max(self.procs, 1) - 1)
-        rec = max(self.now + 1, min(2 * self.now, room))
-        return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {self.now}): the steps wait for data while "
-                "the workers are not pegged, so they wait on reads or latency; more of them keep more in flight")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,14 +200,14 @@ class Measurements:
         base = [gpu_line]
         if not math.isnan(hf.sm_mean):
             base.append(Fact(f"SM activity mean {pct(hf.sm_mean)}", "sm_active_mean_pct", hf.sm_mean))
-        workers, data, strong = _data_facts(hf, pf, th, all_util)
+        workers, data, strong = data_facts(hf, pf, th, all_util)
         return cls(
             view, th, dt, judged, shape, gpu, hf, pf,
             util=util, sm={i: v for i, v in all_sm.items() if i in focus_idx},
             all_util=all_util, all_sm=all_sm, link=link_per_card, stall_util=stall_util, stall_sm=stall_sm,
-            stall_d2h=stall_d2h, quiet_wait_s=_quiet_wait_s(view, focus_idx, th, dt),
+            stall_d2h=stall_d2h, quiet_wait_s=quiet_wait_s(view, focus_idx, th, dt),
             procs_known=any(bool(t) for t in view.procs), gpu_line=gpu_line, base=base,
-            storage=_storage_facts(hf, th), data=data, workers=workers, strong_data=strong,
+            storage=storage_facts(hf, th), data=data, workers=workers, strong_data=strong,
         )
 
 
@@ -313,7 +259,7 @@ def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[st
     if sm_w.size and not np.isnan(sm_w).all():
         pf.sm_running_waits = float(nanmean(sm_w))
     if span.starting(n):
-        _startup_facts(pf, view, span, dt)
+        startup_facts(pf, view, span, dt)
     return pf
 
 
@@ -342,128 +288,3 @@ def _parting(view: WindowView, gpu: dict[str, np.ndarray],
         d2h = np.fmax.reduce(np.where(parting[:, None] & quiet_sm, tx, np.nan), axis=0) if tx.size else np.zeros(0)
     stall_d2h = {i: float(d2h[j]) for j, i in enumerate(idx) if j < d2h.size}
     return stall_util, stall_sm, stall_d2h
-
-
-def _storage_facts(hf: HostFacts, th: Thresholds) -> list[Fact]:
-    st: list[Fact] = []
-    if ge(hf.iowait, th.iowait_pct):
-        st.append(Fact(f"iowait {pct(hf.iowait)}", "iowait_pct", hf.iowait))
-    if ge(hf.disk_busy, th.disk_busy_pct):
-        st.append(Fact(f"disk {hf.disk_name} {pct(hf.disk_busy)} busy", "disk_busy_pct", hf.disk_busy))
-    if ge(hf.await_ms, th.await_ms):
-        st.append(Fact(f"disk {hf.disk_name} await {hf.await_ms:.0f} ms", "disk_await_ms", hf.await_ms))
-    elif st and not math.isnan(hf.await_ms):
-        st.append(Fact(f"await {hf.await_ms:.1f} ms", "disk_await_ms", hf.await_ms))
-    return st
-
-
-def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, float],
-             lone: bool) -> tuple[WorkersRec, bool]:
-    """The num_workers recommendation, and whether the workers there are saturated."""
-    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
-    # training processes: as seen, else one per working card (torchrun's layout)
-    procs = pf.processes if pf.seen else max(1, sum(1 for u in all_util.values() if u >= th.idle_util_pct))
-    per = max(hf.cores, 1) / procs
-    lo, hi = max(1, int(per // 4)), max(1, int(per // 2))
-    # a DataLoader's workers take batches in turn and are busy alike: one child pegged among many (at
-    # their most) is a helper (a compiler's pool, a logger), not a loader starving the GPU (real
-    # torch.compile recompiling: 17-18 children, one of them at 98 %)
-    helpers = pf.workers >= 4 and pf.workers_pegged * 4 < pf.workers
-    saturated = pf.workers_pegged >= 1 and not helpers and (
-        pf.workers_pegged >= th.workers_saturated_share * max(pf.workers_total, 1) or lone
-        or pf.workers <= max(2, int(per / th.few_workers_per_core)))
-    if cpu_full:
-        state = "cpu_full"
-    elif saturated and pf.workers < hi:
-        state = "too_few"
-    elif saturated:
-        state = "cpu_bound"
-    else:
-        state = "range"
-    idle = hf.cores - int(math.ceil(hf.cpu_cores_busy)) if not math.isnan(hf.cpu_cores_busy) else 0
-    return WorkersRec(lo, hi, pf.workers if pf.seen else None, state, hf.cores, procs, idle,
-                      hf.gpu_mean), saturated
-
-
-def _data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
-                all_util: dict[int, float]) -> tuple[WorkersRec, list[Fact], bool]:
-    """The data pipeline's evidence: the cores and the DataLoader workers while the GPU waits."""
-    d: list[Fact] = []
-    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
-    if cpu_full:
-        d.append(Fact(f"CPU {pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits (at "
-                      f"or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those "
-                      "ticks)", "cpu_busy_pct", hf.cpu_busy))
-    few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
-    lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
-    workers, saturated = _workers(hf, pf, th, all_util, lone)
-    if saturated and not cpu_full:
-        d.extend(_saturated_facts(hf, pf, lone, workers.state))
-    elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
-        workers = replace(workers, now=None, state="too_few")
-        d.append(Fact(f"{hf.cores_pegged} of {hf.cores} cores pegged ({pct(hf.max_core)}) while the rest idle "
-                      f"({pct(hf.others_busy)}): too few loader processes", "cpu_cores_pegged",
-                      float(hf.cores_pegged)))
-    if pf.respawns >= th.respawns_min:
-        d.append(Fact(f"DataLoader worker pids changed {pf.respawns} times: workers re-spawned each epoch",
-                      "worker_respawns", float(pf.respawns)))
-    strong = workers.state == "too_few" or pf.respawns >= th.respawns_min or cpu_full
-    return workers, d, strong
-
-
-def _saturated_facts(hf: HostFacts, pf: ProcFacts, lone: bool, state: str) -> list[Fact]:
-    d: list[Fact] = []
-    if lone and hf.cores_pegged >= 1:
-        ids = ", ".join(map(str, hf.pegged_ids))
-        where = (f"core {ids}" if len(hf.pegged_ids) == 1 else f"cores {ids}") if ids else (
-            f"{hf.cores_pegged} core{'s' if hf.cores_pegged != 1 else ''}")
-        d.append(Fact(f"{where} at {pct(hf.max_core)} while the other {max(hf.cores - hf.cores_pegged, 0)} "
-                      f"idle ({pct(hf.others_busy)})", "cpu_cores_pegged", float(hf.cores_pegged)))
-    split = f" ({pf.workers} per process, {pf.processes} processes)" if pf.processes > 1 else ""
-    tail = "too few workers for this input pipeline" if state == "too_few" else "preprocessing cannot keep up"
-    d.append(Fact(f"{pf.workers_pegged} of {pf.workers_total} DataLoader workers{split} at 100 % of a core "
-                  f"while the GPU waits: {tail}", "workers_pegged", float(pf.workers_pegged)))
-    return d
-
-
-def _startup_facts(pf: ProcFacts, view: WindowView, span: JobSpan, dt: float) -> None:
-    """What a job that does not run yet does: how long since it appeared (and since its first kernel), its
-    process's CPU, its cards' memory then and now."""
-    n = view.n
-    appeared = span.appeared if span.appeared is not None else n - 1
-    pf.startup_s = (n - appeared) * dt
-    if span.first_kernel is not None:
-        pf.startup_kernel_s = (n - span.first_kernel) * dt
-    # a process's first CPU reading is 0 (psutil measures from the previous call): the ticks after it count
-    procs = view.procs[-(n - appeared - 1):] if n - appeared > 1 else []
-    cpu = [max(float(p.cpu_pct) for p in tick if p.cpu_pct is not None) for tick in procs
-           if any(p.cpu_pct is not None for p in tick)]
-    if cpu:
-        pf.startup_cpu = float(np.median(cpu))
-    used = view.gpu["mem_used_bytes"]
-    first, last = used[appeared], used[-1]
-    if not np.isnan(first).all() and not np.isnan(last).all():
-        pf.startup_mem_from, pf.startup_mem_now = float(np.nansum(first)), float(np.nansum(last))
-
-
-def _quiet_wait_s(view: WindowView, cards: list[int], th: Thresholds, dt: float) -> float:
-    """How long, back from the newest tick, every one of ``cards`` that waits (GPU-Util high, SM low) has done
-    so with its links quiet: the age of a collective that moves no bytes."""
-    cols = [view.gpu_indexes.index(i) for i in cards]
-    if not cols:
-        return 0.0
-    util, sm = view.gpu["util_pct"][:, cols], view.gpu["sm_active_pct"][:, cols]
-    waiting_now = (util[-1] >= th.high_util_pct) & (sm[-1] < th.sm_low_pct)
-    if not waiting_now.any():
-        return 0.0  # before the links are copied and added up: most verdicts stop here
-    g = {"util_pct": util, **{k: view.gpu[k][:, cols] for k in LINK_FIELDS}}  # what is read below
-    link = link_traffic(g)
-    w = waiting_now
-    ok = ((util[:, w] >= th.high_util_pct) & (sm[:, w] < th.sm_low_pct)
-          & (np.nan_to_num(link[:, w], nan=np.inf) < th.link_quiet_bytes_per_s)).all(axis=1)
-    run = 0
-    for v in ok[::-1]:
-        if not v:
-            break
-        run += 1
-    return run * dt

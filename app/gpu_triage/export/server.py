@@ -40,8 +40,6 @@ thread never wakes, and close() is prompt (one byte down the pipe).
 
 from __future__ import annotations
 
-import errno
-import gzip
 import ipaddress
 import logging
 import os
@@ -52,103 +50,32 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from gpu_triage.errors import UserError
-from gpu_triage.export import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
-from gpu_triage.export.webconfig import REALM, BasicAuth, WebConfig
+from gpu_triage.export.protocol import (
+    MAX_HEAD_BYTES,
+    REASONS,
+    BadRequest,
+    Pages,
+    bind,
+    parse_head,
+    parse_listen,
+    plain,
+    route,
+)
+from gpu_triage.export.webconfig import BasicAuth, WebConfig
 
 log = logging.getLogger(__name__)
 
-METRICS_PATHS = ("/metrics", "/metrics/")
-MAX_HEAD_BYTES = 8192  # request line + headers; Prometheus sends ~300 bytes
-MAX_HEADERS = 64
 REQUEST_DEADLINE_S = 10.0  # accept to the last byte of the answer, whatever the client does in between
 DRAIN_S = 1.0  # after the answer: wait this long for the client's close, so ours does not reset the answer
 MAX_CONNECTIONS = 256
 SHUTDOWN_GRACE_S = 2.0  # close(): answers being written get this long
 JOIN_SLACK_S = 1.0  # close(): beyond the grace, how long to wait for the loop before giving up on it
-CACHE_VARIANTS = 8  # formats kept per tick: the version in an Accept header is the client's to choose
 ACCEPT_PAUSE_S = 0.5  # out of file descriptors with no connection to close: how long to stop accepting
 ACCEPTS_PER_WAKE = 64  # a burst of connections does not starve the ones already open
 RECV_BYTES = 4096
-BACKLOG = socket.SOMAXCONN
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    414: "URI Too Long",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[IPv6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1). Port 0 picks a free one."""
-    what = f"--listen/--metrics {text!r}"
-    text = text.strip()
-    if text.startswith("["):
-        host, sep, port_text = text[1:].partition("]:")
-        if not sep:
-            raise UserError(f"{what}: write an IPv6 address as [ADDRESS]:PORT, e.g. [::1]:{DEFAULT_PORT}")
-    elif ":" in text:
-        host, _, port_text = text.rpartition(":")
-        if ":" in host:
-            raise UserError(f"{what}: write an IPv6 address as [ADDRESS]:PORT, e.g. [::1]:{DEFAULT_PORT}")
-    else:
-        host, port_text = "", text
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise UserError(f"{what}: the port must be a number, as in {DEFAULT_LISTEN}") from None
-    if not 0 <= port <= 65535:
-        raise UserError(f"{what}: the port must be 0 to 65535")
-    return host or DEFAULT_HOST, port
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-
-
-@dataclass(slots=True)
-class _Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-
-
-def parse_head(head: bytes) -> _Request:
-    """The request line and headers (without the blank line), or :class:`_BadRequest` with the status."""
-    lines = head.decode("latin-1").split("\n")
-    request_line = lines[0].rstrip("\r")
-    parts = request_line.split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _BadRequest(400, "a request line is METHOD PATH HTTP/1.x")
-    method, target, _version = parts
-    if len(lines) - 1 > MAX_HEADERS:
-        raise _BadRequest(431, f"more than {MAX_HEADERS} header lines")
-    headers: dict[str, str] = {}
-    for raw in lines[1:]:
-        line = raw.rstrip("\r")
-        name, colon, value = line.partition(":")
-        value = value.strip(" \t")
-        if not colon or not name or name != name.strip() or any(c < " " and c != "\t" for c in value):
-            raise _BadRequest(400, "a header line is NAME: VALUE, without control characters")
-        key = name.lower()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    if target.startswith(("http://", "https://")):  # absolute form, as a proxy sends it
-        target = urlsplit(target).path or "/"
-    return _Request(method, target.partition("?")[0], headers)
-
 
 @dataclass(slots=True, eq=False)
 class _Conn:
@@ -176,42 +103,9 @@ class MetricsServer:
         web: WebConfig | None = None,
     ) -> None:
         host, port = parse_listen(listen)
-        family = socket.AF_INET
-        try:
-            if ipaddress.ip_address(host).version == 6:
-                family = socket.AF_INET6
-        except ValueError:
-            pass  # a name (localhost): resolved by bind, IPv4
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart does not wait out TIME_WAIT
-            sock.bind((host, port))
-            sock.listen(BACKLOG)
-        except socket.gaierror:
-            sock.close()
-            raise UserError(
-                f"cannot listen on {listen!r}: unknown host {host!r}; give an address of this machine"
-            ) from None
-        except OSError as exc:
-            sock.close()
-            if exc.errno == errno.EADDRINUSE:
-                raise UserError(
-                    f"cannot listen on {host}:{port}: the port is in use; pick another with --listen HOST:PORT"
-                ) from None
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                raise UserError(
-                    f"cannot listen on {host}:{port}: permission denied (ports below 1024 need root)"
-                ) from None
-            raise UserError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}; give an address of this machine"
-            ) from None
-        sock.setblocking(False)
+        sock, family = bind(listen, host, port)
         self._sock = sock
-        self._registry = registry
-        self._generation = generation
-        self._cache_of: object = None
-        self._cache: dict[tuple[str, bool], bytes] = {}
-        self.renders = 0  # pages rendered (the rest were served from the cache): for the benchmark
+        self.pages = Pages(registry, generation)
         self._tls: ssl.SSLContext | None = None if web is None else web.context
         self._auth: BasicAuth | None = BasicAuth(web.users) if web is not None and web.users else None
         self.host = host
@@ -449,63 +343,18 @@ class MetricsServer:
                 return  # not whole yet: wait, within the deadline
             line_end = conn.buf.find(b"\n", 0, MAX_HEAD_BYTES)
             if line_end < 0:
-                self._answer(selector, conn, *_plain(414, f"the request line is longer than {MAX_HEAD_BYTES} bytes"))
+                self._answer(selector, conn, *plain(414, f"the request line is longer than {MAX_HEAD_BYTES} bytes"))
             else:
-                self._answer(selector, conn, *_plain(431, f"request line and headers exceed {MAX_HEAD_BYTES} bytes"))
+                self._answer(selector, conn, *plain(431, f"request line and headers exceed {MAX_HEAD_BYTES} bytes"))
             return
         head = bytes(conn.buf[:end])
         conn.buf = bytearray()
         try:
             request = parse_head(head)
-        except _BadRequest as bad:
-            self._answer(selector, conn, *_plain(bad.status, str(bad)))
+        except BadRequest as bad:
+            self._answer(selector, conn, *plain(bad.status, str(bad)))
             return
-        self._answer(selector, conn, *self._respond(request))
-
-    def _respond(self, request: _Request) -> tuple[int, list[tuple[str, str]], bytes, bool]:
-        if self._auth is not None:
-            verdict = self._auth.check(request.headers.get("authorization", ""))
-            if verdict == BasicAuth.BUSY:  # bcrypt's time budget spent (a flood of wrong passwords)
-                status, headers, body, _ = _plain(503, "too many password checks at once; try again shortly")
-                return status, [*headers, ("Retry-After", "1")], body, False
-            if verdict != BasicAuth.OK:
-                status, headers, body, _ = _plain(401, "Unauthorized")
-                return status, [*headers, ("WWW-Authenticate", f'Basic realm="{REALM}"')], body, False
-        if request.path not in METRICS_PATHS:
-            return _plain(404, "gpu-triage serves /metrics only")
-        if request.method not in ("GET", "HEAD"):
-            status, headers, body, _ = _plain(405, "GET /metrics")
-            return status, [*headers, ("Allow", "GET, HEAD")], body, False
-        try:
-            content_type, zipped, page = self._page(
-                request.headers.get("accept", ""), request.headers.get("accept-encoding", "")
-            )
-        except Exception:  # a collector's bug: this scrape fails, the next tick's may not
-            log.exception("rendering /metrics failed")
-            return _plain(500, "rendering the metrics failed; the exporter's log says why")
-        headers = [("Content-Type", content_type), ("Vary", "Accept, Accept-Encoding")]
-        if zipped:
-            headers.append(("Content-Encoding", "gzip"))
-        return 200, headers, page, request.method == "HEAD"
-
-    def _page(self, accept: str, accept_encoding: str) -> tuple[str, bool, bytes]:
-        encoder, content_type = choose_encoder(accept)
-        zipped = gzip_accepted(accept_encoding)
-        key = (content_type, zipped)
-        if self._generation is not None:
-            current = self._generation()
-            if current != self._cache_of:
-                self._cache_of, self._cache = current, {}
-            cached = self._cache.get(key)
-            if cached is not None:
-                return content_type, zipped, cached
-        page = encoder(self._registry)
-        if zipped:
-            page = gzip.compress(page)
-        self.renders += 1
-        if self._generation is not None and len(self._cache) < CACHE_VARIANTS:
-            self._cache[key] = page
-        return content_type, zipped, page
+        self._answer(selector, conn, *route(request, self._auth, self.pages))
 
     def _answer(
         self,
@@ -516,7 +365,7 @@ class MetricsServer:
         body: bytes,
         head_only: bool,
     ) -> None:
-        lines = [f"HTTP/1.1 {status} {_REASONS[status]}", *(f"{k}: {v}" for k, v in headers)]
+        lines = [f"HTTP/1.1 {status} {REASONS[status]}", *(f"{k}: {v}" for k, v in headers)]
         lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
         conn.out = memoryview("\r\n".join(lines).encode("latin-1") + (b"" if head_only else body))
         selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
@@ -582,7 +431,3 @@ def _close_notify(sock: ssl.SSLSocket) -> None:
         pass
     except ssl.SSLError as exc:
         log.debug("TLS close_notify not sent: %s", exc)
-
-
-def _plain(status: int, text: str) -> tuple[int, list[tuple[str, str]], bytes, bool]:
-    return status, [("Content-Type", "text/plain; charset=utf-8")], f"{text}\n".encode(), False
