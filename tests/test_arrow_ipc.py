@@ -52,6 +52,7 @@ def assert_same_as_pyarrow(ticks: list[Tick], *, per_batch: int = 1, nan: bool =
     return table
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ticks=ticks_strategy)
 def test_generated_ticks_read_back_as_pyarrow_writes_them(ticks: list[Tick]) -> None:

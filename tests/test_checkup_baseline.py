@@ -41,6 +41,7 @@ def test_one_card_only_has_no_efficiency() -> None:
     assert "scaling" not in render(report)
 
 
+@pytest.mark.slow
 def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

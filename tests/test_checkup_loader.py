@@ -180,6 +180,7 @@ def test_the_table_ends_with_the_recommendation(data_dir: Path, capsys: pytest.C
         ("hang", ["--workers", "2", "--timeout", "2"], "hangs: no batch for 2 s"),
     ],
 )
+@pytest.mark.slow
 def test_a_failing_factory_is_one_line_and_exit_2_with_no_worker_left(
     data_dir: Path, capsys: pytest.CaptureFixture[str], factory: str, extra: list[str], says: str
 ) -> None:

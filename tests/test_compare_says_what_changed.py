@@ -161,6 +161,7 @@ def test_what_happened_to_the_dominant_bottleneck(before: dict[str, float], afte
     assert bottleneck_change(_shares(before, after)) == said
 
 
+@pytest.mark.slow
 def test_cards_that_changed_alike_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpu_triage.hostmeta import recorder_extra
     from gpu_triage.sources.sim import SimulatedSource

@@ -322,6 +322,7 @@ def test_systemd_unit_and_the_job_agree_on_a_pulse_directory_the_unit_can_see() 
     assert f"GPU_TRIAGE_PULSE_DIR={where}" in docs and "gpu-triage-pulse.conf" in docs
 
 
+@pytest.mark.slow
 def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_units_capability() -> None:
     """Real users: a job running as one user publishes its pulse into a directory made as the tmpfiles.d
     line says (its user, mode 0700); a reader as a third uid (what DynamicUser gives) sees the rank with

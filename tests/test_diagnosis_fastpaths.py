@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from gpu_triage.diagnosis.engine import nanmedian0
 from gpu_triage.diagnosis.facts import LINK_FIELDS, link_traffic
@@ -29,6 +30,7 @@ def _arrays(seed: int, count: int) -> list[np.ndarray]:
     return out
 
 
+@pytest.mark.slow
 def test_nanmedian0_is_numpys_nanmedian() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)  # numpy warns on an all-NaN column
@@ -72,6 +74,7 @@ def test_column_nanmeans_are_each_columns_nanmean() -> None:
         assert np.array_equal(column_nanmeans(a), [nanmean(a[:, j]) for j in range(16)])
 
 
+@pytest.mark.slow
 def test_percentiles_are_numpys_linear_percentiles() -> None:
     rng = np.random.default_rng(5)
     for a in _arrays(4, 4000):

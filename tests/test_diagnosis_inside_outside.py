@@ -88,6 +88,7 @@ def _check(lab: dict, got: str, where: str) -> None:
     assert got not in lab["wrong"], f"{lab['scenario']} {where}: {got} is wrong: {lab['wrong'][got]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("raw"))
 def test_every_raw_verdict_is_honest_without_stacks(name: str, scenario: str) -> None:
     lab = next(x for x in _labels(name) if x["scenario"] == scenario)
@@ -102,6 +103,7 @@ def test_every_raw_verdict_is_honest_without_stacks(name: str, scenario: str) ->
             assert not any("num_workers" in a or "pin_memory" in a or "topology" in a for a in raw.advice)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("segment"))
 def test_every_offline_segment_is_honest_without_stacks(name: str, scenario: str) -> None:
     lab = next(x for x in _labels(name) if x["scenario"] == scenario)
@@ -114,6 +116,7 @@ def test_every_offline_segment_is_honest_without_stacks(name: str, scenario: str
         _check(lab, _reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}")
 
 
+@pytest.mark.slow
 def test_one_card_has_no_communication_and_its_pcie_is_a_copy() -> None:
     """Pinned copies on one card (GPU-Util 98 %, SM 3.5 %, PCIe RX 54 GB/s): the copy, named as such."""
     for name in ("h200-inside-a-2s", "h200-inside-a-0.5s"):

@@ -74,6 +74,7 @@ def test_own_traces_are_the_short_windows() -> None:
         assert len(spans) == 10 and min(spans) < 22.0  # what makes them harder than the 30 s shared windows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), OWN_CASES)
 def test_raw_verdict_in_the_middle_of_each_own_window(name: str, scenario: str) -> None:
     lab = next(x for x in _labels(name) if x["scenario"] == scenario)
@@ -87,6 +88,7 @@ def test_raw_verdict_in_the_middle_of_each_own_window(name: str, scenario: str) 
         assert raw.evidence
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), ALL_CASES)
 def test_offline_segment_in_the_middle_of_each_window(name: str, scenario: str) -> None:
     lab = next(x for x in _labels(name) if x["scenario"] == scenario)
@@ -98,6 +100,7 @@ def test_offline_segment_in_the_middle_of_each_window(name: str, scenario: str) 
             f"{scenario}: segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S} says {seg.pattern}/{seg.bottleneck}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ALL))
 def test_segments_are_contiguous_and_explained_by_agreeing_ticks(name: str) -> None:
     segs = _segments(name)

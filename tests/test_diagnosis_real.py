@@ -41,6 +41,7 @@ def _between(name: str, lab: dict, a: float, b: float) -> list[int]:
 CASES = [(name, lab["scenario"]) for name in TRACES for lab in _labels(name)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), CASES)
 def test_middle_of_each_window_gets_an_acceptable_verdict(name: str, scenario: str) -> None:
     lab = next(x for x in _labels(name) if x["scenario"] == scenario)

@@ -99,6 +99,7 @@ def _check_run(res: list, interval_s: float) -> None:
             assert t - shown_since[shown.key] >= TH.hold_s, "destructive advice held for hold_s first"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_recording_tick_by_tick_shows_nothing_contradictory(name: str) -> None:
     interval_s, res = _real(name)

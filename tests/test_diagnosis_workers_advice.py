@@ -34,6 +34,7 @@ def _advice(name: str, scenario: str) -> list[list[str]]:
     return [res[i][1].advice + res[i][2].advice for i in judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(TRACES))
 def test_starved_workers_get_one_concrete_higher_number_with_its_reason(name: str) -> None:
     ticks = _advice(name, "dataloader_starved")

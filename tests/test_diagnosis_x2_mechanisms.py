@@ -111,6 +111,7 @@ def _starting_ticks(path: Path) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_a_job_starting_up_is_not_read_as_a_loader() -> None:
     """A job's start-up (imports, CUDA context, model build and copy, NCCL set-up) holds a core with the cards
     idle, exactly as num_workers=0 looks from the host, but runs no kernel: every such real tick (DataLoader

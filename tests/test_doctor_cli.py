@@ -24,6 +24,7 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch):
     return install
 
 
+@pytest.mark.slow
 def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
     fake_pynvml(h200_box(8))
     code = main(["doctor", "--json", "--params", "7e9"])
@@ -37,6 +38,7 @@ def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFix
     assert code == (1 if failed else 0)  # this box's host checks are real; no GPU check fails
 
 
+@pytest.mark.slow
 def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
     fake = h200_box(8)
     fake.cards[2].pcie_width = 8
@@ -49,6 +51,7 @@ def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys:
     assert "\x1b[" not in out  # not a terminal: no colour codes
 
 
+@pytest.mark.slow
 def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
     fake_pynvml(FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     code = main(["doctor", "--json"])

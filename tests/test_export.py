@@ -499,6 +499,7 @@ def _wakeups(native_id: int) -> int:
     return sum(int(m) for m in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", text, re.M))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc/self/task")
 def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
     """No polling: the accept loop wakes for a connection or for close(), never on a timer."""

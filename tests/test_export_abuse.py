@@ -141,6 +141,7 @@ def _is_open(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
+@pytest.mark.slow
 def test_the_deadline_is_per_request_not_per_read(monkeypatch: pytest.MonkeyPatch, server: MetricsServer) -> None:
     """A client that sends a header line every 0.2 s is cut at the request's deadline, not kept forever."""
     monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 1.0)

@@ -166,6 +166,7 @@ def _closed_within(sock: socket.socket, limit: float) -> float | None:
     return None
 
 
+@pytest.mark.slow
 def test_a_stalled_handshake_is_cut_at_the_request_deadline_and_holds_no_thread(
     monkeypatch: pytest.MonkeyPatch, pki: Path, tmp_path: Path
 ) -> None:
@@ -251,6 +252,7 @@ def _guess(url: str, stop: threading.Event, statuses: list[int]) -> None:
             statuses.append(0)
 
 
+@pytest.mark.slow
 def test_a_flood_of_wrong_passwords_does_not_stall_a_scraper_already_let_in(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -344,6 +346,7 @@ def test_relative_file_names_are_relative_to_the_web_config(pki: Path, tmp_path:
     assert load_web_config(str(tmp_path / "web.yml")).tls
 
 
+@pytest.mark.slow
 def test_a_real_prometheus_scrapes_over_tls_with_basic_auth(pki: Path, tmp_path: Path) -> None:
     """Debian's Prometheus with scheme https, our CA and the password: up is 1 and the metrics arrive; a
     second job with a wrong password reads up 0 (the server said 401)."""

@@ -46,6 +46,7 @@ def _write(
     return writer
 
 
+@pytest.mark.slow
 def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path: Path) -> None:
     writer = _write(tmp_path, "healthy", LATE, 2.5 * 3600)
     files = sorted(tmp_path.rglob("*.parquet"))
@@ -96,6 +97,7 @@ def test_a_killed_recorder_leaves_the_open_files_stream(tmp_path: Path) -> None:
     assert result["leftovers"] == [str(stream)]
 
 
+@pytest.mark.slow
 def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "fleet"
     assert is_dataset_target(f"{target}/") and not is_dataset_target(target)
@@ -142,6 +144,7 @@ def test_an_unwritable_directory_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and "cannot record a dataset into" in err and "a-file" in err
 
 
+@pytest.mark.slow
 def test_a_failed_write_pauses_the_recording_until_a_retry_works(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,6 +171,7 @@ def test_a_failed_write_pauses_the_recording_until_a_retry_works(
     assert not list(part.rglob("*.partial.arrows"))  # the retries that failed left nothing behind
 
 
+@pytest.mark.slow
 def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     start = datetime(2026, 1, 5, 9, tzinfo=UTC)
     _write(tmp_path, "data_pipeline", start, 3600, hostname="gpu01")
@@ -191,6 +195,7 @@ def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     assert set(only["hosts"]) == {"gpu02"}
 
 
+@pytest.mark.slow
 def test_summary_verdicts_are_the_dashboards_raw_verdicts_every_30_s(tmp_path: Path) -> None:
     """The summary streams each file in columns (offline.judge) instead of feeding ticks to a RollingWindow:
     the spans must be exactly what the window and the engine give tick by tick, as before that change."""
@@ -286,6 +291,7 @@ def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
     assert f"{first:%Y-%m-%d %H:%M} UTC  GPU-Util" in utc
 
 
+@pytest.mark.slow
 def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     writer = _write(tmp_path, "storage_io", LATE, 2 * 3600, hostname="gpu07")
     data = bytearray(writer.files[1].read_bytes())
@@ -324,6 +330,7 @@ def test_dataset_writer_refuses_a_file_as_root(tmp_path: Path) -> None:
         DatasetWriter(f, HostInfo(hostname="h"), 2.0)
 
 
+@pytest.mark.slow
 def test_rotation_keeps_one_file_open() -> None:
     """Memory flat: closed files are on disk, only the open file's stream is the writer's."""
     import tempfile
@@ -340,6 +347,7 @@ def test_rotation_keeps_one_file_open() -> None:
         writer.close()
 
 
+@pytest.mark.slow
 def test_summary_says_whose_time_each_bottleneck_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two Slurm jobs one after the other on one host (the simulator gives each phase its own job): the
     summary splits the host's time per owner, each with its own bottlenecks; a recording made before the
@@ -374,6 +382,7 @@ def test_summary_says_whose_time_each_bottleneck_was(tmp_path: Path, capsys: pyt
     assert all(h["owners"] == {} for h in summarise(str(old), Config())["hosts"].values())
 
 
+@pytest.mark.slow
 def test_diagnose_one_recording_says_whose_time_each_bottleneck_was(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -46,6 +46,7 @@ def _damage(path: Path) -> Path:
     return bad
 
 
+@pytest.mark.slow
 def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     late = T0 + timedelta(minutes=80)  # 23:20
     before = _dataset(tmp_path / "before", "data_pipeline", late, 3600, "gpu01", rotate_s=1800)
@@ -72,6 +73,7 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert "cards 0, 1: as all cards" in text and "diagnosis: share of time %" in text
 
 
+@pytest.mark.slow
 def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(tmp_path: Path) -> None:
     """What differs between the runs (cards, interval, host facts) is taken from the rows each side's reading
     began with, not from a second whole read of its first file, and says what comparing those files says."""
@@ -101,6 +103,7 @@ def _job_recording(path: Path, rate: float) -> Path:
     return w.close()
 
 
+@pytest.mark.slow
 def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> None:
     """A side is read as one recording: a directory holding one file gives exactly that file's figures."""
     a = _job_recording(tmp_path / "a.parquet", 1000.0)
@@ -116,6 +119,7 @@ def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> Non
     assert dirs["before"]["ticks"] == files["before"]["ticks"] == 400
 
 
+@pytest.mark.slow
 def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet"
     _dataset(fleet, "data_pipeline", T0, 2400, "a", rotate_s=1200)
@@ -135,6 +139,7 @@ def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Pat
     assert "hosts" not in only_a and set(only_a["cards"]) == {"0", "1"}
 
 
+@pytest.mark.slow
 def test_a_damaged_file_among_many_is_left_out_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = _dataset(tmp_path / "before", "data_pipeline", T0, 3600, "gpu01", rotate_s=1200)
     bad = _damage(files[1])
@@ -178,6 +183,7 @@ def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
                              or "be read" in last), last
 
 
+@pytest.mark.slow
 def test_a_recording_whose_name_holds_glob_characters_is_one_file_not_a_glob(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -194,6 +200,7 @@ def test_a_recording_whose_name_holds_glob_characters_is_one_file_not_a_glob(
     assert "no file or directory matches" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_many_small_files_give_the_figures_of_the_same_ticks_in_one_file(tmp_path: Path) -> None:
     """Files of 5 ticks (read whole, projected across files) against the very same ticks in one file each."""
     sides = {}

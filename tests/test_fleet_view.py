@@ -325,6 +325,7 @@ def test_a_hostile_scrape_is_cleaned_bounded_and_read_under_both_names(hostile: 
     assert any("unparsable line" in n for n in row.notes)
 
 
+@pytest.mark.slow
 def test_a_huge_a_dripping_and_a_redirecting_exporter_are_down_with_why(hostile: str) -> None:
     started = time.monotonic()
     targets = [ExporterTarget(f"http://{hostile}/{path}", timeout_s=2) for path in ("huge", "drip", "redirect")]
@@ -355,6 +356,7 @@ def test_hanging_exporters_never_stall_the_others(hostile: str, pool) -> None:
         fleet.stop()
 
 
+@pytest.mark.slow
 def test_concurrency_is_bounded(hostile: str) -> None:
     hangs = [ExporterTarget(f"http://{hostile}/hang?{i}", timeout_s=30) for i in range(6)]
     fleet = Fleet(hangs, source="pool", interval_s=0.5, concurrency=3)
@@ -672,6 +674,7 @@ def _shown_order(table: object) -> list[str]:
             for i in range(table.row_count)]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor_follows_its_host() -> None:
     from textual.widgets import DataTable
 
@@ -731,6 +734,7 @@ async def test_a_prometheus_error_is_one_line_above_the_table_and_r_asks_again(h
         assert fleet.snapshot is not first  # a second round, long before the 60 s
 
 
+@pytest.mark.slow
 async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 

@@ -425,6 +425,7 @@ def test_stack_access_reads_yama_and_the_capability_from_proc(tmp_path: Path) ->
     assert acc.cap_sys_ptrace is False and acc.ptrace_scope is None
 
 
+@pytest.mark.slow
 @needs_pyspy
 @needs_root
 @pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])

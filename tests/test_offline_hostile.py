@@ -255,6 +255,7 @@ def test_row_groups_streamed_give_the_segments_of_the_whole(tmp_path: Path) -> N
     assert [s.to_json_obj() for s in streamed] == [s.to_json_obj() for s in whole]
 
 
+@pytest.mark.slow
 def test_long_recordings_are_judged_at_a_stride_that_covers_every_tick(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     ticks = _sim_ticks(600, "healthy", gpus=1) + _shifted(_sim_ticks(1200, "data_pipeline", gpus=1), 1200.0)

@@ -40,6 +40,7 @@ def test_the_licence_ships_and_says_mit() -> None:
     assert PYPROJECT["project"]["license"] == "MIT" and "LICENSE" in PYPROJECT["project"]["license-files"]
 
 
+@pytest.mark.slow
 def test_every_library_the_code_imports_is_declared() -> None:
     stdlib = set(sys.stdlib_module_names)
     imported: set[str] = set()

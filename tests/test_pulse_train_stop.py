@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from torch_needed import need_torch
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "h200_pulse_train.py"
@@ -46,6 +48,7 @@ def _rank(rank: int, port: int, deadline_step: list[int], out: str) -> None:
     Path(out, f"rank{rank}").write_text(str(steps))
 
 
+@pytest.mark.slow
 def test_ranks_with_different_deadlines_leave_at_the_same_step(tmp_path: Path) -> None:
     need_torch()
     import torch.multiprocessing as mp

@@ -131,6 +131,7 @@ def _null_trace(path: Path, *, sm: bool, util: bool) -> Path:
     return writer.close()
 
 
+@pytest.mark.slow
 def test_unsupported_fields_are_null_and_na_in_diagnose_and_compare(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -28,6 +28,7 @@ def _record_sim(path: Path, scenario: str, env: dict[str, str], ticks: int = 150
     return writer.close()
 
 
+@pytest.mark.slow
 def test_same_real_run_at_two_intervals_agrees() -> None:
     result = compare_traces(open_trace(H200_TRACE_2S), open_trace(H200_TRACE_05S), Config())
     overall = result["overall"]
@@ -43,6 +44,7 @@ def test_same_real_run_at_two_intervals_agrees() -> None:
     assert "interval_s: 2.0 -> 0.5" in text and "n/a" in text
 
 
+@pytest.mark.slow
 def test_healthy_vs_data_pipeline(tmp_path: Path, capsys) -> None:
     before = _record_sim(tmp_path / "healthy.parquet", "healthy", {"NCCL_DEBUG": "WARN", "HOME": "/root"})
     after = _record_sim(

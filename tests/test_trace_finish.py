@@ -228,6 +228,7 @@ def test_the_converter_ignores_a_stop_signal_sent_to_the_whole_unit(tmp_path: Pa
     assert not stream_path_for(written).exists() and not _leftovers(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_converter_killed_outright_leaves_no_temporary_file(tmp_path: Path) -> None:
     """SIGKILL (the OOM killer's choice: the child holds the table) gives the child no chance to clean up:
     the recorder removes the temporary file it was writing, and keeps the stream."""

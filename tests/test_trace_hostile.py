@@ -51,6 +51,7 @@ def _one_line_error(capsys) -> str:
 # --- 1. a live recorder's lock --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_path: Path, capsys) -> None:
     target = tmp_path / "live.parquet"
     stream = stream_path_for(target)
@@ -87,6 +88,7 @@ def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_p
     assert open_trace(target).n >= later  # no tick lost to the attempts above
 
 
+@pytest.mark.slow
 def test_the_lock_of_a_killed_recorder_is_stale(tmp_path: Path, capsys) -> None:
     target = tmp_path / "killed.parquet"
     proc = start_recorder(target, 0.2)
@@ -283,6 +285,7 @@ def _bad(name: str, group: str, v: object) -> bool:
     return v is not None and not (isinstance(v, (int, float)) and lo <= v <= hi)  # NaN fails both
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_values_outside_a_fields_range_never_reach_a_reader(data: st.DataObject) -> None:
@@ -348,6 +351,7 @@ def test_negative_bytes_from_another_writer_are_null(tmp_path: Path) -> None:
 # --- 6. time order and the interval ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(order=st.permutations(range(12)), repeats=st.lists(st.integers(0, 11), max_size=5))
 def test_ticks_in_any_order_read_sorted_without_repeated_timestamps(order: list[int], repeats: list[int]) -> None:
@@ -429,6 +433,7 @@ def test_config_given_a_directory_a_fifo_or_a_long_name_says_so(
     assert "is a directory" in _one_line_error(capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fast", [True, False])
 def test_duration_records_duration_over_interval_ticks(fast: bool, tmp_path: Path, capsys) -> None:
     target = tmp_path / "d.parquet"

@@ -118,6 +118,7 @@ async def test_process_table_is_aligned_and_counts_what_does_not_fit() -> None:
         assert na and all(r.count("n/a") >= 3 for r in na)  # no memory, CPU or worker count: n/a, not 0
 
 
+@pytest.mark.slow
 async def test_wide_screen_shows_every_core_with_its_percent() -> None:
     app = _app(16, 128)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -190,6 +191,7 @@ async def test_live_pause_freezes_display_but_keeps_ingesting() -> None:
         assert app.query_one("#cpu").shown_plain != before
 
 
+@pytest.mark.slow
 async def test_help_detail_arrows_and_quit() -> None:
     app = _app(4, 8)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -244,6 +246,7 @@ def _replay_app() -> TriageApp:
     return build_app("replay", argparse.Namespace(file=str(H200_TRACE_2S), speed=1.0, record=None), Config())
 
 
+@pytest.mark.slow
 async def test_replay_controls_move_the_position_and_the_shown_tick() -> None:
     app = _replay_app()
     trace = app.replay.trace

@@ -49,6 +49,7 @@ async def test_ctrl_c_quits_from_the_filter_dialog_too() -> None:
     assert not app.is_running
 
 
+@pytest.mark.slow
 async def test_htop_function_keys() -> None:
     kill = FakeKill()
     app = _app(ProcControl(FakePsutil(USERS), kill, own_pid=1))
@@ -103,6 +104,7 @@ def test_sort_by_user() -> None:
     assert users == sorted(users) and users[0] == "alice" and users[-1] == "root"
 
 
+@pytest.mark.slow
 async def test_capital_i_reverses_the_sort() -> None:
     app = _app(ProcControl(FakePsutil(USERS), FakeKill(), own_pid=1))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -316,6 +318,7 @@ async def test_8_cards_at_120x40_tab_shows_every_process() -> None:
         assert len(rows) == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "gpus"), [((80, 24), 8), ((120, 40), 8), ((200, 60), 8), ((200, 60), 16)])
 async def test_a_full_window_fills_the_graph(size: tuple[int, int], gpus: int) -> None:
     """No run of empty columns left of a card's graph once the window is full (at 200x60 ~50 were)."""
@@ -473,6 +476,7 @@ def _y_labels(lines: list[str], side: str = "left") -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
 async def test_the_card_detail_charts(size: tuple[int, int]) -> None:
     app = _sim_app("data_pipeline", gpus=8)
@@ -569,6 +573,7 @@ def _body_order(app: TriageApp) -> list[str]:
     return [w.id for w in app.query_one("#body").children if w.display]
 
 
+@pytest.mark.slow
 async def test_o_hides_and_reorders_panes() -> None:
     app = _sim_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -624,6 +629,7 @@ def test_a_bad_panes_entry_is_one_clear_line(tmp_path, value: str, words: str) -
 
 @pytest.mark.parametrize(("size", "per_column"),
                          [((200, 60), "column = 1 tick, last "), ((120, 40), "column = mean of ")])
+@pytest.mark.slow
 async def test_tall_graphs_fill_their_width_and_say_what_a_column_is(size: tuple[int, int], per_column: str) -> None:
     """Two cards draw tall graphs: at 200x60 two ticks a column left ~40 columns empty left of them."""
     app = _sim_app("single_card_busy", gpus=2)

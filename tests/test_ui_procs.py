@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import signal
 
+import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcControl, ProcDetails
@@ -119,6 +121,7 @@ def _procs_text(app: TriageApp) -> str:
     return app.query_one("#procs").shown_plain
 
 
+@pytest.mark.slow
 async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
     app = _app(_control(FakeKill()))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -148,6 +151,7 @@ async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
         assert not app.procs.focused and app.selected == 1  # back to the cards
 
 
+@pytest.mark.slow
 async def test_x_asks_naming_the_process_then_sends_sigterm() -> None:
     kill = FakeKill()
     app = _app(_control(kill))

@@ -75,6 +75,7 @@ def _window_times(app: ReplayApp) -> list[float]:
     return [float(x) for x in app.window.view().t]
 
 
+@pytest.mark.slow
 async def test_stepping_past_a_gap_starts_the_window_afresh_and_says_so(tmp_path: Path) -> None:
     path, first, second = _gapped(tmp_path, GAP_S)
     app = _app(path)
@@ -123,6 +124,7 @@ async def test_stepping_past_a_gap_starts_the_window_afresh_and_says_so(tmp_path
         assert not _gap_lines(app)
 
 
+@pytest.mark.slow
 async def test_playing_across_a_gap_starts_the_window_afresh(tmp_path: Path) -> None:
     path, first, second = _gapped(tmp_path, GAP_S)
     app = _app(path)

@@ -17,6 +17,7 @@ TRACE = Path(__file__).parent / "data" / "h200-gen-2s.parquet"
 LABELS = json.loads(TRACE.with_name("h200-gen-2s.labels.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lab", LABELS, ids=[lab["scenario"] for lab in LABELS])
 async def test_replay_shows_each_cases_verdict_near_its_end(lab: dict) -> None:
     app = build_app("replay", argparse.Namespace(file=str(TRACE), speed=1.0, record=None), Config())

@@ -129,6 +129,7 @@ async def test_long_toasts_wrap_and_stay_whole_at_80_columns() -> None:
         assert "".join(ln.strip() for ln in lines).replace(" ", "") == message.replace(" ", "")  # [Errno 28] kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["enter", "d"])
 async def test_detail_and_doctor_say_terminal_too_small_at_40x10(key: str) -> None:
     from gpu_triage.ui.layout import DETAIL_MIN_SIZE, DOCTOR_MIN_SIZE

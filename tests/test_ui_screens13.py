@@ -3,6 +3,7 @@ numbers run together with their label or bar."""
 
 from __future__ import annotations
 
+import pytest
 from textual.containers import VerticalScroll
 
 from gpu_triage.config import Config
@@ -19,6 +20,7 @@ def _app(gpus: int = 4, cores: int = 8, label: str = "test") -> TriageApp:
     return TriageApp(Config(), source=source, source_label=label, prefill=prefill, autostart=False)
 
 
+@pytest.mark.slow
 async def test_help_scrolls_to_its_end_at_80x24() -> None:
     app = _app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -38,6 +40,7 @@ async def test_help_scrolls_to_its_end_at_80x24() -> None:
         assert type(app.screen).__name__ == "Screen"
 
 
+@pytest.mark.slow
 async def test_arrows_in_the_detail_view_switch_its_charts() -> None:
     app = _app(4, 8)
     async with app.run_test(size=(120, 40)) as pilot:

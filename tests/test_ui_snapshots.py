@@ -28,6 +28,7 @@ def _sim_app(scenario: str, gpus: int = 8) -> TriageApp:
     return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("terminal", list(TERMINALS))
 @pytest.mark.parametrize("scenario", ["single_card_busy", "data_pipeline"])
 def test_main_screen_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch, scenario: str, terminal: str) -> None:
@@ -38,6 +39,7 @@ def test_main_screen_80x24(snap_compare, monkeypatch: pytest.MonkeyPatch, scenar
     assert snap_compare(_sim_app(scenario), terminal_size=(80, 24))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "gpus"), [((120, 40), 8), ((200, 60), 16)])
 def test_main_screen_large(snap_compare, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int], gpus: int) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -35,6 +35,7 @@ def _on_screen(app: TriageApp, pane: str) -> list[str]:
     return widget.shown_plain.split("\n")[:height]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "gpus"), SIZES, ids=[f"{w}x{h}" for (w, h), _ in SIZES])
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_headline_evidence_and_first_advice_are_on_screen(

@@ -122,6 +122,7 @@ def _contradictions(run: Run, interval_s: float) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_recording_shows_no_fact_its_screen_contradicts(name: str) -> None:
     interval_s, run = _real(name)
@@ -214,6 +215,7 @@ def test_when_no_verdict_fits_the_screen_the_lines_say_what_it_reads_and_advice_
     assert not any(e.startswith("GPU-Util mean") for e in shown.evidence)
 
 
+@pytest.mark.slow
 async def test_the_h200_demo_dashboard_says_changing_at_tick_74() -> None:
     """The dashboard itself (the built-in demo, stepped tick by tick as playback feeds them): its diagnosis
     pane beside the card's 42 % and 1.7G/140G."""
