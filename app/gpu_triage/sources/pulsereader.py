@@ -132,6 +132,14 @@ class PulseReader:
             # the processes already followed first, so that a flood of new files cannot push a rank out
             self._say("many", f"pulse directory {self.directory}: {total} pulse files, "
                               f"{total - MAX_PULSE_FILES} not read (at most {MAX_PULSE_FILES} a tick)")
+            # then new files of live processes: a dead pid's file is never worth a read, and listing /proc once
+            # (only on this flooded path) costs less than a stat per name; without it, directory order decided
+            # whether a new job was read at all
+            try:
+                live = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+            except OSError:
+                live = set()
+            others.sort(key=lambda pid: pid not in live)
             others = others[: max(0, MAX_PULSE_FILES - len(followed))]
             followed = followed[:MAX_PULSE_FILES]
         pids = sorted(followed + others)
