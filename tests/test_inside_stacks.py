@@ -280,6 +280,7 @@ def test_py_spy_output_is_bounded_and_never_raises() -> None:
     th = dump.threads[0]
     assert len(th.frames) == MAX_FRAMES and len(th.frames[0].name) == MAX_TEXT and th.frames[0].file == ""
     assert th.frames[0].line is None and th.name is not None and len(th.name) <= MAX_TEXT
+    assert "\x1b" not in th.name and "\x07" not in th.name  # another user's thread name never reaches a terminal raw
 
 
 def test_a_thread_reader_forgets_threads_that_ended_and_a_reused_tid(tmp_path: Path) -> None:

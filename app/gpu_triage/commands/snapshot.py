@@ -22,6 +22,7 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
+from gpu_triage.sources.base import HostProcesses
 from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json, waiting_processes
 from gpu_triage.sources.spec import make_source
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
@@ -78,7 +79,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         verdict = diagnose(view, config.thresholds, host.cpu_count)
         procs = list(ticks[-1].procs)
         host_only = False
-        if not procs and not status.gpu_available and hasattr(source, "busiest_processes"):
+        if not procs and not status.gpu_available and isinstance(source, HostProcesses):
             procs, host_only = list(source.busiest_processes()), True
         return Reading(
             source=source_spec,

@@ -6,8 +6,9 @@ dump every 0.5 s left a training step's time inside its run-to-run spread (docs/
 optional extra (``gpu-triage[stacks]``, a Rust binary in its PyPI wheel) or any ``py-spy`` on PATH.
 
 Each dump is one subprocess with a deadline; its output is another user's program's frame names and file
-names, so it is bounded (threads, frames, characters) and kept as plain strings that the screen sanitizes
-before drawing. A process that cannot be read is said once per reason, with what would fix it (``access``).
+names, so it is bounded (threads, frames, characters) and its control characters are made visible
+(:func:`gpu_triage.safetext.clean`) before anything draws or prints them. A process that cannot be read
+is said once per reason, with what would fix it (``ACCESS_PROBLEMS``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+
+from gpu_triage.safetext import clean
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,8 @@ def find_pyspy() -> str | None:
 
 
 def _text(value: object) -> str:
-    return value[:MAX_TEXT] if isinstance(value, str) else ""
+    # another user's program names its own functions and files: what reaches a terminal is made visible
+    return clean(value[:MAX_TEXT]) if isinstance(value, str) else ""
 
 
 def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:

@@ -1,7 +1,6 @@
 """The crash-safe stream a recorder writes beside its target, and the checks on the paths it is given.
 
-What the writer, the reader and ``recover`` all need lives here, so that none of them imports another
-(``reader`` and ``writer`` used to import each other):
+What the writer, the reader and ``recover`` all need lives here, so that none of them imports another:
 
 - naming: ``run.parquet`` records through ``run.parquet.partial.arrows``;
 - reading a stream that may be cut short or damaged: every batch before the first bad byte is kept, and

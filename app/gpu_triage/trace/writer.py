@@ -9,7 +9,7 @@ the tick being written (a torn last batch, which the reader drops). The stream i
 stream schema's metadata, so the stream alone is a complete recording.
 
 The stream is written by :mod:`gpu_triage.trace.arrow_ipc`, not pyarrow: a recorder never loads Arrow's
-libraries while it records (issue 15: 31 MB of a recorder's RSS for hours, for a few KB a tick).
+libraries while it records (they are 31 MB of a recorder's RSS for hours, for a few KB a tick).
 
 ``close()`` reads the stream back, writes the Parquet (zstd) to a temporary name in the same directory,
 fsyncs and renames it over the target (atomic: readers see no file or the whole file) and only then removes

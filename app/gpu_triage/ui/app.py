@@ -85,7 +85,7 @@ class TriageApp(HeaderText, KeyActions):
     Toast { width: auto; max-width: 90%; }
     """
     # built from the one key table (ui/keys.py); check_action disables (and so hides) a mode's keys in the
-    # other mode: replay's step and seek keys used to be bound, silently doing nothing, in live
+    # other mode: replay's step and seek keys would otherwise be bound, silently doing nothing, in live
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(key, action, k.footer or "", show=False, priority=key in k.priority)
         for k in KEYS for key, action in k.bindings

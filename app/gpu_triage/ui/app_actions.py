@@ -114,7 +114,7 @@ class KeyActions(ProcTableActions):
 
     def action_doctor(self) -> None:
         if self.simulated and self.doctor_loader is None:
-            # it used to check this machine while the screen showed the simulated server
+            # checking this machine while the screen shows the simulated server would mislead
             self.notify("the doctor checks a real machine, not the simulated server: "
                         "run `gpu-triage doctor` on the GPU machine")
             return

@@ -43,8 +43,8 @@ class _SelectsCard(Protocol):
 class DetailScreen(FollowsWindow, Screen[None]):
     """Five charts of one card over the window; follows new ticks while open."""
 
-    # ↑↓ switch the charts to the next card (they used to move the main screen's selection behind this one
-    # while the charts stayed on the old card)
+    # ↑↓ switch the charts to the next card (not the main screen's selection behind this one, which would leave
+    # the charts on the old card)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("q", "app.quit", "quit"),

@@ -1,8 +1,8 @@
 """The marker of screens that follow the window while open (the card detail view).
 
 Its own module so that the app (which calls ``refresh_data`` on each frame) and the screens (which implement
-it) both import it, and neither imports the other: screens.py used to import a private class from app.py,
-which imports screens.
+it) both import it, and neither imports the other (app.py imports the screens, so a screen importing the app
+would be a cycle).
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def workers_text(wcpu: list[float]) -> str:
 
 def wall_clock(ts: float) -> datetime:
     """A tick's time in the local zone (the machine's TZ; ``TZ=UTC`` asks for UTC): an ops engineer reads
-    the detail view against their own clock and logs, not against UTC (issue #13)."""
+    the detail view against their own clock and logs, not against UTC."""
     return datetime.fromtimestamp(ts).astimezone()
 
 

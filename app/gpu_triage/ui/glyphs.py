@@ -53,7 +53,7 @@ def stepped_columns(
     """``width`` columns of a graph that scrolls SCROLL_STEP columns at a time instead of one per tick.
 
     A graph redrawn with the newest tick always in the last column moves every cell every tick, and the
-    terminal gets the whole row again (issue 15: 7.6 KiB/s for 2 cards). Here each tick keeps its column:
+    terminal gets the whole row again (7.6 KiB/s for 2 cards). Here each tick keeps its column:
     tick number i falls in bin i // k (k ticks per column, as many as the width needs), bins are anchored to
     that count, and the newest bin advances through the last SCROLL_STEP columns; when it passes the right
     edge the picture moves left by SCROLL_STEP columns at once. Between those moves a tick changes only the

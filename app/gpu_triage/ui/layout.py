@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 # The smallest terminals on which a screen is still readable. Below them the screen says so instead of
-# drawing garbled charts (issue #9: at 40x10 the detail and doctor screens were unreadable).
+# drawing garbled charts (at 40x10 the detail and doctor screens would be unreadable).
 DETAIL_MIN_SIZE = (60, 16)  # six plotext charts in a 2x3 grid: each needs ~30x5 to show an axis and a line
 DOCTOR_MIN_SIZE = (60, 12)  # the doctor's table wraps below 60 columns into one word a line
 
@@ -77,7 +77,7 @@ def plan_layout(
 
     ``fixed`` counts the header, key line and replay bar. ``verdict`` is (the lines of the verdict's headline
     with its first advice line as wrapped at ``width``, the number of evidence bullets); see
-    :func:`gpu_triage.ui.verdict_pane.verdict_need`. Order of need (issue #13: the advice is the last thing to lose
+    :func:`gpu_triage.ui.verdict_pane.verdict_need`. Order of need (the advice is the last thing to lose
     room): cards, the verdict's headline and first advice, CPU, the first evidence bullets, disks, processes,
     the other evidence, the past-verdicts strip, the NET line (``n_nets`` interfaces), then a second (SM)
     row per card and more of everything. The process table's first rows (heading and two) come before the

@@ -1,6 +1,6 @@
 """What the terminal can show, decided once per app: full colour, 16 or 256 colours, or none (NO_COLOR).
 
-Textual's own handling misled on two kinds of terminal (issue #13):
+Textual's own handling misleads on two kinds of terminal:
 
 - ``NO_COLOR=1``: Textual turned every colour into a grey of the same luminance, so the verdict headline
   became colour 237 on 233 (unreadable) and red (busiest) cores dark grey, the emptiest-looking. The

@@ -1,4 +1,4 @@
-"""The process table's state and drawing, as htop and nvitop users expect (issue #13): a selection that
+"""The process table's state and drawing, as htop and nvitop users expect: a selection that
 scrolls, sorting, a filter by name / user / command, DataLoader workers as a tree under their trainer, and a
 detail line (user, whose job it is, full command line) for the selected process.
 

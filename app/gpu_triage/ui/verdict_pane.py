@@ -72,7 +72,7 @@ def _cut(text: str, width: int) -> str:
 def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int,
               colours: Colours) -> Text:
     """Headline, past-verdicts strip, evidence, advice. With too few lines the first advice line is kept
-    before any evidence bullet and the strip goes first (issue #13: the fix is what the user came for)."""
+    before any evidence bullet and the strip goes first (the fix is what the user came for)."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
