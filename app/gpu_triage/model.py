@@ -19,8 +19,8 @@ from typing import Any
 
 from gpu_triage.safetext import clean
 
-SCHEMA_VERSION = "2"  # 2: the job column (trace-v2.md); version-1 files are still read
-READABLE_SCHEMA_VERSIONS = ("1", "2")
+SCHEMA_VERSION = "3"  # 3: stack samples and the verdict per tick (trace-v3.md); versions 1 and 2 are still read
+READABLE_SCHEMA_VERSIONS = ("1", "2", "3")
 
 
 #: Key of a dataclass field's metadata naming its trace-v1 storage width. The sample classes below are the
@@ -28,7 +28,8 @@ READABLE_SCHEMA_VERSIONS = ("1", "2")
 #: Arrow structs from them, ``window.py`` its numeric columns, the round-trip test its strategies.
 TRACE_TYPE = "trace_type"
 #: The widths a field may have: unsigned integers, floats, text, and lists of those.
-TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]", "list[job_rank]"})
+TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]", "list[u16]",
+                         "list[job_rank]"})
 
 
 def _col(trace_type: str) -> Any:
@@ -206,6 +207,37 @@ class JobSample:
     ranks: list[JobRank] = _list("list[job_rank]")  # last: the schema builds it from JobRank
 
 
+# Trace v3 (docs/trace-v3.md): what the inside of a job was doing, and what the engine read of the tick.
+
+
+@dataclass(slots=True)
+class StackSample:
+    """One look inside a GPU process during the tick: one py-spy dump of its main thread (``role`` "main") or
+    of one of its DataLoader workers ("worker"), read as one phase (``sources/phases.py``). Sparse: a tick
+    holds the dumps that finished during it, none while every card is busy."""
+
+    pid: int = _key("u32")
+    role: str = _key("str")  # "main": the process on the card; "worker": one of its DataLoader workers
+    phase: str = _key("str")  # a sources.phases.Phase value; "unknown" where no stack was read
+    parent_pid: int | None = _col("u32")  # a worker's training process; None for "main"
+    frames: str | None = _col("str")  # the innermost frames that named the phase, "fn (file)" joined by " < "
+    busy_threads: int | None = _col("u16")  # threads of the process on a CPU (≥ 20 % of a core) at the dump
+    threads: int | None = _col("u16")  # threads of the process
+    error: str | None = _col("str")  # why there is no stack (not permitted, no py-spy, ...); None when read
+
+
+@dataclass(slots=True)
+class VerdictSample:
+    """The engine's raw verdict at the end of the tick, over the window then (what ``diagnose FILE`` would
+    recompute there), so that a fleet's summary is a query over the files, not a re-run of the engine."""
+
+    pattern: str = _key("str")
+    bottleneck: str = _key("str")
+    mechanism: str | None = _col("str")
+    confidence: str | None = _col("str")  # likely / possible / unsure
+    gpus: list[int] = _list("list[u16]")  # the cards the verdict names
+
+
 @dataclass(frozen=True, slots=True)
 class TraceField:
     """One field of a sample class as trace v1 stores it."""
@@ -251,6 +283,8 @@ class Tick:
     host_swap_used_bytes: int | None = None  # trace v2
     host_swap_total_bytes: int | None = None  # trace v2
     nets: list[NetSample] = field(default_factory=list)  # trace v2: busiest first is the screen's business
+    stacks: list[StackSample] = field(default_factory=list)  # trace v3: dumps finished during the tick
+    verdict: VerdictSample | None = None  # trace v3: the engine's raw verdict then; None: not recorded
 
     def to_row(self) -> dict[str, Any]:
         """This tick as one trace-v1 row (plain dicts and lists)."""
@@ -268,6 +302,8 @@ class Tick:
             "host_swap_used_bytes": self.host_swap_used_bytes,
             "host_swap_total_bytes": self.host_swap_total_bytes,
             "nets": [_asdict(n) for n in self.nets],
+            "stacks": [_asdict(x) for x in self.stacks],
+            "verdict": None if self.verdict is None else _asdict(self.verdict),
         }
 
     @classmethod
@@ -287,6 +323,9 @@ class Tick:
             host_swap_used_bytes=row.get("host_swap_used_bytes"),
             host_swap_total_bytes=row.get("host_swap_total_bytes"),
             nets=[_build(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
+            stacks=[_build(StackSample, x) for x in (row.get("stacks") or [])
+                    if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))],
+            verdict=_verdict_from_row(row.get("verdict")),
         )
 
 
@@ -363,7 +402,7 @@ def _build(kind: type, data: dict[str, Any]) -> Any:
     # A recording is outside input too (anyone may hand one over): its names are cleaned as the live
     # sources clean theirs, so what replay, diagnose and compare print cannot hold a terminal escape
     kwargs = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in names}
-    for list_field in ("workers_cpu_pct", "worker_pids"):
+    for list_field in ("workers_cpu_pct", "worker_pids", "gpus"):
         if list_field in names and kwargs.get(list_field) is None:
             kwargs[list_field] = []
     return kind(**kwargs)
@@ -384,3 +423,9 @@ def _job_from_row(data: dict[str, Any] | None) -> JobSample | None:
 
 
 _JOB_NAMES = frozenset(f.name for f in dataclasses.fields(JobSample))
+
+
+def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:
+    if not data or data.get("pattern") is None or data.get("bottleneck") is None:
+        return None
+    return _build(VerdictSample, data)

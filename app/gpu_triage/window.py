@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_triage.model import DiskSample, GpuSample, JobSample, NetSample, ProcSample, Tick, trace_fields
+from gpu_triage.model import (
+    DiskSample,
+    GpuSample,
+    JobSample,
+    NetSample,
+    ProcSample,
+    StackSample,
+    Tick,
+    trace_fields,
+)
 
 # The numeric per-card and per-disk trace fields (all but the card's index and the disk's name), from the
 # sample classes in gpu_triage.model: a field added there is a column here.
@@ -69,6 +78,7 @@ class WindowView:
     jobs: list[JobSample | None] = field(default_factory=list)  # per tick (trace v2); None: no job source
     swap: list[tuple[int | None, int | None]] = field(default_factory=list)  # per tick (v2): used, total bytes
     nets: list[list[NetSample]] = field(default_factory=list)  # per tick (v2): one entry per interface
+    stacks: list[list[StackSample]] = field(default_factory=list)  # per tick (v3): the dumps finished in it
     ticks_ever: int = 0  # ticks appended to the window since it started: the newest is number ticks_ever - 1
 
     @property
@@ -104,6 +114,7 @@ class RollingWindow:
         self._jobs: deque[JobSample | None] = deque(maxlen=capacity)
         self._swap: deque[tuple[int | None, int | None]] = deque(maxlen=capacity)
         self._nets: deque[list[NetSample]] = deque(maxlen=capacity)
+        self._stacks: deque[list[StackSample]] = deque(maxlen=capacity)
         self._last: Tick | None = None
 
     @property
@@ -175,6 +186,7 @@ class RollingWindow:
         self._jobs.append(tick.job)
         self._swap.append((tick.host_swap_used_bytes, tick.host_swap_total_bytes))
         self._nets.append(tick.nets)
+        self._stacks.append(tick.stacks)
 
     def _add_gpu(self, index: int) -> int:
         col = len(self._gpu_cols)
@@ -229,6 +241,7 @@ class RollingWindow:
             jobs=list(self._jobs),
             swap=list(self._swap),
             nets=list(self._nets),
+            stacks=list(self._stacks),
             ticks_ever=self._count,
         )
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import JobSample, NetSample, ProcSample, _build, _job_from_row
+from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, _build, _job_from_row
 from gpu_triage.trace.batches import as_float
 from gpu_triage.window import (
     DISK_FIELDS,
@@ -121,6 +121,12 @@ def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
     return [_job_from_row(r) for r in arr.to_pylist()]
 
 
+def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
+    """Trace v3's stack samples per tick (an entry without its pid, role or phase is not a sample)."""
+    return [[_build(StackSample, x) for x in (r or []) if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))]
+            for r in arr.to_pylist()]
+
+
 def _nets_of(arr: pa.Array) -> list[list[NetSample]]:
     # as Tick.from_row builds them: an entry without a name is no interface
     return [[_build(NetSample, x) for x in (r or []) if x and x.get("name") is not None] for r in arr.to_pylist()]
@@ -171,6 +177,7 @@ class _Columns:
         self._proc_rows: list[list[ProcSample] | None] = []  # converted on demand, aligned with the rows
         self.job = _ArrowRows(_jobs_of, None)  # trace v2
         self.nets = _ArrowRows(_nets_of, [])
+        self.stacks = _ArrowRows(_stacks_of, [])
         self.swap = _ArrowRows(_swap_of, (None, None))
 
     @property
@@ -210,6 +217,7 @@ class _Columns:
             self.procs = procs
         self.job.push(_column(batch, "job"), n, drop)
         self.nets.push(_column(batch, "nets"), n, drop)
+        self.stacks.push(_column(batch, "stacks"), n, drop)
         self.swap.push(_swap_column(batch), n, drop)
         self.row0 += drop
         self._proc_rows = self._proc_rows[drop:] + [None] * n
@@ -346,6 +354,7 @@ class _Columns:
             jobs=cast("list[JobSample | None]", _LazyRows(self._rows_of(self.job), lo, hi)),
             swap=cast("list[tuple[int | None, int | None]]", _LazyRows(self._rows_of(self.swap), lo, hi)),
             nets=cast("list[list[NetSample]]", _LazyRows(self._rows_of(self.nets), lo, hi)),
+            stacks=cast("list[list[StackSample]]", _LazyRows(self._rows_of(self.stacks), lo, hi)),
         )
 
     def _rows_of(self, col: _ArrowRows) -> Callable[[int, int], list[Any]]:

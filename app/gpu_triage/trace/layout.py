@@ -25,7 +25,9 @@ from gpu_triage.model import (
     JobSample,
     NetSample,
     ProcSample,
+    StackSample,
     Tick,
+    VerdictSample,
     trace_fields,
 )
 
@@ -70,8 +72,10 @@ DISK = struct_of("item", DiskSample)
 PROC = struct_of("item", ProcSample)
 NET = struct_of("item", NetSample)
 JOB = struct_of("job", JobSample)
+STACK = struct_of("item", StackSample)
+VERDICT = struct_of("verdict", VerdictSample)
 
-#: The whole trace row, in file order (v1's columns, then v2's job, swap and nets).
+#: The whole trace row, in file order (v1's columns, then v2's job, swap and nets, then v3's stacks and verdict).
 TRACE_COLUMNS: tuple[Col, ...] = (
     Col("ts", "ts_us"),
     Col("interval_s", "f64"),
@@ -86,6 +90,8 @@ TRACE_COLUMNS: tuple[Col, ...] = (
     Col("host_swap_used_bytes", "u64"),
     Col("host_swap_total_bytes", "u64"),
     Col("nets", "list", (NET,)),
+    Col("stacks", "list", (STACK,)),
+    VERDICT,
 )
 
 
@@ -106,6 +112,8 @@ _gpu_values = _getter(GPU)
 _disk_values = _getter(DISK)
 _proc_values = _getter(PROC)
 _net_values = _getter(NET)
+_stack_values = _getter(STACK)
+_verdict_values = _getter(VERDICT)
 assert JOB.children[-1].name == "ranks"  # the scalars, then the list of ranks (see _job)
 _job_values = operator.attrgetter(*(c.name for c in JOB.children[:-1]))
 _job_rank_values = _getter(JOB.children[-1].children[0])
@@ -133,4 +141,6 @@ def tick_values(t: Tick) -> tuple[Any, ...]:
         t.host_swap_used_bytes,
         t.host_swap_total_bytes,
         [_net_values(n) for n in t.nets],
+        [_stack_values(x) for x in t.stacks],
+        None if t.verdict is None else _verdict_values(t.verdict),
     )

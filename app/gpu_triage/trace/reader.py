@@ -274,8 +274,8 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
             continue
         if name == "ts":
             col = _as_ts(path, col)
-        elif name == "job":
-            col = _job_column(path, col, want)
+        elif name in ("job", "verdict"):
+            col = _job_column(path, col, want, name)
         elif name in REQUIRED_STRUCT_FIELDS:
             _check_struct_list(path, name, col.type)
         elif not _compatible_scalar(col.type, want):
@@ -287,14 +287,15 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
     return out
 
 
-def _job_column(path: Path, col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
-    """The job column as this version's struct: fields it lacks are null, fields it does not know dropped."""
+def _job_column(path: Path, col: pa.ChunkedArray, want: pa.DataType, name: str = "job") -> pa.ChunkedArray:
+    """A struct column (the job, the verdict) as this version's struct: fields it lacks are null, fields it
+    does not know dropped."""
     if pa.types.is_null(col.type):
         return pa.chunked_array([pa.nulls(len(col), type=want)], type=want)
     if col.type == want:
         return col
     if not pa.types.is_struct(col.type):
-        raise UserError(f"{shown(path)}: column 'job' has type {col.type}, expected a struct: not a trace-v2 file")
+        raise UserError(f"{shown(path)}: column {name!r} has type {col.type}, expected a struct: not a gpu-triage trace")
     rows = [_fit_struct(v, want) for v in col.to_pylist()]
     return pa.chunked_array([pa.array(rows, type=want)], type=want)
 

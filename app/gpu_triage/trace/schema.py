@@ -24,6 +24,7 @@ from gpu_triage.model import (
     HostInfo,
     NetSample,
     ProcSample,
+    StackSample,
     Tick,
     trace_fields,
 )
@@ -168,7 +169,8 @@ TRACE_SCHEMA = pa.schema([pa.field(c.name, arrow_type(c)) for c in TRACE_COLUMNS
 COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)
 REQUIRED_STRUCT_FIELDS: dict[str, tuple[str, ...]] = {
     column: tuple(f.name for f in trace_fields(kind) if f.required)
-    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample), ("nets", NetSample))
+    for column, kind in (("gpus", GpuSample), ("disks", DiskSample), ("procs", ProcSample), ("nets", NetSample),
+                         ("stacks", StackSample))
 }
 
 
