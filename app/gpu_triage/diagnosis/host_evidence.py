@@ -84,7 +84,7 @@ class WorkersRec:
 
     @property
     def _by_rate(self) -> bool:
-        return self.rate is not None and self.pegged >= 1 and (self.now or 0) >= 1
+        return self.rate is not None and (self.now or 0) >= 1
 
     def needed(self) -> int:
         """Workers per process the GPU needs, unbounded: with the job's rate, (samples/s / fed share) / (samples/s
@@ -118,16 +118,8 @@ class WorkersRec:
         if self.state == "cpu_bound":
             return (f"more workers will not help: the {self.now} workers per process (at least cores/2 = {self.hi}) "
                     "are each pegged; make each worker's preprocessing lighter")
-        if self.state == "too_few" and self.rate is not None and self._by_rate:
-            rec, need = self.recommended(), self.needed()
-            each = " per process" if self.procs > 1 else ""
-            why = self.rate.reason(self._workers, self.pegged, "the GPUs" if self.procs > 1 else "the GPU")
-            if need <= (self.now or 0):  # the rate says they deliver what the GPU takes: its waits are not theirs
-                return (f"keep num_workers={self.now}: {why}: {need} worker{'s' if need != 1 else ''}{each} "
-                        "deliver that")
-            fits = f", {rec} fit the idle cores" if rec < need else ""
-            return (f"DataLoader(num_workers={rec}){now}: {why}: {need} workers{each}{fits} "
-                    f"({self.cores} cores, {procs})")
+        if self.rate is not None and self._by_rate and (self.state == "too_few" or (self.now or 0) < self.lo):
+            return self._rate_line(self.rate)
         if self.state == "too_few":
             return (f"DataLoader(num_workers={self.recommended()}){now}: the workers are pegged while cores idle "
                     f"({self.cores} cores, {procs}): each added worker adds a core's worth of input")
@@ -141,10 +133,28 @@ class WorkersRec:
         (reads, a remote store): more of them keep more batches in flight. None where :meth:`line` speaks."""
         if self.state != "range" or self.now is None or self.now < self.lo:
             return None
+        if self.rate is not None and self._by_rate:
+            return self._rate_line(self.rate, waiting=True)
         room = max(1, self.cores // max(self.procs, 1) - 1)
         rec = max(self.now + 1, min(2 * self.now, room))
         return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {self.now}): the steps wait for data while "
                 "the workers are not pegged, so they wait on reads or latency; more of them keep more in flight")
+
+    def _rate_line(self, rate: JobRate, waiting: bool = False) -> str:
+        """The recommendation from the job's rate, its numbers in its reason; "keep" where the rate says the
+        workers deliver what the GPU takes. ``waiting``: the workers are not pegged (they wait on reads)."""
+        rec, need, now = self.recommended(), self.needed(), self.now or 0
+        each = " per process" if self.procs > 1 else ""
+        why = rate.reason(self._workers, self.pegged, "the GPUs" if self.procs > 1 else "the GPU")
+        if need <= now:  # the GPU's waits are not the workers'
+            return f"keep num_workers={now}: {why}: {need} worker{'s' if need != 1 else ''}{each} deliver that"
+        fits = f", {rec} fit the idle cores" if rec < need else ""
+        procs = f"{self.procs} processes" if self.procs > 1 else "one process"
+        if waiting:
+            return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {now}): {why}: {need} workers{each}"
+                    f"{fits}; they are not pegged, so they wait on reads or latency and more keep more in flight")
+        return (f"DataLoader(num_workers={rec}) (now {now}): {why}: {need} workers{each}{fits} "
+                f"({self.cores} cores, {procs})")
 
 
 

@@ -118,11 +118,13 @@ def _fresh_median(judged: list[JobSample], values: list[float | None], stale_aft
 def with_job_rate(m: Measurements, job: JobState | None) -> Measurements:
     """``m`` with the job's own samples/s beside its num_workers recommendation (host_evidence.WorkersRec),
     and the GPU-Util of its least busy working card over the same ticks (those with a fresh rate); unchanged
-    without a job source or a fresh rate."""
+    without a job source, a fresh rate, or ``job_rate_min_s`` of judged ticks that report one."""
     if job is None or job.samples_per_s is None:
         return m
     jobs = m.view.jobs[m.start:]
     rows = [k for k, j in enumerate(jobs) if j is not None and j.samples_per_s and _fresh(j, job.stale_after_s)]
+    if len(rows) * m.dt < m.th.job_rate_min_s:
+        return m
     working = [c for c, i in enumerate(m.view.gpu_indexes) if m.all_util.get(i, 0.0) >= m.th.idle_util_pct]
     busy = least_busy_pct(m.gpu["util_pct"][rows], working)
     workers = m.workers.with_rate(job.samples_per_s, job.wait, busy)
