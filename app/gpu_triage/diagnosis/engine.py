@@ -1,8 +1,8 @@
 """diagnose(): a window of ticks in, one verdict out. Pure: no I/O, no clock, no globals.
 
 Measure (measure.py: the judged stretch of span.py, shapes, host and process facts), find the cause (the
-first rule of rules.py that holds), let the job's own clock overrule the loader rules (job.py), compose
-the verdict (verdict.py), then apply the job's evidence.
+first rule of rules.py that holds), let the job's own clock overrule the loader rules and lend its samples/s
+to the num_workers recommendation (job.py), compose the verdict (verdict.py), then apply the job's evidence.
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ then run, and :func:`apply_job` applies the job's evidence to their verdict. Eve
   A share the job does not measure (``None``: a log without data time, or ``pulse.step()`` without
   ``data_wait_s``) rules nothing out.
 
+- **Its rate.** The median fresh samples/s over the judged ticks (:attr:`JobState.samples_per_s`), once the job
+  has reported it for ``job_rate_min_s``, sets the num_workers recommendation's number and reason
+  (:func:`with_job_rate`, ``host_evidence.JobRate``; docs/diagnosis.md "Advice" gives the formula).
+
 A verdict whose window holds no job data is returned unchanged. Facts added when there is job data:
 ``job_samples_per_s``, ``job_data_wait_pct`` (NaN when stale or not reported), ``job_since_progress_s``.
 """
