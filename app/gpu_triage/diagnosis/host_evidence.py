@@ -157,7 +157,6 @@ class WorkersRec:
                 f"({self.cores} cores, {procs})")
 
 
-
 def least_busy_pct(util: np.ndarray, cols: list[int]) -> float:
     """The median over the ticks of the least busy of the cards ``cols``' GPU-Util (NaN: none known). Ranks
     step together: the card that waits at a collective for the others spins at 100 %, the least busy one
