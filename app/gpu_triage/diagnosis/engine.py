@@ -1,15 +1,15 @@
 """diagnose(): a window of ticks in, one verdict out. Pure: no I/O, no clock, no globals.
 
 Measure (measure.py: the judged stretch of span.py, shapes, host and process facts), find the cause (the
-first rule of rules.py that holds), let the job's own clock overrule the loader rules (job.py), compose
-the verdict (verdict.py), then apply the job's evidence.
+first rule of rules.py that holds), let the job's own clock overrule the loader rules and lend its samples/s
+to the num_workers recommendation (job.py), compose the verdict (verdict.py), then apply the job's evidence.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out
+from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out, with_job_rate
 from gpu_triage.diagnosis.measure import Measurements
 from gpu_triage.diagnosis.mechanisms.base import Cause
 from gpu_triage.diagnosis.rules import LOADER_RULES, advise, find_cause
@@ -56,6 +56,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
 
     m = Measurements.from_view(view, th, cpu_count, dt)
     clock = job_state(view, m.start, th)  # the job's own clock, when a source gives it
+    m = with_job_rate(m, clock)  # its samples/s beside the num_workers recommendation
     cause = _job_clock(m, find_cause(m), clock)
     pattern = m.pattern
     if pattern == Pattern.SINGLE_CARD_BUSY and cause.mechanism == Mechanism.RANK_BLOCKED_ON_STORAGE:

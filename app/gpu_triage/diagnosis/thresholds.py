@@ -73,6 +73,8 @@ class Thresholds:
     job_stale_min_s: float = 1.0  # ... and at least this long (and 2 ticks): the source's own "stopped"
     no_progress_steps: float = 10.0  # no step for this many median step times (and no_progress_min_s): no progress
     no_progress_min_s: float = 5.0  # a few seconds: pulse publication, a tick of lag and a slow step all fit under
+    job_rate_min_s: float = 3.0  # the job's samples/s sets num_workers once it has reported this long (the
+    # first ticks of a job hold its warm-up steps: real 2-card starved run, both cards at 95-99 % for one tick)
     warmup_s: float = 6.0  # no verdict before the window holds this much ("collecting"), and 3 ticks
     short_judged_s: float = 10.0  # a judged stretch shorter than this lowers the confidence
     # -- confidences ----------------------------------------------------------------------------------------
