@@ -62,7 +62,8 @@ class ProcessInside:
         samples (16 threads busy)": the share of ``phases`` as the figure."""
         lead = self.leading(phases)
         k = sum(self.counts.get(p, 0) for p in phases)
-        names = "/".join(p for p in phases if self.counts.get(p, 0)) or lead
+        seen = sorted((p for p in phases if self.counts.get(p, 0)), key=lambda p: -self.counts[p])
+        names = "/".join(seen) or lead  # the leading phase first
         at = f" at {self.frames[lead]}" if self.frames.get(lead) else ""
         busy = "" if math.isnan(self.busy_threads) else (
             f" ({self.busy_threads:.0f} thread{'' if self.busy_threads == 1 else 's'} busy)")

@@ -48,7 +48,7 @@ class InsideRule(Rule):
         if len(procs) > 2:
             facts.append(Fact(f"and {len(procs) - 2} more process{'es' if len(procs) > 3 else ''} alike"))
         failed = m.inside.failed_fact()
-        return [*facts, *(e for e in extra if e is not None), *m.base, *([failed] if failed else [])]
+        return [*m.base, *facts, *(e for e in extra if e is not None), *([failed] if failed else [])]
 
     def lead(self, m: Measurements) -> tuple[str, str]:
         """(the leading phase, its frame) of the first agreeing process: what the advice names."""
