@@ -5,9 +5,10 @@ usage: PYTHONPATH=app python scripts/inside_to_v3.py [NAME ...]   (default: the 
 Reads ``tests/data/NAME.parquet`` (trace v2, by our recorder) and the dumps its labels name
 (``tests/data/inside-stacks/*.jsonl.gz``, written beside the recording by lab/stack_sampler.py every 2 s), and
 writes ``tests/data/NAME-stacks.parquet`` through the project's writer, with its labels beside it
-(``NAME-stacks.labels.json``: the same windows, each with ``stacks_column`` saying where its stacks come from). Each dump becomes one
-:class:`~gpu_triage.model.StackSample` on the tick whose interval holds the moment it finished (``t`` + its
-``took_s``: a tick carries the dumps finished during it, as the live sampler records them):
+(``NAME-stacks.labels.json``: the same windows, each with ``stacks_column`` saying where its stacks come
+from). Each dump becomes one :class:`~gpu_triage.model.StackSample` on the tick whose interval holds the
+moment it finished (``t`` + its ``took_s``: a tick carries the dumps finished during it, as the live sampler
+records them):
 
 - ``main``: the training process's dump, its phase by ``sources.phases.process_phase`` with the threads /proc
   gave at the same moment; its busy threads from the CPU ticks each thread used since the previous dump of the
