@@ -190,6 +190,20 @@ def test_dumps_that_could_not_be_read_are_said_once_with_py_spys_reason() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_under_an_outside_reading_failed_dumps_are_said_once_too(name: str) -> None:
+    inside = {"recompile", "host_compute", "python_step", "input_latency", "external_wait"}
+    outside_said = 0
+    for _, raw, _ in _raw(name):
+        lines = [f["text"] for f in raw.evidence_facts if f["metric"] == "stack_dumps_failed"]
+        assert len(lines) <= 1, raw.evidence
+        if lines and raw.mechanism not in inside:
+            assert lines[0].endswith(": read from outside"), lines
+            outside_said += 1
+    assert outside_said > 0  # each recording has windows whose failed dumps fall under an outside reading
+
+
+@pytest.mark.slow
 def test_the_json_facts_carry_the_inside_evidence() -> None:
     """`diagnose --json` gives each segment's evidence_facts: the inside line is among them with its figure."""
     name = "h200-inside-a-0.5s"
