@@ -65,8 +65,9 @@ class ProcessInside:
         seen = sorted((p for p in phases if self.counts.get(p, 0)), key=lambda p: -self.counts[p])
         names = "/".join(seen) or lead  # the leading phase first
         at = f" at {self.frames[lead]}" if self.frames.get(lead) else ""
-        busy = "" if math.isnan(self.busy_threads) else (
-            f" ({self.busy_threads:.0f} thread{'' if self.busy_threads == 1 else 's'} busy)")
+        b = self.busy_threads
+        busy = ("" if math.isnan(b) else " (no thread busy)" if b == 0
+                else f" ({b:.0f} thread{'' if b == 1 else 's'} busy)")
         return Fact(f"{self.name}'s main thread was in {names}{at} in {k} of {self.samples} samples{busy}",
                     "main_thread_phase_share", self.share(phases), self.cards)
 
