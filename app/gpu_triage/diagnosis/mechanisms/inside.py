@@ -113,7 +113,9 @@ class PythonStep(InsideRule):
     """The process's own Python on one core in most samples (no library phase under it) while its card waits:
     a loop between steps, per-step bookkeeping, ``.item()`` / ``.cpu()`` syncs (C called from Python reads
     as the caller). From outside exactly num_workers=0 (one core, no workers). A pageable host-to-device copy
-    is one thread's memcpy called from Python too: while PCIe shows the copy it is left to ``h2d_copy``.
+    is one thread's memcpy called from Python too: while PCIe shows the copy it is left to ``h2d_copy``; a loop
+    that calls torch ops one by one is its own Python too: while the card shows tiny kernels (GPU-Util with
+    no SM activity) it is left to ``launch_overhead``.
     Real H200: a Python loop of 60 and 250 ms per step, 8 of 8 samples in its own function, 1 thread busy."""
 
     name, bottleneck, phases = Mechanism.PYTHON_STEP, Bottleneck.HOST_STEP, OWN_PYTHON
@@ -123,6 +125,8 @@ class PythonStep(InsideRule):
         th = m.th
         if ge(m.hf.h2d_bytes_per_s, th.h2d_bytes_per_s):
             return None  # the Python that calls a pageable copy: the copy is the step (h2d_copy)
+        if m.sm_known and ge(m.hf.gpu_mean, th.stall_util_pct) and m.hf.sm_mean < th.sm_idle_pct:
+            return None  # a loop calling torch ops reads as its own Python too: tiny kernels (launch_overhead)
         procs = self.agreeing(m)
         if not procs or any(ge(p.busy_threads, th.host_compute_cores) for p in procs):
             return None  # its own code on many threads: a C extension computing, not the Python loop
