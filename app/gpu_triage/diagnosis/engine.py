@@ -12,6 +12,7 @@ import numpy as np
 from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out, with_job_rate
 from gpu_triage.diagnosis.measure import Measurements
 from gpu_triage.diagnosis.mechanisms.base import Cause
+from gpu_triage.diagnosis.mechanisms.inside import not_read
 from gpu_triage.diagnosis.rules import LOADER_RULES, advise, find_cause
 from gpu_triage.diagnosis.span import nanmedian0, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -65,6 +66,8 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         pattern = Pattern.IMBALANCED
     lead = pattern_fact(m, pattern)
     evidence = list(cause.evidence)
+    if (unread := not_read(m, cause)) is not None:
+        evidence.append(unread)
     if lead is not None:  # the shape leads, except where the cause's own first line is what to act on
         evidence.insert(1 if cause.bottleneck in LEADS_ITSELF else 0, lead)
     adv, destructive = advise(cause, m)
