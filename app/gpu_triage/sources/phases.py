@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpu_triage.sources.stacks import StackDump, ThreadStack
+from gpu_triage.sources.stacks import Frame, StackDump, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo
 
 
@@ -49,12 +49,12 @@ class Rule:
     names: tuple[str, ...] = ()  # or a frame's function name holding one of these
 
     def matches(self, stack: ThreadStack) -> bool:
-        for fr in stack.frames:
-            if self.files and fr.file.startswith(self.files):
-                return True
-            if self.names and any(n in fr.name for n in self.names):
-                return True
-        return False
+        return any(self.names_frame(fr) for fr in stack.frames)
+
+    def names_frame(self, fr: Frame) -> bool:
+        if self.files and fr.file.startswith(self.files):
+            return True
+        return bool(self.names) and any(n in fr.name for n in self.names)
 
 
 #: Ordered: the first rule any frame matches names the phase.
@@ -178,3 +178,34 @@ def main_thread_phases(dumps: Iterable[tuple[StackDump, list[ThreadInfo] | None]
             frames.setdefault(phase, Counter())[f"{top.name} ({top.file.rsplit('/', 1)[-1]})"] += 1
     return PhaseShare(n, {p: c / n for p, c in counts.items()} if n else {},
                       {p: c.most_common(1)[0][0] for p, c in frames.items()})
+
+
+FRAMES_SHOWN = 4  # frames of one sample kept: the innermost ones and the one that named the phase
+FRAME_TEXT = 56  # characters of one frame at most (another user's names): the frames never pass 240 together
+
+
+def _frame_text(name: str, file: str) -> str:
+    text = f"{name} ({file.rsplit('/', 1)[-1]})"
+    return text if len(text) <= FRAME_TEXT else text[: FRAME_TEXT - 1] + "…"
+
+
+def naming_frames(stack: ThreadStack | None, phase: Phase) -> str | None:
+    """The innermost frames of ``stack`` down to the one that named ``phase``, "fn (file)" joined by " < "
+    (innermost first); past FRAMES_SHOWN frames the innermost ones and that frame, with "…" between. A phase no
+    frame names (python, sleep, waiting) gives the innermost frame. The last frame given is always the one that
+    named the phase. Each frame is cut to FRAME_TEXT characters, so that one is always seen whole or cut."""
+    if stack is None or not stack.frames:
+        return None
+    frames = stack.frames
+    worker = phase in (Phase.WORKER_BUSY, Phase.WORKER_WAITING, Phase.WORKER_IDLE)
+    rules = (_IN_DATASET, _WORKER) if worker else tuple(r for r in RULES if r.phase is phase)
+    # the innermost frame any of them names: a worker in its Dataset is named by fetch.py, an idle one by its loop
+    at = next((i for i, fr in enumerate(frames) if any(r.names_frame(fr) for r in rules)), None)
+    texts = [_frame_text(f.name, f.file) for f in frames]
+    if at is None:
+        at = 0  # no frame names it: the thread's own state did (on a CPU, asleep), where it is now
+    if at < FRAMES_SHOWN:
+        kept = texts[: at + 1]
+    else:
+        kept = [*texts[: FRAMES_SHOWN - 1], "…", texts[at]]
+    return " < ".join(kept)

@@ -1,0 +1,158 @@
+"""The inside evidence on the live path: the live source's ticks carry the stack samples of the processes
+whose card waits, and `record` writes them. The driver is faked (the outside: a card at 0 % or at 97 %
+running the process), the process and py-spy are real, as in tests/test_inside_stacks.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fake_nvml
+from gpu_triage.model import StackSample, Tick
+from gpu_triage.sources.inside import InsideSampler
+from gpu_triage.sources.live import LiveSource
+from gpu_triage.sources.stacks import ACCESS_PROBLEMS, find_pyspy
+
+needs_pyspy = pytest.mark.skipif(find_pyspy() is None and not os.environ.get("CI"), reason="py-spy not installed")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="py-spy reads other processes as root here")
+
+SLEEPER = """
+    import time
+    def wait_for_the_dataset():
+        while True:
+            time.sleep(0.2)
+    print("ready", flush=True)
+    wait_for_the_dataset()
+"""
+
+
+@pytest.fixture
+def job() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLEEPER)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _source(pid: int, util: float, inside: InsideSampler | None) -> LiveSource:
+    card = fake_nvml.FakeCard(util=util, processes=[fake_nvml.FakeProcess(pid, usedGpuMemory=2 << 30)])
+    return LiveSource(fake_nvml.FakeNvml([card]), inside=inside)
+
+
+def _ticks_until(source: LiveSource, done: float, every_s: float = 0.25) -> list[Tick]:
+    ticks = []
+    deadline = time.monotonic() + done
+    while time.monotonic() < deadline:
+        time.sleep(every_s)
+        ticks.append(source.sample())
+        if sum(len(t.stacks) for t in ticks) >= 3:
+            break
+    return ticks
+
+
+@needs_pyspy
+@needs_root
+def test_the_live_ticks_carry_what_the_waiting_cards_process_is_doing(job: subprocess.Popen[bytes]) -> None:
+    source = _source(job.pid, 0.0, InsideSampler(every_s=0.2))
+    try:
+        ticks = _ticks_until(source, 20.0)
+    finally:
+        source.close()
+    samples = [s for t in ticks for s in t.stacks]
+    assert len(samples) >= 3, "a dump finished every few ticks"
+    assert {s.pid for s in samples} == {job.pid} and {s.role for s in samples} == {"main"}
+    assert all(s.phase == "sleep" and s.error is None for s in samples)
+    assert all(s.frames == "wait_for_the_dataset (<string>)" for s in samples)  # the frame that named it
+    assert all(s.threads == 1 for s in samples)  # /proc: the sleeper's one thread
+    seen = [id(s) for t in ticks for s in t.stacks]
+    assert len(seen) == len(set(seen))  # each dump in one tick only
+
+
+@needs_pyspy
+@needs_root
+def test_a_busy_card_is_never_dumped(job: subprocess.Popen[bytes]) -> None:
+    inside = InsideSampler(every_s=0.1)
+    source = _source(job.pid, 97.0, inside)
+    try:
+        ticks = [source.sample() for _ in range(6) if time.sleep(0.2) is None]
+    finally:
+        source.close()
+    assert not any(t.stacks for t in ticks)
+    assert inside.stacks.cpu_s == 0.0 and inside.reports() == {}  # py-spy never ran
+
+
+def test_without_py_spy_the_live_source_says_it_once_and_ticks_go_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("GPU_TRIAGE_PYSPY", str(tmp_path / "absent"))
+    inside = InsideSampler(every_s=0.1)
+    source = _source(os.getpid(), 0.0, inside)
+    try:
+        ticks = [source.sample() for _ in range(3)]
+        for _ in range(3):
+            said = source.status().messages
+    finally:
+        source.close()
+    assert inside._thread is None  # no sampler thread without py-spy
+    assert not any(t.stacks for t in ticks) and all(t.procs for t in ticks)
+    assert said.count(f"no stacks: {ACCESS_PROBLEMS['no_pyspy']}") == 1, said  # the banner, once
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged.count(f"inside evidence: no stacks: {ACCESS_PROBLEMS['no_pyspy']}") == 1, logged
+    assert source.inside_notice() == f"no stacks: {ACCESS_PROBLEMS['no_pyspy']}"
+
+
+def test_a_process_py_spy_may_not_read_gives_one_sample_saying_why(tmp_path: Path) -> None:
+    """py-spy's own refusal (a stand-in binary that answers as py-spy does without the rights): said once,
+    with the fix in the notice, not once per dump."""
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\necho 'Error: Permission denied (os error 13)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    from gpu_triage.sources.stacks import StackReader
+
+    clock = [0.0]
+    inside = InsideSampler(StackReader(str(fake)), every_s=1.0, clock=lambda: clock[0])
+    inside.want([(os.getpid(), [])])
+    drained: list[StackSample] = []
+    for _ in range(4):
+        clock[0] += 1.0
+        inside.step()
+        drained += inside.drain()
+    assert [(s.pid, s.phase, s.error) for s in drained] == [(os.getpid(), "unknown", "permission")]
+    assert inside.notice() == f"no stacks: {ACCESS_PROBLEMS['permission']}"
+
+
+@pytest.mark.slow
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("flags", [[], ["--no-stacks"]], ids=["stacks", "no-stacks"])
+def test_record_writes_the_stacks_and_reads_them_back(job: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path, flags: list[str]) -> None:
+    from gpu_triage.cli import main
+    from gpu_triage.commands import record
+    from gpu_triage.trace.reader import open_trace
+
+    def make(spec: str, *, stacks: bool, **_: object) -> LiveSource:
+        assert spec == "live"
+        return _source(job.pid, 0.0, InsideSampler(every_s=0.2) if stacks else None)
+
+    monkeypatch.setattr(record, "make_source", make)
+    monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))
+    out = tmp_path / "run.parquet"
+    assert main(["record", "-o", str(out), "--interval", "0.5", "--duration", "4", *flags]) == 0
+    trace = open_trace(out)
+    stacks = [s for t in trace.ticks(0, trace.n) for s in t.stacks]
+    if flags:
+        assert stacks == []
+        return
+    assert len(stacks) >= 2
+    assert {(s.pid, s.role, s.phase, s.frames) for s in stacks} == {
+        (job.pid, "main", "sleep", "wait_for_the_dataset (<string>)")}
