@@ -98,7 +98,8 @@ def detail_text(view: WindowView, pid: int, parent: int | None = None) -> str | 
         fn = _named_by(s.frames)
         text = f"{who}: {clean(s.phase)}" + (f" ({fn})" if fn else "")
         if parent is None:
-            text += f", {s.busy_threads} threads busy" if s.busy_threads is not None else ", threads busy n/a"
+            busy = s.busy_threads
+            text += f", {busy} thread{'' if busy == 1 else 's'} busy" if busy is not None else ", threads busy n/a"
     age = float(view.t[-1]) - t if view.n else 0.0
     return text + (f", {age:.0f} s ago" if age >= 0.5 else "")
 
