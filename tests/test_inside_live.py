@@ -156,3 +156,57 @@ def test_record_writes_the_stacks_and_reads_them_back(job: subprocess.Popen[byte
     assert len(stacks) >= 2
     assert {(s.pid, s.role, s.phase, s.frames) for s in stacks} == {
         (job.pid, "main", "sleep", "wait_for_the_dataset (<string>)")}
+
+
+def test_the_switch_is_the_config_unless_no_stacks_is_given() -> None:
+    from gpu_triage.cli_parser import build_parser
+    from gpu_triage.config import Config, parse_config, stacks_wanted
+    from gpu_triage.errors import UserError
+
+    assert Config().inside_enabled and parse_config({"inside": {"enabled": False}}).inside_enabled is False
+    with pytest.raises(UserError, match="inside.enabled"):
+        parse_config({"inside": {"enabled": "yes"}})
+    parser = build_parser()
+    for argv in (["--no-stacks"], ["live", "--no-stacks"], ["record", "-o", "x.parquet", "--no-stacks"],
+                 ["export", "--no-stacks"]):
+        assert parser.parse_args(argv).no_stacks is True, argv
+    assert stacks_wanted(Config(), no_stacks=False) and not stacks_wanted(Config(), no_stacks=True)
+    assert not stacks_wanted(parse_config({"inside": {"enabled": False}}), no_stacks=False)
+
+
+@pytest.mark.parametrize(("flags", "wanted"), [([], False), (["--record", "DIR"], True),
+                                               (["--record", "DIR", "--no-stacks"], False)])
+def test_export_reads_stacks_only_for_its_recording(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                    flags: list[str], wanted: bool) -> None:
+    """The metrics have no series for stacks: only `export --record` pays for them."""
+    from gpu_triage.cli import main
+    from gpu_triage.sources import spec
+
+    asked: list[bool] = []
+
+    def make(name: str, *, stacks: bool = False, **_: object) -> None:
+        asked.append(stacks)
+        raise RuntimeError("enough: the source was asked for")
+
+    monkeypatch.setattr(spec, "make_source", make)
+    argv = [str(tmp_path / "ds") if f == "DIR" else f for f in flags]
+    with pytest.raises(RuntimeError, match="enough"):
+        main(["export", "--listen", "127.0.0.1:0", "--source", "sim:healthy", *argv])
+    assert asked == [wanted]
+
+
+@needs_pyspy
+@needs_root
+def test_a_tick_a_few_ms_early_still_gets_its_dump(job: subprocess.Popen[bytes]) -> None:
+    """A round follows each tick: at a 2 s tick one that came 10 ms early skipped every other tick's dump."""
+    clock = [100.0]
+    inside = InsideSampler(every_s=2.0, clock=lambda: clock[0])
+    inside.want([(job.pid, [])])
+    got = []
+    for _ in range(4):
+        inside.step()
+        clock[0] += 0.5
+        inside.step()  # a second round within the same tick: not another dump
+        got.append(len(inside.drain()))
+        clock[0] += 1.49
+    assert got == [1, 1, 1, 1]

@@ -36,6 +36,9 @@ EVERY_S = 2.0  # one dump per process per this many seconds at most
 KEEP = 15  # dumps kept per process: 30 s at the default pace
 WAITING_UTIL_PCT = 50.0  # a card below this GPU-Util is waiting: its processes are worth a look
 MAX_PROCESSES = 16  # processes followed at once (one per card of the largest servers)
+# A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
+# next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
+PACE_SLACK = 0.8
 MAX_PENDING = 256  # samples kept for drain(): a caller that never drains (snapshot, doctor) holds no more
 #: Problems that stop every dump on this machine, not one process's: the notice names them with their fix.
 MACHINE_PROBLEMS = ("no_pyspy", "permission")
@@ -173,7 +176,7 @@ class InsideSampler:
                 f = self._followed.get(pid)
                 if f is None or f.start != start:  # new, or its pid now another process's
                     f = self._followed[pid] = _Followed(start)
-                if now - f.last < self.every_s:
+                if now - f.last < self.every_s * PACE_SLACK:
                     continue
                 f.last = now
             dump = self.stacks.dump(pid)
