@@ -181,19 +181,23 @@ def main_thread_phases(dumps: Iterable[tuple[StackDump, list[ThreadInfo] | None]
 
 
 FRAMES_SHOWN = 4  # frames of one sample kept: the innermost ones and the one that named the phase
-FRAME_TEXT = 56  # characters of one frame at most (another user's names): the frames never pass 240 together
+FRAME_NAME = 48  # characters of a frame's function name at most (another user's names: bounded) ...
+FRAME_FILE = 20  # ... and of its file's base name: a frame is at most 71, a sample's frames at most 300
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _frame_text(name: str, file: str) -> str:
-    text = f"{name} ({file.rsplit('/', 1)[-1]})"
-    return text if len(text) <= FRAME_TEXT else text[: FRAME_TEXT - 1] + "…"
+    return f"{_cut(name, FRAME_NAME)} ({_cut(file.rsplit('/', 1)[-1], FRAME_FILE)})"
 
 
 def naming_frames(stack: ThreadStack | None, phase: Phase) -> str | None:
     """The innermost frames of ``stack`` down to the one that named ``phase``, "fn (file)" joined by " < "
     (innermost first); past FRAMES_SHOWN frames the innermost ones and that frame, with "…" between. A phase no
     frame names (python, sleep, waiting) gives the innermost frame. The last frame given is always the one that
-    named the phase. Each frame is cut to FRAME_TEXT characters, so that one is always seen whole or cut."""
+    named the phase: each frame's name and file are cut (FRAME_NAME, FRAME_FILE), never the whole text."""
     if stack is None or not stack.frames:
         return None
     frames = stack.frames
