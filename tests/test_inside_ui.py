@@ -78,11 +78,15 @@ def test_a_reused_pid_is_never_given_the_old_processs_stacks() -> None:
     assert inside_lines.detail_text(_view(ticks), 504) is None
 
 
-def test_without_samples_the_pane_says_why_none_are_read() -> None:
-    view = _view([dataclasses.replace(t, stacks=[]) for t in _ticks(3)])
+def test_without_samples_the_pane_says_why_none_are_read_while_a_card_waits() -> None:
+    ticks = [dataclasses.replace(t, stacks=[]) for t in _ticks(3)]
+    ticks[-1].gpus[0].util_pct = 3.0  # pid 504's card
+    view = _view(ticks)
     assert inside_lines.pane_lines(view, "no stacks: py-spy is not installed") == [
         "inside: no stacks: py-spy is not installed"]
     assert inside_lines.pane_lines(view) == []
+    ticks[-1].gpus[0].util_pct = 97.0  # every card with a process busy: nothing would be read, nothing said
+    assert inside_lines.pane_lines(_view(ticks), "no stacks: py-spy is not installed") == []
 
 
 def test_hostile_and_long_frame_text_is_made_visible_and_bounded() -> None:
@@ -146,3 +150,23 @@ async def test_a_replayed_v3_recording_shows_the_same_lines(tmp_path: Path) -> N
         await pilot.press("tab")
         await pilot.pause()
         assert "main thread: optimizer (Adam.step), 16 threads busy" in _shown(app, "procs")
+
+
+class _NoPySpy(TickListSource):
+    """A live-like source that cannot read stacks here (what LiveSource.inside_notice says without py-spy)."""
+
+    def inside_notice(self) -> str | None:
+        return "no stacks: py-spy is not installed: pip install 'gpu-triage[stacks]'"
+
+
+async def test_the_pane_says_why_no_stacks_are_read_under_the_job_wrapper_too() -> None:
+    from gpu_triage.sources.job import JobMonitor, WithJob
+
+    ticks = [dataclasses.replace(t, stacks=[]) for t in _ticks(4)]
+    for t in ticks:
+        t.gpus[0].util_pct = 3.0
+    for source in (_NoPySpy(2, 4), WithJob(_NoPySpy(2, 4), JobMonitor(use_pulse=False), 2.0)):
+        app = TriageApp(Config(), source=source, source_label="test", prefill=ticks, autostart=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            assert "inside: no stacks: py-spy is not installed: pip install 'gpu-triage[stacks]'" in _shown(app, "diag")

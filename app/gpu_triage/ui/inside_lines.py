@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from gpu_triage.model import ProcSample, StackSample
 from gpu_triage.safetext import clean
+from gpu_triage.sources.inside import WAITING_UTIL_PCT
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
 from gpu_triage.window import WindowView
 
@@ -104,12 +105,21 @@ def detail_text(view: WindowView, pid: int, parent: int | None = None) -> str | 
     return text + (f", {age:.0f} s ago" if age >= 0.5 else "")
 
 
+def _someone_waits(view: WindowView) -> bool:
+    """A process on a card under the sampler's waiting threshold at the newest tick: one it would look inside."""
+    if not view.n or not view.procs or "util_pct" not in view.gpu:
+        return False
+    util = dict(zip(view.gpu_indexes, view.gpu["util_pct"][-1].tolist(), strict=False))
+    return any(util.get(p.gpu_index, float("nan")) < WAITING_UTIL_PCT for p in view.procs[-1])
+
+
 def pane_lines(view: WindowView, notice: str | None = None) -> list[str]:
     """The diagnosis pane's compact look inside: "inside pid 504: optimizer 5/5 samples (Adam.step)" per
-    waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else the notice that says why
-    none are read (no py-spy, no permission), if any."""
+    waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else, while a process's card
+    waits, the notice that says why none are read (no py-spy, no permission), if any: while every card is
+    busy nothing would be read anyway."""
     if not view.n:
-        return [f"inside: {clean(notice)}"] if notice else []
+        return []
     since = float(view.t[-1]) - RECENT_S
     per_pid: dict[int, list[StackSample]] = {}
     firsts: dict[int, int | None] = {}
@@ -133,6 +143,6 @@ def pane_lines(view: WindowView, notice: str | None = None) -> list[str]:
         lines.append(f"inside pid {pid}: {clean(phase)} {n}/{len(read)} samples" + (f" ({fn})" if fn else ""))
     if len(per_pid) > MAX_PROCESSES:
         lines.append(f"inside: +{len(per_pid) - MAX_PROCESSES} more processes (Tab, then select one)")
-    if not lines and notice:
+    if not lines and notice and _someone_waits(view):
         lines.append(f"inside: {clean(notice)}")
     return lines
