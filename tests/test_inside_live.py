@@ -279,3 +279,19 @@ def test_a_samples_frames_end_with_the_one_that_named_it_and_are_bounded() -> No
     assert text.endswith(" < … < Adam.step (adam.py)") and text.count(" < ") == 4
     assert naming_frames(stack, Phase.PYTHON) == text.split(" < ")[0]  # no frame names it: where it is now
     assert naming_frames(ThreadStack(1, None, False, ()), Phase.SLEEP) is None
+
+
+def test_an_unknown_py_spy_failure_is_kept_as_visible_text(tmp_path: Path) -> None:
+    """py-spy's last line of stderr is the sample's error when no known reason fits: it goes to the recording
+    and the screen, so its control characters are made visible first."""
+    from gpu_triage.sources.stacks import StackReader
+
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\nprintf 'Error: \\033]2;PWN\\007 odd\\n' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    inside = InsideSampler(StackReader(str(fake)), every_s=1.0, clock=lambda: 100.0)
+    inside.want([(os.getpid(), [])])
+    inside.step()
+    (sample,) = inside.drain()
+    assert sample.error == "Error: ␛]2;PWN␇ odd" and sample.threads is not None and sample.threads >= 1
+    assert inside.notice() is None  # one process's oddity, not the machine's: no notice

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gpu_triage.model import StackSample, Tick
+from gpu_triage.safetext import clean
 from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases, naming_frames, process_phase
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackDump, StackReader, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
@@ -218,12 +219,13 @@ class InsideSampler:
                      busy: int | None) -> StackSample | None:
         if not self._unsaid(f, dump.pid, dump.error):
             return None
+        count = _task_count(dump.pid, self.proc_root)
         if dump.error is not None:
-            return StackSample(dump.pid, "main", Phase.UNKNOWN.value, error=dump.error, busy_threads=busy,
-                               threads=len(threads) if threads is not None else None)
+            return StackSample(dump.pid, "main", Phase.UNKNOWN.value, error=clean(dump.error), busy_threads=busy,
+                               threads=count)
         phase = process_phase(dump, threads)
         return StackSample(dump.pid, "main", phase.value, frames=naming_frames(_named_by(dump, phase), phase),
-                           busy_threads=busy, threads=len(threads) if threads is not None else None)
+                           busy_threads=busy, threads=count)
 
     def _worker_sample(self, f: _Followed, dump: StackDump, parent: int, phase: Phase) -> StackSample | None:
         if not self._unsaid(f, dump.pid, dump.error):
@@ -231,7 +233,8 @@ class InsideSampler:
         # a worker's own threads are not followed (their CPU shares would need a reader per worker): the count only
         return StackSample(dump.pid, "worker", phase.value, parent_pid=parent,
                            frames=naming_frames(dump.main, phase) if dump.error is None else None,
-                           threads=_task_count(dump.pid, self.proc_root), error=dump.error)
+                           threads=_task_count(dump.pid, self.proc_root),
+                           error=clean(dump.error) if dump.error is not None else None)
 
 
 def _named_by(dump: StackDump, phase: Phase) -> ThreadStack | None:
@@ -243,8 +246,10 @@ def _named_by(dump: StackDump, phase: Phase) -> ThreadStack | None:
 
 
 def _task_count(pid: int, proc_root: str) -> int | None:
+    """The process's threads, all of them (the thread reader reads at most MAX_THREADS), within the column's
+    u16: another user's process may hold more threads than the trace can store, and must not stop a recording."""
     try:
-        return len(os.listdir(f"{proc_root}/{pid}/task"))
+        return min(len(os.listdir(f"{proc_root}/{pid}/task")), 0xFFFF)
     except OSError:
         return None
 
