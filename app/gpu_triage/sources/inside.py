@@ -203,7 +203,6 @@ class InsideSampler:
                 if worker_phase is not None:
                     f.workers[worker_phase[0]] = worker_phase[1]
 
-
     @staticmethod
     def _unsaid(f: _Followed, pid: int, error: str | None) -> bool:
         """A failed dump becomes a sample once per reason: the same failure every 2 s says nothing new."""
