@@ -152,6 +152,16 @@ def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
+def _add_stacks(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--no-stacks: the live commands without py-spy's look inside the waiting processes ([inside] enabled)."""
+    p.add_argument(
+        "--no-stacks",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="do not read the Python stacks of the processes whose card waits (py-spy; [inside] enabled = false)",
+    )
+
+
 def _add_source(p: argparse.ArgumentParser) -> None:
     """--source and, for a sim source, --gpus and --seed: the headless commands (record, export)."""
     p.add_argument(

@@ -14,6 +14,7 @@ from gpu_triage.cli_args import (
     _add_sampling,
     _add_seconds,
     _add_source,
+    _add_stacks,
     _bool_list,
     _gpu_count,
     _int_list,
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_logging(parser, top=True)
     parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
     _add_job(parser, top=True)
+    _add_stacks(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser(
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--record", metavar="FILE", default=argparse.SUPPRESS, help="record every tick to FILE (Parquet)"
     )
     _add_job(p)
+    _add_stacks(p)
 
     _add_metrics(p)
 
@@ -157,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="sim sources only: write simulated ticks as fast as they are made (--duration counts simulated time)",
     )
     _add_job(p)
+    _add_stacks(p)
 
     p = sub.add_parser(
         "replay",
@@ -270,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300, from the config file if set)")
     _add_source(p)
     _add_job(p)
+    _add_stacks(p)
     p.add_argument(
         "--web-config",
         metavar="FILE",

@@ -8,9 +8,9 @@ from textual.app import App
 
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcControl, ProcDetails
-from gpu_triage.sources.base import AllHostProcesses, HostProcesses, Source, SourceStatus, Wrapper
-from gpu_triage.ui import procview
-from gpu_triage.window import RollingWindow
+from gpu_triage.sources.base import AllHostProcesses, HostProcesses, InsideNotice, Source, SourceStatus, Wrapper
+from gpu_triage.ui import inside_lines, procview
+from gpu_triage.window import RollingWindow, WindowView
 
 
 class ProcTableActions(App[int]):
@@ -41,6 +41,18 @@ class ProcTableActions(App[int]):
                 return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
+
+    def _inside_of(self, view: WindowView) -> procview.Inside:
+        """The detail line's look inside the selected process, from the window's stack samples."""
+        return lambda row: inside_lines.detail_text(view, row.pid, row.proc.pid if row.is_worker else None)
+
+    def _inside_lines(self, view: WindowView) -> list[str]:
+        """The diagnosis pane's "inside" lines, or why no stacks are read (the live source says, under a wrapper)."""
+        source, notice = self.source, None
+        while source is not None and notice is None:
+            notice = source.inside_notice() if isinstance(source, InsideNotice) else None
+            source = source.inner if isinstance(source, Wrapper) else None
+        return inside_lines.pane_lines(view, notice)
 
     def _proc_rows(self) -> list[procview.Row]:
         return procview.rows(self._procs_now()[0], self.procs, self._proc_details)
