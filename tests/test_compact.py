@@ -248,7 +248,7 @@ def test_a_file_that_arrives_during_the_run_or_cannot_be_read_is_never_lost(
 
 
 def test_the_flat_table_reads_alike_in_duckdb_polars_and_pyarrow(tmp_path: Path) -> None:
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
     import polars as pl
     import pyarrow.dataset as ds
 
