@@ -355,3 +355,24 @@ def test_the_command_says_what_it_did_in_one_summary_line(tmp_path: Path, capsys
     (line,) = cap.out.splitlines()
     assert "1 host-days compacted: 2 files merged" in line and "80 verdicts recomputed and kept" in line
     assert "0 host-days removed" in line
+
+
+def test_a_dataset_walker_tells_recordings_from_the_flat_table_and_staging(tmp_path: Path) -> None:
+    from gpu_triage.fleet.dataset import is_recording_path
+
+    root = tmp_path / "fleet"
+    assert is_recording_path(root / "host=a" / "date=2026-01-05" / "day.parquet", root)
+    assert is_recording_path(root / "host=a" / "date=2026-01-05" / "130000-abcdef.parquet", root)
+    assert not is_recording_path(root / "flat" / "2026-01-05" / "a.parquet", root)
+    assert not is_recording_path(root / "host=a" / ".compact-2026-01-05-ab12cd34" / "day.parquet", root)
+    assert not is_recording_path(root / "host=a" / "date=2026-01-05" / ".day.parquet.tmp-x1", root)
+
+
+@pytest.mark.xfail(strict=True, reason="fleet/summary.py's dataset_files must skip what is_recording_path rejects "
+                   "(another helper owns summary.py: a one-line change for the lead at the merge)")
+def test_the_summary_and_compare_read_no_flat_table_as_a_recording(tmp_path: Path) -> None:
+    from gpu_triage.fleet.summary import dataset_files
+
+    _day(tmp_path, hours=1)
+    run(tmp_path, _opts())
+    assert [p.name for p in dataset_files(str(tmp_path))] == ["day.parquet"]

@@ -27,11 +27,11 @@ from datetime import date
 from pathlib import Path
 
 from gpu_triage.errors import UserError
+from gpu_triage.fleet.dataset import FLAT_DIR as FLAT_DIR  # re-exported: compact and retention take it from here
 
 log = logging.getLogger(__name__)
 
 DAILY_NAME = "day.parquet"
-FLAT_DIR = "flat"
 STAGING_PREFIX = ".compact-"  # .compact-YYYY-MM-DD-TOKEN beside date=YYYY-MM-DD (a dot: no `date=*` glob sees it)
 OLD_SUFFIX = ".old"  # the old partition's name between the two renames where the file system cannot exchange
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -62,6 +62,23 @@ def host_partition(name: str | None) -> str:
     return clean or "unknown"
 
 
+#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (fleet/compact.py): Parquet, but no recording
+FLAT_DIR = "flat"
+
+
+def is_recording_path(path: Path, root: Path) -> bool:
+    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not the
+    flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
+    a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare DIR``) skip the rest."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return not path.name.startswith(".")
+    if not parts or (len(parts) > 1 and parts[0] == FLAT_DIR):
+        return False
+    return not any(p.startswith(".") for p in parts)
+
+
 def check_dataset_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it writable; UserError (exit 2) saying why not."""
     from gpu_triage.trace.target import describe_os_error
