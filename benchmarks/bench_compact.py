@@ -113,7 +113,7 @@ import sys, time
 engine, layout, root = sys.argv[1], sys.argv[2], sys.argv[3]
 if engine == "duckdb":
     import duckdb
-    con = duckdb.connect()
+    con = duckdb.connect(config={"enable_progress_bar": False})
     if layout == "flat":
         sql = f"SELECT host, gpu, avg(util_pct) AS util FROM read_parquet('{root}/flat/*/*.parquet') GROUP BY ALL"
     else:
@@ -158,7 +158,7 @@ def query(engine: str, layout: str, root: Path, repeat: int) -> str:
     for i in range(repeat + 1):  # the first run warms the page cache and is not counted
         out = subprocess.run([sys.executable, "-c", QUERY, engine, layout, str(root)], capture_output=True,
                              text=True, check=True)
-        wall, rows = out.stdout.split()
+        wall, rows = out.stdout.split()[-2:]
         if i:
             best = min(best, float(wall))
     return f"{best:.2f} s ({rows} rows)"
