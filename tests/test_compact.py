@@ -274,6 +274,13 @@ def test_the_flat_table_reads_alike_in_duckdb_polars_and_pyarrow(tmp_path: Path)
     assert np.allclose([r[3] for r in by_duck], by_polars["util_pct"].to_numpy())
 
 
+def test_a_day_to_be_removed_is_not_merged_first(tmp_path: Path) -> None:
+    _day(tmp_path, day=DAY - timedelta(days=10), hours=2)
+    res = run(tmp_path, Options(keep_days=3, now=DAY))
+    assert (res.days, res.days_removed, res.files_removed) == (0, 1, 2)
+    assert os.listdir(tmp_path / "host=gpu01") == []
+
+
 def test_keep_days_removes_older_partitions_and_dry_run_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -286,15 +293,21 @@ def test_keep_days_removes_older_partitions_and_dry_run_changes_nothing(
     outside.write_bytes(b"not ours")
     listing = sorted(str(p) for p in tmp_path.rglob("*"))
 
-    assert main(["compact", str(tmp_path), "--keep-days", "3", "--dry-run"]) == 0
+    assert main(["compact", str(tmp_path), "--dry-run"]) == 0
     out = capsys.readouterr().out
+    assert out.count("would merge 1 files") == 2 and "dry run, nothing changed: would compact 2 host-days" in out
+    then = DAY + timedelta(days=3, hours=1)
+    dry = run(tmp_path, Options(keep_days=3, now=then, dry_run=True))
+    assert [line.split(" (")[0] for line in dry.lines if "would remove" in line] == [
+        f"would remove {tmp_path / 'host=gpu01' / 'date=2025-12-26'}"]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == listing  # nothing changed
-    assert "would merge 1 files" in out and "would remove" in out and "dry run, nothing changed" in out
 
-    res = run(tmp_path, Options(keep_days=3, now=DAY + timedelta(days=3, hours=1)))
+    assert run(tmp_path, Options(now=then)).days == 2  # both finished days, each with its flat table
+    assert sorted(os.listdir(tmp_path / "flat")) == ["2025-12-26", "2026-01-05"]
+    res = run(tmp_path, Options(keep_days=3, now=then))
     assert sorted(os.listdir(tmp_path / "host=gpu01")) == ["date=2025-12-25", "date=2026-01-05"]
     assert os.listdir(tmp_path / "flat") == ["2026-01-05"]  # the old day's flat table went with it
-    assert res.days_removed == 1 and res.files_removed == 2  # the daily file and its flat table
+    assert res.days_removed == 1 and res.files_removed == 2  # its daily file and its flat table
     assert len(os.listdir(kept)) == 2  # a stream not recovered yet is never removed
     assert any(str(kept) in line and "recover" in line for line in res.lines)
     assert outside.read_bytes() == b"not ours"
@@ -376,3 +389,29 @@ def test_the_summary_and_compare_read_no_flat_table_as_a_recording(tmp_path: Pat
     _day(tmp_path, hours=1)
     run(tmp_path, _opts())
     assert [p.name for p in dataset_files(str(tmp_path))] == ["day.parquet"]
+
+
+def test_a_host_day_that_cannot_be_written_is_left_whole_and_the_rest_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    _day(tmp_path, host="full", hours=2)
+    _day(tmp_path, host="fine", hours=2)
+    want = _readable(tmp_path)
+    real = compact_day.write_parquet_atomic
+
+    def disk_full(table: pa.Table, target: Path) -> Path:
+        if "host=full" in str(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(table, target)
+
+    monkeypatch.setattr(compact_day, "write_parquet_atomic", disk_full)
+    assert main(["compact", str(tmp_path)]) == 1
+    cap = capsys.readouterr()
+    assert "the disk is full" in cap.err and "Traceback" not in cap.err
+    assert "1 host-days compacted" in cap.out and "1 host-days failed" in cap.out
+    assert _readable(tmp_path) == want
+    assert len(os.listdir(tmp_path / "host=full" / "date=2026-01-05")) == 2
+    assert os.listdir(tmp_path / "host=fine" / "date=2026-01-05") == ["day.parquet"]
+    assert not [p for p in tmp_path.rglob(".*")]

@@ -26,6 +26,8 @@ def summary_line(root: Path, res: Result, dry_run: bool) -> str:
         parts.append(f"{res.duplicates} repeated ticks dropped")
     parts.append(f"{res.recomputed} verdicts recomputed and kept")
     parts.append(f"{res.days_removed} host-days removed ({res.files_removed} files, {fs_bytes(res.bytes_removed)})")
+    if res.failed:
+        parts.append(f"{len(res.failed)} host-days failed (left as they were; said above)")
     return f"{root}: " + "; ".join(parts)
 
 
@@ -47,5 +49,8 @@ def run_compact(args: argparse.Namespace, config: Config) -> int:
         else:
             log.warning("%s", line, extra=SHOWN)
             print(f"gpu-triage: {line}", file=err)
+    for line in res.failed:
+        log.error("%s", line, extra=SHOWN)
+        print(f"gpu-triage: {line}", file=err)
     print(summary_line(root, res, dry))
-    return 0
+    return 1 if res.failed else 0

@@ -64,6 +64,7 @@ class Result:
     files_removed: int = 0
     bytes_removed: int = 0
     lines: list[str] = field(default_factory=list)  # what was skipped or would be done, said once each
+    failed: list[str] = field(default_factory=list)  # host-days that could not be compacted (left as they were)
 
 
 @dataclass(slots=True)
@@ -166,8 +167,13 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
                 if progress is not None:
                     progress(i, len(todo), f"{where}: {what}")
                 continue
-            with fs.opened(f"host={hd.host}", rfd, root / f"host={hd.host}") as hfd:
-                line = write_flat(root, rfd, hfd, hd, out) if flat_only else compact_day(root, rfd, hfd, hd, opts, out)
+            try:  # one host-day that cannot be done (a partition of another user's) does not stop the rest
+                with fs.opened(f"host={hd.host}", rfd, root / f"host={hd.host}") as hfd:
+                    line = (write_flat(root, rfd, hfd, hd, out) if flat_only
+                            else compact_day(root, rfd, hfd, hd, opts, out))
+            except UserError as exc:
+                out.failed.append(str(exc))
+                line = "failed, left as it was"
             if progress is not None:
                 progress(i, len(todo), f"{where}: {line}")
         if opts.keep_days is not None:
@@ -191,6 +197,8 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
     end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
     if day >= today or opts.now < end + GRACE:
         return None
+    if opts.keep_days is not None and day < today - timedelta(days=opts.keep_days):
+        return None  # removed below: not worth merging first
     host = hname[5:]
     shown = root / hname / dname
     with fs.opened(dname, hfd, shown) as dfd:

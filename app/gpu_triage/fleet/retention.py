@@ -74,11 +74,11 @@ def expire(root: Path, rfd: int, hosts: list[str], dates: dict[str, list[str]], 
             if not dry_run:
                 fs.fsync_dir(hfd)
     try:
-        ffd = fs.open_dir(FLAT_DIR, rfd, root / FLAT_DIR)
-    except fs.UserError:
+        os.stat(FLAT_DIR, dir_fd=rfd, follow_symlinks=False)
+    except FileNotFoundError:
         ffd = -1
-        if (root / FLAT_DIR).exists() or (root / FLAT_DIR).is_symlink():
-            raise
+    else:
+        ffd = fs.open_dir(FLAT_DIR, rfd, root / FLAT_DIR)  # a link is refused here
     if ffd >= 0:
         try:
             for e in fs.entries(ffd):
