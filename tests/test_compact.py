@@ -415,3 +415,18 @@ def test_a_host_day_that_cannot_be_written_is_left_whole_and_the_rest_goes_on(
     assert len(os.listdir(tmp_path / "host=full" / "date=2026-01-05")) == 2
     assert os.listdir(tmp_path / "host=fine" / "date=2026-01-05") == ["day.parquet"]
     assert not [p for p in tmp_path.rglob(".*")]
+
+
+def test_a_second_compact_on_the_same_dataset_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+
+    _day(tmp_path, hours=1)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a running compact holds
+        assert main(["compact", str(tmp_path)]) == 2
+        assert "another `gpu-triage compact` is running" in _one_line(capsys)
+        assert main(["compact", str(tmp_path), "--dry-run"]) == 0  # a dry run changes nothing: no lock needed
+    finally:
+        os.close(fd)
+    assert main(["compact", str(tmp_path)]) == 0

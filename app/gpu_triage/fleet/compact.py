@@ -146,6 +146,8 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     out = Result()
     today = opts.now.astimezone(UTC).date()
     with fs.opened(str(root), None, root) as rfd:
+        if not opts.dry_run:
+            _one_run_at_a_time(rfd, root)
         todo: list[tuple[HostDay, bool]] = []  # (host-day, only its flat table is missing)
         for hname in host_names:
             with fs.opened(hname, rfd, root / hname) as hfd:
@@ -181,6 +183,19 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
 
             expire(root, rfd, host_names, dates, today - timedelta(days=opts.keep_days), opts.dry_run, out)
     return out
+
+
+def _one_run_at_a_time(rfd: int, root: Path) -> None:
+    """Hold an exclusive flock on DIR itself for the run (released when its descriptor closes, however the
+    process ends): two runs exchanging one partition in turn would each keep the other's daily file."""
+    import fcntl  # noqa: PLC0415
+
+    try:
+        fcntl.flock(rfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise UserError(f"another `gpu-triage compact` is running on {root}: wait for it to finish") from None
+    except OSError as exc:  # a file system without flock on directories: go on, as the recorder does
+        log.warning("cannot lock %s (%s): make sure no other compact runs on it at the same time", root, exc)
 
 
 def fs_bytes(n: int) -> str:
@@ -228,6 +243,8 @@ def read_manifest(path: Path) -> tuple[str | None, dict[str, int]]:
     """The token and merged files (name -> size) a daily file names in its metadata; (None, {}) if none."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
+    if not path.is_file():
+        return None, {}
     try:
         meta = pq.read_schema(path).metadata or {}
         merged = json.loads(meta.get(META_MERGED, b"[]"))
