@@ -94,7 +94,7 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
         write_parquet_atomic(table, root / f"host={hd.host}" / staging / DAILY_NAME)
         with fs.opened(staging, hfd, root / f"host={hd.host}" / staging) as sfd:
             fs.fsync_dir(sfd)
-        flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host, hd.day))
+        flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host))
         done = fs.exchange(hfd, partition, staging)
     except OSError as exc:
         _drop_staging(hfd, staging)
@@ -132,7 +132,7 @@ def write_flat(root: Path, rfd: int, hfd: int, hd: HostDay, out: Result) -> str:
         out.lines.append(f"left out {path}: {exc}")
         return "unreadable"
     try:
-        size = _write_flat_file(root, rfd, hd, flat_table(tf.table, hd.host, hd.day))
+        size = _write_flat_file(root, rfd, hd, flat_table(tf.table, hd.host))
     except OSError as exc:
         raise UserError(f"writing the flat table of {path} failed ({describe_os_error(exc)})") from None
     out.flat_bytes += size

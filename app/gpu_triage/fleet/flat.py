@@ -10,8 +10,6 @@ bottleneck and mechanism.
 
 from __future__ import annotations
 
-from datetime import date
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -102,17 +100,18 @@ def fill_verdicts(table: pa.Table, computed: list[VerdictSample]) -> tuple[pa.Ta
     return table.set_column(table.schema.get_field_index("verdict"), "verdict", column), int(missing.size)
 
 
-def flat_table(table: pa.Table, host: str, day: date) -> pa.Table:
+def flat_table(table: pa.Table, host: str) -> pa.Table:
     """One row per card and tick of a merged day (:func:`merge`), with FLAT_SCHEMA's columns."""
     gpus = table.column("gpus").combine_chunks()
     cards = pc.list_flatten(gpus)
     rows = pc.list_parent_indices(gpus)
     n = len(cards)
+    ts = table.column("ts").combine_chunks().take(rows)
     verdict = table.column("verdict").combine_chunks()
     cols: dict[str, pa.Array] = {
         "host": pa.repeat(pa.scalar(host, pa.string()), n),
-        "date": pa.array(np.full(n, np.datetime64(day, "D"))).cast(pa.date32()),
-        "ts": table.column("ts").combine_chunks().take(rows),
+        "date": pc.cast(ts, pa.date32()),  # the tick's own UTC day (the partition's, for a recorder's file)
+        "ts": ts,
         "gpu": cards.field("index"),
     }
     for name in GPU_FIELDS:
