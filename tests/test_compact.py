@@ -432,3 +432,31 @@ def test_a_second_compact_on_the_same_dataset_is_refused(tmp_path: Path, capsys:
     finally:
         os.close(fd)
     assert main(["compact", str(tmp_path)]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["staging", "flat"])
+def test_a_real_kill_during_the_run_loses_and_doubles_nothing(tmp_path: Path, when: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for host in ("a", "b", "c"):
+        _day(tmp_path, host=host, hours=3, per_hour=120)
+    want = _readable(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    probe = {"staging": lambda: any(tmp_path.glob("host=*/.compact-*")),
+             "flat": lambda: any(tmp_path.glob("flat/*/*.parquet"))}[when]
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not probe() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL  # killed mid-run, not finished
+    assert any(tmp_path.glob("host=*/.compact-*"))  # it died inside a host-day's steps
+    assert _readable(tmp_path) == want  # whatever step it died in
+    assert main(["compact", str(tmp_path)]) == 0
+    assert _readable(tmp_path) == want
+    assert sorted(p.name for p in tmp_path.glob("host=*/date=*/*")) == ["day.parquet"] * 3
+    assert not [p for p in tmp_path.rglob(".*")]
