@@ -8,7 +8,9 @@ so a file never straddles two date partitions. Memory stays flat however long it
 file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s is 1,800 rows).
 
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
-pyarrow datasets and Spark read as columns ``host`` and ``date``.
+pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
+pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.fleet.compact`) merges a finished day into
+one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
 """
 
 from __future__ import annotations
