@@ -86,8 +86,8 @@ def hour(ts0):
     if verdicts:
         vt = TRACE_SCHEMA.field("verdict").type
         pick = rng.integers(0, 3, n)
-        words = [("input_bound", "data_pipeline", "loader_cpu"), ("healthy", "none", ""),
-                 ("comm_bound", "communication", "nccl_wait")]
+        words = [("sawtooth", "data_pipeline", "data_pipeline"), ("steady_high", "none", "none"),
+                 ("steady_low", "communication", "communication")]  # the engine's words (diagnosis/vocab.py)
         kids = [pa.array([words[i][k] for i in pick]) for k in range(3)]
         kids.append(pa.array(["likely"] * n))
         kids.append(pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.uint16())))
