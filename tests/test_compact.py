@@ -234,6 +234,9 @@ def test_a_file_that_arrives_during_the_run_or_cannot_be_read_is_never_lost(
     _day(tmp_path, hours=2)
     part = tmp_path / "host=gpu01" / "date=2026-01-05"
     (part / "050000-bad.parquet").write_bytes(b"PAR1 not really")
+    odd = pa.table({"ts": pa.array([int((DAY + timedelta(hours=6)).timestamp() * 1e6)], pa.timestamp("us", tz="UTC")),
+                    "gpus": pa.array([[{"index": 0, "util_pct": "busy", "mem_used_bytes": [1]}]])})
+    pq.write_table(odd, part / "060000-odd.parquet")  # another tool's file: readable, but not the trace's types
     real = fs.exchange
 
     def late_file(host_fd: int, partition: str, staging: str) -> fs.Exchanged:
@@ -242,9 +245,11 @@ def test_a_file_that_arrives_during_the_run_or_cannot_be_read_is_never_lost(
 
     monkeypatch.setattr(fs, "exchange", late_file)
     res = run(tmp_path, _opts())
-    assert sorted(os.listdir(part)) == ["050000-bad.parquet", "day.parquet", "notes.txt"]
+    assert sorted(os.listdir(part)) == ["050000-bad.parquet", "060000-odd.parquet", "day.parquet", "notes.txt"]
     assert (part / "notes.txt").read_text() == "written by someone else meanwhile"
     assert any("050000-bad.parquet" in line and "stays" in line for line in res.lines)
+    assert any("060000-odd.parquet" in line and "do not fit the trace's types" in line for line in res.lines)
+    assert res.files_merged == 2 and open_trace(part / "day.parquet").n == 80
 
 
 def test_the_flat_table_reads_alike_in_duckdb_polars_and_pyarrow(tmp_path: Path) -> None:

@@ -38,6 +38,9 @@ log = logging.getLogger("gpu_triage.fleet.compact")
 def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs.Entry], dict[bytes, bytes],
                                                            float, object]:
     """Each readable file of the host-day through the project's reader; unreadable ones are named and stay."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from gpu_triage.fleet.flat import conform_table  # noqa: PLC0415
     from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
 
     folder = root / f"host={hd.host}" / f"date={hd.day.isoformat()}"
@@ -47,10 +50,15 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
     for e in hd.files:
         try:
             tf = open_trace(folder / e.name)
+            table = conform_table(tf.table)  # a column the reader let through that cannot be the trace's type
         except UserError as exc:
             out.lines.append(f"left out {folder / e.name}: {exc} (it stays where it is)")
             continue
-        tables.append(tf.table)
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            out.lines.append(f"left out {folder / e.name}: its columns do not fit the trace's types ({exc}) "
+                             "(it stays where it is)")
+            continue
+        tables.append(table)
         merged.append(e)
         meta, interval, host = dict(tf.table.schema.metadata or {}), tf.interval_s, tf.host
     return tables, merged, meta, interval, host
@@ -96,6 +104,9 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
             fs.fsync_dir(sfd)
         flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host))
         done = fs.exchange(hfd, partition, staging)
+    except UserError:  # a link planted where the flat table goes
+        _drop_staging(hfd, staging)
+        raise
     except OSError as exc:
         _drop_staging(hfd, staging)
         raise UserError(f"compacting {folder} failed ({describe_os_error(exc)}): its files are left as they were; "
@@ -103,7 +114,11 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
     for note in done.notes:
         if note not in out.lines:
             out.lines.append(note)
-    _clear_old(root, hfd, partition, done.old, {e.name: e.size for e in merged})
+    try:
+        _clear_old(root, hfd, partition, done.old, {e.name: e.size for e in merged})
+    except OSError as exc:  # the day is in place: what is left are merged copies, which the next run removes
+        raise UserError(f"{folder}: {DAILY_NAME} is in place, but removing the merged files from "
+                        f"{folder.parent / done.old} failed ({describe_os_error(exc)}): run compact again") from None
     size = (folder / DAILY_NAME).stat().st_size
     before = sum(e.size for e in merged)
     out.days += 1
