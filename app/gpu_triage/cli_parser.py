@@ -25,6 +25,7 @@ from gpu_triage.cli_args import (
     _seconds_between,
     _seed,
     _speed,
+    add_compact,
 )
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.scenarios import SCENARIOS
@@ -52,6 +53,7 @@ examples:
   gpu-triage replay run.parquet --speed 4
   gpu-triage diagnose run.parquet --json
   gpu-triage diagnose fleet/ --summary  per host: time in each bottleneck, worst windows
+  gpu-triage compact fleet/ --keep-days 90   daily files and a flat table for queries; 90 days kept
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
   gpu-triage baseline --gpus 2 --seconds 20
@@ -295,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_rotate(p)
     _add_fleet(sub)
+    add_compact(sub)
     _add_checkup_commands(sub)
     _add_snapshot(sub)
     p = sub.add_parser(
