@@ -159,6 +159,14 @@ def _phases(read: list[StackSample]) -> list[str]:
     return [named.get(s.frames, s.phase) if s.phase == UNNAMED_WAIT and s.frames else s.phase for s in read]
 
 
+FRAME_CHARS = 80  # a frame quoted in evidence and advice: a function and its file, never a screenful
+
+
+def _quoted(frame: str) -> str:
+    """One frame as evidence quotes it, bounded: a recording is outside input, its frame text anyone's."""
+    return frame if len(frame) <= FRAME_CHARS else frame[: FRAME_CHARS - 1] + "…"
+
+
 def _process(pid: int, cards: tuple[int, ...], read: list[StackSample], failed: int,
              workers: Counter[str]) -> ProcessInside:
     phases = _phases(read)
@@ -166,7 +174,7 @@ def _process(pid: int, cards: tuple[int, ...], read: list[StackSample], failed: 
     frames: dict[str, Counter[str]] = {}
     for s, phase in zip(read, phases, strict=True):
         if s.frames:
-            frames.setdefault(phase, Counter())[s.frames.split(" < ", 1)[0]] += 1
+            frames.setdefault(phase, Counter())[_quoted(s.frames.split(" < ", 1)[0])] += 1
     busy = sorted(s.busy_threads for s in read if s.busy_threads is not None)
     median = float(busy[len(busy) // 2]) if busy else math.nan
     return ProcessInside(pid, cards, len(read), failed, dict(counts),

@@ -113,11 +113,11 @@ def _someone_waits(view: WindowView) -> bool:
     return any(util.get(p.gpu_index, float("nan")) < WAITING_UTIL_PCT for p in view.procs[-1])
 
 
-def pane_lines(view: WindowView, notice: str | None = None) -> list[str]:
+def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int] = frozenset()) -> list[str]:
     """The diagnosis pane's compact look inside: "inside pid 504: optimizer 5/5 samples (Adam.step)" per
     waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else, while a process's card
     waits, the notice that says why none are read (no py-spy, no permission), if any: while every card is
-    busy nothing would be read anyway."""
+    busy nothing would be read anyway. Processes in ``cited`` (named by the verdict's own evidence) are left out."""
     if not view.n:
         return []
     since = float(view.t[-1]) - RECENT_S
@@ -131,6 +131,9 @@ def pane_lines(view: WindowView, notice: str | None = None) -> list[str]:
         first = firsts[s.pid]
         if first is not None and i >= first:
             per_pid.setdefault(s.pid, []).append(s)
+    # a process the verdict already cites has its own evidence line, over the judged ticks: a second count of
+    # the same samples over another span beside it read as a contradiction
+    per_pid = {pid: v for pid, v in per_pid.items() if pid not in cited}
     lines = []
     for pid in sorted(per_pid)[:MAX_PROCESSES]:
         samples = per_pid[pid]
