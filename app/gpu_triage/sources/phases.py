@@ -127,6 +127,9 @@ _DELEGATED = (Phase.COMPILE, Phase.CHECKPOINT, Phase.COLLECTIVE, Phase.LOADING, 
               Phase.MODEL)
 
 
+_NAMED_WAITS = frozenset({Phase.SLEEP, Phase.WAIT_SERVICE, Phase.IO_WAIT})
+
+
 def process_phase(dump: StackDump, threads: list[ThreadInfo] | None = None) -> Phase:
     """The phase of a training process at one dump: its main thread's, unless that thread is off CPU while
     another of its threads is on one in a named phase of the step (then the main thread waits on it)."""
@@ -163,19 +166,26 @@ class PhaseShare:
 def main_thread_phases(dumps: Iterable[tuple[StackDump, list[ThreadInfo] | None]]) -> PhaseShare:
     """A training process's phases (``process_phase``) over ``dumps``, each with its threads read beside it;
     dumps that failed count for nothing. The top frames are the main thread's."""
-    counts: Counter[Phase] = Counter()
-    frames: dict[Phase, Counter[str]] = {}
-    n = 0
+    read: list[tuple[Phase, str | None]] = []
     for dump, threads in dumps:
         main = dump.main
         if main is None:
             continue
-        phase = process_phase(dump, threads)
-        n += 1
+        top = f"{main.frames[0].name} ({main.frames[0].file.rsplit('/', 1)[-1]})" if main.frames else None
+        read.append((process_phase(dump, threads), top))
+    # /proc is read a moment apart from the dump: a thread being woken from its sleep or socket reads state R and
+    # no wait channel, so one line of code off CPU reads as a named wait at one dump and "waiting" at the next;
+    # a "waiting" at the innermost frame of a named wait is taken for that wait (diagnosis/inside.py likewise)
+    named = {top: phase for phase, top in read if phase in _NAMED_WAITS and top}
+    counts: Counter[Phase] = Counter()
+    frames: dict[Phase, Counter[str]] = {}
+    for phase, top in read:
+        if phase is Phase.WAITING and top in named:
+            phase = named[top]
         counts[phase] += 1
-        if main.frames:
-            top = main.frames[0]
-            frames.setdefault(phase, Counter())[f"{top.name} ({top.file.rsplit('/', 1)[-1]})"] += 1
+        if top:
+            frames.setdefault(phase, Counter())[top] += 1
+    n = len(read)
     return PhaseShare(n, {p: c / n for p, c in counts.items()} if n else {},
                       {p: c.most_common(1)[0][0] for p, c in frames.items()})
 
