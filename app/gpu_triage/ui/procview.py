@@ -127,11 +127,12 @@ def move(state: ProcState, table: list[Row], delta: int | str, page: int) -> Non
     state.selected = pids[at]
 
 
-def _user(pid: int, details: Details, local: bool) -> str:
-    if not local:
-        return "n/a"
-    d = details(pid)
-    return (d.user if d is not None and d.user else "n/a")[:USER_W]
+def _user(row: Row, details: Details, local: bool) -> str:
+    """The USER column: this machine's word for a live process; for a replayed or simulated one, the user the
+    recording holds (the detail line says the same), "n/a" where it holds none."""
+    d = details(row.pid) if local else None
+    user = d.user if d is not None and d.user else (None if local else _shown(row.proc.user))
+    return (user or "n/a")[:USER_W]
 
 
 def _line(row: Row, user: str) -> str:
@@ -247,7 +248,7 @@ def proc_pane(
     for row in shown:
         out.append("\n")
         selected = state.focused and row.pid == state.selected
-        line = _line(row, _user(row.pid, details, local))[:width]
+        line = _line(row, _user(row, details, local))[:width]
         out.append(line.ljust(width) if selected else line, "reverse" if selected else "")
     if not state.focused and len(shown) < len(table) and room >= 1:
         out.append("\n")
