@@ -428,4 +428,5 @@ _JOB_NAMES = frozenset(f.name for f in dataclasses.fields(JobSample))
 def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:
     if not data or data.get("pattern") is None or data.get("bottleneck") is None:
         return None
-    return _build(VerdictSample, data)
+    verdict: VerdictSample = _build(VerdictSample, data)
+    return verdict
