@@ -18,6 +18,7 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.columns import _Columns
+from gpu_triage.offline.gaps import gap_limit
 from gpu_triage.trace.batches import TraceSource
 from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
 from gpu_triage.window import RollingWindow, window_capacity
@@ -30,8 +31,6 @@ from gpu_triage.window import RollingWindow, window_capacity
 # per tick).
 
 MAX_POINTS = 1500  # default budget of engine calls per recording; see resolution_stride
-GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
-MIN_GAP_S = 1.0
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
@@ -81,8 +80,7 @@ def _gap_starts(t: np.ndarray, nominal: float) -> np.ndarray:
     """Indexes of the ticks that begin a new stretch after a gap (the first tick is not counted)."""
     if t.size < 2:
         return np.zeros(0, dtype=np.int64)
-    limit = max(GAP_INTERVALS * nominal, MIN_GAP_S)
-    return np.flatnonzero(np.diff(t) > limit) + 1
+    return np.flatnonzero(np.diff(t) > gap_limit(nominal)) + 1
 
 
 def trusted_interval(t: np.ndarray, meta_interval_s: float | None) -> float:

@@ -1,0 +1,127 @@
+"""Trace v3's verdict column: `record` (a file, a dataset) and `export --record` store the engine's raw verdict
+of every tick, on the window `diagnose FILE` would hold there (afresh at each file and after a gap); a
+diagnosis that fails costs that tick's verdict, never the tick."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_triage.commands.export import _Recording
+from gpu_triage.config import Config
+from gpu_triage.model import HostInfo, Tick
+from gpu_triage.offline.judge import judge
+from gpu_triage.recorder import record_source
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.batches import iter_batches
+from gpu_triage.trace.reader import open_trace
+
+START = datetime(2026, 1, 5, 9, tzinfo=UTC)
+SCHEDULE = [("healthy", 300.0), ("data_pipeline", 400.0), ("storage_io", 300.0)]  # seconds of each
+
+
+def _phased(gpus: int = 2, start: datetime = START) -> SimulatedSource:
+    return SimulatedSource(gpus=gpus, cores=8, seed=3, start=start, schedule=SCHEDULE)
+
+
+class _Skipping:
+    """A source whose clock jumps once (a machine suspended for 10 minutes) and some of whose ticks the
+    engine cannot read (no per-core list: what a broken host reader could hand over); the writer can."""
+
+    def __init__(self, inner: SimulatedSource, jump_at: int, broken: set[int]) -> None:
+        self.inner, self.jump_at, self.broken, self.n = inner, jump_at, broken, 0
+        self.name = inner.name
+
+    def host_info(self) -> HostInfo:
+        return self.inner.host_info()
+
+    def status(self):  # noqa: ANN201 - the source protocol's
+        return self.inner.status()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def sample(self) -> Tick:
+        tick = self.inner.sample()
+        self.n += 1
+        if self.n > self.jump_at:
+            tick = dataclasses.replace(tick, ts=tick.ts + timedelta(minutes=10))
+        if self.n in self.broken:
+            tick = dataclasses.replace(tick, cpu_pct=None)  # type: ignore[arg-type]
+        return tick
+
+
+def _stored(path: Path) -> list[tuple[str, str] | None]:
+    rows = pq.read_table(path, columns=["verdict"]).column("verdict").to_pylist()
+    return [None if v is None else (v["pattern"], v["bottleneck"]) for v in rows]
+
+
+def _recomputed(path: Path, config: Config) -> list[tuple[str, str]]:
+    """What `diagnose FILE` gives at every tick (its streamed engine at a stride of one)."""
+    jd = judge(iter_batches(path), config.thresholds, config.window_s, stride=1)
+    assert jd.points.tolist() == list(range(len(jd.raws)))
+    return [(v.pattern, v.bottleneck) for v in jd.raws]
+
+
+def test_record_stores_every_ticks_raw_verdict_as_diagnose_recomputes_it(tmp_path: Path) -> None:
+    config = Config()
+    path, ticks = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=1000, fast=True,
+                                describe_machine=False, out=None, config=config)
+    stored = _stored(path)
+    assert len(stored) == ticks == 500 and None not in stored
+    assert stored == _recomputed(path, config)
+    assert {b for _, b in stored} >= {"none", "data_pipeline", "storage_io"}  # it saw the regimes change
+    first = open_trace(path).tick(0).verdict
+    assert first is not None and first.pattern == "collecting"  # the window starts with the file
+    later = open_trace(path).tick(250).verdict  # mechanism, confidence word and cards come along
+    assert later is not None and later.bottleneck == "data_pipeline" and later.confidence in ("likely", "possible")
+    assert later.mechanism and later.gpus == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_dataset_starts_each_files_window_afresh_as_diagnose_file_does(tmp_path: Path) -> None:
+    config = Config()
+    start = datetime(2026, 1, 5, 8, 55, tzinfo=UTC)  # a rotation every 10 minutes: 3 files' worth of edges
+    root, ticks = record_source(_phased(start=start), f"{tmp_path}/fleet/", 2.0, duration_s=1000, fast=True,
+                                describe_machine=False, out=None, config=config, rotate_s=600)
+    files = sorted(Path(root).rglob("*.parquet"))
+    assert len(files) >= 3
+    for f in files:
+        stored = _stored(f)
+        assert stored[0] is not None and stored[0][0] == "collecting"
+        assert stored == _recomputed(f, config), f
+    assert sum(len(_stored(f)) for f in files) == ticks
+
+
+def test_a_gap_restarts_the_window_and_a_failed_diagnosis_costs_only_that_ticks_verdict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = Config()
+    source = _Skipping(_phased(), jump_at=200, broken={50, 51, 52})
+    with caplog.at_level(logging.DEBUG, logger="gpu_triage"):
+        path, ticks = record_source(source, tmp_path / "run.parquet", 2.0, duration_s=600, fast=True,
+                                    describe_machine=False, out=None, config=config)
+    assert ticks == 300 and open_trace(path).n == 300  # every tick recorded
+    stored = _stored(path)
+    assert [i for i, v in enumerate(stored) if v is None] == [49, 50, 51]
+    failures = [r for r in caplog.records if "diagnosing a recorded tick failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].levelno == logging.ERROR  # said once
+    assert stored[200] is not None and stored[200][0] == "collecting"  # afresh after the 10-minute gap
+    # after the gap the window holds what diagnose FILE's holds: the verdicts agree tick for tick
+    assert stored[200:] == _recomputed(path, config)[200:]
+
+
+def test_export_record_stores_verdicts_too(tmp_path: Path) -> None:
+    source = _phased()
+    rec = _Recording(str(tmp_path), source, 2.0, None, Config())
+    for _ in range(40):
+        rec.append(source.sample())
+    rec.close()
+    (f,) = sorted(tmp_path.rglob("*.parquet"))
+    stored = _stored(f)
+    assert len(stored) == 40 and None not in stored and stored[0] == ("collecting", "none")
