@@ -125,3 +125,84 @@ def test_export_record_stores_verdicts_too(tmp_path: Path) -> None:
     (f,) = sorted(tmp_path.rglob("*.parquet"))
     stored = _stored(f)
     assert len(stored) == 40 and None not in stored and stored[0] == ("collecting", "none")
+
+
+# diagnose DIR --summary: stored verdicts read, the rest recomputed, and both agree
+
+
+def _changes(root: Path) -> int:
+    """How many times the stored bottleneck changes from one tick to the next, within each file."""
+    total = 0
+    for f in Path(root).rglob("*.parquet"):
+        b = [v[1] for v in _stored(f) if v is not None]
+        total += sum(1 for x, y in zip(b, b[1:], strict=False) if x != y)
+    return total
+
+
+@pytest.mark.slow
+def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tmp_path: Path) -> None:
+    """Stored verdicts count every tick for its own verdict; the recomputation counts each 30 s span for the
+    verdict at its last tick. The two differ only in the spans where the verdict changed: each change moves at
+    most one span (STRIDE_S) from one bottleneck to another, so a bottleneck's share differs by at most
+    changes x 30 s / the recorded time (plus the shares' rounding to 4 decimals, twice)."""
+    from gpu_triage.fleet.summary import STRIDE_S, summarise
+
+    config = Config()
+    schedule = [("healthy", 1200.0), ("data_pipeline", 1500.0), ("storage_io", 900.0)]
+    source = SimulatedSource(gpus=4, cores=8, seed=5, start=datetime(2026, 1, 5, 8, 40, tzinfo=UTC),
+                             schedule=schedule)
+    root, ticks = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=3600, fast=True,
+                                describe_machine=False, out=None, config=config, rotate_s=900)
+    files = sorted(Path(root).rglob("*.parquet"))
+    stored = summarise(str(root), config)
+    recomputed = summarise(str(root), config, use_stored=False)
+    assert stored["recomputed_files"] == 0 and recomputed["recomputed_files"] == len(files) >= 4
+    (host,) = stored["hosts"]
+    a, b = stored["hosts"][host], recomputed["hosts"][host]
+    assert a["seconds"] == pytest.approx(b["seconds"], abs=1e-3) == pytest.approx(ticks * 2.0, abs=1e-3)
+    assert a["files"] == b["files"] == len(files)
+    bound = _changes(root) * STRIDE_S / a["seconds"] + 2e-4
+    assert bound < 0.05  # regimes of minutes: the comparison is a tight one
+    assert len(a["bottlenecks"]) >= 3, a["bottlenecks"]
+    for name in set(a["bottlenecks"]) | set(b["bottlenecks"]):
+        assert a["bottlenecks"].get(name, 0.0) == pytest.approx(b["bottlenecks"].get(name, 0.0), abs=bound), name
+    # the same GPU-Util windows (read the same way whichever way the verdicts came)
+    assert [(w["start"], w["gpu_util_pct"]) for w in a["worst_windows"]] == [
+        (w["start"], w["gpu_util_pct"]) for w in b["worst_windows"]]
+    assert set(a["owners"]) == set(b["owners"]) and a["owners"]
+    for owner, o in a["owners"].items():
+        assert o["seconds"] == pytest.approx(b["owners"][owner]["seconds"], abs=STRIDE_S * len(files))
+
+
+def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_triage.cli import main
+    from gpu_triage.commands.summary import recomputed_line
+    from gpu_triage.fleet.dataset import DatasetWriter
+
+    config = Config()
+    record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True, describe_machine=False,
+                  out=None, config=config)
+    assert main(["diagnose", f"{tmp_path}/fleet", "--summary"]) == 0
+    assert "no stored verdicts" not in capsys.readouterr().out  # every file has its verdicts
+    source = SimulatedSource("storage_io", gpus=2, seed=1, start=START)
+    writer = DatasetWriter(tmp_path / "fleet", source.host_info(), 2.0, hostname="old01")  # no verdicts
+    for _ in range(200):
+        writer.append(source.sample())
+    writer.close()
+    assert main(["diagnose", f"{tmp_path}/fleet", "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 files have no stored verdicts: recomputed (" in out
+    assert "old01: 0:06:40 of data in 1 files" in out and "storage_io" in out
+    assert recomputed_line(1, 2, 3.04, compact=True).endswith("(3.0 s); `gpu-triage compact DIR` stores them")
+    assert "compact" not in recomputed_line(1, 1, 3.0, compact=False)
+
+
+def test_a_v1_recording_is_recomputed_and_summarised_as_before() -> None:
+    from gpu_triage.fleet.summary import summarise
+
+    path = Path(__file__).parent / "data" / "h200-gen-2s.parquet"
+    result = summarise(str(path), Config())
+    assert result["recomputed_files"] == 1 and result["files"] == 1
+    (host,) = result["hosts"].values()
+    assert host["seconds"] == pytest.approx(174 * 2.0, rel=0.05)
+    assert sum(host["bottlenecks"].values()) == pytest.approx(1, abs=1e-3)

@@ -96,6 +96,22 @@ def stretch_starts(t: np.ndarray, meta_interval_s: float | None) -> tuple[np.nda
     return _gap_starts(t, nominal), nominal
 
 
+def tick_seconds(t: np.ndarray, interval: np.ndarray, meta_interval_s: float | None) -> np.ndarray:
+    """The seconds each tick stands for, as the streamed verdicts count a recording's time: the step since the
+    tick before, and for the first tick of each stretch (the file's first, the first after a gap) its own
+    interval where the timestamps bear it out, else the trusted one (:func:`~gpu_triage.offline.timeline.
+    first_start`). Summed, the recorded time with the gaps left out."""
+    nominal, _ = _trusted_interval(t, meta_interval_s)
+    ivs, _ = _trusted_ticks(t, interval, nominal)
+    out = np.empty(t.size, dtype=np.float64)
+    if t.size:
+        out[1:] = np.diff(t)
+        firsts = np.concatenate([[0], _gap_starts(t, nominal)])
+        own = ivs[firsts]
+        out[firsts] = np.where(np.isnan(own), min(nominal, MAX_INTERVAL_S), own)
+    return out
+
+
 def _points(n: int, starts: list[int], stride: int) -> np.ndarray:
     """The ticks the engine runs at: every ``stride``-th tick of each stretch between gaps, and the last
     tick of each stretch (so that every stretch ends on a verdict of its own)."""

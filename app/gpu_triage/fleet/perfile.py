@@ -1,0 +1,301 @@
+"""One file's share of ``diagnose DIR --summary``: its verdicts' seconds per bottleneck, per 5-minute window
+and per owner, and its GPU-Util per window, as small frames that add up across files (and across processes).
+
+The verdicts come from the file itself where the recorder stored them (trace v3's ``verdict`` column on
+every tick: :mod:`gpu_triage.offline.stamp`): a columnar read of ``ts``, ``interval_s`` and
+``verdict.bottleneck`` only, each tick standing for the seconds since the tick before (after a gap, its own
+interval), as the recomputation counts them. A file without them on every tick (v1/v2, a writer that does not
+diagnose, a tick whose diagnosis failed) is recomputed as before (:func:`gpu_triage.fleet.summary.
+file_verdicts`: a verdict every 30 s of data). GPU-Util and the owners are read in the same pass, only the
+Parquet leaves they need (``gpus``' ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner
+fields), not whole list columns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.config import Config
+from gpu_triage.errors import UserError
+
+log = logging.getLogger(__name__)
+
+WINDOW = "300s"  # the worst windows' length (summary.WINDOW_S), as polars names it
+GPU_LEAVES = ("util_pct", "mem_used_bytes", "mem_total_bytes")
+MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
+
+
+@dataclass(slots=True)
+class FilePart:
+    """What one readable file adds to the summary (frames with no host column: :func:`combine` adds it)."""
+
+    path: str
+    host: str
+    stored: bool  # its verdicts were read, not recomputed
+    seconds: float  # wall time this file took (the recomputation's cost is said in the summary)
+    bottlenecks: Any  # (bottleneck, seconds)
+    modes: Any  # (ts: the window's start, bottleneck, seconds)
+    owners: Any  # (owner, bottleneck, seconds) or None
+    util: Any  # (ts: the window's start, util_sum, ticks) or None
+    warnings: list[str] = field(default_factory=list)  # logged by the caller (a worker's log goes nowhere)
+
+
+@dataclass(slots=True)
+class Skipped:
+    path: str
+    reason: str  # the reader's line for it (the path it starts with removed by the caller)
+
+
+def has_stored_verdicts(path: Path) -> bool:
+    """Whether a file's footer says it holds a verdict on every tick: trace v3 or later, a ``verdict``
+    struct with its ``bottleneck``, and no null among them in any row group's statistics. Only the footer is
+    read; anything unusual (no statistics, a foreign or damaged file) says False: the file is then read by
+    the recomputation, whose reader says what is wrong with it."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        meta = pf.schema_arrow.metadata or {}
+        version = meta.get(b"gpu_triage.schema", b"").decode("ascii", "replace")
+        if not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0:
+            return False
+        paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
+        if "verdict.bottleneck" not in paths:
+            return False
+        j = paths.index("verdict.bottleneck")
+        for g in range(pf.metadata.num_row_groups):
+            stats = pf.metadata.row_group(g).column(j).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                return False
+        return True
+    except Exception as exc:  # pyarrow raises many types for a damaged footer; the recomputation names it
+        log.debug("%s: no stored verdicts read (%s)", path, exc)
+        return False
+
+
+def _leaves(pf: Any, column: str, names: tuple[str, ...] | frozenset[str]) -> list[str]:
+    """The Parquet leaf paths of ``column``'s struct fields named ``names`` (``gpus.list.element.util_pct``):
+    reading them alone skips the rest of a list column (the cards' other 20 fields)."""
+    out = []
+    for i in range(len(pf.schema)):
+        parts = pf.schema.column(i).path.split(".")
+        if len(parts) >= 2 and parts[0] == column and parts[-1] in names:
+            out.append(".".join(parts))
+    return out
+
+
+def _projected(path: Path, with_verdicts: bool) -> tuple[Any, dict[bytes, bytes]]:
+    """The columns the summary reads of a file, as one Arrow table, and the file's metadata."""
+    import pyarrow.parquet as pq
+
+    from gpu_triage.fleet.owners import OWNER_FIELDS
+
+    pf = pq.ParquetFile(path, pre_buffer=False)
+    names = set(pf.schema_arrow.names)
+    cols = [c for c in ("ts", "interval_s") if c in names]
+    cols += _leaves(pf, "gpus", GPU_LEAVES) + _leaves(pf, "procs", OWNER_FIELDS)
+    if with_verdicts:
+        cols.append("verdict.bottleneck")
+    return pf.read(columns=cols, use_threads=False), (pf.schema_arrow.metadata or {})
+
+
+def _hostname(meta: dict[bytes, bytes]) -> str | None:
+    from gpu_triage.model import HostInfo
+
+    try:
+        obj = json.loads(meta.get(b"gpu_triage.host") or b"{}")
+        return HostInfo.from_json_obj(obj).hostname if isinstance(obj, dict) else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _stored_ticks(pl: Any, table: Any, meta: dict[bytes, bytes]) -> Any:
+    """(end, bottleneck, seconds) per tick from the stored verdicts, or None when the file must be read by the
+    recomputation instead (timestamps out of order or out of range, a tick without a verdict: the reader's
+    cleaning decides there)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from gpu_triage.offline.judge import tick_seconds
+    from gpu_triage.trace.batches import as_float, meta_interval
+    from gpu_triage.trace.schema import TS_RANGE_US
+
+    ts = table.column("ts")
+    if not pa.types.is_timestamp(ts.type) or ts.type.unit != "us" or ts.null_count:
+        return None
+    us = pc.cast(ts, pa.int64()).to_numpy()
+    if us.size == 0 or us[0] < TS_RANGE_US[0] or us[-1] >= TS_RANGE_US[1] or not np.all(np.diff(us) > 0):
+        return None
+    bottleneck = table.column("verdict").combine_chunks().field("bottleneck")
+    if bottleneck.null_count:
+        return None
+    iv = (as_float(table.column("interval_s").combine_chunks()) if "interval_s" in table.column_names
+          else np.full(us.size, np.nan))
+    seconds = tick_seconds(us / 1e6, iv, meta_interval(meta))
+    return pl.DataFrame({
+        "end": pl.Series(us, dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
+        "bottleneck": pl.from_arrow(bottleneck),
+        "seconds": seconds,
+    })
+
+
+def _span_ticks(pl: Any, spans: list[Any]) -> Any:
+    """The recomputation's spans as the same (end, bottleneck, seconds) rows."""
+    return pl.DataFrame(
+        {"start": [s.start for s in spans], "end": [s.end for s in spans],
+         "bottleneck": [s.bottleneck for s in spans]},
+        schema={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC"), "bottleneck": pl.String},
+    ).select("end", "bottleneck", ((pl.col("end") - pl.col("start")).dt.total_microseconds() / 1e6).alias("seconds"))
+
+
+def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart | Skipped:
+    """One file's part of the summary: from its stored verdicts where it has them (``use_stored``), else
+    recomputed; Skipped (with the reader's reason) when the file cannot be read at all."""
+    import polars as pl
+
+    from gpu_triage.fleet.summary import file_verdicts, host_of, skip_reason
+
+    began = time.perf_counter()
+    stored = use_stored and has_stored_verdicts(path)
+    warnings: list[str] = []
+    ticks = None
+    table: Any = None
+    meta: dict[bytes, bytes] = {}
+    host = ""
+    if stored:
+        try:
+            table, meta = _projected(path, with_verdicts=True)
+            ticks = _stored_ticks(pl, table, meta)
+        except Exception as exc:  # read as the recomputation reads it, which names what is wrong
+            log.debug("%s: stored verdicts not read (%s)", path, exc)
+            ticks = None
+        host = host_of(path, _hostname(meta))
+    if ticks is None:
+        stored = False
+        try:
+            host, spans = file_verdicts(path, config)
+        except UserError as exc:
+            return Skipped(str(path), skip_reason(path, str(exc)))
+        ticks = _span_ticks(pl, spans)
+        try:
+            table, meta = _projected(path, with_verdicts=False)
+        except Exception as exc:  # its verdicts were read; its GPU-Util and owners cannot be
+            warnings.append(f"{path}: GPU-Util and owners left out of the summary ({_first_line(exc)})")
+            table = None
+    frame = pl.from_arrow(table) if table is not None else None
+    return FilePart(
+        str(path), host, stored, time.perf_counter() - began,
+        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds").sum()),
+        modes=_by_window(pl, ticks),
+        owners=_owners(pl, path, frame, ticks, warnings),
+        util=_util(pl, path, frame, warnings),
+        warnings=warnings,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _by_window(pl: Any, ticks: Any) -> Any:
+    """Seconds per bottleneck in each window, keyed by the window its verdict's tick falls in."""
+    return (ticks.group_by(pl.col("end").dt.truncate(WINDOW).alias("ts"), "bottleneck")
+            .agg(pl.col("seconds").sum()))
+
+
+def _owners(pl: Any, path: Path, frame: Any, ticks: Any, warnings: list[str]) -> Any:
+    """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick."""
+    from gpu_triage.fleet.owners import owner_ticks
+
+    if frame is None:
+        return None
+    try:
+        owners = owner_ticks(path, "", frame.lazy())
+    except pl.exceptions.PolarsError as exc:
+        warnings.append(f"{path}: owners left out of the summary ({_first_line(exc)})")
+        return None
+    if owners is None:
+        return None
+    return (
+        ticks.sort("end")
+        .join_asof(owners.select("ts", "owner"), left_on="end", right_on="ts", strategy="nearest",
+                   tolerance="1ms", check_sortedness=False)
+        .filter(pl.col("owner").is_not_null())
+        .group_by("owner", "bottleneck")
+        .agg(pl.col("seconds").sum())
+    )
+
+
+def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
+    """GPU-Util summed per window over the ticks where a job held the cards, and their count."""
+    from gpu_triage.fleet.summary import util_rows
+
+    if frame is None:
+        return None
+    lo, hi = _ts_bounds()
+    try:
+        rows = util_rows(pl, frame.lazy(), "", lo, hi)
+    except pl.exceptions.PolarsError as exc:
+        warnings.append(f"{path}: GPU-Util left out of the worst windows ({_first_line(exc)})")
+        return None
+    if rows is None:
+        return None
+    return (
+        rows.filter((pl.col("mem_frac") >= MEM_HELD_FRAC) & pl.col("util").is_not_null())
+        .group_by(pl.col("ts").dt.truncate(WINDOW))
+        .agg(pl.col("util").sum().alias("util_sum"), pl.len().alias("ticks"))
+    )
+
+
+def _ts_bounds() -> tuple[datetime, datetime]:
+    from gpu_triage.trace.schema import TS_RANGE_US
+
+    lo, hi = TS_RANGE_US[0], TS_RANGE_US[1] - 1e6
+    return datetime.fromtimestamp(lo / 1e6, UTC), datetime.fromtimestamp(hi / 1e6, UTC)
+
+
+POOL_MIN_FILES = 64  # this many files or more: read in worker processes whatever they hold
+POOL_MIN_RECOMPUTED = 4  # fewer files than that, but this many to recompute (seconds each): workers too
+
+
+def all_parts(files: list[Path], config: Config, progress: Any = None, use_stored: bool = True,
+              workers: int | None = None) -> list[FilePart | Skipped]:
+    """Every file's part, in the files' order; ``progress(done, total)`` after each file.
+
+    The files are read by worker processes (one per core, ``workers`` to choose) when that is worth their
+    start (~1 s each: the interpreter, polars, pyarrow, numpy and the engine imported again): many files,
+    or a few to recompute (seconds each). A worker is spawned, never forked from this process, whose polars
+    and Arrow thread pools a fork would copy mid-use."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = min(workers or cores, len(files))
+    if workers is None and n > 1 and len(files) < POOL_MIN_FILES:
+        to_recompute = sum(1 for f in files if not (use_stored and has_stored_verdicts(f)))
+        if to_recompute < POOL_MIN_RECOMPUTED:
+            n = 1
+    if n <= 1:
+        out: list[FilePart | Skipped] = []
+        for i, f in enumerate(files, start=1):
+            out.append(file_part(f, config, use_stored))
+            if progress is not None:
+                progress(i, len(files))
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: list[FilePart | Skipped | None] = [None] * len(files)
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(file_part, f, config, use_stored): i for i, f in enumerate(files)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[futures[future]] = future.result()
+            if progress is not None:
+                progress(done, len(files))
+    return [r for r in results if r is not None]
