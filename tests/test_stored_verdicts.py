@@ -206,3 +206,35 @@ def test_a_v1_recording_is_recomputed_and_summarised_as_before() -> None:
     (host,) = result["hosts"].values()
     assert host["seconds"] == pytest.approx(174 * 2.0, rel=0.05)
     assert sum(host["bottlenecks"].values()) == pytest.approx(1, abs=1e-3)
+
+
+def test_owners_from_dictionary_codes_are_the_general_paths_owners(tmp_path: Path) -> None:
+    """The summary's fast owner pass (bit sets over the processes' dictionary codes) names each tick's owners
+    exactly as owners.owner_ticks does: several jobs at once, pods, containers, users, ticks without any."""
+    import polars as pl
+
+    from gpu_triage.fleet.owners import owner_ticks
+    from gpu_triage.fleet.perfile import _projected, tick_owners
+    from gpu_triage.model import ProcSample
+    from gpu_triage.trace.writer import TraceWriter
+
+    kinds = [
+        {"slurm_job": "4242", "user": "alice"},
+        {"pod_uid": "0f1e2d3c-aaaa-bbbb-cccc-000000000001", "pod_name": "bert-0", "pod_namespace": "ml"},
+        {"container": "containerd://" + "a" * 64},
+        {"user": "bob"},
+        {},  # no owner at all
+    ]
+    source = SimulatedSource("healthy", gpus=2, seed=2, start=START)
+    writer = TraceWriter(tmp_path / "owners.parquet", source.host_info(), 2.0)
+    for i in range(300):
+        tick = source.sample()
+        picked = [kinds[(i // 7 + j) % len(kinds)] for j in range(i % 4)]  # 0 to 3 processes, shifting owners
+        procs = [ProcSample(100 + j, j % 2, "python", **k) for j, k in enumerate(picked)]  # type: ignore[arg-type]
+        writer.append(dataclasses.replace(tick, procs=procs))
+    path = writer.close()
+    table, _ = _projected(path, with_verdicts=False)
+    fast = tick_owners(pl, table)
+    general = owner_ticks(path, "").select("ts", "owner")
+    assert fast.height > 100 and fast["owner"].str.contains(" + ", literal=True).any()
+    assert fast.sort("ts").to_dicts() == general.sort("ts").to_dicts()

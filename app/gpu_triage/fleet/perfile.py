@@ -79,15 +79,27 @@ def has_stored_verdicts(path: Path) -> bool:
         return False
 
 
-def _leaves(pf: Any, column: str, names: tuple[str, ...] | frozenset[str]) -> list[str]:
+def _leaves(pf: Any, column: str, names: tuple[str, ...] | frozenset[str], *, skip_empty: bool = False) -> list[str]:
     """The Parquet leaf paths of ``column``'s struct fields named ``names`` (``gpus.list.element.util_pct``):
-    reading them alone skips the rest of a list column (the cards' other 20 fields)."""
+    reading them alone skips the rest of a list column (the cards' other 20 fields). ``skip_empty``: leave
+    out a leaf whose statistics say it holds no value in any row group (an owner field nobody set: decoding
+    its nulls cost more than reading the filled ones)."""
     out = []
     for i in range(len(pf.schema)):
         parts = pf.schema.column(i).path.split(".")
         if len(parts) >= 2 and parts[0] == column and parts[-1] in names:
+            if skip_empty and _holds_nothing(pf, i):
+                continue
             out.append(".".join(parts))
     return out
+
+
+def _holds_nothing(pf: Any, leaf: int) -> bool:
+    for g in range(pf.metadata.num_row_groups):
+        stats = pf.metadata.row_group(g).column(leaf).statistics
+        if stats is None or stats.has_min_max or not stats.has_null_count:
+            return False
+    return True
 
 
 def _projected(path: Path, with_verdicts: bool) -> tuple[Any, dict[bytes, bytes]]:
@@ -99,7 +111,8 @@ def _projected(path: Path, with_verdicts: bool) -> tuple[Any, dict[bytes, bytes]
     pf = pq.ParquetFile(path, pre_buffer=False)
     names = set(pf.schema_arrow.names)
     cols = [c for c in ("ts", "interval_s") if c in names]
-    cols += _leaves(pf, "gpus", GPU_LEAVES) + _leaves(pf, "procs", OWNER_FIELDS)
+    owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
+    cols += _leaves(pf, "gpus", GPU_LEAVES) + owners
     if with_verdicts:
         cols.append("verdict.bottleneck")
     return pf.read(columns=cols, use_threads=False), (pf.schema_arrow.metadata or {})
@@ -194,7 +207,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         str(path), host, stored, time.perf_counter() - began,
         bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds").sum()),
         modes=_by_window(pl, ticks),
-        owners=_owners(pl, path, frame, ticks, warnings),
+        owners=_owners(pl, path, table, frame, ticks, warnings),
         util=_util(pl, path, frame, warnings),
         warnings=warnings,
     )
@@ -210,14 +223,16 @@ def _by_window(pl: Any, ticks: Any) -> Any:
             .agg(pl.col("seconds").sum()))
 
 
-def _owners(pl: Any, path: Path, frame: Any, ticks: Any, warnings: list[str]) -> Any:
+def _owners(pl: Any, path: Path, table: Any, frame: Any, ticks: Any, warnings: list[str]) -> Any:
     """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick."""
     from gpu_triage.fleet.owners import owner_ticks
 
     if frame is None:
         return None
     try:
-        owners = owner_ticks(path, "", frame.lazy())
+        owners = tick_owners(pl, table)
+        if owners is NotImplemented:
+            owners = owner_ticks(path, "", frame.lazy())
     except pl.exceptions.PolarsError as exc:
         warnings.append(f"{path}: owners left out of the summary ({_first_line(exc)})")
         return None
@@ -231,6 +246,78 @@ def _owners(pl: Any, path: Path, frame: Any, ticks: Any, warnings: list[str]) ->
         .group_by("owner", "bottleneck")
         .agg(pl.col("seconds").sum())
     )
+
+
+MAX_LABELS = 62  # owners in one file the bit sets below can hold; more: the general path (owners.owner_ticks)
+
+
+def tick_owners(pl: Any, table: Any) -> Any:
+    """(ts, owner) per tick with an owner, as :func:`gpu_triage.fleet.owners.owner_ticks` names them (its
+    GPU processes' owners, sorted, joined by " + "), computed on the processes' dictionary codes: each
+    distinct combination of owner fields is named once by ProcSample.owner(), each tick's set of owners is a
+    bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file this path does not take
+    (owner fields that are not strings, more than MAX_LABELS owners), for the general path."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from gpu_triage.fleet.owners import OWNER_FIELDS, owner_label
+    from gpu_triage.model import ProcSample
+
+    if "procs" not in table.column_names or "ts" not in table.column_names:
+        return None
+    procs = table.column("procs").combine_chunks()
+    if not pa.types.is_list(procs.type) or not pa.types.is_struct(procs.type.value_type):
+        return NotImplemented
+    struct = procs.type.value_type
+    have = [f for f in OWNER_FIELDS if struct.get_field_index(f) >= 0]
+    if not have:
+        return None
+    values = procs.flatten()
+    if any(not (pa.types.is_string(values.field(f).type) or pa.types.is_large_string(values.field(f).type))
+           for f in have):
+        return NotImplemented
+    key = np.zeros(len(values), dtype=np.int64)
+    dictionaries = []
+    for f in have:  # each field's dictionary code (0: null), mixed into one key per process
+        enc = pc.dictionary_encode(values.field(f))
+        codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
+        key = key * (len(enc.dictionary) + 1) + codes
+        dictionaries.append(enc.dictionary.to_pylist())
+    combos, inverse = np.unique(key, return_inverse=True)
+    labels: list[str] = []
+    combo_bit = np.zeros(combos.size, dtype=np.int64)
+    for c, k in enumerate(combos.tolist()):
+        fields: dict[str, str | None] = {}
+        for f, words in zip(reversed(have), reversed(dictionaries), strict=True):
+            k, code = divmod(k, len(words) + 1)
+            fields[f] = words[code - 1] if code else None
+        label = owner_label(ProcSample(0, 0, **fields).owner())  # type: ignore[arg-type]
+        if label is None:
+            continue
+        if label not in labels:
+            labels.append(label)
+        combo_bit[c] = 1 << labels.index(label)
+    if not labels:
+        return None
+    if len(labels) > MAX_LABELS:
+        return NotImplemented
+    bits = np.append(combo_bit[inverse], 0)  # a trailing 0: an empty list at the end reduces over nothing
+    offsets = np.asarray(procs.offsets)
+    starts = np.minimum(offsets[:-1], len(bits) - 1)
+    per_tick = np.bitwise_or.reduceat(bits, starts)
+    per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
+    masks, which = np.unique(per_tick, return_inverse=True)
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1) for m in masks.tolist()]
+    ts = pl.from_arrow(table.column("ts"))
+    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
+        return NotImplemented
+    out = pl.DataFrame({"ts": ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts,
+                        "owner": pl.Series([named[i] for i in which.tolist()], dtype=pl.String)})
+    out = out.with_columns(pl.col("ts").dt.convert_time_zone("UTC").dt.cast_time_unit("us"))
+    out = out.filter(pl.col("owner").is_not_null())
+    return out if out.height else None
 
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
