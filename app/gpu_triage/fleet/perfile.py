@@ -52,15 +52,15 @@ class Skipped:
     reason: str  # the reader's line for it (the path it starts with removed by the caller)
 
 
-def has_stored_verdicts(path: Path) -> bool:
+def has_stored_verdicts(path: Path, pf: Any = None) -> bool:
     """Whether a file's footer says it holds a verdict on every tick: trace v3 or later, a ``verdict``
     struct with its ``bottleneck``, and no null among them in any row group's statistics. Only the footer is
     read; anything unusual (no statistics, a foreign or damaged file) says False: the file is then read by
-    the recomputation, whose reader says what is wrong with it."""
+    the recomputation, whose reader says what is wrong with it. ``pf``: the file already opened."""
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pf or pq.ParquetFile(path, pre_buffer=False)
         meta = pf.schema_arrow.metadata or {}
         version = meta.get(b"gpu_triage.schema", b"").decode("ascii", "replace")
         if not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0:
@@ -102,13 +102,14 @@ def _holds_nothing(pf: Any, leaf: int) -> bool:
     return True
 
 
-def _projected(path: Path, with_verdicts: bool) -> tuple[Any, dict[bytes, bytes]]:
-    """The columns the summary reads of a file, as one Arrow table, and the file's metadata."""
+def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, dict[bytes, bytes]]:
+    """The columns the summary reads of a file, as one Arrow table, and the file's metadata. ``pf``: the
+    file already opened (its footer parsed once: a few milliseconds for the trace's 86 leaves)."""
     import pyarrow.parquet as pq
 
     from gpu_triage.fleet.owners import OWNER_FIELDS
 
-    pf = pq.ParquetFile(path, pre_buffer=False)
+    pf = pf or pq.ParquetFile(path, pre_buffer=False)
     names = set(pf.schema_arrow.names)
     cols = [c for c in ("ts", "interval_s") if c in names]
     owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
@@ -172,11 +173,18 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
     """One file's part of the summary: from its stored verdicts where it has them (``use_stored``), else
     recomputed; Skipped (with the reader's reason) when the file cannot be read at all."""
     import polars as pl
+    import pyarrow.parquet as pq
 
     from gpu_triage.fleet.summary import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
-    stored = use_stored and has_stored_verdicts(path)
+    pf = None
+    if use_stored:
+        try:
+            pf = pq.ParquetFile(path, pre_buffer=False)
+        except Exception as exc:  # the recomputation's reader names what is wrong with it
+            log.debug("%s: not opened for its stored verdicts (%s)", path, exc)
+    stored = pf is not None and has_stored_verdicts(path, pf)
     warnings: list[str] = []
     ticks = None
     table: Any = None
@@ -184,7 +192,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
     host = ""
     if stored:
         try:
-            table, meta = _projected(path, with_verdicts=True)
+            table, meta = _projected(path, True, pf)
             ticks = _stored_ticks(pl, table, meta)
         except Exception as exc:  # read as the recomputation reads it, which names what is wrong
             log.debug("%s: stored verdicts not read (%s)", path, exc)
@@ -202,12 +210,14 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         except Exception as exc:  # its verdicts were read; its GPU-Util and owners cannot be
             warnings.append(f"{path}: GPU-Util and owners left out of the summary ({_first_line(exc)})")
             table = None
-    frame = pl.from_arrow(table) if table is not None else None
+    # what polars reads: the cards' leaves for GPU-Util (the processes stay Arrow for owners_per_row)
+    frame = pl.from_arrow(table.select([c for c in ("ts", "gpus") if c in table.column_names])) if (
+        table is not None) else None
     return FilePart(
         str(path), host, stored, time.perf_counter() - began,
         bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds").sum()),
         modes=_by_window(pl, ticks),
-        owners=_owners(pl, path, table, frame, ticks, warnings),
+        owners=_owners(pl, path, table, ticks, warnings, aligned=stored),
         util=_util(pl, path, frame, warnings),
         warnings=warnings,
     )
@@ -223,16 +233,25 @@ def _by_window(pl: Any, ticks: Any) -> Any:
             .agg(pl.col("seconds").sum()))
 
 
-def _owners(pl: Any, path: Path, table: Any, frame: Any, ticks: Any, warnings: list[str]) -> Any:
-    """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick."""
+def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
+            aligned: bool = False) -> Any:
+    """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick.
+    ``aligned``: ``ticks`` are the table's rows in order (stored verdicts), so no join is needed."""
     from gpu_triage.fleet.owners import owner_ticks
 
-    if frame is None:
+    if table is None:
         return None
     try:
-        owners = tick_owners(pl, table)
-        if owners is NotImplemented:
-            owners = owner_ticks(path, "", frame.lazy())
+        per_row = owners_per_row(pl, table)
+        if per_row is NotImplemented:
+            owners = owner_ticks(path, "", pl.from_arrow(table.select(["ts", "procs"])).lazy())
+        elif per_row is None:
+            return None
+        elif aligned:
+            return (ticks.with_columns(per_row.alias("owner")).filter(pl.col("owner").is_not_null())
+                    .group_by("owner", "bottleneck").agg(pl.col("seconds").sum()))
+        else:
+            owners = _with_ts(pl, table, per_row)
     except pl.exceptions.PolarsError as exc:
         warnings.append(f"{path}: owners left out of the summary ({_first_line(exc)})")
         return None
@@ -252,11 +271,30 @@ MAX_LABELS = 62  # owners in one file the bit sets below can hold; more: the gen
 
 
 def tick_owners(pl: Any, table: Any) -> Any:
-    """(ts, owner) per tick with an owner, as :func:`gpu_triage.fleet.owners.owner_ticks` names them (its
-    GPU processes' owners, sorted, joined by " + "), computed on the processes' dictionary codes: each
-    distinct combination of owner fields is named once by ProcSample.owner(), each tick's set of owners is a
-    bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file this path does not take
-    (owner fields that are not strings, more than MAX_LABELS owners), for the general path."""
+    """(ts, owner) per tick with an owner, as :func:`gpu_triage.fleet.owners.owner_ticks` names them; None:
+    no owner at all; NotImplemented: a file :func:`owners_per_row` does not take."""
+    per_row = owners_per_row(pl, table)
+    if per_row is None or per_row is NotImplemented:
+        return per_row
+    return _with_ts(pl, table, per_row)
+
+
+def _with_ts(pl: Any, table: Any, per_row: Any) -> Any:
+    ts = pl.from_arrow(table.column("ts"))
+    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
+        return None
+    ts = ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts
+    out = pl.DataFrame({"ts": ts.dt.convert_time_zone("UTC").dt.cast_time_unit("us"), "owner": per_row})
+    out = out.filter(pl.col("owner").is_not_null())
+    return out if out.height else None
+
+
+def owners_per_row(pl: Any, table: Any) -> Any:
+    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet.owners.
+    owner_ticks` names them (its GPU processes' owners, sorted, joined by " + "), computed on the processes'
+    dictionary codes: each distinct combination of owner fields is named once by ProcSample.owner(), each
+    tick's set of owners is a bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file
+    this path does not take (owner fields that are not strings, more than MAX_LABELS owners)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -284,10 +322,11 @@ def tick_owners(pl: Any, table: Any) -> Any:
         codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
         key = key * (len(enc.dictionary) + 1) + codes
         dictionaries.append(enc.dictionary.to_pylist())
-    combos, inverse = np.unique(key, return_inverse=True)
+    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
+    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
     labels: list[str] = []
-    combo_bit = np.zeros(combos.size, dtype=np.int64)
-    for c, k in enumerate(combos.tolist()):
+    combo_bit = np.zeros(len(combos), dtype=np.int64)
+    for c, k in enumerate(combos):
         fields: dict[str, str | None] = {}
         for f, words in zip(reversed(have), reversed(dictionaries), strict=True):
             k, code = divmod(k, len(words) + 1)
@@ -307,17 +346,12 @@ def tick_owners(pl: Any, table: Any) -> Any:
     starts = np.minimum(offsets[:-1], len(bits) - 1)
     per_tick = np.bitwise_or.reduceat(bits, starts)
     per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
-    masks, which = np.unique(per_tick, return_inverse=True)
+    masks_enc = pc.dictionary_encode(pa.array(per_tick))
     order = sorted(range(len(labels)), key=lambda i: labels[i])
-    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1) for m in masks.tolist()]
-    ts = pl.from_arrow(table.column("ts"))
-    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
-        return NotImplemented
-    out = pl.DataFrame({"ts": ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts,
-                        "owner": pl.Series([named[i] for i in which.tolist()], dtype=pl.String)})
-    out = out.with_columns(pl.col("ts").dt.convert_time_zone("UTC").dt.cast_time_unit("us"))
-    out = out.filter(pl.col("owner").is_not_null())
-    return out if out.height else None
+    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
+             for m in masks_enc.dictionary.to_pylist()]
+    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
+                     .cast(pa.string()), dtype=pl.String)
 
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
