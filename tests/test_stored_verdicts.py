@@ -238,3 +238,18 @@ def test_owners_from_dictionary_codes_are_the_general_paths_owners(tmp_path: Pat
     general = owner_ticks(path, "").select("ts", "owner")
     assert fast.height > 100 and fast["owner"].str.contains(" + ", literal=True).any()
     assert fast.sort("ts").to_dicts() == general.sort("ts").to_dicts()
+
+
+def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> None:
+    """The first ticks of each file read "collecting" (no verdict before the window holds warmup_s): they are
+    no verdict, and count for the first one after them, as the recomputation counts them; a steady regime is
+    then all its own bottleneck, not a sliver of "none" per file."""
+    from gpu_triage.fleet.summary import summarise
+
+    source = SimulatedSource("data_pipeline", gpus=2, seed=4, start=datetime(2026, 1, 5, 8, 50, tzinfo=UTC))
+    root, _ = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=1800, fast=True,
+                            describe_machine=False, out=None, config=Config(), rotate_s=600)
+    files = sorted(Path(root).rglob("*.parquet"))
+    assert len(files) >= 3 and all(_stored(f)[0] == ("collecting", "none") for f in files)
+    (host,) = summarise(str(root), Config())["hosts"].values()
+    assert host["bottlenecks"] == {"data_pipeline": 1.0}

@@ -2,13 +2,15 @@
 and per owner, and its GPU-Util per window, as small frames that add up across files (and across processes).
 
 The verdicts come from the file itself where the recorder stored them (trace v3's ``verdict`` column on
-every tick: :mod:`gpu_triage.offline.stamp`): a columnar read of ``ts``, ``interval_s`` and
-``verdict.bottleneck`` only, each tick standing for the seconds since the tick before (after a gap, its own
-interval), as the recomputation counts them. A file without them on every tick (v1/v2, a writer that does not
-diagnose, a tick whose diagnosis failed) is recomputed as before (:func:`gpu_triage.fleet.summary.
-file_verdicts`: a verdict every 30 s of data). GPU-Util and the owners are read in the same pass, only the
-Parquet leaves they need (``gpus``' ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner
-fields), not whole list columns.
+every tick: :mod:`gpu_triage.offline.stamp`): a columnar read of ``ts``, ``interval_s``,
+``verdict.pattern`` and ``verdict.bottleneck`` only, each tick standing for the seconds since the tick before
+(after a gap, its own interval), as the recomputation counts them. A tick judged while the window was still
+filling (pattern ``collecting``: the first ``warmup_s`` of each file and after a gap) has no verdict yet and
+counts for the first verdict after it, as it does in the recomputation, whose first verdict comes 30 s in.
+A file without them on every tick (v1/v2, a writer that does not diagnose, a tick whose diagnosis failed) is
+recomputed as before (:func:`gpu_triage.fleet.summary.file_verdicts`: a verdict every 30 s of data). GPU-Util
+and the owners are read in the same pass, only the Parquet leaves they need (``gpus``' ``util_pct``,
+``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner fields), not whole list columns.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 WINDOW = "300s"  # the worst windows' length (summary.WINDOW_S), as polars names it
 GPU_LEAVES = ("util_pct", "mem_used_bytes", "mem_total_bytes")
 MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
+COLLECTING = "collecting"  # diagnosis.vocab.Pattern.COLLECTING: the window is too short for a verdict yet
 
 
 @dataclass(slots=True)
@@ -115,7 +118,7 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
     owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
     cols += _leaves(pf, "gpus", GPU_LEAVES) + owners
     if with_verdicts:
-        cols.append("verdict.bottleneck")
+        cols += ["verdict.pattern", "verdict.bottleneck"]
     return pf.read(columns=cols, use_threads=False), (pf.schema_arrow.metadata or {})
 
 
@@ -147,15 +150,20 @@ def _stored_ticks(pl: Any, table: Any, meta: dict[bytes, bytes]) -> Any:
     us = pc.cast(ts, pa.int64()).to_numpy()
     if us.size == 0 or us[0] < TS_RANGE_US[0] or us[-1] >= TS_RANGE_US[1] or not np.all(np.diff(us) > 0):
         return None
-    bottleneck = table.column("verdict").combine_chunks().field("bottleneck")
+    verdict = table.column("verdict").combine_chunks()
+    bottleneck, pattern = verdict.field("bottleneck"), verdict.field("pattern")
     if bottleneck.null_count:
         return None
+    # "collecting" is no verdict yet: its ticks go to the verdict that follows (none if none follows)
+    waiting = pc.fill_null(pc.equal(pattern, COLLECTING), False)
+    counted = (pl.from_arrow(pc.if_else(waiting, pa.scalar(None, bottleneck.type), bottleneck))
+               .backward_fill().fill_null("none"))
     iv = (as_float(table.column("interval_s").combine_chunks()) if "interval_s" in table.column_names
           else np.full(us.size, np.nan))
     seconds = tick_seconds(us / 1e6, iv, meta_interval(meta))
     return pl.DataFrame({
         "end": pl.Series(us, dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
-        "bottleneck": pl.from_arrow(bottleneck),
+        "bottleneck": counted,
         "seconds": seconds,
     })
 
