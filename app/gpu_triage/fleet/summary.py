@@ -1,24 +1,26 @@
-"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck and the
-worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
+it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
 
-Two passes, both bounded in memory however many files there are:
+Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
+many), added up here, so memory does not grow with the dataset:
 
-1. **Verdicts**, file by file (an hour each by default), streamed in columns as ``diagnose FILE`` reads a
-   recording (:func:`~gpu_triage.offline.judge.judge`): the raw engine
-   (:func:`~gpu_triage.diagnosis.engine.diagnose`) gives a verdict every :data:`STRIDE_S` seconds of data,
-   on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that tick;
-   each verdict stands for the ticks since the previous one (a gap in the recording ends a span: it is
-   nobody's time). One batch of a file at a time is in memory; only (host, time, bottleneck) rows are kept.
-2. **Utilisation**, through a polars lazy scan of the whole dataset (projection: ``ts``, the cards'
-   ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; the ``host`` partition column): mean GPU-Util per
-   :data:`WINDOW_S` window while a job held the cards. The worst windows are the lowest of those, each with
-   the bottleneck the verdicts gave most often inside it. docs/recording.md shows the same query in DuckDB.
+1. **Verdicts.** Where the recorder stored them (trace v3's ``verdict`` on every tick), read in columns,
+   each tick standing for its own interval. Elsewhere (v1/v2 files, a writer that does not diagnose)
+   recomputed by :func:`file_verdicts`: streamed in columns as ``diagnose FILE`` reads a recording
+   (:func:`~gpu_triage.offline.judge.judge`), the raw engine gives a verdict every :data:`STRIDE_S` seconds of
+   data on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that
+   tick, each standing for the ticks since the previous one (a gap in the recording ends a span: it is
+   nobody's time). The summary says how many files it recomputed and how long that took.
+2. **Utilisation**: mean GPU-Util per :data:`WINDOW_S` window while a job held the cards, from the cards'
+   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst windows are
+   the lowest of those, each with the bottleneck the verdicts gave most often inside it. docs/recording.md
+   shows the same query in DuckDB.
+3. **Owners**: each verdict's seconds counted for the owners of the GPU processes at its tick.
 
-Why a stride and not every tick: a share of time over hours does not need the per-tick hysteresis of the
-screen, and the diagnosis is ~85 % of the cost (profiled). Every tick is still in the window, so each
-verdict sees the whole 5-minute history; what a 30 s stride loses is the exact edges of a regime, to within
-30 s, and regimes shorter than that are under-counted (the dashboard and `diagnose FILE` still show them).
-A day of 8 cards is 2,880 diagnoses instead of 43,200.
+Why a stride when recomputing: a share of time over hours does not need every tick's verdict, and the
+diagnosis is ~85 % of the cost (profiled); every tick is still in the window, so each verdict sees the whole
+5-minute history. What a 30 s stride loses is the exact edges of a regime, to within 30 s, and regimes
+shorter than that are under-counted; stored verdicts have neither limit.
 """
 
 from __future__ import annotations
