@@ -253,3 +253,38 @@ def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> No
     assert len(files) >= 3 and all(_stored(f)[0] == ("collecting", "none") for f in files)
     (host,) = summarise(str(root), Config())["hosts"].values()
     assert host["bottlenecks"] == {"data_pipeline": 1.0}
+
+
+def test_a_stored_verdict_from_anyone_is_cleaned_and_a_misshapen_one_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording is outside input: a bottleneck holding a terminal escape reaches the summary cleaned, and a
+    verdict column of the wrong type is not taken as stored verdicts: the reader's one line, never a
+    traceback."""
+    import pyarrow as pa
+
+    from gpu_triage.cli import main
+    from gpu_triage.fleet.summary import summarise
+
+    path, _ = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=200, fast=True,
+                            describe_machine=False, out=None, config=Config())
+    table = pq.read_table(path)
+    meta = table.schema.metadata
+    verdict = table.column("verdict").combine_chunks()
+    evil = pa.array(["none\x1b]0;owned\x07"] * len(verdict))
+    fields = [evil if verdict.type.field(i).name == "bottleneck" else verdict.field(i)
+              for i in range(verdict.type.num_fields)]
+    planted = table.set_column(table.schema.get_field_index("verdict"), "verdict",
+                               pa.StructArray.from_arrays(fields, fields=list(verdict.type)))
+    pq.write_table(planted.replace_schema_metadata(meta), tmp_path / "evil.parquet")
+    result = summarise(str(tmp_path / "evil.parquet"), Config())
+    assert result["recomputed_files"] == 0
+    (host,) = result["hosts"].values()
+    assert all("\x1b" not in b and "\x07" not in b for b in host["bottlenecks"]), host["bottlenecks"]
+    numbers = pa.StructArray.from_arrays([pa.array(range(len(verdict)))], names=["bottleneck"])
+    misshapen = table.set_column(table.schema.get_field_index("verdict"), "verdict", numbers)
+    pq.write_table(misshapen.replace_schema_metadata(meta), tmp_path / "odd.parquet")
+    capsys.readouterr()
+    assert main(["diagnose", str(tmp_path / "odd.parquet"), "--summary"]) == 2
+    err = capsys.readouterr().err
+    assert "odd.parquet" in err and "cannot be read" in err and "Traceback" not in err
