@@ -43,8 +43,8 @@ def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool |
         import importlib.util  # noqa: PLC0415
 
         compact = importlib.util.find_spec("gpu_triage.commands.compact") is not None
-    have = "has" if files == 1 else "have"
-    line = f"{recomputed} of {files} files {have} no stored verdicts: recomputed ({seconds:.1f} s)"
+    which = "its file has" if files == 1 else f"{recomputed} of {files} files {'has' if recomputed == 1 else 'have'}"
+    line = f"{which} no stored verdicts: recomputed ({seconds:.1f} s)"
     if compact:
         return line + "; `gpu-triage compact DIR` stores them"
     return line + "; `gpu-triage record` stores them in recordings made from now on (trace v3)"
