@@ -174,7 +174,8 @@ def _span_ticks(pl: Any, spans: list[Any]) -> Any:
         {"start": [s.start for s in spans], "end": [s.end for s in spans],
          "bottleneck": [s.bottleneck for s in spans]},
         schema={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC"), "bottleneck": pl.String},
-    ).select("end", "bottleneck", ((pl.col("end") - pl.col("start")).dt.total_microseconds() / 1e6).alias("seconds"))
+    ).select("end", "bottleneck",  # whole milliseconds, as the summary counted recomputed spans before
+             ((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
 
 
 def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart | Skipped:
