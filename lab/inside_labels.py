@@ -3,6 +3,9 @@ machine, and copy each run's stack samples to tests/data/inside-stacks/<name>-<s
 
 usage: python3 lab/inside_labels.py RESULTS_DIR tests/data
 
+Recordings of trace v3 (scripts/h200_inside_v3.sh: our own recorder took the stacks, they are in the file's
+`stacks` column) have no separate stack files: their labels say so (`"stacks": "recorded"`).
+
 The expected reading of each window comes from the mechanism that ran, not from what gpu-triage says. Each label
 says what is right with the job's stacks (`bottleneck`, `phase` of the main thread), what an honest reading
 without them may be (`without_stacks`), and the specific readings a mechanism-aware engineer would call wrong
@@ -20,6 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
+MACHINE_V3 = ("gpu-triage record (this project, trace v3) on 1 NVIDIA H200: at 2 s with its py-spy sampler on "
+              "(the stacks column), at 0.5 s with --no-stacks; the machine in the run's machine.txt")
 MACHINE = ("gpu-triage record (this project) at 2 s and 0.5 s ticks on 1 NVIDIA H200, driver 580.159.04, "
            "torch 2.11.0+cu130, Python 3.12.3, 16 cores, Firecracker kernel 6.18.44; stacks: py-spy 0.4.3 dump "
            "--nonblocking --json every 2 s (lab/stack_sampler.py)")
@@ -87,7 +92,8 @@ def main() -> None:
         labels = []
         for m in marks:
             run = f"{m['name']}-{m['setting']}"
-            if not (res / f"{run}.stacks.jsonl").exists() or not (res / f"inside-{part}.runs").read_text().split().count(run):
+            v3 = not (res / f"{run}.stacks.jsonl").exists()
+            if not (res / f"inside-{part}.runs").read_text().split().count(run):
                 continue
             truth = TRUTH[m["name"]]
             labels.append({"scenario": f"{m['name']}_{m['setting']}", "start": m["start"], "end": m["end"],
@@ -96,7 +102,8 @@ def main() -> None:
                            "true_samples_per_s": m["samples_per_s"],
                            "settings": {k: v for k, v in m.items() if k not in {"name", "setting", "start", "end",
                                                                               "start_s", "end_s", "samples_per_s", "spent"}},
-                           "stacks": f"inside-stacks/{run}.jsonl.gz", "recorded_by": MACHINE})
+                           "stacks": "recorded" if v3 else f"inside-stacks/{run}.jsonl.gz",
+                           "recorded_by": MACHINE_V3 if v3 else MACHINE})
         out = dest / rec.name
         shutil.copyfile(rec, out)
         out.with_name(out.name.replace(".parquet", ".labels.json")).write_text(json.dumps(labels, indent=1) + "\n")

@@ -7,7 +7,7 @@ Each run writes its pid to $PIDFILE (for the stack sampler beside it) and append
 start/end, name, setting, the true samples/s and what it really spent its time on) to MARKS.json.
 DEV=cpu runs a mechanism on the CPU at small sizes, to check the script itself off the GPU machine.
 
-Names and their two settings:
+Names and the settings of the first recordings (any number works: t8, w2l50, ms120, every3, ms200):
   cpu_offload_adamw  t16 | t4        AdamW on the CPU over host master weights (ZeRO-Offload style)
   latency_input      w4l5 | w8l20    DataLoader workers waiting on a high-latency fetch (sleep per sample)
   python_host_loop   ms60 | ms250    the training process's own Python work between GPU steps
@@ -25,6 +25,7 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -51,6 +52,13 @@ def mark(path: str, **kw: object) -> None:
         with open(path, "w") as f:
             json.dump(marks, f, indent=1)
     print("MARK", json.dumps(kw), flush=True)
+
+
+def number(setting: str, prefix: str) -> int:
+    """The number in a setting: t16 -> 16 threads, ms250 -> 250 ms, every8 -> every 8th."""
+    if not (setting.startswith(prefix) and setting[len(prefix):].isdigit()):
+        raise SystemExit(f"setting {setting!r}: expected {prefix}N")
+    return int(setting[len(prefix):])
 
 
 def sync() -> None:
@@ -93,7 +101,7 @@ class Loop:
 
 # 1. Optimizer on the CPU: gradients down, AdamW over float32 host master weights, parameters up.
 def cpu_offload_adamw(a: argparse.Namespace) -> None:
-    torch.set_num_threads({"t16": 16, "t4": 4}[a.setting])
+    torch.set_num_threads(number(a.setting, "t"))
     d, layers, batch = (512, 2, 64) if SMALL else (4096, 8, 256)
     model = mlp(d, layers)
     pin = DEV == "cuda"
@@ -133,7 +141,7 @@ class RemoteSamples(torch.utils.data.Dataset):
 
 
 def latency_input(a: argparse.Namespace) -> None:
-    workers, lat_ms = {"w4l5": (4, 5), "w8l20": (8, 20)}[a.setting]
+    workers, lat_ms = (int(n) for n in re.fullmatch(r"w(\d+)l(\d+)", a.setting).groups())  # type: ignore[union-attr]
     d, batch = (512, 32) if SMALL else (4096, 32)
     model = mlp(d, 4)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -159,7 +167,7 @@ def python_bookkeeping(budget_s: float) -> float:
 
 
 def python_host_loop(a: argparse.Namespace) -> None:
-    ms = {"ms60": 60, "ms250": 250}[a.setting]
+    ms = number(a.setting, "ms")
     d, batch = (512, 64) if SMALL else (8192, 512)
     model = mlp(d, 4)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -175,7 +183,7 @@ def python_host_loop(a: argparse.Namespace) -> None:
 
 # 4. A host sync for logging after every op: the GPU waits on the CPU reading back each scalar.
 def item_sync(a: argparse.Namespace) -> None:
-    every = {"every1": 1, "every8": 8}[a.setting]
+    every = number(a.setting, "every")
     d = 256 if SMALL else 2048
     ws = [torch.randn(d, d, device=DEV) / d**0.5 for _ in range(64)]
     x = torch.randn(d, d, device=DEV)
@@ -198,7 +206,7 @@ def compile_recompile(a: argparse.Namespace) -> None:
     import torch._dynamo
 
     torch._dynamo.config.cache_size_limit = 256
-    change_every = {"each": 1, "every8": 8}[a.setting]
+    change_every = 1 if a.setting == "each" else number(a.setting, "every")
     d = 256 if SMALL else 2048
     model = mlp(d, 4)
     cmodel = torch.compile(model, dynamic=False)
@@ -228,7 +236,7 @@ def serve(sock: socket.socket, delay_s: float) -> None:
 
 
 def service_wait(a: argparse.Namespace) -> None:
-    delay = {"ms100": 0.1, "ms400": 0.4}[a.setting]
+    delay = number(a.setting, "ms") / 1000
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -278,7 +286,7 @@ def slow_start(a: argparse.Namespace) -> None:
 
 # 8. Part of the model on the CPU: an EmbeddingBag table in host memory, its forward and backward in CPU autograd.
 def cpu_model_part(a: argparse.Namespace) -> None:
-    torch.set_num_threads({"t16": 16, "t4": 4}[a.setting])
+    torch.set_num_threads(number(a.setting, "t"))
     rows, dim, batch, bag = (10000, 64, 256, 8) if SMALL else (2_000_000, 256, 4096, 64)
     table = torch.nn.EmbeddingBag(rows, dim, mode="sum")  # stays on the CPU
     top = mlp(dim, 2)

@@ -143,6 +143,13 @@ async def main(out: Path, fleet_only: bool = False) -> None:
     # pause, then go to the sawtooth case of the recording (about 50 ticks in)
     await shoot(replay, p, (120, 32), ("space", "g", *(["right_square_bracket"] * 3)))
     shots.append(p)
+    # the inside of a real job: a trace-v3 recording our recorder made on an H200 with its py-spy sampler on,
+    # paused in the window where AdamW stepped on the CPU (the verdict cites the main thread; Tab, its line)
+    inside = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200-inside-c-2s.parquet"
+    replay = build_app("replay", argparse.Namespace(file=str(inside), speed=1.0, record=None), Config())
+    p = out / "replay-h200-inside-140x42.svg"
+    await shoot(replay, p, (140, 42), ("space", "g", "right_square_bracket", *(["right"] * 6), "tab"))
+    shots.append(p)
     _pngs(shots)
 
 

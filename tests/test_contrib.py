@@ -380,3 +380,40 @@ def test_a_jobs_pulse_in_that_directory_is_read_by_another_user_only_with_the_un
         job.kill()
         job.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+COMPACT_UNIT = ROOT / "contrib/systemd/gpu-triage-compact.service"
+COMPACT_TIMER = ROOT / "contrib/systemd/gpu-triage-compact.timer"
+
+
+def test_the_compact_timer_runs_compact_on_the_exporters_dataset_as_its_user() -> None:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(COMPACT_UNIT.read_text())
+    service = parser["Service"]
+    argv = service["ExecStart"].split()
+    args = build_parser().parse_args(argv[1:])
+    assert args.command == "compact" and args.keep_days and args.keep_days >= 1
+    export = _unit()["Service"]
+    assert args.dir.startswith(f"/var/lib/{export['StateDirectory']}/")
+    assert service["StateDirectory"] == export["StateDirectory"]
+    assert service["User"] == "gpu-triage-export"  # the exporter's dynamic user: the same name, the same uid
+    assert f"--record {args.dir}" in UNIT.read_text()
+    timer = configparser.ConfigParser(strict=False, interpolation=None)
+    timer.read_string(COMPACT_TIMER.read_text())
+    assert timer["Timer"]["OnCalendar"] and timer["Timer"]["Persistent"] == "true"
+
+
+@pytest.mark.slow
+def test_systemd_analyze_accepts_the_compact_units(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    service = tmp_path / COMPACT_UNIT.name
+    service.write_text(re.sub(r"^ExecStart=\S+", f"ExecStart={sys.executable} -m gpu_triage",
+                              COMPACT_UNIT.read_text(), flags=re.MULTILINE))
+    timer = tmp_path / COMPACT_TIMER.name
+    timer.write_text(COMPACT_TIMER.read_text())
+    out = subprocess.run([analyze, "verify", str(service), str(timer)], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr

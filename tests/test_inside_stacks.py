@@ -34,10 +34,13 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="py-spy reads other pr
 
 # -- the H200 jobs' own stacks ------------------------------------------------------------------------------
 
-def _labelled_windows() -> list[dict]:
+def _labelled_windows(recorded: bool = False) -> list[dict]:
+    """The labelled windows whose stacks lab/stack_sampler.py took beside the recording (a file of dumps), or,
+    with ``recorded``, those our own recorder's sampler put in the recording (trace v3's ``stacks``)."""
     out = []
     for path in sorted(DATA.glob("h200-inside-*-2s.labels.json")):
-        out += json.loads(path.read_text())
+        out += [dict(lab, recording=path.name.replace(".labels.json", ".parquet"))
+                for lab in json.loads(path.read_text()) if (lab["stacks"] == "recorded") == recorded]
     return out
 
 
@@ -67,6 +70,23 @@ def test_the_phase_table_names_what_each_real_h200_job_was_doing(label: dict) ->
     phase, frac = share.leading
     assert phase == label["phase"], f"{label['scenario']}: {share.shares}"
     assert frac >= 0.5
+
+
+@pytest.mark.parametrize("label", _labelled_windows(recorded=True), ids=lambda lab: lab["scenario"])
+def test_the_recorder_s_own_samples_name_what_each_real_h200_job_was_doing(label: dict) -> None:
+    """Recorded live on the H200 by `gpu-triage record` (its sampler classified each dump as it took it): in
+    the window's middle the job's main-thread samples lead with the mechanism's phase."""
+    from gpu_triage.trace.reader import open_trace
+
+    trace = open_trace(DATA / label["recording"])
+    start, end = (datetime.fromisoformat(label[k]).timestamp() for k in ("start", "end"))
+    lo, hi = start + 0.35 * (end - start), start + 0.9 * (end - start)
+    phases = Counter(s.phase for t in trace.ticks() if lo <= t.ts.timestamp() <= hi
+                     for s in t.stacks if s.role == "main" and s.error is None)
+    assert sum(phases.values()) >= 3, "enough samples in the window's middle"
+    phase, n = phases.most_common(1)[0]
+    assert phase == label["phase"], f"{label['scenario']}: {phases}"
+    assert n / sum(phases.values()) >= 0.5
 
 
 def test_workers_waiting_on_a_slow_fetch_read_as_waiting_not_busy() -> None:

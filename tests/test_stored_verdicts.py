@@ -193,7 +193,8 @@ def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out
     assert "1 of 2 files has no stored verdicts: recomputed (" in out
     assert "old01: 0:06:40 of data in 1 files" in out and "storage_io" in out
-    assert recomputed_line(1, 2, 3.04, compact=True).endswith("(3.0 s); `gpu-triage compact DIR` stores them")
+    hint = recomputed_line(1, 2, 3.04, compact=True)
+    assert hint.endswith("(3.0 s); `gpu-triage compact DIR` stores them for finished days")
     assert recomputed_line(1, 1, 3.0, compact=False).startswith("its file has no stored verdicts: recomputed (3.0 s); ")
     assert recomputed_line(3, 25, 41.0, compact=False).startswith("3 of 25 files have no stored verdicts")
 

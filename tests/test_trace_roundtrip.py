@@ -152,7 +152,7 @@ def test_ticks_round_trip_through_parquet_and_stream(ticks: list[Tick]) -> None:
         assert list(trace.timestamps) == [t.ts.timestamp() for t in ticks]
 
 
-def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
+def test_written_file_has_the_v3_schema_and_metadata(tmp_path: Path) -> None:
     source = open_trace(H200_TRACE_2S)
     writer = TraceWriter(tmp_path / "copy.parquet", source.host, source.interval_s)
     for t in source.ticks(0, 20):
@@ -160,9 +160,9 @@ def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
     path = writer.close()
     f = pq.ParquetFile(path)
     assert f.schema_arrow.remove_metadata().equals(TRACE_SCHEMA)
-    # the bundled recordings are version 1: the v2 schema is theirs plus job, swap, nets, the cards' health
-    # and each process's SM share and owner
-    v2_columns = ("job", "host_swap_used_bytes", "host_swap_total_bytes", "nets")
+    # the bundled recordings are version 1: the v3 schema is theirs plus v2's job, swap, nets, the cards'
+    # health and each process's SM share and owner, and v3's stack samples and verdict
+    v2_columns = ("job", "host_swap_used_bytes", "host_swap_total_bytes", "nets", "stacks", "verdict")
     v2_fields = {
         "gpus": ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last", "energy_mj"),
         "procs": ("sm_pct", "user", "slurm_job", "pod_uid", "pod_name", "pod_namespace", "container"),
@@ -174,7 +174,7 @@ def test_written_file_has_the_v2_schema_and_metadata(tmp_path: Path) -> None:
         v1 = v1.set(v1.get_field_index(column), pa.field(column, pa.list_(narrowed)))
     assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(v1)
     meta = f.schema_arrow.metadata
-    assert meta[b"gpu_triage.schema"] == b"2"
+    assert meta[b"gpu_triage.schema"] == b"3"
     assert float(meta[b"gpu_triage.interval_s"]) == 2.0
     assert b'"hostname": "h200-lab"' in meta[b"gpu_triage.host"]
     assert f.metadata.row_group(0).column(0).compression == "ZSTD"

@@ -128,10 +128,16 @@ def test_a_user_column_on_every_row(width: int) -> None:
             assert ln[col:col + 8].strip() == USERS[int(ln[:8])][0][:8]
 
 
-def test_user_is_na_for_processes_not_of_this_machine() -> None:
-    lines = procview.proc_pane(_procs(), 100, 4, procview.ProcState(), _details, local=False).plain.split("\n")
+def test_user_of_a_process_not_of_this_machine_is_the_recorded_one_never_this_machine_s() -> None:
+    """A replayed or simulated pid is not this machine's process: its USER is what the recording says (as the
+    detail line says it), "n/a" where the recording says nothing, never this machine's owner of that pid."""
+    procs = _procs()
+    procs[0].user = "carol"  # recorded; _details would say the local owner of that pid
+    lines = procview.proc_pane(procs, 100, 8, procview.ProcState(), _details, local=False).plain.split("\n")
     col = lines[0].index("USER")
-    assert lines[1][col:col + 8].strip() == "n/a"
+    users = {int(ln[:8]): ln[col:col + 8].strip() for ln in lines[1:] if ln[:8].strip().isdigit()}
+    assert users[procs[0].pid] == "carol"
+    assert all(u == "n/a" for pid, u in users.items() if pid != procs[0].pid)
 
 
 def test_each_process_shows_its_own_sm_share_alone_on_its_card_too() -> None:

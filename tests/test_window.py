@@ -78,11 +78,11 @@ def test_real_trace_round_trips_through_ticks_and_fills_window() -> None:
     rows = pq.read_table(H200_TRACE_2S).to_pylist()
     ticks = [Tick.from_row(r) for r in rows]
     # a v1 file: no job, swap or nets column, no health fields per card, no SM share per process: null (None),
-    # never 0
+    # never 0; no stack samples and no stored verdict (trace v3)
     health = dict.fromkeys(
         ("clock_event_reasons", "ecc_corrected", "ecc_uncorrected", "xid_count", "xid_last", "energy_mj")
     )
-    v2 = dict(job=None, host_swap_used_bytes=None, host_swap_total_bytes=None, nets=[])
+    v2 = dict(job=None, host_swap_used_bytes=None, host_swap_total_bytes=None, nets=[], stacks=[], verdict=None)
     proc_v2 = dict.fromkeys(("sm_pct", "user", "slurm_job", "pod_uid", "pod_name", "pod_namespace", "container"))
     assert [t.to_row() for t in ticks] == [
         dict(r, **v2, gpus=[dict(g, **health) for g in r["gpus"]], procs=[dict(p, **proc_v2) for p in r["procs"]])

@@ -174,6 +174,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.diagnose import run_diagnose
 
         return run_diagnose(args, config)
+    if command == "compact":
+        from gpu_triage.commands.compact import run_compact
+
+        return run_compact(args, config)
     if command == "compare":
         from gpu_triage.commands.compare import run_compare
 

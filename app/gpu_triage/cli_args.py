@@ -152,6 +152,16 @@ def _add_job(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
+def _add_stacks(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--no-stacks: the live commands without py-spy's look inside the waiting processes ([inside] enabled)."""
+    p.add_argument(
+        "--no-stacks",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="do not read the Python stacks of the processes whose card waits (py-spy; [inside] enabled = false)",
+    )
+
+
 def _add_source(p: argparse.ArgumentParser) -> None:
     """--source and, for a sim source, --gpus and --seed: the headless commands (record, export)."""
     p.add_argument(
@@ -208,3 +218,36 @@ def _add_metrics(p: argparse.ArgumentParser) -> None:
         help="also serve Prometheus metrics on HOST:PORT, the same as `gpu-triage export` "
         f"(e.g. {DEFAULT_LISTEN})",
     )
+
+
+def _keep_days(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v}: give 1 or more days (0 or fewer would remove today's data)")
+    return v
+
+
+def add_compact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compact",
+        help="merge a dataset's finished days into daily files and a flat table for queries; --keep-days expires",
+        description=(
+            "For each host and each finished UTC day of DIR (`record -o DIR/`, `export --record DIR`): merge the "
+            "hourly files into one daily trace file (DIR/host=H/date=D/day.parquet: ticks in order, each once, "
+            "every tick with its verdict; verdicts a file lacks are computed once by the engine and kept) and "
+            "write the flat table DIR/flat/D/H.parquet, one row per host, tick and card, for DuckDB and polars "
+            "(docs/recording.md). Today's partitions and any holding a stream (being recorded, or left for "
+            "`recover`) are left alone. Crash-safe: a killed run leaves every tick readable once, and the next "
+            "run finishes its work."
+        ),
+    )
+    p.add_argument("dir", metavar="DIR", help="the dataset directory")
+    p.add_argument("--keep-days", type=_keep_days, metavar="N",
+                   help="after compacting, remove the recordings and flat days dated more than N days before "
+                   "today (UTC): N=7 on 2026-12-02 keeps 2026-11-25 onwards")
+    p.add_argument("--dry-run", action="store_true", help="print what would be merged and removed; change nothing")
+    p.add_argument("--progress", action="store_true",
+                   help="a line per host-day on stderr even when it is not a terminal (a log, a journal)")

@@ -14,6 +14,7 @@ from gpu_triage.cli_args import (
     _add_sampling,
     _add_seconds,
     _add_source,
+    _add_stacks,
     _bool_list,
     _gpu_count,
     _int_list,
@@ -24,6 +25,7 @@ from gpu_triage.cli_args import (
     _seconds_between,
     _seed,
     _speed,
+    add_compact,
 )
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.scenarios import SCENARIOS
@@ -51,6 +53,7 @@ examples:
   gpu-triage replay run.parquet --speed 4
   gpu-triage diagnose run.parquet --json
   gpu-triage diagnose fleet/ --summary  per host: time in each bottleneck, worst windows
+  gpu-triage compact fleet/ --keep-days 90   daily files and a flat table for queries; 90 days kept
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
   gpu-triage baseline --gpus 2 --seconds 20
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_logging(parser, top=True)
     parser.add_argument("--record", metavar="FILE", help="record every tick of the live session to FILE (Parquet)")
     _add_job(parser, top=True)
+    _add_stacks(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser(
@@ -96,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--record", metavar="FILE", default=argparse.SUPPRESS, help="record every tick to FILE (Parquet)"
     )
     _add_job(p)
+    _add_stacks(p)
 
     _add_metrics(p)
 
@@ -157,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="sim sources only: write simulated ticks as fast as they are made (--duration counts simulated time)",
     )
     _add_job(p)
+    _add_stacks(p)
 
     p = sub.add_parser(
         "replay",
@@ -270,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_seconds(p, "--window", "seconds of history the diagnosis looks at (default 300, from the config file if set)")
     _add_source(p)
     _add_job(p)
+    _add_stacks(p)
     p.add_argument(
         "--web-config",
         metavar="FILE",
@@ -290,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_rotate(p)
     _add_fleet(sub)
+    add_compact(sub)
     _add_checkup_commands(sub)
     _add_snapshot(sub)
     p = sub.add_parser(

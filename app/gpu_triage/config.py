@@ -61,6 +61,7 @@ class Config:
     path: Path | None = None  # the file these values came from, if any
     job_batch_size: int | None = None  # [job] batch_size: samples per step, for logs that count steps
     job_log_regex: str | None = None  # [job] log_regex: the user's progress line, named groups
+    inside_enabled: bool = True  # [inside] enabled: py-spy looks inside the processes whose card waits (live)
 
     @property
     def window_ticks(self) -> int:
@@ -122,6 +123,7 @@ _SECTIONS = {
     "ui": {"theme", "color_gpu", "color_sm", "color_alert", "panes"},
     "recording": {"directory"},
     "job": {"batch_size", "log_regex"},
+    "inside": {"enabled"},
 }
 
 
@@ -231,7 +233,17 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         except (ValueError, re.error) as exc:
             raise bad("job.log_regex", str(exc)) from exc
         cfg.job_log_regex = v
+    inside = data.get("inside", {})
+    if "enabled" in inside:
+        if not isinstance(inside["enabled"], bool):
+            raise bad("inside.enabled", f"must be true or false, got {inside['enabled']!r}")
+        cfg.inside_enabled = inside["enabled"]
     return cfg
+
+
+def stacks_wanted(config: Config, no_stacks: bool) -> bool:
+    """Whether a live command reads its waiting processes' stacks: the config's switch, unless --no-stacks."""
+    return config.inside_enabled and not no_stacks
 
 
 def _is_colour(value: str) -> bool:

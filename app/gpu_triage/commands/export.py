@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 
-from gpu_triage.config import Config
+from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.errors import UserError
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
@@ -51,7 +51,9 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     pid_labels = bool(getattr(args, "pid_labels", False))
     exporter = Exporter(args.listen, config, pid_labels=pid_labels, web=web)  # binds: port in use fails here
     try:
-        source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s)
+        # the stacks are read for the recording (--record) only: the metrics have no series for them
+        stacks = bool(record_dir) and stacks_wanted(config, bool(getattr(args, "no_stacks", False)))
+        source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s, stacks=stacks)
         if job is not None:
             from gpu_triage.sources.job import WithJob
 

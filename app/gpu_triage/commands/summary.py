@@ -46,7 +46,7 @@ def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool |
     which = "its file has" if files == 1 else f"{recomputed} of {files} files {'has' if recomputed == 1 else 'have'}"
     line = f"{which} no stored verdicts: recomputed ({seconds:.1f} s)"
     if compact:
-        return line + "; `gpu-triage compact DIR` stores them"
+        return line + "; `gpu-triage compact DIR` stores them for finished days"
     return line + "; `gpu-triage record` stores them in recordings made from now on (trace v3)"
 
 

@@ -77,6 +77,9 @@ BOTTLENECK_NAMES = {
     "placement": "every rank on one card",
     "imbalance": "unequal work across the cards",
     "hung_collective": "a hung collective",
+    "host_step": "the training process's own CPU work",
+    "compile": "torch.compile recompiling",
+    "external_wait": "waits on another service",
     "unexplained": "a wait no rule explains",
 }
 DOMINANT_MIN_PCT = 10.0  # a bottleneck for less of the time than this is not "the" bottleneck of a run

@@ -1,17 +1,18 @@
 """diagnose(): a window of ticks in, one verdict out. Pure: no I/O, no clock, no globals.
 
 Measure (measure.py: the judged stretch of span.py, shapes, host and process facts), find the cause (the
-first rule of rules.py that holds), let the job's own clock overrule the loader rules (job.py), compose
-the verdict (verdict.py), then apply the job's evidence.
+first rule of rules.py that holds), let the job's own clock overrule the loader rules and lend its samples/s
+to the num_workers recommendation (job.py), compose the verdict (verdict.py), then apply the job's evidence.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out
+from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out, with_job_rate
 from gpu_triage.diagnosis.measure import Measurements
 from gpu_triage.diagnosis.mechanisms.base import Cause
+from gpu_triage.diagnosis.mechanisms.inside import not_read
 from gpu_triage.diagnosis.rules import LOADER_RULES, advise, find_cause
 from gpu_triage.diagnosis.span import nanmedian0, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -56,6 +57,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
 
     m = Measurements.from_view(view, th, cpu_count, dt)
     clock = job_state(view, m.start, th)  # the job's own clock, when a source gives it
+    m = with_job_rate(m, clock)  # its samples/s beside the num_workers recommendation
     cause = _job_clock(m, find_cause(m), clock)
     pattern = m.pattern
     if pattern == Pattern.SINGLE_CARD_BUSY and cause.mechanism == Mechanism.RANK_BLOCKED_ON_STORAGE:
@@ -64,6 +66,8 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         pattern = Pattern.IMBALANCED
     lead = pattern_fact(m, pattern)
     evidence = list(cause.evidence)
+    if (unread := not_read(m, cause)) is not None:
+        evidence.append(unread)
     if lead is not None:  # the shape leads, except where the cause's own first line is what to act on
         evidence.insert(1 if cause.bottleneck in LEADS_ITSELF else 0, lead)
     adv, destructive = advise(cause, m)

@@ -15,6 +15,44 @@ from gpu_triage.diagnosis.span import JobSpan
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
 
+FED_FLOOR_PCT = 10.0  # a GPU fed less than this share of the time is read as fed this much: the want stays finite
+
+
+@dataclass(frozen=True, slots=True)
+class JobRate:
+    """The job's own rate (trace v2 ``job``) and how much of the time its GPUs compute (:attr:`fed_pct`): at
+    least 100 - ``wait_pct`` (the share of each step not waiting for a batch, by the job's clock) and at least
+    ``busy_pct``, the GPU-Util of the least busy working card. CUDA runs a step's kernels while the loop
+    already waits for the next batch, so the clock alone reads a GPU busy 26 % of the time as 7 % (real
+    1-card starved run: 93 % data wait at GPU-Util 26 %); the least busy card, because a card waiting at a
+    collective for the others spins at 100 % GPU-Util."""
+
+    samples_per_s: float  # the whole job's, summed over ranks
+    wait_pct: float | None  # None: the job does not measure it (a log without data time)
+    busy_pct: float  # NaN: unknown
+
+    @property
+    def fed_pct(self) -> float:
+        """The share of the time the GPU computes (never below :data:`FED_FLOOR_PCT`)."""
+        shares = [s for s in (None if self.wait_pct is None else 100.0 - self.wait_pct, self.busy_pct)
+                  if s is not None and not math.isnan(s)]
+        return min(100.0, max([FED_FLOOR_PCT, *shares]))
+
+    def reason(self, workers: int, pegged: int, cards: str = "the GPU") -> str:
+        """"~457 samples/s from 1 worker (1 pegged, ~457/s each); the GPU would take ~1778/s (busy 26 % ...)"."""
+        s = self.samples_per_s
+        busy, wait = self.busy_pct, self.wait_pct
+        if wait is not None and (math.isnan(busy) or 100.0 - wait >= busy):
+            why = f"at {wait:.0f} % data wait"
+        elif wait is not None:
+            why = (f"busy {busy:.0f} % of the time on the least busy card; its kernels run during the {wait:.0f} % "
+                   "data wait")
+        else:
+            why = f"busy {busy:.0f} % of the time on the least busy card"
+        return (f"~{s:.0f} samples/s from {workers} worker{'s' if workers != 1 else ''} ({pegged} pegged, "
+                f"~{s / workers:.0f}/s each); {cards} would take "
+                f"~{s * 100.0 / self.fed_pct:.0f}/s ({why})")
+
 
 @dataclass(frozen=True, slots=True)
 class WorkersRec:
@@ -30,17 +68,46 @@ class WorkersRec:
     procs: int = 1
     idle_cores: int = 0  # cores not busy while the GPU waits
     gpu_pct: float = float("nan")  # GPU-Util while the pipeline feeds it: the share of the time it is fed
+    pegged: int = 0  # workers at 100 % of a core, all processes together (median per tick)
+    rate: JobRate | None = None  # the job's own samples/s, where a job source reports it (:meth:`with_rate`)
+
+    def with_rate(self, samples_per_s: float | None, wait_pct: float | None, busy_pct: float) -> WorkersRec:
+        """This recommendation with the job's own rate beside it; unchanged without a rate (no job source, a
+        stale or stopped job) or without anything saying how much of the time the GPU computes."""
+        if samples_per_s is None or not samples_per_s > 0 or (wait_pct is None and math.isnan(busy_pct)):
+            return self
+        return replace(self, rate=JobRate(float(samples_per_s), wait_pct, busy_pct))
+
+    @property
+    def _workers(self) -> int:
+        return max(self.now or 0, 1) * max(self.procs, 1)
+
+    @property
+    def _by_rate(self) -> bool:
+        return self.rate is not None and (self.now or 0) >= 1
+
+    def needed(self) -> int:
+        """Workers per process the GPU needs, unbounded: with the job's rate, (samples/s / fed share) / (samples/s
+        per worker), per process; else the workers now / the GPU-Util's share. The workers are num_workers x the
+        processes (ranks run the same DataLoader; its workers take batches in turn), not the pegged count: a
+        median per tick, it reads 1 of 2 whenever one dips under the line or a rank's workers start late."""
+        now = self.now or 0
+        if self.rate is not None and self._by_rate:
+            per_worker = self.rate.samples_per_s / self._workers
+            want = self.rate.samples_per_s * 100.0 / self.rate.fed_pct / max(self.procs, 1)
+            return math.ceil(want / per_worker - 1e-9)
+        return math.ceil(now * 100.0 / max(self.gpu_pct, FED_FLOOR_PCT))
 
     def recommended(self) -> int:
-        """Pegged workers each deliver what one core can: the GPU fed ``gpu_pct`` of the time needs about
-        100/gpu_pct times the workers, within the idle cores (one core per process kept for the step)."""
+        """Pegged workers each deliver what one core can: the GPU fed ``gpu_pct`` of the time (or, where the job
+        reports its rate, ``rate.fed_pct``) needs about 100/that times the workers, within the idle cores (one
+        core per process kept for the step), and never fewer than one more than now."""
         now = self.now or 0
         room = max(1, self.cores // max(self.procs, 1) - 1)
-        if now == 0 or math.isnan(self.gpu_pct):
+        if now == 0 or (math.isnan(self.gpu_pct) and not self._by_rate):
             return max(min(self.hi, room), now + 1)
-        want = math.ceil(now * 100.0 / max(self.gpu_pct, 10.0))
         extra = max(self.idle_cores, 0) // max(self.procs, 1)
-        return max(now + 1, min(want, now + extra, room))
+        return max(now + 1, min(self.needed(), now + extra, room))
 
     def line(self) -> str | None:
         now = "" if self.now is None else f" (now {self.now})"
@@ -51,6 +118,8 @@ class WorkersRec:
         if self.state == "cpu_bound":
             return (f"more workers will not help: the {self.now} workers per process (at least cores/2 = {self.hi}) "
                     "are each pegged; make each worker's preprocessing lighter")
+        if self.rate is not None and self._by_rate and (self.state == "too_few" or (self.now or 0) < self.lo):
+            return self._rate_line(self.rate)
         if self.state == "too_few":
             return (f"DataLoader(num_workers={self.recommended()}){now}: the workers are pegged while cores idle "
                     f"({self.cores} cores, {procs}): each added worker adds a core's worth of input")
@@ -64,11 +133,41 @@ class WorkersRec:
         (reads, a remote store): more of them keep more batches in flight. None where :meth:`line` speaks."""
         if self.state != "range" or self.now is None or self.now < self.lo:
             return None
+        if self.rate is not None and self._by_rate:
+            return self._rate_line(self.rate, waiting=True)
         room = max(1, self.cores // max(self.procs, 1) - 1)
         rec = max(self.now + 1, min(2 * self.now, room))
         return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {self.now}): the steps wait for data while "
                 "the workers are not pegged, so they wait on reads or latency; more of them keep more in flight")
 
+    def _rate_line(self, rate: JobRate, waiting: bool = False) -> str:
+        """The recommendation from the job's rate, its numbers in its reason; "keep" where the rate says the
+        workers deliver what the GPU takes. ``waiting``: the workers are not pegged (they wait on reads)."""
+        rec, need, now = self.recommended(), self.needed(), self.now or 0
+        each = " per process" if self.procs > 1 else ""
+        why = rate.reason(self._workers, self.pegged, "the GPUs" if self.procs > 1 else "the GPU")
+        if need <= now:  # the GPU's waits are not the workers'
+            return f"keep num_workers={now}: {why}: {need} worker{'s' if need != 1 else ''}{each} deliver that"
+        fits = f", {rec} fit the idle cores" if rec < need else ""
+        procs = f"{self.procs} processes" if self.procs > 1 else "one process"
+        if waiting:
+            return (f"DataLoader(num_workers={rec}, prefetch_factor=4) (now {now}): {why}: {need} workers{each}"
+                    f"{fits}; they are not pegged, so they wait on reads or latency and more keep more in flight")
+        return (f"DataLoader(num_workers={rec}) (now {now}): {why}: {need} workers{each}{fits} "
+                f"({self.cores} cores, {procs})")
+
+
+def least_busy_pct(util: np.ndarray, cols: list[int]) -> float:
+    """The median over the ticks of the least busy of the cards ``cols``' GPU-Util (NaN: none known). Ranks
+    step together: the card that waits at a collective for the others spins at 100 %, the least busy one
+    shows how much of the time the job computes."""
+    if not cols or not util.size:
+        return math.nan
+    sub = util[:, cols]
+    known = ~np.isnan(sub).all(axis=1)
+    if not known.any():
+        return math.nan
+    return float(np.median(np.fmin.reduce(sub[known], axis=1)))
 
 
 def storage_facts(hf: HostFacts, th: Thresholds) -> list[Fact]:
@@ -109,7 +208,7 @@ def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, f
         state = "range"
     idle = hf.cores - int(math.ceil(hf.cpu_cores_busy)) if not math.isnan(hf.cpu_cores_busy) else 0
     return WorkersRec(lo, hi, pf.workers if pf.seen else None, state, hf.cores, procs, idle,
-                      hf.gpu_mean), saturated
+                      hf.gpu_mean, pf.workers_pegged), saturated
 
 
 def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,

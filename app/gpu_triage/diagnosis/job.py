@@ -23,6 +23,10 @@ then run, and :func:`apply_job` applies the job's evidence to their verdict. Eve
   A share the job does not measure (``None``: a log without data time, or ``pulse.step()`` without
   ``data_wait_s``) rules nothing out.
 
+- **Its rate.** The median fresh samples/s over the judged ticks (:attr:`JobState.samples_per_s`), once the job
+  has reported it for ``job_rate_min_s``, sets the num_workers recommendation's number and reason
+  (:func:`with_job_rate`, ``host_evidence.JobRate``; docs/diagnosis.md "Advice" gives the formula).
+
 A verdict whose window holds no job data is returned unchanged. Facts added when there is job data:
 ``job_samples_per_s``, ``job_data_wait_pct`` (NaN when stale or not reported), ``job_since_progress_s``.
 """
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.host_evidence import least_busy_pct
 from gpu_triage.diagnosis.mechanisms.base import Cause
 from gpu_triage.diagnosis.mechanisms.communication import HANG_ADVICE
 from gpu_triage.diagnosis.patterns import nanmean
@@ -61,6 +66,7 @@ class JobState:
     stopped_after_s: float  # no step for this long: no progress
     wait: float | None  # median fresh data-wait share over the judged ticks; None when stale or not measured
     th: Thresholds
+    samples_per_s: float | None = None  # median fresh samples/s over the judged ticks; None when stale or not given
 
     @property
     def since_s(self) -> float | None:
@@ -97,13 +103,36 @@ def job_state(view: WindowView, start: int, th: Thresholds) -> JobState | None:
     stale_after = max(th.job_stale_min_s, th.job_stale_steps * (step or 0.0), 2.0 * tick)
     stopped_after = max(th.no_progress_min_s, th.no_progress_steps * (step or 0.0))
 
-    def fresh(j: JobSample) -> bool:
-        return j.since_progress_s is None or j.since_progress_s <= stale_after
+    wait = _fresh_median(judged, [j.data_wait_pct for j in judged], stale_after)
+    rate = _fresh_median(judged, [j.samples_per_s or None for j in judged], stale_after)  # 0: not a rate to use
+    return JobState(judged[-1], step, stale_after, stopped_after, wait, th, rate)
 
-    last = judged[-1]
-    waits = [j.data_wait_pct for j in judged if j.data_wait_pct is not None and fresh(j)]
-    wait = statistics.median(waits) if waits and fresh(last) else None
-    return JobState(last, step, stale_after, stopped_after, wait, th)
+
+def _fresh(j: JobSample, stale_after: float) -> bool:
+    return j.since_progress_s is None or j.since_progress_s <= stale_after
+
+
+def _fresh_median(judged: list[JobSample], values: list[float | None], stale_after: float) -> float | None:
+    """The median of ``values`` (one per judged sample) over the samples whose figures are fresh; None when
+    none is given or the newest sample is stale."""
+    fresh = [v for j, v in zip(judged, values, strict=True) if v is not None and _fresh(j, stale_after)]
+    return statistics.median(fresh) if fresh and _fresh(judged[-1], stale_after) else None
+
+
+def with_job_rate(m: Measurements, job: JobState | None) -> Measurements:
+    """``m`` with the job's own samples/s beside its num_workers recommendation (host_evidence.WorkersRec),
+    and the GPU-Util of its least busy working card over the same ticks (those with a fresh rate); unchanged
+    without a job source, a fresh rate, or ``job_rate_min_s`` of judged ticks that report one."""
+    if job is None or job.samples_per_s is None:
+        return m
+    jobs = m.view.jobs[m.start:]
+    rows = [k for k, j in enumerate(jobs) if j is not None and j.samples_per_s and _fresh(j, job.stale_after_s)]
+    if len(rows) * m.dt < m.th.job_rate_min_s:
+        return m
+    working = [c for c, i in enumerate(m.view.gpu_indexes) if m.all_util.get(i, 0.0) >= m.th.idle_util_pct]
+    busy = least_busy_pct(m.gpu["util_pct"][rows], working)
+    workers = m.workers.with_rate(job.samples_per_s, job.wait, busy)
+    return m if workers is m.workers else replace(m, workers=workers)
 
 
 def loader_ruled_out(job: JobState) -> Fact:

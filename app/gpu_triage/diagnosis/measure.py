@@ -25,6 +25,7 @@ from gpu_triage.diagnosis.facts import (
     stall_ticks,
 )
 from gpu_triage.diagnosis.host_evidence import WorkersRec, data_facts, quiet_wait_s, startup_facts, storage_facts
+from gpu_triage.diagnosis.inside import InsideEvidence, inside_evidence
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, column_nanmeans, nanmean
 from gpu_triage.diagnosis.span import JobSpan, job_span, judged_span, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -82,6 +83,7 @@ class Measurements:
     data: list[Fact]  # what the cores and the DataLoader workers do while the GPU waits
     workers: WorkersRec
     strong_data: bool
+    inside: InsideEvidence = InsideEvidence()  # the training processes' stack samples (trace v3; empty before)
     loader_ruled_out: bool = False  # the job's own clock says its steps do not wait for data (rules.find_cause)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -208,7 +210,17 @@ class Measurements:
             stall_d2h=stall_d2h, quiet_wait_s=quiet_wait_s(view, focus_idx, th, dt),
             procs_known=any(bool(t) for t in view.procs), gpu_line=gpu_line, base=base,
             storage=storage_facts(hf, th), data=data, workers=workers, strong_data=strong,
+            inside=inside_evidence(view, _inside_from(judged)),
         )
+
+
+def _inside_from(judged: Judged) -> int:
+    """The first tick whose stack samples say what the job's step does: in the judged stretch, the current
+    job's, after the tick where its last card ran its first kernel (imports and the model's build before it
+    are a start-up's phases, not the step's)."""
+    span = judged.span
+    running = span.running_from + 1 if span.running_from is not None else 0
+    return max(judged.start, span.start, running)
 
 
 def _shape(view: WindowView, gpu: dict[str, np.ndarray], judged: Judged, th: Thresholds, dt: float) -> Shape:

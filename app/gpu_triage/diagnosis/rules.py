@@ -1,9 +1,10 @@
 """The one ordered tuple of rules, and the search for the first that holds.
 
-Order decides: a rule that holds hides every rule after it. The idle rules come first (they apply only to
-idle cards), then the collectives (a rank blocked on storage before a hang before communication: each is a
-narrower reading of the same waiting cards), then the host's inputs, then where the work runs (one card of
-many, cards far apart), then what is left.
+Order decides: a rule that holds hides every rule after it. A job starting up first (it waits for nothing),
+then what the job's own stacks say (they name what the outside rules can only guess), then the idle rules
+(they apply only to idle cards), then the collectives (a rank blocked on storage before a hang before
+communication: each is a narrower reading of the same waiting cards), then the host's inputs, then where the
+work runs (one card of many, cards far apart), then what is left.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpu_triage.diagnosis.mechanisms.cards import Imbalance, Placement, placemen
 from gpu_triage.diagnosis.mechanisms.communication import Communication, HungCollective
 from gpu_triage.diagnosis.mechanisms.host import HostBoundStep
 from gpu_triage.diagnosis.mechanisms.idle import IdleNothing, MemoryIdle, StartUp
+from gpu_triage.diagnosis.mechanisms.inside import INSIDE_RULES
 from gpu_triage.diagnosis.mechanisms.launch import LaunchOverhead
 from gpu_triage.diagnosis.mechanisms.pipeline import (
     DataPipeline,
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
 
 RULES: tuple[Rule, ...] = (
-    StartUp(), IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), Unexplained(), IdleNothing(),
+    StartUp(), *INSIDE_RULES, IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), Unexplained(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
     Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), InProcessLoader(),
     NoProcessInfo(),

@@ -49,6 +49,9 @@ class Thresholds:
     # intra-op threads (a copy from pageable memory or a Python loop holds one); starting, it may for a while
     startup_busy_max_s: float = 10.0  # (a model built on every thread: real ResNet-50 start-up at 10-19 cores
     # for 2-4 s), for longer it is host compute, not a start-up
+    inside_min_samples: float = 2.0  # stack samples of a process's main thread before its phases count (the
+    # sampler dumps a waiting process every 2 s: two in regime_min_s, the shortest stretch judged on its own)
+    inside_phase_share: float = 0.5  # a phase (or a family of them) in at least this share of those samples
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
@@ -73,6 +76,8 @@ class Thresholds:
     job_stale_min_s: float = 1.0  # ... and at least this long (and 2 ticks): the source's own "stopped"
     no_progress_steps: float = 10.0  # no step for this many median step times (and no_progress_min_s): no progress
     no_progress_min_s: float = 5.0  # a few seconds: pulse publication, a tick of lag and a slow step all fit under
+    job_rate_min_s: float = 3.0  # the job's samples/s sets num_workers once it has reported this long (the
+    # first ticks of a job hold its warm-up steps: real 2-card starved run, both cards at 95-99 % for one tick)
     warmup_s: float = 6.0  # no verdict before the window holds this much ("collecting"), and 3 ticks
     short_judged_s: float = 10.0  # a judged stretch shorter than this lowers the confidence
     # -- confidences ----------------------------------------------------------------------------------------
@@ -98,6 +103,11 @@ class Thresholds:
     conf_host_bound: float = 0.7  # a core-bound process, a steady GPU and a measured low data wait
     conf_in_process: float = 0.7
     conf_start_up: float = 0.6  # a job that has run no kernel since it appeared, its process busy on the host
+    conf_recompile: float = 0.8  # the main thread compiling in most samples: the stack names it
+    conf_host_compute: float = 0.8  # ... in an optimizer or model part with several threads busy
+    conf_python_step: float = 0.7  # ... in its own Python on one core (the frames say where, not what it does)
+    conf_input_latency: float = 0.8  # ... waiting for batches while the workers wait inside the Dataset
+    conf_external_wait: float = 0.75  # ... off CPU on a socket, a poll or a sleep, in a job that runs kernels
     conf_no_procs: float = 0.45
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4

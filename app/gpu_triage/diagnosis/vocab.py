@@ -36,6 +36,9 @@ class Bottleneck(StrEnum):
     PLACEMENT = "placement"  # every rank on one card while the others idle
     IMBALANCE = "imbalance"  # the cards do unequal work, or one card (a straggler) holds the others
     HUNG_COLLECTIVE = "hung_collective"  # ranks spinning in a collective that moves nothing
+    HOST_STEP = "host_step"  # the training process's own CPU work holds the step (its stacks say so)
+    COMPILE = "compile"  # torch.compile compiling, again and again (its stacks say so)
+    EXTERNAL_WAIT = "external_wait"  # the training waits on another service or a sleep (its stacks say so)
     UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
 
 
@@ -65,3 +68,9 @@ class Mechanism(StrEnum):
     IMBALANCE = "imbalance"
     STRAGGLER = "straggler"  # one card computes while the others wait at a collective
     UNEXPLAINED = "unexplained"
+    # read from the training processes' stacks (mechanisms/inside.py)
+    RECOMPILE = "recompile"  # the main thread in torch.compile's compiler in most samples
+    HOST_COMPUTE = "host_compute"  # an optimizer or a model part computing on the CPU, on several threads
+    PYTHON_STEP = "python_step"  # the process's own Python (a loop, .item() syncs) on one core
+    INPUT_LATENCY = "input_latency"  # the loop waits for batches while the workers wait inside the Dataset
+    EXTERNAL_WAIT = "external_wait"  # the main thread off CPU on a socket, a poll or a sleep

@@ -8,7 +8,9 @@ so a file never straddles two date partitions. Memory stays flat however long it
 file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s is 1,800 rows).
 
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
-pyarrow datasets and Spark read as columns ``host`` and ``date``.
+pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
+pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.fleet.compact`) merges a finished day into
+one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
 """
 
 from __future__ import annotations
@@ -60,6 +62,23 @@ def host_partition(name: str | None) -> str:
     (``/`` or ``=`` in a value would break the partition path)."""
     clean = _UNSAFE.sub("_", name or "").strip("._")
     return clean or "unknown"
+
+
+#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (fleet/compact.py): Parquet, but no recording
+FLAT_DIR = "flat"
+
+
+def is_recording_path(path: Path, root: Path) -> bool:
+    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not the
+    flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
+    a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare DIR``) skip the rest."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return not path.name.startswith(".")
+    if not parts or (len(parts) > 1 and parts[0] == FLAT_DIR):
+        return False
+    return not any(p.startswith(".") for p in parts)
 
 
 def check_dataset_dir(path: str | Path) -> Path:

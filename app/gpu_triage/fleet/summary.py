@@ -34,7 +34,7 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import is_directory
+from gpu_triage.fleet.dataset import is_directory, is_recording_path
 from gpu_triage.fleet.owners import owner_shares
 from gpu_triage.safetext import clean
 
@@ -82,7 +82,7 @@ def dataset_files(spec: str) -> list[Path]:
     files: list[Path] = []
     for m in matches:
         if m.is_dir():
-            files.extend(p for p in m.rglob("*.parquet") if not p.name.startswith("."))
+            files.extend(p for p in m.rglob("*.parquet") if is_recording_path(p, m))
         elif m.name.endswith(".parquet") and not m.name.startswith("."):
             files.append(m)
     if not files:

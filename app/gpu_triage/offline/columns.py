@@ -123,8 +123,8 @@ def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
 
 def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
     """Trace v3's stack samples per tick (an entry without its pid, role or phase is not a sample)."""
-    return [[_build(StackSample, x) for x in (r or [])
-             if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))]
+    keys = ("pid", "role", "phase")
+    return [[_build(StackSample, x) for x in (r or []) if x and all(x.get(k) is not None for k in keys)]
             for r in arr.to_pylist()]
 
 

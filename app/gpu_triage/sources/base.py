@@ -66,3 +66,10 @@ class Wrapper(Protocol):
     """It adds to the ticks of another source (``inner``), whose own capabilities stay the inner one's."""
 
     inner: Source
+
+
+@runtime_checkable
+class InsideNotice(Protocol):
+    """It reads the waiting processes' stacks (the live source with py-spy on): why they are not read here."""
+
+    def inside_notice(self) -> str | None: ...

@@ -9,20 +9,26 @@ real H200 job, no measurable change to its step time (docs/performance.md).
 
 The reports are kept per (pid, start time), so a pid reused by another process starts afresh, and over the last
 ``keep`` dumps only: the phase shares follow the job as it changes.
+
+Each dump is also one :class:`~gpu_triage.model.StackSample` (the trace's ``stacks`` column): :meth:`drain`
+hands over those finished since its last call, so a tick carries the dumps taken during it. A process py-spy
+cannot read gives one sample saying why, not one per dump; the reason is said again only when it changes.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpu_triage.model import Tick
-from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases
-from gpu_triage.sources.stacks import StackDump, StackReader
+from gpu_triage.model import StackSample, Tick
+from gpu_triage.safetext import clean
+from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases, naming_frames, process_phase
+from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackDump, StackReader, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
 
 log = logging.getLogger(__name__)
@@ -31,6 +37,12 @@ EVERY_S = 2.0  # one dump per process per this many seconds at most
 KEEP = 15  # dumps kept per process: 30 s at the default pace
 WAITING_UTIL_PCT = 50.0  # a card below this GPU-Util is waiting: its processes are worth a look
 MAX_PROCESSES = 16  # processes followed at once (one per card of the largest servers)
+# A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
+# next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
+PACE_SLACK = 0.8
+MAX_PENDING = 256  # samples kept for drain(): a caller that never drains (snapshot, doctor) holds no more
+#: Problems that stop every dump on this machine, not one process's: the notice names them with their fix.
+MACHINE_PROBLEMS = ("no_pyspy", "permission")
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,7 @@ class _Followed:
         self.workers: dict[int, Phase] = {}
         self.busy: int | None = None
         self.error: str | None = None
+        self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
 
 
 def _start_time(pid: int, proc_root: str) -> int | None:
@@ -98,10 +111,24 @@ class InsideSampler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pending: deque[StackSample] = deque(maxlen=MAX_PENDING)
+        self.problem: str | None = None  # the first machine-wide problem met (MACHINE_PROBLEMS' key)
 
     @property
     def available(self) -> bool:
         return self.stacks.available
+
+    def notice(self) -> str | None:
+        """One line on why no stacks are read here, with its fix; None while they read (or none was tried)."""
+        key = "no_pyspy" if not self.available else self.problem
+        return None if key is None else f"no stacks: {ACCESS_PROBLEMS[key]}"
+
+    def drain(self) -> list[StackSample]:
+        """The samples finished since the last call, oldest first."""
+        with self._lock:
+            out = list(self._pending)
+            self._pending.clear()
+        return out
 
     def start(self) -> None:
         if self._thread is None:
@@ -150,24 +177,80 @@ class InsideSampler:
                 f = self._followed.get(pid)
                 if f is None or f.start != start:  # new, or its pid now another process's
                     f = self._followed[pid] = _Followed(start)
-                if now - f.last < self.every_s:
+                if now - f.last < self.every_s * PACE_SLACK:
                     continue
                 f.last = now
             dump = self.stacks.dump(pid)
             threads = self.threads.read(pid, self._clock())
+            busy = busy_threads(threads) if threads and any(t.cpu_pct is not None for t in threads) else None
+            samples = [self._main_sample(f, dump, threads, busy)]
             worker_phase = None
             if workers and dump.error is None:
                 w = workers[f.next_worker % len(workers)]
                 f.next_worker += 1
-                worker_phase = (w, classify(self.stacks.dump(w).main))
+                wdump = self.stacks.dump(w)
+                worker_phase = (w, classify(wdump.main))
+                samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))
             with self._lock:
                 if dump.error is None:
                     f.dumps.append((dump, threads))
                 f.error = dump.error
-                f.busy = busy_threads(threads) if threads and any(t.cpu_pct is not None for t in threads) else None
+                if dump.error in MACHINE_PROBLEMS and self.problem is None:
+                    self.problem = dump.error
+                self._pending.extend(x for x in samples if x is not None)
+                f.busy = busy
                 f.workers = {w: p for w, p in f.workers.items() if w in workers}
                 if worker_phase is not None:
                     f.workers[worker_phase[0]] = worker_phase[1]
+
+    @staticmethod
+    def _unsaid(f: _Followed, pid: int, error: str | None) -> bool:
+        """A failed dump becomes a sample once per reason: the same failure every 2 s says nothing new."""
+        if error is None:
+            f.said.pop(pid, None)
+            return True
+        if f.said.get(pid) == error:
+            return False
+        f.said[pid] = error
+        return True
+
+    def _main_sample(self, f: _Followed, dump: StackDump, threads: list[ThreadInfo] | None,
+                     busy: int | None) -> StackSample | None:
+        if not self._unsaid(f, dump.pid, dump.error):
+            return None
+        count = _task_count(dump.pid, self.proc_root)
+        if dump.error is not None:
+            return StackSample(dump.pid, "main", Phase.UNKNOWN.value, error=clean(dump.error), busy_threads=busy,
+                               threads=count)
+        phase = process_phase(dump, threads)
+        return StackSample(dump.pid, "main", phase.value, frames=naming_frames(_named_by(dump, phase), phase),
+                           busy_threads=busy, threads=count)
+
+    def _worker_sample(self, f: _Followed, dump: StackDump, parent: int, phase: Phase) -> StackSample | None:
+        if not self._unsaid(f, dump.pid, dump.error):
+            return None
+        # a worker's own threads are not followed (their CPU shares would need a reader per worker): the count only
+        return StackSample(dump.pid, "worker", phase.value, parent_pid=parent,
+                           frames=naming_frames(dump.main, phase) if dump.error is None else None,
+                           threads=_task_count(dump.pid, self.proc_root),
+                           error=clean(dump.error) if dump.error is not None else None)
+
+
+def _named_by(dump: StackDump, phase: Phase) -> ThreadStack | None:
+    """The thread whose stack gave the process its phase: the main thread, or the one it waits on."""
+    main = dump.main
+    if main is None or classify(main) is phase or main.active:
+        return main
+    return next((th for th in dump.threads if th.tid != dump.pid and th.active and classify(th) is phase), main)
+
+
+def _task_count(pid: int, proc_root: str) -> int | None:
+    """The process's threads, all of them (the thread reader reads at most MAX_THREADS), within the column's
+    u16: another user's process may hold more threads than the trace can store, and must not stop a recording."""
+    try:
+        return min(len(os.listdir(f"{proc_root}/{pid}/task")), 0xFFFF)
+    except OSError:
+        return None
 
 
 def _count(phases: Iterable[Phase]) -> dict[Phase, int]:

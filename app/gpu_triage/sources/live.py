@@ -7,6 +7,10 @@ Everything is primed at construction (driver sample timestamps, GPM samples, cum
 times), so the first :meth:`LiveSource.sample` already has rates over a real interval. ``sample()``
 blocks only for the NVML/psutil reads (a few ms per card, see benchmarks/bench_sampler.py); it never
 sleeps and never calls the 20 ms ``nvmlDeviceGetPcieThroughput``.
+
+With an :class:`~gpu_triage.sources.inside.InsideSampler` (``[inside] enabled``, not ``--no-stacks``) each tick
+also carries the stack samples finished since the previous one, and tells the sampler which processes wait now:
+the dashboard, ``record`` and ``export --record`` all build their ticks here, so all of them get the same stacks.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
 from gpu_triage.safetext import clean
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.host import HostReader
+from gpu_triage.sources.inside import InsideSampler, waiting_processes
 from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import BusiestProcesses, GpuProcessReader
 from gpu_triage.topology import topology_matrix
@@ -52,6 +57,7 @@ class LiveSource:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        inside: InsideSampler | None = None,
     ) -> None:
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415
@@ -84,6 +90,11 @@ class LiveSource:
         no_card = self._gpus is None or not self._gpus.cards
         self._busiest = BusiestProcesses(psutil_module, clock=clock) if no_card else None
         self._host_info = self._read_host_info()
+        # stacks only of processes on a card: without one (host-only) there is no card to wait
+        self._inside = inside if self._procs is not None else None
+        self._inside_said: str | None = None
+        if self._inside is not None and self._inside.available:
+            self._inside.start()
         self._prev_t = clock()
         self.sample()  # prime every counter: the first real tick then covers a real interval
 
@@ -97,7 +108,16 @@ class LiveSource:
             while self._gpus.messages:
                 self._status.messages.append(self._gpus.messages.pop(0))
             del self._status.messages[:-20]  # keep the banner's history short
+        notice = self.inside_notice()
+        if notice is not None and notice != self._inside_said:  # once per reason: the log has said it too
+            self._inside_said = notice
+            self._status.messages.append(notice)
+            log.warning("inside evidence: %s", notice)
         return self._status
+
+    def inside_notice(self) -> str | None:
+        """Why the processes' stacks are not read here, with the fix; None while they read or when off."""
+        return self._inside.notice() if self._inside is not None else None
 
     def sample(self) -> Tick:
         gpus = self._gpus.sample() if self._gpus is not None else []
@@ -108,7 +128,7 @@ class LiveSource:
         now = self._clock()
         interval = now - self._prev_t
         self._prev_t = now
-        return Tick(
+        tick = Tick(
             ts=datetime.fromtimestamp(self._wall(), tz=UTC),
             interval_s=interval,
             gpus=gpus,
@@ -122,6 +142,10 @@ class LiveSource:
             host_swap_total_bytes=host.swap_total_bytes,
             nets=host.nets,
         )
+        if self._inside is not None and self._inside.available:
+            tick.stacks = self._inside.drain()  # the dumps that finished since the previous tick
+            self._inside.want(waiting_processes(tick))  # none while every card is busy: nothing is dumped
+        return tick
 
     def busiest_processes(self) -> list[ProcSample]:
         """Host-only mode: the busiest processes at the last tick (empty with a GPU: the table shows GPU ones)."""
@@ -132,6 +156,8 @@ class LiveSource:
         return list(self._busiest.everyone) if self._busiest is not None else []
 
     def close(self) -> None:
+        if self._inside is not None:
+            self._inside.stop()
         if self._gpus is not None:
             self._gpus.close()
         if self._nvml is not None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpu_triage.sources.stacks import StackDump, ThreadStack
+from gpu_triage.sources.stacks import Frame, StackDump, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo
 
 
@@ -49,12 +49,12 @@ class Rule:
     names: tuple[str, ...] = ()  # or a frame's function name holding one of these
 
     def matches(self, stack: ThreadStack) -> bool:
-        for fr in stack.frames:
-            if self.files and fr.file.startswith(self.files):
-                return True
-            if self.names and any(n in fr.name for n in self.names):
-                return True
-        return False
+        return any(self.names_frame(fr) for fr in stack.frames)
+
+    def names_frame(self, fr: Frame) -> bool:
+        if self.files and fr.file.startswith(self.files):
+            return True
+        return bool(self.names) and any(n in fr.name for n in self.names)
 
 
 #: Ordered: the first rule any frame matches names the phase.
@@ -127,6 +127,9 @@ _DELEGATED = (Phase.COMPILE, Phase.CHECKPOINT, Phase.COLLECTIVE, Phase.LOADING, 
               Phase.MODEL)
 
 
+_NAMED_WAITS = frozenset({Phase.SLEEP, Phase.WAIT_SERVICE, Phase.IO_WAIT})
+
+
 def process_phase(dump: StackDump, threads: list[ThreadInfo] | None = None) -> Phase:
     """The phase of a training process at one dump: its main thread's, unless that thread is off CPU while
     another of its threads is on one in a named phase of the step (then the main thread waits on it)."""
@@ -163,18 +166,60 @@ class PhaseShare:
 def main_thread_phases(dumps: Iterable[tuple[StackDump, list[ThreadInfo] | None]]) -> PhaseShare:
     """A training process's phases (``process_phase``) over ``dumps``, each with its threads read beside it;
     dumps that failed count for nothing. The top frames are the main thread's."""
-    counts: Counter[Phase] = Counter()
-    frames: dict[Phase, Counter[str]] = {}
-    n = 0
+    read: list[tuple[Phase, str | None]] = []
     for dump, threads in dumps:
         main = dump.main
         if main is None:
             continue
-        phase = process_phase(dump, threads)
-        n += 1
+        top = f"{main.frames[0].name} ({main.frames[0].file.rsplit('/', 1)[-1]})" if main.frames else None
+        read.append((process_phase(dump, threads), top))
+    # /proc is read a moment apart from the dump: a thread being woken from its sleep or socket reads state R and
+    # no wait channel, so one line of code off CPU reads as a named wait at one dump and "waiting" at the next;
+    # a "waiting" at the innermost frame of a named wait is taken for that wait (diagnosis/inside.py likewise)
+    named = {top: phase for phase, top in read if phase in _NAMED_WAITS and top}
+    counts: Counter[Phase] = Counter()
+    frames: dict[Phase, Counter[str]] = {}
+    for phase, top in read:
+        if phase is Phase.WAITING and top in named:
+            phase = named[top]
         counts[phase] += 1
-        if main.frames:
-            top = main.frames[0]
-            frames.setdefault(phase, Counter())[f"{top.name} ({top.file.rsplit('/', 1)[-1]})"] += 1
+        if top:
+            frames.setdefault(phase, Counter())[top] += 1
+    n = len(read)
     return PhaseShare(n, {p: c / n for p, c in counts.items()} if n else {},
                       {p: c.most_common(1)[0][0] for p, c in frames.items()})
+
+
+FRAMES_SHOWN = 4  # frames of one sample kept: the innermost ones and the one that named the phase
+FRAME_NAME = 48  # characters of a frame's function name at most (another user's names: bounded) ...
+FRAME_FILE = 20  # ... and of its file's base name: a frame is at most 71, a sample's frames at most 300
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _frame_text(name: str, file: str) -> str:
+    return f"{_cut(name, FRAME_NAME)} ({_cut(file.rsplit('/', 1)[-1], FRAME_FILE)})"
+
+
+def naming_frames(stack: ThreadStack | None, phase: Phase) -> str | None:
+    """The innermost frames of ``stack`` down to the one that named ``phase``, "fn (file)" joined by " < "
+    (innermost first); past FRAMES_SHOWN frames the innermost ones and that frame, with "…" between. A phase no
+    frame names (python, sleep, waiting) gives the innermost frame. The last frame given is always the one that
+    named the phase: each frame's name and file are cut (FRAME_NAME, FRAME_FILE), never the whole text."""
+    if stack is None or not stack.frames:
+        return None
+    frames = stack.frames
+    worker = phase in (Phase.WORKER_BUSY, Phase.WORKER_WAITING, Phase.WORKER_IDLE)
+    rules = (_IN_DATASET, _WORKER) if worker else tuple(r for r in RULES if r.phase is phase)
+    # the innermost frame any of them names: a worker in its Dataset is named by fetch.py, an idle one by its loop
+    at = next((i for i, fr in enumerate(frames) if any(r.names_frame(fr) for r in rules)), None)
+    texts = [_frame_text(f.name, f.file) for f in frames]
+    if at is None:
+        at = 0  # no frame names it: the thread's own state did (on a CPU, asleep), where it is now
+    if at < FRAMES_SHOWN:
+        kept = texts[: at + 1]
+    else:
+        kept = [*texts[: FRAMES_SHOWN - 1], "…", texts[at]]
+    return " < ".join(kept)

@@ -296,7 +296,8 @@ def _job_column(path: Path, col: pa.ChunkedArray, want: pa.DataType, name: str =
         return col
     if not pa.types.is_struct(col.type):
         raise UserError(
-            f"{shown(path)}: column {name!r} has type {col.type}, expected a struct: not a gpu-triage trace")
+            f"{shown(path)}: column {name!r} has type {col.type}, expected a struct: not a gpu-triage trace"
+        )
     rows = [_fit_struct(v, want) for v in col.to_pylist()]
     return pa.chunked_array([pa.array(rows, type=want)], type=want)
 

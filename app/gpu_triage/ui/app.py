@@ -369,6 +369,7 @@ class TriageApp(HeaderText, KeyActions):
         shown_procs, host_only = self._procs_now()
         notice = self.source.job_notice() if isinstance(self.source, JobSource) else None  # the job pane's
         job_n = job_pane.job_lines(view, notice) if isinstance(self.source, JobSource) or any(view.jobs) else 0
+        inside = self._inside_lines(view)  # what the waiting processes were doing, for the diagnosis pane
         hidden = frozenset(PANES) - set(self.pane_order)
         if "job" in hidden:
             job_n = 0
@@ -380,7 +381,7 @@ class TriageApp(HeaderText, KeyActions):
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(shown_procs),
             fixed + job_n,
-            verdict_pane.verdict_need(self.shown, width),
+            verdict_pane.verdict_need(self.shown, width, len(inside)),
             n_nets=len(view.nets[-1]) if view.nets else 0,
             procs_first=self.procs.focused and "procs" not in hidden,
             hidden=hidden,
@@ -402,7 +403,7 @@ class TriageApp(HeaderText, KeyActions):
             ),
             "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
             "diag": (
-                verdict_pane.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours),
+                verdict_pane.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours, inside),
                 budget.diag,
             ),
             "cpu": (host_panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
@@ -417,6 +418,7 @@ class TriageApp(HeaderText, KeyActions):
                     self._proc_details,
                     local=self.proc_control is not None,
                     host_only=host_only,
+                    inside=self._inside_of(view),
                 ),
                 budget.procs,
             ),

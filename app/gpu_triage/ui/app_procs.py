@@ -4,13 +4,18 @@ The table's drawing and state are :mod:`gpu_triage.ui.procview`'s."""
 
 from __future__ import annotations
 
+import re
+
 from textual.app import App
 
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcControl, ProcDetails
-from gpu_triage.sources.base import AllHostProcesses, HostProcesses, Source, SourceStatus, Wrapper
-from gpu_triage.ui import procview
-from gpu_triage.window import RollingWindow
+from gpu_triage.sources.base import AllHostProcesses, HostProcesses, InsideNotice, Source, SourceStatus, Wrapper
+from gpu_triage.ui import inside_lines, procview
+from gpu_triage.ui.verdict_pane import Shown
+from gpu_triage.window import RollingWindow, WindowView
+
+_CITED = re.compile(r"pid (\d+)\b")
 
 
 class ProcTableActions(App[int]):
@@ -20,6 +25,7 @@ class ProcTableActions(App[int]):
     source: Source | None
     procs: procview.ProcState
     proc_control: ProcControl | None
+    shown: Shown
     _proc_page: int
     _status: SourceStatus
 
@@ -41,6 +47,25 @@ class ProcTableActions(App[int]):
                 return list(source.host_processes()), True
             return list(source.busiest_processes()), True
         return procs, False
+
+    def _inside_of(self, view: WindowView) -> procview.Inside:
+        """The detail line's look inside the selected process, from the window's stack samples."""
+        return lambda row: inside_lines.detail_text(view, row.pid, row.proc.pid if row.is_worker else None)
+
+    def _inside_lines(self, view: WindowView) -> list[str]:
+        """The diagnosis pane's "inside" lines, or why no stacks are read (the live source says, under a wrapper)."""
+        source, notice = self.source, None
+        while source is not None and notice is None:
+            notice = source.inside_notice() if isinstance(source, InsideNotice) else None
+            source = source.inner if isinstance(source, Wrapper) else None
+        return inside_lines.pane_lines(view, notice, self._cited_pids())
+
+    def _cited_pids(self) -> frozenset[int]:
+        """The processes whose main thread the shown verdict's evidence already describes (its
+        main_thread_phase_share facts, worded "pid N (card C)'s main thread was in …")."""
+        facts = getattr(self.shown, "evidence_facts", None) or []
+        return frozenset(int(m.group(1)) for f in facts if f.get("metric") == "main_thread_phase_share"
+                         and (m := _CITED.match(str(f.get("text", "")))))
 
     def _proc_rows(self) -> list[procview.Row]:
         return procview.rows(self._procs_now()[0], self.procs, self._proc_details)

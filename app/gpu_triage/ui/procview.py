@@ -127,11 +127,12 @@ def move(state: ProcState, table: list[Row], delta: int | str, page: int) -> Non
     state.selected = pids[at]
 
 
-def _user(pid: int, details: Details, local: bool) -> str:
-    if not local:
-        return "n/a"
-    d = details(pid)
-    return (d.user if d is not None and d.user else "n/a")[:USER_W]
+def _user(row: Row, details: Details, local: bool) -> str:
+    """The USER column: this machine's word for a live process; for a replayed or simulated one, the user the
+    recording holds (the detail line says the same), "n/a" where it holds none."""
+    d = details(row.pid) if local else None
+    user = d.user if d is not None and d.user else (None if local else _shown(row.proc.user))
+    return (user or "n/a")[:USER_W]
 
 
 def _line(row: Row, user: str) -> str:
@@ -171,22 +172,27 @@ def owner_text(p: ProcSample) -> str | None:
     return " · ".join(parts) or None
 
 
-def detail_line(row: Row | None, details: Details, local: bool) -> str:
+Inside = Callable[[Row], str | None]  # what the row's process was doing inside at its latest stack sample
+
+
+def detail_line(row: Row | None, details: Details, local: bool, inside: str | None = None) -> str:
     """User, owner (Slurm job, pod, container) and full command line of the selected process (what
-    `ps -o user,args` says, with whose job it is)."""
+    `ps -o user,args` says, with whose job it is); ``inside``, what it was doing at its latest stack sample,
+    comes right after the pid: a long command line is what the width cuts."""
     if row is None:
         return "no process selected"
     what = f"worker of {row.proc.pid}" if row.is_worker else (row.proc.name or "n/a")
     owner = owner_text(row.proc)  # a worker's is its trainer's: same cgroup, same job
     owned = f" · {owner}" if owner else ""
+    doing = f" · {inside}" if inside else ""
     if not local:
         user = _shown(row.proc.user)
         who = f" · user {user}{owned}" if user else owned
-        return f"PID {row.pid} {what}{who} · command: n/a (simulated or recorded, not this machine's)"
+        return f"PID {row.pid} {what}{doing}{who} · command: n/a (simulated or recorded, not this machine's)"
     d = details(row.pid)
     user = d.user if d is not None and d.user else (_shown(row.proc.user) or "n/a")
     cmd = d.cmdline if d is not None and d.cmdline else "n/a (exited, or hidden from this user)"
-    return f"PID {row.pid} · user {user}{owned} · {cmd}"
+    return f"PID {row.pid}{doing} · user {user}{owned} · {cmd}"
 
 
 def proc_pane(
@@ -198,6 +204,7 @@ def proc_pane(
     *,
     local: bool = True,
     host_only: bool = False,
+    inside: Inside | None = None,
 ) -> Text:
     """The process table in ``lines`` lines: heading (with sort, filter and position), rows, and when focused
     a detail line. Unfocused it reads as before: the first rows and "+N more"; focused it scrolls with the
@@ -241,7 +248,7 @@ def proc_pane(
     for row in shown:
         out.append("\n")
         selected = state.focused and row.pid == state.selected
-        line = _line(row, _user(row.pid, details, local))[:width]
+        line = _line(row, _user(row, details, local))[:width]
         out.append(line.ljust(width) if selected else line, "reverse" if selected else "")
     if not state.focused and len(shown) < len(table) and room >= 1:
         out.append("\n")
@@ -249,5 +256,6 @@ def proc_pane(
     if detail:
         chosen = next((r for r in table if r.pid == state.selected), None)
         out.append("\n")
-        out.append(detail_line(chosen, details, local)[:width], "italic")
+        doing = inside(chosen) if inside is not None and chosen is not None else None
+        out.append(detail_line(chosen, details, local, doing)[:width], "italic")
     return out

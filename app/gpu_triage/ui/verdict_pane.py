@@ -55,13 +55,13 @@ def _changing_at(shown: Verdict) -> set[int]:
     return {i for i, f in enumerate(shown.evidence_facts) if f.get("metric") == CHANGING and i < len(shown.evidence)}
 
 
-def verdict_need(shown: Shown, width: int) -> tuple[int, int]:
-    """(lines of the headline, a changing line and the wrapped first advice, evidence bullets): what the layout
-    keeps first."""
+def verdict_need(shown: Shown, width: int, inside: int = 0) -> tuple[int, int]:
+    """(lines of the headline, a changing line and the wrapped first advice, evidence bullets and the ``inside``
+    lines after them): what the layout keeps first."""
     if isinstance(shown, FactsOnly):
-        return 1 + len(first_advice_lines(shown, width)), 0
+        return 1 + len(first_advice_lines(shown, width)), inside
     changing = len(_changing_at(shown))
-    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing
+    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing + inside
 
 
 def _cut(text: str, width: int) -> str:
@@ -70,9 +70,11 @@ def _cut(text: str, width: int) -> str:
 
 
 def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowView, width: int, lines: int,
-              colours: Colours) -> Text:
-    """Headline, past-verdicts strip, evidence, advice. With too few lines the first advice line is kept
-    before any evidence bullet and the strip goes first (the fix is what the user came for)."""
+              colours: Colours, inside: list[str] | None = None) -> Text:
+    """Headline, past-verdicts strip, evidence, ``inside`` (what the waiting processes were doing, from their
+    stacks: ui/inside_lines.py), advice. With too few lines the first advice line is kept before any evidence
+    bullet and the strip goes first (the fix is what the user came for); the inside lines go before the
+    evidence."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
@@ -107,7 +109,7 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         room -= 1
     advice = first_advice_lines(shown, width)[:room]
     room -= len(advice)
-    evidence = evidence[:room]
+    evidence = [*evidence, *(_cut(line, width) for line in inside or ())][:room]
     room -= len(evidence)
     strip = room >= 1
     room -= int(strip)

@@ -2,8 +2,9 @@
 loads the data itself (num_workers=0), batches copied from pageable memory.
 
 Starting points are the method's (field notes): ``num_workers`` one number with its reason
-(:class:`~gpu_triage.diagnosis.measure.WorkersRec`, measured once per verdict: never fewer workers on a
-CPU-bound pipeline, none when the workers are not what holds the GPU),
+(:class:`~gpu_triage.diagnosis.host_evidence.WorkersRec`, measured once per verdict, from the job's own samples/s
+where a job source reports it: never fewer workers on a CPU-bound pipeline, none when the workers are not what
+holds the GPU),
 ``pin_memory=True``, ``prefetch_factor`` 2-4, ``persistent_workers=True``, ``drop_last=True`` with several
 cards.
 """

@@ -1,0 +1,206 @@
+"""What only the inside of a job can tell: its main thread's phase in most of its stack samples names the
+mechanism (diagnosis/inside.py counts them; sources/phases.py named each).
+
+Each rule holds only where the processes' samples agree (every process read at least ``inside_min_samples``
+times has the phase in at least ``inside_phase_share`` of them) while the GPU waits, and comes before the
+outside rules it refines: from outside, a Python loop on one core looks like num_workers=0, a CPU optimizer or
+a loader waiting on latency like nothing at all. With no samples (no stacks recorded, py-spy not allowed) none
+holds, and the outside rules speak as before. The evidence names the process, the phase, its frame, the
+count and the busy threads, and says once why dumps failed where some did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.inside import (
+    COMPILE,
+    EXTERNAL,
+    HOST_COMPUTE,
+    LOADER_WAIT,
+    OWN_PYTHON,
+    WORKER_WAITING,
+    ProcessInside,
+)
+from gpu_triage.diagnosis.mechanisms.base import WAITS, Advice, Cause, Need, Rule, ge
+from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
+
+if TYPE_CHECKING:
+    from gpu_triage.diagnosis.measure import Measurements
+
+STACKS_SEEN = Need("stacks_seen", lambda m: bool(m.inside.processes))
+# the job has run a kernel: a process that waits or loops before its first one is starting up (a rendezvous,
+# a poll for a file, parsing its config), not a step held by what it waits on
+RUNNING = Need("running", lambda m: m.judged.span.first_kernel is not None)
+
+
+class InsideRule(Rule):
+    """A rule that names its mechanism from the main threads' phases: ``phases`` in most samples."""
+
+    phases: tuple[str, ...] = ()
+
+    def agreeing(self, m: Measurements) -> list[ProcessInside]:
+        return m.inside.agreeing(self.phases, int(m.th.inside_min_samples), m.th.inside_phase_share)
+
+    def evidence(self, m: Measurements, procs: list[ProcessInside], *extra: Fact | None) -> list[Fact]:
+        facts = [p.fact(self.phases) for p in procs[:2]]
+        if len(procs) > 2:
+            facts.append(Fact(f"and {len(procs) - 2} more process{'es' if len(procs) > 3 else ''} alike"))
+        failed = m.inside.failed_fact()
+        return [*m.base, *facts, *(e for e in extra if e is not None), *([failed] if failed else [])]
+
+    def lead(self, m: Measurements) -> tuple[str, str]:
+        """(the leading phase, its frame) of the first agreeing process: what the advice names."""
+        procs = self.agreeing(m)
+        if not procs:
+            return "", ""
+        phase = procs[0].leading(self.phases)
+        return phase, procs[0].frames.get(phase, "")
+
+
+class Recompile(InsideRule):
+    """torch.compile compiling in most samples of a job past its start: a graph recompiled again and again
+    (a shape or a Python value a guard checks changes every few steps). Real H200 job recompiling each step
+    and every 8th: the main thread in dynamo/inductor 7 of 9 samples, the card idle between."""
+
+    name, bottleneck, needs, phases = Mechanism.RECOMPILE, Bottleneck.COMPILE, (WAITS, STACKS_SEEN), COMPILE
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = self.agreeing(m)
+        return self.cause(m.th.conf_recompile, self.evidence(m, procs)) if procs else None
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return ([f"torch.compile is compiling ({self.lead(m)[1] or 'dynamo / inductor'}) while the GPU waits: "
+                 "run with TORCH_LOGS=recompiles (torch._dynamo's recompile log) to see which guard fails",
+                 "a shape that changes: torch._dynamo.mark_dynamic(tensor, dim) or torch.compile(dynamic=True), "
+                 "or pad to a few fixed sizes; a Python number or object that changes: pass it as a tensor",
+                 "past torch._dynamo.config.cache_size_limit recompiles the frame runs eagerly: the log says so; "
+                 "once at start is expected (a compile cache, TORCHINDUCTOR_CACHE_DIR, shortens the next run)"], [])
+
+
+class HostCompute(InsideRule):
+    """An optimizer or a model part computing on the CPU: the main thread in torch.optim / autograd / a module
+    in most samples with more threads busy than a launching thread and autograd's (``host_compute_cores``).
+    A GPU model's step passes through the same modules on one or two threads while it launches kernels: that
+    is the outside's launch_overhead (``host_bound_step``), left to it. Real H200: AdamW over host master
+    weights (16 and 4 threads busy, 6-7 of 8 samples in _multi_tensor_adam), a model part on the CPU (its
+    backward and optimizer in every sample, 16 and 4 threads)."""
+
+    name, bottleneck, needs, phases = Mechanism.HOST_COMPUTE, Bottleneck.HOST_STEP, (WAITS, STACKS_SEEN), HOST_COMPUTE
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = [p for p in self.agreeing(m) if ge(p.busy_threads, m.th.host_compute_cores)]
+        if not procs or len(procs) < len(self.agreeing(m)):
+            return None
+        return self.cause(m.th.conf_host_compute, self.evidence(m, procs))
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        phase, frame = self.lead(m)
+        if phase == "optimizer":
+            return ([f"the optimizer steps on the CPU ({frame or 'torch.optim'}): keep it on the GPU if its state "
+                     "fits; else a fused multi-tensor CPU Adam (DeepSpeed's DeepSpeedCPUAdam) and overlap the "
+                     "step with the next forward (ZeRO-Offload's delayed parameter update)",
+                     "torch.set_num_threads to the physical cores the job owns: the step is CPU arithmetic",
+                     "send fewer bytes each way: bf16 gradients and parameters over PCIe"], [])
+        return ([f"part of the model runs on the CPU ({frame or 'a module'}): move every module and its inputs "
+                 "to the GPU (.to(device)); torch.profiler's CPU ops name the ones left",
+                 "if it must stay on the CPU: overlap it with the GPU's work (a separate stream / thread) and "
+                 "give it the physical cores (torch.set_num_threads)"], [])
+
+
+class PythonStep(InsideRule):
+    """The process's own Python on one core in most samples (no library phase under it) while its card waits:
+    a loop between steps, per-step bookkeeping, ``.item()`` / ``.cpu()`` syncs (C called from Python reads
+    as the caller). From outside exactly num_workers=0 (one core, no workers). A pageable host-to-device copy
+    is one thread's memcpy called from Python too: while PCIe shows the copy it is left to ``h2d_copy``; a loop
+    that calls torch ops one by one is its own Python too: while the card shows tiny kernels (GPU-Util with
+    no SM activity) it is left to ``launch_overhead``.
+    Real H200: a Python loop of 60 and 250 ms per step, 8 of 8 samples in its own function, 1 thread busy."""
+
+    name, bottleneck, phases = Mechanism.PYTHON_STEP, Bottleneck.HOST_STEP, OWN_PYTHON
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th = m.th
+        if ge(m.hf.h2d_bytes_per_s, th.h2d_bytes_per_s):
+            return None  # the Python that calls a pageable copy: the copy is the step (h2d_copy)
+        if m.sm_known and ge(m.hf.gpu_mean, th.stall_util_pct) and m.hf.sm_mean < th.sm_idle_pct:
+            return None  # a loop calling torch ops reads as its own Python too: tiny kernels (launch_overhead)
+        procs = self.agreeing(m)
+        if not procs or any(ge(p.busy_threads, th.host_compute_cores) for p in procs):
+            return None  # its own code on many threads: a C extension computing, not the Python loop
+        return self.cause(th.conf_python_step, self.evidence(m, procs))
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return ([f"the step waits on the training process's own Python ({self.lead(m)[1] or 'its code'}): move "
+                 "per-step work off the step (every N steps, or a background thread) and vectorise loops over "
+                 "tensors",
+                 ".item(), .cpu(), .tolist() or print of a CUDA tensor each step wait for the GPU: accumulate on "
+                 "the GPU and read every N steps",
+                 "profile one step: py-spy record --pid PID, or torch.profiler with with_stack=True"], [])
+
+
+class InputLatency(InsideRule):
+    """The loop waits for batches (``dataloader_wait``) while the workers wait inside the Dataset off CPU:
+    each sample's fetch has latency (an object store, a network file system, a database), not a CPU or a local
+    disk limit; from outside the cores and disks are quiet. Real H200: 4 and 8 workers sleeping 5 and 20 ms
+    per sample, the main thread in _try_get_data in every sample, the workers off CPU in __getitem__."""
+
+    name, bottleneck, phases = Mechanism.INPUT_LATENCY, Bottleneck.DATA_PIPELINE, LOADER_WAIT
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = self.agreeing(m)
+        th = m.th
+        for p in procs:
+            total = sum(p.workers.values())
+            if not total or p.workers.get(WORKER_WAITING, 0) / total < th.inside_phase_share:
+                return None  # workers computing, or not seen: the outside's loader rules read them
+        if not procs:
+            return None
+        return self.cause(th.conf_input_latency, self.evidence(m, procs, procs[0].workers_fact(WORKER_WAITING)))
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return (["the DataLoader's workers wait inside the Dataset (a read, a fetch), they do not compute: more "
+                 "workers (num_workers, they cost little while they wait) and a deeper prefetch_factor",
+                 "fetch asynchronously or in batches inside the Dataset (threads or asyncio per batch, an "
+                 "IterableDataset that keeps requests in flight), or cache the data near the GPU",
+                 "lighter preprocessing will not help: the workers are waiting, not computing"], [])
+
+
+class ExternalWait(InsideRule):
+    """The main thread off CPU on a socket, a poll or a sleep in most samples of a job that runs kernels:
+    the step waits on another service (an RPC, a parameter server, a reward model, a database) or a sleep.
+    Real H200: a call to a local service of 100 and 400 ms per step, the main thread in the call 4-9 of 8-9
+    samples (the rest on the lock the reply comes through)."""
+
+    name, bottleneck, phases = Mechanism.EXTERNAL_WAIT, Bottleneck.EXTERNAL_WAIT, EXTERNAL
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = self.agreeing(m)
+        return self.cause(m.th.conf_external_wait, self.evidence(m, procs)) if procs else None
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        phase, frame = self.lead(m)
+        frame = frame or "the call in the evidence"
+        if phase == "sleep":
+            return ([f"the step sleeps ({frame}): remove the sleep or make it conditional; a poll loop can "
+                     "wait on an event instead"], [])
+        return ([f"the step waits on another service ({frame}): speed that service up, or take the call off "
+                 "the step (a background thread with a queue, asynchronous requests, batched calls)",
+                 "check the service's own latency and load: the GPU waits as long as it does"], [])
+
+
+INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), HostCompute(), PythonStep(), InputLatency(), ExternalWait())
+INSIDE_MECHANISMS = frozenset(r.name for r in INSIDE_RULES)
+
+
+def not_read(m: Measurements, cause: Cause) -> Fact | None:
+    """Why some stacks could not be read, said once, where the cause was read from outside (an inside rule's
+    evidence says it itself)."""
+    fact = m.inside.failed_fact()
+    if fact is None or cause.mechanism in INSIDE_MECHANISMS:
+        return None
+    return Fact(fact.text + ": read from outside", fact.metric, fact.value)

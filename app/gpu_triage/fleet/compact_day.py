@@ -1,0 +1,243 @@
+"""One host-day compacted (:func:`compact_day`), its flat table (:func:`write_flat`), and what a killed run
+left finished (:func:`finish_staging`). The order of the steps and why it is safe: see
+:mod:`gpu_triage.fleet.compact`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpu_triage.errors import UserError
+from gpu_triage.fleet import compact_fs as fs
+from gpu_triage.fleet.compact import (
+    META_MERGED,
+    META_RECOMPUTED,
+    META_TOKEN,
+    HostDay,
+    Options,
+    Result,
+    fs_bytes,
+    new_token,
+    parse_staging,
+    read_manifest,
+    staging_name,
+)
+from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.trace.target import describe_os_error, write_parquet_atomic
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger("gpu_triage.fleet.compact")
+
+
+def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs.Entry], dict[bytes, bytes],
+                                                           float, object]:
+    """Each readable file of the host-day through the project's reader; unreadable ones are named and stay."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from gpu_triage.fleet.flat import conform_table  # noqa: PLC0415
+    from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
+
+    folder = root / f"host={hd.host}" / f"date={hd.day.isoformat()}"
+    tables, merged = [], []
+    meta: dict[bytes, bytes] = {}
+    interval, host = 2.0, None
+    for e in hd.files:
+        try:
+            tf = open_trace(folder / e.name)
+            table = conform_table(tf.table)  # a column the reader let through that cannot be the trace's type
+        except UserError as exc:
+            out.lines.append(f"left out {folder / e.name}: {exc} (it stays where it is)")
+            continue
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            out.lines.append(f"left out {folder / e.name}: its columns do not fit the trace's types ({exc}) "
+                             "(it stays where it is)")
+            continue
+        tables.append(table)
+        merged.append(e)
+        meta, interval, host = dict(tf.table.schema.metadata or {}), tf.interval_s, tf.host
+    return tables, merged, meta, interval, host
+
+
+def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> list:
+    """The engine's raw verdict at every tick of the merged day, as ``diagnose FILE`` would give it there."""
+    from gpu_triage.offline.judge import judge  # noqa: PLC0415
+    from gpu_triage.offline.stamp import verdict_sample  # noqa: PLC0415 - the one the recorder stores
+    from gpu_triage.trace.batches import batches_of  # noqa: PLC0415
+    from gpu_triage.trace.reader import TraceFile  # noqa: PLC0415
+
+    tf = TraceFile(Path("merged"), table, host, interval_s)  # type: ignore[arg-type]
+    jd = judge(batches_of(tf), opts.thresholds, opts.window_s, stride=1)
+    return [verdict_sample(v) for v in jd.raws]
+
+
+def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out: Result) -> str:
+    """Merge one host-day into its daily file and flat table; returns the line saying what it did."""
+    from gpu_triage.fleet.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
+    from gpu_triage.model import SCHEMA_VERSION  # noqa: PLC0415
+    from gpu_triage.trace.layout import META_SCHEMA  # noqa: PLC0415
+
+    partition = f"date={hd.day.isoformat()}"
+    folder = root / f"host={hd.host}" / partition
+    tables, merged, meta, interval, host = _read(root, hd, out)
+    if not merged:
+        return "nothing readable: left as it is"
+    table, dups = merge(tables)
+    recomputed = 0
+    if table.column("verdict").null_count:
+        table, recomputed = fill_verdicts(table, _judged(table, host, interval, opts))
+    token = new_token()
+    meta.update({META_SCHEMA: SCHEMA_VERSION.encode(), META_TOKEN: token.encode(),
+                 META_MERGED: json.dumps([[e.name, e.size] for e in merged]).encode(),
+                 META_RECOMPUTED: str(recomputed).encode()})
+    table = table.replace_schema_metadata(meta)
+    staging = staging_name(hd.day, token)
+    try:
+        os.mkdir(staging, 0o755, dir_fd=hfd)
+        write_parquet_atomic(table, root / f"host={hd.host}" / staging / DAILY_NAME)
+        with fs.opened(staging, hfd, root / f"host={hd.host}" / staging) as sfd:
+            fs.fsync_dir(sfd)
+        flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host))
+        done = fs.exchange(hfd, partition, staging)
+    except UserError:  # a link planted where the flat table goes
+        _drop_staging(hfd, staging)
+        raise
+    except OSError as exc:
+        _drop_staging(hfd, staging)
+        raise UserError(f"compacting {folder} failed ({describe_os_error(exc)}): its files are left as they were; "
+                        "run compact again once that is fixed") from None
+    for note in done.notes:
+        if note not in out.lines:
+            out.lines.append(note)
+    try:
+        _clear_old(root, hfd, partition, done.old, {e.name: e.size for e in merged})
+    except OSError as exc:  # the day is in place: what is left are merged copies, which the next run removes
+        raise UserError(f"{folder}: {DAILY_NAME} is in place, but removing the merged files from "
+                        f"{folder.parent / done.old} failed ({describe_os_error(exc)}): run compact again") from None
+    size = (folder / DAILY_NAME).stat().st_size
+    before = sum(e.size for e in merged)
+    out.days += 1
+    out.files_merged += len(merged)
+    out.bytes_before += before
+    out.bytes_after += size
+    out.flat_bytes += flat_size
+    out.ticks += table.num_rows
+    out.duplicates += dups
+    out.recomputed += recomputed
+    log.info("compacted %s: %d files (%d bytes) into %s (%d bytes), %d ticks, %d verdicts recomputed",
+             folder, len(merged), before, DAILY_NAME, size, table.num_rows, recomputed)
+    said = f", {recomputed} verdicts recomputed" if recomputed else ""
+    return f"{len(merged)} files ({fs_bytes(before)}) -> {DAILY_NAME} ({fs_bytes(size)}), {table.num_rows} ticks{said}"
+
+
+def write_flat(root: Path, rfd: int, hfd: int, hd: HostDay, out: Result) -> str:
+    """The flat table of a day compacted already (its flat file was removed, or a run died before it)."""
+    from gpu_triage.fleet.flat import flat_table  # noqa: PLC0415
+    from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
+
+    path = root / f"host={hd.host}" / f"date={hd.day.isoformat()}" / DAILY_NAME
+    try:
+        tf = open_trace(path)
+    except UserError as exc:
+        out.lines.append(f"left out {path}: {exc}")
+        return "unreadable"
+    try:
+        size = _write_flat_file(root, rfd, hd, flat_table(tf.table, hd.host))
+    except OSError as exc:
+        raise UserError(f"writing the flat table of {path} failed ({describe_os_error(exc)})") from None
+    out.flat_bytes += size
+    return f"flat table written ({fs_bytes(size)})"
+
+
+def _write_flat_file(root: Path, rfd: int, hd: HostDay, table: pa.Table) -> int:
+    """DIR/flat/DATE/HOST.parquet, written atomically; each level made here and opened without following."""
+    day = hd.day.isoformat()
+    for parent, name in ((None, FLAT_DIR), (FLAT_DIR, day)):
+        at = root / FLAT_DIR if parent else root
+        with fs.opened(str(at), None, at) as pfd:
+            try:
+                os.mkdir(name, 0o755, dir_fd=pfd)
+            except FileExistsError:
+                pass
+            with fs.opened(name, pfd, at / name):  # a link planted there is refused here
+                pass
+    target = root / FLAT_DIR / day / f"{hd.host}.parquet"
+    write_parquet_atomic(table, target)
+    with fs.opened(str(target.parent), None, target.parent) as dfd:
+        fs.fsync_dir(dfd)
+    return target.stat().st_size
+
+
+def _clear_old(root: Path, hfd: int, partition: str, old: str, merged: dict[str, int]) -> None:
+    """Remove the merged files from the old partition's directory; anything else goes back into the
+    partition (a file that arrived after the listing is never lost); then the directory itself."""
+    with fs.opened(old, hfd, root / old) as ofd, fs.opened(partition, hfd, root / partition) as pfd:
+        for e in fs.entries(ofd):
+            if e.regular and merged.get(e.name) == e.size:
+                fs.remove_file(ofd, e.name)
+                continue
+            target = e.name
+            while _exists(pfd, target):
+                target = f"{e.name}.kept-{new_token()}"
+            os.rename(e.name, target, src_dir_fd=ofd, dst_dir_fd=pfd)
+            log.warning("%s was not merged: moved back into %s as %s", e.name, partition, target)
+        fs.fsync_dir(ofd)
+        fs.fsync_dir(pfd)
+    fs.remove_dir_if_empty(hfd, old)
+    fs.fsync_dir(hfd)
+
+
+def _exists(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _drop_staging(hfd: int, staging: str) -> None:
+    """Remove an unfinished staging directory: only its regular files, then itself."""
+    try:
+        with fs.opened(staging, hfd, Path(staging)) as sfd:
+            for e in fs.entries(sfd):
+                if e.regular:
+                    os.unlink(e.name, dir_fd=sfd)
+        fs.remove_dir_if_empty(hfd, staging)
+    except (OSError, UserError) as exc:
+        log.warning("cannot remove the unfinished %s: %s", staging, exc)
+
+
+def finish_staging(root: Path, hfd: int, hname: str, dry_run: bool, out: Result) -> None:
+    """Finish what a killed run left in one host partition (see the module docstring of fleet.compact)."""
+    for e in fs.entries(hfd):
+        got = parse_staging(e.name)
+        if got is None or not stat.S_ISDIR(e.mode):
+            continue
+        day, token, is_old = got
+        if is_old and _exists(hfd, e.name.removesuffix(fs.OLD_SUFFIX)):
+            continue  # finished with the staging directory of its name
+        partition = f"date={day.isoformat()}"
+        name = e.name.removesuffix(fs.OLD_SUFFIX)
+        old = name + fs.OLD_SUFFIX
+        shown = root / hname / name
+        if dry_run:
+            out.lines.append(f"would finish {shown}, left by an interrupted compact")
+            continue
+        if _exists(hfd, old) and not _exists(hfd, partition):  # killed between the two renames
+            os.rename(name, partition, src_dir_fd=hfd, dst_dir_fd=hfd)
+            fs.fsync_dir(hfd)
+        live_token, merged = read_manifest(root / hname / partition / DAILY_NAME)
+        if _exists(hfd, old):
+            _clear_old(root, hfd, partition, old, merged)
+            out.lines.append(f"finished {shown}, left by an interrupted compact")
+        elif _exists(hfd, name) and live_token == token:  # exchanged: it holds the merged files
+            _clear_old(root, hfd, partition, name, merged)
+            out.lines.append(f"finished {shown}, left by an interrupted compact")
+        elif _exists(hfd, name):  # never exchanged: an unfinished copy of the files still in place
+            _drop_staging(hfd, name)
+            out.lines.append(f"removed {shown}, an unfinished daily file of an interrupted compact")

@@ -1,0 +1,464 @@
+"""`gpu-triage compact DIR`: a host's finished days of hourly files become one daily trace file (each tick
+once, in order, each with a verdict) and a flat per-card table that DuckDB, polars and pyarrow read with the
+same types; a killed run leaves every tick readable exactly once and the next run finishes it;
+`--keep-days` removes what is older; anything dangerous is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.fleet import compact_day
+from gpu_triage.fleet import compact_fs as fs
+from gpu_triage.fleet.compact import Options, run
+from gpu_triage.fleet.flat import FLAT_SCHEMA
+from gpu_triage.model import HostInfo, VerdictSample
+from gpu_triage.offline.judge import verdicts
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.layout import META_SCHEMA, trace_metadata
+from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.schema import ticks_to_batch
+from gpu_triage.trace.target import write_parquet_atomic
+from gpu_triage.trace.writer import TraceWriter
+
+DAY = datetime(2026, 1, 5, tzinfo=UTC)
+NOW = datetime(2026, 1, 8, 6, tzinfo=UTC)
+INTERVAL = 10.0
+
+
+def _ticks(start: datetime, n: int, scenario: str = "data_pipeline", gpus: int = 2, seed: int = 1) -> list:
+    source = SimulatedSource(scenario, gpus=gpus, seed=seed, interval_s=INTERVAL, start=start)
+    return [source.sample() for _ in range(n)]
+
+
+def _hour_file(root: Path, host: str, ticks: list, *, version: str = "3", verdict: VerdictSample | None = None,
+               name: str | None = None) -> Path:
+    """One hourly file as the recorder leaves it (v2: without trace v3's stacks and verdict columns)."""
+    first = ticks[0].ts - timedelta(seconds=INTERVAL)
+    folder = root / f"host={host}" / f"date={ticks[0].ts:%Y-%m-%d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for t in ticks:
+        t.verdict = verdict
+    info = HostInfo(hostname=host, cpu_count=32)
+    table = pa.Table.from_batches([ticks_to_batch(ticks)])
+    meta = trace_metadata(info, INTERVAL)
+    if version == "2":
+        table = table.drop_columns(["stacks", "verdict"])
+        meta[META_SCHEMA] = b"2"
+    path = folder / (name or f"{first:%H%M%S}-abcdef.parquet")
+    write_parquet_atomic(table.replace_schema_metadata(meta), path)
+    return path
+
+
+def _day(root: Path, host: str = "gpu01", day: datetime = DAY, hours: int = 3, per_hour: int = 40,
+         **kw: object) -> list[float]:
+    """``hours`` hourly files of ``per_hour`` ticks on ``day``; returns every tick's timestamp."""
+    out: list[float] = []
+    for h in range(hours):
+        ticks = _ticks(day + timedelta(hours=h, seconds=INTERVAL), per_hour)
+        _hour_file(root, host, ticks, **kw)  # type: ignore[arg-type]
+        out += [t.ts.timestamp() for t in ticks]
+    return out
+
+
+def _readable(root: Path) -> Counter:
+    """Every tick a reader of the dataset's partitions (host=*/date=*/*.parquet) sees, with how often."""
+    seen: Counter = Counter()
+    for path in sorted(root.glob("host=*/date=*/*.parquet")):
+        for t in open_trace(path).timestamps:
+            seen[(path.parent.parent.name, float(t))] += 1
+    return seen
+
+
+def _opts(**kw: object) -> Options:
+    return Options(now=NOW, **kw)  # type: ignore[arg-type]
+
+
+def test_a_finished_day_becomes_one_daily_file_and_a_flat_table(tmp_path: Path) -> None:
+    ts = _day(tmp_path)
+    # the same tick in two files (a recovered leftover beside its hour): kept once
+    repeat = _ticks(DAY + timedelta(hours=2, seconds=INTERVAL), 1)
+    _hour_file(tmp_path, "gpu01", repeat, name="020000-ffffff.parquet")
+    before = sum(p.stat().st_size for p in tmp_path.rglob("*.parquet"))
+
+    res = run(tmp_path, _opts())
+
+    part = tmp_path / "host=gpu01" / "date=2026-01-05"
+    assert sorted(os.listdir(part)) == ["day.parquet"]
+    daily = open_trace(part / "day.parquet")
+    assert daily.timestamps.tolist() == sorted(ts)  # every tick, in order, once
+    assert daily.n == len(ts) == 120
+    assert (res.days, res.files_merged, res.ticks, res.duplicates) == (1, 4, 120, 1)
+    assert res.bytes_before == before and res.bytes_after == (part / "day.parquet").stat().st_size
+    assert pq.read_schema(part / "day.parquet").metadata[META_SCHEMA] == b"3"
+    flat = pq.read_table(tmp_path / "flat" / "2026-01-05" / "gpu01.parquet")
+    assert flat.schema.remove_metadata() == FLAT_SCHEMA
+    assert flat.num_rows == 120 * 2
+    assert set(flat.column("host").to_pylist()) == {"gpu01"}
+    assert set(flat.column("date").to_pylist()) == {DAY.date()}
+    assert flat.column("gpu").to_pylist()[:4] == [0, 1, 0, 1]
+    util = daily.table.column("gpus").combine_chunks()
+    assert flat.column("util_pct").to_pylist() == pc.list_flatten(util).field("util_pct").to_pylist()
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]  # no staging left
+
+    again = run(tmp_path, _opts())  # compacted days are left alone
+    assert again.days == 0 and daily.timestamps.tolist() == open_trace(part / "day.parquet").timestamps.tolist()
+
+
+def test_today_a_fresh_day_and_a_recording_partition_are_left_alone(tmp_path: Path) -> None:
+    _day(tmp_path, day=NOW.replace(hour=0), hours=1)  # today
+    _day(tmp_path, host="late", day=DAY, hours=1)
+    leftover = tmp_path / "host=gpu02" / "date=2026-01-05"
+    _day(tmp_path, host="gpu02", hours=1)
+    (leftover / "010000-abcdef.parquet.partial.arrows").write_bytes(b"")
+    live = tmp_path / "host=gpu03" / "date=2026-01-05"
+    _day(tmp_path, host="gpu03", hours=1)
+    writer = TraceWriter(live / "020000-abcdef.parquet", HostInfo(hostname="gpu03"), INTERVAL)
+    writer.append(_ticks(DAY + timedelta(hours=2, seconds=INTERVAL), 1)[0])
+    try:
+        early = run(tmp_path, Options(now=DAY + timedelta(days=1, minutes=5)))  # the day ended 5 minutes ago
+        assert early.days == 0
+        res = run(tmp_path, _opts())
+    finally:
+        writer.abort()
+    assert res.days == 1  # host=late only
+    assert (tmp_path / "host=late" / "date=2026-01-05" / "day.parquet").exists()
+    assert not list(tmp_path.glob("host=gpu01/date=*/day.parquet"))  # today's
+    assert len(list(leftover.iterdir())) == 2 and len(list(live.iterdir())) == 2
+    said = "\n".join(res.lines)
+    assert f"gpu-triage recover {leftover}/010000-abcdef.parquet.partial.arrows" in said
+    assert "is being recorded by pid" in said
+
+
+def test_verdicts_missing_from_older_files_are_computed_once_and_kept(tmp_path: Path) -> None:
+    _day(tmp_path, hours=1, per_hour=60, version="2")  # v2: no verdict column
+    stored = VerdictSample("compute_bound", "none", "sentinel", "likely", [0, 1])
+    _day(tmp_path, host="gpu02", hours=1, per_hour=60, verdict=stored)
+
+    res = run(tmp_path, _opts())
+
+    assert res.recomputed == 60
+    got = open_trace(tmp_path / "host=gpu01" / "date=2026-01-05" / "day.parquet")
+    rows = got.table.column("verdict").to_pylist()
+    ticks = _ticks(DAY + timedelta(seconds=INTERVAL), 60)
+    want = verdicts(ticks, INTERVAL, Config().thresholds, Config().window_s, cpu_count=32)
+    assert [(r["pattern"], r["bottleneck"]) for r in rows] == [(str(v.pattern), str(v.bottleneck)) for _, v, _ in want]
+    assert Counter(r["bottleneck"] for r in rows).most_common(1)[0][0] == "data_pipeline"
+    assert json.loads(pq.read_schema(got.path).metadata[b"gpu_triage.verdicts_recomputed"]) == 60
+    kept = open_trace(tmp_path / "host=gpu02" / "date=2026-01-05" / "day.parquet").table.column("verdict")
+    assert {r["mechanism"] for r in kept.to_pylist()} == {"sentinel"}  # a stored verdict is never recomputed
+    flat = pq.read_table(tmp_path / "flat" / "2026-01-05" / "gpu01.parquet")
+    assert flat.column("bottleneck").to_pylist()[::2] == [r["bottleneck"] for r in rows]
+
+
+class Crash(BaseException):
+    """A kill at that instant: nothing after it runs (BaseException: no `except OSError` catches it)."""
+
+
+def _crash_on_call(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, call: int) -> None:
+    real = getattr(owner, name)
+    count = [0]
+
+    def crashing(*a: object, **k: object) -> object:
+        count[0] += 1
+        if count[0] == call:
+            raise Crash
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, crashing)
+
+
+CRASH_POINTS = [
+    (compact_day, "write_parquet_atomic", 1),  # writing the daily file
+    (compact_day, "_write_flat_file", 1),  # the daily file written, not the flat table
+    (fs, "exchange", 1),  # both written, not exchanged
+    (compact_day, "_clear_old", 1),  # exchanged, the merged files not removed
+    (fs, "remove_file", 2),  # one merged file removed, the others not
+]
+
+
+@pytest.mark.parametrize(("owner", "name", "call"), CRASH_POINTS, ids=[p[1] for p in CRASH_POINTS])
+def test_a_run_killed_at_any_step_leaves_every_tick_readable_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: object, name: str, call: int
+) -> None:
+    _day(tmp_path)
+    want = _readable(tmp_path)
+    assert set(want.values()) == {1}
+    with monkeypatch.context() as m:
+        _crash_on_call(m, owner, name, call)
+        with pytest.raises(Crash):
+            run(tmp_path, _opts())
+    assert _readable(tmp_path) == want
+    res = run(tmp_path, _opts())  # the next run finishes the work
+    assert _readable(tmp_path) == want
+    assert os.listdir(tmp_path / "host=gpu01" / "date=2026-01-05") == ["day.parquet"]
+    assert not [p for p in tmp_path.rglob(".*")]
+    assert any("interrupted compact" in line for line in res.lines) or res.days == 1
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_without_an_atomic_exchange_two_renames_do_it_and_a_kill_between_them_is_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash: bool
+) -> None:
+    import errno
+
+    _day(tmp_path)
+    want = _readable(tmp_path)
+    monkeypatch.setattr(fs, "_renameat2", lambda fd, a, b: errno.EINVAL)  # NFS, an old kernel
+    if crash:
+        _crash_on_call(monkeypatch, fs.os, "rename", 2)
+        with pytest.raises(Crash):
+            run(tmp_path, _opts())
+        monkeypatch.undo()
+        assert _readable(tmp_path) == Counter()  # the moment between the renames: documented
+    res = run(tmp_path, _opts())
+    assert _readable(tmp_path) == want
+    assert not [p for p in tmp_path.rglob(".*")]
+    assert crash or any("cannot exchange" in line for line in res.lines)
+
+
+def test_a_file_that_arrives_during_the_run_or_cannot_be_read_is_never_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _day(tmp_path, hours=2)
+    part = tmp_path / "host=gpu01" / "date=2026-01-05"
+    (part / "050000-bad.parquet").write_bytes(b"PAR1 not really")
+    odd = pa.table({"ts": pa.array([int((DAY + timedelta(hours=6)).timestamp() * 1e6)], pa.timestamp("us", tz="UTC")),
+                    "gpus": pa.array([[{"index": 0, "util_pct": "busy", "mem_used_bytes": [1]}]])})
+    pq.write_table(odd, part / "060000-odd.parquet")  # another tool's file: readable, but not the trace's types
+    real = fs.exchange
+
+    def late_file(host_fd: int, partition: str, staging: str) -> fs.Exchanged:
+        (part / "notes.txt").write_text("written by someone else meanwhile")
+        return real(host_fd, partition, staging)
+
+    monkeypatch.setattr(fs, "exchange", late_file)
+    res = run(tmp_path, _opts())
+    assert sorted(os.listdir(part)) == ["050000-bad.parquet", "060000-odd.parquet", "day.parquet", "notes.txt"]
+    assert (part / "notes.txt").read_text() == "written by someone else meanwhile"
+    assert any("050000-bad.parquet" in line and "stays" in line for line in res.lines)
+    assert any("060000-odd.parquet" in line and "do not fit the trace's types" in line for line in res.lines)
+    assert res.files_merged == 2 and open_trace(part / "day.parquet").n == 80
+
+
+def test_the_flat_table_reads_alike_in_duckdb_polars_and_pyarrow(tmp_path: Path) -> None:
+    import duckdb
+    import polars as pl
+    import pyarrow.dataset as ds
+
+    _day(tmp_path, hours=2)
+    _day(tmp_path, host="gpu02", day=DAY + timedelta(days=1), hours=1)
+    run(tmp_path, _opts())
+    flat = str(tmp_path / "flat")
+    con = duckdb.connect()
+    rel = con.sql(f"SELECT * FROM read_parquet('{flat}/**/*.parquet')")  # hive_partitioning auto-detected
+    duck_types = dict(zip(rel.columns, [str(t) for t in rel.types], strict=True))
+    assert duck_types["host"] == "VARCHAR" and duck_types["date"] == "DATE" and duck_types["gpu"] == "USMALLINT"
+    frame = pl.scan_parquet(f"{flat}/", hive_partitioning=True).collect()
+    assert frame.schema["host"] == pl.String and frame.schema["date"] == pl.Date
+    table = ds.dataset(flat, format="parquet", partitioning="hive").to_table()
+    assert table.schema.field("host").type == pa.string() and table.schema.field("date").type == pa.date32()
+    rows = 80 * 2 + 40 * 2
+    assert con.sql(f"SELECT count(*) FROM read_parquet('{flat}/**/*.parquet')").fetchall() == [(rows,)]
+    assert frame.height == table.num_rows == rows
+    by_duck = con.sql(f"SELECT host, date, gpu, avg(util_pct) FROM read_parquet('{flat}/**/*.parquet') "
+                      "GROUP BY ALL ORDER BY ALL").fetchall()
+    by_polars = frame.group_by("host", "date", "gpu").agg(pl.col("util_pct").mean()).sort("host", "date", "gpu")
+    assert [r[:3] for r in by_duck] == [tuple(r[:3]) for r in by_polars.rows()]
+    assert np.allclose([r[3] for r in by_duck], by_polars["util_pct"].to_numpy())
+
+
+def test_a_day_to_be_removed_is_not_merged_first(tmp_path: Path) -> None:
+    _day(tmp_path, day=DAY - timedelta(days=10), hours=2)
+    res = run(tmp_path, Options(keep_days=3, now=DAY))
+    assert (res.days, res.days_removed, res.files_removed) == (0, 1, 2)
+    assert os.listdir(tmp_path / "host=gpu01") == []
+
+
+def test_keep_days_removes_older_partitions_and_dry_run_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _day(tmp_path, day=DAY - timedelta(days=10), hours=1)
+    _day(tmp_path, day=DAY, hours=1)
+    kept = tmp_path / "host=gpu01" / "date=2025-12-25"
+    _day(tmp_path, day=DAY - timedelta(days=11), hours=1)
+    (kept / "000000-abcdef.parquet.partial.arrows").write_bytes(b"")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.parquet"
+    outside.write_bytes(b"not ours")
+    listing = sorted(str(p) for p in tmp_path.rglob("*"))
+
+    assert main(["compact", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would merge 1 files") == 2 and "dry run, nothing changed: would compact 2 host-days" in out
+    then = DAY + timedelta(days=3, hours=1)
+    dry = run(tmp_path, Options(keep_days=3, now=then, dry_run=True))
+    assert [line.split(" (")[0] for line in dry.lines if "would remove" in line] == [
+        f"would remove {tmp_path / 'host=gpu01' / 'date=2025-12-26'}"]
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == listing  # nothing changed
+
+    assert run(tmp_path, Options(now=then)).days == 2  # both finished days, each with its flat table
+    assert sorted(os.listdir(tmp_path / "flat")) == ["2025-12-26", "2026-01-05"]
+    res = run(tmp_path, Options(keep_days=3, now=then))
+    assert sorted(os.listdir(tmp_path / "host=gpu01")) == ["date=2025-12-25", "date=2026-01-05"]
+    assert os.listdir(tmp_path / "flat") == ["2026-01-05"]  # the old day's flat table went with it
+    assert res.days_removed == 1 and res.files_removed == 2  # its daily file and its flat table
+    assert len(os.listdir(kept)) == 2  # a stream not recovered yet is never removed
+    assert any(str(kept) in line and "recover" in line for line in res.lines)
+    assert outside.read_bytes() == b"not ours"
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "x"])
+def test_keep_days_below_one_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], days: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["compact", str(tmp_path), f"--keep-days={days}"])
+    assert exc.value.code == 2
+    assert "--keep-days" in capsys.readouterr().err
+
+
+def test_a_directory_that_is_no_dataset_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["compact", str(tmp_path), "--keep-days", "1"]) == 2
+    assert "is not a gpu-triage dataset" in _one_line(capsys)
+    assert main(["compact", str(tmp_path / "missing")]) == 2
+    assert "missing" in _one_line(capsys)
+    assert main(["compact", ""]) == 2
+    assert "DIR is empty" in _one_line(capsys)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("where", ["dir", "host", "date", "file", "flat"])
+def test_symbolic_links_in_a_dataset_are_refused_before_anything_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    root = tmp_path / "ds"
+    _day(root, hours=2)
+    victim = tmp_path / "victim"
+    (victim / "date=2026-01-01").mkdir(parents=True)
+    (victim / "date=2026-01-01" / "precious.parquet").write_bytes(b"x")
+    part = root / "host=gpu01" / "date=2026-01-05"
+    target = {"dir": root, "host": root / "host=evil", "date": root / "host=gpu01" / "date=2026-01-01",
+              "file": part / "evil.parquet", "flat": root / "flat"}[where]
+    if where == "dir":
+        target = tmp_path / "link"
+        target.symlink_to(root)
+    else:
+        target.symlink_to(victim / "date=2026-01-01" if where == "date" else victim)
+    listing = sorted(os.listdir(part))
+    assert main(["compact", str(target if where == "dir" else root), "--keep-days", "1"]) == 2
+    assert "symbolic link" in _one_line(capsys)
+    assert sorted(os.listdir(part)) == listing
+    assert (victim / "date=2026-01-01" / "precious.parquet").read_bytes() == b"x"
+
+
+def test_the_command_says_what_it_did_in_one_summary_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _day(tmp_path, hours=2, version="2")
+    assert main(["compact", str(tmp_path), "--progress"]) == 0
+    cap = capsys.readouterr()
+    assert "[1/1] host=gpu01 date=2026-01-05: 2 files" in cap.err
+    (line,) = cap.out.splitlines()
+    assert "1 host-days compacted: 2 files merged" in line and "80 verdicts recomputed and kept" in line
+    assert "0 host-days removed" in line
+
+
+def test_a_dataset_walker_tells_recordings_from_the_flat_table_and_staging(tmp_path: Path) -> None:
+    from gpu_triage.fleet.dataset import is_recording_path
+
+    root = tmp_path / "fleet"
+    assert is_recording_path(root / "host=a" / "date=2026-01-05" / "day.parquet", root)
+    assert is_recording_path(root / "host=a" / "date=2026-01-05" / "130000-abcdef.parquet", root)
+    assert not is_recording_path(root / "flat" / "2026-01-05" / "a.parquet", root)
+    assert not is_recording_path(root / "host=a" / ".compact-2026-01-05-ab12cd34" / "day.parquet", root)
+    assert not is_recording_path(root / "host=a" / "date=2026-01-05" / ".day.parquet.tmp-x1", root)
+
+
+def test_the_summary_and_compare_read_no_flat_table_as_a_recording(tmp_path: Path) -> None:
+    from gpu_triage.fleet.summary import dataset_files
+
+    _day(tmp_path, hours=1)
+    run(tmp_path, _opts())
+    assert [p.name for p in dataset_files(str(tmp_path))] == ["day.parquet"]
+
+
+def test_a_host_day_that_cannot_be_written_is_left_whole_and_the_rest_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    _day(tmp_path, host="full", hours=2)
+    _day(tmp_path, host="fine", hours=2)
+    want = _readable(tmp_path)
+    real = compact_day.write_parquet_atomic
+
+    def disk_full(table: pa.Table, target: Path) -> Path:
+        if "host=full" in str(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(table, target)
+
+    monkeypatch.setattr(compact_day, "write_parquet_atomic", disk_full)
+    assert main(["compact", str(tmp_path)]) == 1
+    cap = capsys.readouterr()
+    assert "the disk is full" in cap.err and "Traceback" not in cap.err
+    assert "1 host-days compacted" in cap.out and "1 host-days failed" in cap.out
+    assert _readable(tmp_path) == want
+    assert len(os.listdir(tmp_path / "host=full" / "date=2026-01-05")) == 2
+    assert os.listdir(tmp_path / "host=fine" / "date=2026-01-05") == ["day.parquet"]
+    assert not [p for p in tmp_path.rglob(".*")]
+
+
+def test_a_second_compact_on_the_same_dataset_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+
+    _day(tmp_path, hours=1)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a running compact holds
+        assert main(["compact", str(tmp_path)]) == 2
+        assert "another `gpu-triage compact` is running" in _one_line(capsys)
+        assert main(["compact", str(tmp_path), "--dry-run"]) == 0  # a dry run changes nothing: no lock needed
+    finally:
+        os.close(fd)
+    assert main(["compact", str(tmp_path)]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["staging", "flat"])
+def test_a_real_kill_during_the_run_loses_and_doubles_nothing(tmp_path: Path, when: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for host in ("a", "b", "c"):
+        _day(tmp_path, host=host, hours=3, per_hour=120)
+    want = _readable(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    probe = {"staging": lambda: any(tmp_path.glob("host=*/.compact-*")),
+             "flat": lambda: any(tmp_path.glob("flat/*/*.parquet"))}[when]
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not probe() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL  # killed mid-run, not finished
+    assert _readable(tmp_path) == want  # whatever step it died in
+    assert main(["compact", str(tmp_path)]) == 0
+    assert _readable(tmp_path) == want
+    assert sorted(p.name for p in tmp_path.glob("host=*/date=*/*")) == ["day.parquet"] * 3
+    assert not [p for p in tmp_path.rglob(".*")]
