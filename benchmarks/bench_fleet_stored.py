@@ -1,4 +1,4 @@
-"""`diagnose DIR --summary` over many host-days of trace-v3 files whose verdicts are stored (issue 28).
+"""`diagnose DIR --summary` over many host-days of trace-v3 files whose verdicts are stored.
 
     .venv/bin/python benchmarks/bench_fleet_stored.py [--host-days 1000] [--days 10] [--gpus 8] [--hourly]
                                                       [--dir /tmp/bench-stored] [--keep] [--workers N]

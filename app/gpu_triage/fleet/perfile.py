@@ -174,7 +174,7 @@ def _span_ticks(pl: Any, spans: list[Any]) -> Any:
         {"start": [s.start for s in spans], "end": [s.end for s in spans],
          "bottleneck": [s.bottleneck for s in spans]},
         schema={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC"), "bottleneck": pl.String},
-    ).select("end", "bottleneck",  # whole milliseconds, as the summary counted recomputed spans before
+    ).select("end", "bottleneck",  # whole milliseconds: a recomputed span's length as the summary reports it
              ((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
 
 
