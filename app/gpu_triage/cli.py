@@ -48,19 +48,13 @@ def _fleet_screen(fleet: Fleet) -> int:
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
-    """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread, and none at all
-    for a live recording that writes no verdict log; the dashboard's asyncio without OpenSSL.
-    benchmarks/rss_stages.py and rss_commands.py measure what each costs."""
+    """The heavy imports every command shares, done the cheap way: numpy on one BLAS thread (for the
+    diagnosis, which `record` runs on each tick it writes: trace v3's verdict column); the dashboard's asyncio without
+    OpenSSL. benchmarks/rss_stages.py and rss_commands.py measure what each costs. `record` never loads
+    pyarrow: it writes its stream itself and converts it in a child (trace/writer.py)."""
     if _on_screen(args):
         import_asyncio_without_tls()
-    if args.command == "record":
-        # numpy only for a sim source, and for the verdict log that only a --log-file at info or debug reads;
-        # never pyarrow: the recorder writes its stream itself and converts it in a child (trace/writer.py)
-        verdict_log = args.log_file is not None and args.log_level in ("debug", "info")
-        if args.source != "live" or verdict_log:
-            import_numpy_with_one_blas_thread()
-    else:
-        import_numpy_with_one_blas_thread()
+    import_numpy_with_one_blas_thread()
 
 
 def _silence_stdout() -> None:

@@ -256,9 +256,8 @@ class TraceField:
 
 
 def trace_fields(kind: type) -> tuple[TraceField, ...]:
-    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample``, ``JobRank`` or
-    ``NetSample`` (v2),
-    in file order."""
+    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample``, ``JobRank``,
+    ``NetSample`` (v2), ``StackSample`` or ``VerdictSample`` (v3), in file order."""
     out = []
     for f in dataclasses.fields(kind):
         trace_type = f.metadata[TRACE_TYPE]

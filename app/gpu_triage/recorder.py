@@ -8,7 +8,9 @@ Parquet is written, its path and tick count printed.
 ``--fast`` (sim sources only) skips the pacing and writes simulated ticks as fast as they are made:
 ``--duration`` then counts simulated seconds. It makes day-long test traces in seconds.
 
-With a log file at level info (``--log-file``), each tick is also diagnosed as the dashboard would, so the
+Each tick is diagnosed as the dashboard would before it is written, and carries the engine's raw verdict
+(trace v3, :mod:`gpu_triage.offline.stamp`): a fleet's summary then reads the verdicts instead of running the
+engine again. With a log file at level info (``--log-file``) the shown verdict's hysteresis runs too, so the
 log says when the verdict changes (``verdict A -> B``) during an unattended recording.
 """
 
@@ -57,46 +59,30 @@ def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
     return None if not duration_s else max(1, round(duration_s / interval_s))
 
 
-class _VerdictLog:
-    """Diagnoses each recorded tick as the dashboard would (window, engine, hysteresis) only so that the
-    tracker logs each change of the shown verdict. Never stops a recording: the ticks are the product."""
+def _stamper(config: Config | None, writer: Writer, interval_s: float, cpu_count: int | None
+             ) -> Callable[[Tick], Tick]:
+    """Each recorded tick with the engine's raw verdict (trace v3's ``verdict`` column: :class:`~gpu_triage.
+    offline.stamp.VerdictStamp`), the window starting afresh with each file the writer opens. The shown
+    verdict's hysteresis runs too when a log file reads its lines (``verdict A -> B``)."""
+    from gpu_triage.offline.stamp import VerdictStamp  # noqa: PLC0415 - numpy and the engine
 
-    def __init__(self, config: Config, interval_s: float, cpu_count: int | None) -> None:
-        from gpu_triage.diagnosis.engine import diagnose  # noqa: PLC0415 - numpy work, only when logged
-        from gpu_triage.diagnosis.tracker import VerdictTracker  # noqa: PLC0415
-        from gpu_triage.window import RollingWindow  # noqa: PLC0415
-
-        self._diagnose = diagnose
-        self._thresholds = config.thresholds
-        self._window = RollingWindow(max(2, round(config.window_s / interval_s)))
-        self._tracker = VerdictTracker(config.thresholds)
-        self._cpu_count = cpu_count
-        self._broken = False
-
-    def __call__(self, tick: Tick) -> None:
-        if self._broken:
-            return
-        try:
-            self._window.append(tick)
-            view = self._window.view()
-            raw = self._diagnose(view, self._thresholds, self._cpu_count)
-            self._tracker.update(tick.ts.timestamp(), raw, view)
-        except Exception:  # a diagnosis bug must not end the recording: log it once, keep the ticks coming
-            log.exception("diagnosing the recorded ticks failed; the recording goes on without verdict lines")
-            self._broken = True
+    config = config or Config()
+    stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, cpu_count, track=info_is_read())
+    return lambda tick: stamp(tick, fresh=opens_file(writer, tick))
 
 
-def _verdict_log(config: Config | None, interval_s: float, cpu_count: int | None) -> Callable[[Tick], None]:
-    """The per-tick verdict logger, or a no-op when nobody would read its lines (no log file at info)."""
-    if config is None or not info_is_read():
-        return lambda _tick: None
-    return _VerdictLog(config, interval_s, cpu_count)
+def opens_file(writer: Writer, tick: Tick) -> bool:
+    """Whether ``tick`` will be the first of a file: a single recording's first tick, or a dataset's tick
+    that begins the next hour's file (where ``diagnose FILE`` starts its window)."""
+    if isinstance(writer, DatasetWriter):
+        return writer.opens_file(tick.ts)
+    return writer.ticks == 0
 
 
 def info_is_read() -> bool:
     """Whether a handler of ours writes INFO lines (a --log-file at info or debug). The logger is enabled for
-    INFO by default, but without a log file only warnings reach stderr: diagnosing every tick then cost the
-    recorder numpy and the diagnosis for lines nobody reads (its CPU and RSS)."""
+    INFO by default, but without a log file only warnings reach stderr: the shown verdict's hysteresis, which
+    only feeds those lines, is then skipped."""
     ours = logging.getLogger("gpu_triage")
     return ours.isEnabledFor(logging.INFO) and any(
         not isinstance(h, logging.NullHandler) and h.level <= logging.INFO for h in ours.handlers
@@ -119,8 +105,8 @@ def record_source(
     the source.
 
     Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
-    progress line (terminals only) and the summary. With ``config``, verdict changes are logged (see
-    :class:`_VerdictLog`).
+    progress line (terminals only) and the summary. Each tick carries its raw verdict, diagnosed with
+    ``config``'s window and thresholds (the defaults without one); see :func:`_stamper`.
     """
     out = QuietOnFailure(sys.stdout if out is None else out)
     try:
@@ -132,7 +118,7 @@ def record_source(
             print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr))
         log.info("recording %s to %s every %g s%s (stream %s)", source.name, writer.path, interval_s,
                  f" for {duration_s:g} s" if duration_s else "", writer.stream_path)
-        watch = _verdict_log(config, interval_s, host.cpu_count)
+        stamp = _stamper(config, writer, interval_s, host.cpu_count)
         print(
             f"recording {source.name} to {writer.path} every {interval_s:g} s"
             + (f" for {human_seconds(duration_s)}" if duration_s else "")
@@ -143,9 +129,9 @@ def record_source(
         began = time.monotonic()
         try:
             if fast:
-                stopped_by = _record_fast(source, writer, interval_s, duration_s, watch)
+                stopped_by = _record_fast(source, writer, interval_s, duration_s, stamp)
             else:
-                stopped_by = _record_paced(source, writer, interval_s, duration_s, out, watch)
+                stopped_by = _record_paced(source, writer, interval_s, duration_s, out, stamp)
         except BaseException as exc:
             writer.abort()  # keep the stream for `gpu-triage recover`
             log.error("recording to %s stopped by %s after %d ticks; the stream %s is kept for "
@@ -214,7 +200,7 @@ def _size(writer: Writer, path: Path) -> str:
 
 
 def _record_fast(
-    source: Source, writer: Writer, interval_s: float, duration_s: float | None, watch: Callable[[Tick], None]
+    source: Source, writer: Writer, interval_s: float, duration_s: float | None, stamp: Callable[[Tick], Tick]
 ) -> str:
     """Sample back to back without pacing until the simulated duration is covered or a stop signal.
     Returns what stopped it."""
@@ -222,9 +208,7 @@ def _record_fast(
     limit = ticks_for(duration_s, interval_s)
     with StopSignals(stop) as signals:
         while not stop.is_set() and (limit is None or writer.ticks < limit):
-            tick = source.sample()
-            writer.append(tick)
-            watch(tick)
+            writer.append(stamp(source.sample()))
     return signals.received or "duration reached"
 
 
@@ -234,7 +218,7 @@ def _record_paced(
     interval_s: float,
     duration_s: float | None,
     out: Any,
-    watch: Callable[[Tick], None],
+    stamp: Callable[[Tick], Tick],
 ) -> str:
     """Sample once per interval in the sampler thread until the duration or a stop signal; returns what
     stopped it. A disk error ends the recording (raised here); a source error is said once and skipped."""
@@ -250,12 +234,11 @@ def _record_paced(
         if failure or (limit is not None and writer.ticks >= limit):
             return
         try:
-            writer.append(tick)
+            writer.append(stamp(tick))
         except BaseException as exc:  # a disk error ends the recording; the main thread re-raises it
             failure.append(exc)
             stop.set()
             return
-        watch(tick)
         if limit is not None and writer.ticks >= limit:
             stop.set()
 

@@ -62,7 +62,8 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
         exporter.close()
         raise
     monitor = exporter.attach(source)
-    recording = _Recording(record_dir, source, interval_s, getattr(args, "rotate", None)) if record_dir else None
+    recording = (_Recording(record_dir, source, interval_s, getattr(args, "rotate", None), config)
+                 if record_dir else None)
     if recording is not None:
         exporter.report_recording(lambda: recording.up)
     reported: set[str] = set()
@@ -119,19 +120,25 @@ class _Recording:
     ``gpu_triage_recording_up`` is 0 meanwhile. A tick whose retry fails costs a file without a tick,
     which leaves nothing behind."""
 
-    def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None) -> None:
+    def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None,
+                 config: Config | None = None) -> None:
         from gpu_triage.fleet.dataset import DatasetWriter
         from gpu_triage.hostmeta import recorder_extra
+        from gpu_triage.offline.stamp import VerdictStamp
 
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
         self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
+        config = config or Config()
+        # each recorded tick carries its raw verdict (trace v3), on a window of its own that starts with each
+        # file as `record`'s does; the metrics' window (the monitor's) goes on across files
+        self._stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, host.cpu_count)
         self.up = True
         self._missed = 0  # ticks not recorded in the current outage
 
     def append(self, tick: Tick) -> None:
         try:
-            self.writer.append(tick)
+            self.writer.append(self._stamp(tick, fresh=self.writer.opens_file(tick.ts)))
         except UserError as err:  # TraceWriter's own words: what failed, and where the ticks so far are
             self._failed(err)
             return

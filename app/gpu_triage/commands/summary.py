@@ -35,6 +35,21 @@ def owner_lines(owners: dict[str, Any], indent: str) -> list[str]:
     return lines
 
 
+def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool | None = None) -> str:
+    """The summary's word on the files it had to diagnose again: "3 of 25 files have no stored verdicts:
+    recomputed (41.2 s)", and how to store them: `gpu-triage compact` where this version has it (``compact``
+    None: look for its handler), else what records them."""
+    if compact is None:
+        import importlib.util  # noqa: PLC0415
+
+        compact = importlib.util.find_spec("gpu_triage.commands.compact") is not None
+    which = "its file has" if files == 1 else f"{recomputed} of {files} files {'has' if recomputed == 1 else 'have'}"
+    line = f"{which} no stored verdicts: recomputed ({seconds:.1f} s)"
+    if compact:
+        return line + "; `gpu-triage compact DIR` stores them for finished days"
+    return line + "; `gpu-triage record` stores them in recordings made from now on (trace v3)"
+
+
 def run_summary(args: argparse.Namespace, config: Config) -> int:
     spec = args.file
     progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
@@ -47,6 +62,8 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
     tz = UTC if getattr(args, "utc", False) else None  # None: this machine's zone (TZ)
     hosts = result["hosts"]
     print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    if result["recomputed_files"]:
+        print(f"  {recomputed_line(result['recomputed_files'], result['files'], result['recompute_s'])}")
     for skip in result["skipped"]:
         print(f"  left out (unreadable): {skip['path']}: {skip['reason']}")
     for host, h in hosts.items():

@@ -66,8 +66,8 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
 
 def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> list:
     """The engine's raw verdict at every tick of the merged day, as ``diagnose FILE`` would give it there."""
-    from gpu_triage.fleet.flat import verdict_sample  # noqa: PLC0415
     from gpu_triage.offline.judge import judge  # noqa: PLC0415
+    from gpu_triage.offline.stamp import verdict_sample  # noqa: PLC0415 - the one the recorder stores
     from gpu_triage.trace.batches import batches_of  # noqa: PLC0415
     from gpu_triage.trace.reader import TraceFile  # noqa: PLC0415
 

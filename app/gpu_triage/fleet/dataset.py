@@ -254,6 +254,13 @@ class DatasetWriter:
             except OSError:
                 pass  # only the progress figure misses it; the file was written and fsynced
 
+    def opens_file(self, ts: datetime) -> bool:
+        """Whether a tick at ``ts`` would begin a new file (the first one, or the next after a rotation or a
+        write error): where the recorder's verdicts start their window afresh, as ``diagnose FILE`` does. A
+        partition refused at the rotation keeps the tick in the open file; its verdicts are then judged on the
+        new window all the same, for at most a window's length."""
+        return self._writer is None or (self._until is not None and ts > self._until)
+
     def append(self, tick: Tick) -> None:
         """Append one tick to the file of its hour (opening and closing files as the clock says)."""
         if self._writer is not None and self._until is not None and tick.ts > self._until:

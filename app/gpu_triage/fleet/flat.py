@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.diagnosis.verdict import Verdict, confidence_word
 from gpu_triage.model import GpuSample, VerdictSample, trace_fields
 from gpu_triage.trace.schema import TRACE_SCHEMA
 
@@ -80,12 +79,6 @@ def merge(tables: list[pa.Table]) -> tuple[pa.Table, int]:
     first[1:] = ts[order][1:] != ts[order][:-1]
     keep = order[first]
     return table.take(pa.array(keep)), int(order.size - keep.size)
-
-
-def verdict_sample(v: Verdict) -> VerdictSample:
-    """What a tick stores of the engine's raw verdict (trace v3's ``verdict`` column)."""
-    return VerdictSample(pattern=str(v.pattern), bottleneck=str(v.bottleneck), mechanism=str(v.mechanism) or None,
-                         confidence=confidence_word(v.confidence), gpus=[int(g) for g in v.gpus])
 
 
 def fill_verdicts(table: pa.Table, computed: list[VerdictSample]) -> tuple[pa.Table, int]:

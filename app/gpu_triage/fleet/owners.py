@@ -24,17 +24,19 @@ def owner_label(kind_id: tuple[str, str] | None) -> str | None:
     return None if kind_id is None else f"{kind_id[0]} {kind_id[1]}"
 
 
-def owner_ticks(path: Path, host: str) -> Any:
+def owner_ticks(path: Path, host: str, lf: Any = None) -> Any:
     """(host, ts, owner) per tick of one recording: the owners of its GPU processes, named as
     :func:`owner_label` does and joined with " + " when several jobs share the machine; None when the
     recording has no owner fields (made before they existed) or no process has an owner. Only ``ts`` and
     the processes' owner fields are read; the owner of each distinct combination of fields is decided once,
-    by ProcSample.owner() (the metrics and the process table use the same)."""
+    by ProcSample.owner() (the metrics and the process table use the same). ``lf``: the file's columns
+    already read (a LazyFrame of at least ``ts`` and ``procs``), else the file is scanned."""
     import polars as pl
 
     from gpu_triage.model import ProcSample
 
-    lf = pl.scan_parquet(str(path))
+    if lf is None:
+        lf = pl.scan_parquet(str(path))
     schema = lf.collect_schema()
     procs, ts = schema.get("procs"), schema.get("ts")
     inner = getattr(procs, "inner", None)
@@ -76,26 +78,19 @@ def owner_ticks(path: Path, host: str) -> Any:
     return per_tick if per_tick.height else None
 
 
-def owner_shares(verdicts: Any, owner_frames: list[Any]) -> dict[str, dict[str, Any]]:
-    """host -> owner -> {"seconds", "bottlenecks": {bottleneck: share}}: each verdict's span counted for the
-    owners of the tick it was given at (its end); spans at ticks with no owner are left out."""
+def owner_shares(table: Any) -> dict[str, dict[str, Any]]:
+    """host -> owner -> {"seconds", "bottlenecks": {bottleneck: share}} from the seconds each file's verdicts
+    counted for the owners of their ticks (host, owner, bottleneck, seconds: :mod:`gpu_triage.fleet.perfile`);
+    ticks with no owner are not in it."""
     import polars as pl
 
-    if not owner_frames:
+    if table.height == 0:
         return {}
-    owners = pl.concat(owner_frames, how="vertical_relaxed").sort("ts")
-    joined = (
-        verdicts.sort("end")
-        .join_asof(
-            owners, left_on="end", right_on="ts", by="host", strategy="nearest", tolerance="1ms", check_sortedness=False
-        )
-        .filter(pl.col("owner").is_not_null())
-    )
     table = (
-        joined.group_by("host", "owner", "bottleneck")
+        table.group_by("host", "owner", "bottleneck")
         .agg(pl.col("seconds").sum())
         .with_columns(pl.col("seconds").sum().over("host", "owner").alias("total"))
-        .sort(["host", "total", "seconds"], descending=[False, True, True])
+        .sort(["host", "total", "seconds", "owner", "bottleneck"], descending=[False, True, True, False, False])
     )
     out: dict[str, dict[str, Any]] = {}
     for r in table.iter_rows(named=True):

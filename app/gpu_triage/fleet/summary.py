@@ -1,24 +1,26 @@
-"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck and the
-worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
+it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
 
-Two passes, both bounded in memory however many files there are:
+Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
+many), added up here, so memory does not grow with the dataset:
 
-1. **Verdicts**, file by file (an hour each by default), streamed in columns as ``diagnose FILE`` reads a
-   recording (:func:`~gpu_triage.offline.judge.judge`): the raw engine
-   (:func:`~gpu_triage.diagnosis.engine.diagnose`) gives a verdict every :data:`STRIDE_S` seconds of data,
-   on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that tick;
-   each verdict stands for the ticks since the previous one (a gap in the recording ends a span: it is
-   nobody's time). One batch of a file at a time is in memory; only (host, time, bottleneck) rows are kept.
-2. **Utilisation**, through a polars lazy scan of the whole dataset (projection: ``ts``, the cards'
-   ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; the ``host`` partition column): mean GPU-Util per
-   :data:`WINDOW_S` window while a job held the cards. The worst windows are the lowest of those, each with
-   the bottleneck the verdicts gave most often inside it. docs/recording.md shows the same query in DuckDB.
+1. **Verdicts.** Where the recorder stored them (trace v3's ``verdict`` on every tick), read in columns,
+   each tick standing for its own interval. Elsewhere (v1/v2 files, a writer that does not diagnose)
+   recomputed by :func:`file_verdicts`: streamed in columns as ``diagnose FILE`` reads a recording
+   (:func:`~gpu_triage.offline.judge.judge`), the raw engine gives a verdict every :data:`STRIDE_S` seconds of
+   data on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that
+   tick, each standing for the ticks since the previous one (a gap in the recording ends a span: it is
+   nobody's time). The summary says how many files it recomputed and how long that took.
+2. **Utilisation**: mean GPU-Util per :data:`WINDOW_S` window while a job held the cards, from the cards'
+   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst windows are
+   the lowest of those, each with the bottleneck the verdicts gave most often inside it. docs/recording.md
+   shows the same query in DuckDB.
+3. **Owners**: each verdict's seconds counted for the owners of the GPU processes at its tick.
 
-Why a stride and not every tick: a share of time over hours does not need the per-tick hysteresis of the
-screen, and the diagnosis is ~85 % of the cost (profiled). Every tick is still in the window, so each
-verdict sees the whole 5-minute history; what a 30 s stride loses is the exact edges of a regime, to within
-30 s, and regimes shorter than that are under-counted (the dashboard and `diagnose FILE` still show them).
-A day of 8 cards is 2,880 diagnoses instead of 43,200.
+Why a stride when recomputing: a share of time over hours does not need every tick's verdict, and the
+diagnosis is ~85 % of the cost (profiled); every tick is still in the window, so each verdict sees the whole
+5-minute history. What a 30 s stride loses is the exact edges of a regime, to within 30 s, and regimes
+shorter than that are under-counted; stored verdicts have neither limit.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import is_directory, is_recording_path
-from gpu_triage.fleet.owners import owner_shares, owner_ticks
+from gpu_triage.fleet.owners import owner_shares
 from gpu_triage.safetext import clean
 
 log = logging.getLogger(__name__)
@@ -181,54 +183,14 @@ def _interval_of(src: Any) -> float:
     return trusted_interval(src.t, src.meta_interval_s)
 
 
-def _file_host(path: Path) -> str:
-    from gpu_triage.trace.reader import open_trace
+def util_rows(pl: Any, lf: Any, host: str, lo: datetime, hi: datetime) -> Any:
+    """One file's (host, ts, util, mem_frac) rows, or None when its cards carry no GPU-Util or memory.
 
-    return host_of(path, open_trace(path).host.hostname)
-
-
-def utilisation_windows(files: list[Path]) -> Any:
-    """Per host and WINDOW_S window: mean GPU-Util over the ticks where a job held the cards (polars,
-    lazy: only the columns named are read). The host is the ``host=`` partition, else the recording's own
-    host name.
-
-    Each file is scanned on its own and read as the reader reads it: a value outside its range (GPU-Util
-    past 100 %, a tick in year 9999) is no reading, a string or null-typed column is cast or left out. One
-    scan of the whole dataset raised on the first file whose types differed from the others (a polars
-    SchemaError traceback), and a year-9999 tick made the windows span millennia (a hang)."""
-    import polars as pl
-
-    from gpu_triage.trace.schema import TS_RANGE_US
-
-    lo, hi = (datetime.fromtimestamp(us / 1e6, UTC) for us in (TS_RANGE_US[0], TS_RANGE_US[1] - 1e6))
-    frames = []
-    for f in files:
-        try:
-            frame = _util_rows(pl, f, lo, hi)
-        except pl.exceptions.PolarsError as exc:  # the verdicts read it; its utilisation cannot be
-            log.warning("%s: GPU-Util left out of the worst windows (%s)", f, str(exc).splitlines()[0][:200])
-            continue
-        if frame is not None:
-            frames.append(frame)
-    rows = (
-        pl.concat(frames, how="vertical_relaxed")
-        if frames
-        else pl.DataFrame(schema={"host": pl.String, "ts": pl.Datetime("us", "UTC"), "util": pl.Float64,
-                                  "mem_frac": pl.Float64})
-    )
-    return (
-        rows.lazy()
-        .filter((pl.col("mem_frac") >= MEM_HELD_FRAC) & pl.col("util").is_not_null())
-        .sort("host", "ts")
-        .group_by_dynamic("ts", every=f"{int(WINDOW_S)}s", group_by="host", label="left")
-        .agg(pl.col("util").mean().alias("util_pct"), pl.len().alias("ticks"))
-        .collect()
-    )
-
-
-def _util_rows(pl: Any, path: Path, lo: datetime, hi: datetime) -> Any:
-    """One file's (host, ts, util, mem_frac) rows, or None when its cards carry no GPU-Util or memory."""
-    lf = pl.scan_parquet(str(path))
+    ``lf`` holds at least the file's ``ts`` and ``gpus`` (only the leaves read: :mod:`gpu_triage.fleet.perfile`).
+    Read as the reader reads it: a value outside its range (GPU-Util past 100 %, a tick in year 9999) is no
+    reading, a string or null-typed column is cast or left out. One scan of the whole dataset raised on the
+    first file whose types differed from the others (a polars SchemaError traceback), and a year-9999 tick
+    made the windows span millennia (a hang)."""
     schema = lf.collect_schema()
     gpus, ts = schema.get("gpus"), schema.get("ts")
     inner = getattr(gpus, "inner", None)
@@ -237,7 +199,6 @@ def _util_rows(pl: Any, path: Path, lo: datetime, hi: datetime) -> Any:
         f.name for f in inner.fields
     }:
         return None
-    host = host_of(path, None) if any(p.startswith("host=") for p in path.parts[:-1]) else _file_host(path)
     stamp = pl.col("ts").dt.replace_time_zone("UTC") if ts.time_zone is None else pl.col("ts")
     field = pl.element().struct.field
 
@@ -259,98 +220,88 @@ def _util_rows(pl: Any, path: Path, lo: datetime, hi: datetime) -> Any:
     )
 
 
-def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]:
+def summarise(spec: str, config: Config, progress: Any = None, *, use_stored: bool = True,
+              workers: int | None = None) -> dict[str, Any]:
+    """Per host: the share of time in each bottleneck, whose time it was, the worst windows (see the module
+    docstring). ``use_stored`` False recomputes every file's verdicts (the agreement test compares both);
+    ``workers``: processes for the files (default: one per core when the work is worth starting them)."""
     import polars as pl
 
+    from gpu_triage.fleet.perfile import FilePart, all_parts
+
     files = dataset_files(spec)
-    spans: list[Span] = []
-    owner_frames: list[Any] = []
-    hosts_files: dict[str, int] = {}
     skipped: list[dict[str, str]] = []
     foreign: list[Path] = []
-    read: list[Path] = []
-    for n, f in enumerate(files, start=1):
-        try:
-            host, found = file_verdicts(f, config)
-        except UserError as exc:  # one damaged or foreign file does not sink a fleet's summary
-            reason = skip_reason(f, str(exc))
-            skipped.append({"path": str(f), "reason": reason})
-            if FOREIGN in reason:
+    parts: list[FilePart] = []
+    for f, part in zip(files, all_parts(files, config, progress, use_stored, workers), strict=True):
+        if not isinstance(part, FilePart):  # one damaged or foreign file does not sink a fleet's summary
+            skipped.append({"path": str(f), "reason": part.reason})
+            if FOREIGN in part.reason:
                 # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
                 foreign.append(f)
-                log.debug("%s left out of the summary: %s", f, reason)
+                log.debug("%s left out of the summary: %s", f, part.reason)
             else:
-                log.warning("%s left out of the summary: %s", f, reason)
+                log.warning("%s left out of the summary: %s", f, part.reason)
             continue
-        read.append(f)
-        spans.extend(found)
-        try:
-            owners = owner_ticks(f, host)
-        except pl.exceptions.PolarsError as exc:  # the verdicts read it; its owners cannot be
-            log.warning("%s: owners left out of the summary (%s)", f, str(exc).splitlines()[0][:200])
-            owners = None
-        if owners is not None:
-            owner_frames.append(owners)
-        hosts_files[host] = hosts_files.get(host, 0) + 1
-        if progress is not None:
-            progress(n, len(files))
-    if foreign and read:
+        for line in part.warnings:
+            log.warning("%s", line)
+        parts.append(part)
+    if foreign and parts:
         log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
                     "" if len(foreign) == 1 else "s", spec, "is" if len(foreign) == 1 else "are", foreign[0])
-    if not read:
+    if not parts:
         if len(foreign) == len(files) and len(files) > 1:
             raise UserError(f"{spec}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
                             f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
         raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0]['path']}: "
                         f"{skipped[0]['reason']})")
-    files = read
-    if not spans:
-        raise UserError(f"{spec}: the recordings hold no ticks")
-    verdicts = pl.DataFrame(
-        {
-            "host": [s.host for s in spans],
-            "start": [s.start for s in spans],
-            "end": [s.end for s in spans],
-            "bottleneck": [s.bottleneck for s in spans],
-        }
-    ).with_columns(((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
     shares = (
-        verdicts.lazy()
+        _tagged(pl, parts, "bottlenecks")
         .group_by("host", "bottleneck")
         .agg(pl.col("seconds").sum())
         .with_columns((pl.col("seconds") / pl.col("seconds").sum().over("host")).alias("share"))
-        .sort(["host", "share"], descending=[False, True])
-        .collect()
+        .sort(["host", "share", "bottleneck"], descending=[False, True, False])
     )
-    per_owner = owner_shares(verdicts, owner_frames)
-    util = utilisation_windows(files)
+    if shares.height == 0:
+        raise UserError(f"{spec}: the recordings hold no ticks")
+    per_owner = owner_shares(_tagged(pl, parts, "owners"))
+    util = (
+        _tagged(pl, parts, "util")
+        .group_by("host", "ts")
+        .agg((pl.col("util_sum").sum() / pl.col("ticks").sum()).alias("util_pct"), pl.col("ticks").sum())
+    )
     # the bottleneck most often given inside each window (verdicts keyed by the window their end falls in)
     modes = (
-        verdicts.lazy()
-        .with_columns(pl.col("end").dt.truncate(f"{int(WINDOW_S)}s").alias("ts"))
+        _tagged(pl, parts, "modes")
         .group_by("host", "ts", "bottleneck")
         .agg(pl.col("seconds").sum())
-        .sort("seconds", descending=True)
+        .sort(["seconds", "bottleneck"], descending=[True, False])
         .group_by("host", "ts", maintain_order=True)
         .first()
         .select("host", "ts", "bottleneck")
-        .collect()
     )
     worst = (
         util.lazy()
         .join(modes.lazy(), on=["host", "ts"], how="left")
         # a window counts when a job held the cards for at least half of it (not a job's last seconds)
         .filter(pl.col("ticks") >= pl.col("ticks").max().over("host") // 2)
-        .sort("util_pct")
+        .sort("util_pct", "ts")
         .group_by("host", maintain_order=True)
         .head(WORST)
         .collect()
     )
+    hosts_files: dict[str, int] = {}
+    for part in parts:
+        hosts_files[part.host] = hosts_files.get(part.host, 0) + 1
+    recomputed = [p for p in parts if not p.stored]
     out: dict[str, Any] = {
         "source": spec,
-        "files": len(files),
+        "files": len(parts),
         "skipped": skipped,  # [{path, reason}]: unreadable files left out (also warned on stderr)
         "leftovers": [str(p) for p in leftovers(spec)],
+        # files whose verdicts were recomputed (no stored verdict on every tick), and the seconds that took
+        "recomputed_files": len(recomputed),
+        "recompute_s": round(sum(p.seconds for p in recomputed), 1),
         "hosts": {},
     }
     for host in sorted(shares["host"].unique().to_list()):
@@ -374,3 +325,28 @@ def summarise(spec: str, config: Config, progress: Any = None) -> dict[str, Any]
             ],
         }
     return out
+
+
+_EMPTY = {
+    "bottlenecks": {"bottleneck": "str", "seconds": "f64"},
+    "modes": {"ts": "ts", "bottleneck": "str", "seconds": "f64"},
+    "owners": {"owner": "str", "bottleneck": "str", "seconds": "f64"},
+    "util": {"ts": "ts", "util_sum": "f64", "ticks": "u32"},
+}
+
+
+def _tagged(pl: Any, parts: list[Any], attr: str) -> Any:
+    """The files' frames of one kind, each with its host, as one frame; a bottleneck read from a file (anyone
+    may hand one over) cleaned of what a terminal would obey, as the reader cleans every name."""
+    types = {"str": pl.String, "f64": pl.Float64, "u32": pl.UInt32, "ts": pl.Datetime("us", "UTC")}
+    schema = {"host": pl.String} | {k: types[v] for k, v in _EMPTY[attr].items()}
+    frames = [getattr(p, attr).with_columns(pl.lit(p.host, dtype=pl.String).alias("host"))
+              for p in parts if getattr(p, attr) is not None]
+    frame = (pl.concat([f.select(list(schema)).cast(schema) for f in frames], how="vertical")
+             if frames else pl.DataFrame(schema=schema))
+    if "bottleneck" in frame.columns:
+        words = frame["bottleneck"].unique().drop_nulls().to_list()
+        changed = {w: clean(w) for w in words if clean(w) != w}
+        if changed:
+            frame = frame.with_columns(pl.col("bottleneck").replace(changed))
+    return frame

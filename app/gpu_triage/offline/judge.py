@@ -18,6 +18,7 @@ from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.columns import _Columns
+from gpu_triage.offline.gaps import gap_limit
 from gpu_triage.trace.batches import TraceSource
 from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
 from gpu_triage.window import RollingWindow, window_capacity
@@ -30,8 +31,6 @@ from gpu_triage.window import RollingWindow, window_capacity
 # per tick).
 
 MAX_POINTS = 1500  # default budget of engine calls per recording; see resolution_stride
-GAP_INTERVALS = 5.0  # a step longer than this many intervals (and than MIN_GAP_S) is a gap in the recording
-MIN_GAP_S = 1.0
 MAX_INTERVAL_S = 86400.0  # no tick covers more than a day: anything longer in the metadata is not believed
 
 
@@ -81,8 +80,7 @@ def _gap_starts(t: np.ndarray, nominal: float) -> np.ndarray:
     """Indexes of the ticks that begin a new stretch after a gap (the first tick is not counted)."""
     if t.size < 2:
         return np.zeros(0, dtype=np.int64)
-    limit = max(GAP_INTERVALS * nominal, MIN_GAP_S)
-    return np.flatnonzero(np.diff(t) > limit) + 1
+    return np.flatnonzero(np.diff(t) > gap_limit(nominal)) + 1
 
 
 def trusted_interval(t: np.ndarray, meta_interval_s: float | None) -> float:
@@ -96,6 +94,22 @@ def stretch_starts(t: np.ndarray, meta_interval_s: float | None) -> tuple[np.nda
     The one definition of a gap: ``replay`` splits its window at the same ticks as the offline segments."""
     nominal, _ = _trusted_interval(t, meta_interval_s)
     return _gap_starts(t, nominal), nominal
+
+
+def tick_seconds(t: np.ndarray, interval: np.ndarray, meta_interval_s: float | None) -> np.ndarray:
+    """The seconds each tick stands for, as the streamed verdicts count a recording's time: the step since the
+    tick before, and for the first tick of each stretch (the file's first, the first after a gap) its own
+    interval where the timestamps bear it out, else the trusted one (:func:`~gpu_triage.offline.timeline.
+    first_start`). Summed, the recorded time with the gaps left out."""
+    nominal, _ = _trusted_interval(t, meta_interval_s)
+    ivs, _ = _trusted_ticks(t, interval, nominal)
+    out = np.empty(t.size, dtype=np.float64)
+    if t.size:
+        out[1:] = np.diff(t)
+        firsts = np.concatenate([[0], _gap_starts(t, nominal)])
+        own = ivs[firsts]
+        out[firsts] = np.where(np.isnan(own), min(nominal, MAX_INTERVAL_S), own)
+    return out
 
 
 def _points(n: int, starts: list[int], stride: int) -> np.ndarray:

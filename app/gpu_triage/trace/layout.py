@@ -1,9 +1,9 @@
 """The trace's columns as plain data, without pyarrow: what the recorder needs to write a tick.
 
-The trace schema (docs/trace-v1.md, docs/trace-v2.md) is defined once, here, from the field definitions in
-:mod:`gpu_triage.model` (each field's ``trace_type``). :mod:`gpu_triage.trace.schema` turns this layout into
-pyarrow types for the readers; :mod:`gpu_triage.trace.arrow_ipc` writes it as an Arrow IPC stream without
-pyarrow, so that a recorder never loads Arrow's 31 MB of libraries while it records.
+The trace schema (docs/trace-v3.md, over docs/trace-v2.md and docs/trace-v1.md) is defined once, here, from
+the field definitions in :mod:`gpu_triage.model` (each field's ``trace_type``). :mod:`gpu_triage.trace.schema`
+turns this layout into pyarrow types for the readers; :mod:`gpu_triage.trace.arrow_ipc` writes it as an Arrow
+IPC stream without pyarrow, so that a recorder never loads Arrow's 31 MB of libraries while it records.
 
 A tick becomes one row of nested tuples in column order (:func:`tick_values`): a list column holds a list,
 a struct a tuple of its fields, a missing value None.

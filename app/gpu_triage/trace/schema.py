@@ -1,9 +1,10 @@
-"""The trace (v2: v1 and the job column) as a pyarrow schema, and the conversions between ticks and Arrow data.
+"""The trace (v3: v2's columns, then the stack samples and the verdict of each tick) as a pyarrow schema, and
+the conversions between ticks and Arrow data.
 
-The schema is the recording contract (docs/trace-v1.md), built from the field definitions in
-:mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the widths the bundled H200
-recordings use (uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts`` as UTC
-microseconds).
+The schema is the recording contract (docs/trace-v3.md, over docs/trace-v2.md and docs/trace-v1.md), built
+from the field definitions in :mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the
+widths the bundled H200 recordings use (uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts``
+as UTC microseconds).
 
 The columns themselves are defined once, without pyarrow, in :mod:`gpu_triage.trace.layout`; this module
 makes their pyarrow types for the readers (the recorder writes its stream without pyarrow, through
