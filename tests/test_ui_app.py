@@ -228,7 +228,15 @@ async def test_record_key_writes_a_valid_file(tmp_path: Path) -> None:
         assert app.recorder is None
     files = list(tmp_path.glob("*.parquet"))
     assert len(files) == 1
-    assert open_trace(files[0]).n == 3
+    trace = open_trace(files[0])
+    assert trace.n == 3
+    # each tick with the engine's raw verdict, as `record` stores it: what diagnose FILE recomputes there
+    from gpu_triage.offline.judge import verdicts
+
+    ticks = trace.ticks()
+    again = verdicts(ticks, trace.interval_s, config.thresholds, config.window_s, trace.host.cpu_count)
+    assert [(t.verdict.pattern, t.verdict.bottleneck) if t.verdict else None for t in ticks] == [
+        (str(v.pattern), str(v.bottleneck)) for _, v, _ in again]
 
 
 async def test_record_option_closes_file_on_exit(tmp_path: Path) -> None:

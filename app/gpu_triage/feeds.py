@@ -224,7 +224,8 @@ class Recorder:
     """
 
     def __init__(
-        self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None
+        self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None,
+        stamp: Callable[[Tick], Tick] | None = None,
     ) -> None:
         if writer_factory is None:
             from gpu_triage.trace.writer import (
@@ -237,6 +238,9 @@ class Recorder:
         self._writer = writer_factory(self.path, host, interval_s)
         log.info("recording from the dashboard to %s every %g s", self.path, interval_s)
         self._queue: queue.Queue[Tick | None] = queue.Queue()
+        # each tick's raw verdict (offline/stamp.py), diagnosed on this thread: the dashboard's recordings carry
+        # them as `record`'s do, so a summary reads them instead of running the engine again
+        self._stamp = stamp
         self.ticks = 0
         self.error: BaseException | None = None
         self.closed_path: Path | None = None
@@ -257,7 +261,7 @@ class Recorder:
             if self.error is not None:
                 continue
             try:
-                self._writer.append(tick)
+                self._writer.append(tick if self._stamp is None else self._stamp(tick))
                 self.ticks += 1
             except Exception as exc:  # disk full, permission: shown on screen, recording stops
                 log.exception("recording to %s stopped", self.path)

@@ -36,7 +36,10 @@ class KeyActions(ProcTableActions):
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
         try:
-            self.recorder = Recorder(path, self.host, self.interval_s)
+            from gpu_triage.offline.stamp import VerdictStamp  # noqa: PLC0415 - when a recording starts
+
+            stamp = VerdictStamp(self.config.thresholds, self.config.window_s, self.interval_s, self.host.cpu_count)
+            self.recorder = Recorder(path, self.host, self.interval_s, stamp=stamp)
             self.record_error = None
         except Exception as exc:  # UserError, OSError, Arrow's errors: shown, the dashboard goes on
             log.exception("recording to %s could not start", path)
