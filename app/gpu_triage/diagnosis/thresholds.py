@@ -33,6 +33,10 @@ class Thresholds:
     disk_write_bytes_per_s: float = 2e8  # sustained writes of a checkpoint, not a log flush (bytes/s: 200 MB/s)
     sm_low_pct: float = 50.0  # SM activity below this is "likely ineffective" (DCGM guide: SM_ACTIVE < 0.5)
     sm_idle_pct: float = 5.0  # SMs essentially unused
+    sm_trace_pct: float = 0.0  # above: a kernel ran in the tick (an idle card reads 0.0 exactly; the faintest
+    # step seen read 0.0001 %) ...
+    sm_trace_ticks: float = 3.0  # ... on this many ticks: a loop's steps (the job runs, span.job_span; an idle
+    # card's job still steps, Unexplained), not a start-up's initialisation (one or two faint ticks seen)
     sm_fed_pct: float = 0.1  # above: some kernel runs (no kernel reads 0.0; lab num_workers=0 with a tiny MLP: 0.4 %)
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
