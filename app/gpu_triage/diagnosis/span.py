@@ -146,7 +146,8 @@ def _recurring(trace: np.ndarray, need: int) -> np.ndarray:
     for ``sm_fed_pct`` that come back tick after tick are a loop's steps, not a start-up's initialisation
     (real 2-thread CPU model part feeding a tiny MLP: 0.01-0.02 % on every 2 s tick, every other 0.5 s tick;
     the real start-ups showed such faint ticks once or twice, just before their first kernel)."""
-    return (np.cumsum(trace, axis=0) >= need) & trace
+    out: np.ndarray = (np.cumsum(trace, axis=0) >= need) & trace
+    return out
 
 
 def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
