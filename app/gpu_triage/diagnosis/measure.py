@@ -148,7 +148,7 @@ class Measurements:
         """(host-to-device, device-to-host) bytes/s of the busiest receiving card over the judged ticks when
         bytes go both ways: at least ``h2d_bytes_per_s`` down to the card and ``round_trip_share`` of that back
         (and ``round_trip_min_bytes_per_s``, or ``d2h_bytes_per_s`` while the process runs more than one
-        thread's work, ``one_thread_max_pct``: a pageable copy is one thread's memcpy).
+        thread's work, ``one_thread_max_cores``: a pageable copy is one thread's memcpy).
         An input pipeline sends batches to the card and little back; gradients down and parameters up every
         step (an optimizer or a model part on the host) move both ways. None otherwise.
         Read over the ticks since the current job runs, where it has some in the judged stretch (as its CPU
@@ -164,7 +164,7 @@ class Measurements:
         up = np.nan_to_num(nanmean(tx, axis=0), nan=0.0)
         j = int(np.argmax(down))
         th = self.th
-        computing = ge(self.pf.main_cpu, th.one_thread_max_pct)
+        computing = ge(self.pf.main_cpu, 100.0 * th.one_thread_max_cores)
         least = th.d2h_bytes_per_s if computing else th.round_trip_min_bytes_per_s
         if down[j] < th.h2d_bytes_per_s or up[j] < max(th.round_trip_share * down[j], least):
             return None

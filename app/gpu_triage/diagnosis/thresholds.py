@@ -45,10 +45,10 @@ class Thresholds:
     round_trip_share: float = 0.5  # device-to-host at least this share of host-to-device: bytes going both ways
     # (gradients down, parameters up: an optimizer or model part on the host), not input batches
     round_trip_min_bytes_per_s: float = 1e9  # ... and at least this back, or d2h_bytes_per_s with the process
-    # above one_thread_max_pct (recordings whose PCIe came from wrapping byte counters read 0.46-0.66 GB/s
+    # above one_thread_max_cores (recordings whose PCIe came from wrapping byte counters read 0.46-0.66 GB/s
     # back with nothing going back, their process at 99-101 %)
-    one_thread_max_pct: float = 150.0  # a process's CPU above this is more than one thread's work: a pageable
-    # copy or a Python loop is one thread (99-101 % on the real recordings); an optimizer on 2 threads 188 %
+    one_thread_max_cores: float = 1.5  # a process's CPU above this many cores is more than one thread's work: a
+    # pageable copy or a Python loop is one thread (99-101 % on the real recordings); an optimizer on 2: 188 %
     trickle_util_pct: float = 0.3  # an idle card's mean GPU-Util at or above this: its job still runs kernels
     startup_max_s: float = 60.0  # a job "starting up" longer than this is not starting up any more
     host_compute_cores: float = 2.5  # a training process holding more cores than this computes on the host with
