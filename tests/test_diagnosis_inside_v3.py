@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 
@@ -173,3 +174,18 @@ def test_an_idle_card_whose_job_keeps_running_faint_kernels_is_not_nothing_to_fi
             raw = _raw(name, name.endswith("-2s"))[i][1]
             assert raw.bottleneck == "unexplained", raw.evidence
             assert "it runs a kernel now and then" in raw.evidence[0]
+
+
+@pytest.mark.parametrize("name", ["h200-inside-c-2s", "h200-inside-d-2s", "h200-inside-a-2s-stacks",
+                                  "h200-inside-b-2s-stacks", "h200-inside-a-0.5s-stacks", "h200-inside-b-0.5s-stacks"])
+def test_host_compute_on_a_stalled_card_needs_its_thread_on_a_cpu(name: str) -> None:
+    """Over every labelled window, start-up and first ticks included, with stacks: host compute is named only
+    where the CPU computes. A main thread in backward with no thread busy waits for the GPU's backward (the
+    50 ms service job's first running tick, 1 of 2 samples there)."""
+    for lab in _labels(name):
+        if "host_step" in lab["bottleneck"]:
+            continue
+        start, end = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])
+        for tick, raw, _ in _raw(name, False):
+            if start <= tick.ts <= end:
+                assert raw.mechanism != "host_compute", (lab["scenario"], f"{tick.ts:%H:%M:%S}", raw.evidence)
