@@ -30,6 +30,12 @@ MACHINE = ("gpu-triage record (this project) at 2 s and 0.5 s ticks on 1 NVIDIA 
            "--nonblocking --json every 2 s (lab/stack_sampler.py)")
 
 #: name -> what ran, right reading, honest readings without stacks, wrong specific readings, main-thread phase
+# a reading without stacks that names the pause, not its cause: accepted for a wait on another service
+WAIT_WHY = ("stall_unexplained: from outside a steady-low card with every host figure quiet is the job pausing "
+            "itself between its steps, which a wait on another service is; its evidence says the wait is in the "
+            "job and its advice (look for sleeps and synchronous calls, profile one period) leads to the call. It "
+            "names no wrong mechanism: no num_workers, no topology")
+
 TRUTH: dict[str, dict[str, object]] = {
     "cpu_offload_adamw": dict(
         what_ran="MLP 8x4096 on the card, AdamW (foreach) over float32 master weights in pinned host memory: "
@@ -64,7 +70,8 @@ TRUTH: dict[str, dict[str, object]] = {
     "service_wait": dict(
         what_ran="each step first waits on another local process over a socket (100 or 400 ms: a reward model, a "
                  "rollout server, a feature store), then one GPU step",
-        bottleneck=["external_wait"], phase="wait_service", without_stacks=["unexplained"],
+        bottleneck=["external_wait"], phase="wait_service", without_stacks=["unexplained", "stall_unexplained"],
+        without_stacks_why=WAIT_WHY,
         wrong={"none": "the card idles because the job waits: something to fix", "data_pipeline": "no DataLoader"}),
     "slow_start": dict(
         what_ran="weights on the card, no step for the whole window: json-parsing a dataset index (parse), or "
@@ -97,7 +104,8 @@ def main() -> None:
                 continue
             truth = TRUTH[m["name"]]
             labels.append({"scenario": f"{m['name']}_{m['setting']}", "start": m["start"], "end": m["end"],
-                           **{k: truth[k] for k in ("what_ran", "bottleneck", "without_stacks", "wrong")},
+                           **{k: truth[k] for k in ("what_ran", "bottleneck", "without_stacks", "without_stacks_why",
+                                                    "wrong") if k in truth},
                            "phase": truth["phase"][m["setting"]] if isinstance(truth["phase"], dict) else truth["phase"],
                            "true_samples_per_s": m["samples_per_s"],
                            "settings": {k: v for k, v in m.items() if k not in {"name", "setting", "start", "end",

@@ -44,9 +44,15 @@ class ProcessInside:
     frames: dict[str, str]  # phase -> the frames most often seen in it
     busy_threads: float  # median threads on a CPU at its dumps; NaN where not known
     workers: dict[str, int] = field(default_factory=dict)  # a worker phase -> its workers' samples in it
+    busy_by_phase: dict[str, tuple[int, ...]] = field(default_factory=dict)  # a phase -> busy threads at its dumps
 
     def share(self, phases: tuple[str, ...]) -> float:
         return sum(self.counts.get(p, 0) for p in phases) / self.samples if self.samples else math.nan
+
+    def busy_in(self, phases: tuple[str, ...]) -> float:
+        """The median threads on a CPU at the dumps that found the main thread in ``phases``; NaN: not known."""
+        busy = sorted(b for p in phases for b in self.busy_by_phase.get(p, ()))
+        return float(busy[len(busy) // 2]) if busy else math.nan
 
     def leading(self, phases: tuple[str, ...]) -> str:
         """The phase among ``phases`` seen most often (ties: the first named)."""
@@ -177,5 +183,10 @@ def _process(pid: int, cards: tuple[int, ...], read: list[StackSample], failed: 
             frames.setdefault(phase, Counter())[_quoted(s.frames.split(" < ", 1)[0])] += 1
     busy = sorted(s.busy_threads for s in read if s.busy_threads is not None)
     median = float(busy[len(busy) // 2]) if busy else math.nan
+    by_phase: dict[str, list[int]] = {}
+    for s, phase in zip(read, phases, strict=True):
+        if s.busy_threads is not None:
+            by_phase.setdefault(phase, []).append(s.busy_threads)
     return ProcessInside(pid, cards, len(read), failed, dict(counts),
-                         {p: c.most_common(1)[0][0] for p, c in frames.items()}, median, dict(workers))
+                         {p: c.most_common(1)[0][0] for p, c in frames.items()}, median, dict(workers),
+                         {p: tuple(v) for p, v in by_phase.items()})

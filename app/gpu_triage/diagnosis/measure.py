@@ -147,18 +147,24 @@ class Measurements:
     def round_trip(self) -> tuple[float, float] | None:
         """(host-to-device, device-to-host) bytes/s of the busiest receiving card over the judged ticks when
         bytes go both ways: at least ``h2d_bytes_per_s`` down to the card and ``round_trip_share`` of that back
-        (and ``round_trip_min_bytes_per_s``, or ``d2h_bytes_per_s`` while the process computes on more than
-        ``host_compute_cores``: a pageable copy is one thread's memcpy).
+        (and ``round_trip_min_bytes_per_s``, or ``d2h_bytes_per_s`` while the process runs more than one
+        thread's work, ``one_thread_max_cores``: a pageable copy is one thread's memcpy).
         An input pipeline sends batches to the card and little back; gradients down and parameters up every
-        step (an optimizer or a model part on the host) move both ways. None otherwise."""
+        step (an optimizer or a model part on the host) move both ways. None otherwise.
+        Read over the ticks since the current job runs, where it has some in the judged stretch (as its CPU
+        is): the previous job's and the start-up's ticks move no step's bytes."""
         rx, tx = self.gpu["pcie_rx_bytes_per_s"], self.gpu["pcie_tx_bytes_per_s"]
+        ran = self.judged.span.running_from
+        if ran is not None and ran + 1 < self.view.n and rx.shape[0]:
+            keep = max(0, ran + 1 - self.judged.start)
+            rx, tx = rx[keep:], tx[keep:]
         if not rx.size or np.isnan(rx).all():
             return None
         down = np.nan_to_num(nanmean(rx, axis=0), nan=0.0)
         up = np.nan_to_num(nanmean(tx, axis=0), nan=0.0)
         j = int(np.argmax(down))
         th = self.th
-        computing = ge(self.pf.main_cpu, 100.0 * th.host_compute_cores)
+        computing = ge(self.pf.main_cpu, 100.0 * th.one_thread_max_cores)
         least = th.d2h_bytes_per_s if computing else th.round_trip_min_bytes_per_s
         if down[j] < th.h2d_bytes_per_s or up[j] < max(th.round_trip_share * down[j], least):
             return None

@@ -141,6 +141,15 @@ class JobSpan:
         return self.running_from is None or (n - 1) - self.running_from < 1
 
 
+def _recurring(trace: np.ndarray, need: int) -> np.ndarray:
+    """(T, G): the ticks on which a card shows SM activity for the ``need``-th time or later: kernels too faint
+    for ``sm_fed_pct`` that come back tick after tick are a loop's steps, not a start-up's initialisation
+    (real 2-thread CPU model part feeding a tiny MLP: 0.01-0.02 % on every 2 s tick, every other 0.5 s tick;
+    the real start-ups showed such faint ticks once or twice, just before their first kernel)."""
+    out: np.ndarray = (np.cumsum(trace, axis=0) >= need) & trace
+    return out
+
+
 def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     """The current job's span over the last ``reach`` ticks (bounded: process lists are converted lazily
     offline, and nothing older than the judged stretch plus its look-back is read)."""
@@ -171,6 +180,7 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     # (the model moved to the card) read GPU-Util 1-4 %: either figure above its floor counts
     with np.errstate(invalid="ignore"):
         kernel = (sm >= th.sm_fed_pct) | (util >= th.idle_util_pct)
+        kernel |= _recurring(sm > th.sm_trace_pct, int(th.sm_trace_ticks))
     any_hits = np.flatnonzero(kernel.any(axis=1))
     if not any_hits.size:
         return JobSpan(start, appeared, None, None)

@@ -33,6 +33,10 @@ class Thresholds:
     disk_write_bytes_per_s: float = 2e8  # sustained writes of a checkpoint, not a log flush (bytes/s: 200 MB/s)
     sm_low_pct: float = 50.0  # SM activity below this is "likely ineffective" (DCGM guide: SM_ACTIVE < 0.5)
     sm_idle_pct: float = 5.0  # SMs essentially unused
+    sm_trace_pct: float = 0.0  # above: a kernel ran in the tick (an idle card reads 0.0 exactly; the faintest
+    # step seen read 0.0001 %) ...
+    sm_trace_ticks: float = 3.0  # ... on this many ticks: a loop's steps (the job runs, span.job_span; an idle
+    # card's job still steps, Unexplained), not a start-up's initialisation (one or two faint ticks seen)
     sm_fed_pct: float = 0.1  # above: some kernel runs (no kernel reads 0.0; lab num_workers=0 with a tiny MLP: 0.4 %)
     link_busy_bytes_per_s: float = 1e9  # PCIe or NVLink traffic worth noticing (KempnerPulse: 1 GB/s)
     link_quiet_bytes_per_s: float = 1e8  # below: no traffic at all (a tenth of busy; a launch loop moves ~0.25 GB/s)
@@ -41,8 +45,10 @@ class Thresholds:
     round_trip_share: float = 0.5  # device-to-host at least this share of host-to-device: bytes going both ways
     # (gradients down, parameters up: an optimizer or model part on the host), not input batches
     round_trip_min_bytes_per_s: float = 1e9  # ... and at least this back, or d2h_bytes_per_s with the process
-    # computing on host_compute_cores (recordings whose PCIe came from wrapping byte counters read
-    # 0.46-0.66 GB/s back with nothing going back, their process on one core)
+    # above one_thread_max_cores (recordings whose PCIe came from wrapping byte counters read 0.46-0.66 GB/s
+    # back with nothing going back, their process at 99-101 %)
+    one_thread_max_cores: float = 1.5  # a process's CPU above this many cores is more than one thread's work: a
+    # pageable copy or a Python loop is one thread (99-101 % on the real recordings); an optimizer on 2: 188 %
     trickle_util_pct: float = 0.3  # an idle card's mean GPU-Util at or above this: its job still runs kernels
     startup_max_s: float = 60.0  # a job "starting up" longer than this is not starting up any more
     host_compute_cores: float = 2.5  # a training process holding more cores than this computes on the host with

@@ -90,10 +90,17 @@ class HostCompute(InsideRule):
     name, bottleneck, needs, phases = Mechanism.HOST_COMPUTE, Bottleneck.HOST_STEP, (WAITS, STACKS_SEEN), HOST_COMPUTE
 
     def detect(self, m: Measurements) -> Cause | None:
-        procs = [p for p in self.agreeing(m) if ge(p.busy_threads, m.th.host_compute_cores)]
+        th = m.th
+        # a thread launching a GPU step's kernels keeps its card running them (a launch-bound loop reads
+        # GPU-Util 20-31 %): torch's code in most samples while the card is stalled runs on the CPU, on any
+        # number of threads (real AdamW over host master weights with 2 threads: GPU-Util 4-6 %); but with a
+        # thread on a CPU at those dumps: a main thread in backward with none busy waits for the GPU's backward
+        stalled = m.hf.gpu_mean < th.stall_util_pct  # False where not measured (NaN)
+        procs = [p for p in self.agreeing(m)
+                 if (stalled and p.busy_in(self.phases) > 0) or ge(p.busy_threads, th.host_compute_cores)]
         if not procs or len(procs) < len(self.agreeing(m)):
             return None
-        return self.cause(m.th.conf_host_compute, self.evidence(m, procs))
+        return self.cause(th.conf_host_compute, self.evidence(m, procs))
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         phase, frame = self.lead(m)

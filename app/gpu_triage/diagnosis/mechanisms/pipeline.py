@@ -52,6 +52,8 @@ def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
         span = "2" if hi <= 2 else f"2..{hi}"
         out.append(f"DataLoader(num_workers={span}) (now 0): PyTorch's default num_workers=0 loads every batch "
                    "in the training process, between steps")
+        out.append("if the process loads no data (synthetic, or already on the card), its own Python between "
+                   "the steps holds the GPU on the same one core: py-spy dump --pid PID shows which")
     if pf.respawns >= th.respawns_min:
         out.append("DataLoader(persistent_workers=True): keep the workers alive between epochs instead of "
                    "re-spawning them (and their slow start) every epoch")
@@ -104,7 +106,8 @@ class IdleInProcess(_Pipeline):
             return None
         return self.cause(th.conf_idle_data, m.base + [Fact(
             f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
-            "DataLoader workers (num_workers=0): it prepares the data itself", "main_process_cpu_pct", pf.main_cpu)])
+            "DataLoader workers (num_workers=0): it prepares the data itself, or its own Python holds the step (from "
+            "outside the two look alike)", "main_process_cpu_pct", pf.main_cpu)])
 
 
 class DataPipeline(_Pipeline):
@@ -182,7 +185,8 @@ class InProcessLoader(_Pipeline):
                 m.no_sm_note], Mechanism.IN_PROCESS_OR_LAUNCH)
         return self.cause(th.conf_in_process, m.base + [Fact(
             f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
-            "DataLoader workers (num_workers=0): it loads the data itself", "main_process_cpu_pct", pf.main_cpu)])
+            "DataLoader workers (num_workers=0): it loads the data itself, or its own Python holds the step (from "
+            "outside the two look alike)", "main_process_cpu_pct", pf.main_cpu)])
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         if cause.mechanism == Mechanism.IN_PROCESS_OR_LAUNCH:

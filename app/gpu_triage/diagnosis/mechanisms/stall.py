@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from gpu_triage.diagnosis.facts import Fact
 from gpu_triage.diagnosis.mechanisms.base import PROCS_SEEN, WAITS, Advice, Cause, Rule, gbs, ge, pct
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
@@ -35,6 +37,19 @@ def unexplained(m: Measurements, extra: list[Fact] | None = None, what: str = ""
                  Mechanism.UNEXPLAINED)
 
 
+def _kernels_recur(m: Measurements) -> bool:
+    """Some SM activity (above ``sm_trace_pct``) on at least ``sm_trace_ticks`` of the judged ticks:
+    kernels too small for GPU-Util's whole percents keep coming back, the job steps (real: 2 DataLoader
+    workers sleeping 50 ms a sample, GPU-Util 0 %, SM 0.06-0.12 % on every tick; a CPU model part feeding a
+    tiny MLP, SM 0.01-0.04 %). An idle card reads 0.0."""
+    sm = m.gpu["sm_active_pct"]
+    if not sm.size:
+        return False
+    with np.errstate(invalid="ignore"):
+        ticks = int((sm > m.th.sm_trace_pct).any(axis=1).sum())
+    return ticks >= m.th.sm_trace_ticks
+
+
 class Unexplained(Rule):
     """Idle cards held by a job that still does something: it runs a kernel now and then, or it appeared in
     the window and is past start-up. Neither the host nor the cards say what it waits for (a service, a
@@ -46,7 +61,7 @@ class Unexplained(Rule):
 
     def detect(self, m: Measurements) -> Cause | None:
         pf, th = m.pf, m.th
-        trickle = ge(m.hf.gpu_mean, th.trickle_util_pct)
+        trickle = ge(m.hf.gpu_mean, th.trickle_util_pct) or _kernels_recur(m)
         if not (trickle or not math.isnan(pf.startup_s)):
             return None
         what = ": it runs a kernel now and then" if trickle else f": it appeared {pf.startup_s:.0f} s ago"
