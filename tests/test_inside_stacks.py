@@ -477,3 +477,33 @@ def test_a_busy_card_is_not_looked_inside() -> None:
                 gpus=[GpuSample(0, util_pct=97.0), GpuSample(1, util_pct=3.0), GpuSample(2, util_pct=None)],
                 procs=[ProcSample(10, 0), ProcSample(11, 1, worker_pids=[12, 13]), ProcSample(14, 2)])
     assert waiting_processes(tick) == [(11, [12, 13])]  # card 2's GPU-Util unknown: not called waiting
+
+
+# py-spy 0.4.3's own stderr when a --nonblocking read raced a busy Python loop here (about one dump in twenty):
+# what it prints is outside input, taken as it came
+TORN_STDERR = """Error: Failed to get stack traces
+
+Caused by:
+    0: Failed to call get_stack_trace for thread 140138226891648
+    1: Failed to copy PyCodeObject
+    2: Bad address (os error 14)
+    3: Bad address (os error 14)
+
+Stack backtrace:
+   0: <E as anyhow::context::ext::StdError>::ext_context
+   1: py_spy::stack_trace::get_stack_trace
+   9: std::rt::lang_start_internal
+  10: main
+"""
+
+
+def test_a_read_that_raced_the_interpreter_is_a_race_and_another_error_is_its_own_line() -> None:
+    from gpu_triage.sources.stacks import ACCESS_PROBLEMS, _problem
+
+    me = os.getpid()  # a live pid: "gone" is not the answer
+    assert _problem(TORN_STDERR, me) == "torn" and "next dump" in ACCESS_PROBLEMS["torn"]
+    # an error py-spy names is said by its "Error:" line, never by the backtrace's last frame ("10: main")
+    other = TORN_STDERR.replace("Failed to get stack traces", "Unsupported\x1b[2J thing").replace(
+        "Failed to copy PyCodeObject", "x").replace("Bad address", "y")
+    said = _problem(other, me)
+    assert said.startswith("Error: Unsupported") and "\x1b" not in said and "main" not in said

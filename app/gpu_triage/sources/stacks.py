@@ -73,7 +73,13 @@ ACCESS_PROBLEMS = {
     "not_python": "not a Python process py-spy can read",
     "gone": "the process ended",
     "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s",
+    "torn": "py-spy read the stack while the interpreter changed it (--nonblocking never pauses the job); the next "
+            "dump reads again",
 }
+
+# py-spy's words when a --nonblocking read raced the running interpreter (a code object freed or moved as it
+# was copied): about one dump in twenty of a busy Python loop here; a second read a moment later succeeds
+_TORN = ("failed to get stack traces", "failed to copy", "bad address")
 
 
 def find_pyspy() -> str | None:
@@ -128,7 +134,12 @@ def _problem(stderr: str, pid: int) -> str:
         return "permission"
     if "python" in low and ("version" in low or "interpreter" in low or "not a python" in low):
         return "not_python"
-    return stderr.strip().splitlines()[-1][:MAX_TEXT] if stderr.strip() else "py-spy failed without a word"
+    if any(w in low for w in _TORN):
+        return "torn"
+    # its own line ("Error: …"), not the last line of the Rust backtrace it may print after it ("10: main")
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    said = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else None)
+    return _text(said)[:MAX_TEXT] if said else "py-spy failed without a word"
 
 
 class StackReader:
@@ -150,6 +161,15 @@ class StackReader:
             log.warning("stacks of pid %d: %s", pid, ACCESS_PROBLEMS.get(key, key))
 
     def dump(self, pid: int) -> StackDump:
+        first = self._dump_once(pid)
+        if first.error != "torn":
+            return first
+        again = self._dump_once(pid)  # once more, at once: the race is over in microseconds
+        if again.error == "torn":
+            log.debug("stacks of pid %d: two reads in a row raced the interpreter", pid)
+        return again
+
+    def _dump_once(self, pid: int) -> StackDump:
         t = time.time()
         if self.pyspy is None:
             self._say("no_pyspy", pid)
@@ -169,8 +189,9 @@ class StackReader:
             self.cpu_s += after.children_user + after.children_system - before.children_user - before.children_system
         took = time.time() - t
         if proc.returncode != 0:
-            key = _problem(proc.stderr.decode("utf-8", "replace")[-2000:], pid)
-            self._say(key, pid)
+            key = _problem(proc.stderr[:4000].decode("utf-8", "replace"), pid)
+            if key != "torn":  # a race, not a lasting problem: retried by dump, never a warning
+                self._say(key, pid)
             return StackDump(pid, t, took, (), key)
         return parse_dump(pid, t, took, proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))
 
