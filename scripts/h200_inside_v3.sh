@@ -21,6 +21,8 @@ case $PART in
            python_host_loop:ms30" ;;
   d) RUNS="compile_recompile:every3 compile_recompile:every16 service_wait:ms200 service_wait:ms50
            cpu_model_part:t8 cpu_model_part:t2" ;;
+  e) RUNS="cpu_offload_adamw:t6 latency_input:w3l30 python_host_loop:ms80 compile_recompile:every5
+           service_wait:ms120 cpu_model_part:t4" ;;
 esac
 echo $RUNS | tr ' ' '\n' | tr ':' '-' > "$RES/inside-$PART.runs"
 python3 -m gpu_triage record -o "$RES/h200-inside-$PART-2s.parquet" --interval 2 --log-file "$RES/rec-2s.debug" \
@@ -38,6 +40,8 @@ for run in $RUNS; do
   grep ^MARK "$RES/$name-$setting.log" | cut -c1-400
   save; sleep 4
 done
+# what each recorder cost over the whole run (the 2 s one also reads stacks and stores a verdict per tick)
+ps -o pid,rss,time,etimes,args -p "$R1,$R2" | cut -c1-160 | tee "$RES/recorder-cost.txt"
 kill -INT $R1 $R2; wait $R1 $R2; cat "$RES"/rec-*.log
 python3 - "$RES/h200-inside-$PART-2s.parquet" <<'PY'
 import sys
