@@ -507,3 +507,5 @@ def test_a_read_that_raced_the_interpreter_is_a_race_and_another_error_is_its_ow
         "Failed to copy PyCodeObject", "x").replace("Bad address", "y")
     said = _problem(other, me)
     assert said.startswith("Error: Unsupported") and "\x1b" not in said and "main" not in said
+    # a job that ended between /proc and py-spy's own look (the H200 recorder's log, a job's last tick)
+    assert _problem("Error: Failed to get process executable name. Check that the process is running.\n", me) == "gone"

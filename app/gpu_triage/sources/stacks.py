@@ -128,8 +128,8 @@ def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
 
 def _problem(stderr: str, pid: int) -> str:
     low = stderr.lower()
-    if not os.path.exists(f"/proc/{pid}"):
-        return "gone"
+    if not os.path.exists(f"/proc/{pid}") or "check that the process is running" in low:
+        return "gone"  # py-spy's words when it exits between our look at /proc and its own (seen on the H200)
     if "permission denied" in low or "operation not permitted" in low or "ptrace" in low:
         return "permission"
     if "python" in low and ("version" in low or "interpreter" in low or "not a python" in low):
