@@ -13,16 +13,11 @@ reads right).
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 
 import pytest
 
-from gpu_triage.config import Config
-from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
-from gpu_triage.offline.timeline import segments
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 NAMES = ("h200-inside-a-2s", "h200-inside-a-0.5s", "h200-inside-b-2s", "h200-inside-b-0.5s")
@@ -42,41 +37,10 @@ KNOWN_MISSES = {
 }
 
 
-@cache
-def _trace(name: str):  # type: ignore[no-untyped-def]
-    return load_trace(DATA / f"{name}.parquet")
-
-
-@cache
-def _raw(name: str):  # type: ignore[no-untyped-def]
-    cfg, tr = Config(), _trace(name)
-    return verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-
-
-@cache
-def _per_tick_segments(name: str) -> list:
-    cfg, tr = Config(), _trace(name)
-    segs = segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return [s for s in segs for _ in range(s.ticks)]
-
-
-def _labels(name: str) -> list[dict]:
-    return json.loads(labels_for(DATA / f"{name}.parquet").read_text())
-
-
-def _reading(bottleneck: str, mechanism: str = "") -> str:
-    return "start_up" if mechanism == "start_up" else str(bottleneck)
-
-
-def _judged(name: str, lab: dict) -> list[int]:
-    tr = _trace(name)
-    return judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)
-
-
 def _cases(kind: str) -> list:
     out = []
     for name in NAMES:
-        for lab in _labels(name):
+        for lab in rr.labels(name):
             miss = KNOWN_MISSES.get((name, lab["scenario"], kind))
             marks = [pytest.mark.xfail(reason=miss, strict=True)] if miss else []
             out.append(pytest.param(name, lab["scenario"], id=f"{name}-{lab['scenario']}", marks=marks))
@@ -91,13 +55,13 @@ def _check(lab: dict, got: str, where: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("raw"))
 def test_every_raw_verdict_is_honest_without_stacks(name: str, scenario: str) -> None:
-    lab = next(x for x in _labels(name) if x["scenario"] == scenario)
-    idx = _judged(name, lab)
+    lab = next(x for x in rr.labels(name) if x["scenario"] == scenario)
+    idx = rr.judged(name, lab)
     assert len(idx) >= 5
-    res = _raw(name)
+    res = rr.raw(name)
     for i in idx:
         raw = res[i][1]
-        _check(lab, _reading(raw.bottleneck, raw.mechanism), f"raw at {res[i][0].ts:%H:%M:%S.%f} {raw.evidence[:2]}")
+        _check(lab, rr.reading(raw.bottleneck, raw.mechanism), f"raw at {res[i][0].ts:%H:%M:%S.%f} {raw.evidence[:2]}")
         if raw.bottleneck == "unexplained":  # says so, shows what it sees, gives no mechanism's advice
             assert raw.evidence[0].startswith("unexplained: GPU "), raw.evidence
             assert not any("num_workers" in a or "pin_memory" in a or "topology" in a for a in raw.advice)
@@ -106,23 +70,23 @@ def test_every_raw_verdict_is_honest_without_stacks(name: str, scenario: str) ->
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("segment"))
 def test_every_offline_segment_is_honest_without_stacks(name: str, scenario: str) -> None:
-    lab = next(x for x in _labels(name) if x["scenario"] == scenario)
-    per_tick = _per_tick_segments(name)
-    raws = _raw(name)
-    for i in _judged(name, lab):
+    lab = next(x for x in rr.labels(name) if x["scenario"] == scenario)
+    per_tick = rr.per_tick_segments(name)
+    raws = rr.raw(name)
+    for i in rr.judged(name, lab):
         seg = per_tick[i]
         # a segment keeps (pattern, bottleneck); a start-up is a raw tick's mechanism under "none"
         mech = raws[i][1].mechanism if raws[i][1].bottleneck == seg.bottleneck else ""
-        _check(lab, _reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}")
+        _check(lab, rr.reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}")
 
 
 @pytest.mark.slow
 def test_one_card_has_no_communication_and_its_pcie_is_a_copy() -> None:
     """Pinned copies on one card (GPU-Util 98 %, SM 3.5 %, PCIe RX 54 GB/s): the copy, named as such."""
     for name in ("h200-inside-a-2s", "h200-inside-a-0.5s"):
-        lab = next(x for x in _labels(name) if x["scenario"] == "h2d_copy_1card_pinned")
-        for i in _judged(name, lab):
-            raw = _raw(name)[i][1]
+        lab = next(x for x in rr.labels(name) if x["scenario"] == "h2d_copy_1card_pinned")
+        for i in rr.judged(name, lab):
+            raw = rr.raw(name)[i][1]
             assert (raw.bottleneck, raw.mechanism) == ("data_pipeline", "h2d_copy"), raw.evidence
             assert not any("NCCL" in a or "topology" in a for a in raw.advice)
             assert not any(a.startswith("DataLoader(pin_memory=True)") for a in raw.advice)  # already pinned
@@ -132,5 +96,5 @@ def test_starting_up_ends_when_the_process_computes_on_the_host() -> None:
     """A model part on the CPU (10 and 3.4 cores for the whole window, steps all along) is not a start-up."""
     for name in ("h200-inside-b-2s", "h200-inside-b-0.5s"):
         for scenario in ("cpu_model_part_t16", "cpu_model_part_t4"):
-            lab = next(x for x in _labels(name) if x["scenario"] == scenario)
-            assert all(_raw(name)[i][1].mechanism != "start_up" for i in _judged(name, lab))
+            lab = next(x for x in rr.labels(name) if x["scenario"] == scenario)
+            assert all(rr.raw(name)[i][1].mechanism != "start_up" for i in rr.judged(name, lab))

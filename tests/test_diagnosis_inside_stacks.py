@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from gpu_triage.config import Config
-from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
-from gpu_triage.offline.timeline import segments
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
-NAMES = ("h200-inside-a-2s", "h200-inside-a-0.5s", "h200-inside-b-2s", "h200-inside-b-0.5s")
+NAMES = ("h200-inside-a-2s-stacks", "h200-inside-a-0.5s-stacks", "h200-inside-b-2s-stacks",
+         "h200-inside-b-0.5s-stacks")
 # The job calling a service every step: its main thread off CPU in its recv, but /proc's wait channel, read a
 # moment apart from the dump, showed the thread being woken (state R, no channel) on the first samples, which the
 # classifier (sources/phases.py) reads as "waiting" on something of its own; with the synchronize before the
@@ -34,45 +31,10 @@ WOKEN = "the first samples of a 100 ms service call read 'waiting' (the wait cha
 KNOWN_MISSES = {(n, "service_wait_ms100", k): WOKEN for n in NAMES[2:] for k in ("raw", "segment")}
 
 
-@cache
-def _trace(name: str):  # type: ignore[no-untyped-def]
-    return load_trace(DATA / f"{name}-stacks.parquet")
-
-
-@cache
-def _raw(name: str):  # type: ignore[no-untyped-def]
-    cfg, tr = Config(), _trace(name)
-    return verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-
-
-@cache
-def _per_tick_segments(name: str) -> list:  # type: ignore[type-arg]
-    cfg, tr = Config(), _trace(name)
-    segs = segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return [s for s in segs for _ in range(s.ticks)]
-
-
-def _labels(name: str) -> list[dict]:  # type: ignore[type-arg]
-    return json.loads(labels_for(DATA / f"{name}-stacks.parquet").read_text())
-
-
-def _label(name: str, scenario: str) -> dict:  # type: ignore[type-arg]
-    return next(x for x in _labels(name) if x["scenario"] == scenario)
-
-
-def _judged(name: str, lab: dict) -> list[int]:  # type: ignore[type-arg]
-    tr = _trace(name)
-    return judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)
-
-
-def _reading(bottleneck: str, mechanism: str = "") -> str:
-    return "start_up" if mechanism == "start_up" else str(bottleneck)
-
-
 def _cases(kind: str) -> list:  # type: ignore[type-arg]
     out = []
     for name in NAMES:
-        for lab in _labels(name):
+        for lab in rr.labels(name):
             miss = KNOWN_MISSES.get((name, lab["scenario"], kind))
             marks = [pytest.mark.xfail(reason=miss, strict=True)] if miss else []
             out.append(pytest.param(name, lab["scenario"], id=f"{name}-{lab['scenario']}", marks=marks))
@@ -87,25 +49,25 @@ def _check(lab: dict, got: str, where: str) -> None:  # type: ignore[type-arg]
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("raw"))
 def test_every_raw_verdict_reads_the_mechanism_with_stacks(name: str, scenario: str) -> None:
-    lab = _label(name, scenario)
-    idx = _judged(name, lab)
+    lab = rr.label(name, scenario)
+    idx = rr.judged(name, lab)
     assert len(idx) >= 5
-    res = _raw(name)
+    res = rr.raw(name)
     for i in idx:
         raw = res[i][1]
-        _check(lab, _reading(raw.bottleneck, raw.mechanism), f"raw at {res[i][0].ts:%H:%M:%S.%f} {raw.evidence[:2]}")
+        _check(lab, rr.reading(raw.bottleneck, raw.mechanism), f"raw at {res[i][0].ts:%H:%M:%S.%f} {raw.evidence[:2]}")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "scenario"), _cases("segment"))
 def test_every_offline_segment_reads_the_mechanism_with_stacks(name: str, scenario: str) -> None:
-    lab = _label(name, scenario)
-    per_tick = _per_tick_segments(name)
-    raws = _raw(name)
-    for i in _judged(name, lab):
+    lab = rr.label(name, scenario)
+    per_tick = rr.per_tick_segments(name)
+    raws = rr.raw(name)
+    for i in rr.judged(name, lab):
         seg = per_tick[i]
         mech = raws[i][1].mechanism if raws[i][1].bottleneck == seg.bottleneck else ""
-        _check(lab, _reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}")
+        _check(lab, rr.reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}")
 
 
 @pytest.mark.slow
@@ -113,11 +75,9 @@ def test_every_offline_segment_reads_the_mechanism_with_stacks(name: str, scenar
 def test_without_the_stacks_every_verdict_is_the_outside_reading(name: str) -> None:
     """The same ticks with their stacks taken away read exactly as the v2 recording does (the honest
     without-stacks readings of tests/test_diagnosis_inside_outside.py)."""
-    cfg, v2 = Config(), load_trace(DATA / f"{name}.parquet")
-    stripped = [replace(t, stacks=[]) for t in _trace(name).ticks]
-    assert any(t.stacks for t in _trace(name).ticks) and not any(t.stacks for t in v2.ticks)
-    got = verdicts(stripped, v2.interval_s, cfg.thresholds, cfg.window_s, v2.host.cpu_count)
-    want = verdicts(v2.ticks, v2.interval_s, cfg.thresholds, cfg.window_s, v2.host.cpu_count)
+    v2 = name.removesuffix("-stacks")
+    assert any(t.stacks for t in rr.ticks(name)) and not any(t.stacks for t in rr.ticks(v2))
+    got, want = rr.raw(name, stripped=True), rr.raw(v2)
     assert len(got) == len(want)
     for (t, a, shown_a), (_, b, shown_b) in zip(got, want, strict=True):
         assert (a.pattern, a.bottleneck, a.mechanism, a.evidence_facts, a.advice) == \
@@ -126,7 +86,7 @@ def test_without_the_stacks_every_verdict_is_the_outside_reading(name: str) -> N
 
 
 def _first(name: str, scenario: str):  # type: ignore[no-untyped-def]
-    return _raw(name)[_judged(name, _label(name, scenario))[0]][1]
+    return rr.raw(name)[rr.judged(name, rr.label(name, scenario))[0]][1]
 
 
 FACT = re.compile(r"^pid \d+ \(card 0\)'s main thread was in (?P<phase>[a-z_/]+)(?: at (?P<frame>.+?))? "
@@ -142,7 +102,7 @@ FACT = re.compile(r"^pid \d+ \(card 0\)'s main thread was in (?P<phase>[a-z_/]+)
 ])
 def test_the_evidence_names_the_process_its_phase_frame_count_and_busy_threads(
         scenario: str, mechanism: str, phase: str, busy: int) -> None:
-    v = _first("h200-inside-a-2s", scenario)
+    v = _first("h200-inside-a-2s-stacks", scenario)
     assert v.mechanism == mechanism
     facts = [f for f in v.evidence_facts if f["metric"] == "main_thread_phase_share"]
     assert len(facts) == 1, v.evidence
@@ -157,18 +117,18 @@ def test_the_evidence_names_the_process_its_phase_frame_count_and_busy_threads(
 
 @pytest.mark.slow
 def test_each_mechanism_gets_its_own_advice() -> None:
-    adam = _first("h200-inside-a-2s", "cpu_offload_adamw_t16")
+    adam = _first("h200-inside-a-2s-stacks", "cpu_offload_adamw_t16")
     assert "optimizer steps on the CPU" in adam.advice[0] and "_multi_tensor_adam" in adam.advice[0]
-    part = _first("h200-inside-b-2s", "cpu_model_part_t16")
+    part = _first("h200-inside-b-2s-stacks", "cpu_model_part_t16")
     assert part.mechanism == "host_compute" and "model runs on the CPU" in part.advice[0]
-    loop = _first("h200-inside-a-2s", "python_host_loop_ms60")
+    loop = _first("h200-inside-a-2s-stacks", "python_host_loop_ms60")
     assert any(".item()" in a for a in loop.advice) and "python_bookkeeping" in loop.advice[0]
-    late = _first("h200-inside-a-2s", "latency_input_w4l5")
+    late = _first("h200-inside-a-2s-stacks", "latency_input_w4l5")
     assert "more workers" in late.advice[0] and any("lighter preprocessing will not help" in a for a in late.advice)
-    comp = _first("h200-inside-b-2s", "compile_recompile_each")
+    comp = _first("h200-inside-b-2s-stacks", "compile_recompile_each")
     assert comp.mechanism == "recompile" and any("TORCH_LOGS=recompiles" in a for a in comp.advice)
     assert any("mark_dynamic" in a for a in comp.advice)
-    svc = _first("h200-inside-b-2s", "service_wait_ms400")
+    svc = _first("h200-inside-b-2s-stacks", "service_wait_ms400")
     assert svc.mechanism == "external_wait" and "service_wait" in svc.advice[0]
     for v in (adam, part, loop, comp, svc):
         assert not any("num_workers" in a or "pin_memory" in a for a in v.advice), v.advice
@@ -178,13 +138,13 @@ def test_each_mechanism_gets_its_own_advice() -> None:
 def test_dumps_that_could_not_be_read_are_said_once_with_py_spys_reason() -> None:
     """A recompiling job that py-spy failed to read in 5 of 8 dumps ("Failed to call get_stack_trace"): the
     dumps that were read still name the compile, and the failures are one evidence line."""
-    for name in ("h200-inside-b-2s", "h200-inside-b-0.5s"):
-        lab = _label(name, "compile_recompile_every8")
-        for i in _judged(name, lab):
-            v = _raw(name)[i][1]
+    for name in ("h200-inside-b-2s-stacks", "h200-inside-b-0.5s-stacks"):
+        lab = rr.label(name, "compile_recompile_every8")
+        for i in rr.judged(name, lab):
+            v = rr.raw(name)[i][1]
             failed = [f for f in v.evidence_facts if f["metric"] == "stack_dumps_failed"]
             assert len(failed) <= 1, v.evidence
-        v = _raw(name)[_judged(name, lab)[-1]][1]
+        v = rr.raw(name)[rr.judged(name, lab)[-1]][1]
         (failed,) = [f for f in v.evidence_facts if f["metric"] == "stack_dumps_failed"]
         assert "py-spy exited 1" in failed["text"] and failed["value"] >= 1
 
@@ -194,7 +154,7 @@ def test_dumps_that_could_not_be_read_are_said_once_with_py_spys_reason() -> Non
 def test_under_an_outside_reading_failed_dumps_are_said_once_too(name: str) -> None:
     inside = {"recompile", "host_compute", "python_step", "input_latency", "external_wait"}
     outside_said = 0
-    for _, raw, _ in _raw(name):
+    for _, raw, _ in rr.raw(name):
         lines = [f["text"] for f in raw.evidence_facts if f["metric"] == "stack_dumps_failed"]
         assert len(lines) <= 1, raw.evidence
         if lines and raw.mechanism not in inside:
@@ -206,9 +166,9 @@ def test_under_an_outside_reading_failed_dumps_are_said_once_too(name: str) -> N
 @pytest.mark.slow
 def test_the_json_facts_carry_the_inside_evidence() -> None:
     """`diagnose --json` gives each segment's evidence_facts: the inside line is among them with its figure."""
-    name = "h200-inside-a-0.5s"
-    lab = _label(name, "cpu_offload_adamw_t4")
-    seg = _per_tick_segments(name)[_judged(name, lab)[-1]]
+    name = "h200-inside-a-0.5s-stacks"
+    lab = rr.label(name, "cpu_offload_adamw_t4")
+    seg = rr.per_tick_segments(name)[rr.judged(name, lab)[-1]]
     assert seg.bottleneck == "host_step"
     (fact,) = [f for f in seg.evidence_facts if f["metric"] == "main_thread_phase_share"]
     assert "optimizer" in fact["text"] and 0.5 <= fact["value"] <= 1.0

@@ -15,18 +15,12 @@ is a strict expected failure with its reason.
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 
 import pytest
 
-from gpu_triage.config import Config
-from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
-from gpu_triage.offline.timeline import segments
+from tests import real_readings as rr
 
 pytestmark = pytest.mark.slow
 
@@ -57,56 +51,19 @@ KNOWN_MISSES = {
 STACKS_MISSES = {("h200-inside-e-2s", "compile_recompile_every5", kind): COMPILE for kind in ("raw", "segment")}
 
 
-@cache
-def _ticks(name: str, stripped: bool) -> tuple:
-    tr = load_trace(DATA / f"{name}.parquet")
-    ticks = [replace(t, stacks=[]) for t in tr.ticks] if stripped else tr.ticks
-    return tr, ticks
-
-
-@cache
-def _raw(name: str, stripped: bool) -> list:
-    cfg, (tr, ticks) = Config(), _ticks(name, stripped)
-    return verdicts(ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-
-
-@cache
-def _per_tick_segments(name: str, stripped: bool) -> list:
-    cfg, (tr, ticks) = Config(), _ticks(name, stripped)
-    segs = segments(ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return [s for s in segs for _ in range(s.ticks)]
-
-
-def _labels(name: str) -> list[dict]:
-    return json.loads(labels_for(DATA / f"{name}.parquet").read_text())
-
-
-def _label(name: str, scenario: str) -> dict:
-    return next(x for x in _labels(name) if x["scenario"] == scenario)
-
-
-def _judged(name: str, lab: dict) -> list[int]:
-    tr, _ = _ticks(name, False)
-    return judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)
-
-
-def _reading(bottleneck: str, mechanism: str = "") -> str:
-    return "start_up" if mechanism == "start_up" else str(bottleneck)
-
-
 def _readings(name: str, stripped: bool, lab: dict, kind: str) -> list[tuple[str, str]]:
     """(reading, where) on every judged tick: the raw verdict, or the offline segment holding the tick."""
-    raws = _raw(name, stripped)
+    raws = rr.raw(name, stripped)
     out = []
-    for i in _judged(name, lab):
+    for i in rr.judged(name, lab):
         raw = raws[i][1]
         if kind == "raw":
             where = f"raw at {raws[i][0].ts:%H:%M:%S.%f} {raw.evidence[:3]}"
-            out.append((_reading(raw.bottleneck, raw.mechanism), where))
+            out.append((rr.reading(raw.bottleneck, raw.mechanism), where))
         else:
-            seg = _per_tick_segments(name, stripped)[i]
+            seg = rr.per_tick_segments(name, stripped)[i]
             mech = raw.mechanism if raw.bottleneck == seg.bottleneck else ""
-            out.append((_reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}"))
+            out.append((rr.reading(seg.bottleneck, mech), f"segment {seg.start:%H:%M:%S}-{seg.end:%H:%M:%S}"))
     return out
 
 
@@ -119,7 +76,7 @@ def _cases(names: tuple, kind: str) -> list:
     out = []
     for entry in names:
         name, stripped = entry if isinstance(entry, tuple) else (entry, False)
-        for lab in _labels(name):
+        for lab in rr.labels(name):
             outside = stripped or name.endswith("0.5s")
             miss = (KNOWN_MISSES if outside else STACKS_MISSES).get((name, lab["scenario"], kind))
             marks = [pytest.mark.xfail(reason=miss, strict=True)] if miss else []
@@ -130,7 +87,7 @@ def _cases(names: tuple, kind: str) -> list:
 
 @pytest.mark.parametrize(("name", "stripped", "scenario", "kind"), _cases(STACKS, "raw") + _cases(STACKS, "segment"))
 def test_with_stacks_every_judged_reading_is_right(name: str, stripped: bool, scenario: str, kind: str) -> None:
-    lab = _label(name, scenario)
+    lab = rr.label(name, scenario)
     got = _readings(name, stripped, lab, kind)
     assert len(got) >= 5
     for reading, where in got:
@@ -139,7 +96,7 @@ def test_with_stacks_every_judged_reading_is_right(name: str, stripped: bool, sc
 
 @pytest.mark.parametrize(("name", "stripped", "scenario", "kind"), _cases(OUTSIDE, "raw") + _cases(OUTSIDE, "segment"))
 def test_without_stacks_every_judged_reading_is_honest(name: str, stripped: bool, scenario: str, kind: str) -> None:
-    lab = _label(name, scenario)
+    lab = rr.label(name, scenario)
     got = _readings(name, stripped, lab, kind)
     assert len(got) >= 5
     for reading, where in got:
@@ -149,9 +106,9 @@ def test_without_stacks_every_judged_reading_is_honest(name: str, stripped: bool
 def test_the_verdicts_the_recorder_stored_on_the_h200_are_what_diagnose_recomputes() -> None:
     """h200-inside-e-2s was recorded with the verdict stored on every tick (record on the H200, its stacks
     sampler on): each stored (pattern, bottleneck, mechanism) is the raw verdict diagnose FILE recomputes."""
-    _, ticks = _ticks("h200-inside-e-2s", False)
+    ticks = rr.ticks("h200-inside-e-2s")
     stored = [(t.verdict.pattern, t.verdict.bottleneck, t.verdict.mechanism) if t.verdict else None for t in ticks]
-    raws = _raw("h200-inside-e-2s", False)
+    raws = rr.raw("h200-inside-e-2s", False)
     again = [(str(v.pattern), str(v.bottleneck), str(v.mechanism) or None) for _, v, _ in raws]
     assert len(stored) == len(again) > 100 and None not in stored
     assert stored == again
@@ -160,9 +117,9 @@ def test_the_verdicts_the_recorder_stored_on_the_h200_are_what_diagnose_recomput
 def test_an_optimizer_on_two_cpu_threads_is_host_compute_while_its_card_is_stalled() -> None:
     """AdamW over host master weights with torch.set_num_threads(2): 2 threads busy (under host_compute_cores),
     the card at GPU-Util 4-6 %: the optimizer computes on the CPU, it launches nothing."""
-    lab = _label("h200-inside-c-2s", "cpu_offload_adamw_t2")
-    for i in _judged("h200-inside-c-2s", lab):
-        raw = _raw("h200-inside-c-2s", False)[i][1]
+    lab = rr.label("h200-inside-c-2s", "cpu_offload_adamw_t2")
+    for i in rr.judged("h200-inside-c-2s", lab):
+        raw = rr.raw("h200-inside-c-2s", False)[i][1]
         assert (raw.bottleneck, raw.mechanism) == ("host_step", "host_compute"), raw.evidence
         assert any("optimizer" in e and "2 threads busy" in e for e in raw.evidence), raw.evidence
         assert raw.advice[0].startswith("the optimizer steps on the CPU")
@@ -171,9 +128,9 @@ def test_an_optimizer_on_two_cpu_threads_is_host_compute_while_its_card_is_stall
 def test_without_stacks_bytes_both_ways_from_a_two_thread_process_are_not_input() -> None:
     """The same job from outside: 0.6-0.9 GB/s down and as much back, its process at 188 %: not a loader."""
     for name, stripped in (("h200-inside-c-2s", True), ("h200-inside-c-0.5s", False)):
-        lab = _label(name, "cpu_offload_adamw_t2")
-        for i in _judged(name, lab):
-            raw = _raw(name, stripped)[i][1]
+        lab = rr.label(name, "cpu_offload_adamw_t2")
+        for i in rr.judged(name, lab):
+            raw = rr.raw(name, stripped)[i][1]
             assert raw.bottleneck == "unexplained", raw.evidence
             assert not any("num_workers" in a or "pin_memory" in a for a in raw.advice)
 
@@ -183,10 +140,10 @@ def test_a_start_up_ends_once_faint_kernels_recur() -> None:
     (every other 0.5 s tick), 4,300 samples/s all along: the job runs; with stacks it is host compute (2 threads
     busy, under host_compute_cores, the card stalled), without them unexplained."""
     for name in ("h200-inside-d-2s", "h200-inside-d-0.5s"):
-        lab = _label(name, "cpu_model_part_t2")
+        lab = rr.label(name, "cpu_model_part_t2")
         for stripped in ((False, True) if name.endswith("-2s") else (False,)):
-            for i in _judged(name, lab):
-                raw = _raw(name, stripped)[i][1]
+            for i in rr.judged(name, lab):
+                raw = rr.raw(name, stripped)[i][1]
                 assert raw.mechanism != "start_up", raw.evidence
                 want = "host_compute" if name.endswith("2s") and not stripped else "unexplained"
                 assert raw.mechanism == want, raw.evidence
@@ -195,9 +152,9 @@ def test_a_start_up_ends_once_faint_kernels_recur() -> None:
 def test_an_idle_card_whose_job_keeps_running_faint_kernels_is_not_nothing_to_fix() -> None:
     """2 DataLoader workers sleeping 50 ms a sample: GPU-Util 0 %, SM 0.06-0.23 % each step; not "none"."""
     for name in ("h200-inside-c-2s", "h200-inside-c-0.5s"):
-        lab = _label(name, "latency_input_w2l50")
-        for i in _judged(name, lab):
-            raw = _raw(name, name.endswith("-2s"))[i][1]
+        lab = rr.label(name, "latency_input_w2l50")
+        for i in rr.judged(name, lab):
+            raw = rr.raw(name, name.endswith("-2s"))[i][1]
             assert raw.bottleneck == "unexplained", raw.evidence
             assert "it runs a kernel now and then" in raw.evidence[0]
 
@@ -208,10 +165,10 @@ def test_host_compute_on_a_stalled_card_needs_its_thread_on_a_cpu(name: str) -> 
     """Over every labelled window, start-up and first ticks included, with stacks: host compute is named only
     where the CPU computes. A main thread in backward with no thread busy waits for the GPU's backward (the
     50 ms service job's first running tick, 1 of 2 samples there)."""
-    for lab in _labels(name):
+    for lab in rr.labels(name):
         if "host_step" in lab["bottleneck"]:
             continue
         start, end = datetime.fromisoformat(lab["start"]), datetime.fromisoformat(lab["end"])
-        for tick, raw, _ in _raw(name, False):
+        for tick, raw, _ in rr.raw(name, False):
             if start <= tick.ts <= end:
                 assert raw.mechanism != "host_compute", (lab["scenario"], f"{tick.ts:%H:%M:%S}", raw.evidence)

@@ -1,0 +1,70 @@
+"""What the engine reads on the real labelled recordings in tests/data, shared by the tests that judge it:
+each recording (optionally read without its stack samples), its raw verdict at every tick, the offline
+segment holding each tick, and the ticks a label judges. Cached: a recording is read and diagnosed once per
+test process, whichever test asks first.
+
+A recording is named by its file's stem in tests/data ("h200-inside-c-2s"); ``stripped`` reads it as the
+outside alone sees it (trace v3's ``stacks`` emptied, everything else as recorded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.config import Config
+from gpu_triage.data import judged_ticks, labels_for
+from gpu_triage.model import Tick
+from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.timeline import segments
+
+DATA = Path(__file__).parent / "data"
+
+
+@cache
+def trace(stem: str) -> Any:
+    return load_trace(DATA / f"{stem}.parquet")
+
+
+@cache
+def ticks(stem: str, stripped: bool = False) -> list[Tick]:
+    got: list[Tick] = trace(stem).ticks
+    return [replace(t, stacks=[]) for t in got] if stripped else got
+
+
+@cache
+def raw(stem: str, stripped: bool = False) -> list[Any]:
+    """(tick, raw verdict, shown verdict) at every tick, fed one by one as the dashboard would."""
+    cfg, tr = Config(), trace(stem)
+    return verdicts(ticks(stem, stripped), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+
+
+@cache
+def per_tick_segments(stem: str, stripped: bool = False) -> list[Any]:
+    """The offline segment holding each tick, in tick order."""
+    cfg, tr = Config(), trace(stem)
+    segs = segments(ticks(stem, stripped), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+    return [s for s in segs for _ in range(s.ticks)]
+
+
+def labels(stem: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = json.loads(labels_for(DATA / f"{stem}.parquet").read_text())
+    return found
+
+
+def label(stem: str, scenario: str) -> dict[str, Any]:
+    return next(x for x in labels(stem) if x["scenario"] == scenario)
+
+
+def judged(stem: str, lab: dict[str, Any]) -> list[int]:
+    """The ticks ``lab`` judges (35-90 % of its window: gpu_triage.data.judged_ticks)."""
+    tr = trace(stem)
+    return judged_ticks(lab, [t.ts for t in tr.ticks], tr.interval_s)
+
+
+def reading(bottleneck: str, mechanism: str = "") -> str:
+    """A verdict as the labels write it: a start-up (mechanism start_up under bottleneck none) is "start_up"."""
+    return "start_up" if mechanism == "start_up" else str(bottleneck)
