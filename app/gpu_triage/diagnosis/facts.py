@@ -11,7 +11,7 @@ read the figure without parsing the text.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -79,9 +79,10 @@ def _median(xs: list[float] | list[int]) -> float:
 
 
 def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool,
-               running: np.ndarray | None = None) -> ProcFacts:
+               running: np.ndarray | None = None, not_loaders: frozenset[int] = frozenset()) -> ProcFacts:
     """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there);
-    ``running``: per tick, whether the job had run its first kernel (None: all ticks)."""
+    ``running``: per tick, whether the job had run its first kernel (None: all ticks); ``not_loaders``: child
+    pids whose own stack showed they are no DataLoader worker (diagnosis/inside.py), not counted as workers."""
     facts = ProcFacts()
     pegged_per_tick: list[int] = []
     total_per_tick: list[int] = []
@@ -95,6 +96,8 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     for k, tick in enumerate(procs):
         if not tick:
             continue
+        if not_loaders:
+            tick = [_loaders_only(p, not_loaders) for p in tick]
         pegged, total, busiest, n_pids, most = _tally(tick, pids_by_card, th.core_pegged_pct)
         workers_max = max(workers_max, most)
         respawns.see(tick)
@@ -116,6 +119,14 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     if len(pids_by_card) == 1 and not other_cards_busy:
         facts.ranks_on_first_card = len(next(iter(pids_by_card.values())))
     return facts
+
+
+def _loaders_only(p: ProcSample, not_loaders: frozenset[int]) -> ProcSample:
+    """``p`` with the children in ``not_loaders`` left out of its workers (pids and CPU are aligned lists)."""
+    if not not_loaders.intersection(p.worker_pids):
+        return p
+    kept = [(w, c) for w, c in zip(p.worker_pids, p.workers_cpu_pct, strict=False) if w not in not_loaders]
+    return replace(p, workers=len(kept), worker_pids=[w for w, _ in kept], workers_cpu_pct=[c for _, c in kept])
 
 
 def _tally(tick: list[ProcSample], pids_by_card: dict[int, set[int]],

@@ -132,6 +132,20 @@ def inside_evidence(view: WindowView, start: int) -> InsideEvidence:
     return InsideEvidence(tuple(out), failed, error)
 
 
+#: a child of a training process whose own stack is in a DataLoader worker's loop reads one of these
+LOADER_WORKER_PHASES = frozenset({"worker_busy", WORKER_WAITING, "worker_idle"})
+
+
+def not_loaders(view: WindowView) -> frozenset[int]:
+    """Children of the training processes whose own stack, read in the window, was not a DataLoader worker's:
+    inductor's compile workers, a forked service, a logger. From outside every child of a GPU process counts as
+    a DataLoader worker, and one pegged at 100 % reads as a starved loader (real H200: torch.compile's compile
+    worker beside a recompiling job); its stack says what it is. A child never read stays a worker."""
+    out = {s.pid for tick in view.stacks for s in tick
+           if s.role == "worker" and s.error is None and s.phase != UNKNOWN and s.phase not in LOADER_WORKER_PHASES}
+    return frozenset(out)
+
+
 def _cards(procs: list[list[ProcSample]]) -> dict[int, set[int]]:
     cards: dict[int, set[int]] = {}
     for tick in procs:

@@ -25,7 +25,7 @@ from gpu_triage.diagnosis.facts import (
     stall_ticks,
 )
 from gpu_triage.diagnosis.host_evidence import WorkersRec, data_facts, quiet_wait_s, startup_facts, storage_facts
-from gpu_triage.diagnosis.inside import InsideEvidence, inside_evidence
+from gpu_triage.diagnosis.inside import InsideEvidence, inside_evidence, not_loaders
 from gpu_triage.diagnosis.patterns import CardShape, across_cards, autoperiods, card_shapes, column_nanmeans, nanmean
 from gpu_triage.diagnosis.span import JobSpan, job_span, judged_span, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -269,7 +269,7 @@ def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[st
     else:
         # strictly after: the tick that holds the first kernel is still part start-up
         running = np.arange(start, n) > (span.running_from if span.running_from is not None else n)
-    pf = proc_facts(procs, stall, th, others_busy, running)
+    pf = proc_facts(procs, stall, th, others_busy, running, not_loaders(view))
     waits = stall & running
     pf.running_waits = int(waits.sum())
     pf.running_ticks = int(running.sum())
