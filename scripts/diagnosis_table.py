@@ -39,7 +39,7 @@ INSIDE = [ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}-stacks.parquet" for p
 # the held-out 1-card inside jobs of trace v3 (our recorder: stacks at 2 s, --no-stacks at 0.5 s): the 2 s ones
 # judged against ``bottleneck``, the 0.5 s ones against ``without_stacks`` (what an honest reading without may be)
 INSIDE_V3 = [(ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}.parquet", key)
-             for iv, key in (("2s", "bottleneck"), ("0.5s", "without_stacks")) for p in ("c", "d")]
+             for iv, key in (("2s", "bottleneck"), ("0.5s", "without_stacks")) for p in ("c", "d", "e")]
 X2_VAL = [ROOT / "tests" / "data" / f"h200x2-val-{m}-{iv}.parquet"
           for m in ("h2d", "loader0", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
