@@ -295,3 +295,24 @@ def test_an_unknown_py_spy_failure_is_kept_as_visible_text(tmp_path: Path) -> No
     (sample,) = inside.drain()
     assert sample.error == "Error: ␛]2;PWN␇ odd" and sample.threads is not None and sample.threads >= 1
     assert inside.notice() is None  # one process's oddity, not the machine's: no notice
+
+
+@needs_pyspy
+@needs_root
+def test_a_worker_pid_that_is_not_the_process_s_child_is_never_dumped_as_its_worker(
+        job: subprocess.Popen[bytes]) -> None:
+    """Worker pids come from a tick up to a few seconds old and workers re-spawn each epoch: a pid given as a
+    worker that is not (or no longer) the training process's child, here another real Python process, is not
+    dumped under it; the process's own main thread still is."""
+    other = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLEEPER)], stdout=subprocess.PIPE)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == b"ready"
+        clock = [100.0]
+        inside = InsideSampler(every_s=1.0, clock=lambda: clock[0])
+        inside.want([(job.pid, [other.pid])])
+        inside.step()
+        samples = inside.drain()
+        assert [(s.pid, s.role) for s in samples] == [(job.pid, "main")]
+    finally:
+        other.kill()
+        other.wait()

@@ -94,6 +94,16 @@ def _start_time(pid: int, proc_root: str) -> int | None:
         return None
 
 
+def _parent_of(pid: int, proc_root: str) -> int | None:
+    """The parent pid of ``pid`` (field 4 of /proc/PID/stat, after the command name), None when unreadable."""
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as f:
+            data = f.read(4096)
+        return int(data[data.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class InsideSampler:
     """Dumps the processes it is told are waiting, in its own thread; :meth:`reports` reads the results."""
 
@@ -182,15 +192,21 @@ class InsideSampler:
                 f.last = now
             dump = self.stacks.dump(pid)
             threads = self.threads.read(pid, self._clock())
+            if _start_time(pid, self.proc_root) != start:
+                continue  # the process ended during its dump and its pid is another's: neither is this one
             busy = busy_threads(threads) if threads and any(t.cpu_pct is not None for t in threads) else None
             samples = [self._main_sample(f, dump, threads, busy)]
             worker_phase = None
             if workers and dump.error is None:
                 w = workers[f.next_worker % len(workers)]
                 f.next_worker += 1
-                wdump = self.stacks.dump(w)
-                worker_phase = (w, classify(wdump.main))
-                samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))
+                # the worker pids are a tick old and workers re-spawn each epoch: a pid is dumped as this
+                # process's worker only while it is its child, before and after the dump
+                if _parent_of(w, self.proc_root) == pid:
+                    wdump = self.stacks.dump(w)
+                    if _parent_of(w, self.proc_root) == pid:
+                        worker_phase = (w, classify(wdump.main))
+                        samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))
             with self._lock:
                 if dump.error is None:
                     f.dumps.append((dump, threads))
