@@ -451,7 +451,8 @@ def test_stack_access_reads_yama_and_the_capability_from_proc(tmp_path: Path) ->
 @needs_root
 @pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])
 def test_a_snapshot_says_what_the_process_of_a_waiting_card_is_doing(
-        job: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        job: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
     """The driver is faked (the outside: a card at 0 % running the real process), the process and py-spy are real."""
     import fake_nvml
     from gpu_triage.cli import main
@@ -467,6 +468,13 @@ def test_a_snapshot_says_what_the_process_of_a_waiting_card_is_doing(
     assert max(rep["phases"], key=rep["phases"].get) == "sleep"
     assert main(["snapshot", "--seconds", "0.4", "--interval", "0.2"]) == 0
     assert f"{job.pid:>8} inside: main thread sleep in" in capsys.readouterr().out
+    # an administrator's switch holds for the one-shot reading too: --no-stacks, or [inside] enabled = false
+    assert main(["snapshot", "--json", "--no-stacks", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert json.loads(capsys.readouterr().out)["inside"] == []
+    off = tmp_path / "off.toml"
+    off.write_text("[inside]\nenabled = false\n")
+    assert main(["--config", str(off), "snapshot", "--json", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert json.loads(capsys.readouterr().out)["inside"] == []
 
 
 def test_a_busy_card_is_not_looked_inside() -> None:

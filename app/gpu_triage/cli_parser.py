@@ -398,6 +398,7 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", dest="snapshot_interval", type=_interval, default=1.0, metavar="S",
                    help="seconds between ticks (default 1)")
     _add_source(p)
+    _add_stacks(p)
 
 
 def _add_fleet(sub: argparse._SubParsersAction) -> None:

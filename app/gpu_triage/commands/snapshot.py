@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gpu_triage.config import Config
+from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
@@ -52,8 +52,9 @@ class Reading:
 
 
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
-         config: Config | None = None, sleep: Any = time.sleep) -> Reading:
-    """Sample ``source_spec`` over ``seconds`` (at least two ticks) and judge the window."""
+         config: Config | None = None, sleep: Any = time.sleep, stacks: bool = True) -> Reading:
+    """Sample ``source_spec`` over ``seconds`` (at least two ticks) and judge the window; ``stacks``: look
+    inside the processes whose card waits (py-spy), as the config and --no-stacks allow."""
     config = config or Config()
     source = make_source(source_spec, gpus=gpus, seed=seed, interval_s=interval_s)
     try:
@@ -64,7 +65,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         ticks: list[Tick] = []
         # a live reading also looks inside the processes whose card waits, once a tick (a one-shot reading
         # has no screen to keep fluid: the dumps run in line)
-        inside = None if simulated else InsideSampler(every_s=interval_s)
+        inside = None if simulated or not stacks else InsideSampler(every_s=interval_s)
         for k in range(n):
             if k and not simulated:  # the simulator keeps its own clock: no need to wait for it
                 sleep(interval_s)
@@ -222,7 +223,7 @@ def run_snapshot(args: argparse.Namespace, config: Config) -> int:
     if interval_s > seconds:
         raise UserError(f"--interval {interval_s:g} is longer than --seconds {seconds:g}: give a shorter interval")
     reading = take(args.source, seconds=seconds, interval_s=interval_s, gpus=args.gpus, seed=args.seed,
-                   config=config)
+                   config=config, stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
     if args.json:
         print(json.dumps(to_json(reading), indent=2, default=str))
     else:
