@@ -139,6 +139,18 @@ async def test_hostile_frames_reach_neither_the_panes_nor_the_terminal_as_codes(
         assert not any(c in app.export_screenshot() for c in NASTY)
 
 
+def test_a_recorded_dump_error_is_quoted_bounded_in_the_verdict() -> None:
+    """A recording is anyone's: a stack sample's error of a megabyte is one short quote in the evidence."""
+    from gpu_triage.diagnosis.engine import diagnose
+
+    ticks = _ticks(8)
+    for t in ticks:
+        t.stacks = [StackSample(504, "main", "unknown", error="E" * 1_000_000)]
+    verdict = diagnose(_view(ticks), Config().thresholds, 4)
+    (line,) = [f["text"] for f in verdict.evidence_facts if f["metric"] == "stack_dumps_failed"]
+    assert len(line) < 200 and "EEEE" in line
+
+
 async def test_a_replayed_v3_recording_shows_the_same_lines(tmp_path: Path) -> None:
     from gpu_triage.trace.writer import TraceWriter
     from gpu_triage.ui.run import build_app

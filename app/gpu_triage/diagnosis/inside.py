@@ -110,7 +110,8 @@ class InsideEvidence:
         if not self.failed:
             return None
         return Fact(f"{self.failed} stack dump{'s' if self.failed != 1 else ''} could not be read "
-                    f"({self.error or 'no reason given'})", "stack_dumps_failed", float(self.failed))
+                    f"({_quoted(self.error) if self.error else 'no reason given'})", "stack_dumps_failed",
+                    float(self.failed))
 
 
 def inside_evidence(view: WindowView, start: int) -> InsideEvidence:
