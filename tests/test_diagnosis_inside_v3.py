@@ -120,7 +120,7 @@ def test_a_child_whose_own_stack_compiles_is_no_dataloader_worker() -> None:
 
 
 def test_an_optimizer_on_two_cpu_threads_is_host_compute_while_its_card_is_stalled() -> None:
-    """AdamW over host master weights with torch.set_num_threads(2): 2 threads busy (under host_compute_cores),
+    """AdamW over host master weights with torch.set_num_threads(2): 2 threads busy (under host_compute_threads),
     the card at GPU-Util 4-6 %: the optimizer computes on the CPU, it launches nothing."""
     lab = rr.label("h200-inside-c-2s", "cpu_offload_adamw_t2")
     for i in rr.judged("h200-inside-c-2s", lab):
@@ -143,7 +143,7 @@ def test_without_stacks_bytes_both_ways_from_a_two_thread_process_are_not_input(
 def test_a_start_up_ends_once_faint_kernels_recur() -> None:
     """An EmbeddingBag on 2 CPU threads feeding a tiny MLP: GPU-Util 0 %, SM 0.01-0.02 % on every 2 s tick
     (every other 0.5 s tick), 4,300 samples/s all along: the job runs; with stacks it is host compute (2 threads
-    busy, under host_compute_cores, the card stalled), without them unexplained."""
+    busy, under host_compute_threads, the card stalled), without them unexplained."""
     for name in ("h200-inside-d-2s", "h200-inside-d-0.5s"):
         lab = rr.label(name, "cpu_model_part_t2")
         for stripped in ((False, True) if name.endswith("-2s") else (False,)):

@@ -55,6 +55,8 @@ class Thresholds:
     # intra-op threads (a copy from pageable memory or a Python loop holds one); starting, it may for a while
     startup_busy_max_s: float = 10.0  # (a model built on every thread: real ResNet-50 start-up at 10-19 cores
     # for 2-4 s), for longer it is host compute, not a start-up
+    host_compute_threads: float = 2.5  # a training process's threads busy at a dump (its stacks) above which
+    # torch's own code computes on the host: more than a launching thread and autograd's
     inside_min_samples: float = 2.0  # stack samples of a process's main thread before its phases count (the
     # sampler dumps a waiting process every 2 s: two in regime_min_s, the shortest stretch judged on its own)
     inside_phase_share: float = 0.5  # a phase (or a family of them) in at least this share of those samples

@@ -81,7 +81,7 @@ class Recompile(InsideRule):
 
 class HostCompute(InsideRule):
     """An optimizer or a model part computing on the CPU: the main thread in torch.optim / autograd / a module
-    in most samples with more threads busy than a launching thread and autograd's (``host_compute_cores``).
+    in most samples with more threads busy than a launching thread and autograd's (``host_compute_threads``).
     A GPU model's step passes through the same modules on one or two threads while it launches kernels: that
     is the outside's launch_overhead (``host_bound_step``), left to it. Real H200: AdamW over host master
     weights (16 and 4 threads busy, 6-7 of 8 samples in _multi_tensor_adam), a model part on the CPU (its
@@ -97,7 +97,7 @@ class HostCompute(InsideRule):
         # thread on a CPU at those dumps: a main thread in backward with none busy waits for the GPU's backward
         stalled = m.hf.gpu_mean < th.stall_util_pct  # False where not measured (NaN)
         procs = [p for p in self.agreeing(m)
-                 if (stalled and p.busy_in(self.phases) > 0) or ge(p.busy_threads, th.host_compute_cores)]
+                 if (stalled and p.busy_in(self.phases) > 0) or ge(p.busy_threads, th.host_compute_threads)]
         if not procs or len(procs) < len(self.agreeing(m)):
             return None
         return self.cause(th.conf_host_compute, self.evidence(m, procs))
@@ -135,7 +135,7 @@ class PythonStep(InsideRule):
         if m.sm_known and ge(m.hf.gpu_mean, th.stall_util_pct) and m.hf.sm_mean < th.sm_idle_pct:
             return None  # a loop calling torch ops reads as its own Python too: tiny kernels (launch_overhead)
         procs = self.agreeing(m)
-        if not procs or any(ge(p.busy_threads, th.host_compute_cores) for p in procs):
+        if not procs or any(ge(p.busy_threads, th.host_compute_threads) for p in procs):
             return None  # its own code on many threads: a C extension computing, not the Python loop
         return self.cause(th.conf_python_step, self.evidence(m, procs))
 
