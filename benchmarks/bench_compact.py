@@ -1,4 +1,4 @@
-"""`gpu-triage compact` and the fleet's commonest question on what it leaves (issue 28).
+"""`gpu-triage compact` and the fleet's commonest question on what it leaves.
 
     .venv/bin/python benchmarks/bench_compact.py [--hosts 10] [--days 10] [--gpus 8] [--dir /tmp/x] [--keep]
 

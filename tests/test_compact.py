@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,9 @@ from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import ticks_to_batch
 from gpu_triage.trace.target import write_parquet_atomic
 from gpu_triage.trace.writer import TraceWriter
+from tests.two_users import User, as_user, needs_root, open_tmp, users
+
+__all__ = ["open_tmp", "users"]  # fixtures, used by name
 
 DAY = datetime(2026, 1, 5, tzinfo=UTC)
 NOW = datetime(2026, 1, 8, 6, tzinfo=UTC)
@@ -462,3 +466,122 @@ def test_a_real_kill_during_the_run_loses_and_doubles_nothing(tmp_path: Path, wh
     assert _readable(tmp_path) == want
     assert sorted(p.name for p in tmp_path.glob("host=*/date=*/*")) == ["day.parquet"] * 3
     assert not [p for p in tmp_path.rglob(".*")]
+
+
+def _days_ago(n: int) -> datetime:
+    """Midnight UTC ``n`` days before today: for the command itself, which compacts by the real clock."""
+    return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=n)
+
+
+_RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what must never reach a terminal from a name (tab, newline ours)
+
+
+def test_names_someone_else_chose_reach_the_terminal_cleaned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = "gpu\x1b[31m01"
+    day, old = _days_ago(2), _days_ago(20)
+    _day(tmp_path, host=host, day=day, hours=1)
+    part = tmp_path / f"host={host}" / f"date={day:%Y-%m-%d}"
+    (part / "\x1b]0;PWN\x07x.parquet").write_bytes(b"not a trace")  # left out, named
+    (part / "\x9b2Jc1.parquet").write_bytes(b"not a trace")  # a C1 CSI
+    _day(tmp_path, host=host, day=old, hours=1)
+    (tmp_path / f"host={host}" / f"date={old:%Y-%m-%d}" / "\x1b[2Jjunk").write_bytes(b"x")  # kept, named
+    rec = tmp_path / "host=\x1b[2Jrec" / f"date={day:%Y-%m-%d}"
+    rec.mkdir(parents=True)
+    (rec / "\x1b]52;c;QUFB\x07.parquet.partial.arrows").write_bytes(b"")  # skipped, named
+
+    for dry in (["--dry-run"], []):
+        rc = main(["compact", str(tmp_path), "--keep-days", "10", "--progress", *dry])
+        cap = capsys.readouterr()
+        assert "Traceback" not in cap.err
+        assert not _RAW.search(cap.out) and not _RAW.search(cap.err), (cap.out, cap.err)
+        said = cap.out + cap.err
+        assert "host=gpu\u241b[31m01" in said  # the progress lines name the host, made visible
+        assert "\u241b]52;c;QUFB\u2407.parquet.partial.arrows" in said  # skipped: a recording not converted
+        assert "\u241b[2Jjunk" in said  # an old partition kept for what else it holds
+        if not dry:
+            assert rc == 0
+            assert "left out" in cap.err and "\u241b]0;PWN\u2407x.parquet" in cap.err
+            assert "\ufffd2Jc1.parquet" in cap.err
+
+
+def test_the_dry_run_says_a_partition_holding_other_entries_is_kept_as_the_real_run_does(tmp_path: Path) -> None:
+    _day(tmp_path, day=DAY - timedelta(days=10), hours=1)
+    part = tmp_path / "host=gpu01" / "date=2025-12-26"
+    (part / "notes.txt").write_text("someone's")
+    then = DAY + timedelta(days=3, hours=1)
+
+    dry = run(tmp_path, Options(keep_days=3, now=then, dry_run=True))
+    assert not [line for line in dry.lines if line.startswith(f"would remove {part}")]
+    (said,) = [line for line in dry.lines if str(part) in line]
+    assert said.startswith(f"would keep {part}: it holds 1 other entries (notes.txt") and "1 files" in said
+
+    res = run(tmp_path, Options(keep_days=3, now=then))
+    (done,) = [line for line in res.lines if str(part) in line]
+    assert done.startswith(f"kept {part}: it holds 1 other entries (notes.txt")
+    assert (dry.days_removed, dry.files_removed) == (res.days_removed, res.files_removed) == (0, 1)
+    assert os.listdir(part) == ["notes.txt"]
+
+
+def test_an_error_removing_the_merged_files_names_their_directory_under_its_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _day(tmp_path, hours=2)
+    real = fs.exchange
+
+    def moved_away(host_fd: int, partition: str, staging: str) -> fs.Exchanged:
+        done = real(host_fd, partition, staging)
+        os.rename(done.old, done.old + "-elsewhere", src_dir_fd=host_fd, dst_dir_fd=host_fd)
+        return done
+
+    monkeypatch.setattr(fs, "exchange", moved_away)
+    res = run(tmp_path, _opts())
+    (line,) = res.failed
+    assert f"{tmp_path / 'host=gpu01' / '.compact-2026-01-05-'}" in line, line
+
+
+@needs_root
+def test_a_partition_compact_cannot_open_is_named_and_the_rest_is_done(
+    users: tuple[User, User], open_tmp: Path, tmp_path: Path
+) -> None:
+    import contextlib
+    import io
+    import shutil
+
+    a, _ = users
+    day, old = _days_ago(2), _days_ago(20)
+    warm = tmp_path / "warm"  # the same run once as root: every module the child needs is loaded before it drops
+    _day(warm, day=day, hours=1)
+    _day(warm, day=old, hours=1)
+    assert main(["compact", str(warm), "--keep-days", "10"]) == 0
+    root = open_tmp / "ds"
+    for host in ("a", "b"):
+        _day(root, host=host, day=day, hours=2)
+        _day(root, host=host, day=old, hours=1)
+    _day(root, host="b", day=_days_ago(3), hours=2)
+    shut = root / "host=b" / f"date={_days_ago(3):%Y-%m-%d}"
+    for p in [root, *root.rglob("*")]:
+        os.chown(p, a.uid, a.gid)
+    shut.chmod(0)
+
+    def compact() -> list:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["compact", str(root), "--keep-days", "10"])
+        return [rc, out.getvalue(), err.getvalue()]
+
+    try:
+        rc, out, err = as_user(a, compact)
+    finally:
+        shut.chmod(0o755)
+    assert rc == 1, (out, err)
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if str(shut) in ln]
+    assert "Permission denied" in line
+    assert "2 host-days compacted" in out and "2 host-days removed" in out and "1 host-days failed" in out
+    for host in ("a", "b"):
+        assert os.listdir(root / f"host={host}" / f"date={day:%Y-%m-%d}") == ["day.parquet"]
+        assert not (root / f"host={host}" / f"date={old:%Y-%m-%d}").exists()
+    assert len(os.listdir(shut)) == 2  # left as it was
+    shutil.rmtree(warm)

@@ -12,6 +12,7 @@ from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.compact import Options, Result, fs_bytes, run
 from gpu_triage.logs import SHOWN
+from gpu_triage.safetext import clean
 
 log = logging.getLogger("gpu_triage.fleet.compact")
 
@@ -42,18 +43,19 @@ def run_compact(args: argparse.Namespace, config: Config) -> int:
 
     def progress(done: int, total: int, line: str) -> None:
         if show:
-            print(f"[{done}/{total}] {line}", file=sys.stdout if dry else err, flush=True)
+            print(f"[{done}/{total}] {clean(line)}", file=sys.stdout if dry else err, flush=True)
 
     opts = Options(keep_days=args.keep_days, dry_run=dry, thresholds=config.thresholds, window_s=config.window_s)
     res = run(root, opts, progress)
-    for line in res.lines:
+    # cleaned where they were made (they name the dataset's files, which others choose); again here, once more
+    for line in map(clean, res.lines):
         if dry:
             print(line)
         else:
             log.warning("%s", line, extra=SHOWN)
             print(f"gpu-triage: {line}", file=err)
-    for line in res.failed:
+    for line in map(clean, res.failed):
         log.error("%s", line, extra=SHOWN)
         print(f"gpu-triage: {line}", file=err)
-    print(summary_line(root, res, dry))
+    print(clean(summary_line(root, res, dry)))
     return 1 if res.failed else 0

@@ -29,6 +29,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
 from gpu_triage.fleet import compact_fs as fs
 from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR, OLD_SUFFIX, STAGING_PREFIX
+from gpu_triage.safetext import clean
 from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,19 @@ class Result:
     lines: list[str] = field(default_factory=list)  # what was skipped or would be done, said once each
     failed: list[str] = field(default_factory=list)  # host-days that could not be compacted (left as they were)
 
+    def say(self, line: str) -> None:
+        """Add a line for the terminal: the names in it are the dataset's, which others choose, so its control
+        characters are made visible here (gpu_triage.safetext); one said already is not repeated."""
+        line = clean(line)
+        if line not in self.lines:
+            self.lines.append(line)
+
+    def fail(self, line: str) -> None:
+        """:meth:`say` for what could not be done (the run's exit status is 1)."""
+        line = clean(line)
+        if line not in self.failed:
+            self.failed.append(line)
+
 
 @dataclass(slots=True)
 class HostDay:
@@ -81,9 +95,10 @@ def _stamp(d: date) -> str:
     return d.isoformat()
 
 
-def scan(root: Path) -> tuple[list[str], dict[str, list[str]]]:
+def scan(root: Path, out: Result) -> tuple[list[str], dict[str, list[str]]]:
     """Host partitions and their date partitions, refused with one line where anything in the dataset's
-    tree is a link or DIR is no gpu-triage dataset; nothing is changed before this passed."""
+    tree is a link or DIR is no gpu-triage dataset; nothing is changed before this passed. A partition that
+    cannot be read (another user's) is left out with a line in ``out.failed``: the rest is done."""
     try:
         st = root.lstat()
     except OSError as exc:
@@ -105,34 +120,49 @@ def scan(root: Path) -> tuple[list[str], dict[str, list[str]]]:
             raise UserError(f"{root} is not a gpu-triage dataset: no host=NAME partition in it (a dataset is what "
                             "`gpu-triage record -o DIR/` or `export --record DIR` writes)")
         for name in names:
-            with fs.opened(name, rfd, root / name) as hfd:
-                dates = []
-                for e in fs.entries(hfd):
-                    if e.link:
-                        raise UserError(f"{root / name / e.name} is a symbolic link: compact never follows links in "
-                                        "a dataset; remove it (someone else may have planted it)")
-                    if e.directory and e.name.startswith("date=") and fs.parse_date(e.name[5:]):
-                        with fs.opened(e.name, hfd, root / name / e.name) as dfd:
-                            _refuse_links(dfd, root / name / e.name)
-                        dates.append(e.name)
-                hosts[name] = dates
+            try:
+                with fs.opened(name, rfd, root / name) as hfd:
+                    hosts[name] = [e.name for e in _entries_no_links(hfd, root / name)
+                                   if e.directory and e.name.startswith("date=") and fs.parse_date(e.name[5:])
+                                   and _readable(hfd, e.name, root / name / e.name, out)]
+            except (fs.Unreadable, OSError) as exc:
+                out.fail(unreadable_line(root / name, exc))
         if any(e.name == FLAT_DIR for e in top):
-            with fs.opened(FLAT_DIR, rfd, root / FLAT_DIR) as ffd:
-                for e in fs.entries(ffd):
-                    if e.link:
-                        raise UserError(f"{root / FLAT_DIR / e.name} is a symbolic link: compact never follows "
-                                        "links in a dataset; remove it")
-                    if e.directory:
-                        with fs.opened(e.name, ffd, root / FLAT_DIR / e.name) as dfd:
-                            _refuse_links(dfd, root / FLAT_DIR / e.name)
+            try:
+                with fs.opened(FLAT_DIR, rfd, root / FLAT_DIR) as ffd:
+                    for e in _entries_no_links(ffd, root / FLAT_DIR):
+                        if e.directory:
+                            _readable(ffd, e.name, root / FLAT_DIR / e.name, out)
+            except (fs.Unreadable, OSError) as exc:
+                out.fail(unreadable_line(root / FLAT_DIR, exc))
     return sorted(hosts), hosts
 
 
-def _refuse_links(fd: int, shown: Path) -> None:
-    for e in fs.entries(fd):
+def _entries_no_links(fd: int, shown: Path) -> list[fs.Entry]:
+    found = fs.entries(fd)
+    for e in found:
         if e.link:
             raise UserError(f"{shown / e.name} is a symbolic link: compact never follows links in a dataset; "
                             "remove it (someone else may have planted it)")
+    return found
+
+
+def _readable(parent_fd: int, name: str, shown: Path, out: Result) -> bool:
+    """Whether the partition ``name`` can be opened and listed (a link in it is refused); False, with a line
+    in ``out.failed``, where it cannot: one partition of another user's does not stop the others."""
+    try:
+        with fs.opened(name, parent_fd, shown) as fd:
+            _entries_no_links(fd, shown)
+    except (fs.Unreadable, OSError) as exc:
+        out.fail(unreadable_line(shown, exc))
+        return False
+    return True
+
+
+def unreadable_line(shown: Path, exc: OSError | UserError) -> str:
+    """The line for a partition that cannot be opened or listed: left as it is, the rest goes on."""
+    why = f"cannot read {shown}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+    return f"{why}: left as it is (run compact as a user that can read it)"
 
 
 def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
@@ -142,8 +172,8 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     if opts.keep_days is not None and opts.keep_days <= 0:
         raise UserError(f"--keep-days {opts.keep_days}: give 1 or more days (0 or fewer would remove today's data)")
     root = root.expanduser()
-    host_names, dates = scan(root)
     out = Result()
+    host_names, dates = scan(root, out)
     today = opts.now.astimezone(UTC).date()
     with fs.opened(str(root), None, root) as rfd:
         if not opts.dry_run:
@@ -153,7 +183,11 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
             with fs.opened(hname, rfd, root / hname) as hfd:
                 finish_staging(root, hfd, hname, opts.dry_run, out)
                 for dname in dates[hname]:
-                    item = _plan(root, rfd, hfd, hname, dname, opts, today, out)
+                    try:
+                        item = _plan(root, rfd, hfd, hname, dname, opts, today, out)
+                    except (fs.Unreadable, OSError) as exc:  # made unreadable since the scan
+                        out.fail(unreadable_line(root / hname / dname, exc))
+                        continue
                     if item is not None:
                         todo.append(item)
         for i, (hd, flat_only) in enumerate(todo, 1):
@@ -167,17 +201,17 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
                     out.files_merged += len(hd.files)
                     out.bytes_before += size
                 if progress is not None:
-                    progress(i, len(todo), f"{where}: {what}")
+                    progress(i, len(todo), clean(f"{where}: {what}"))
                 continue
             try:  # one host-day that cannot be done (a partition of another user's) does not stop the rest
                 with fs.opened(f"host={hd.host}", rfd, root / f"host={hd.host}") as hfd:
                     line = (write_flat(root, rfd, hfd, hd, out) if flat_only
                             else compact_day(root, rfd, hfd, hd, opts, out))
             except UserError as exc:
-                out.failed.append(str(exc))
+                out.fail(str(exc))
                 line = "failed, left as it was"
             if progress is not None:
-                progress(i, len(todo), f"{where}: {line}")
+                progress(i, len(todo), clean(f"{where}: {line}"))
         if opts.keep_days is not None:
             from gpu_triage.fleet.retention import expire
 
@@ -223,7 +257,7 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
         held = stream_holder(shown / streams[0].name)
         why = (f"{held}" if held else f"{shown / streams[0].name} is left by a killed recorder: run `gpu-triage "
                f"recover {shown / streams[0].name}` first")
-        out.lines.append(f"skipped {shown}: {why}")
+        out.say(f"skipped {shown}: {why}")
         return None
     files = [e for e in found if e.regular and e.name.endswith(".parquet") and not e.name.startswith(".")]
     if not files:

@@ -52,11 +52,11 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
             tf = open_trace(folder / e.name)
             table = conform_table(tf.table)  # a column the reader let through that cannot be the trace's type
         except UserError as exc:
-            out.lines.append(f"left out {folder / e.name}: {exc} (it stays where it is)")
+            out.say(f"left out {folder / e.name}: {exc} (it stays where it is)")
             continue
         except (pa.ArrowException, ValueError, TypeError) as exc:
-            out.lines.append(f"left out {folder / e.name}: its columns do not fit the trace's types ({exc}) "
-                             "(it stays where it is)")
+            out.say(f"left out {folder / e.name}: its columns do not fit the trace's types ({exc}) "
+                    "(it stays where it is)")
             continue
         tables.append(table)
         merged.append(e)
@@ -105,17 +105,16 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
         flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host))
         done = fs.exchange(hfd, partition, staging)
     except UserError:  # a link planted where the flat table goes
-        _drop_staging(hfd, staging)
+        _drop_staging(folder.parent, hfd, staging)
         raise
     except OSError as exc:
-        _drop_staging(hfd, staging)
+        _drop_staging(folder.parent, hfd, staging)
         raise UserError(f"compacting {folder} failed ({describe_os_error(exc)}): its files are left as they were; "
                         "run compact again once that is fixed") from None
     for note in done.notes:
-        if note not in out.lines:
-            out.lines.append(note)
+        out.say(note)
     try:
-        _clear_old(root, hfd, partition, done.old, {e.name: e.size for e in merged})
+        _clear_old(folder.parent, hfd, partition, done.old, {e.name: e.size for e in merged})
     except OSError as exc:  # the day is in place: what is left are merged copies, which the next run removes
         raise UserError(f"{folder}: {DAILY_NAME} is in place, but removing the merged files from "
                         f"{folder.parent / done.old} failed ({describe_os_error(exc)}): run compact again") from None
@@ -144,7 +143,7 @@ def write_flat(root: Path, rfd: int, hfd: int, hd: HostDay, out: Result) -> str:
     try:
         tf = open_trace(path)
     except UserError as exc:
-        out.lines.append(f"left out {path}: {exc}")
+        out.say(f"left out {path}: {exc}")
         return "unreadable"
     try:
         size = _write_flat_file(root, rfd, hd, flat_table(tf.table, hd.host))
@@ -173,10 +172,11 @@ def _write_flat_file(root: Path, rfd: int, hd: HostDay, table: pa.Table) -> int:
     return target.stat().st_size
 
 
-def _clear_old(root: Path, hfd: int, partition: str, old: str, merged: dict[str, int]) -> None:
+def _clear_old(host_dir: Path, hfd: int, partition: str, old: str, merged: dict[str, int]) -> None:
     """Remove the merged files from the old partition's directory; anything else goes back into the
-    partition (a file that arrived after the listing is never lost); then the directory itself."""
-    with fs.opened(old, hfd, root / old) as ofd, fs.opened(partition, hfd, root / partition) as pfd:
+    partition (a file that arrived after the listing is never lost); then the directory itself.
+    ``host_dir`` is the host partition ``hfd`` is open on, for the paths an error names."""
+    with fs.opened(old, hfd, host_dir / old) as ofd, fs.opened(partition, hfd, host_dir / partition) as pfd:
         for e in fs.entries(ofd):
             if e.regular and merged.get(e.name) == e.size:
                 fs.remove_file(ofd, e.name)
@@ -185,7 +185,8 @@ def _clear_old(root: Path, hfd: int, partition: str, old: str, merged: dict[str,
             while _exists(pfd, target):
                 target = f"{e.name}.kept-{new_token()}"
             os.rename(e.name, target, src_dir_fd=ofd, dst_dir_fd=pfd)
-            log.warning("%s was not merged: moved back into %s as %s", e.name, partition, target)
+            log.warning("%s was not merged: moved back into %s as %s", host_dir / old / e.name, host_dir / partition,
+                        target)
         fs.fsync_dir(ofd)
         fs.fsync_dir(pfd)
     fs.remove_dir_if_empty(hfd, old)
@@ -200,16 +201,17 @@ def _exists(fd: int, name: str) -> bool:
     return True
 
 
-def _drop_staging(hfd: int, staging: str) -> None:
-    """Remove an unfinished staging directory: only its regular files, then itself."""
+def _drop_staging(host_dir: Path, hfd: int, staging: str) -> None:
+    """Remove an unfinished staging directory of the host partition ``hfd`` (``host_dir``): only its regular
+    files, then itself."""
     try:
-        with fs.opened(staging, hfd, Path(staging)) as sfd:
+        with fs.opened(staging, hfd, host_dir / staging) as sfd:
             for e in fs.entries(sfd):
                 if e.regular:
                     os.unlink(e.name, dir_fd=sfd)
         fs.remove_dir_if_empty(hfd, staging)
     except (OSError, UserError) as exc:
-        log.warning("cannot remove the unfinished %s: %s", staging, exc)
+        log.warning("cannot remove the unfinished %s: %s", host_dir / staging, exc)
 
 
 def finish_staging(root: Path, hfd: int, hname: str, dry_run: bool, out: Result) -> None:
@@ -226,18 +228,18 @@ def finish_staging(root: Path, hfd: int, hname: str, dry_run: bool, out: Result)
         old = name + fs.OLD_SUFFIX
         shown = root / hname / name
         if dry_run:
-            out.lines.append(f"would finish {shown}, left by an interrupted compact")
+            out.say(f"would finish {shown}, left by an interrupted compact")
             continue
         if _exists(hfd, old) and not _exists(hfd, partition):  # killed between the two renames
             os.rename(name, partition, src_dir_fd=hfd, dst_dir_fd=hfd)
             fs.fsync_dir(hfd)
         live_token, merged = read_manifest(root / hname / partition / DAILY_NAME)
         if _exists(hfd, old):
-            _clear_old(root, hfd, partition, old, merged)
-            out.lines.append(f"finished {shown}, left by an interrupted compact")
+            _clear_old(root / hname, hfd, partition, old, merged)
+            out.say(f"finished {shown}, left by an interrupted compact")
         elif _exists(hfd, name) and live_token == token:  # exchanged: it holds the merged files
-            _clear_old(root, hfd, partition, name, merged)
-            out.lines.append(f"finished {shown}, left by an interrupted compact")
+            _clear_old(root / hname, hfd, partition, name, merged)
+            out.say(f"finished {shown}, left by an interrupted compact")
         elif _exists(hfd, name):  # never exchanged: an unfinished copy of the files still in place
-            _drop_staging(hfd, name)
-            out.lines.append(f"removed {shown}, an unfinished daily file of an interrupted compact")
+            _drop_staging(root / hname, hfd, name)
+            out.say(f"removed {shown}, an unfinished daily file of an interrupted compact")

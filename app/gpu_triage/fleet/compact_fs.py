@@ -49,8 +49,13 @@ def parse_date(text: str) -> date | None:
         return None
 
 
+class Unreadable(UserError):
+    """A directory that is there, and no link, but cannot be opened (another user's, mode 000)."""
+
+
 def open_dir(name: str, parent_fd: int | None, shown: Path) -> int:
-    """A directory's descriptor, opened without following a link; UserError saying what it is instead."""
+    """A directory's descriptor, opened without following a link; UserError saying what it is instead
+    (:class:`Unreadable` where it is neither a link nor something else than a directory)."""
     try:
         return os.open(name, _OPEN_DIR, dir_fd=parent_fd)
     except OSError as exc:
@@ -58,7 +63,7 @@ def open_dir(name: str, parent_fd: int | None, shown: Path) -> int:
             what = "a symbolic link" if _is_link(name, parent_fd) else "not a directory"
             raise UserError(f"{shown} is {what}: compact never follows links in a dataset; remove it "
                             "(someone else may have planted it)") from None
-        raise UserError(f"cannot open {shown}: {exc.strerror or exc}") from None
+        raise Unreadable(f"cannot open {shown}: {exc.strerror or exc}") from None
 
 
 def _is_link(name: str, parent_fd: int | None) -> bool:
@@ -84,7 +89,6 @@ class Entry:
     name: str
     mode: int
     size: int
-    uid: int
 
     @property
     def regular(self) -> bool:
@@ -107,7 +111,7 @@ def entries(fd: int) -> list[Entry]:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        out.append(Entry(name, st.st_mode, st.st_size, st.st_uid))
+        out.append(Entry(name, st.st_mode, st.st_size))
     return out
 
 
@@ -159,7 +163,6 @@ class Exchanged:
     """What :func:`exchange` did: ``old`` names the directory now holding the partition's previous files."""
 
     old: str
-    atomic: bool
     notes: list[str] = field(default_factory=list)
 
 
@@ -169,12 +172,12 @@ def exchange(host_fd: int, partition: str, staging: str) -> Exchanged:
     err = _renameat2(host_fd, partition, staging)
     if err == 0:
         fsync_dir(host_fd)
-        return Exchanged(staging, True)
+        return Exchanged(staging)
     if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         raise OSError(err, os.strerror(err))
     old = staging + OLD_SUFFIX
     os.rename(partition, old, src_dir_fd=host_fd, dst_dir_fd=host_fd)
     os.rename(staging, partition, src_dir_fd=host_fd, dst_dir_fd=host_fd)
     fsync_dir(host_fd)
-    return Exchanged(old, False, ["this file system cannot exchange two directories at once (renameat2): "
+    return Exchanged(old, ["this file system cannot exchange two directories at once (renameat2): "
                                   "the day was invisible for a moment between two renames"])
