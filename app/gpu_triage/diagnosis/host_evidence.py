@@ -13,8 +13,10 @@ import numpy as np
 from gpu_triage.diagnosis.facts import LINK_FIELDS, Fact, HostFacts, ProcFacts, ge, link_traffic, pct
 from gpu_triage.diagnosis.span import JobSpan
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.trace.layout import JOB_RANGES
 from gpu_triage.window import WindowView
 
+MAX_RATE = JOB_RANGES["samples_per_s"][1]  # a job's samples/s past this is no measurement (trace v2's range)
 FED_FLOOR_PCT = 10.0  # a GPU fed less than this share of the time is read as fed this much: the want stays finite
 
 
@@ -74,7 +76,8 @@ class WorkersRec:
     def with_rate(self, samples_per_s: float | None, wait_pct: float | None, busy_pct: float) -> WorkersRec:
         """This recommendation with the job's own rate beside it; unchanged without a rate (no job source, a
         stale or stopped job) or without anything saying how much of the time the GPU computes."""
-        if samples_per_s is None or not samples_per_s > 0 or (wait_pct is None and math.isnan(busy_pct)):
+        if (samples_per_s is None or not math.isfinite(samples_per_s) or not 0 < samples_per_s <= MAX_RATE
+                or (wait_pct is None and math.isnan(busy_pct))):
             return self
         return replace(self, rate=JobRate(float(samples_per_s), wait_pct, busy_pct))
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpu_triage.trace.layout import job_figure
+
 MAX_PARSE_CHARS = 8192  # longer lines are kept out of the parsers (the log's longest real progress lines: < 1 KiB)
 PARSE_BUDGET_CHARS = 512 * 1024  # characters parsed per tick at most, newest line first (see LogTracker)
 MAX_USER_REGEX = 4096  # characters of a [job] log_regex
@@ -297,15 +299,30 @@ def parse_user(rx: UserRegex, line: str) -> Reading | None:
 
 def parse_line(line: str, user: UserRegex | None = None) -> Reading | None:
     """The first format that recognises ``line``, or None. A line longer than MAX_PARSE_CHARS is not
-    parsed: no progress line is that long, and parsing costs time proportional to the line."""
+    parsed: no progress line is that long, and parsing costs time proportional to the line. Its rates and
+    times are measured figures: one that is no finite number within its physical range (a rate of 330
+    digits reads as infinity) is left out (:func:`measured`)."""
     if len(line) > MAX_PARSE_CHARS:
         return None
     if user is not None:
         r = parse_user(user, line)
         if r is not None:
-            return r
+            return measured(r)
     for _name, parser in FORMATS:
         r = parser(line)
         if r is not None:
-            return r
+            return measured(r)
     return None
+
+
+# each timed figure of a Reading, and the trace field whose physical range it has
+_TIMED = (("samples_per_s", "samples_per_s"), ("steps_per_s", "steps_per_s"), ("step_time_s", "step_time_s"),
+          ("data_time_s", "step_time_s"), ("avg_step_time_s", "step_time_s"), ("avg_data_time_s", "step_time_s"))
+
+
+def measured(r: Reading) -> Reading:
+    """``r`` with each rate or time that is not a finite number within its physical range
+    (:data:`~gpu_triage.trace.layout.JOB_RANGES`) set to None."""
+    for attr, name in _TIMED:
+        setattr(r, attr, job_figure(name, getattr(r, attr)))
+    return r

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpu_triage import pulse
 from gpu_triage.model import JobRank
+from gpu_triage.trace.layout import job_figure
 
 log = logging.getLogger(__name__)
 
@@ -215,17 +216,19 @@ class PulseReader:
             dsteps = int(rec["steps"]) - int(last["steps"])
             if not math.isfinite(dt) or dt <= 0 or dsteps < 0:
                 return
-            state.steps_per_s = dsteps / dt
+            # measured figures: one that is no finite number within its physical range is not measured (a
+            # pulse file's counters are the job's to write: 1e300 samples in a microsecond divide to infinity)
+            state.steps_per_s = job_figure("steps_per_s", dsteps / dt)
             if rec.get("samples") is not None and last.get("samples") is not None:
-                state.samples_per_s = (int(rec["samples"]) - int(last["samples"])) / dt
+                state.samples_per_s = job_figure("samples_per_s", (int(rec["samples"]) - int(last["samples"])) / dt)
             dtimed = int(rec.get("timed_steps") or 0) - int(last.get("timed_steps") or 0)
             dstep_s = float(rec.get("step_s") or 0.0) - float(last.get("step_s") or 0.0)
             dwait = float(rec.get("wait_s") or 0.0) - float(last.get("wait_s") or 0.0)
             if dtimed > 0 and dstep_s > 0:
-                state.step_time_s = dstep_s / dtimed
-                state.data_wait_pct = min(100.0, max(0.0, 100.0 * dwait / dstep_s))
+                state.step_time_s = job_figure("step_time_s", dstep_s / dtimed)
+                state.data_wait_pct = job_figure("data_wait_pct", min(100.0, max(0.0, 100.0 * dwait / dstep_s)))
             elif dsteps > 0:
-                state.step_time_s = dt / dsteps
+                state.step_time_s = job_figure("step_time_s", dt / dsteps)
         except (KeyError, TypeError, ValueError, OverflowError):
             log.debug("pulse record without the expected fields: %r", rec)
 

@@ -33,6 +33,7 @@ from gpu_triage.trace.layout import (
     DISK,
     GPU,
     JOB,
+    JOB_RANGES,
     NET,
     PROC,
     TRACE_COLUMNS,
@@ -85,13 +86,6 @@ DISK_BYTES_PER_S = (0.0, 1e12)
 DISK_OPS_PER_S = (0.0, 1e9)
 NET_BYTES_PER_S = (0.0, 1e13)  # 10 TB/s: past any NIC or 800G InfiniBand port
 ERROR_COUNT = (0.0, 2.0**63)  # counters: any non-negative count a u64 can honestly hold
-JOB_RANGES = {
-    "samples_per_s": (0.0, 1e12),
-    "steps_per_s": (0.0, 1e9),
-    "step_time_s": (0.0, 1e7),  # a step of 116 days is no step
-    "data_wait_pct": PCT,
-    "since_progress_s": (0.0, 1e10),
-}
 FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "gpus": {
         "util_pct": PCT,
