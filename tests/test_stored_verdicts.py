@@ -191,11 +191,12 @@ def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pyte
     writer.close()
     assert main(["diagnose", f"{tmp_path}/fleet", "--summary"]) == 0
     out = capsys.readouterr().out
-    assert "1 of 2 files has no stored verdicts: recomputed (" in out
+    assert "1 of 2 files has no stored verdicts, or verdicts judged with other settings: recomputed (" in out
     assert "old01: 0:06:40 of data in 1 files" in out and "storage_io" in out
     hint = recomputed_line(1, 2, 3.04, compact=True)
     assert hint.endswith("(3.0 s); `gpu-triage compact DIR` stores them for finished days")
-    assert recomputed_line(1, 1, 3.0, compact=False).startswith("its file has no stored verdicts: recomputed (3.0 s); ")
+    assert recomputed_line(1, 1, 3.0, compact=False).startswith(
+        "its file has no stored verdicts, or verdicts judged with other settings: recomputed (3.0 s); ")
     assert recomputed_line(3, 25, 41.0, compact=False).startswith("3 of 25 files have no stored verdicts")
 
 
@@ -290,3 +291,135 @@ def test_a_stored_verdict_from_anyone_is_cleaned_and_a_misshapen_one_is_one_line
     assert main(["diagnose", str(tmp_path / "odd.parquet"), "--summary"]) == 2
     err = capsys.readouterr().err
     assert "odd.parquet" in err and "cannot be read" in err and "Traceback" not in err
+
+
+# the settings a file's verdicts were judged with: the summary takes them only under the same settings
+
+
+def _host_meta(path: Path) -> dict:
+    import json
+
+    return json.loads(pq.read_schema(path).metadata[b"gpu_triage.host"])
+
+
+def _tuned() -> Config:
+    from gpu_triage.diagnosis.thresholds import Thresholds
+
+    return Config(thresholds=dataclasses.replace(Thresholds(), idle_util_pct=7.5))
+
+
+def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(tmp_path: Path) -> None:
+    """`diagnose DIR --summary --window 600` or `--config tuned.toml` reads every file with its own settings:
+    a file whose verdicts were judged with others is recomputed, as one without verdicts is."""
+    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.offline.stamp import settings, thresholds_digest
+
+    root, _ = record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
+                            describe_machine=False, out=None, config=Config())
+    files = sorted(Path(root).rglob("*.parquet"))
+    for f in files:
+        assert _host_meta(f)["verdicts"] == {"window_s": 300.0, "thresholds": thresholds_digest(Config().thresholds)}
+    assert summarise(str(root), Config())["recomputed_files"] == 0
+    assert summarise(str(root), Config(window_s=600.0))["recomputed_files"] == len(files)
+    assert summarise(str(root), _tuned())["recomputed_files"] == len(files)
+    assert thresholds_digest(_tuned().thresholds) != thresholds_digest(Config().thresholds)
+    assert thresholds_digest(dataclasses.replace(Config().thresholds, idle_util_pct=5)) == thresholds_digest(
+        Config().thresholds)  # "5" in a config file is the default 5.0
+    # recorded with the tuned settings: read as stored under them, recomputed under the defaults
+    tuned, _ = record_source(_phased(), tmp_path / "tuned.parquet", 2.0, duration_s=200, fast=True,
+                             describe_machine=False, out=None, config=_tuned())
+    assert _host_meta(tuned)["verdicts"] == settings(_tuned().thresholds, 300.0)
+    assert summarise(str(tuned), _tuned())["recomputed_files"] == 0
+    assert summarise(str(tuned), Config())["recomputed_files"] == 1
+
+
+def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path: Path) -> None:
+    """A file recorded before the settings were written down (verdicts, no "verdicts" key): its settings are
+    unknown, so its verdicts count only for a reader with the default ones."""
+    import json
+
+    from gpu_triage.fleet.summary import summarise
+
+    path, _ = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=200, fast=True,
+                            describe_machine=False, out=None, config=Config())
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    host = json.loads(meta[b"gpu_triage.host"])
+    del host["verdicts"]
+    meta[b"gpu_triage.host"] = json.dumps(host).encode()
+    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "old.parquet")
+    old = str(tmp_path / "old.parquet")
+    assert summarise(old, Config())["recomputed_files"] == 0
+    assert summarise(old, Config(window_s=600.0))["recomputed_files"] == 1
+    assert summarise(old, _tuned())["recomputed_files"] == 1
+
+
+def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> None:
+    from gpu_triage.offline.stamp import settings
+    from gpu_triage.ui.app_actions import KeyActions
+
+    config = Config(window_s=120.0)
+    source = _phased()
+    rec = _Recording(str(tmp_path / "export"), source, 2.0, None, config)
+    for _ in range(10):
+        rec.append(source.sample())
+    rec.close()
+    (f,) = sorted((tmp_path / "export").rglob("*.parquet"))
+    assert _host_meta(f)["verdicts"] == settings(config.thresholds, 120.0)
+
+    class Dashboard:  # the state KeyActions.start_recording reads and sets
+        recorder = None
+        record_error = None
+
+    dash = Dashboard()
+    dash.config, dash.host, dash.interval_s = config, source.host_info(), 2.0  # type: ignore[attr-defined]
+    KeyActions.start_recording(dash, tmp_path / "dash.parquet")  # type: ignore[arg-type]
+    assert dash.recorder is not None, dash.record_error
+    for _ in range(10):
+        dash.recorder.append(source.sample())
+    path = KeyActions.stop_recording(dash)  # type: ignore[arg-type]
+    assert path is not None and None not in _stored(path)
+    assert _host_meta(path)["verdicts"] == settings(config.thresholds, 120.0)
+    assert "verdicts" not in dash.host.extra  # type: ignore[attr-defined] - the dashboard's own host is a copy
+
+
+def _compact_day(root: Path) -> Path:
+    from gpu_triage.fleet.compact import Options, run
+
+    res = run(root, Options(now=START + timedelta(days=2)))
+    assert res.days == 1, res.lines
+    (daily,) = sorted(root.rglob("date=*/*.parquet"))
+    return daily
+
+
+def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
+    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.offline.stamp import settings
+
+    root = tmp_path / "fleet"
+    for hour in (0, 1):
+        record_source(_phased(start=START + timedelta(hours=hour)), f"{root}/", 2.0, duration_s=300, fast=True,
+                      describe_machine=False, out=None, config=_tuned())
+    daily = _compact_day(root)
+    assert _host_meta(daily)["verdicts"] == settings(_tuned().thresholds, 300.0)
+    assert summarise(str(root), _tuned())["recomputed_files"] == 0
+    assert summarise(str(root), Config())["recomputed_files"] == 1
+
+
+def test_compact_of_files_judged_with_different_settings_keeps_their_verdicts_and_fits_no_reader(
+    tmp_path: Path,
+) -> None:
+    """One hour judged with the defaults, the next with tuned thresholds: the day keeps every verdict, and its
+    metadata says they are mixed, so the summary judges the day again whatever its settings."""
+    from gpu_triage.fleet.summary import summarise
+
+    root = tmp_path / "fleet"
+    for hour, config in ((0, Config()), (1, _tuned())):
+        record_source(_phased(start=START + timedelta(hours=hour)), f"{root}/", 2.0, duration_s=300, fast=True,
+                      describe_machine=False, out=None, config=config)
+    carried = [v for f in sorted(root.rglob("*.parquet")) for v in _stored(f)]
+    daily = _compact_day(root)
+    assert _stored(daily) == carried  # nothing carried is rewritten
+    assert "mixed" in _host_meta(daily)["verdicts"]
+    for config in (Config(), _tuned()):
+        assert summarise(str(root), config)["recomputed_files"] == 1

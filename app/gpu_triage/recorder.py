@@ -32,6 +32,7 @@ from gpu_triage.fleet.dataset import DatasetWriter, open_recording
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
+from gpu_triage.offline.stamp import with_settings
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
 from gpu_triage.stopsignals import StopSignals
@@ -112,13 +113,15 @@ def record_source(
     try:
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=describe_machine))
+        judging = config or Config()
+        host = with_settings(host, judging.thresholds, judging.window_s)  # what the stored verdicts were judged with
         writer = open_recording(output, host, interval_s, rotate_s=rotate_s)
         for message in source.status().messages:
             log.info("source %s: %s", source.name, message)
             print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr))
         log.info("recording %s to %s every %g s%s (stream %s)", source.name, writer.path, interval_s,
                  f" for {duration_s:g} s" if duration_s else "", writer.stream_path)
-        stamp = _stamper(config, writer, interval_s, host.cpu_count)
+        stamp = _stamper(judging, writer, interval_s, host.cpu_count)
         print(
             f"recording {source.name} to {writer.path} every {interval_s:g} s"
             + (f" for {human_seconds(duration_s)}" if duration_s else "")

@@ -124,12 +124,13 @@ class _Recording:
                  config: Config | None = None) -> None:
         from gpu_triage.fleet.dataset import DatasetWriter
         from gpu_triage.hostmeta import recorder_extra
-        from gpu_triage.offline.stamp import VerdictStamp
+        from gpu_triage.offline.stamp import VerdictStamp, with_settings
 
+        config = config or Config()
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
+        host = with_settings(host, config.thresholds, config.window_s)  # what the stored verdicts were judged with
         self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
-        config = config or Config()
         # each recorded tick carries its raw verdict (trace v3), on a window of its own that starts with each
         # file as `record`'s does; the metrics' window (the monitor's) goes on across files
         self._stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, host.cpu_count)

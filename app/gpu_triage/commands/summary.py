@@ -36,15 +36,15 @@ def owner_lines(owners: dict[str, Any], indent: str) -> list[str]:
 
 
 def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool | None = None) -> str:
-    """The summary's word on the files it had to diagnose again: "3 of 25 files have no stored verdicts:
-    recomputed (41.2 s)", and how to store them: `gpu-triage compact` where this version has it (``compact``
-    None: look for its handler), else what records them."""
+    """The summary's word on the files it had to diagnose again: "3 of 25 files have no stored verdicts, or
+    verdicts judged with other settings: recomputed (41.2 s)", and how to store them: `gpu-triage compact`
+    where this version has it (``compact`` None: look for its handler), else what records them."""
     if compact is None:
         import importlib.util  # noqa: PLC0415
 
         compact = importlib.util.find_spec("gpu_triage.commands.compact") is not None
     which = "its file has" if files == 1 else f"{recomputed} of {files} files {'has' if recomputed == 1 else 'have'}"
-    line = f"{which} no stored verdicts: recomputed ({seconds:.1f} s)"
+    line = f"{which} no stored verdicts, or verdicts judged with other settings: recomputed ({seconds:.1f} s)"
     if compact:
         return line + "; `gpu-triage compact DIR` stores them for finished days"
     return line + "; `gpu-triage record` stores them in recordings made from now on (trace v3)"

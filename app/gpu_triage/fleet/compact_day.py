@@ -27,6 +27,8 @@ from gpu_triage.fleet.compact import (
     staging_name,
 )
 from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.offline.stamp import SETTINGS_KEY
+from gpu_triage.trace.layout import META_HOST
 from gpu_triage.trace.target import describe_os_error, write_parquet_atomic
 
 if TYPE_CHECKING:
@@ -36,15 +38,17 @@ log = logging.getLogger("gpu_triage.fleet.compact")
 
 
 def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs.Entry], dict[bytes, bytes],
-                                                           float, object]:
-    """Each readable file of the host-day through the project's reader; unreadable ones are named and stay."""
+                                                           float, object, list[object]]:
+    """Each readable file of the host-day through the project's reader; unreadable ones are named and stay.
+    Also the settings each file's verdicts were judged with (its host metadata's ``verdicts``, None without
+    the key), for each file that carries any verdict."""
     import pyarrow as pa  # noqa: PLC0415
 
     from gpu_triage.fleet.flat import conform_table  # noqa: PLC0415
     from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
 
     folder = root / f"host={hd.host}" / f"date={hd.day.isoformat()}"
-    tables, merged = [], []
+    tables, merged, judged_with = [], [], []
     meta: dict[bytes, bytes] = {}
     interval, host = 2.0, None
     for e in hd.files:
@@ -61,7 +65,30 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
         tables.append(table)
         merged.append(e)
         meta, interval, host = dict(tf.table.schema.metadata or {}), tf.interval_s, tf.host
-    return tables, merged, meta, interval, host
+        if table.column("verdict").null_count < table.num_rows:
+            judged_with.append(_host_extra(meta).get(SETTINGS_KEY))
+    return tables, merged, meta, interval, host, judged_with
+
+
+def _host_extra(meta: dict[bytes, bytes]) -> dict[str, object]:
+    try:
+        obj = json.loads(meta.get(META_HOST) or b"{}")
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _with_judged_settings(meta: dict[bytes, bytes], judged_with: object) -> None:
+    """The daily file's host metadata (the last file's) naming the settings of the verdicts it holds
+    (:func:`~gpu_triage.offline.stamp.merged_settings`): the key removed where they are unknown."""
+    obj = _host_extra(meta)
+    if judged_with is None:
+        if SETTINGS_KEY not in obj:
+            return
+        del obj[SETTINGS_KEY]
+    else:
+        obj[SETTINGS_KEY] = judged_with
+    meta[META_HOST] = json.dumps(obj, ensure_ascii=False, default=str).encode()
 
 
 def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> list:
@@ -80,17 +107,22 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
     """Merge one host-day into its daily file and flat table; returns the line saying what it did."""
     from gpu_triage.fleet.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
     from gpu_triage.model import SCHEMA_VERSION  # noqa: PLC0415
+    from gpu_triage.offline.stamp import merged_settings, settings  # noqa: PLC0415
     from gpu_triage.trace.layout import META_SCHEMA  # noqa: PLC0415
 
     partition = f"date={hd.day.isoformat()}"
     folder = root / f"host={hd.host}" / partition
-    tables, merged, meta, interval, host = _read(root, hd, out)
+    tables, merged, meta, interval, host, judged_with = _read(root, hd, out)
     if not merged:
         return "nothing readable: left as it is"
     table, dups = merge(tables)
     recomputed = 0
     if table.column("verdict").null_count:
         table, recomputed = fill_verdicts(table, _judged(table, host, interval, opts))
+    if recomputed:
+        judged_with.append(settings(opts.thresholds, opts.window_s))
+    # every verdict carried is kept; the day names their settings where the files agree, else none fits a reader
+    _with_judged_settings(meta, merged_settings(judged_with))
     token = new_token()
     meta.update({META_SCHEMA: SCHEMA_VERSION.encode(), META_TOKEN: token.encode(),
                  META_MERGED: json.dumps([[e.name, e.size] for e in merged]).encode(),

@@ -7,10 +7,15 @@ every tick: :mod:`gpu_triage.offline.stamp`): a columnar read of ``ts``, ``inter
 (after a gap, its own interval), as the recomputation counts them. A tick judged while the window was still
 filling (pattern ``collecting``: the first ``warmup_s`` of each file and after a gap) has no verdict yet and
 counts for the first verdict after it, as it does in the recomputation, whose first verdict comes 30 s in.
-A file without them on every tick (v1/v2, a writer that does not diagnose, a tick whose diagnosis failed) is
-recomputed as before (:func:`gpu_triage.fleet.summary.file_verdicts`: a verdict every 30 s of data). GPU-Util
-and the owners are read in the same pass, only the Parquet leaves they need (``gpus``' ``util_pct``,
-``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner fields), not whole list columns.
+The stored verdicts are taken only when the file says they were judged with the reader's settings (its host
+metadata's ``verdicts``: the window and a digest of the thresholds, :func:`gpu_triage.offline.stamp.
+settings_fit`; a file recorded before that key existed: only under the default settings), so that
+``--window`` and ``--config`` change every file's reading, not only the recomputed ones'.
+A file without them on every tick (v1/v2, a writer that does not diagnose, a tick whose diagnosis failed),
+or with verdicts judged with other settings, is recomputed as before (:func:`gpu_triage.fleet.summary.
+file_verdicts`: a verdict every 30 s of data). GPU-Util and the owners are read in the same pass, only the
+Parquet leaves they need (``gpus``' ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner
+fields), not whole list columns.
 """
 
 from __future__ import annotations
@@ -55,18 +60,24 @@ class Skipped:
     reason: str  # the reader's line for it (the path it starts with removed by the caller)
 
 
-def has_stored_verdicts(path: Path, pf: Any = None) -> bool:
-    """Whether a file's footer says it holds a verdict on every tick: trace v3 or later, a ``verdict``
-    struct with its ``bottleneck``, and no null among them in any row group's statistics. Only the footer is
-    read; anything unusual (no statistics, a foreign or damaged file) says False: the file is then read by
-    the recomputation, whose reader says what is wrong with it. ``pf``: the file already opened."""
+def has_stored_verdicts(path: Path, config: Config, pf: Any = None) -> bool:
+    """Whether a file's footer says it holds a verdict on every tick, judged with ``config``'s window and
+    thresholds: trace v3 or later, host metadata whose ``verdicts`` settings fit ``config``
+    (:func:`~gpu_triage.offline.stamp.settings_fit`), a ``verdict`` struct with its ``bottleneck``, and no
+    null among them in any row group's statistics. Only the footer is read; anything unusual (no statistics,
+    a foreign or damaged file) says False: the file is then read by the recomputation, whose reader says
+    what is wrong with it. ``pf``: the file already opened."""
     import pyarrow.parquet as pq
+
+    from gpu_triage.offline.stamp import settings_fit
 
     try:
         pf = pf or pq.ParquetFile(path, pre_buffer=False)
         meta = pf.schema_arrow.metadata or {}
         version = meta.get(b"gpu_triage.schema", b"").decode("ascii", "replace")
         if not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0:
+            return False
+        if not settings_fit(_host_extra(meta), config.thresholds, config.window_s):
             return False
         paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
         if "verdict.bottleneck" not in paths:
@@ -132,6 +143,15 @@ def _hostname(meta: dict[bytes, bytes]) -> str | None:
         return None
 
 
+def _host_extra(meta: dict[bytes, bytes]) -> dict[str, Any]:
+    """The host metadata's keys beyond the host facts (``verdicts`` among them); empty when unreadable."""
+    try:
+        obj = json.loads(meta.get(b"gpu_triage.host") or b"{}")
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
 def _stored_ticks(pl: Any, table: Any, meta: dict[bytes, bytes]) -> Any:
     """(end, bottleneck, seconds) per tick from the stored verdicts, or None when the file must be read by the
     recomputation instead (timestamps out of order or out of range, a tick without a verdict: the reader's
@@ -179,8 +199,9 @@ def _span_ticks(pl: Any, spans: list[Any]) -> Any:
 
 
 def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart | Skipped:
-    """One file's part of the summary: from its stored verdicts where it has them (``use_stored``), else
-    recomputed; Skipped (with the reader's reason) when the file cannot be read at all."""
+    """One file's part of the summary: from its stored verdicts where it has them, judged with ``config``'s
+    settings (``use_stored``), else recomputed; Skipped (with the reader's reason) when the file cannot be
+    read at all."""
     import polars as pl
     import pyarrow.parquet as pq
 
@@ -193,7 +214,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
             pf = pq.ParquetFile(path, pre_buffer=False)
         except Exception as exc:  # the recomputation's reader names what is wrong with it
             log.debug("%s: not opened for its stored verdicts (%s)", path, exc)
-    stored = pf is not None and has_stored_verdicts(path, pf)
+    stored = pf is not None and has_stored_verdicts(path, config, pf)
     warnings: list[str] = []
     ticks = None
     table: Any = None
@@ -408,7 +429,7 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     n = min(workers or cores, len(files))
     if workers is None and n > 1 and len(files) < POOL_MIN_FILES:
-        to_recompute = sum(1 for f in files if not (use_stored and has_stored_verdicts(f)))
+        to_recompute = sum(1 for f in files if not (use_stored and has_stored_verdicts(f, config)))
         if to_recompute < POOL_MIN_RECOMPUTED:
             n = 1
     if n <= 1:

@@ -36,10 +36,12 @@ class KeyActions(ProcTableActions):
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
         try:
-            from gpu_triage.offline.stamp import VerdictStamp  # noqa: PLC0415 - when a recording starts
+            from gpu_triage.offline.stamp import VerdictStamp, with_settings  # noqa: PLC0415 - when recording starts
 
-            stamp = VerdictStamp(self.config.thresholds, self.config.window_s, self.interval_s, self.host.cpu_count)
-            self.recorder = Recorder(path, self.host, self.interval_s, stamp=stamp)
+            th, window_s = self.config.thresholds, self.config.window_s
+            stamp = VerdictStamp(th, window_s, self.interval_s, self.host.cpu_count)
+            # the file names the settings its verdicts were judged with (a copy: the dashboard's host stays as it is)
+            self.recorder = Recorder(path, with_settings(self.host, th, window_s), self.interval_s, stamp=stamp)
             self.record_error = None
         except Exception as exc:  # UserError, OSError, Arrow's errors: shown, the dashboard goes on
             log.exception("recording to %s could not start", path)
