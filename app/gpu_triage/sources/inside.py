@@ -85,23 +85,23 @@ class _Followed:
         self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
 
 
-def _start_time(pid: int, proc_root: str) -> int | None:
+def _stat_field(pid: int, proc_root: str, k: int) -> int | None:
+    """Field ``k`` of /proc/PID/stat counted after the command name (0: the state), None when unreadable; the
+    command name, which its process chooses, may hold spaces and parentheses: the fields start after its last ")"."""
     try:
         with open(f"{proc_root}/{pid}/stat", "rb") as f:
             data = f.read(4096)
-        return int(data[data.rindex(b")") + 2 :].split()[19])
+        return int(data[data.rindex(b")") + 2 :].split()[k])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _start_time(pid: int, proc_root: str) -> int | None:
+    return _stat_field(pid, proc_root, 19)  # starttime (field 22): with the pid, which process it is
 
 
 def _parent_of(pid: int, proc_root: str) -> int | None:
-    """The parent pid of ``pid`` (field 4 of /proc/PID/stat, after the command name), None when unreadable."""
-    try:
-        with open(f"{proc_root}/{pid}/stat", "rb") as f:
-            data = f.read(4096)
-        return int(data[data.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    return _stat_field(pid, proc_root, 1)  # ppid (field 4)
 
 
 class InsideSampler:
