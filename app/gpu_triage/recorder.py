@@ -35,7 +35,7 @@ from gpu_triage.model import Tick
 from gpu_triage.offline.stamp import with_settings
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
-from gpu_triage.stopsignals import StopSignals
+from gpu_triage.stopsignals import WAKE_S, StopSignals
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
 
@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
 
 PROGRESS_EVERY_S = 0.5
-IDLE_WAIT_S = 60.0  # no progress line (not a terminal): the main thread only waits for a stop (a signal sets it)
 
 
 def human_seconds(s: float) -> str:
@@ -267,7 +266,7 @@ def _record_paced(
                 if left is not None and left <= 0:
                     break
                 # off a terminal there is no progress line to draw: sleep until a stop or the duration's end
-                every = PROGRESS_EVERY_S if tty else IDLE_WAIT_S
+                every = PROGRESS_EVERY_S if tty else WAKE_S  # stopsignals.py: why not longer
                 stop.wait(every if left is None else min(every, left))
                 if tty:
                     progress()

@@ -20,11 +20,10 @@ from gpu_triage.errors import UserError
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
 from gpu_triage.sources.base import Source
-from gpu_triage.stopsignals import StopSignals
+from gpu_triage.stopsignals import WAKE_S, StopSignals
 
 log = logging.getLogger(__name__)
 
-IDLE_WAIT_S = 60.0  # the main thread only waits for a stop: a safety net, not a cadence
 
 
 def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | None = None) -> int:
@@ -93,8 +92,8 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
                 + "; Ctrl-C to stop",
                 flush=True,
             )
-            # a signal's handler sets the event (a blocked wait is interrupted on POSIX): no 1 s polling
-            while not stop.event.wait(IDLE_WAIT_S):
+            # a signal's handler sets the event; the wait wakes at least every WAKE_S (stopsignals.py says why)
+            while not stop.event.wait(WAKE_S):
                 pass
         finally:
             exporter.close()  # first, and bounded: answers being written get a short grace, no client is waited on
