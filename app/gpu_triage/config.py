@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.thresholds import DEFAULT_WINDOW_S, Thresholds
 from gpu_triage.errors import UserError, user_path
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ PANES = ("gpu", "job", "diag", "cpu", "disk", "procs")
 @dataclass(slots=True)
 class Config:
     interval_s: float = 2.0
-    window_s: float = 300.0
+    window_s: float = DEFAULT_WINDOW_S
     thresholds: Thresholds = field(default_factory=Thresholds)
     theme: str = "textual-dark"
     color_gpu: str = "green"  # GPU-Util waveform

@@ -13,6 +13,7 @@ recorder writes as file metadata.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -169,6 +170,22 @@ class ProcSample:
         if self.user:
             return "user", self.user
         return None
+
+
+#: The job's figures' physical ranges (whole job and each rank): readers make a value outside null, the job
+#: sources refuse one as it comes in (no job runs 10^12 samples/s; an infinite rate breaks the arithmetic).
+JOB_RANGES: dict[str, tuple[float, float]] = {
+    "samples_per_s": (0.0, 1e12), "steps_per_s": (0.0, 1e9), "step_time_s": (0.0, 1e7),  # a 116-day step is none
+    "data_wait_pct": (0.0, 100.0), "since_progress_s": (0.0, 1e10),
+}
+
+
+def job_figure(name: str, value: float | None) -> float | None:
+    """``value`` where it is a finite number within ``JOB_RANGES[name]``, else None (not measured)."""
+    if value is None:
+        return None
+    lo, hi = JOB_RANGES[name]
+    return value if math.isfinite(value) and lo <= value <= hi else None
 
 
 # Trace v2 (docs/trace-v2.md): the job's side of a tick, what the training itself says about its progress.

@@ -13,7 +13,7 @@ import numpy as np
 from gpu_triage.diagnosis.facts import LINK_FIELDS, Fact, HostFacts, ProcFacts, ge, link_traffic, pct
 from gpu_triage.diagnosis.span import JobSpan
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.trace.layout import JOB_RANGES
+from gpu_triage.model import JOB_RANGES
 from gpu_triage.window import WindowView
 
 MAX_RATE = JOB_RANGES["samples_per_s"][1]  # a job's samples/s past this is no measurement (trace v2's range)

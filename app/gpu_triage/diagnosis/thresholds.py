@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+DEFAULT_WINDOW_S = 300.0  # the two-minute method's window: 5 minutes of ticks (the config's default)
+
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:

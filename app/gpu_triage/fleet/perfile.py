@@ -75,12 +75,9 @@ def has_stored_verdicts(path: Path, config: Config, pf: Any = None) -> bool:
         pf = pf or pq.ParquetFile(path, pre_buffer=False)
         meta = pf.schema_arrow.metadata or {}
         version = meta.get(b"gpu_triage.schema", b"").decode("ascii", "replace")
-        if not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0:
-            return False
-        if not settings_fit(_host_extra(meta), config.thresholds, config.window_s):
-            return False
         paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
-        if "verdict.bottleneck" not in paths:
+        if (not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0 or "verdict.bottleneck" not in paths
+                or not settings_fit(_host_extra(meta), config.thresholds, config.window_s)):
             return False
         j = paths.index("verdict.bottleneck")
         for g in range(pf.metadata.num_row_groups):

@@ -59,10 +59,9 @@ def with_settings(host: HostInfo, thresholds: Thresholds, window_s: float) -> Ho
 
 
 def _defaults() -> dict[str, Any]:
-    from gpu_triage.config import Config  # noqa: PLC0415 - config imports the thresholds, not this module
+    from gpu_triage.diagnosis.thresholds import DEFAULT_WINDOW_S, Thresholds  # noqa: PLC0415 - with the engine
 
-    d = Config()
-    return settings(d.thresholds, d.window_s)
+    return settings(Thresholds(), DEFAULT_WINDOW_S)
 
 
 def settings_fit(extra: dict[str, Any], thresholds: Thresholds, window_s: float) -> bool:

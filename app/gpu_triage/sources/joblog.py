@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gpu_triage.trace.layout import job_figure
+from gpu_triage.model import job_figure
 
 MAX_PARSE_CHARS = 8192  # longer lines are kept out of the parsers (the log's longest real progress lines: < 1 KiB)
 PARSE_BUDGET_CHARS = 512 * 1024  # characters parsed per tick at most, newest line first (see LogTracker)
@@ -322,7 +322,7 @@ _TIMED = (("samples_per_s", "samples_per_s"), ("steps_per_s", "steps_per_s"), ("
 
 def measured(r: Reading) -> Reading:
     """``r`` with each rate or time that is not a finite number within its physical range
-    (:data:`~gpu_triage.trace.layout.JOB_RANGES`) set to None."""
+    (:data:`~gpu_triage.model.JOB_RANGES`) set to None."""
     for attr, name in _TIMED:
         setattr(r, attr, job_figure(name, getattr(r, attr)))
     return r

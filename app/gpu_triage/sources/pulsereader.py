@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_triage import pulse
-from gpu_triage.model import JobRank
-from gpu_triage.trace.layout import job_figure
+from gpu_triage.model import JobRank, job_figure
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ a struct a tuple of its fields, a missing value None.
 from __future__ import annotations
 
 import json
-import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -35,25 +34,6 @@ from gpu_triage.model import (
 META_SCHEMA = b"gpu_triage.schema"
 META_INTERVAL = b"gpu_triage.interval_s"
 META_HOST = b"gpu_triage.host"
-
-#: The job's figures' physical ranges (the whole job's and each rank's): the readers make a value outside null
-#: (schema.FIELD_RANGES), the job sources refuse one as it comes in (a rate is a measured figure: no job runs
-#: 10^12 samples a second, and an infinite one breaks the arithmetic that reads it).
-JOB_RANGES: dict[str, tuple[float, float]] = {
-    "samples_per_s": (0.0, 1e12),
-    "steps_per_s": (0.0, 1e9),
-    "step_time_s": (0.0, 1e7),  # a step of 116 days is no step
-    "data_wait_pct": (0.0, 100.0),
-    "since_progress_s": (0.0, 1e10),
-}
-
-def job_figure(name: str, value: float | None) -> float | None:
-    """``value`` where it is a finite number within ``JOB_RANGES[name]``, else None (not measured)."""
-    if value is None:
-        return None
-    lo, hi = JOB_RANGES[name]
-    return value if math.isfinite(value) and lo <= value <= hi else None
-
 
 #: Scalar kinds (the model's trace types) and the two containers. ``ts_us`` is a UTC timestamp in µs.
 SCALARS = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "ts_us"})

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from gpu_triage.model import (
+    JOB_RANGES,
     DiskSample,
     GpuSample,
     HostInfo,
@@ -33,7 +34,6 @@ from gpu_triage.trace.layout import (
     DISK,
     GPU,
     JOB,
-    JOB_RANGES,
     NET,
     PROC,
     TRACE_COLUMNS,
