@@ -172,4 +172,5 @@ def test_the_json_facts_carry_the_inside_evidence() -> None:
     assert seg.bottleneck == "host_step"
     (fact,) = [f for f in seg.evidence_facts if f["metric"] == "main_thread_phase_share"]
     assert "optimizer" in fact["text"] and 0.5 <= fact["value"] <= 1.0
+    assert fact["text"].startswith(f"pid {fact['pid']} ")  # the process, as a figure too
     json.dumps(seg.evidence_facts)

@@ -29,10 +29,12 @@ class Fact:
     metric: str | None = None
     value: float | None = None
     cards: tuple[int, ...] = ()
+    pid: int | None = None  # the process the sentence is about (the inside evidence), for the screen and JSON
 
     def as_dict(self) -> dict[str, Any]:
         value = None if self.value is None or math.isnan(self.value) else round(float(self.value), 3)
-        return {"text": self.text, "metric": self.metric, "value": value, "cards": list(self.cards)}
+        out = {"text": self.text, "metric": self.metric, "value": value, "cards": list(self.cards)}
+        return out if self.pid is None else {**out, "pid": self.pid}
 
 
 @dataclass(slots=True)

@@ -75,7 +75,7 @@ class ProcessInside:
         busy = ("" if math.isnan(b) else " (no thread busy)" if b == 0
                 else f" ({b:.0f} thread{'' if b == 1 else 's'} busy)")
         return Fact(f"{self.name}'s main thread was in {names}{at} in {k} of {self.samples} samples{busy}",
-                    "main_thread_phase_share", self.share(phases), self.cards)
+                    "main_thread_phase_share", self.share(phases), self.cards, self.pid)
 
     def workers_fact(self, phase: str) -> Fact | None:
         total = sum(self.workers.values())

@@ -4,8 +4,6 @@ The table's drawing and state are :mod:`gpu_triage.ui.procview`'s."""
 
 from __future__ import annotations
 
-import re
-
 from textual.app import App
 
 from gpu_triage.model import ProcSample
@@ -14,8 +12,6 @@ from gpu_triage.sources.base import AllHostProcesses, HostProcesses, InsideNotic
 from gpu_triage.ui import inside_lines, procview
 from gpu_triage.ui.verdict_pane import Shown
 from gpu_triage.window import RollingWindow, WindowView
-
-_CITED = re.compile(r"pid (\d+)\b")
 
 
 class ProcTableActions(App[int]):
@@ -61,11 +57,11 @@ class ProcTableActions(App[int]):
         return inside_lines.pane_lines(view, notice, self._cited_pids())
 
     def _cited_pids(self) -> frozenset[int]:
-        """The processes whose main thread the shown verdict's evidence already describes (its
-        main_thread_phase_share facts, worded "pid N (card C)'s main thread was in …")."""
+        """The processes whose main thread the shown verdict's evidence already describes (the pid of its
+        main_thread_phase_share facts)."""
         facts = getattr(self.shown, "evidence_facts", None) or []
-        return frozenset(int(m.group(1)) for f in facts if f.get("metric") == "main_thread_phase_share"
-                         and (m := _CITED.match(str(f.get("text", "")))))
+        return frozenset(f["pid"] for f in facts
+                         if f.get("metric") == "main_thread_phase_share" and isinstance(f.get("pid"), int))
 
     def _proc_rows(self) -> list[procview.Row]:
         return procview.rows(self._procs_now()[0], self.procs, self._proc_details)
