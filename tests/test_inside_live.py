@@ -19,6 +19,7 @@ from gpu_triage.model import StackSample, Tick
 from gpu_triage.sources.inside import InsideSampler
 from gpu_triage.sources.live import LiveSource
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, find_pyspy
+from test_inside_stacks import SLOW_LOADER
 
 needs_pyspy = pytest.mark.skipif(find_pyspy() is None and not os.environ.get("CI"), reason="py-spy not installed")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="py-spy reads other processes as root here")
@@ -224,21 +225,7 @@ def test_a_real_dataloader_gives_its_main_thread_and_its_workers_samples() -> No
     """A training loop waiting on slow DataLoader workers: the main thread's samples name the wait, and its
     workers (found by the process reader as its children) are dumped in turn, each tied to its trainer."""
     pytest.importorskip("torch")
-    code = """
-        import time, torch
-        from torch.utils.data import DataLoader, Dataset
-        class Remote(Dataset):
-            def __len__(self): return 10**6
-            def __getitem__(self, i):
-                time.sleep(0.05)  # a remote GET
-                return torch.zeros(4)
-        loader = DataLoader(Remote(), batch_size=16, num_workers=2)
-        it = iter(loader); next(it)
-        print("ready", flush=True)
-        for _ in it:
-            pass
-    """
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLOW_LOADER)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
         source = _source(proc.pid, 0.0, InsideSampler(every_s=0.3))

@@ -149,6 +149,21 @@ SPINNER = """
     print("ready", flush=True)
     bookkeeping()
 """
+# a training loop over a real DataLoader whose two workers wait 50 ms a sample (a remote GET)
+SLOW_LOADER = """
+    import time, torch
+    from torch.utils.data import DataLoader, Dataset
+    class Remote(Dataset):
+        def __len__(self): return 10**6
+        def __getitem__(self, i):
+            time.sleep(0.05)  # a remote GET
+            return torch.zeros(4)
+    loader = DataLoader(Remote(), batch_size=16, num_workers=2)
+    it = iter(loader); next(it)
+    print("ready", flush=True)
+    for _ in it:
+        pass
+"""
 SERVICE = """
     import socket
     srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
@@ -208,20 +223,7 @@ def test_threads_from_proc_count_one_busy_thread_for_a_python_loop(job: subproce
 @needs_root
 def test_a_real_dataloader_waiting_on_slow_workers_reads_as_waiting_for_its_loader() -> None:
     pytest.importorskip("torch")
-    job = _start("""
-        import time, torch
-        from torch.utils.data import DataLoader, Dataset
-        class Remote(Dataset):
-            def __len__(self): return 10**6
-            def __getitem__(self, i):
-                time.sleep(0.05)  # a remote GET
-                return torch.zeros(4)
-        loader = DataLoader(Remote(), batch_size=16, num_workers=2)
-        it = iter(loader); next(it)
-        print("ready", flush=True)
-        for _ in it:
-            pass
-    """)
+    job = _start(SLOW_LOADER)
     try:
         reader, threads = StackReader(), ThreadReader()
         assert _phase_of(job.pid, reader, threads, n=4).most_common(1)[0][0] is Phase.DATALOADER_WAIT
