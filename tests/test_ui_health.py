@@ -131,4 +131,4 @@ def test_the_power_cap_alone_is_shown_but_not_alarmed() -> None:
     assert "yellow" in style_at(" 690W", 0) and "red" not in style_at(" 690W", 0)
     assert "red" not in style_at(" 0 ", 0)
     assert "red" in style_at("THR power,thermal", 1) and "red" in style_at(" 1 ", 1)
-    assert "red" in style_at("THR power ECC 1", 2)
+    assert "red" in style_at("ECC 1 THR power", 2)

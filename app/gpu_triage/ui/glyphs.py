@@ -168,6 +168,20 @@ def wave_plan(t: int, width: int) -> WavePlan:
     return WavePlan(True, min(t, per_dot * dots), t, per_dot)
 
 
+def shown_ticks(plan: WavePlan, width: int, newest: int | None) -> int:
+    """The ticks a graph drawn by ``plan`` holds now: the whole window, or (shortened) the newest ticks its
+    stepped columns reach, which grow by one a tick between two moves (see :func:`stepped_columns`)."""
+    if not plan.shortened:
+        return plan.window
+    slots = 2 * width if plan.braille else width
+    k = plan.per_dot
+    if newest is None:
+        return min(plan.window, slots * k)
+    step = max(1, min(SCROLL_STEP, slots // 4))
+    used = slots - step + 1 + (newest // k) % step
+    return min(plan.window, newest % k + 1 + (used - 1) * k)
+
+
 # braille (U+2800 + bits) filled from the bottom up: 0..4 dots in the left column, in the right one
 _LEFT_BITS = np.array([0, 0x40, 0x44, 0x46, 0x47])
 _RIGHT_BITS = np.array([0, 0x80, 0xA0, 0xB0, 0xB8])

@@ -24,6 +24,7 @@ from gpu_triage.ui.glyphs import (
     AXIS_W,
     WavePlan,
     axis_label,
+    shown_ticks,
     tall_graph,
     tall_plan,
     tall_split,
@@ -58,7 +59,7 @@ def gpu_pane(
         if tall:
             out.append(_tall_legend(1, width), "bold")
         else:
-            out.append(_wave_legend(None, 0.0, rows_per_card, colours, width), "bold")
+            out.append(_wave_legend(None, 0, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
         out.append(msg[:width], colours.alert if not gpu_available else "grey50")
@@ -117,18 +118,21 @@ def gpu_pane(
     interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
     if tall:
         per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
-        shown = f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}" if (
-            shortened and tall_w and interval > 0) else ""
+        shown = ""
+        if interval > 0 and tall_w:
+            shown = (f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}"
+                     if shortened else f", last {_short_dur(view.n * interval)}")
         out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
     else:
         plan = wave_plan(view.n, wave_w)
-        legend = Text(_wave_legend(plan, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
+        shown = shown_ticks(plan, wave_w, newest)
+        legend = Text(_wave_legend(plan, shown, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
         out = legend + out
     return out
 
 
 HEAD_W = 4  # "▶ 0 ": the selection marker, the card's number, a space
-SM_ROW_LABEL = " act"  # the second row of a card: its SM activity (GPM)
+SM_ROW_LABEL = "act "  # the second row of a card: its SM activity (GPM)
 # the tail's fields and their widths: a card's figures always take the same columns, so its graph does too
 _UTIL_W, _SM_W, _MEM_W, _POWER_W, _PCIE_W, _NV_W = 5, 10, 10, 6, 10, 11
 _NARROW_SLOT_W = 9  # " 61C 1.5G"
@@ -234,15 +238,17 @@ def _tall_legend(per_column: int, width: int, shown: str = "") -> str:
     )
 
 
-def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, colours: Colours, width: int) -> str:
+def _wave_legend(
+    plan: WavePlan | None, shown: int, interval_s: float, rows_per_card: int, colours: Colours, width: int
+) -> str:
     """The title of the one-line graphs: the fixed scale, the time the graphs span (the part of the window
     when they cannot hold it all), what one cell is (one tick, or several in braille), and what shading and
     colour mean."""
     cell = f"cell = {plan.per_cell} ticks (braille)" if plan is not None and plan.braille else "cell = 1 tick"
     span = ""
     if plan is not None and interval_s > 0:
-        span = (f"last {_short_dur(plan.ticks * interval_s)} of {_short_dur(plan.window * interval_s)}"
-                if plan.shortened else f"last {_short_dur(plan.window * interval_s)}")
+        span = (f"last {_short_dur(shown * interval_s)} of {_short_dur(plan.window * interval_s)}"
+                if shown < plan.window else f"last {_short_dur(plan.window * interval_s)}")
     when = f"{span}, {cell}" if span else cell
     sm_long = f", {colours.sm} = SMs idle" if rows_per_card == 1 else "; 2nd row SM activity"
     sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM act"
@@ -275,18 +281,20 @@ NOTICE_STYLE = "yellow"  # a card flag that calls for no action (the power cap a
 
 
 def card_flags(g: dict[str, np.ndarray]) -> tuple[str, bool]:
-    """The card's health as short flags, only what is active or non-zero at the newest tick: "THR power"
-    (clocks held down: power cap, thermal, hardware slowdown), "ECC 2" (uncorrected errors; "ecc 5" when
-    only corrected ones), "XID 79 ×3" (critical XIDs seen, the last code). Empty when all is well or unknown.
-    With them, whether they call for action: the software power cap alone does not (a busy H200 sits at its
-    700 W limit: 650 W and up in every real tick recorded, docs/h200.md); thermal, hardware slowdown, power
-    brake, ECC errors and XID events do."""
+    """The card's health as short flags, only what is active or non-zero at the newest tick, the gravest
+    first (where the row has little room, the end is cut): "XID 79 ×3" (critical XIDs seen, the last code),
+    "ECC 2" (uncorrected errors; "ecc 5" when only corrected ones), "THR power" (clocks held down: power
+    cap, thermal, hardware slowdown). Empty when all is well or unknown. With them, whether they call for
+    action: the software power cap alone does not (a busy H200 sits at its 700 W limit: 650 W and up in
+    every real tick recorded, docs/h200.md); thermal, hardware slowdown, power brake, ECC errors and XID
+    events do."""
     out = []
-    mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
-    names = throttle_names(int(mask)) if ok(mask) else None
-    if names:
-        out.append("THR " + ",".join(names))
-    alarm = bool(names) and names != ["power"]
+    xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
+    code = last(g["xid_last"]) if "xid_last" in g else float("nan")
+    alarm = False
+    if ok(xids) and xids > 0:
+        out.append(xid_text(xids, code))
+        alarm = True
     unc = last(g["ecc_uncorrected"]) if "ecc_uncorrected" in g else float("nan")
     cor = last(g["ecc_corrected"]) if "ecc_corrected" in g else float("nan")
     if ok(unc) and unc > 0:
@@ -295,11 +303,11 @@ def card_flags(g: dict[str, np.ndarray]) -> tuple[str, bool]:
     elif ok(cor) and cor > 0:
         out.append(f"ecc {cor:.0f}")
         alarm = True
-    xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
-    code = last(g["xid_last"]) if "xid_last" in g else float("nan")
-    if ok(xids) and xids > 0:
-        out.append(xid_text(xids, code))
-        alarm = True
+    mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
+    names = throttle_names(int(mask)) if ok(mask) else None
+    if names:
+        out.append("THR " + ",".join(names))
+        alarm = alarm or names != ["power"]
     return " ".join(out), alarm
 
 
