@@ -90,7 +90,7 @@ def test_sort_in_both_directions_shown_in_the_heading() -> None:
     cpu = [r.proc.cpu_pct for r in procview.rows(procs, state, _details)]
     assert cpu == sorted(cpu) and "by CPU ↑" in head
     # a process without a figure stays last in either direction
-    state.sort = "SM"
+    state.sort = "GPU%"
     with_none = [*procs[:3], dataclasses.replace(procs[3], sm_pct=None)]
     with_none = [dataclasses.replace(p, sm_pct=float(k)) if k < 3 else p for k, p in enumerate(with_none)]
     for reverse in (False, True):
@@ -144,7 +144,7 @@ def test_each_process_shows_its_own_sm_share_alone_on_its_card_too() -> None:
     procs = [ProcSample(pid=20, gpu_index=1, name="alone", sm_pct=64.0),
              ProcSample(pid=21, gpu_index=2, name="idle")]
     lines = procview.proc_pane(procs, 100, 4, procview.ProcState(), _details).plain.split("\n")
-    sm = lines[0].index("SM%")
+    sm = lines[0].index("GPU%") + 1
     assert [ln[sm - 1:sm + 3].strip() for ln in lines[1:3]] == ["64%", "n/a"]
 
 

@@ -66,7 +66,8 @@ def _dots(ch: str) -> tuple[int, int]:
 
 
 async def test_at_80x24_a_sawtooth_a_busy_card_and_idle_cards_read_apart_over_minutes() -> None:
-    title, rows = _gpu_rows(await _screen(_app(), (80, 24)))
+    screen = await _screen(_app(), (80, 24))
+    title, rows = _gpu_rows(screen)
     cards = [r for r in rows if re.match(r"[▶ ] ?\d ", r)]
     assert len(cards) == 4
     cells = [[ch for ch in r if ord(ch) in BRAILLE] for r in cards]
@@ -88,6 +89,10 @@ async def test_at_80x24_a_sawtooth_a_busy_card_and_idle_cards_read_apart_over_mi
     rises = sum(1 for a, b in zip(high, high[1:], strict=False) if b and not a)
     assert rises >= shown_s // 24 - 1, cards[0]
     assert any(ch == "⣀" for ch in cells[0]), cards[0]
+    # "SM" names one figure on the screen: the cards' SM activity; the processes' own share is GPU%
+    assert all("SMact" in r for r in cards)
+    procs = next(line for line in screen if line.lstrip().startswith("PID"))
+    assert "GPU%" in procs.split() and "SM%" not in "\n".join(screen)
 
 
 @pytest.mark.slow
