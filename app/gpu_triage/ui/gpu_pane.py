@@ -125,8 +125,8 @@ def gpu_pane(
         out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
     else:
         plan = wave_plan(view.n, wave_w)
-        shown = shown_ticks(plan, wave_w, newest)
-        legend = Text(_wave_legend(plan, shown, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
+        held = shown_ticks(plan, wave_w, newest)
+        legend = Text(_wave_legend(plan, held, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
         out = legend + out
     return out
 
