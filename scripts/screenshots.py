@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -113,6 +114,10 @@ async def main(out: Path, fleet_only: bool = False) -> None:
         p = out / f"{scenario}-80x24.svg"
         await shoot(sim_app(scenario), p, (80, 24))
         shots.append(p)
+    # the waveform at a glance (issue 33): a card stalling every 24 s beside a busy card and idle ones
+    p = out / "shared_box-80x24.svg"
+    await shoot(sim_app("shared_box", gpus=4), p, (80, 24))
+    shots.append(p)
     # every terminal (issue #13): the same screen with 16 colours and with NO_COLOR
     for name, env in (("16colours", ("TEXTUAL_COLOR_SYSTEM", "standard")), ("nocolor", ("NO_COLOR", "1"))):
         os.environ[env[0]] = env[1]
@@ -162,6 +167,26 @@ def _pngs(shots: list[Path]) -> None:
         print(to_png(converter, svg))
 
 
+_BRAILLE_RUN = re.compile(
+    r'<text ([^>]*?)x="([0-9.]+)"([^>]*?)textLength="([0-9.]+)"([^>]*)>([^<]*[\u2800-\u28ff][^<]*)</text>'
+)
+_CHAR = re.compile(r"&#?\w+;|.")
+
+
+def _one_cell_each(m: re.Match[str]) -> str:
+    """A run holding braille as one <text> per character at its own cell: rsvg-convert draws braille wider
+    than a cell, and a run of it pushed past its cells over the figures after the graph (the SVG and the
+    terminal are right)."""
+    before, x, middle, length, after, body = m.groups()
+    chars = _CHAR.findall(body)
+    cell = float(length) / len(chars)
+    return "".join(
+        f'<text {before}x="{float(x) + i * cell:.1f}"{middle}textLength="{cell:.1f}"{after}>{ch}</text>'
+        for i, ch in enumerate(chars)
+        if ch not in (" ", "&#160;")
+    )
+
+
 def to_png(converter: str, svg: Path) -> Path:
     """PNG of a Textual SVG. Why the rewrite: rsvg-convert trims leading spaces (&#160;) of each <text> run,
     so a run that starts with spaces is drawn shifted left over its neighbour ("● livelive", "data_pipelineGPU 0")
@@ -169,6 +194,7 @@ def to_png(converter: str, svg: Path) -> Path:
     text = svg.read_text(encoding="utf-8")
     if 'xml:space="preserve"' not in text:
         text = text.replace("<svg ", '<svg xml:space="preserve" ', 1)
+    text = _BRAILLE_RUN.sub(_one_cell_each, text)
     png = svg.with_suffix(".png")
     subprocess.run([converter, "-w", "1400", "-o", str(png), "/dev/stdin"], input=text.encode(), check=True)
     return png

@@ -19,6 +19,9 @@ def test_snapshot_of_a_simulated_server_as_json(capsys: pytest.CaptureFixture[st
     assert data["ticks"] == 7 and data["window_s"] == pytest.approx(6.0)
     assert len(data["cpu"]["cores_pct"]) == 32 and data["host"]["hostname"] == "sim-h200x4"
     assert {p["gpu_index"] for p in data["processes"]} == {0, 1, 2, 3}
+    # two figures, two names (issue 33): the card's SM activity (GPM), the process's GPU-Util sample
+    assert all("sm_active_pct" in g for g in data["gpus"])
+    assert all("gpu_util_pct" in p and "sm_pct" not in p for p in data["processes"])
     v = data["verdict"]
     assert v["bottleneck"] == "data_pipeline" and not v["collecting"] and 0 < v["confidence"] <= 1
     assert v["evidence"] and v["advice"]
@@ -28,9 +31,11 @@ def test_snapshot_as_text_names_every_card_and_the_verdict(capsys: pytest.Captur
     assert main(["snapshot", "--source", "sim:healthy", "--gpus", "2", "--seconds", "8", "--interval", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("sim-h200x2 · sim:healthy · 2 GPUs · 5 ticks over 8 s at 2 s")
-    head = out.index("GPU  UTIL    SM        MEM  POWER  TEMP    CLOCK  FLAGS")
+    head = out.index("GPU  UTIL SMACT        MEM  POWER  TEMP    CLOCK  FLAGS")
     assert [ln.split()[0] for ln in out[head + 1 : head + 3]] == ["0", "1"]
     assert any(ln.startswith("VERDICT ") and "confidence" in ln for ln in out)
+    procs = out.index("PROCESSES") + 1
+    assert "GPU%" in out[procs].split() and "SM%" not in out[procs].split()
 
 
 def test_snapshot_without_a_gpu_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -59,7 +59,7 @@ async def test_few_cards_on_a_big_terminal_get_tall_graphs_with_a_y_axis() -> No
         axis = [ln[4:8] for ln in lines[1:]]
         assert axis.count("100┤") == 2 and axis.count("  0┤") == 2 and " 50┤" in axis  # util graph + SM graph
         assert len(lines) - 1 >= 6
-        assert sum(1 for ln in lines if ln.startswith("  sm")) == 1
+        assert sum(1 for ln in lines if ln.startswith("act ")) == 1  # the SM activity graph
         assert all(len(ln) <= 160 for ln in lines)
         # card 0 alternates 95 % / 5 % every 2 ticks with 0-100 inside each tick: in the top row (87.5-100 %)
         # the busy ticks reach in (95 %: a 5/8 block), the idle ones show their 100 % peak as ░

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from gpu_triage.model import NetSample
 from gpu_triage.ui.formatters import health_note, slowdown_note
-from gpu_triage.ui.gpu_pane import gpu_pane
+from gpu_triage.ui.gpu_pane import card_wave_span, gpu_pane
 from gpu_triage.ui.host_panes import cpu_pane, disk_pane, net_line
 from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.panes import Colours
@@ -27,7 +28,11 @@ def _with_card(tick, k: int, **fields):
     return replace(tick, gpus=[replace(g, **fields) if g.index == k else g for g in tick.gpus])
 
 
-def test_card_rows_flag_throttle_ecc_and_xid_only_when_active() -> None:
+@pytest.mark.parametrize(("width", "throttle"), [(80, "THR pwr,therm"), (120, "THR power,thermal")])
+def test_card_rows_flag_throttle_ecc_and_xid_only_when_active(width: int, throttle: str) -> None:
+    """The flags take the place of power, temperature and clock after the graph (at 80 columns with the
+    reasons' short names), never the graph's columns: every card's graph starts and ends where the others'
+    do (a "THR power" before the graph took 10 of its 18 columns)."""
     ticks = [make_tick(i, gpus=4) for i in range(3)]
     healthy = dict(clock_event_reasons=0x1, ecc_corrected=0, ecc_uncorrected=0, xid_count=0, xid_last=None)
     for k in range(4):
@@ -35,12 +40,16 @@ def test_card_rows_flag_throttle_ecc_and_xid_only_when_active() -> None:
     ticks[-1] = _with_card(ticks[-1], 1, clock_event_reasons=0x4 | 0x20)
     ticks[-1] = _with_card(ticks[-1], 2, ecc_uncorrected=2, ecc_corrected=9)
     ticks[-1] = _with_card(ticks[-1], 3, xid_count=3, xid_last=79)
-    rows = gpu_pane(_view(ticks), 80, 1, Colours()).plain.split("\n")[1:]
-    assert all(len(r) <= 80 for r in rows)
+    rows = gpu_pane(_view(ticks), width, 1, Colours()).plain.split("\n")[1:]
+    assert all(len(r) == width for r in rows)
     assert not any(f in rows[0] for f in ("THR", "ECC", "ecc", "XID"))  # idle is no throttle; zeros say nothing
-    assert "THR power,thermal" in rows[1]
+    assert throttle in rows[1]
     assert "ECC 2" in rows[2]
     assert "XID 79 ×3" in rows[3]
+    left, wave_w = card_wave_span(width)
+    # the graph's columns hold graph only; the figures take the same columns on every row
+    assert len({r.index("SMact") for r in rows}) == 1 and rows[0].index("SMact") > left + wave_w
+    assert not any(f in r[: left + wave_w] for r in rows for f in ("THR", "ECC", "XID"))
 
 
 def test_unknown_health_shows_no_flag_not_a_zero() -> None:
@@ -104,10 +113,11 @@ def test_the_detail_power_chart_names_ecc_errors_and_xid_events_now() -> None:
 
 
 def test_the_power_cap_alone_is_shown_but_not_alarmed() -> None:
-    """A busy H200 sits at its 700 W cap (every real tick at 650 W and more had the bit): "THR power" is
-    shown in yellow; a thermal slowdown beside it, or an ECC error, keeps the alert colour."""
+    """A busy H200 sits at its 700 W cap (every real tick at 650 W and more had the bit): the power cap alone
+    colours the card's watts yellow and takes no column; a thermal slowdown beside it, or an ECC error, is
+    written out in the alert colour, and the card's number takes that colour too."""
     ticks = [make_tick(i, gpus=3) for i in range(3)]
-    ticks[-1] = _with_card(ticks[-1], 0, clock_event_reasons=0x4)
+    ticks[-1] = _with_card(ticks[-1], 0, clock_event_reasons=0x4, power_w=690.0)
     ticks[-1] = _with_card(ticks[-1], 1, clock_event_reasons=0x4 | 0x20)
     ticks[-1] = _with_card(ticks[-1], 2, clock_event_reasons=0x4, ecc_uncorrected=1)
     pane = gpu_pane(_view(ticks), 120, 1, Colours())
@@ -117,6 +127,8 @@ def test_the_power_cap_alone_is_shown_but_not_alarmed() -> None:
         start = sum(len(line) + 1 for line in text.split("\n")[: row + 1]) + text.split("\n")[row + 1].index(needle)
         return " ".join(str(s.style) for s in pane.spans if s.start <= start < s.end)
 
-    assert "yellow" in style_at("THR power", 0) and "red" not in style_at("THR power", 0)
-    assert "red" in style_at("THR power,thermal", 1)
-    assert "red" in style_at("THR power ECC 1", 2)
+    assert "THR" not in text.split("\n")[1]
+    assert "yellow" in style_at(" 690W", 0) and "red" not in style_at(" 690W", 0)
+    assert "red" not in style_at(" 0 ", 0)
+    assert "red" in style_at("THR power,thermal", 1) and "red" in style_at(" 1 ", 1)
+    assert "red" in style_at("ECC 1 THR power", 2)

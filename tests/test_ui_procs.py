@@ -64,14 +64,14 @@ def test_sort_by_sm_puts_the_process_keeping_a_shared_card_busy_first() -> None:
         ProcSample(pid=12, gpu_index=0, name="rank2"),
         ProcSample(pid=20, gpu_index=1, name="alone"),
     ]
-    state = procview.ProcState(sort="SM")
+    state = procview.ProcState(sort="GPU%")
     assert [r.pid for r in procview.rows(procs, state, _details)] == [10, 11, 12, 20]
     lines = procview.proc_pane(procs, 100, 6, state, _details).plain.split("\n")
-    assert "SM%" in lines[0] and "by SM" in lines[0]
-    sm_column = lines[0].index("SM%")
+    assert "GPU%" in lines[0] and "by GPU%" in lines[0] and "SM" not in lines[0]  # not the card's SM activity
+    sm_column = lines[0].index("GPU%") + 1
     cells = {int(ln[:8]): ln[sm_column - 1 : sm_column + 3].strip() for ln in lines[1:]}
     assert cells == {10: "91%", 11: "2%", 12: "n/a", 20: "n/a"}
-    assert procview.SORTS.index("SM") == procview.SORTS.index("GPU memory") + 1  # `s`: card, memory, SM, CPU, user
+    assert procview.SORTS.index("GPU%") == procview.SORTS.index("GPU memory") + 1  # `s`: card, memory, GPU%, CPU, user
 
 
 def test_filter_by_name_user_or_command() -> None:

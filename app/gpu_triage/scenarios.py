@@ -70,6 +70,9 @@ REGISTRY: dict[str, Scenario] = {s.name: s for s in (
              disk_reads_per_s=40.0, procs=False),
     Scenario("epoch_restart", "sawtooth", "data_pipeline", "DataLoader workers re-spawned every 7.5 s epoch; "
              "dataloader_epoch_restart", _spare(12), listed=False),
+    Scenario("shared_box", "imbalanced", "imbalance", "one job per card: card 0 stalls 14 s in every 24 (as "
+             "periodic_stall), card 1 computes steadily (as healthy), the others idle; the dashboard's "
+             "screenshot of the three shapes side by side", _spare(2), memory="small", listed=False),
 )}
 
 SCENARIOS: tuple[str, ...] = tuple(name for name, s in REGISTRY.items() if s.listed)

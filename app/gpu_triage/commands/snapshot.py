@@ -142,13 +142,21 @@ def to_json(r: Reading) -> dict[str, Any]:
         },
         "disks": [dataclasses.asdict(d) for d in last.disks],
         "nets": [dataclasses.asdict(n) for n in last.nets],
-        "processes": [dataclasses.asdict(p) for p in r.procs],
+        "processes": [_proc_json(p) for p in r.procs],
         # what each waiting GPU process was doing, from its stacks (py-spy) and threads (/proc)
         "inside": [report_json(rep) for rep in r.inside.values()],
         "inside_note": r.inside_note,
         "processes_are": "busiest on the host (no GPU)" if r.host_only else "GPU processes",
         "verdict": r.verdict,
     }
+
+
+def _proc_json(p: ProcSample) -> dict[str, Any]:
+    """A process as JSON: its GPU-Util sample under a name of its own (``gpu_util_pct``: its share of the
+    card's time, NVML's per-process sample), not ``sm_pct``, which read as the card's SM activity."""
+    row = dataclasses.asdict(p)
+    row["gpu_util_pct"] = row.pop("sm_pct")
+    return row
 
 
 def _pct(v: float | None, w: int = 4) -> str:
@@ -181,7 +189,7 @@ def to_text(r: Reading) -> str:
     if not r.gpu_available:
         lines.append("no NVIDIA GPU/driver: host only (the verdict reads the host alone)")
     elif last.gpus:
-        lines.append("GPU  UTIL    SM        MEM  POWER  TEMP    CLOCK  FLAGS")
+        lines.append("GPU  UTIL SMACT        MEM  POWER  TEMP    CLOCK  FLAGS")
         lines += [_card_line(g) for g in last.gpus]
     cores = list(last.cpu_pct)
     n = len(cores)
@@ -199,7 +207,7 @@ def to_text(r: Reading) -> str:
             lines += [f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {_pct(p.cpu_pct, 5)}" for p in r.procs]
         else:
             lines.append("PROCESSES")
-            lines.append(f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5}")
+            lines.append(f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'GPU%':>4} {'CPU%':>5}")
             lines += [
                 f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
                 f" {_pct(p.sm_pct)} {_pct(p.cpu_pct, 5)}"

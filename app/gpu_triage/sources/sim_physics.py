@@ -224,6 +224,17 @@ def _gpu_hung_collective(c: Ctx) -> _GpuShape:  # a peer is gone: every rank spi
                      spin_w=2.1, rx_per_pct=0.0, tx_share=0.0)
 
 
+def _gpu_shared_box(c: Ctx) -> _GpuShape:  # jobs side by side: a stalling one, a healthy one, idle cards
+    assert c.t_sub is not None
+    rng, G, S = c.rng, c.G, c.S
+    on = ((c.t_sub + c.ph.offset_s) % 24.0) < 10.0
+    subs = np.zeros((G, S))
+    subs[0] = on * (98.2 + rng.normal(0.0, 0.5, S))
+    subs[1:2] = 98.3 + rng.normal(0.0, 0.6, (min(1, G - 1), S))
+    sm_ratio = np.where(np.arange(G) < 2, 0.965, 0.0)
+    return _GpuShape(subs, on_frac=float(on.mean()), sm_ratio=sm_ratio, nvlink=np.zeros(G))
+
+
 def _cpu_uniform(main: tuple[float, float], work: tuple[float, float] | None) -> Callable[..., _Cpu]:
     """Main processes and workers each busy within a range (no workers: ``work`` None)."""
 
@@ -309,6 +320,7 @@ PHYSICS: dict[str, _Physics] = {
     "in_process_loader": _Physics(_gpu_in_process_loader, _cpu_uniform((97.0, 100.0), None), migrates=True),
     "checkpoint_stall": _Physics(_gpu_checkpoint_stall, _cpu_checkpoint_stall, checkpoint_writes=True),
     "hung_collective": _Physics(_gpu_hung_collective, _cpu_uniform((99.0, 101.0), (0.0, 2.0))),
+    "shared_box": _Physics(_gpu_shared_box, _cpu_uniform((0.5, 101.0), (5.0, 20.0)), _setup_periodic_stall),
 }
 
 

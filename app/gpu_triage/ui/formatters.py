@@ -166,7 +166,7 @@ def num(v: float) -> str:
 
 USER_W = 8  # htop's USER column: a longer name is cut, the detail line under a focused table has it whole
 PROC_HEAD = (
-    f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5} {'WORKERS':>7}"
+    f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'GPU%':>4} {'CPU%':>5} {'WORKERS':>7}"
     "  WORKERS' CPU%"
 )
 # host-only (no GPU): the GPU columns would be dashes, and at 80 columns their heading pushed out the mode tag

@@ -128,19 +128,22 @@ class Runs:
 class WavePlan:
     """How a one-line graph of ``width`` columns shows ``t`` ticks without averaging its shape away.
 
-    One tick a column (blocks, 8 levels) while the window fits; when it does not, braille, two ticks a
-    column (4 levels each, as nvitop's history graph): a sawtooth of one busy and one idle tick stays a
-    sawtooth instead of a flat ~50 % band. When even that does not fit, or when braille would leave a third
-    of the graph empty (a window just wider than the graph), the graph shows the newest ticks it can draw
-    that way, and says so (``ticks`` < the window): a shorter window that keeps the shape."""
+    One tick a column (blocks, 8 levels) while the window fits; when it does not, braille (as nvitop's
+    history graph): two dot columns a cell, 4 levels each, each dot column the mean of ``per_dot`` ticks.
+    One tick a dot column keeps a sawtooth of one busy and one idle tick a sawtooth; more ticks a dot
+    column keep several minutes on an 80-column card, and a cell that hides a swing of 40 points or more
+    (inside a tick, or between the ticks it holds) is shaded. The plan is the finest of those drawings
+    that shows at least two thirds of the window: when it cannot hold all of it, it draws the newest ticks
+    it can and says so (``ticks`` < the window)."""
 
     braille: bool
     ticks: int  # the newest ticks drawn
     window: int  # the ticks in the window
+    per_dot: int = 1  # ticks a block column (braille: a dot column) holds
 
     @property
     def per_cell(self) -> int:
-        return 2 if self.braille else 1
+        return self.per_dot * (2 if self.braille else 1)
 
     @property
     def shortened(self) -> bool:
@@ -156,10 +159,27 @@ def wave_plan(t: int, width: int) -> WavePlan:
     span = _span(width)
     if t <= span:
         return WavePlan(False, t, t)
-    braille_span = _span(2 * width)
-    if 2 * t < 3 * span:  # braille would use under three quarters of the graph: blocks over the newest ticks
+    if 3 * span >= 2 * t:  # braille would use under three quarters of the graph: blocks over the newest ticks
         return WavePlan(False, span, t)
-    return WavePlan(True, min(t, braille_span), t)
+    dots = _span(2 * width)
+    per_dot = max(1, math.ceil(t / dots))
+    if per_dot > 1 and 3 * (per_dot - 1) * dots >= 2 * t:  # one tick fewer a dot still shows two thirds
+        per_dot -= 1
+    return WavePlan(True, min(t, per_dot * dots), t, per_dot)
+
+
+def shown_ticks(plan: WavePlan, width: int, newest: int | None) -> int:
+    """The ticks a graph drawn by ``plan`` holds now: the whole window, or (shortened) the newest ticks its
+    stepped columns reach, which grow by one a tick between two moves (see :func:`stepped_columns`)."""
+    if not plan.shortened:
+        return plan.window
+    slots = 2 * width if plan.braille else width
+    k = plan.per_dot
+    if newest is None:
+        return min(plan.window, slots * k)
+    step = max(1, min(SCROLL_STEP, slots // 4))
+    used = slots - step + 1 + (newest // k) % step
+    return min(plan.window, newest % k + 1 + (used - 1) * k)
 
 
 # braille (U+2800 + bits) filled from the bottom up: 0..4 dots in the left column, in the right one
@@ -193,12 +213,12 @@ def waveform(
     ``sm`` and ``sm_colour`` given, cells where SMs were mostly idle (SM < util / 3) take ``sm_colour``:
     busy on paper, not busy in fact.
 
-    A window wider than the graph is drawn as :func:`wave_plan` says: braille, two ticks a cell, or the
-    newest ticks that fit.
+    A window wider than the graph is drawn as :func:`wave_plan` says: braille, one or more ticks a dot
+    column, or the newest ticks that fit.
     """
     plan = wave_plan(util.shape[0], width)
     if plan.braille:
-        return _braille_wave(util, width, colour, umin, umax, sm, sm_colour, newest)
+        return _braille_wave(util, width, colour, umin, umax, sm, sm_colour, newest, plan.per_dot)
 
     def cols(values: np.ndarray, reduce: str = "mean") -> np.ndarray:
         if not plan.shortened:
@@ -237,19 +257,32 @@ def waveform(
     return runs_text(pad, chars, code, styles)
 
 
-def _pairs(values: np.ndarray, width: int, reduce: str, newest: int | None) -> np.ndarray:
-    """(width, 2): the two ticks of each braille cell, oldest left; NaN where there is none."""
+def _dots(values: np.ndarray, width: int, reduce: str, newest: int | None, per_dot: int) -> np.ndarray:
+    """(width, 2): the two dot columns of each braille cell, oldest left, each the ``reduce`` of its
+    ``per_dot`` ticks; NaN where there is none."""
+    slots = 2 * width
     if newest is not None:
-        slots = stepped_columns(values, 2 * width, newest, reduce, per_column=1)
-    else:
-        slots = np.full(2 * width, np.nan)
-        tail = values[-2 * width :]
-        slots[2 * width - tail.shape[0] :] = tail
-    return slots.reshape(width, 2)
+        out = stepped_columns(values, slots, newest, reduce, per_column=per_dot)
+    else:  # groups of per_dot from the newest backwards, right-aligned
+        tail = values[-slots * per_dot :]
+        whole = tail.shape[0] // per_dot * per_dot
+        body = tail[tail.shape[0] - whole :].reshape(-1, per_dot)
+        out = np.full(slots, np.nan)
+        if body.shape[0]:
+            out[slots - body.shape[0] :] = _reduce_rows(body, reduce)
+    return out.reshape(width, 2)
+
+
+def _reduce_rows(body: np.ndarray, reduce: str) -> np.ndarray:
+    if reduce == "min":
+        return np.asarray(np.fmin.reduce(body, axis=1))
+    if reduce == "max":
+        return np.asarray(np.fmax.reduce(body, axis=1))
+    return _row_mean(body)
 
 
 def _row_mean(pairs: np.ndarray) -> np.ndarray:
-    """Mean of each cell's ticks, NaN-aware without numpy's empty-slice warning (a missing cell: NaN)."""
+    """Mean of each row, NaN-aware without numpy's empty-slice warning (a row with nothing: NaN)."""
     ok = ~np.isnan(pairs)
     count = ok.sum(axis=1)
     total = np.where(ok, pairs, 0.0).sum(axis=1)
@@ -266,8 +299,10 @@ def _braille_wave(
     sm: np.ndarray | None,
     sm_colour: str | None,
     newest: int | None,
+    per_dot: int = 1,
 ) -> Text:
-    u = _pairs(np.asarray(util, dtype=float), width, "mean", newest)
+    util = np.asarray(util, dtype=float)
+    u = _dots(util, width, "mean", newest, per_dot)
     left, right = _braille_level(u[:, 0]), _braille_level(u[:, 1])
     bits = _LEFT_BITS[left] | _RIGHT_BITS[right]
     chars = np.array([chr(0x2800 + int(b)) for b in bits], dtype=object)
@@ -279,14 +314,20 @@ def _braille_wave(
     code = np.zeros(width, dtype=np.intp)
     code[zero] = 1
     if sm is not None and sm_colour:
-        s = _pairs(np.asarray(sm, dtype=float), width, "mean", newest)
+        s = _dots(np.asarray(sm, dtype=float), width, "mean", newest, per_dot)
         s_mean = _row_mean(s)
         with np.errstate(invalid="ignore"):
             idle_sm = ~zero & ~missing & ~np.isnan(s_mean) & (np.nan_to_num(mean) >= 10) & (s_mean < mean / 3)
         code[idle_sm] = 2
-    if umin is not None and umax is not None:
-        lo = _pairs(np.asarray(umin, dtype=float), width, "min", newest)
-        hi = _pairs(np.asarray(umax, dtype=float), width, "max", newest)
+    # the swing a cell hides: inside a tick (the driver's min and max within it) and, with several ticks a
+    # dot column, between the ticks it averages
+    lo = _dots(np.asarray(umin, dtype=float), width, "min", newest, per_dot) if umin is not None else None
+    hi = _dots(np.asarray(umax, dtype=float), width, "max", newest, per_dot) if umax is not None else None
+    if per_dot > 1:
+        u_lo, u_hi = _dots(util, width, "min", newest, per_dot), _dots(util, width, "max", newest, per_dot)
+        lo = u_lo if lo is None else np.fmin(lo, u_lo)
+        hi = u_hi if hi is None else np.fmax(hi, u_hi)
+    if lo is not None and hi is not None:
         with np.errstate(invalid="ignore"):
             shaded = ((hi - lo) >= SAWTOOTH_SPREAD).any(axis=1)
         code += 3 * shaded

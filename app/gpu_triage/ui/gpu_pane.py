@@ -24,6 +24,7 @@ from gpu_triage.ui.glyphs import (
     AXIS_W,
     WavePlan,
     axis_label,
+    shown_ticks,
     tall_graph,
     tall_plan,
     tall_split,
@@ -58,13 +59,12 @@ def gpu_pane(
         if tall:
             out.append(_tall_legend(1, width), "bold")
         else:
-            out.append(_wave_legend(None, 0.0, rows_per_card, colours, width), "bold")
+            out.append(_wave_legend(None, 0, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
         out.append(msg[:width], colours.alert if not gpu_available else "grey50")
         return out
-    wide = width >= WIDE_COLS
-    legend_plan: WavePlan | None = None  # what a cell of the one-line graphs is, said in the title
+    left, wave_w = card_wave_span(width)  # one time axis: every row of every card, whatever it flags
     tall_w: int | None = None  # the tall graphs' width, for the ticks a column holds
     for j, idx in enumerate(view.gpu_indexes):
         out.append("\n")
@@ -80,38 +80,14 @@ def gpu_pane(
             out.append("LOST: the card stopped answering (fell off the bus?)"[: width - len(head)],
                        f"bold {colours.alert}")
             continue
-        util = last(g["util_pct"])
-        sm = last(g["sm_active_pct"])
-        tail = f" {pct(util)} sm{pct(sm)}"
-        tail += f" {short_bytes(last(g['mem_used_bytes']))}/{short_bytes(last(g['mem_total_bytes']))}".ljust(10)
-        tail += f" {last(g['power_w']):4.0f}W" if ok(last(g["power_w"])) else "  n/aW"
-        tail += f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
-        tail += f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
-        t = last(g["temp_c"])
-        c = last(g["sm_clock_mhz"])
-        if wide:
-            tail += f" {t:3.0f}C" if ok(t) else "  n/aC"
-            tail += f" {c:5.0f}MHz" if ok(c) else "   n/aMHz"
-        elif not tall:  # compact (80 columns): a hot or throttled card still shows, in 9 columns
-            tail += f" {t:2.0f}C" if ok(t) else " n/a"
-            tail += f" {c / 1000:.1f}G" if ok(c) else " n/a"
         flags, alarm = card_flags(g)
+        # the card's number carries its state: the alert colour when something calls for action
+        head_style = ("bold reverse" if selected == j else "bold") + (f" {colours.alert}" if alarm else "")
         if tall:
-            tail = f" {flags}{tail}" if flags else tail
-            graph_w = _tall_card(out, g, head, tail, width, rows_per_card, colours, selected == j, newest)
-            tall_w = graph_w if tall_w is None or not flags else tall_w
+            tall_w = _tall_card(out, g, head, head_style, card_tail(g, width, tall=True), (flags, alarm), width,
+                                rows_per_card, colours, newest)
             continue
-        flag_text = f"{flags} " if flags else ""
-        wave_w = max(4, width - len(head) - len(flag_text) - len(tail))
-        if legend_plan is None or not flag_text:
-            legend_plan = wave_plan(view.n, wave_w)
-        out.append(head, "bold reverse" if selected == j else "bold")
-        # throttling, ECC errors, XIDs: only when there is something, before the graph; when the row is
-        # full they keep their place and the tail's end (temperature, clock) gives way
-        flag_text = flag_text[: max(0, width - len(head) - 4)]
-        if flag_text:
-            # what calls for action in the alert colour; the power cap alone shown, not alarmed (card_flags)
-            out.append(flag_text, f"bold {colours.alert}" if alarm else NOTICE_STYLE)
+        out.append(head, head_style)
         out.append_text(
             waveform(
                 g["util_pct"],
@@ -124,10 +100,12 @@ def gpu_pane(
                 newest=newest,
             )
         )
-        out.append(tail[: max(0, width - len(head) - len(flag_text) - wave_w)])
+        # throttling, ECC errors, XIDs: in the tail, in place of power, temperature and clock (never in
+        # the graph's columns); the power cap alone only colours the watts
+        out.append_text(card_tail(g, width, flags=(flags, alarm), alert=colours.alert)[: max(0, width - left - wave_w)])
         if rows_per_card == 2:
             out.append("\n")
-            out.append("  sm".ljust(len(head)), colours.sm)
+            out.append(SM_ROW_LABEL.ljust(left), colours.sm)
             if np.all(np.isnan(g["sm_active_pct"])):
                 out.append(" " + longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
             else:
@@ -135,19 +113,108 @@ def gpu_pane(
                 occ = last(g["sm_occupancy_pct"])
                 ten = last(g["tensor_active_pct"])
                 dram = last(g["dram_active_pct"])
-                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - len(head) - wave_w)],
+                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - left - wave_w)],
                            "grey70")
+    interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
     if tall:
         per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
-        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
-        shown = f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}" if (
-            shortened and tall_w and interval > 0) else ""
+        shown = ""
+        if interval > 0 and tall_w:
+            shown = (f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}"
+                     if shortened else f", last {_short_dur(view.n * interval)}")
         out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
     else:
-        interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
-        legend = Text(_wave_legend(legend_plan, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
+        plan = wave_plan(view.n, wave_w)
+        held = shown_ticks(plan, wave_w, newest)
+        legend = Text(_wave_legend(plan, held, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
         out = legend + out
     return out
+
+
+HEAD_W = 4  # "▶ 0 ": the selection marker, the card's number, a space
+SM_ROW_LABEL = "act "  # the second row of a card: its SM activity (GPM)
+# the tail's fields and their widths: a card's figures always take the same columns, so its graph does too
+_UTIL_W, _SM_W, _MEM_W, _POWER_W, _PCIE_W, _NV_W = 5, 10, 10, 6, 10, 11
+_NARROW_SLOT_W = 9  # " 61C 1.5G"
+_WIDE_SLOT_W = 14  # "  61C  1500MHz"
+
+
+def tail_width(width: int, *, tall: bool = False) -> int:
+    """Columns of a card's figures after its graph: util, SM activity, memory and power always; link
+    rates from WIDE_COLS (and in the tall form, whose side lines have the rest); temperature and clock in
+    the one-line form (9 columns below WIDE_COLS, 14 from it)."""
+    wide = width >= WIDE_COLS
+    w = _UTIL_W + _SM_W + _MEM_W + _POWER_W
+    if wide or tall:
+        w += _PCIE_W + _NV_W
+    if wide:
+        w += _WIDE_SLOT_W
+    elif not tall:
+        w += _NARROW_SLOT_W
+    return w
+
+
+def card_wave_span(width: int) -> tuple[int, int]:
+    """(left edge, width) of every one-line graph of the pane: the cards' GPU-Util and SM activity rows,
+    and the job pane's samples/s. A function of the terminal's width alone, so that they share one time axis."""
+    return HEAD_W, max(4, width - HEAD_W - tail_width(width))
+
+
+def card_tail(
+    g: dict[str, np.ndarray],
+    width: int,
+    *,
+    tall: bool = False,
+    flags: tuple[str, bool] = ("", False),
+    alert: str = "red",
+) -> Text:
+    """A card's figures, exactly :func:`tail_width` columns. An alarm (``flags`` with ``True``) takes the
+    place of power, temperature and clock, in ``alert``; the power cap alone colours the watts."""
+    wide = width >= WIDE_COLS
+    out = Text(no_wrap=True, end="")
+    out.append(f" {pct(last(g['util_pct']))}".ljust(_UTIL_W))
+    out.append(f" SMact{pct(last(g['sm_active_pct']))}".ljust(_SM_W))
+    out.append(f" {short_bytes(last(g['mem_used_bytes']))}/{short_bytes(last(g['mem_total_bytes']))}".ljust(_MEM_W))
+    w = last(g["power_w"])
+    power = (f" {w:4.0f}W" if ok(w) else "  n/aW").ljust(_POWER_W)
+    pcie = f" P {rate(nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(_PCIE_W)
+    nv = f" NV {rate(nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(_NV_W)
+    t, c = last(g["temp_c"]), last(g["sm_clock_mhz"])
+    if wide:
+        slot = (f" {t:3.0f}C" if ok(t) else " n/aC") + (f" {c:5.0f}MHz" if ok(c) else "   n/aMHz")
+    elif not tall:
+        slot = (f" {t:2.0f}C" if ok(t) else " n/a") + (f" {c / 1000:.1f}G" if ok(c) else " n/a")
+    else:
+        slot = ""
+    slot_w = _WIDE_SLOT_W if wide else (0 if tall else _NARROW_SLOT_W)
+    text, alarm = flags
+    if alarm and not tall:
+        room = _POWER_W + slot_w
+        if wide:
+            out.append(pcie + nv)
+        out.append(_fit(" " + text, room), f"bold {alert}")
+        return out
+    power_capped = bool(text) and not alarm  # card_flags: the only flag that calls for no action
+    out.append(power, NOTICE_STYLE if power_capped else "")
+    if wide or tall:
+        out.append(pcie + nv)
+    out.append(slot.ljust(slot_w)[:slot_w])
+    return out
+
+
+_SHORT_NAMES = {"power": "pwr", "thermal": "therm", "hw-slowdown": "hw", "hw-thermal": "hwtherm",
+                "power-brake": "brake"}
+
+
+def _fit(text: str, room: int) -> str:
+    """``text`` in exactly ``room`` columns: whole, else with the throttle reasons' short names, else cut
+    with an ellipsis (the detail screen has it whole)."""
+    if len(text) > room:
+        words = text.split(" ")
+        text = " ".join(",".join(_SHORT_NAMES.get(n, n) for n in w.split(",")) for w in words)
+    if len(text) > room:
+        text = text[: room - 1] + "…"
+    return text.ljust(room)
 
 
 def _span_ticks(width: int) -> int:
@@ -171,23 +238,30 @@ def _tall_legend(per_column: int, width: int, shown: str = "") -> str:
     )
 
 
-def _wave_legend(plan: WavePlan | None, interval_s: float, rows_per_card: int, colours: Colours, width: int) -> str:
-    """The title of the one-line graphs: the fixed scale, what one cell is (one tick, or two in braille),
-    the part of the window shown when the graph cannot hold it all, and what shading and colour mean."""
-    cell = "cell = 2 ticks (braille)" if plan is not None and plan.braille else "cell = 1 tick"
-    if plan is not None and plan.shortened and interval_s > 0:
-        cell += f", last {_short_dur(plan.ticks * interval_s)} of {_short_dur(plan.window * interval_s)}"
+def _wave_legend(
+    plan: WavePlan | None, shown: int, interval_s: float, rows_per_card: int, colours: Colours, width: int
+) -> str:
+    """The title of the one-line graphs: the fixed scale, the time the graphs span (the part of the window
+    when they cannot hold it all), what one cell is (one tick, or several in braille), and what shading and
+    colour mean."""
+    cell = f"cell = {plan.per_cell} ticks (braille)" if plan is not None and plan.braille else "cell = 1 tick"
+    span = ""
+    if plan is not None and interval_s > 0:
+        span = (f"last {_short_dur(shown * interval_s)} of {_short_dur(plan.window * interval_s)}"
+                if shown < plan.window else f"last {_short_dur(plan.window * interval_s)}")
+    when = f"{span}, {cell}" if span else cell
     sm_long = f", {colours.sm} = SMs idle" if rows_per_card == 1 else "; 2nd row SM activity"
-    sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM"
+    sm_short = f" · {colours.sm}: SMs idle" if rows_per_card == 1 else " · row 2: SM act"
     return longest_fitting(
         (
-            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})  "
-            "memory in use is not work",
-            f"GPU  util 0–100 % (fixed scale; {cell}; shaded = sawtooth inside a tick{sm_long})",
-            f"GPU util 0–100% · {cell} · shaded: sawtooth in a tick{sm_short}",
-            f"GPU util 0–100% · {cell} · shaded: sawtooth{sm_short}",
-            f"GPU util 0–100% · {cell} · shaded: sawtooth",
-            f"GPU util 0–100% · {cell}",
+            f"GPU  util 0–100 % (fixed scale; {when}; shaded = swings inside a cell{sm_long}; "
+            f"{NOTICE_STYLE} W = at its power cap)  memory in use is not work",
+            f"GPU  util 0–100 % (fixed scale; {when}; shaded = swings inside a cell{sm_long})",
+            f"GPU util 0–100% · {when} · shaded: swings in a cell{sm_short}",
+            f"GPU util 0–100% · {when} · shaded: swings{sm_short}",
+            f"GPU util 0–100% · {when} · shaded: swings",
+            f"GPU util 0–100% · {when}",
+            f"GPU util · {when}",
         ),
         width,
     )
@@ -207,18 +281,20 @@ NOTICE_STYLE = "yellow"  # a card flag that calls for no action (the power cap a
 
 
 def card_flags(g: dict[str, np.ndarray]) -> tuple[str, bool]:
-    """The card's health as short flags, only what is active or non-zero at the newest tick: "THR power"
-    (clocks held down: power cap, thermal, hardware slowdown), "ECC 2" (uncorrected errors; "ecc 5" when
-    only corrected ones), "XID 79 ×3" (critical XIDs seen, the last code). Empty when all is well or unknown.
-    With them, whether they call for action: the software power cap alone does not (a busy H200 sits at its
-    700 W limit: 650 W and up in every real tick recorded, docs/h200.md); thermal, hardware slowdown, power
-    brake, ECC errors and XID events do."""
+    """The card's health as short flags, only what is active or non-zero at the newest tick, the gravest
+    first (where the row has little room, the end is cut): "XID 79 ×3" (critical XIDs seen, the last code),
+    "ECC 2" (uncorrected errors; "ecc 5" when only corrected ones), "THR power" (clocks held down: power
+    cap, thermal, hardware slowdown). Empty when all is well or unknown. With them, whether they call for
+    action: the software power cap alone does not (a busy H200 sits at its 700 W limit: 650 W and up in
+    every real tick recorded, docs/h200.md); thermal, hardware slowdown, power brake, ECC errors and XID
+    events do."""
     out = []
-    mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
-    names = throttle_names(int(mask)) if ok(mask) else None
-    if names:
-        out.append("THR " + ",".join(names))
-    alarm = bool(names) and names != ["power"]
+    xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
+    code = last(g["xid_last"]) if "xid_last" in g else float("nan")
+    alarm = False
+    if ok(xids) and xids > 0:
+        out.append(xid_text(xids, code))
+        alarm = True
     unc = last(g["ecc_uncorrected"]) if "ecc_uncorrected" in g else float("nan")
     cor = last(g["ecc_corrected"]) if "ecc_corrected" in g else float("nan")
     if ok(unc) and unc > 0:
@@ -227,11 +303,11 @@ def card_flags(g: dict[str, np.ndarray]) -> tuple[str, bool]:
     elif ok(cor) and cor > 0:
         out.append(f"ecc {cor:.0f}")
         alarm = True
-    xids = last(g["xid_count"]) if "xid_count" in g else float("nan")
-    code = last(g["xid_last"]) if "xid_last" in g else float("nan")
-    if ok(xids) and xids > 0:
-        out.append(xid_text(xids, code))
-        alarm = True
+    mask = last(g["clock_event_reasons"]) if "clock_event_reasons" in g else float("nan")
+    names = throttle_names(int(mask)) if ok(mask) else None
+    if names:
+        out.append("THR " + ",".join(names))
+        alarm = alarm or names != ["power"]
     return " ".join(out), alarm
 
 
@@ -239,18 +315,19 @@ def _tall_card(
     out: Text,
     g: dict[str, np.ndarray],
     head: str,
-    tail: str,
+    head_style: str,
+    tail: Text,
+    flags: tuple[str, bool],
     width: int,
     rows_per_card: int,
     colours: Colours,
-    selected: bool,
     newest: int | None = None,
 ) -> int:
     """One card in the tall form: GPU-Util graph (first line carries the card number and the numbers), then
-    the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance."""
+    the SM activity graph in its own colour; both on the same fixed 0–100 axis so they compare at a glance.
+    The graphs' width is the terminal's alone (every card's the same); the flags take a side line."""
     util_rows, sm_rows = tall_split(rows_per_card)
-    tail_w = len(tail)
-    graph_w = max(4, width - len(head) - AXIS_W - tail_w)
+    graph_w = max(4, width - len(head) - AXIS_W - tail_width(width, tall=True))
     side_w = max(0, width - len(head) - AXIS_W - graph_w)
     with quiet_nan_warnings():
         mean = float(np.nanmean(g["util_pct"])) if not np.all(np.isnan(g["util_pct"])) else float("nan")
@@ -258,26 +335,30 @@ def _tall_card(
         sm_mean = float(np.nanmean(g["sm_active_pct"])) if not np.all(np.isnan(g["sm_active_pct"])) else float("nan")
     t = last(g["temp_c"])
     c = last(g["sm_clock_mhz"])
-    util_side = [
-        (tail, ""),
+    text, alarm = flags
+    util_side: list[tuple[str, str]] = [
         (" GPU-Util", colours.gpu),
         (f" window mean {pct(mean).strip()} peak {pct(peak).strip()}", "grey70"),
         (f" {t:.0f}°C" if ok(t) else " n/a°C", "grey70"),
         (f" {c:.0f} MHz" if ok(c) else " n/a MHz", "grey70"),
     ]
     if width >= WIDE_COLS:  # the one-line tail already carries temperature and clock
-        util_side = util_side[:3]
+        util_side = util_side[:2]
+    if text:
+        util_side.insert(0, (" " + text, f"bold {colours.alert}" if alarm else NOTICE_STYLE))
     lines = tall_graph(g["util_pct"], graph_w, util_rows, colours.gpu, umax=g["util_max_pct"], newest=newest)
     for r, line in enumerate(lines):
         if r:
             out.append("\n")
             out.append(" " * len(head))
         else:
-            out.append(head, "bold reverse" if selected else "bold")
+            out.append(head, head_style)
         out.append(axis_label(r, util_rows), "grey50")
         out.append_text(line)
-        if r < len(util_side):
-            txt, style = util_side[r]
+        if r == 0:
+            out.append_text(tail[:side_w])
+        elif r - 1 < len(util_side):
+            txt, style = util_side[r - 1]
             out.append(txt[:side_w], style)
     sm_na = bool(np.all(np.isnan(g["sm_active_pct"])))
     sm_side = [
@@ -292,7 +373,7 @@ def _tall_card(
     sm_lines = [] if sm_na else tall_graph(g["sm_active_pct"], graph_w, sm_rows, colours.sm, newest=newest)
     for r in range(sm_rows):
         out.append("\n")
-        out.append(("  sm" if r == 0 else "").ljust(len(head)), colours.sm)
+        out.append((SM_ROW_LABEL if r == 0 else "").ljust(len(head)), colours.sm)
         if sm_na:
             out.append((" " * AXIS_W + "SM activity n/a on this card (no GPM)" if r == 0 else "")[: width - len(head)],
                        "grey50")

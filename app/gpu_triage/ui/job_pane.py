@@ -17,8 +17,7 @@ from rich.text import Text
 from gpu_triage.model import JobSample
 from gpu_triage.ui import formatters, panes
 from gpu_triage.ui.glyphs import waveform
-from gpu_triage.ui.layout import WIDE_COLS
-from gpu_triage.units import short_bytes
+from gpu_triage.ui.gpu_pane import card_wave_span
 from gpu_triage.window import WindowView
 
 NA_TEXT = "JOB  n/a: no job source (--job-log PATH, or `from gpu_triage import pulse` in the training)"
@@ -60,28 +59,6 @@ def _secs(v: float | None) -> str:
     return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
-def card_wave_span(view: WindowView, width: int) -> tuple[int, int]:
-    """(left edge, width) of the cards' compact waveform, as gpu_pane.gpu_pane lays it out for the first card."""
-    head = 4  # "▶ 0 "
-    if not view.gpu_indexes:
-        return head, max(4, width - head - 40)
-    g = {f: a[:, 0] for f, a in view.gpu.items()}
-    fm = formatters
-    last = fm.last
-    tail = f" {fm.pct(last(g['util_pct']))} sm{fm.pct(last(g['sm_active_pct']))}"
-    tail += f" {short_bytes(last(g['mem_used_bytes']))}/{short_bytes(last(g['mem_total_bytes']))}".ljust(10)
-    tail += " 0000W"
-    tail += f" P {fm.rate(fm.nan_sum(last(g['pcie_rx_bytes_per_s']), last(g['pcie_tx_bytes_per_s'])))}".ljust(10)
-    tail += f" NV {fm.rate(fm.nan_sum(last(g['nvlink_rx_bytes_per_s']), last(g['nvlink_tx_bytes_per_s'])))}".ljust(11)
-    if width >= WIDE_COLS:
-        tail += " 000C" + " 00000MHz"
-    else:  # the compact temperature and clock gpu_pane.gpu_pane shows below WIDE_COLS
-        temp, clock = last(g["temp_c"]), last(g["sm_clock_mhz"])
-        tail += f" {temp:2.0f}C" if fm.ok(temp) else " n/a"
-        tail += f" {clock / 1000:.1f}G" if fm.ok(clock) else " n/a"
-    return head, max(4, width - head - len(tail))
-
-
 def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *,
              source_configured: bool = True, notice: str | None = None) -> Text:
     """The pane (see the module docstring). ``notice``: what the job source says now (a log that vanished,
@@ -120,7 +97,7 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
         return
 
     out.append("\n")
-    left, wave_w = card_wave_span(view, width)
+    left, wave_w = card_wave_span(width)  # the cards' time axis
     sps = np.array([np.nan if j is None or j.samples_per_s is None else j.samples_per_s for j in view.jobs],
                    dtype=float)
     if np.isnan(sps).all():  # a log that counts steps without --batch-size: steps/s is what there is

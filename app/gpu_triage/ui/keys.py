@@ -97,7 +97,7 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "`s` `F6`",
-        "sort the processes by card, by GPU memory, by SM, by CPU, by user (each press the next)",
+        "sort the processes by card, by GPU memory, by GPU%, by CPU, by user (each press the next)",
         BOTH,
         (("s", "proc_sort"), ("f6", "proc_sort")),
     ),

@@ -18,9 +18,9 @@ from gpu_triage.proc_control import ProcDetails
 from gpu_triage.ui.formatters import HOST_PROC_HEAD, PROC_HEAD, USER_W, pct, workers_text
 from gpu_triage.units import short_bytes
 
-SORTS = ("card", "GPU memory", "SM", "CPU", "user")  # `s` cycles through them
+SORTS = ("card", "GPU memory", "GPU%", "CPU", "user")  # `s` cycles through them
 # biggest first unless reversed (`I`, as htop's invert); card and user run in their natural order
-DESCENDING = frozenset({"GPU memory", "SM", "CPU"})
+DESCENDING = frozenset({"GPU memory", "GPU%", "CPU"})
 WORKER = "DataLoader wkr"
 
 
@@ -56,7 +56,7 @@ def _sort_value(sort: str, p: ProcSample, details: Details) -> object:
         return p.gpu_mem_bytes
     if sort == "CPU":
         return p.cpu_pct
-    if sort == "SM":  # a process's own share of its card, from the driver
+    if sort == "GPU%":  # a process's own share of its card, from the driver
         return p.sm_pct
     if sort == "user":
         d = details(p.pid)
@@ -143,7 +143,8 @@ def _line(row: Row, user: str) -> str:
     workers = "n/a" if p.workers is None else str(p.workers)
     if p.gpu_index < 0:  # host-only list: no card, no workers counted (the columns of HOST_PROC_HEAD)
         return f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {pct(p.cpu_pct, 5)}"
-    # SM%: the process's own share of its card, as the driver samples it; no sample (idle, an old driver): n/a
+    # GPU%: the process's own share of its card's time (not the card's SM activity), as the driver samples it;
+    # no sample (idle, an old driver): n/a
     return (
         f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
         f" {pct(p.sm_pct, 4)} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"

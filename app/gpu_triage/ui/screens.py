@@ -19,9 +19,13 @@ from gpu_triage.ui.panes import PATTERN_COLOURS
 
 LEGEND = [
     "GPU rows: GPU-Util on a fixed 0–100 scale (█ = 100 %, · = 0 %, blank = no data).",
-    "Braille cells (⣸): two ticks a cell, the older on the left, 4 dot levels each, when the window is wider",
-    "  than the graph (the title says so, and which part of the window is shown when even that does not fit).",
-    "A shaded cell: inside that tick the driver saw both low and high (a sawtooth faster than the tick).",
+    "Braille cells (⣸): two dot columns a cell, the older on the left, 4 levels each, when the window is wider",
+    "  than the graph; each dot column one tick or the mean of several (the title says the ticks a cell holds",
+    "  and the time the graph spans). Every card's rows share one time axis.",
+    "A shaded cell: inside it GPU-Util swung 40 points or more (a sawtooth faster than the cell).",
+    "After the graph: GPU-Util and SMact (SM activity) now; a card number in red = XID, ECC or a slowdown,",
+    "  written in place of power, temperature and clock; yellow watts = at the power cap (expected when busy).",
+    "Processes: GPU% = the process's own share of its card's time (the driver's sample), not SM activity.",
     "Cyan cells: GPU-Util says busy but SMs were mostly idle (tiny kernels, or NCCL waiting).",
     "Few cards, tall terminal: each card gets a GPU-Util graph and an SM activity graph (axis 0/50/100 %);",
     "  ░ above a bar = the highest GPU-Util inside that tick (bursts the tick's mean hides).",
