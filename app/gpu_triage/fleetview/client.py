@@ -47,7 +47,7 @@ MAX_EXPORTERS = 4096  # the pool mode is for a small pool; a fleet has a Prometh
 CHUNK = 64 * 1024
 USER_AGENT = f"gpu-triage-fleet/{__version__}"
 PUBLISH_EVERY_S = 0.25  # at most this often is a new snapshot made while answers come in
-UP_LOOKBACK = "1h"  # without --match, a host is ours when it exported gpu_triage_build_info in this window
+UP_LOOKBACK = "1h"  # without --match, every target of a scrape job that exported gpu_triage_build_info in this window
 
 
 class FetchError(Exception):
@@ -238,10 +238,11 @@ class PrometheusTarget:
             "metrics": f'{{__name__=~"{regex}"{sep}{self.match}}}',
             "up": f"up{{{self.match}}}"
             if self.match
-            # exported_*: federated without honor_labels, the federating server's own `up` has the same job
-            # and instance as every federated series, and is no host of ours
-            else "up and on(job, instance, exported_job, exported_instance) "
-            f"last_over_time(gpu_triage_build_info[{UP_LOOKBACK}])",
+            # every target of a scrape job that exports our metrics, by `up`, so a target that never answered
+            # or died long ago is listed (down) instead of left out. exported_job: federated without
+            # honor_labels, the federating server's own `up` has the federating job, and no exported_job
+            else "up and on(job, exported_job) group by (job, exported_job) "
+            f"(last_over_time(gpu_triage_build_info[{UP_LOOKBACK}]))",
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
         }
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, severity
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
 from gpu_triage.fleetview.samples import HostData, Sample
 from gpu_triage.fleetview.text import clean
@@ -323,13 +324,33 @@ def _unique_names(rows: list[HostRow]) -> list[HostRow]:
     return out
 
 
-def sort_key(row: HostRow) -> tuple[int, float, str, str]:
-    """:data:`SORT_ORDER_HELP` as a key."""
+def _cards_share(row: HostRow) -> float:
+    """The share of the host's cards the verdict names (8 of 8 before 1 of 8); 0 when it names none."""
+    named = [c for c in (row.verdict_cards or "").split(",") if c.strip()]
+    return len(named) / row.total if named and row.total else 0.0
+
+
+def severity_rank(row: HostRow) -> int:
+    """How bad the row is, 0 the worst: cards that are gone (a GPU fault), then a host that cannot be seen
+    (down, then stale), then each bottleneck in the one order of severity (``vocab.SEVERITY``); rows that
+    need no human share the last rank."""
+    if row.state == OK and row.bottleneck == GPU_FAULT:
+        return 0
+    if row.state == DOWN:
+        return 1
+    if row.state == STALE:
+        return 2
     if row.has_bottleneck:
-        return (0, -(row.confidence or 0.0), row.host, row.key)
-    if row.state != OK:
-        return (1, 0.0, row.host, row.key)
-    return (2, -1.0 if row.util is None else row.util, row.host, row.key)
+        return 2 + severity(row.bottleneck)
+    return 3 + len(SEVERITY)
+
+
+def sort_key(row: HostRow) -> tuple[int, float, float, str, str]:
+    """:data:`SORT_ORDER_HELP` as a key."""
+    rank = severity_rank(row)
+    if row.needs_attention:
+        return (rank, -_cards_share(row), -(row.confidence or 0.0), row.host, row.key)
+    return (rank, -1.0 if row.util is None else row.util, 0.0, row.host, row.key)
 
 
 def order_rows(rows: Iterable[HostRow]) -> tuple[HostRow, ...]:

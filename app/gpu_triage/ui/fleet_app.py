@@ -150,7 +150,7 @@ class FleetApp(App[int]):
 
     def _draw_summary(self, snap: FleetSnapshot) -> None:
         now = self.clock() if self.clock is not None else None
-        line = summary_line(snap, now) + "   order: bottleneck, down/stale, lowest GPU-Util"
+        line = summary_line(snap, now) + "   order: GPU fault, down/stale, bottleneck by severity, lowest GPU-Util"
         self.query_one("#summary", Static).update(Text(fit(line, max(10, self.size.width)), style="bold"))
 
     def _draw(self, snap: FleetSnapshot, *, force: bool = False) -> None:
