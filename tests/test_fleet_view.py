@@ -4,8 +4,8 @@ hostile exporters on loopback (escape codes, bad numbers, endless or huge bodies
 
 The scenarios are chosen so the order is checked: a dead exporter is down (first: a host nobody can see),
 single_card_busy (every rank on one card of eight: placement) and storage_io have a bottleneck (next, in the
-order of severity, placement first), healthy (all busy) has none and comes last. CI must run the Prometheus test: without the binary it FAILS
-when $CI is set (promtools.require).
+order of severity, placement first), healthy (all busy) has none and comes last. CI must run the Prometheus
+test: without the binary it FAILS when $CI is set (promtools.require).
 """
 
 from __future__ import annotations

@@ -133,9 +133,8 @@ def load_nvml(module: Any | None = None) -> Nvml:
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         reason = str(exc) or type(exc).__name__
         code = getattr(exc, "value", None)
-        raise NvmlUnavailable(
-            f"NVML could not start ({reason}): no NVIDIA driver on this machine?", code if isinstance(code, int) else None
-        ) from exc
+        code = code if isinstance(code, int) else None
+        raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?", code) from exc
     log.debug("NVML started (%s)", getattr(module, "__name__", type(module).__name__))
     return_freed_heap()
     return Nvml(module)

@@ -62,10 +62,11 @@ def system_gpus(root: Path | None = None) -> SystemGpus:
     """Read the kernel's view under ``root`` (default :func:`host_root`). Unreadable parts count as absent."""
     root = host_root() if root is None else root
     driver = root / "proc/driver/nvidia"
+    devices = root / "sys/bus/pci/devices"
     return SystemGpus(
         driver_loaded=driver.is_dir(),
         proc=tuple(_names(driver / "gpus")),
-        pci=tuple(name for name in _names(root / "sys/bus/pci/devices") if _is_nvidia_gpu(root / "sys/bus/pci/devices" / name)),
+        pci=tuple(name for name in _names(devices) if _is_nvidia_gpu(devices / name)),
     )
 
 

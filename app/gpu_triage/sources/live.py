@@ -65,7 +65,9 @@ def driver_failure_text(exc: NvmlUnavailable) -> str:
     """Why NVML does not start, and what to do, in words (the driver's own reason in brackets)."""
     reason = _short_reason(exc)
     hint = _DRIVER_HINTS.get(exc.code) if exc.code is not None else None
-    return f"{hint} (NVML: {reason.rstrip('.')})" if hint else f"NVML could not start ({reason}); `nvidia-smi` and `dmesg` say more"
+    if hint is None:
+        return f"NVML could not start ({reason}); `nvidia-smi` and `dmesg` say more"
+    return f"{hint} (NVML: {reason.rstrip('.')})"
 
 
 class LiveSource:
