@@ -114,3 +114,68 @@ def test_turning_a_large_answer_into_rows_runs_no_cyclic_collection(big_promethe
         assert not gc.isenabled()  # a collector the program had paused stays paused
     finally:
         gc.enable()
+
+
+# -- the screen's keys ----------------------------------------------------------------------------------------
+
+
+def _screen_fleet() -> object:
+    import time
+
+    from gpu_triage.fleetview.client import Fleet, FleetSnapshot
+
+    rows = order_rows([*(host(f"gpu{i:02d}", util=(i * 37 % 100) / 100) for i in range(30)),
+                       host("gpu99", state=DOWN, util=None),
+                       HostRow(key="train", host="train", address="train", job="j", state=OK,
+                               bottleneck="data_pipeline", pattern="sawtooth", confidence=0.9, total=8, util=0.3,
+                               owners=("slurm 4242",), owner="slurm 4242")])
+    fleet = Fleet([], source="t", interval_s=5)
+    fleet.snapshot = FleetSnapshot(source="t", rows=rows, updated=time.time())
+    return fleet
+
+
+async def test_home_and_end_go_to_the_first_and_the_last_host() -> None:
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    app = FleetApp(_screen_fleet(), autostart=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        assert app.selected_key == "gpu99"  # down: first
+        await pilot.press("end")
+        assert app.selected_key == app.rows[-1].key and app.rows[-1].util == max(r.util or 0 for r in app.rows)
+        await pilot.press("home")
+        assert app.selected_key == "gpu99"
+
+
+async def test_slash_filters_the_rows_esc_clears_it_and_s_cycles_the_order() -> None:
+    from textual.widgets import DataTable
+
+    from gpu_triage.ui.fleet_app import KEY_LINE, FleetApp
+
+    app = FleetApp(_screen_fleet(), autostart=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"slurm")  # an owner; q, r and s typed there are letters, not keys
+        await pilot.pause()
+        assert [r.key for r in app.rows] == ["train"] and app.query_one(DataTable).row_count == 1
+        assert "filter 'slurm': 1 shown" in str(app.query_one("#summary").render())
+        await pilot.press("enter")  # the filter stays, the keys go back to the table
+        assert isinstance(app.focused, DataTable) and len(app.rows) == 1
+        await pilot.press("slash", "escape")
+        await pilot.pause()
+        assert len(app.rows) == 32 and isinstance(app.focused, DataTable)
+        await pilot.press("slash", *"down", "enter")  # a state
+        await pilot.pause()
+        assert [r.key for r in app.rows] == ["gpu99"]
+        await pilot.press("slash", "escape", "s")  # by host name
+        await pilot.pause()
+        assert [r.key for r in app.rows][:3] == ["gpu00", "gpu01", "gpu02"] and app.sort_name == "host"
+        await pilot.press("s")  # lowest GPU-Util first, n/a last
+        await pilot.pause()
+        utils = [r.util for r in app.rows]
+        assert utils[-1] is None and utils[:-1] == sorted(u for u in utils if u is not None)
+        assert "order: lowest GPU-Util" in str(app.query_one("#summary").render())
+        await pilot.press("s")  # back to the view's own order
+        await pilot.pause()
+        assert app.rows[0].key == "gpu99" and app.rows[1].key == "train"
+        assert "Home End" in KEY_LINE and "/ filter" in KEY_LINE and "s sort" in KEY_LINE and len(KEY_LINE) <= 80

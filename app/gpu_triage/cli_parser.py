@@ -390,7 +390,8 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
         help="one reading, no screen: every card, the host, the processes and the verdict (--json for scripts)",
         description="Sample for a few seconds (the shortest window the diagnosis judges), print every card, the "
         "host, the processes and the verdict once, and exit, as gpustat or `nvtop -s` do. Without a GPU it says "
-        "so and reads the host.",
+        "so and reads the host. Exit 3 when the cards themselves are faulty (the kernel lists NVIDIA GPUs and "
+        "the driver does not answer, a card lost or missing): the reading is printed with the fault.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (times ISO 8601 UTC)")
     p.add_argument("--seconds", type=_positive_float, default=6.0, metavar="S",
@@ -412,16 +413,19 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
             "the job's samples/s and the owner where the metrics carry one, read from a Prometheus that scrapes "
             "`gpu-triage export` (its HTTP API; federated or not) or straight from a small pool of exporters. "
             f"{SORT_ORDER_HELP} Enter opens a host's detail (each card's utilisation, memory, power), Esc goes "
-            "back, r refreshes now, q quits. Refreshed in the background every --refresh seconds; a host that "
-            "does not answer shows as down, never as idle. docs/metrics.md, \"The fleet view\"."
+            "back, Home/End go to the first/last host, / filters (host, state, bottleneck, pattern, owner), s "
+            "cycles the order (severity, host name, lowest GPU-Util), r refreshes now, q quits. Refreshed in the "
+            "background every --refresh seconds; a host that does not answer shows as down, never as idle. "
+            "--once/--json exit 1 when the source failed, 3 when a host is down, stale or has a GPU fault. "
+            "docs/metrics.md, \"The fleet view\"."
         ),
     )
     p.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://prometheus:9090")
     p.add_argument(
         "--match",
         metavar="MATCHERS",
-        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every host '
-        "that exported gpu_triage metrics in the last hour)",
+        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every target '
+        "of the scrape jobs that exported gpu_triage metrics in the last hour)",
     )
     p.add_argument(
         "--exporters",

@@ -15,8 +15,9 @@ whose ``up`` is 0 is *down*, never a host of idle cards.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, severity
@@ -351,6 +352,29 @@ def sort_key(row: HostRow) -> tuple[int, float, float, str, str]:
     if row.needs_attention:
         return (rank, -_cards_share(row), -(row.confidence or 0.0), row.host, row.key)
     return (rank, -1.0 if row.util is None else row.util, 0.0, row.host, row.key)
+
+
+def _by_util(row: HostRow) -> tuple[bool, float, str, str]:
+    return (row.util is None, row.util or 0.0, row.host, row.key)
+
+
+#: The screen's orders (``s`` cycles them), the first the view's own (:data:`SORT_ORDER_HELP`): severity, host
+#: name, lowest mean GPU-Util first (n/a last).
+SORTS: dict[str, Callable[[HostRow], Any]] = {
+    "severity": sort_key,
+    "host": lambda r: (r.host, r.key),
+    "lowest GPU-Util": _by_util,
+}
+
+
+def matches(row: HostRow, text: str) -> bool:
+    """The screen's filter (``/``): ``text`` (any case) in the host's name or address, its scrape job, its state,
+    bottleneck or pattern, or an owner's name. Empty: every row."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    fields = (row.host, row.address, row.hostname, row.job, row.state, row.bottleneck, row.pattern, *row.owners)
+    return any(needle in f.lower() for f in fields if f)
 
 
 def order_rows(rows: Iterable[HostRow]) -> tuple[HostRow, ...]:
