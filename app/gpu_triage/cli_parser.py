@@ -390,8 +390,7 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
         help="one reading, no screen: every card, the host, the processes and the verdict (--json for scripts)",
         description="Sample for a few seconds (the shortest window the diagnosis judges), print every card, the "
         "host, the processes and the verdict once, and exit, as gpustat or `nvtop -s` do. Without a GPU it says "
-        "so and reads the host. Exit 3 when the cards themselves are faulty (the kernel lists NVIDIA GPUs and "
-        "the driver does not answer, a card lost or missing): the reading is printed with the fault.",
+        "so and reads the host; exit 3 when its cards are faulty (a dead driver, a card lost or missing).",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (times ISO 8601 UTC)")
     p.add_argument("--seconds", type=_positive_float, default=6.0, metavar="S",
@@ -403,7 +402,7 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_fleet(sub: argparse._SubParsersAction) -> None:
-    from gpu_triage.fleetview import SORT_ORDER_HELP
+    from gpu_triage.fleetview import EXIT_HELP, KEYS_HELP, SORT_ORDER_HELP
 
     p = sub.add_parser(
         "fleet",
@@ -412,12 +411,8 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
             "One row per host: its verdict (bottleneck, pattern, confidence), cards busy of all, mean GPU-Util, "
             "the job's samples/s and the owner where the metrics carry one, read from a Prometheus that scrapes "
             "`gpu-triage export` (its HTTP API; federated or not) or straight from a small pool of exporters. "
-            f"{SORT_ORDER_HELP} Enter opens a host's detail (each card's utilisation, memory, power), Esc goes "
-            "back, Home/End go to the first/last host, / filters (host, state, bottleneck, pattern, owner), s "
-            "cycles the order (severity, host name, lowest GPU-Util), r refreshes now, q quits. Refreshed in the "
-            "background every --refresh seconds; a host that does not answer shows as down, never as idle. "
-            "--once/--json exit 1 when the source failed, 3 when a host is down, stale or has a GPU fault. "
-            "docs/metrics.md, \"The fleet view\"."
+            f"{SORT_ORDER_HELP} {KEYS_HELP} Refreshed in the background every --refresh seconds; a host that "
+            f"does not answer shows as down, never as idle. {EXIT_HELP} docs/metrics.md, \"The fleet view\"."
         ),
     )
     p.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://prometheus:9090")

@@ -20,3 +20,9 @@ SORT_ORDER_HELP = (
     "unexplained: vocab.SEVERITY, docs/diagnosis.md), more of the host's cards first, then higher confidence; "
     "then the rest by lowest mean GPU-Util (n/a first); ties by host name."
 )
+KEYS_HELP = (
+    "Enter opens a host's detail (each card's utilisation, memory, power), Esc goes back, Home/End go to the "
+    "first/last host, / filters (host, state, bottleneck, pattern, owner), s cycles the order (severity, host "
+    "name, lowest GPU-Util), r refreshes now, q quits."
+)
+EXIT_HELP = "--once/--json exit 1 when the source failed, 3 when a host is down, stale or has a GPU fault."
