@@ -19,8 +19,8 @@ from textual.filter import Monochrome, NoColor
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from gpu_triage.fleetview.client import Fleet, FleetSnapshot
 from gpu_triage.diagnosis.vocab import GPU_FAULT
+from gpu_triage.fleetview.client import Fleet, FleetSnapshot
 from gpu_triage.fleetview.model import DOWN, OK, SORTS, STALE, HostRow, matches
 from gpu_triage.fleetview.render import cells, columns, detail_lines, fit, summary_line
 from gpu_triage.ui import palette
