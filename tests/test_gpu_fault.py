@@ -57,7 +57,7 @@ def test_the_kernel_lists_nvidia_display_devices_not_nvswitches_or_other_vendors
 
 
 @pytest.mark.parametrize(("code", "words"), [
-    (MISMATCH, "different driver versions"),
+    (MISMATCH, "of different versions (upgraded without a reboot)"),
     (NOT_LOADED, "kernel module is not loaded"),
 ])
 def test_nvml_failing_on_a_machine_with_cards_is_a_driver_failure(tmp_path: Path, code: int, words: str) -> None:
@@ -116,7 +116,9 @@ def _red_reverse(strip: object) -> bool:
                and seg.style.color.name == "red" for seg in strip)  # type: ignore[attr-defined]
 
 
-async def test_the_dashboard_puts_a_dead_driver_in_a_red_headline_with_no_verdict(tmp_path: Path) -> None:
+async def test_the_dashboard_puts_a_dead_driver_in_a_red_headline_with_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gpu_triage.ui.app import TriageApp
     from gpu_triage.ui.pane_widget import Pane
     from gpu_triage.ui.run import build_app
@@ -133,25 +135,57 @@ async def test_the_dashboard_puts_a_dead_driver_in_a_red_headline_with_no_verdic
         assert lines[1].startswith("GPU FAILURE: the kernel lists 8 NVIDIA GPUs"), lines
         assert _red_reverse(header.render_line(1))
         diag = app.query_one("#diag", Pane).shown_plain
-        assert "idle" not in diag.split("\n")[0] and "GPU FAILURE" in diag  # no "VERDICT idle · none"
+        assert "idle" not in diag.split("\n")[0] and "no verdict: the driver cannot read" in diag  # no idle/none
         assert "NVIDIA driver failure" in app.query_one("#gpu", Pane).shown_plain
         svg = app.export_screenshot()
         assert "GPU&#160;FAILURE" in svg or "GPU FAILURE" in svg
     source.close()
     # and `gpu-triage live` on that machine shows no calm "no GPU, try the demo" banner
     import argparse
-    import os
 
-    os.environ["GPU_TRIAGE_HOST_ROOT"] = str(root)
-    sys.modules["pynvml"] = broken()
-    try:
-        live = build_app("live", argparse.Namespace(record=None, job_log=None, batch_size=None, no_stacks=True),
-                         Config())
-        assert live.banner is None and live.source.status().fault() is GpuFault.DRIVER_FAILURE
-        live.source.close()
-    finally:
-        del sys.modules["pynvml"]
-        os.environ["GPU_TRIAGE_HOST_ROOT"] = "/nonexistent-gpu-triage-test-host"
+    monkeypatch.setenv("GPU_TRIAGE_HOST_ROOT", str(root))
+    monkeypatch.setitem(sys.modules, "pynvml", broken())
+    live = build_app("live", argparse.Namespace(record=None, job_log=None, batch_size=None, no_stacks=True), Config())
+    assert live.banner is None and live.source.status().fault() is GpuFault.DRIVER_FAILURE
+    live.source.close()
+
+
+async def test_a_card_lost_while_watching_turns_the_headline_red_and_exports_the_fault(tmp_path: Path) -> None:
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.ui.app import TriageApp
+    from gpu_triage.ui.pane_widget import Pane
+
+    nvml = fake_nvml.h200_box(4)
+    source = LiveSource(nvml_module=nvml, system_root=machine_root(tmp_path, pci_gpus=4, driver_gpus=4))
+    monitor = Monitor(source.host_info(), Config(), source.name)
+    app = TriageApp(Config(), source=source, source_label="live", autostart=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        tick = source.sample()
+        app.ingest(tick)
+        monitor.ingest(tick, source.status())
+        await pilot.pause()
+        assert "GPU FAILURE" not in app.query_one("#header", Pane).shown_plain and monitor.snapshot.fault is None
+        nvml.advance(2.0)
+        nvml.lose_card(1)
+        tick = source.sample()
+        app.ingest(tick)
+        monitor.ingest(tick, source.status())
+        await pilot.pause()
+        header = app.query_one("#header", Pane)
+        assert header.shown_plain.split("\n")[1].startswith("GPU FAILURE: GPU 1 fell off the bus")
+        assert _red_reverse(header.render_line(1))
+    source.close()
+    snap = monitor.snapshot
+    assert snap.fault is GpuFault.CARD_LOST and snap.lost_gpus == {1}
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpu_triage.export.collector import TriageCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    page = generate_latest(registry).decode()
+    assert 'gpu_triage_verdict{bottleneck="gpu_fault",cards="1",pattern="card_lost"} 1.0' in page
+    assert 'gpu_triage_gpu_fault{reason="card_lost"} 1.0' in page and "gpu_triage_gpus_missing 0.0" in page
 
 
 # -- the exporter's page, the fleet and the snapshot ------------------------------------------------------------

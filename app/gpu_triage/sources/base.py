@@ -59,8 +59,7 @@ class SourceStatus:
         if fault is GpuFault.DRIVER_FAILURE:
             n = self.gpus_expected
             cards = f"{n} NVIDIA GPU{'' if n == 1 else 's'}" if n else "an NVIDIA GPU"
-            return (f"GPU FAILURE: the kernel lists {cards} but the NVIDIA driver does not answer: "
-                    f"{self.driver_failure}. No card can be used until this is fixed.")
+            return f"GPU FAILURE: the kernel lists {cards}, the NVIDIA driver does not answer: {self.driver_failure}"
         if fault is GpuFault.CARD_LOST:
             lost = sorted(self.lost_gpus)
             which = f"GPU {lost[0]}" if len(lost) == 1 else "GPUs " + ",".join(map(str, lost))

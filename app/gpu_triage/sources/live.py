@@ -53,11 +53,11 @@ _LIBRARY_NOT_FOUND = 12
 _LIB_RM_VERSION_MISMATCH = 18
 _DRIVER_HINTS = {
     _DRIVER_NOT_LOADED: "the nvidia kernel module is not loaded (after a kernel upgrade: rebuild it, e.g. dkms, "
-    "and reboot; `dmesg | grep -i nvrm` says why it failed)",
-    _LIBRARY_NOT_FOUND: "libnvidia-ml.so is not found (the driver's user-space part is not installed; in a "
+    "and reboot; `dmesg | grep -i nvrm` says why)",
+    _LIBRARY_NOT_FOUND: "libnvidia-ml.so is not found (the driver's user-space part is missing; in a "
     "container: started without GPU access)",
-    _LIB_RM_VERSION_MISMATCH: "the NVML library and the loaded kernel module are different driver versions (an "
-    "upgrade without a reboot): reboot, or unload and reload the nvidia modules",
+    _LIB_RM_VERSION_MISMATCH: "its library and the loaded kernel module are of different versions (upgraded "
+    "without a reboot): reboot, or reload the nvidia modules",
 }
 
 

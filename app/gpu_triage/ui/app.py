@@ -328,7 +328,7 @@ class TriageApp(HeaderText, KeyActions):
         verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
         if self._status.driver_failure is not None:  # idle/none would read as a healthy host: no verdict at all
-            self.shown = FactsOnly(["GPU FAILURE: no verdict on cards the driver cannot read (the red line above)"])
+            self.shown = FactsOnly(["no verdict: the driver cannot read the cards (red line above)"])
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]
         self.history.append((t, verdict.pattern, verdict.bottleneck))
