@@ -178,4 +178,7 @@ async def test_slash_filters_the_rows_esc_clears_it_and_s_cycles_the_order() -> 
         await pilot.press("s")  # back to the view's own order
         await pilot.pause()
         assert app.rows[0].key == "gpu99" and app.rows[1].key == "train"
+        await pilot.press("enter", "s", "slash")  # a host's detail: nothing to sort or filter there
+        await pilot.pause()
+        assert app.sort_name == "severity" and not app.query_one("#filter").has_class("-open")
         assert "Home End" in KEY_LINE and "/ filter" in KEY_LINE and "s sort" in KEY_LINE and len(KEY_LINE) <= 80

@@ -189,8 +189,11 @@ class FleetApp(App[int]):
             self.query_one(DataTable).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """While the filter has the keys, q, r, s and / are letters of it."""
+        """While the filter has the keys, q, r, s and / are letters of it; a host's detail has no rows to filter
+        or sort."""
         if action in ("quit", "refresh_now", "next_sort", "filter") and isinstance(self.focused, Input):
+            return False
+        if action in ("next_sort", "filter") and isinstance(self.screen, HostScreen):
             return False
         return True
 
