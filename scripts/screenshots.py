@@ -91,7 +91,7 @@ async def fleet_shots(out: Path) -> list[Path]:
         await shoot(fleet_app(), p, size)
         shots.append(p)
     p = out / "fleet-detail-120x40.svg"
-    await shoot(fleet_app(), p, (120, 40), ("enter",))
+    await shoot(fleet_app(), p, (120, 40), ("down", "enter"))  # the first host with cards (a dead one is first)
     shots.append(p)
     os.environ["NO_COLOR"] = "1"  # the state and the bottleneck must read without colour
     try:

@@ -11,6 +11,9 @@ os.environ.setdefault("XDG_CONFIG_HOME", "/nonexistent-gpu-triage-test-config")
 # The colour depth follows the terminal the tests run in (TERM=xterm is 16 colours, ui/palette.py): pinned to
 # truecolor so that screens and snapshots are the same everywhere; a test of another depth sets its own.
 os.environ["COLORTERM"] = "truecolor"
+# The kernel's list of NVIDIA GPUs (sources/gpu_inventory.py) is never this machine's: a test on a GPU server would
+# otherwise see its fake cards as "missing". A test of a machine's GPUs lays out its own (tests/fake_sysfs.py).
+os.environ["GPU_TRIAGE_HOST_ROOT"] = "/nonexistent-gpu-triage-test-host"
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,8 @@ and driver:
   int, as pynvml does; NVLink throughput with scopeId ``0xFFFFFFFF`` is the sum over links, a bare
   int is link 0 only; NVLink throughput counters count KiB, PCIe counters bytes;
 - a lost card raises GPU_IS_LOST from every call on its handle;
-- ``nvmlInit`` can fail like a machine without a driver;
+- ``nvmlInit`` can fail like a machine without a driver, or with a broken one (``init_error``: DRIVER_NOT_LOADED,
+  LIB_RM_VERSION_MISMATCH after an upgrade without a reboot), raising the binding's per-code error classes;
 - a card field set to ``None`` (persistence, MIG, ECC, clock reasons, PCIe link, NUMA node, CPU
   affinity) answers NOT_SUPPORTED, as the driver does on cards and VMs without it;
 - NVLink links past the card's last one answer INVALID_ARGUMENT, a card without NVLink NOT_SUPPORTED;
@@ -52,6 +53,7 @@ NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NVML_ERROR_UNKNOWN = 999
 
@@ -67,6 +69,7 @@ _ERROR_TEXT = {
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument version mismatch",
     NVML_ERROR_UNKNOWN: "Unknown Error",
 }
@@ -190,6 +193,9 @@ NVMLError_NoPermission = _make_error_class("NVMLError_NoPermission", NVML_ERROR_
 NVMLError_GpuIsLost = _make_error_class("NVMLError_GpuIsLost", NVML_ERROR_GPU_IS_LOST)
 NVMLError_LibraryNotFound = _make_error_class("NVMLError_LibraryNotFound", NVML_ERROR_LIBRARY_NOT_FOUND)
 NVMLError_DriverNotLoaded = _make_error_class("NVMLError_DriverNotLoaded", NVML_ERROR_DRIVER_NOT_LOADED)
+NVMLError_LibRmVersionMismatch = _make_error_class(
+    "NVMLError_LibRmVersionMismatch", NVML_ERROR_LIB_RM_VERSION_MISMATCH
+)
 NVMLError_Uninitialized = _make_error_class("NVMLError_Uninitialized", NVML_ERROR_UNINITIALIZED)
 NVMLError_InvalidArgument = _make_error_class("NVMLError_InvalidArgument", NVML_ERROR_INVALID_ARGUMENT)
 NVMLError_Unknown = _make_error_class("NVMLError_Unknown", NVML_ERROR_UNKNOWN)

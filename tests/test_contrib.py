@@ -65,7 +65,7 @@ def test_promtool_checks_the_rules() -> None:
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 9 rules found" in out.stdout
+    assert "SUCCESS: 11 rules found" in out.stdout
 
 
 @pytest.mark.slow
@@ -81,7 +81,8 @@ def test_promtool_unit_tests_say_when_each_alert_fires() -> None:
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     defined = set(re.findall(r"- alert: (\w+)", RULES.read_text()))
     assert tested >= defined - {"GpuTriageStale"}, defined - tested
-    assert {"GpuTriageExporterDown", "GpuTriageEccUncorrected", "GpuTriageXid"} <= defined
+    assert {"GpuTriageExporterDown", "GpuTriageEccUncorrected", "GpuTriageXid", "GpuTriageDriverFailure",
+            "GpuTriageCardsMissing"} <= defined
     assert "up{" in RULES.read_text()
 
 

@@ -2,10 +2,10 @@
 list) and through a real Prometheus (Debian's `prometheus`, as tests/test_export_prometheus.py runs it), and
 hostile exporters on loopback (escape codes, bad numbers, endless or huge bodies, servers that never answer).
 
-The scenarios are chosen so the order is checked: storage_io and single_card_busy (every rank on one card
-of eight: placement) have a bottleneck (first, the more confident leading), a dead exporter is down (next),
-healthy (all busy) has none and comes last. CI must run the Prometheus test: without the binary it FAILS
-when $CI is set (promtools.require).
+The scenarios are chosen so the order is checked: a dead exporter is down (first: a host nobody can see),
+single_card_busy (every rank on one card of eight: placement) and storage_io have a bottleneck (next, in the
+order of severity, placement first), healthy (all busy) has none and comes last. CI must run the Prometheus
+test: without the binary it FAILS when $CI is set (promtools.require).
 """
 
 from __future__ import annotations
@@ -122,14 +122,14 @@ def _closed_port() -> str:
 
 
 @pytest.mark.slow
-def test_exporter_list_puts_the_bottleneck_first_then_the_dead_host_then_lowest_utilisation(pool) -> None:
+def test_exporter_list_puts_the_dead_host_first_then_bottlenecks_by_severity_then_lowest_utilisation(pool) -> None:
     dead = _closed_port()
-    targets = [ExporterTarget(a, timeout_s=5) for a in (pool["healthy"], dead, pool["single_card_busy"],
-                                                        pool["storage_io"])]
+    targets = [ExporterTarget(a, timeout_s=5) for a in (pool["healthy"], dead, pool["storage_io"],
+                                                        pool["single_card_busy"])]
     snap = Fleet(targets, source="pool", interval_s=5).once()
     order = [r.key for r in snap.rows]
-    assert order == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
-    first, low, down, high = snap.rows
+    assert order == [dead, pool["single_card_busy"], pool["storage_io"], pool["healthy"]]
+    down, low, first, high = snap.rows
     assert (first.bottleneck, first.pattern) == POOL["storage_io"] and 0 < first.confidence <= 1
     assert first.total == 8 and first.hostname == "sim-h200x8"
     # whose job it is, from a real exporter's owner series: the simulated ranks run in a Slurm job
@@ -168,17 +168,20 @@ def test_cli_once_and_json_over_the_exporters(pool, tmp_path: Path, capsys) -> N
     listing = tmp_path / "pool.txt"
     listing.write_text(f"# the pool\n{pool['healthy']}\n{pool['storage_io']}, {dead}\n")
     assert main(["fleet", "--exporters-file", str(listing), "--exporters", pool["single_card_busy"],
-                 "--json", "--timeout", "5"]) == 0
+                 "--json", "--timeout", "5"]) == 3  # a host down: printed, and exit 3
     doc = json.loads(capsys.readouterr().out)
-    assert [h["key"] for h in doc["hosts"]] == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
-    assert doc["hosts"][2]["state"] == "down" and doc["hosts"][2]["util"] is None
-    assert main(["fleet", "--exporters", f"{dead},{pool['storage_io']}", "--once"]) == 0
+    assert [h["key"] for h in doc["hosts"]] == [dead, pool["single_card_busy"], pool["storage_io"], pool["healthy"]]
+    assert doc["hosts"][0]["state"] == "down" and doc["hosts"][0]["util"] is None
+    assert main(["fleet", "--exporters", f"{dead},{pool['storage_io']}", "--once"]) == 3
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("2 exporters: 2 hosts, 2 need a look, 1 down or stale")
     assert lines[1].split() == ["HOST", "STATE", "BOTTLENECK", "PATTERN", "CONF", "BUSY", "UTIL", "SAMPLES/S", "OWNER"]
-    assert lines[2].split()[:3] == ["sim-h200x8", "ok", "storage_io"]  # one host of that name: its name
-    assert lines[3].split()[:2] == [dead, "down"] and "connection refused" in lines[4]
+    assert lines[2].split()[:2] == [dead, "down"] and "connection refused" in lines[3]
+    assert lines[4].split()[:3] == ["sim-h200x8", "ok", "storage_io"]  # one host of that name: its name
+    # every host answers (a bottleneck is a verdict, not a failure): exit 0
+    assert main(["fleet", "--exporters", f"{pool['healthy']},{pool['storage_io']}", "--once"]) == 0
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize(
@@ -448,7 +451,7 @@ def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str],
 @pytest.mark.slow
 def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tmp_path: Path, capsys) -> None:
     victim, victim_address = _start_exporter("data_pipeline")
-    never = _closed_port()  # a target that never answered: only a --match on its job shows it
+    never = _closed_port()  # a target that never answered: listed, down, with the rest of its scrape job
     proms: list[subprocess.Popen[str]] = []
     try:
         prom, base = _start_prometheus(tmp_path / "p1", _scrape_config([*pool.values(), victim_address, never]))
@@ -461,27 +464,28 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
         def settled(snap: object) -> bool:
             rows = {r.address: r for r in snap.rows}  # type: ignore[attr-defined]
             return all(a in rows and _settled(rows[a], s) for s, a in pool.items()) and (
-                victim_address in rows and rows[victim_address].bottleneck == "data_pipeline")
+                victim_address in rows and rows[victim_address].bottleneck == "data_pipeline"
+                and never in rows)
 
         for fleet in (direct, via):
             snap = _wait(f"{fleet.snapshot.source}: every host's verdict", fleet.once, settled)
-            # three bottlenecks (storage_io, data_pipeline, placement) first, the more confident leading
-            assert {r.address for r in snap.rows[:3]} == {pool["storage_io"], victim_address, pool["single_card_busy"]}
-            assert snap.rows[0].confidence >= snap.rows[1].confidence >= snap.rows[2].confidence
-            assert never not in {r.address for r in snap.rows}  # never exported gpu_triage metrics: not ours
+            # the target that never answered first (down), then the bottlenecks by severity: placement,
+            # data_pipeline, storage_io; the healthy host last
+            assert [r.address for r in snap.rows] == [never, pool["single_card_busy"], victim_address,
+                                                      pool["storage_io"], pool["healthy"]]
+            assert snap.rows[0].state == DOWN and "up == 0" in snap.rows[0].error
             # federated too, each host is its own (job, instance), not the federating server
-            assert len(snap.rows) == 4
             assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
 
         stop(victim)  # the next scrape fails: up == 0, and its series go stale
-        expected = [pool["storage_io"], pool["single_card_busy"], victim_address, pool["healthy"]]
+        rest = [pool["single_card_busy"], pool["storage_io"], pool["healthy"]]
         for fleet in (direct, via):
             snap = _wait(f"{fleet.snapshot.source}: the killed exporter shown down", fleet.once,
-                         lambda s: [r.address for r in s.rows] == expected  # type: ignore[attr-defined]
-                         and s.rows[2].state == DOWN)  # type: ignore[attr-defined]
-            dead = snap.rows[2]
-            assert "up == 0" in dead.error and dead.util is None and dead.busy is None
-            assert snap.rows[0].cards and snap.rows[0].cards[0].mem_total is not None
+                         lambda s: {r.address for r in s.rows[:2]} == {never, victim_address}  # type: ignore[attr-defined]
+                         and [r.address for r in s.rows[2:]] == rest)  # type: ignore[attr-defined]
+            dead = next(r for r in snap.rows if r.address == victim_address)
+            assert dead.state == DOWN and "up == 0" in dead.error and dead.util is None and dead.busy is None
+            assert snap.rows[2].cards and snap.rows[2].cards[0].mem_total is not None
 
         # --match names the scrape job: the target that never answered is there too, down
         snap = Fleet([PrometheusTarget(base, match='job="gpu-triage"', timeout_s=10)], source="p",
@@ -489,10 +493,10 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
         by = {r.address: r for r in snap.rows}
         assert by[never].state == DOWN and by[victim_address].state == DOWN and by[pool["healthy"]].state == OK
 
-        # the CLI over the same Prometheus, and Prometheus' own error as one line
-        assert main(["fleet", "--prometheus", base, "--json"]) == 0
+        # the CLI over the same Prometheus (hosts down: exit 3), and Prometheus' own error as one line
+        assert main(["fleet", "--prometheus", base, "--json"]) == 3
         doc = json.loads(capsys.readouterr().out)
-        assert doc["hosts"][0]["address"] == pool["storage_io"] and doc["error"] is None
+        assert doc["hosts"][2]["address"] == pool["single_card_busy"] and doc["error"] is None
         assert main(["fleet", "--prometheus", base, "--match", 'job=~"(unclosed', "--once"]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith("gpu-triage: error: ") and "bad_data" in err and len(err.splitlines()) == 1
@@ -571,17 +575,16 @@ async def test_the_screen_lists_hosts_in_order_and_enter_opens_one(pool, size: t
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         table = app.query_one(DataTable)
-        assert _shown_order(table) == [pool["storage_io"], pool["single_card_busy"], dead, pool["healthy"]]
+        assert _shown_order(table) == [dead, pool["single_card_busy"], pool["storage_io"], pool["healthy"]]
         titles = [c.label.plain for c in table.columns.values()]
         assert ("PATTERN" in titles) == (size[0] >= 110) and titles[:3] == ["HOST", "STATE", "BOTTLENECK"]
-        first = [cell.plain for cell in table.get_row_at(0)]
-        down = [cell.plain for cell in table.get_row_at(2)]
+        first = [cell.plain for cell in table.get_row_at(2)]
+        down = [cell.plain for cell in table.get_row_at(0)]
         assert first[1:3] == ["ok", "storage_io"] and re.fullmatch(r"\d/8", first[titles.index("BUSY")])
         assert down[:2] == [dead, "down"] and set(down[2:-1]) == {"—"}  # down, never 0 %
         assert _plain(app.query_one("#summary")).startswith("pool: 4 hosts, 3 need a look, 1 down or stale")
-        await pilot.press("down", "down")
-        assert "connection refused" in _plain(app.query_one("#selected"))
-        await pilot.press("up", "enter")
+        assert "connection refused" in _plain(app.query_one("#selected"))  # the cursor starts on the first row
+        await pilot.press("down", "enter")
         await pilot.pause()
         assert isinstance(app.screen, HostScreen) and app.screen.key == pool["single_card_busy"]
         detail = _plain(app.screen.query_one("#detail")).splitlines()
@@ -711,11 +714,11 @@ async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor
         fleet.snapshot = FleetSnapshot(source="t", updated=time.time(), rows=order_rows(
             [host("a", 0.9, "data_pipeline"), host("b", None, state=DOWN), host("d", 0.1), host("e", 0.4)]))
         await pilot.pause(0.8)  # the screen's own poll picks it up
-        assert _shown_order(table) == ["a", "b", "d", "e"]
+        assert _shown_order(table) == ["b", "a", "d", "e"]  # the host nobody can see first
         assert app.selected_key == "d" and table.cursor_row == 2  # the cursor stayed on its host
         assert [c.plain for c in table.get_row_at(2)][:2] == ["d", "ok"] and table.get_row_at(2)[6].plain == "10%"
-        assert [c.plain for c in table.get_row_at(1)][1:3] == ["down", "—"]
-        assert table.get_row_at(0)[2].plain == "data_pipeline"
+        assert [c.plain for c in table.get_row_at(0)][1:3] == ["down", "—"]
+        assert table.get_row_at(1)[2].plain == "data_pipeline"
 
 
 async def test_a_prometheus_error_is_one_line_above_the_table_and_r_asks_again(hostile: str) -> None:

@@ -390,7 +390,7 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
         help="one reading, no screen: every card, the host, the processes and the verdict (--json for scripts)",
         description="Sample for a few seconds (the shortest window the diagnosis judges), print every card, the "
         "host, the processes and the verdict once, and exit, as gpustat or `nvtop -s` do. Without a GPU it says "
-        "so and reads the host.",
+        "so and reads the host; exit 3 when its cards are faulty (a dead driver, a card lost or missing).",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (times ISO 8601 UTC)")
     p.add_argument("--seconds", type=_positive_float, default=6.0, metavar="S",
@@ -402,7 +402,7 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_fleet(sub: argparse._SubParsersAction) -> None:
-    from gpu_triage.fleetview import SORT_ORDER_HELP
+    from gpu_triage.fleetview import EXIT_HELP, KEYS_HELP, SORT_ORDER_HELP
 
     p = sub.add_parser(
         "fleet",
@@ -411,17 +411,16 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
             "One row per host: its verdict (bottleneck, pattern, confidence), cards busy of all, mean GPU-Util, "
             "the job's samples/s and the owner where the metrics carry one, read from a Prometheus that scrapes "
             "`gpu-triage export` (its HTTP API; federated or not) or straight from a small pool of exporters. "
-            f"{SORT_ORDER_HELP} Enter opens a host's detail (each card's utilisation, memory, power), Esc goes "
-            "back, r refreshes now, q quits. Refreshed in the background every --refresh seconds; a host that "
-            "does not answer shows as down, never as idle. docs/metrics.md, \"The fleet view\"."
+            f"{SORT_ORDER_HELP} {KEYS_HELP} Refreshed in the background every --refresh seconds; a host that "
+            f"does not answer shows as down, never as idle. {EXIT_HELP} docs/metrics.md, \"The fleet view\"."
         ),
     )
     p.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://prometheus:9090")
     p.add_argument(
         "--match",
         metavar="MATCHERS",
-        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every host '
-        "that exported gpu_triage metrics in the last hour)",
+        help='with --prometheus: only series with these labels, e.g. job="gpu-triage" (default: every target '
+        "of the scrape jobs that exported gpu_triage metrics in the last hour)",
     )
     p.add_argument(
         "--exporters",

@@ -30,7 +30,11 @@ _TIMEOUT = 10
 
 
 class NvmlUnavailable(Exception):
-    """No NVML library, no driver, or nvmlInit failed: run host-only."""
+    """No NVML library, no driver, or nvmlInit failed: run host-only. ``code``: NVML's error code, if it gave one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class GpuLost(Exception):
@@ -128,7 +132,9 @@ def load_nvml(module: Any | None = None) -> Nvml:
         module.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         reason = str(exc) or type(exc).__name__
-        raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?") from exc
+        code = getattr(exc, "value", None)
+        code = code if isinstance(code, int) else None
+        raise NvmlUnavailable(f"NVML could not start ({reason}): no NVIDIA driver on this machine?", code) from exc
     log.debug("NVML started (%s)", getattr(module, "__name__", type(module).__name__))
     return_freed_heap()
     return Nvml(module)

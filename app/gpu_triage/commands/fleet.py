@@ -14,14 +14,17 @@ import sys
 from collections.abc import Callable
 
 from gpu_triage.config import Config
+from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.fleetview.client import MAX_EXPORTERS, ExporterTarget, Fleet, PrometheusTarget, Target
+from gpu_triage.fleetview.model import OK, HostRow
 from gpu_triage.fleetview.render import table, to_json
 from gpu_triage.fleetview.text import clean
 
 LIST_FILE_CAP_BYTES = 1024 * 1024  # a list of a few thousand HOST:PORT lines is ~100 KB
 EXPORTER_TIMEOUT_S = 3.0  # a scrape of one exporter takes milliseconds
 PROMETHEUS_TIMEOUT_S = 10.0  # an answer for 1,000 hosts is ~17 MiB (docs/performance.md)
+EXIT_HOST_DOWN = 3  # --once/--json printed the round, and a host is down, stale or has a GPU fault
 
 
 def exporter_list(args: argparse.Namespace) -> list[str]:
@@ -81,7 +84,8 @@ def build_fleet(args: argparse.Namespace) -> Fleet:
 def run_fleet(
     args: argparse.Namespace, config: Config, *, screen: Callable[[Fleet], int] | None = None
 ) -> int:
-    """Print one round (``--once``, ``--json``) or run the screen; exit 1 when the source itself failed."""
+    """Print one round (``--once``, ``--json``) or run the screen. ``--once``/``--json`` exit 1 when the source
+    itself failed (Prometheus did not answer), 3 when a host is down, stale or has a GPU fault, else 0."""
     del config  # the view has no settings of its own in the config file
     fleet = build_fleet(args)
     if args.once or args.json or screen is None:
@@ -96,5 +100,11 @@ def run_fleet(
         if snap.error:
             print(f"gpu-triage: error: {snap.error}", file=sys.stderr)
             return 1
-        return 0
+        return EXIT_HOST_DOWN if any(host_is_failing(r) for r in snap.rows) else 0
     return screen(fleet)
+
+
+def host_is_failing(row: HostRow) -> bool:
+    """Down, stale, or its cards faulty: what makes ``--once`` exit :data:`EXIT_HOST_DOWN` (a bottleneck is a
+    verdict on a working host, not a failure)."""
+    return row.state != OK or row.bottleneck == GPU_FAULT

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
+from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
 from gpu_triage.sources.base import HostProcesses
@@ -32,6 +33,7 @@ from gpu_triage.window import RollingWindow
 DEFAULT_SECONDS = 6.0  # the shortest window the diagnosis judges (before it: "collecting")
 DEFAULT_INTERVAL_S = 1.0  # a one-shot reading should not take the dashboard's 2 s a tick
 TOP_PROCS = 10
+EXIT_GPU_FAULT = 3  # the reading was taken and printed, and the cards are faulty (2 is bad input, 1 a failure)
 
 
 @dataclasses.dataclass(slots=True)
@@ -49,6 +51,8 @@ class Reading:
     # for a simulated source, or without py-spy (``inside_note`` says which)
     inside: dict[int, InsideReport] = dataclasses.field(default_factory=dict)
     inside_note: str | None = None
+    # what is wrong with the cards themselves (a broken driver, a lost or missing card): EXIT_GPU_FAULT
+    fault: dict[str, Any] | None = None
 
 
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
@@ -82,7 +86,12 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         host_only = False
         if not procs and not status.gpu_available and isinstance(source, HostProcesses):
             procs, host_only = list(source.busiest_processes()), True
+        fault = status.fault()
         return Reading(
+            fault=None if fault is None else {
+                "kind": str(fault), "line": status.fault_line(), "lost": sorted(status.lost_gpus),
+                "gpus_expected": status.gpus_expected, "gpus_missing": status.gpus_missing,
+            },
             source=source_spec,
             host=host.to_json_obj(),
             interval_s=interval_s,
@@ -147,7 +156,8 @@ def to_json(r: Reading) -> dict[str, Any]:
         "inside": [report_json(rep) for rep in r.inside.values()],
         "inside_note": r.inside_note,
         "processes_are": "busiest on the host (no GPU)" if r.host_only else "GPU processes",
-        "verdict": r.verdict,
+        "fault": r.fault,
+        "verdict": r.verdict if r.fault is None else _fault_verdict(r.fault),
     }
 
 
@@ -186,8 +196,11 @@ def to_text(r: Reading) -> str:
     lines = [f"{host} · {r.source} · {len(last.gpus)} GPU{'' if len(last.gpus) == 1 else 's'} · "
              f"{len(r.ticks)} ticks over {span:.0f} s at {r.interval_s:g} s · {last.ts.isoformat(timespec='seconds')}"]
     lines += [f"note: {m}" for m in r.status]
+    if r.fault is not None:
+        lines.append(r.fault["line"])
     if not r.gpu_available:
-        lines.append("no NVIDIA GPU/driver: host only (the verdict reads the host alone)")
+        if r.fault is None:  # a machine that never had a GPU: calm
+            lines.append("no NVIDIA GPU/driver: host only (the verdict reads the host alone)")
     elif last.gpus:
         lines.append("GPU  UTIL SMACT        MEM  POWER  TEMP    CLOCK  FLAGS")
         lines += [_card_line(g) for g in last.gpus]
@@ -216,13 +229,20 @@ def to_text(r: Reading) -> str:
             lines += [f"{pid:>8} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
     if r.inside_note and any(not rep.share.samples for rep in r.inside.values()):
         lines.append(f"note: {r.inside_note}")
-    v = r.verdict
+    v = r.verdict if r.fault is None else _fault_verdict(r.fault)
     conf = f"  {format_confidence(v['confidence'])}" if v["confidence"] is not None else "  (no GPU)"
     gpus = f"  GPU {','.join(map(str, v['gpus']))}" if v["gpus"] else ""
     lines.append(f"VERDICT {v['pattern']} · {v['bottleneck']}{gpus}{conf}")
     lines += [f"  • {e}" for e in v["evidence"]]
     lines += [f"  → {a}" for a in v["advice"]]
     return "\n".join(lines)
+
+
+def _fault_verdict(fault: dict[str, Any]) -> dict[str, Any]:
+    """The verdict while the cards are faulty: the fault, never a reading of waveforms that are not there (as
+    ``export`` serves it: bottleneck ``gpu_fault``, the fault as its pattern)."""
+    return {"pattern": fault["kind"], "bottleneck": GPU_FAULT, "gpus": fault["lost"], "confidence": 1.0,
+            "collecting": False, "evidence": [fault["line"]], "advice": []}
 
 
 def run_snapshot(args: argparse.Namespace, config: Config) -> int:
@@ -237,4 +257,4 @@ def run_snapshot(args: argparse.Namespace, config: Config) -> int:
     else:
         print(to_text(reading))
     sys.stdout.flush()
-    return 0
+    return EXIT_GPU_FAULT if reading.fault is not None else 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from gpu_triage.sources.base import GpuFault as GpuFault  # the cards' own faults: the source's words, said here too
+
 
 class Pattern(StrEnum):
     """The shape of GPU-Util over the judged ticks, across the cards (patterns.py)."""
@@ -40,6 +42,44 @@ class Bottleneck(StrEnum):
     COMPILE = "compile"  # torch.compile compiling, again and again (its stacks say so)
     EXTERNAL_WAIT = "external_wait"  # the training waits on another service or a sleep (its stacks say so)
     UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
+
+
+#: The bottleneck label of the verdict ``export`` serves while the cards themselves are faulty (a :class:`GpuFault`,
+#: its pattern label): no rule gives it, the source's status does.
+GPU_FAULT = "gpu_fault"
+
+#: What needs a human first, worst first: the one order of severity (the fleet view's rows, docs/diagnosis.md).
+#: Cards that are gone, then a job that makes no progress at all, then most of the machine idle (every rank on one
+#: card, cards waiting for a straggler), then a share of every step lost (input, storage, links, the host's own
+#: work), then memory held with no work, then what no rule can name; ``none`` last.
+SEVERITY: tuple[str, ...] = (
+    GPU_FAULT,
+    Bottleneck.HUNG_COLLECTIVE,
+    Bottleneck.PLACEMENT,
+    Bottleneck.IMBALANCE,
+    Bottleneck.DATA_PIPELINE,
+    Bottleneck.STORAGE_IO,
+    Bottleneck.COMMUNICATION,
+    Bottleneck.HOST_STEP,
+    Bottleneck.EXTERNAL_WAIT,
+    Bottleneck.COMPILE,
+    Bottleneck.LAUNCH_OVERHEAD,
+    Bottleneck.MEMORY_IDLE,
+    Bottleneck.STALL_UNEXPLAINED,
+    Bottleneck.UNEXPLAINED,
+    Bottleneck.NONE,
+)
+
+
+def severity(bottleneck: str | None) -> int:
+    """``bottleneck``'s rank in :data:`SEVERITY` (0 is the worst); one this version does not know (a newer
+    exporter's) ranks after every known bottleneck and before ``none``."""
+    if not bottleneck or bottleneck == Bottleneck.NONE:
+        return len(SEVERITY)
+    try:
+        return SEVERITY.index(bottleneck)
+    except ValueError:
+        return len(SEVERITY) - 1  # none's own place, which none itself gives up above
 
 
 class Mechanism(StrEnum):

@@ -31,6 +31,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gpu_triage import __version__
+from gpu_triage.diagnosis.vocab import GPU_FAULT, GpuFault
 from gpu_triage.export.monitor import Snapshot
 from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample, ProcSample
 from gpu_triage.safetext import clean, is_clean
@@ -140,6 +141,22 @@ def _meta(snap: Snapshot) -> Iterator[Metric]:
     avail = _g("gpu_driver_available", "1 when NVML answered (a driver and cards), 0 when running host-only")
     avail.add_metric([], 1.0 if snap.gpu_available else 0.0)
     yield avail
+    fault = _g(
+        "gpu_fault",
+        "1 while the named fault holds: driver_failure (the kernel lists NVIDIA GPUs, NVML does not start), "
+        "card_lost (a card fell off the bus), cards_missing (NVML lists fewer cards than the kernel); else 0",
+        ["reason"],
+    )
+    for reason in GpuFault:
+        fault.add_metric([str(reason)], 1.0 if snap.fault == reason else 0.0)
+    yield fault
+    if snap.gpus_expected is not None:
+        expected = _g("gpus_expected", "NVIDIA GPUs the kernel lists (/proc/driver/nvidia/gpus, else the PCI bus)")
+        expected.add_metric([], float(snap.gpus_expected))
+        yield expected
+        missing = _g("gpus_missing", "NVIDIA GPUs the kernel lists that the driver (NVML) does not")
+        missing.add_metric([], float(snap.gpus_missing))
+        yield missing
     if snap.tick is not None and snap.tick_time is not None:
         ts = _g("tick_timestamp_seconds", "end of the newest tick, seconds since the epoch (stale data shows here)")
         ts.add_metric([], snap.tick_time)
@@ -358,15 +375,22 @@ def _job(snap: Snapshot) -> Iterator[Metric]:
         yield fam
 
 
+VERDICT_DOC = (
+    "the verdict shown on the dashboard: always 1, its labels say pattern, bottleneck and cards; while the cards "
+    f"themselves are faulty, bottleneck \"{GPU_FAULT}\" with the fault as its pattern (gpu_triage_gpu_fault)"
+)
+
+
 def _verdict(snap: Snapshot) -> Iterator[Metric]:
     v = snap.verdict
-    if v is None or snap.tick_time is None:
+    if snap.tick_time is None:
         return
-    shown = _g(
-        "verdict",
-        "the verdict shown on the dashboard: always 1, its labels say pattern, bottleneck and cards",
-        ["pattern", "bottleneck", "cards"],
-    )
+    if snap.fault is not None:  # no waveform verdict for cards that are gone: an idle/none would read as healthy
+        yield from _fault_verdict(snap, snap.fault, snap.tick_time)
+        return
+    if v is None:
+        return
+    shown = _g("verdict", VERDICT_DOC, ["pattern", "bottleneck", "cards"])
     shown.add_metric([v.pattern, v.bottleneck, ",".join(str(i) for i in sorted(v.gpus))], 1.0)
     yield shown
     conf = _g("verdict_confidence_ratio", "confidence of the shown verdict, 0-1")
@@ -375,6 +399,19 @@ def _verdict(snap: Snapshot) -> Iterator[Metric]:
     if snap.verdict_since is not None:
         age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
         age.add_metric([], max(0.0, snap.tick_time - snap.verdict_since))
+        yield age
+
+
+def _fault_verdict(snap: Snapshot, fault: GpuFault, now: float) -> Iterator[Metric]:
+    shown = _g("verdict", VERDICT_DOC, ["pattern", "bottleneck", "cards"])
+    shown.add_metric([str(fault), GPU_FAULT, ",".join(str(i) for i in sorted(snap.lost_gpus))], 1.0)
+    yield shown
+    conf = _g("verdict_confidence_ratio", "confidence of the shown verdict, 0-1")
+    conf.add_metric([], 1.0)  # the driver said so: nothing is inferred
+    yield conf
+    if snap.fault_since is not None:
+        age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
+        age.add_metric([], max(0.0, now - snap.fault_since))
         yield age
 
 

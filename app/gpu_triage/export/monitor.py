@@ -18,7 +18,7 @@ from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import Verdict, diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.model import HostInfo, Tick
-from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.sources.base import GpuFault, Source, SourceStatus
 from gpu_triage.window import RollingWindow
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,11 @@ class Snapshot:
     ticks: int = 0
     gpu_available: bool = True
     lost_gpus: frozenset[int] = field(default_factory=frozenset)
+    # what is wrong with the cards themselves (SourceStatus.fault): served instead of the verdict while it holds
+    fault: GpuFault | None = None
+    fault_since: float | None = None
+    gpus_expected: int | None = None  # NVIDIA GPUs the kernel lists (None: unknown, or a simulated source)
+    gpus_missing: int = 0
     verdict: Verdict | None = None
     verdict_since: float | None = None
     tick_time: float | None = None
@@ -124,6 +129,8 @@ class Monitor:
             status = status or SourceStatus()
             lost = frozenset(status.lost_gpus)
             gpu_totals, net_totals = self._totals.add(tick, lost)
+            fault = status.fault()
+            fault_since = None if fault is None else prev.fault_since if fault == prev.fault else t
             self.snapshot = Snapshot(
                 host=self.host,
                 source=prev.source,
@@ -131,6 +138,10 @@ class Monitor:
                 ticks=prev.ticks + 1,
                 gpu_available=status.gpu_available,
                 lost_gpus=lost,
+                fault=fault,
+                fault_since=fault_since,
+                gpus_expected=status.gpus_expected,
+                gpus_missing=status.gpus_missing,
                 verdict=verdict,
                 verdict_since=since,
                 tick_time=t,

@@ -11,9 +11,18 @@ The screen is ``ui/fleet_app.py``; ``commands/fleet.py`` runs it or prints one s
 """
 
 # The order of the rows, said in `gpu-triage fleet --help` (kept here so --help imports nothing else) and
-# implemented by model.sort_key.
+# implemented by model.sort_key; the bottlenecks' order is vocab.SEVERITY's (a test holds the two together).
 SORT_ORDER_HELP = (
-    "Rows needing a human come first: hosts with a bottleneck (the verdict's bottleneck is not 'none'; "
-    "highest confidence first), then hosts down or stale (up == 0, a failed scrape, no new tick), then the "
-    "rest by lowest mean GPU-Util (n/a first); ties by host name."
+    "Rows needing a human come first, worst first: a GPU fault (a dead driver, a lost or missing card), then "
+    "hosts down (up == 0, a failed scrape, a target that never answered) and stale (no new tick), then hosts "
+    "with a bottleneck by severity (hung_collective, placement, imbalance, data_pipeline, storage_io, "
+    "communication, host_step, external_wait, compile, launch_overhead, memory_idle, stall_unexplained, "
+    "unexplained: vocab.SEVERITY, docs/diagnosis.md), more of the host's cards first, then higher confidence; "
+    "then the rest by lowest mean GPU-Util (n/a first); ties by host name."
 )
+KEYS_HELP = (
+    "Enter opens a host's detail (each card's utilisation, memory, power), Esc goes back, Home/End go to the "
+    "first/last host, / filters (host, state, bottleneck, pattern, owner), s cycles the order (severity, host "
+    "name, lowest GPU-Util), r refreshes now, q quits."
+)
+EXIT_HELP = "--once/--json exit 1 when the source failed, 3 when a host is down, stale or has a GPU fault."

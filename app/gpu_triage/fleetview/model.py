@@ -15,10 +15,12 @@ whose ``up`` is 0 is *down*, never a host of idle cards.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, severity
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
 from gpu_triage.fleetview.samples import HostData, Sample
 from gpu_triage.fleetview.text import clean
@@ -323,13 +325,56 @@ def _unique_names(rows: list[HostRow]) -> list[HostRow]:
     return out
 
 
-def sort_key(row: HostRow) -> tuple[int, float, str, str]:
-    """:data:`SORT_ORDER_HELP` as a key."""
+def _cards_share(row: HostRow) -> float:
+    """The share of the host's cards the verdict names (8 of 8 before 1 of 8); 0 when it names none."""
+    named = [c for c in (row.verdict_cards or "").split(",") if c.strip()]
+    return len(named) / row.total if named and row.total else 0.0
+
+
+def severity_rank(row: HostRow) -> int:
+    """How bad the row is, 0 the worst: cards that are gone (a GPU fault), then a host that cannot be seen
+    (down, then stale), then each bottleneck in the one order of severity (``vocab.SEVERITY``); rows that
+    need no human share the last rank."""
+    if row.state == OK and row.bottleneck == GPU_FAULT:
+        return 0
+    if row.state == DOWN:
+        return 1
+    if row.state == STALE:
+        return 2
     if row.has_bottleneck:
-        return (0, -(row.confidence or 0.0), row.host, row.key)
-    if row.state != OK:
-        return (1, 0.0, row.host, row.key)
-    return (2, -1.0 if row.util is None else row.util, row.host, row.key)
+        return 2 + severity(row.bottleneck)
+    return 3 + len(SEVERITY)
+
+
+def sort_key(row: HostRow) -> tuple[int, float, float, str, str]:
+    """:data:`SORT_ORDER_HELP` as a key."""
+    rank = severity_rank(row)
+    if row.needs_attention:
+        return (rank, -_cards_share(row), -(row.confidence or 0.0), row.host, row.key)
+    return (rank, -1.0 if row.util is None else row.util, 0.0, row.host, row.key)
+
+
+def _by_util(row: HostRow) -> tuple[bool, float, str, str]:
+    return (row.util is None, row.util or 0.0, row.host, row.key)
+
+
+#: The screen's orders (``s`` cycles them), the first the view's own (:data:`SORT_ORDER_HELP`): severity, host
+#: name, lowest mean GPU-Util first (n/a last).
+SORTS: dict[str, Callable[[HostRow], Any]] = {
+    "severity": sort_key,
+    "host": lambda r: (r.host, r.key),
+    "lowest GPU-Util": _by_util,
+}
+
+
+def matches(row: HostRow, text: str) -> bool:
+    """The screen's filter (``/``): ``text`` (any case) in the host's name or address, its scrape job, its state,
+    bottleneck or pattern, or an owner's name. Empty: every row."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    fields = (row.host, row.address, row.hostname, row.job, row.state, row.bottleneck, row.pattern, *row.owners)
+    return any(needle in f.lower() for f in fields if f)
 
 
 def order_rows(rows: Iterable[HostRow]) -> tuple[HostRow, ...]:

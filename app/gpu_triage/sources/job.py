@@ -12,6 +12,7 @@ means no step for longer than ``max(3 steps, 2 ticks, 1 s)``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -294,7 +295,7 @@ class WithJob:
         st = self.inner.status()
         if not self._messages:
             return st
-        return SourceStatus(st.gpu_available, set(st.lost_gpus), [*st.messages, *self._messages])
+        return dataclasses.replace(st, lost_gpus=set(st.lost_gpus), messages=[*st.messages, *self._messages])
 
     def close(self) -> None:
         self.monitor.close()

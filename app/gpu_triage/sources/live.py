@@ -21,6 +21,7 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from gpu_triage import __version__
@@ -29,6 +30,7 @@ from gpu_triage.model import HostInfo, ProcSample, Tick
 from gpu_triage.nvmlwrap import Nvml, NvmlUnavailable, load_nvml
 from gpu_triage.safetext import clean
 from gpu_triage.sources.base import SourceStatus
+from gpu_triage.sources.gpu_inventory import system_gpus
 from gpu_triage.sources.host import HostReader
 from gpu_triage.sources.inside import InsideSampler, waiting_processes
 from gpu_triage.sources.nvml import NvmlGpuReader
@@ -45,6 +47,29 @@ def no_gpu_message(reason: str) -> str:
     )
 
 
+# NVML's error codes of nvmlInit on a machine whose cards are there (nvml.h), and what to do about each
+_DRIVER_NOT_LOADED = 9
+_LIBRARY_NOT_FOUND = 12
+_LIB_RM_VERSION_MISMATCH = 18
+_DRIVER_HINTS = {
+    _DRIVER_NOT_LOADED: "the nvidia kernel module is not loaded (after a kernel upgrade: rebuild it, e.g. dkms, "
+    "and reboot; `dmesg | grep -i nvrm` says why)",
+    _LIBRARY_NOT_FOUND: "libnvidia-ml.so is not found (the driver's user-space part is missing; in a "
+    "container: started without GPU access)",
+    _LIB_RM_VERSION_MISMATCH: "its library and the loaded kernel module are of different versions (upgraded "
+    "without a reboot): reboot, or reload the nvidia modules",
+}
+
+
+def driver_failure_text(exc: NvmlUnavailable) -> str:
+    """Why NVML does not start, and what to do, in words (the driver's own reason in brackets)."""
+    reason = _short_reason(exc)
+    hint = _DRIVER_HINTS.get(exc.code) if exc.code is not None else None
+    if hint is None:
+        return f"NVML could not start ({reason}); `nvidia-smi` and `dmesg` say more"
+    return f"{hint} (NVML: {reason.rstrip('.')})"
+
+
 class LiveSource:
     """NVML + psutil host + GPU processes, implementing :class:`gpu_triage.sources.base.Source`."""
 
@@ -58,7 +83,10 @@ class LiveSource:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         inside: InsideSampler | None = None,
+        system_root: Path | None = None,
     ) -> None:
+        """``system_root``: where the kernel's ``/proc`` and ``/sys`` are read (default ``/`` or
+        ``$GPU_TRIAGE_HOST_ROOT``, sources/gpu_inventory.py)."""
         if psutil_module is None:
             import psutil as psutil_module  # noqa: PLC0415
         self._ps: Any = psutil_module
@@ -68,15 +96,24 @@ class LiveSource:
         self._nvml: Nvml | None = None
         self._gpus: NvmlGpuReader | None = None
         self._procs: GpuProcessReader | None = None
+        system = system_gpus(system_root)  # what the kernel lists, to tell a broken driver from no GPU
+        self._status.gpus_expected = system.expected
         try:
             self._nvml = load_nvml(nvml_module)
         except NvmlUnavailable as exc:
-            log.info("live source without GPUs: %s", exc)
             self._status.gpu_available = False
-            self._status.messages.append(no_gpu_message(_short_reason(exc)))
+            if system.present:  # the cards are there and nothing can read them: a failure, not host-only mode
+                self._status.driver_failure = driver_failure_text(exc)
+                log.error("NVIDIA driver failure: %s", self._status.fault_line())
+            else:
+                log.info("live source without GPUs: %s", exc)
+                self._status.messages.append(no_gpu_message(_short_reason(exc)))
         if self._nvml is not None:
             self._gpus = NvmlGpuReader(self._nvml, clock=clock)
-            if not self._gpus.cards:
+            self._status.gpus_seen = len(self._gpus.cards)
+            if self._status.gpus_missing:
+                log.error("%s", self._status.fault_line())
+            elif not self._gpus.cards:
                 self._status.messages.append("The NVIDIA driver answers but lists no GPU: showing host only.")
             self._procs = GpuProcessReader(
                 self._nvml,

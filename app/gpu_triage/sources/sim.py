@@ -234,7 +234,7 @@ class SimulatedSource:
 
     def status(self) -> SourceStatus:
         return SourceStatus(
-            gpu_available=True,
+            gpu_available=True, gpus_expected=self.gpus, gpus_seen=self.gpus,  # its kernel lists what it has
             messages=[f"simulated server ({self.name[4:]}, {self.gpus} cards, seed {self.seed}): not this machine"],
         )
 

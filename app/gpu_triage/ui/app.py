@@ -327,6 +327,8 @@ class TriageApp(HeaderText, KeyActions):
             return
         verdict = self._tracker.update(t, verdict, view)
         self.shown = verdict
+        if self._status.driver_failure is not None:  # idle/none would read as a healthy host: no verdict at all
+            self.shown = FactsOnly(["no verdict: the driver cannot read the cards (red line above)"])
         if self.history and self.history[-1][0] >= t:
             self.history = [h for h in self.history if h[0] < t]
         self.history.append((t, verdict.pattern, verdict.bottleneck))
@@ -398,6 +400,7 @@ class TriageApp(HeaderText, KeyActions):
                     lost=self._status.lost_gpus,
                     selected=self.selected,
                     gpu_available=self._status.gpu_available,
+                    driver_failed=self._status.driver_failure is not None,
                 ),
                 1 + max(1, view.n_gpus) * budget.gpu_rows,
             ),

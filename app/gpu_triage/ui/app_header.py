@@ -16,6 +16,7 @@ from textual.app import App
 
 from gpu_triage.feeds import Recorder
 from gpu_triage.model import HostInfo
+from gpu_triage.sources.base import SourceStatus
 from gpu_triage.ui.keys import Mode, footer_line
 from gpu_triage.ui.panes import Colours
 from gpu_triage.units import short_bytes
@@ -38,6 +39,7 @@ class HeaderText(App[int]):
     window_notice: str | None
     source_error: str | None
     labels: list[dict[str, Any]]
+    _status: SourceStatus
 
     def _state_text(self, t: Text, compact: bool) -> None:
         """Live, paused or replay: appended to ``t`` (TriageApp's, ReplayApp's)."""
@@ -77,6 +79,10 @@ class HeaderText(App[int]):
         t.append(tail)
         t.truncate(width)
         lines = [t]
+        # the cards themselves are faulty (a broken driver, a lost or missing card): the first thing read, in red,
+        # whole; every other figure on the screen is about cards that may not be there
+        for part in textwrap.wrap(self._status.fault_line() or "", width)[:4]:
+            lines.append(Text(part.ljust(width), f"bold reverse {self.colours.alert}", no_wrap=True, end=""))
         # the banner and the notice are sentences to read whole (the no-GPU hint names the command to run):
         # wrapped on narrow terminals rather than cut
         for note, style in ((self.banner, "bold yellow"), (self.window_notice, "yellow")):

@@ -8,6 +8,7 @@ label holding ``[bold]`` or an escape sequence is shown as the characters it is.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from rich.text import Text
@@ -16,25 +17,42 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.filter import Monochrome, NoColor
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
+from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.fleetview.client import Fleet, FleetSnapshot
-from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
+from gpu_triage.fleetview.model import DOWN, OK, SORTS, STALE, HostRow, matches
 from gpu_triage.fleetview.render import cells, columns, detail_lines, fit, summary_line
 from gpu_triage.ui import palette
 
 POLL_S = 0.5  # how often the screen looks for a new snapshot (a dict read: no network here)
-KEY_LINE = "↑↓ select  Enter host detail  Esc back  r refresh now  q quit"
+KEY_LINE = "↑↓ Home End move  / filter  s sort  Enter host  Esc back  r refresh  q quit"
 
 
 def _row_style(row: HostRow, column: str) -> str:
-    if row.state == DOWN:
+    if row.state == DOWN or (row.state == OK and row.bottleneck == GPU_FAULT):
         return "bold red" if column in ("HOST", "STATE") else "red"
     if row.state == STALE:
         return "bold yellow" if column in ("HOST", "STATE") else "yellow"
     if row.has_bottleneck and column in ("HOST", "BOTTLENECK"):
         return "bold yellow"
     return ""
+
+
+class HostTable(DataTable[Text]):
+    """The hosts, one row each: Home and End go to the first and the last host (the table's own Home/End scroll
+    its columns sideways, which a table that fits the width never needs)."""
+
+    BINDINGS = [Binding("home", "first_row", "first host", show=False),
+                Binding("end", "last_row", "last host", show=False)]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
 
 
 class HostScreen(Screen[None]):
@@ -81,9 +99,12 @@ class FleetApp(App[int]):
     starts no refresher: call ``fleet.once()`` first."""
 
     TITLE = "gpu-triage fleet"
-    BINDINGS = [Binding("q", "quit", "quit"), Binding("r", "refresh_now", "refresh")]
+    BINDINGS = [Binding("q", "quit", "quit"), Binding("r", "refresh_now", "refresh"),
+                Binding("slash", "filter", "filter"), Binding("s", "next_sort", "sort")]
     DEFAULT_CSS = """
     FleetApp #summary { height: 1; }
+    FleetApp #filter { height: 1; border: none; padding: 0 1; display: none; }
+    FleetApp #filter.-open { display: block; }
     FleetApp #error { height: auto; max-height: 2; color: red; }
     FleetApp DataTable { height: 1fr; }
     FleetApp #selected { height: 1; }
@@ -103,14 +124,19 @@ class FleetApp(App[int]):
         self._autostart = autostart
         self._columns: list[tuple[str, int]] = []
         self._drawn: dict[str, dict[str, Text]] = {}  # each row's cells as the table holds them
+        self.rows: tuple[HostRow, ...] = ()  # the rows on screen: the snapshot's, filtered and in the chosen order
+        self.filter_text = ""
+        self.sort_name = next(iter(SORTS))  # the view's own order first
         self.clock = clock  # None: the wall clock (the summary's "updated N s ago")
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
         yield Static(id="error")
         # one space between columns (the default padding is one on each side: the owner would not fit in 80)
-        table: DataTable[Text] = DataTable(cursor_type="row", zebra_stripes=False, cell_padding=0, id="hosts")
+        table = HostTable(cursor_type="row", zebra_stripes=False, cell_padding=0, id="hosts")
         yield table
+        yield Input(placeholder="filter: host, state, bottleneck, pattern, owner (Enter keeps it, Esc clears it)",
+                    id="filter")
         yield Static(id="selected")
         yield Static(Text(KEY_LINE, style="dim"), id="keys")
 
@@ -135,6 +161,42 @@ class FleetApp(App[int]):
     def action_refresh_now(self) -> None:
         self.fleet.refresh_now()
 
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def action_next_sort(self) -> None:
+        names = list(SORTS)
+        self.sort_name = names[(names.index(self.sort_name) + 1) % len(names)]
+        self._draw(self.shown)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self._draw(self.shown)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            event.input.remove_class("-open")
+        self.query_one(DataTable).focus()
+
+    def on_key(self, event: Any) -> None:
+        box = self.query_one("#filter", Input)
+        if event.key == "escape" and box.has_focus:  # Esc in the filter: no filter, back to the table
+            event.stop()
+            box.value = ""
+            box.remove_class("-open")
+            self.query_one(DataTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the filter has the keys, q, r, s and / are letters of it; a host's detail has no rows to filter
+        or sort."""
+        if action in ("quit", "refresh_now", "next_sort", "filter") and isinstance(self.focused, Input):
+            return False
+        if action in ("next_sort", "filter") and isinstance(self.screen, HostScreen):
+            return False
+        return True
+
     def _poll(self) -> None:
         snap = self.fleet.snapshot
         if snap is not self.shown:
@@ -145,12 +207,15 @@ class FleetApp(App[int]):
     @property
     def selected_key(self) -> str | None:
         table = self.query_one(DataTable)
-        rows = self.shown.rows
+        rows = self.rows
         return rows[table.cursor_row].key if 0 <= table.cursor_row < len(rows) else None
 
     def _draw_summary(self, snap: FleetSnapshot) -> None:
         now = self.clock() if self.clock is not None else None
-        line = summary_line(snap, now) + "   order: bottleneck, down/stale, lowest GPU-Util"
+        order = ("GPU fault, down/stale, bottleneck by severity, lowest GPU-Util" if self.sort_name == "severity"
+                 else self.sort_name)
+        shown = f"   filter {self.filter_text.strip()!r}: {len(self.rows)} shown" if self.filter_text.strip() else ""
+        line = summary_line(snap, now) + shown + f"   order: {order}"
         self.query_one("#summary", Static).update(Text(fit(line, max(10, self.size.width)), style="bold"))
 
     def _draw(self, snap: FleetSnapshot, *, force: bool = False) -> None:
@@ -160,6 +225,10 @@ class FleetApp(App[int]):
         table = self.query_one(DataTable)
         keep = self.selected_key  # the cursor follows its host through a re-sort
         self.shown = snap
+        rows = [r for r in snap.rows if matches(r, self.filter_text)]
+        if self.sort_name != "severity":  # the snapshot comes in the view's own order
+            rows.sort(key=SORTS[self.sort_name])
+        self.rows = tuple(rows)
         self._draw_summary(snap)
         error = self.query_one("#error", Static)
         error.update(Text(snap.error or "", style="bold red"))
@@ -171,11 +240,11 @@ class FleetApp(App[int]):
                 table.add_column(Text(title, style="bold"), key=title, width=width + 1)
             self._columns = cols
             self._drawn = {}
-        wanted = {r.key for r in snap.rows}
+        wanted = {r.key for r in self.rows}
         for gone in [k for k in self._drawn if k not in wanted]:
             table.remove_row(gone)
             del self._drawn[gone]
-        for row in snap.rows:
+        for row in self.rows:
             c = cells(row)
             now = {t: (fit(c[t], w), _row_style(row, t)) for t, w in cols}
             before = self._drawn.get(row.key)
@@ -188,11 +257,11 @@ class FleetApp(App[int]):
                 if before[t].plain != text or str(before[t].style) != style:
                     before[t] = Text(text, style=style)
                     table.update_cell(row.key, t, before[t])
-        if snap.rows:
-            order = {id(self._drawn[r.key]["HOST"]): i for i, r in enumerate(snap.rows)}
+        if self.rows:
+            order = {id(self._drawn[r.key]["HOST"]): i for i, r in enumerate(self.rows)}
             table.sort("HOST", key=lambda cell: order[id(cell)])
         if keep is not None and keep in wanted:
-            index = next(i for i, r in enumerate(snap.rows) if r.key == keep)
+            index = next(i for i, r in enumerate(self.rows) if r.key == keep)
             table.move_cursor(row=index, animate=False)
         self._draw_selected()
         if isinstance(self.screen, HostScreen):
@@ -201,7 +270,7 @@ class FleetApp(App[int]):
     def _draw_selected(self) -> None:
         """Under the table: why the selected host is down, or its notes."""
         key = self.selected_key
-        row = next((r for r in self.shown.rows if r.key == key), None)
+        row = next((r for r in self.rows if r.key == key), None)
         text = ""
         if row is not None:
             names = "   ".join(dict.fromkeys(n for n in (row.hostname, row.address) if n))
@@ -223,5 +292,10 @@ def run_fleet_screen(fleet: Fleet) -> int:
     """Run the screen until q; the refresher stops with it."""
     app = FleetApp(fleet)
     app.run()
+    # What the rounds left on the heap (a 1,000-host answer is millions of objects, some still being parsed by a
+    # worker) would be walked by the interpreter's last garbage collection, seconds on a busy box after the
+    # screen is gone (py-spy: gc_collect_main in Py_Finalize). Nothing there needs a finaliser: frozen, so the
+    # exit does not walk it.
+    gc.freeze()
     return app.return_code or 0
 

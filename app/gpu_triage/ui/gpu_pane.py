@@ -49,8 +49,10 @@ def gpu_pane(
     lost: set[int] | frozenset[int] = frozenset(),
     selected: int | None = None,
     gpu_available: bool = True,
+    driver_failed: bool = False,
 ) -> Text:
-    """Title line + one line (or two: util and SM) per card."""
+    """Title line + one line (or two: util and SM) per card. ``driver_failed``: the kernel lists cards that the
+    driver cannot read (the header says why), not a machine without a GPU."""
     out = Text(no_wrap=True, end="")
     # graphs step: each tick keeps its column, so the terminal gets the newest column, not every row
     newest = view.ticks_ever - 1 if view.ticks_ever else None
@@ -62,6 +64,8 @@ def gpu_pane(
             out.append(_wave_legend(None, 0, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
         msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
+        if driver_failed:
+            msg = "NVIDIA driver failure: no card can be read (see the red line above)"
         out.append(msg[:width], colours.alert if not gpu_available else "grey50")
         return out
     left, wave_w = card_wave_span(width)  # one time axis: every row of every card, whatever it flags

@@ -86,7 +86,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
 
         stacks = stacks_wanted(config, bool(getattr(args, "no_stacks", False)))
         live = LiveSource(inside=InsideSampler() if stacks else None)  # what the waiting processes are doing
-        banner = None if live.status().gpu_available else NO_GPU_BANNER
+        status = live.status()  # a broken driver is no "no GPU" banner: the header's red fault line says it
+        banner = None if status.gpu_available or status.fault() is not None else NO_GPU_BANNER
         watched: Source = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse
         from gpu_triage.proc_control import ProcControl
 
