@@ -42,7 +42,7 @@ MAX_PROCESSES = 16  # processes followed at once (one per card of the largest se
 PACE_SLACK = 0.8
 MAX_PENDING = 256  # samples kept for drain(): a caller that never drains (snapshot, doctor) holds no more
 #: Problems that stop every dump on this machine, not one process's: the notice names them with their fix.
-MACHINE_PROBLEMS = ("no_pyspy", "permission")
+MACHINE_PROBLEMS = ("no_pyspy", "pyspy_refused", "permission")
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,8 @@ class InsideSampler:
 
     def notice(self) -> str | None:
         """One line on why no stacks are read here, with its fix; None while they read (or none was tried)."""
+        if not self.available and self.stacks.refused is not None:
+            return f"no stacks: {self.stacks.refused}"  # names the py-spy found and why it was not run
         key = "no_pyspy" if not self.available else self.problem
         return None if key is None else f"no stacks: {ACCESS_PROBLEMS[key]}"
 

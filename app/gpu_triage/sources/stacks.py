@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu_triage.safetext import clean
@@ -68,6 +69,8 @@ class StackDump:
 ACCESS_PROBLEMS = {
     "no_pyspy": "py-spy is not installed: pip install 'gpu-triage[stacks]' (or py-spy) to see what the job's "
                 "threads are doing",
+    "pyspy_refused": "the py-spy found was not run: it must be a file that only root (or this user) can write, in "
+                     "directories only they can write (the log names it): install it so, or set GPU_TRIAGE_PYSPY",
     "permission": "py-spy may not read this process: run gpu-triage as root or as the job's user, with "
                   "kernel.yama.ptrace_scope=0 (sysctl) or CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)",
     "not_python": "not a Python process py-spy can read",
@@ -82,14 +85,77 @@ ACCESS_PROBLEMS = {
 _TORN = ("failed to get stack traces", "failed to copy", "bad address")
 
 
-def find_pyspy() -> str | None:
-    """``$GPU_TRIAGE_PYSPY``, else the py-spy installed beside this interpreter (the extra), else PATH."""
-    if env := os.environ.get("GPU_TRIAGE_PYSPY"):
-        return env if os.access(env, os.X_OK) else None
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("py-spy")
+def find_pyspy(environ: Mapping[str, str] | None = None, interpreter_dir: str | None = None) -> str | None:
+    """The py-spy this process may run (:func:`locate_pyspy`), None when there is none or it was refused."""
+    return locate_pyspy(environ, interpreter_dir)[0]
+
+
+def locate_pyspy(environ: Mapping[str, str] | None = None,
+                 interpreter_dir: str | None = None) -> tuple[str | None, str | None]:
+    """(path, refusal): ``$GPU_TRIAGE_PYSPY``, else the py-spy installed beside this interpreter (the extra), else
+    the first on PATH, as a real path that :func:`untrusted_executable` accepts; else (None, the line saying
+    which py-spy was refused and why), or (None, None) where there is none at all.
+
+    Root runs this binary against every waiting job: a py-spy someone else could have put or replaced (a
+    directory of theirs, an empty PATH entry, which means the current directory) would run as root. PATH
+    entries that are empty or relative are never searched."""
+    env = os.environ if environ is None else environ
+    here = os.path.dirname(sys.executable) if interpreter_dir is None else interpreter_dir
+    if explicit := env.get("GPU_TRIAGE_PYSPY"):
+        found: str | None = explicit if os.access(explicit, os.X_OK) else None
+        if found is None:
+            return None, None
+    else:
+        beside = os.path.join(here, "py-spy")
+        found = beside if os.access(beside, os.X_OK) else None
+        for entry in ([] if found else env.get("PATH", os.defpath).split(os.pathsep)):
+            if not os.path.isabs(entry):  # "" and "." are the current directory: whoever owns it chose the binary
+                continue
+            candidate = os.path.join(entry, "py-spy")
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                found = candidate
+                break
+    if found is None:
+        return None, None
+    why = untrusted_executable(found)
+    if why is not None:
+        return None, (f"py-spy {clean(found)[:MAX_TEXT]} not run: {why}; install py-spy where only root (or this "
+                      "user) can write, or set GPU_TRIAGE_PYSPY to such a py-spy")
+    return os.path.realpath(found), None
+
+
+def untrusted_executable(path: str) -> str | None:
+    """Why ``path`` may not be run by this process, None when it may: it must be absolute, a regular file, and
+    it and every directory above its real path (links resolved) owned by root or this process's user and not
+    writable by group or others. A directory with the sticky bit (``/tmp``) is the one exception: others may
+    add names there but never replace one of ours, and the next directory down is checked to be ours."""
+    if not os.path.isabs(path):
+        return "a relative path (it depends on the current directory)"
+    real = os.path.realpath(path)
+    trusted = {0, os.geteuid()}
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        return f"cannot look at it ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid not in trusted:
+        return f"it belongs to uid {st.st_uid}, neither root nor this user"
+    if st.st_mode & 0o022:
+        return "it is writable by group or others"
+    parent = os.path.dirname(real)
+    while True:
+        try:
+            dst = os.stat(parent)
+        except OSError as exc:
+            return f"cannot look at {clean(parent)[:MAX_TEXT]} ({exc.strerror or exc})"
+        if dst.st_uid not in trusted:
+            return f"directory {clean(parent)[:MAX_TEXT]} belongs to uid {dst.st_uid}, neither root nor this user"
+        if dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX:
+            return f"directory {clean(parent)[:MAX_TEXT]} is writable by group or others"
+        if parent == os.path.dirname(parent):
+            return None
+        parent = os.path.dirname(parent)
 
 
 def _text(value: object) -> str:
@@ -146,7 +212,12 @@ class StackReader:
     """Dumps processes with py-spy, one subprocess a dump; says each reason a dump fails once in the log."""
 
     def __init__(self, pyspy: str | None = None, timeout_s: float = DUMP_TIMEOUT_S) -> None:
-        self.pyspy = pyspy if pyspy is not None else find_pyspy()
+        if pyspy is None:
+            self.pyspy, self.refused = locate_pyspy()
+        else:  # a path given by the caller is run under the same rule as one found
+            why = untrusted_executable(pyspy)
+            self.pyspy = os.path.realpath(pyspy) if why is None else None
+            self.refused = None if why is None else f"py-spy {clean(pyspy)[:MAX_TEXT]} not run: {why}"
         self.timeout_s = timeout_s
         self._said: set[str] = set()
         self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
@@ -158,7 +229,8 @@ class StackReader:
     def _say(self, key: str, pid: int) -> None:
         if key not in self._said:
             self._said.add(key)
-            log.warning("stacks of pid %d: %s", pid, ACCESS_PROBLEMS.get(key, key))
+            said = self.refused if key == "pyspy_refused" else ACCESS_PROBLEMS.get(key, key)
+            log.warning("stacks of pid %d: %s", pid, said)
 
     def dump(self, pid: int) -> StackDump:
         first = self._dump_once(pid)
@@ -172,8 +244,9 @@ class StackReader:
     def _dump_once(self, pid: int) -> StackDump:
         t = time.time()
         if self.pyspy is None:
-            self._say("no_pyspy", pid)
-            return StackDump(pid, t, 0.0, (), "no_pyspy")
+            key = "no_pyspy" if self.refused is None else "pyspy_refused"
+            self._say(key, pid)
+            return StackDump(pid, t, 0.0, (), key)
         before = os.times()
         try:
             proc = subprocess.run([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
@@ -204,6 +277,7 @@ class StackAccess:
     euid: int
     cap_sys_ptrace: bool | None  # in the effective set (containers drop it unless --cap-add SYS_PTRACE)
     ptrace_scope: int | None  # kernel.yama.ptrace_scope: 0 same user, 1 descendants only, 2 admin, 3 none
+    refused: str | None = None  # the py-spy found and not run (locate_pyspy's line), where pyspy is None
 
 
 def stack_access(proc_root: str = "/proc") -> StackAccess:
@@ -222,4 +296,5 @@ def stack_access(proc_root: str = "/proc") -> StackAccess:
             scope = int(f.read().strip())
     except (OSError, ValueError):
         scope = None  # no Yama: ordinary ptrace rules (same user, or CAP_SYS_PTRACE)
-    return StackAccess(find_pyspy(), os.geteuid(), cap, scope)
+    found, refused = locate_pyspy()
+    return StackAccess(found, os.geteuid(), cap, scope, refused)

@@ -1,0 +1,125 @@
+"""What root runs and what it opens on a shared server (issue 35, defects 1-5), each as the hostile pass did it:
+a py-spy planted where an empty PATH entry or another user's directory leads, a log file planted as a link,
+a py-spy that floods its output, a recording crafted to expand, and a FIFO swapped in under a recording's name.
+
+Nothing of ours is faked: the planted py-spy is a real executable script run as a subprocess, the recordings
+are real Parquet files written with pyarrow, the FIFO a real one and the swap a real renameat2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.sources.inside import InsideSampler
+from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackReader, find_pyspy
+
+# -- 1. the py-spy root runs ---------------------------------------------------------------------------------
+
+
+def _plant_pyspy(folder: Path, proof: Path) -> Path:
+    """A py-spy another user left: it proves it ran by writing ``proof`` (as whoever ran it)."""
+    fake = folder / "py-spy"
+    fake.write_text(f"#!/bin/sh\necho ran > {proof}\necho '[]'\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.fixture
+def no_pyspy_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This interpreter as if installed without the stacks extra (no py-spy beside it), PATH searched alone."""
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    monkeypatch.setattr(sys, "executable", str(bare / "python"))
+    monkeypatch.delenv("GPU_TRIAGE_PYSPY", raising=False)
+    return bare
+
+
+def test_an_empty_path_entry_never_runs_the_py_spy_of_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyspy_beside: Path) -> None:
+    """``PATH=/usr/bin:`` (a hand-made sudo or cron environment): the empty entry is the current directory,
+    here one anybody may write to, holding a py-spy another user planted. Root standing there ran it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    proof = tmp_path / "proof"
+    _plant_pyspy(shared, proof)
+    monkeypatch.chdir(shared)
+    monkeypatch.setenv("PATH", f"{no_pyspy_beside}:")
+    reader = StackReader()
+    dump = reader.dump(os.getpid())
+    assert not proof.exists(), "the planted py-spy ran"
+    assert reader.pyspy is None and dump.error == "no_pyspy" and reader.refused is None
+    assert find_pyspy() is None
+
+
+@pytest.mark.parametrize("where", ["PATH", "GPU_TRIAGE_PYSPY"])
+def test_a_py_spy_in_a_directory_others_can_write_is_refused_naming_it_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyspy_beside: Path, caplog: pytest.LogCaptureFixture,
+        where: str) -> None:
+    shared = tmp_path / "opt-shared-bin"
+    shared.mkdir()
+    shared.chmod(0o777)  # a group-writable tools directory, or a 0777 one
+    proof = tmp_path / "proof"
+    fake = _plant_pyspy(shared, proof)
+    if where == "PATH":
+        monkeypatch.setenv("PATH", f"{shared}:/usr/bin")
+    else:
+        monkeypatch.setenv("GPU_TRIAGE_PYSPY", str(fake))
+    clock = [0.0]
+    sampler = InsideSampler(clock=lambda: clock[0])
+    sampler.want([(os.getpid(), [])])
+    for _ in range(3):  # three rounds, each due
+        clock[0] += 10.0
+        sampler.step()
+    assert not proof.exists(), "the py-spy others could replace ran"
+    refusals = [r.getMessage() for r in caplog.records if str(fake) in r.getMessage()]
+    assert len(refusals) == 1, refusals  # one line, once, naming the path
+    assert "writable by group or others" in refusals[0] and "\n" not in refusals[0]
+    notice = sampler.notice()
+    assert notice is not None and notice.startswith("no stacks: ") and str(fake) in notice
+    report = sampler.reports()[os.getpid()]
+    assert report.error == "pyspy_refused" and report.sentence() == "no stacks: pyspy_refused"
+    assert "not run" in ACCESS_PROBLEMS["pyspy_refused"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a file owned by another uid is made with chown")
+def test_a_py_spy_another_user_owns_is_refused_even_in_roots_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyspy_beside: Path) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    folder.chmod(0o755)
+    proof = tmp_path / "proof"
+    fake = _plant_pyspy(folder, proof)
+    os.chown(fake, 65534, 65534)  # nobody's: that user may rewrite it at any time
+    monkeypatch.setenv("PATH", str(folder))
+    reader = StackReader()
+    assert reader.dump(os.getpid()).error == "pyspy_refused" and not proof.exists()
+    assert reader.refused is not None and "belongs to uid 65534" in reader.refused
+
+
+def test_a_relative_gpu_triage_pyspy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                no_pyspy_beside: Path) -> None:
+    proof = tmp_path / "proof"
+    _plant_pyspy(tmp_path, proof)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPU_TRIAGE_PYSPY", "py-spy")
+    reader = StackReader()
+    assert reader.dump(os.getpid()).error == "pyspy_refused" and not proof.exists()
+    assert reader.refused is not None and "relative path" in reader.refused
+
+
+def test_a_py_spy_only_root_can_write_is_still_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   no_pyspy_beside: Path) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    folder.chmod(0o755)
+    proof = tmp_path / "proof"
+    fake = _plant_pyspy(folder, proof)
+    monkeypatch.setenv("PATH", f"/nonexistent:{folder}")
+    reader = StackReader()  # pytest's directory is under /tmp: sticky, so others cannot replace what is ours
+    assert reader.pyspy == str(fake.resolve())
+    assert reader.dump(os.getpid()).error is None and proof.read_text().strip() == "ran"
