@@ -123,3 +123,85 @@ def test_a_py_spy_only_root_can_write_is_still_run(tmp_path: Path, monkeypatch: 
     reader = StackReader()  # pytest's directory is under /tmp: sticky, so others cannot replace what is ours
     assert reader.pyspy == str(fake.resolve())
     assert reader.dump(os.getpid()).error is None and proof.read_text().strip() == "ran"
+
+
+# -- 3. py-spy's output, read with a cap, and a round with a time box -----------------------------------------
+
+FLOODER = """\
+import sys, time
+name = "f" * 4000
+frame = '{"name": "%s", "filename": "%s.py", "line": 1},' % (name, name)
+out = sys.stdout.buffer
+out.write(b'[{"os_thread_id": 1, "frames": [')
+for _ in range(41 * 401):  # the hostile pass: 41 threads of 401 frames named with 4,000 characters, 65 MB
+    out.write(frame.encode())
+out.flush()
+time.sleep(60)
+"""
+
+DRIPPER = """\
+import sys, time
+for _ in range(600):  # a byte every 0.1 s: never done, never silent
+    sys.stdout.write("[")
+    sys.stdout.flush()
+    time.sleep(0.1)
+"""
+
+ROUND = """\
+import json, resource, sys, time
+from gpu_triage.sources.inside import InsideSampler
+from gpu_triage.sources.stacks import StackReader
+fake, pids = sys.argv[1], [int(p) for p in sys.argv[2:]]
+reader = StackReader(fake)
+sampler = InsideSampler(reader)
+sampler.want([(p, []) for p in pids])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.monotonic()
+sampler.step()
+took = time.monotonic() - t0
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"grew_kib": after - before, "took_s": took, "bytes_read": getattr(reader, "bytes_read", None),
+                  "errors": sorted({r.error or "" for r in sampler.reports().values()})}))
+"""
+
+
+def _round(tmp_path: Path, script: str, n: int) -> dict:
+    """One round of the inside sampler over ``n`` real processes, with ``script`` as py-spy, in a process of its
+    own (its peak RSS is then this round's)."""
+    import json
+    import subprocess
+
+    fake = tmp_path / "py-spy"
+    fake.write_text(f"#!{sys.executable}\n{script}")
+    fake.chmod(0o755)
+    jobs = [subprocess.Popen(["sleep", "120"]) for _ in range(n)]
+    try:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+        done = subprocess.run([sys.executable, "-c", ROUND, str(fake), *(str(j.pid) for j in jobs)], env=env,
+                              capture_output=True, text=True, timeout=120, check=True)
+    finally:
+        for j in jobs:
+            j.kill()
+            j.wait()
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_py_spy_that_floods_is_stopped_at_the_cap_and_memory_stays_bounded(tmp_path: Path) -> None:
+    """41 threads x 401 frames of 4,000-character names: 2.3 GB of RSS per snapshot when the output was buffered
+    whole. Read as it comes, py-spy is stopped once 4 MiB are in."""
+    from gpu_triage.sources.stacks import MAX_OUTPUT
+
+    got = _round(tmp_path, FLOODER, 4)
+    assert got["grew_kib"] < 48 * 1024, got  # one dump's 4 MiB at most, not 65 MB a dump (223 MB for the round)
+    assert got["errors"] == ["too_big"], got
+    assert got["bytes_read"] <= 4 * (MAX_OUTPUT + (64 << 10)), got
+
+
+@pytest.mark.slow
+def test_a_round_of_py_spys_that_never_finish_is_time_boxed_as_a_whole(tmp_path: Path) -> None:
+    """16 processes whose py-spy each drips output until its own deadline: 48 s for one round (minutes for a
+    snapshot) when only each dump had a deadline. The round has one."""
+    got = _round(tmp_path, DRIPPER, 16)
+    assert got["took_s"] < 8.0, got  # the round's 4 s (inside.ROUND_S) and a loaded box's slack
+    assert got["errors"] == ["timeout"], got

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import selectors
 import stat
 import subprocess
 import sys
@@ -33,7 +34,9 @@ DUMP_TIMEOUT_S = 3.0
 MAX_THREADS = 256  # a process with thousands of threads still costs one bounded parse
 MAX_FRAMES = 64  # innermost frames kept per thread: the phase lives near the top
 MAX_TEXT = 200  # characters of a frame's name or file
-MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most
+MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most: past it py-spy is stopped and the dump not read
+MAX_STDERR = 64 << 10  # bytes of py-spy's error text kept (its own line comes first)
+_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,9 @@ ACCESS_PROBLEMS = {
                   "kernel.yama.ptrace_scope=0 (sysctl) or CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)",
     "not_python": "not a Python process py-spy can read",
     "gone": "the process ended",
-    "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s",
+    "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s (or the round's time ran out)",
+    "too_big": f"py-spy's dump was over {MAX_OUTPUT >> 20} MiB (thousands of threads, frames or long names): "
+               "py-spy was stopped and the dump not read",
     "torn": "py-spy read the stack while the interpreter changed it (--nonblocking never pauses the job); the next "
             "dump reads again",
 }
@@ -221,6 +226,7 @@ class StackReader:
         self.timeout_s = timeout_s
         self._said: set[str] = set()
         self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
+        self.bytes_read = 0  # py-spy's output read over every dump (at most MAX_OUTPUT + a chunk a dump)
 
     @property
     def available(self) -> bool:
@@ -232,41 +238,89 @@ class StackReader:
             said = self.refused if key == "pyspy_refused" else ACCESS_PROBLEMS.get(key, key)
             log.warning("stacks of pid %d: %s", pid, said)
 
-    def dump(self, pid: int) -> StackDump:
-        first = self._dump_once(pid)
-        if first.error != "torn":
+    def dump(self, pid: int, deadline: float | None = None) -> StackDump:
+        """One dump of ``pid``, given up at ``deadline`` (``time.monotonic``) where that comes before the dump's
+        own ``timeout_s``: a caller dumping many processes bounds the whole round, not each dump."""
+        first = self._dump_once(pid, deadline)
+        if first.error != "torn" or (deadline is not None and time.monotonic() >= deadline):
             return first
-        again = self._dump_once(pid)  # once more, at once: the race is over in microseconds
+        again = self._dump_once(pid, deadline)  # once more, at once: the race is over in microseconds
         if again.error == "torn":
             log.debug("stacks of pid %d: two reads in a row raced the interpreter", pid)
         return again
 
-    def _dump_once(self, pid: int) -> StackDump:
+    def _dump_once(self, pid: int, deadline: float | None = None) -> StackDump:
         t = time.time()
         if self.pyspy is None:
             key = "no_pyspy" if self.refused is None else "pyspy_refused"
             self._say(key, pid)
             return StackDump(pid, t, 0.0, (), key)
+        until = time.monotonic() + self.timeout_s
+        until = until if deadline is None else min(until, deadline)
         before = os.times()
         try:
-            proc = subprocess.run([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
-                                  capture_output=True, timeout=self.timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            self._say("timeout", pid)
-            return StackDump(pid, t, time.time() - t, (), "timeout")
+            code, out, err, stopped = _run_capped([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                                                  until)
         except OSError as e:  # the binary vanished or is not executable
             log.warning("py-spy at %s could not run: %s", self.pyspy, e)
             return StackDump(pid, t, time.time() - t, (), "no_pyspy")
         finally:
             after = os.times()
             self.cpu_s += after.children_user + after.children_system - before.children_user - before.children_system
+        self.bytes_read += len(out) + len(err)
         took = time.time() - t
-        if proc.returncode != 0:
-            key = _problem(proc.stderr[:4000].decode("utf-8", "replace"), pid)
+        if stopped is not None:
+            self._say(stopped, pid)
+            return StackDump(pid, t, took, (), stopped)
+        if code != 0:
+            key = _problem(err[:4000].decode("utf-8", "replace"), pid)
             if key != "torn":  # a race, not a lasting problem: retried by dump, never a warning
                 self._say(key, pid)
             return StackDump(pid, t, took, (), key)
-        return parse_dump(pid, t, took, proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))
+        return parse_dump(pid, t, took, out.decode("utf-8", "replace"))
+
+
+def _run_capped(argv: list[str], until: float) -> tuple[int | None, bytes, bytes, str | None]:
+    """Run ``argv`` and read its output as it comes: (exit code, stdout, stderr, why it was stopped). It is
+    killed at ``until`` ("timeout") or once its stdout passes MAX_OUTPUT ("too_big"): the dump of another
+    user's process is as long as that user makes its threads, frames and names, so it is never held whole."""
+    out, err = bytearray(), bytearray()
+    stopped: str | None = None
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            with selectors.DefaultSelector() as sel:
+                assert proc.stdout is not None and proc.stderr is not None
+                sel.register(proc.stdout, selectors.EVENT_READ, out)
+                sel.register(proc.stderr, selectors.EVENT_READ, err)
+                while sel.get_map() and stopped is None:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        stopped = "timeout"
+                        break
+                    for key, _ in sel.select(left):
+                        chunk = os.read(key.fd, _CHUNK)
+                        if not chunk:
+                            sel.unregister(key.fileobj)
+                            continue
+                        buf: bytearray = key.data
+                        buf += chunk
+                        if buf is out and len(out) > MAX_OUTPUT:
+                            stopped = "too_big"
+                        elif buf is err and len(err) > MAX_STDERR:  # its own error is at the start: enough
+                            del err[MAX_STDERR:]
+                            stopped = stopped or "failed"
+            if stopped is None:
+                try:
+                    proc.wait(timeout=max(0.0, until - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    stopped = "timeout"
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
+    if stopped == "failed":  # a flood on stderr: read as the failure it says it is
+        return proc.returncode, bytes(out), bytes(err), None
+    return proc.returncode, bytes(out), bytes(err), stopped
 
 
 @dataclass(frozen=True, slots=True)
