@@ -9,6 +9,7 @@ are real Parquet files written with pyarrow, the FIFO a real one and the swap a 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -205,3 +206,79 @@ def test_a_round_of_py_spys_that_never_finish_is_time_boxed_as_a_whole(tmp_path:
     got = _round(tmp_path, DRIPPER, 16)
     assert got["took_s"] < 8.0, got  # the round's 4 s (inside.ROUND_S) and a loaded box's slack
     assert got["errors"] == ["timeout"], got
+
+
+# -- 2. --log-file ---------------------------------------------------------------------------------------------
+
+
+def _log_to(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from gpu_triage.cli import main
+    from gpu_triage.logs import configure_logging
+
+    try:
+        rc = main(["--log-file", str(path), "diagnose", str(path.parent / "missing.parquet")])
+    finally:
+        configure_logging(None, screen=False)  # the next test's logging as it was
+    return rc, capsys.readouterr().err
+
+
+@pytest.fixture
+def shared_and_private(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory every user may write to without the sticky bit (a shared group directory, or 0777), where
+    /tmp's protected_symlinks does not apply, and a root-only directory beside it."""
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir()
+    shared.chmod(0o777)
+    private.mkdir()
+    private.chmod(0o700)
+    return shared, private
+
+
+def test_a_log_file_planted_as_a_link_is_refused_not_created_through(
+        shared_and_private: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    shared, private = shared_and_private
+    (shared / "gpu-triage.log").symlink_to(private / "made-by-root")
+    rc, err = _log_to(shared / "gpu-triage.log", capsys)
+    assert not (private / "made-by-root").exists(), "root created a file through the planted link"
+    assert rc == 2 and err.count("\n") == 1 and "symbolic link" in err and "Traceback" not in err
+
+
+def test_a_log_file_planted_as_a_link_to_an_existing_file_is_not_appended_to(
+        shared_and_private: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    shared, private = shared_and_private
+    target = private / "shadow"
+    target.write_text("root:*:1:0:99999:7:::\n")
+    (shared / "gpu-triage.log").symlink_to(target)
+    rc, err = _log_to(shared / "gpu-triage.log", capsys)
+    assert target.read_text() == "root:*:1:0:99999:7:::\n" and rc == 2 and "symbolic link" in err
+
+
+def test_a_log_file_hard_linked_to_another_file_is_refused(
+        shared_and_private: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    shared, private = shared_and_private
+    target = private / "passwd"
+    target.write_text("root:x:0:0::/root:/bin/sh\n")
+    os.link(target, shared / "gpu-triage.log")  # where protected_hardlinks is off, any user can make this
+    rc, err = _log_to(shared / "gpu-triage.log", capsys)
+    assert target.read_text() == "root:x:0:0::/root:/bin/sh\n" and rc == 2 and "hard links" in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a file owned by another uid is made with chown")
+def test_a_log_file_another_user_owns_is_refused(shared_and_private: tuple[Path, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    shared, _ = shared_and_private
+    log = shared / "gpu-triage.log"
+    log.write_text("")
+    os.chown(log, 65534, 65534)
+    rc, err = _log_to(log, capsys)
+    assert rc == 2 and "belongs to uid 65534" in err and log.read_text() == ""
+
+
+def test_a_new_log_file_is_made_readable_by_its_owner_only(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "gpu-triage.log"
+    rc, _ = _log_to(log, capsys)
+    assert rc == 2 and "missing.parquet" in log.read_text()  # the command's own error, logged
+    assert stat.S_IMODE(log.stat().st_mode) & 0o077 == 0
+    rc, _ = _log_to(log, capsys)  # appended to, as before
+    assert log.read_text().count("missing.parquet") == 2
