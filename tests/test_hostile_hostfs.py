@@ -282,3 +282,195 @@ def test_a_new_log_file_is_made_readable_by_its_owner_only(tmp_path: Path,
     assert stat.S_IMODE(log.stat().st_mode) & 0o077 == 0
     rc, _ = _log_to(log, capsys)  # appended to, as before
     assert log.read_text().count("missing.parquet") == 2
+
+
+# -- 5. a FIFO swapped in under a recording's name --------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def _gpu_triage(*args: str, timeout: float = 60.0) -> tuple[int, str, str]:
+    """The CLI in a process of its own: a hang is then a timeout here, not a test run that never ends."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+    done = subprocess.run([sys.executable, "-m", "gpu_triage", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.slow
+def test_a_fifo_swapped_in_after_the_check_never_holds_diagnose(tmp_path: Path) -> None:
+    """In a directory everyone may write to, another user exchanges the recording with a FIFO, atomically and
+    over and over (renameat2 RENAME_EXCHANGE), while root diagnoses it: root was left blocked in a FIFO's open
+    (the owners' scan), the name having been looked at first and opened again later."""
+    import ctypes
+    import shutil
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    run, fifo = shared / "run.parquet", shared / "swap"
+    shutil.copy(DATA / "h200-inside-a-2s-stacks.parquet", run)
+    os.mkfifo(fifo)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swap() -> None:
+        a, b = os.fsencode(run), os.fsencode(fifo)
+        while not stop.is_set():
+            if libc.renameat2(-100, a, -100, b, 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+                raise OSError(ctypes.get_errno(), "renameat2")
+            swaps[0] += 1
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        outcomes = [_gpu_triage("diagnose", str(run)) for _ in range(6)]
+    finally:
+        stop.set()
+        swapper.join(timeout=10)
+    assert swaps[0] > 1000  # the name really changed under every run
+    for rc, out, err in outcomes:  # each run finished (a hang is subprocess.TimeoutExpired above)
+        if rc == 0:
+            assert "Traceback" not in err and out.strip()
+        else:  # it met the FIFO: one line saying so
+            assert rc == 2 and err.count("\n") == 1 and "FIFO" in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["diagnose"], ["replay"], ["compare", str(DATA / "h200-gen-2s.parquet")],
+                                     ["recover"]], ids=["diagnose", "replay", "compare", "recover"])
+def test_a_fifo_given_as_a_recording_is_one_line_at_once(tmp_path: Path, command: list[str]) -> None:
+    fifo = tmp_path / "run.parquet"
+    os.mkfifo(fifo)
+    rc, _, err = _gpu_triage(*command[:1], str(fifo), *command[1:], timeout=30)
+    assert rc == 2 and err.count("\n") == 1 and "FIFO" in err, err
+
+
+@pytest.mark.slow
+def test_fleet_exporters_file_that_is_a_fifo_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "exporters.txt"
+    os.mkfifo(fifo)
+    rc, _, err = _gpu_triage("fleet", "--exporters-file", str(fifo), "--once", timeout=30)
+    assert rc == 2 and err.count("\n") == 1 and "FIFO" in err and "exporters-file" in err, err
+
+
+def test_a_recording_planted_as_a_link_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_triage.cli import main
+
+    link = tmp_path / "run.parquet"
+    link.symlink_to(DATA / "h200-gen-2s.parquet")
+    assert main(["diagnose", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "symbolic link" in err
+
+
+# -- 4. a recording crafted to expand ---------------------------------------------------------------------------
+
+REAL = DATA / "h200-inside-a-2s-stacks.parquet"  # a real H200 recording with its job's stacks (trace v3)
+
+PEAK = """\
+import json, resource, sys
+from gpu_triage.cli import main
+from gpu_triage.trace.reader import open_trace
+path = sys.argv[1]
+rc = main(["diagnose", path])  # diagnose FILE
+frames = None
+if rc == 0:  # replay reads every tick through Tick.from_row, as the dashboard's feed does
+    ticks = open_trace(path).ticks()
+    frames = max((len(s.frames or "") for t in ticks for s in t.stacks), default=0)
+    escapes = sum((s.frames or "").count("\\x1b") for t in ticks for s in t.stacks)
+    frames = [frames, escapes]
+print(json.dumps({"rc": rc, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "frames": frames}))
+"""
+
+
+def _peak(path: Path) -> tuple[dict, str]:
+    import json
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+    done = subprocess.run([sys.executable, "-c", PEAK, str(path)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.strip(), done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def _with_stacks(stacks, rows: int | None = None):
+    """The real recording with its ``stacks`` column replaced (its other columns repeated to ``rows`` ticks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(REAL)
+    if rows is not None:
+        idx = pa.array([i % table.num_rows for i in range(rows)], pa.int64())
+        table = table.take(idx)
+        start = table.column("ts")[0].value
+        table = table.set_column(0, "ts", pc.cast(pa.array([start + i * 2_000_000 for i in range(rows)], pa.int64()),
+                                                 table.schema.field("ts").type))
+    return table.set_column(table.column_names.index("stacks"), "stacks", stacks(table))
+
+
+@pytest.mark.slow
+def test_a_20_mb_string_of_escapes_in_the_stacks_is_cut_before_it_is_cleaned(tmp_path: Path) -> None:
+    """20 MB of ESC in one sample's frames, a few KB compressed: 2 GB of RSS in diagnose and in replay when each
+    character was cleaned into a picture; cut to the contract's 300 characters first, it costs what it weighs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def hostile(table: pa.Table) -> pa.ChunkedArray:
+        rows = table.column("stacks").to_pylist()
+        rows[10] = [{"pid": 4242, "role": "main", "phase": "python", "frames": "\x1b[2J" * (5 << 20)}]
+        return pa.chunked_array([pa.array(rows, table.schema.field("stacks").type)])
+
+    bad = tmp_path / "escapes.parquet"
+    pq.write_table(_with_stacks(hostile), bad, compression="zstd")
+    assert bad.stat().st_size < 1 << 20
+    base, _ = _peak(REAL)
+    got, err = _peak(bad)
+    assert got["rc"] == 0 and base["rc"] == 0, err
+    assert got["peak_kib"] - base["peak_kib"] < 150 * 1024, (got, base)  # 20 MB cut to 300 characters, not 2 GB
+    longest, escapes = got["frames"]
+    assert longest <= 300 and escapes == 0  # cut to the contract, and cleaned
+
+
+@pytest.mark.slow
+def test_2000_ticks_of_5000_stack_samples_are_refused_from_the_footer(tmp_path: Path) -> None:
+    """Ten million stack samples for 2,000 ticks, a few KB compressed: 1.76 GB of RSS once each was a Python
+    object. The footer says how many entries the column holds: more than 256 a tick is refused, undecoded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n, each = 2000, 5000
+
+    def hostile(table: pa.Table) -> pa.Array:
+        typ = table.schema.field("stacks").type
+        one = pa.array([{"pid": 7, "role": "main", "phase": "python"}], typ.value_type)
+        values = one.take(pa.array([0] * (n * each), pa.int32()))
+        return pa.ListArray.from_arrays(pa.array(range(0, n * each + 1, each), pa.int32()), values).cast(typ)
+
+    bad = tmp_path / "many.parquet"
+    pq.write_table(_with_stacks(hostile, rows=n), bad, compression="zstd")
+    base, _ = _peak(REAL)
+    got, err = _peak(bad)
+    assert got["peak_kib"] - base["peak_kib"] < 150 * 1024, (got, base)
+    assert got["rc"] == 2 and err.count("\n") == 1 and "'stacks'" in err and "10,000,000" in err, err
+
+
+def test_the_doctor_names_a_refused_py_spy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           no_pyspy_beside: Path) -> None:
+    from gpu_triage.doctor.facts import Facts, SoftwareFacts
+    from gpu_triage.doctor.host_checks import check_stacks
+    from gpu_triage.sources.stacks import stack_access
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    fake = _plant_pyspy(shared, tmp_path / "proof")
+    monkeypatch.setenv("PATH", str(shared))
+    found = check_stacks(Facts(software=SoftwareFacts(stacks=stack_access())))
+    assert found.status == "warn" and str(fake) in found.summary and "writable by group or others" in found.summary

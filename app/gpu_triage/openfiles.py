@@ -16,6 +16,7 @@ import errno
 import fcntl
 import os
 import stat
+from typing import BinaryIO
 
 
 def open_output(path: str | os.PathLike[str], *, exclusive: bool, mode: int) -> int:
@@ -42,6 +43,35 @@ def open_output(path: str | os.PathLike[str], *, exclusive: bool, mode: int) -> 
         os.close(fd)
         raise
     return fd
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_input(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` open for reading, checked on its descriptor: read it through this file object only, never by
+    its name again. A name in a directory others can write to may be swapped between two opens (a FIFO, whose
+    open would wait for a writer forever; another file): ``O_NONBLOCK`` opens a FIFO at once, ``fstat`` then
+    refuses anything but a regular file, and ``O_NOFOLLOW`` refuses a link. Raises OSError whose
+    ``strerror`` says what was refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link: not followed (someone may have planted it); give the "
+                                       "file itself") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _refused(st: os.stat_result) -> str | None:
