@@ -15,7 +15,6 @@ configured here once, by the command line:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
@@ -23,7 +22,8 @@ import time
 from pathlib import Path
 
 from gpu_triage.errors import UserError
-from gpu_triage.safetext import clean_lines
+from gpu_triage.openfiles import open_output
+from gpu_triage.safetext import clean, clean_lines
 
 LEVELS = ("debug", "info", "warning", "error")
 #: ``log.warning(..., extra=SHOWN)``: the user has already been told on stderr; the file still gets it.
@@ -58,12 +58,17 @@ class _CleanFormatter(logging.Formatter):
         return clean_lines(super().format(record))
 
 
-class _LogFile(logging.FileHandler):
+class _LogFile(logging.StreamHandler):
     """A log file whose failing writes (a full disk, /dev/full) are said once in one line, on stderr for a
-    headless command, instead of logging's "--- Logging error ---" and a traceback for every record."""
+    headless command, instead of logging's "--- Logging error ---" and a traceback for every record.
+
+    Opened once, by :func:`gpu_triage.openfiles.open_output` (a link refused, a new file 0600, a file
+    of someone else's refused), and written through that descriptor only."""
 
     def __init__(self, path: Path, *, screen: bool) -> None:
-        super().__init__(path, encoding="utf-8")
+        fd = open_output(path, exclusive=False, mode=0o600)
+        super().__init__(os.fdopen(fd, "a", encoding="utf-8"))
+        self.baseFilename = str(path)
         self._screen = screen
         self._failed = False
 
@@ -74,8 +79,11 @@ class _LogFile(logging.FileHandler):
             self.handleError(None)
 
     def close(self) -> None:
+        stream = self.stream
         try:
-            super().close()  # closing flushes what is still buffered: the same full disk
+            super().close()
+            if not stream.closed:
+                stream.close()  # closing flushes what is still buffered: the same full disk
         except OSError:
             self.handleError(None)
 
@@ -88,18 +96,6 @@ class _LogFile(logging.FileHandler):
             why = getattr(reason, "strerror", None) or type(reason).__name__
             print(f"gpu-triage: warning: --log-file {self.baseFilename}: cannot write ({why}); "
                   "later records are not written", file=sys.stderr)
-
-
-def _check_writable(path: Path) -> None:
-    """Open PATH for appending without blocking: a FIFO nothing reads froze every command on its first line
-    (opening it waits for a reader); it is one error line instead (ENXIO)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise UserError(f"--log-file {path}: a FIFO that nothing reads: give a regular file") from exc
-        raise
-    os.close(fd)
 
 
 def _utc_formatter() -> logging.Formatter:
@@ -118,11 +114,11 @@ def configure_logging(log_file: str | None, level: str = "info", *, screen: bool
     file_handler: logging.Handler | None = None
     if log_file is not None:  # opened first: a bad path leaves the logging as it was
         try:
-            _check_writable(Path(log_file))
             file_handler = _LogFile(Path(log_file), screen=screen)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
-            raise UserError(f"--log-file {log_file}: cannot open it ({reason}): give a writable path") from exc
+            hint = "" if ": " in reason else ": give a writable path"  # the refusals say what to do themselves
+            raise UserError(f"--log-file {clean(log_file)}: cannot open it ({reason}){hint}") from exc
         file_handler.setFormatter(_utc_formatter())
         file_handler.setLevel(threshold)
     ours = logging.getLogger(_OURS)

@@ -29,7 +29,7 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
         print(f"gpu-triage: {path}: {w}", file=sys.stderr)
     from gpu_triage.fleet.owners import owner_time
 
-    owners = owner_time(path, tl.segments, tl.interval_s)  # whose time each bottleneck was, where recorded
+    owners = owner_time(path, tl.segments, tl.interval_s, src.file)  # whose time each bottleneck was, where recorded
     if getattr(args, "json", False):
         obj = {
             "file": str(path),

@@ -20,6 +20,7 @@ from gpu_triage.fleetview.client import MAX_EXPORTERS, ExporterTarget, Fleet, Pr
 from gpu_triage.fleetview.model import OK, HostRow
 from gpu_triage.fleetview.render import table, to_json
 from gpu_triage.fleetview.text import clean
+from gpu_triage.openfiles import open_input
 
 LIST_FILE_CAP_BYTES = 1024 * 1024  # a list of a few thousand HOST:PORT lines is ~100 KB
 EXPORTER_TIMEOUT_S = 3.0  # a scrape of one exporter takes milliseconds
@@ -35,8 +36,8 @@ def exporter_list(args: argparse.Namespace) -> list[str]:
         found += [a.strip() for a in text.split(",") if a.strip()]
     path = getattr(args, "exporters_file", None)
     if path:
-        try:
-            with open(path, "rb") as f:
+        try:  # opened once, checked on its descriptor: a FIFO (swapped in or named) is refused, never waited on
+            with open_input(path) as f:
                 raw = f.read(LIST_FILE_CAP_BYTES + 1)
         except OSError as err:
             raise UserError(f"--exporters-file {clean(path, 80)}: {err.strerror or err}") from None

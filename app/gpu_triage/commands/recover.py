@@ -33,8 +33,8 @@ def run_recover(args: argparse.Namespace) -> int:
         raise UserError(f"{target} already exists: pass -o NEW.parquet to write the recovered ticks elsewhere")
     if not target.parent.is_dir():
         raise UserError(f"cannot write {target}: directory {target.parent} does not exist")
-    with holding_stream(stream):
-        got, trace = read_leftover(stream)
+    with holding_stream(stream) as fh:
+        got, trace = read_leftover(stream, fh=fh)
         for line in trace.notices:
             if trace.damaged_at is None or "damaged at byte" not in line:
                 log.warning("%s: %s", stream, line, extra=SHOWN)

@@ -101,7 +101,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             procs=procs[:TOP_PROCS] if host_only else procs,
             host_only=host_only,
             inside=inside.reports() if inside is not None else {},
-            inside_note=None if inside is None or inside.available else ACCESS_PROBLEMS["no_pyspy"],
+            inside_note=None if inside is None or inside.available else _unavailable(inside),
             verdict={
                 "pattern": verdict.pattern,
                 "bottleneck": verdict.bottleneck,
@@ -115,6 +115,11 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         )
     finally:
         source.close()
+
+
+def _unavailable(inside: InsideSampler) -> str:
+    """Why no stacks were read: py-spy missing, or the one found refused (naming it)."""
+    return inside.stacks.refused or ACCESS_PROBLEMS["no_pyspy"]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

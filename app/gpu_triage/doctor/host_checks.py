@@ -159,6 +159,9 @@ def check_stacks(facts: Facts) -> Finding:
         return Finding("skip", "not checked", "")
     data = {"py_spy": acc.pyspy, "euid": acc.euid, "cap_sys_ptrace": acc.cap_sys_ptrace,
             "ptrace_scope": acc.ptrace_scope}
+    if acc.pyspy is None and acc.refused is not None:
+        return Finding("warn", acc.refused, "a py-spy others can replace would run as this user (root) against "
+                       "every waiting job", data)
     if acc.pyspy is None:
         return Finding("skip", "py-spy not installed: the verdict reads the job from outside only",
                        "pip install 'gpu-triage[stacks]' (or py-spy) to see what a waiting job's threads are doing",

@@ -29,6 +29,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
 from gpu_triage.fleet import compact_fs as fs
 from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR, OLD_SUFFIX, STAGING_PREFIX
+from gpu_triage.openfiles import open_input
 from gpu_triage.safetext import clean
 from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder
 
@@ -280,7 +281,8 @@ def read_manifest(path: Path) -> tuple[str | None, dict[str, int]]:
     if not path.is_file():
         return None, {}
     try:
-        meta = pq.read_schema(path).metadata or {}
+        with open_input(path) as fh:  # never a FIFO waited on, nor a link followed
+            meta = pq.read_schema(fh).metadata or {}
         merged = json.loads(meta.get(META_MERGED, b"[]"))
         token = meta.get(META_TOKEN)
         return (token.decode() if token else None), {str(n): int(s) for n, s in merged}

@@ -28,6 +28,7 @@ from gpu_triage.fleet.compact import (
 )
 from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
 from gpu_triage.offline.stamp import SETTINGS_KEY
+from gpu_triage.trace.bounds import host_metadata
 from gpu_triage.trace.layout import META_HOST
 from gpu_triage.trace.target import describe_os_error, write_parquet_atomic
 
@@ -71,11 +72,7 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
 
 
 def _host_extra(meta: dict[bytes, bytes]) -> dict[str, object]:
-    try:
-        obj = json.loads(meta.get(META_HOST) or b"{}")
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    return host_metadata(meta) or {}  # bounded: MAX_HOST_META_BYTES
 
 
 def _with_judged_settings(meta: dict[bytes, bytes], judged_with: object) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from gpu_triage.openfiles import open_input
 
 log = logging.getLogger(__name__)
 
@@ -24,19 +26,23 @@ def owner_label(kind_id: tuple[str, str] | None) -> str | None:
     return None if kind_id is None else f"{kind_id[0]} {kind_id[1]}"
 
 
-def owner_ticks(path: Path, host: str, lf: Any = None) -> Any:
+def owner_ticks(path: Path, host: str, lf: Any = None, file: BinaryIO | None = None) -> Any:
     """(host, ts, owner) per tick of one recording: the owners of its GPU processes, named as
     :func:`owner_label` does and joined with " + " when several jobs share the machine; None when the
     recording has no owner fields (made before they existed) or no process has an owner. Only ``ts`` and
     the processes' owner fields are read; the owner of each distinct combination of fields is decided once,
     by ProcSample.owner() (the metrics and the process table use the same). ``lf``: the file's columns
-    already read (a LazyFrame of at least ``ts`` and ``procs``), else the file is scanned."""
+    already read (a LazyFrame of at least ``ts`` and ``procs``), else the file is scanned: ``file``, the
+    recording already open, else ``path`` opened once and checked (openfiles.open_input: a FIFO swapped in
+    under the name is refused, never waited on)."""
     import polars as pl
 
     from gpu_triage.model import ProcSample
 
     if lf is None:
-        lf = pl.scan_parquet(str(path))
+        file = file if file is not None else open_input(path)
+        file.seek(0)
+        lf = pl.scan_parquet(file)
     schema = lf.collect_schema()
     procs, ts = schema.get("procs"), schema.get("ts")
     inner = getattr(procs, "inner", None)
@@ -99,16 +105,17 @@ def owner_shares(table: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def owner_time(path: Path, segments: list[Any], interval_s: float) -> dict[str, Any]:
+def owner_time(path: Path, segments: list[Any], interval_s: float, file: BinaryIO | None = None) -> dict[str, Any]:
     """``diagnose FILE``'s per-owner account: owner -> {"seconds", "bottlenecks": {bottleneck: share}}, each
     tick counted (one interval) for its owners in the segment it falls in; empty when the recording has no
-    owners (older files, a crash leftover not yet recovered: only Parquet is scanned)."""
+    owners (older files, a crash leftover not yet recovered: only Parquet is scanned). ``file``: the
+    recording as the diagnosis opened it."""
     import polars as pl
 
     if not segments or not path.name.endswith(".parquet"):
         return {}
     try:
-        ticks = owner_ticks(path, "")
+        ticks = owner_ticks(path, "", file=file)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # the diagnosis read it; its owners cannot be
         log.warning("%s: owners left out (%s)", path, (str(exc).splitlines() or [type(exc).__name__])[0][:200])
         return {}

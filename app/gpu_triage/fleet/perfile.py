@@ -20,7 +20,6 @@ fields), not whole list columns.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -30,6 +29,8 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.openfiles import open_input
+from gpu_triage.trace.bounds import bound_column, check_footer, host_metadata
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,12 @@ def has_stored_verdicts(path: Path, config: Config, pf: Any = None) -> bool:
     from gpu_triage.offline.stamp import settings_fit
 
     try:
-        pf = pf or pq.ParquetFile(path, pre_buffer=False)
+        pf = pf or pq.ParquetFile(open_input(path), pre_buffer=False)
         meta = pf.schema_arrow.metadata or {}
         version = meta.get(b"gpu_triage.schema", b"").decode("ascii", "replace")
         paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
         if (not version.isdigit() or int(version) < 3 or pf.metadata.num_rows == 0 or "verdict.bottleneck" not in paths
-                or not settings_fit(_host_extra(meta), config.thresholds, config.window_s)):
+                or not settings_fit(host_metadata(meta) or {}, config.thresholds, config.window_s)):
             return False
         j = paths.index("verdict.bottleneck")
         for g in range(pf.metadata.num_row_groups):
@@ -120,33 +121,28 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
 
     from gpu_triage.fleet.owners import OWNER_FIELDS
 
-    pf = pf or pq.ParquetFile(path, pre_buffer=False)
+    pf = pf or pq.ParquetFile(open_input(path), pre_buffer=False)
+    check_footer(pf, str(path))  # lists past the contract's limits: refused before anything is decoded
     names = set(pf.schema_arrow.names)
     cols = [c for c in ("ts", "interval_s") if c in names]
     owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
     cols += _leaves(pf, "gpus", GPU_LEAVES) + owners
     if with_verdicts:
         cols += ["verdict.pattern", "verdict.bottleneck"]
-    return pf.read(columns=cols, use_threads=False), (pf.schema_arrow.metadata or {})
+    table = pf.read(columns=cols, use_threads=False)
+    for i, name in enumerate(table.column_names):  # strings and lists cut to the contract's limits, in Arrow
+        table = table.set_column(i, name, bound_column(name, table.column(i)))
+    return table, (pf.schema_arrow.metadata or {})
 
 
 def _hostname(meta: dict[bytes, bytes]) -> str | None:
     from gpu_triage.model import HostInfo
 
+    obj = host_metadata(meta)  # bounded: MAX_HOST_META_BYTES
     try:
-        obj = json.loads(meta.get(b"gpu_triage.host") or b"{}")
-        return HostInfo.from_json_obj(obj).hostname if isinstance(obj, dict) else None
+        return HostInfo.from_json_obj(obj).hostname if obj is not None else None
     except (ValueError, TypeError, AttributeError):
         return None
-
-
-def _host_extra(meta: dict[bytes, bytes]) -> dict[str, Any]:
-    """The host metadata's keys beyond the host facts (``verdicts`` among them); empty when unreadable."""
-    try:
-        obj = json.loads(meta.get(b"gpu_triage.host") or b"{}")
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def _stored_ticks(pl: Any, table: Any, meta: dict[bytes, bytes]) -> Any:
@@ -208,7 +204,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
     pf = None
     if use_stored:
         try:
-            pf = pq.ParquetFile(path, pre_buffer=False)
+            pf = pq.ParquetFile(open_input(path), pre_buffer=False)
         except Exception as exc:  # the recomputation's reader names what is wrong with it
             log.debug("%s: not opened for its stored verdicts (%s)", path, exc)
     stored = pf is not None and has_stored_verdicts(path, config, pf)

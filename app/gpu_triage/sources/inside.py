@@ -40,9 +40,12 @@ MAX_PROCESSES = 16  # processes followed at once (one per card of the largest se
 # A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
 # next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
 PACE_SLACK = 0.8
+#: A round's time, all its dumps together: 16 processes whose py-spy each takes its whole DUMP_TIMEOUT_S must
+#: not hold a snapshot (its dumps run in line) for minutes.
+ROUND_S = 4.0
 MAX_PENDING = 256  # samples kept for drain(): a caller that never drains (snapshot, doctor) holds no more
 #: Problems that stop every dump on this machine, not one process's: the notice names them with their fix.
-MACHINE_PROBLEMS = ("no_pyspy", "permission")
+MACHINE_PROBLEMS = ("no_pyspy", "pyspy_refused", "permission")
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class InsideSampler:
 
     def notice(self) -> str | None:
         """One line on why no stacks are read here, with its fix; None while they read (or none was tried)."""
+        if not self.available and self.stacks.refused is not None:
+            return f"no stacks: {self.stacks.refused}"  # names the py-spy found and why it was not run
         key = "no_pyspy" if not self.available else self.problem
         return None if key is None else f"no stacks: {ACCESS_PROBLEMS[key]}"
 
@@ -173,14 +178,20 @@ class InsideSampler:
                 log.exception("inside sampler: a round failed")
 
     def step(self) -> None:
-        """One round: each wanted process not dumped within ``every_s`` is dumped once, with one worker."""
+        """One round: each wanted process not dumped within ``every_s`` is dumped once, with one worker, the
+        least recently dumped first, until ROUND_S has passed: the processes left wait for the next round."""
+        deadline = time.monotonic() + ROUND_S
         with self._lock:
             want = list(self._want)
             live = {pid for pid, _ in want}
             for pid in [p for p in self._followed if p not in live]:
                 del self._followed[pid]
                 self.threads.forget(pid)
+            last = {pid: f.last for pid, f in self._followed.items()}
+        want.sort(key=lambda w: last.get(w[0], float("-inf")))  # a process a slow round left out goes first
         for pid, workers in want:
+            if time.monotonic() >= deadline:
+                break
             now = self._clock()
             start = _start_time(pid, self.proc_root)
             with self._lock:
@@ -190,7 +201,7 @@ class InsideSampler:
                 if now - f.last < self.every_s * PACE_SLACK:
                     continue
                 f.last = now
-            dump = self.stacks.dump(pid)
+            dump = self.stacks.dump(pid, deadline)
             threads = self.threads.read(pid, self._clock())
             if _start_time(pid, self.proc_root) != start:
                 continue  # the process ended during its dump and its pid is another's: neither is this one
@@ -203,7 +214,7 @@ class InsideSampler:
                 # the worker pids are a tick old and workers re-spawn each epoch: a pid is dumped as this
                 # process's worker only while it is its child, before and after the dump
                 if _parent_of(w, self.proc_root) == pid:
-                    wdump = self.stacks.dump(w)
+                    wdump = self.stacks.dump(w, deadline)
                     if _parent_of(w, self.proc_root) == pid:
                         worker_phase = (w, classify(wdump.main))
                         samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
+import selectors
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu_triage.safetext import clean
@@ -32,7 +34,9 @@ DUMP_TIMEOUT_S = 3.0
 MAX_THREADS = 256  # a process with thousands of threads still costs one bounded parse
 MAX_FRAMES = 64  # innermost frames kept per thread: the phase lives near the top
 MAX_TEXT = 200  # characters of a frame's name or file
-MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most
+MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most: past it py-spy is stopped and the dump not read
+MAX_STDERR = 64 << 10  # bytes of py-spy's error text kept (its own line comes first)
+_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +72,15 @@ class StackDump:
 ACCESS_PROBLEMS = {
     "no_pyspy": "py-spy is not installed: pip install 'gpu-triage[stacks]' (or py-spy) to see what the job's "
                 "threads are doing",
+    "pyspy_refused": "the py-spy found was not run: it must be a file that only root (or this user) can write, in "
+                     "directories only they can write (the log names it): install it so, or set GPU_TRIAGE_PYSPY",
     "permission": "py-spy may not read this process: run gpu-triage as root or as the job's user, with "
                   "kernel.yama.ptrace_scope=0 (sysctl) or CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)",
     "not_python": "not a Python process py-spy can read",
     "gone": "the process ended",
-    "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s",
+    "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s (or the round's time ran out)",
+    "too_big": f"py-spy's dump was over {MAX_OUTPUT >> 20} MiB (thousands of threads, frames or long names): "
+               "py-spy was stopped and the dump not read",
     "torn": "py-spy read the stack while the interpreter changed it (--nonblocking never pauses the job); the next "
             "dump reads again",
 }
@@ -82,14 +90,77 @@ ACCESS_PROBLEMS = {
 _TORN = ("failed to get stack traces", "failed to copy", "bad address")
 
 
-def find_pyspy() -> str | None:
-    """``$GPU_TRIAGE_PYSPY``, else the py-spy installed beside this interpreter (the extra), else PATH."""
-    if env := os.environ.get("GPU_TRIAGE_PYSPY"):
-        return env if os.access(env, os.X_OK) else None
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("py-spy")
+def find_pyspy(environ: Mapping[str, str] | None = None, interpreter_dir: str | None = None) -> str | None:
+    """The py-spy this process may run (:func:`locate_pyspy`), None when there is none or it was refused."""
+    return locate_pyspy(environ, interpreter_dir)[0]
+
+
+def locate_pyspy(environ: Mapping[str, str] | None = None,
+                 interpreter_dir: str | None = None) -> tuple[str | None, str | None]:
+    """(path, refusal): ``$GPU_TRIAGE_PYSPY``, else the py-spy installed beside this interpreter (the extra), else
+    the first on PATH, as a real path that :func:`untrusted_executable` accepts; else (None, the line saying
+    which py-spy was refused and why), or (None, None) where there is none at all.
+
+    Root runs this binary against every waiting job: a py-spy someone else could have put or replaced (a
+    directory of theirs, an empty PATH entry, which means the current directory) would run as root. PATH
+    entries that are empty or relative are never searched."""
+    env = os.environ if environ is None else environ
+    here = os.path.dirname(sys.executable) if interpreter_dir is None else interpreter_dir
+    if explicit := env.get("GPU_TRIAGE_PYSPY"):
+        found: str | None = explicit if os.access(explicit, os.X_OK) else None
+        if found is None:
+            return None, None
+    else:
+        beside = os.path.join(here, "py-spy")
+        found = beside if os.access(beside, os.X_OK) else None
+        for entry in ([] if found else env.get("PATH", os.defpath).split(os.pathsep)):
+            if not os.path.isabs(entry):  # "" and "." are the current directory: whoever owns it chose the binary
+                continue
+            candidate = os.path.join(entry, "py-spy")
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                found = candidate
+                break
+    if found is None:
+        return None, None
+    why = untrusted_executable(found)
+    if why is not None:
+        return None, (f"py-spy {clean(found)[:MAX_TEXT]} not run: {why}; install py-spy where only root (or this "
+                      "user) can write, or set GPU_TRIAGE_PYSPY to such a py-spy")
+    return os.path.realpath(found), None
+
+
+def untrusted_executable(path: str) -> str | None:
+    """Why ``path`` may not be run by this process, None when it may: it must be absolute, a regular file, and
+    it and every directory above its real path (links resolved) owned by root or this process's user and not
+    writable by group or others. A directory with the sticky bit (``/tmp``) is the one exception: others may
+    add names there but never replace one of ours, and the next directory down is checked to be ours."""
+    if not os.path.isabs(path):
+        return "a relative path (it depends on the current directory)"
+    real = os.path.realpath(path)
+    trusted = {0, os.geteuid()}
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        return f"cannot look at it ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid not in trusted:
+        return f"it belongs to uid {st.st_uid}, neither root nor this user"
+    if st.st_mode & 0o022:
+        return "it is writable by group or others"
+    parent = os.path.dirname(real)
+    while True:
+        try:
+            dst = os.stat(parent)
+        except OSError as exc:
+            return f"cannot look at {clean(parent)[:MAX_TEXT]} ({exc.strerror or exc})"
+        if dst.st_uid not in trusted:
+            return f"directory {clean(parent)[:MAX_TEXT]} belongs to uid {dst.st_uid}, neither root nor this user"
+        if dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX:
+            return f"directory {clean(parent)[:MAX_TEXT]} is writable by group or others"
+        if parent == os.path.dirname(parent):
+            return None
+        parent = os.path.dirname(parent)
 
 
 def _text(value: object) -> str:
@@ -146,10 +217,16 @@ class StackReader:
     """Dumps processes with py-spy, one subprocess a dump; says each reason a dump fails once in the log."""
 
     def __init__(self, pyspy: str | None = None, timeout_s: float = DUMP_TIMEOUT_S) -> None:
-        self.pyspy = pyspy if pyspy is not None else find_pyspy()
+        if pyspy is None:
+            self.pyspy, self.refused = locate_pyspy()
+        else:  # a path given by the caller is run under the same rule as one found
+            why = untrusted_executable(pyspy)
+            self.pyspy = os.path.realpath(pyspy) if why is None else None
+            self.refused = None if why is None else f"py-spy {clean(pyspy)[:MAX_TEXT]} not run: {why}"
         self.timeout_s = timeout_s
         self._said: set[str] = set()
         self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
+        self.bytes_read = 0  # py-spy's output read over every dump (at most MAX_OUTPUT + a chunk a dump)
 
     @property
     def available(self) -> bool:
@@ -158,42 +235,92 @@ class StackReader:
     def _say(self, key: str, pid: int) -> None:
         if key not in self._said:
             self._said.add(key)
-            log.warning("stacks of pid %d: %s", pid, ACCESS_PROBLEMS.get(key, key))
+            said = self.refused if key == "pyspy_refused" else ACCESS_PROBLEMS.get(key, key)
+            log.warning("stacks of pid %d: %s", pid, said)
 
-    def dump(self, pid: int) -> StackDump:
-        first = self._dump_once(pid)
-        if first.error != "torn":
+    def dump(self, pid: int, deadline: float | None = None) -> StackDump:
+        """One dump of ``pid``, given up at ``deadline`` (``time.monotonic``) where that comes before the dump's
+        own ``timeout_s``: a caller dumping many processes bounds the whole round, not each dump."""
+        first = self._dump_once(pid, deadline)
+        if first.error != "torn" or (deadline is not None and time.monotonic() >= deadline):
             return first
-        again = self._dump_once(pid)  # once more, at once: the race is over in microseconds
+        again = self._dump_once(pid, deadline)  # once more, at once: the race is over in microseconds
         if again.error == "torn":
             log.debug("stacks of pid %d: two reads in a row raced the interpreter", pid)
         return again
 
-    def _dump_once(self, pid: int) -> StackDump:
+    def _dump_once(self, pid: int, deadline: float | None = None) -> StackDump:
         t = time.time()
         if self.pyspy is None:
-            self._say("no_pyspy", pid)
-            return StackDump(pid, t, 0.0, (), "no_pyspy")
+            key = "no_pyspy" if self.refused is None else "pyspy_refused"
+            self._say(key, pid)
+            return StackDump(pid, t, 0.0, (), key)
+        until = time.monotonic() + self.timeout_s
+        until = until if deadline is None else min(until, deadline)
         before = os.times()
         try:
-            proc = subprocess.run([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
-                                  capture_output=True, timeout=self.timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            self._say("timeout", pid)
-            return StackDump(pid, t, time.time() - t, (), "timeout")
+            code, out, err, stopped = _run_capped([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                                                  until)
         except OSError as e:  # the binary vanished or is not executable
             log.warning("py-spy at %s could not run: %s", self.pyspy, e)
             return StackDump(pid, t, time.time() - t, (), "no_pyspy")
         finally:
             after = os.times()
             self.cpu_s += after.children_user + after.children_system - before.children_user - before.children_system
+        self.bytes_read += len(out) + len(err)
         took = time.time() - t
-        if proc.returncode != 0:
-            key = _problem(proc.stderr[:4000].decode("utf-8", "replace"), pid)
+        if stopped is not None:
+            self._say(stopped, pid)
+            return StackDump(pid, t, took, (), stopped)
+        if code != 0:
+            key = _problem(err[:4000].decode("utf-8", "replace"), pid)
             if key != "torn":  # a race, not a lasting problem: retried by dump, never a warning
                 self._say(key, pid)
             return StackDump(pid, t, took, (), key)
-        return parse_dump(pid, t, took, proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))
+        return parse_dump(pid, t, took, out.decode("utf-8", "replace"))
+
+
+def _run_capped(argv: list[str], until: float) -> tuple[int | None, bytes, bytes, str | None]:
+    """Run ``argv`` and read its output as it comes: (exit code, stdout, stderr, why it was stopped). It is
+    killed at ``until`` ("timeout") or once its stdout passes MAX_OUTPUT ("too_big"): the dump of another
+    user's process is as long as that user makes its threads, frames and names, so it is never held whole."""
+    out, err = bytearray(), bytearray()
+    stopped: str | None = None
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            with selectors.DefaultSelector() as sel:
+                assert proc.stdout is not None and proc.stderr is not None
+                sel.register(proc.stdout, selectors.EVENT_READ, out)
+                sel.register(proc.stderr, selectors.EVENT_READ, err)
+                while sel.get_map() and stopped is None:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        stopped = "timeout"
+                        break
+                    for key, _ in sel.select(left):
+                        chunk = os.read(key.fd, _CHUNK)
+                        if not chunk:
+                            sel.unregister(key.fileobj)
+                            continue
+                        buf: bytearray = key.data
+                        buf += chunk
+                        if buf is out and len(out) > MAX_OUTPUT:
+                            stopped = "too_big"
+                        elif buf is err and len(err) > MAX_STDERR:  # its own error is at the start: enough
+                            del err[MAX_STDERR:]
+                            stopped = stopped or "failed"
+            if stopped is None:
+                try:
+                    proc.wait(timeout=max(0.0, until - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    stopped = "timeout"
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
+    if stopped == "failed":  # a flood on stderr: read as the failure it says it is
+        return proc.returncode, bytes(out), bytes(err), None
+    return proc.returncode, bytes(out), bytes(err), stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +331,7 @@ class StackAccess:
     euid: int
     cap_sys_ptrace: bool | None  # in the effective set (containers drop it unless --cap-add SYS_PTRACE)
     ptrace_scope: int | None  # kernel.yama.ptrace_scope: 0 same user, 1 descendants only, 2 admin, 3 none
+    refused: str | None = None  # the py-spy found and not run (locate_pyspy's line), where pyspy is None
 
 
 def stack_access(proc_root: str = "/proc") -> StackAccess:
@@ -222,4 +350,5 @@ def stack_access(proc_root: str = "/proc") -> StackAccess:
             scope = int(f.read().strip())
     except (OSError, ValueError):
         scope = None  # no Yama: ordinary ptrace rules (same user, or CAP_SYS_PTRACE)
-    return StackAccess(find_pyspy(), os.geteuid(), cap, scope)
+    found, refused = locate_pyspy()
+    return StackAccess(found, os.geteuid(), cap, scope, refused)

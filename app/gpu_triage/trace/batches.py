@@ -20,7 +20,9 @@ import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo
+from gpu_triage.trace.bounds import check_footer
 from gpu_triage.trace.ranges import in_range
+from gpu_triage.trace.stream import checked_open, shown
 
 BATCH_ROWS = 4096  # rows read at a time: 1,024 cost 70 % more CPU (per-call overhead), 8,192 ~100 MB more RSS
 
@@ -41,6 +43,8 @@ class TraceSource:
     # the reader's TraceFile of the first rows (of every row where the file was read whole): its host metadata
     # and first tick, for what `compare` reports of a run without reading the file again
     head: Any = None
+    # the recording open (trace.stream.checked_open), for whatever else reads it (the owners): never its name again
+    file: Any = None
 
 
 def as_float(arr: pa.Array) -> np.ndarray:
@@ -72,7 +76,8 @@ def batches_of(tf: Any, batch_rows: int = BATCH_ROWS) -> TraceSource:
     def batches() -> Iterator[pa.RecordBatch]:
         yield from table.to_batches(max_chunksize=batch_rows)
 
-    return TraceSource(tf.path, tf.host, int(t.size), t, interval, meta, batches, notice, head=tf)
+    return TraceSource(tf.path, tf.host, int(t.size), t, interval, meta, batches, notice, head=tf,
+                       file=getattr(tf, "file", None))
 
 
 def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
@@ -81,18 +86,25 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     from gpu_triage.trace import reader
 
     tf_path = Path(path).expanduser()
-    is_parquet = False
     try:
-        if tf_path.is_file():
-            with tf_path.open("rb") as fh:
-                is_parquet = fh.read(4) == reader.PARQUET_MAGIC
-    except OSError:
-        pass  # the reader says what is wrong with it
-    if not is_parquet:
+        regular = tf_path.is_file()
+    except OSError:  # a name too long to look up
+        regular = False
+    if not regular:  # a missing file, a leftover stream, a FIFO, a bad name: the reader says which
         return batches_of(reader.open_trace(tf_path), batch_rows)
+    # opened once and read through this descriptor only: the name may be a FIFO or another file a moment later
+    fh = checked_open(tf_path)
+    try:
+        is_parquet = fh.read(4) == reader.PARQUET_MAGIC
+    except OSError:
+        is_parquet = False  # the reader says what is wrong with it
+    if not is_parquet:
+        return batches_of(reader.open_trace(tf_path, fh), batch_rows)
     try:
         # pre_buffer (the default) keeps every column chunk read so far: the whole file in memory by the end
-        pf = pq.ParquetFile(tf_path, pre_buffer=False)
+        fh.seek(0)
+        pf = pq.ParquetFile(fh, pre_buffer=False)
+        check_footer(pf, shown(tf_path))  # lists past the contract's limits: refused before anything is decoded
         meta = pf.schema_arrow.metadata
         head = next(pf.iter_batches(batch_size=16), None)
         if head is None:
@@ -101,7 +113,7 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
         first = reader._build_trace(tf_path, pa.Table.from_batches([head]).replace_schema_metadata(meta),
                                     recovered=False, notices=[])
         names = pf.schema_arrow.names
-        cols = pq.read_table(tf_path, columns=[c for c in ("ts", "interval_s") if c in names])
+        cols = pf.read(columns=[c for c in ("ts", "interval_s") if c in names], use_threads=False)
         ts = reader._as_ts(tf_path, cols.column("ts"))
         iv = cols.column("interval_s") if "interval_s" in names else pa.chunked_array([pa.nulls(len(ts), pa.float64())])
         # the same cleaning as every batch gets below, so that rows line up
@@ -114,7 +126,7 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     except Exception as exc:  # pyarrow raises many types for damaged files; the user needs one line
         raise UserError(f"{tf_path}: not a readable gpu-triage recording ({reader._short(exc)})") from exc
     if t.size > 1 and not np.all(np.diff(t) > 0):  # out of order: read whole, sorted
-        return batches_of(reader.open_trace(tf_path), batch_rows)
+        return batches_of(reader.open_trace(tf_path, fh), batch_rows)
 
     out_of_range: dict[str, int] = {}
 
@@ -138,4 +150,4 @@ def iter_batches(path: Path, batch_rows: int = BATCH_ROWS) -> TraceSource:
     # the head's own count of out-of-range values is replaced by the whole file's (see diagnose_trace)
     notices = [x for x in first.notices if "values out of range ignored" not in x]
     return TraceSource(tf_path, first.host, int(t.size), t, interval, meta_interval(meta), batches,
-                       "; ".join(notices) or None, out_of_range, head=first)
+                       "; ".join(notices) or None, out_of_range, head=first, file=fh)

@@ -9,9 +9,9 @@ else (not a trace, truncated, empty, wrong schema number) is a :class:`UserError
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from gpu_triage.errors import UserError
 from gpu_triage.model import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, HostInfo, Tick
+from gpu_triage.trace.bounds import bound_column, check_footer, host_metadata
 from gpu_triage.trace.layout import META_HOST, META_INTERVAL, META_SCHEMA
 from gpu_triage.trace.ranges import in_range
 from gpu_triage.trace.schema import (
@@ -34,6 +35,7 @@ from gpu_triage.trace.stream import (
     STREAM_SUFFIX,
     StreamRead,
     checked_name,
+    checked_open,
     read_stream,
     read_stream_table,
     regular_file,
@@ -74,6 +76,7 @@ class TraceFile:
         self.duplicates_dropped = duplicates_dropped  # ticks dropped for repeating an earlier tick's ts
         self.reordered = reordered  # the file's ticks were not in time order and were sorted
         self.damaged_at: int | None = None  # a stream: where unreadable bytes begin (see stream.read_stream)
+        self.file: BinaryIO | None = None  # the file it was read from, open (stream.checked_open)
         ts = table.column("ts")
         self.timestamps: np.ndarray = (
             pc.cast(ts, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
@@ -119,16 +122,17 @@ class TraceFile:
         return min(max(i, 0), max(self.n - 1, 0))
 
 
-def open_trace(path: Path | str) -> TraceFile:
+def open_trace(path: Path | str, fh: BinaryIO | None = None) -> TraceFile:
     """Open a Parquet recording or a leftover ``.arrows`` stream; UserError (exit 2) on anything else.
 
-    Only ``stat`` runs before the file is known to be a regular one: a FIFO or a device is refused without
-    being opened (opening a FIFO blocks until a writer comes). A stream that a live recorder is writing is
-    read as it stands, read-only.
+    The file is opened once (:func:`~gpu_triage.trace.stream.checked_open`: a link refused, a FIFO refused
+    without waiting for a writer, a regular file checked on its descriptor) and read through that
+    descriptor only, so a name swapped meanwhile changes nothing. A stream that a live recorder is writing
+    is read as it stands, read-only. ``fh``: the file already opened so, read from its start.
     """
     path = checked_name(path, what="cannot read", hint="give a recording's file name")
     notices: list[str] = []
-    if not regular_file(path):
+    if fh is None and not regular_file(path):
         stream = stream_path_for(path)
         if regular_file(stream):
             held = stream_holder(stream)
@@ -142,9 +146,11 @@ def open_trace(path: Path | str) -> TraceFile:
             path = stream
         else:
             raise UserError(f"{shown(path)}: no such file: check the path")
+    fh = fh if fh is not None else checked_open(path)
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
+        fh.seek(0)
+        head = fh.read(8)
+        fh.seek(0)
     except OSError as exc:
         raise UserError(f"{shown(path)}: cannot read ({exc.strerror or exc})") from exc
     if not head:
@@ -153,24 +159,29 @@ def open_trace(path: Path | str) -> TraceFile:
     recovered = False  # a Parquet or Arrow file; streams return from read_leftover
     try:
         if head.startswith(PARQUET_MAGIC):
-            table = pq.read_table(path)
+            pf = pq.ParquetFile(fh)
+            check_footer(pf, shown(path))
+            table = pf.read()
         elif head.startswith(ARROW_FILE_MAGIC):
-            with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
+            table = pa.ipc.open_file(fh).read_all()
         else:
-            return read_leftover(path, notices)[1]
+            return read_leftover(path, notices, fh)[1]
     except UserError:
         raise
     except Exception as exc:  # pyarrow raises many types for damaged files; the user needs one line
         raise UserError(f"{shown(path)}: not a readable gpu-triage recording ({_short(exc)})") from exc
 
-    return _build_trace(path, table, recovered=recovered, notices=notices)
+    trace = _build_trace(path, table, recovered=recovered, notices=notices)
+    trace.file = fh
+    return trace
 
 
-def read_leftover(path: Path, notices: list[str] | None = None) -> tuple[StreamRead, TraceFile]:
-    """A stream as read (every good batch, untouched: what ``recover`` writes) and as a checked TraceFile."""
+def read_leftover(path: Path, notices: list[str] | None = None,
+                  fh: BinaryIO | None = None) -> tuple[StreamRead, TraceFile]:
+    """A stream as read (every good batch, untouched: what ``recover`` writes) and as a checked TraceFile;
+    ``fh``: the stream already opened (:func:`~gpu_triage.trace.stream.checked_open`)."""
     notices = list(notices or [])
-    got = read_stream(path)
+    got = read_stream(path, fh)
     line = got.damage_line(path)
     if line and (got.damaged_at is not None or not notices):
         notices.append(line)
@@ -212,12 +223,12 @@ def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[
         notices.append(f"{duplicates} ticks repeating an earlier tick's timestamp dropped")
 
     host = HostInfo()
-    raw_host = meta.get(META_HOST)
-    if raw_host:
+    if meta.get(META_HOST):
+        obj = host_metadata(meta)  # None past MAX_HOST_META_BYTES, or no JSON object
         try:
-            obj = json.loads(raw_host)
-            if isinstance(obj, dict):
-                host = HostInfo.from_json_obj(obj)
+            if obj is None:
+                raise ValueError("not a JSON object of at most MAX_HOST_META_BYTES")
+            host = HostInfo.from_json_obj(obj)
         except (ValueError, TypeError, AttributeError):
             notices.append(f"{shown(path)}: host metadata is unreadable and is ignored")
     interval_s, said = _nominal_interval(meta, table)
@@ -268,7 +279,7 @@ def _normalise(path: Path, table: pa.Table) -> pa.Table:
         if name not in table.column_names:
             columns.append(pa.chunked_array([pa.nulls(n, type=want)], type=want))
             continue
-        col = table.column(name)
+        col = bound_column(name, table.column(name))  # the contract's lengths first: nothing longer is ever expanded
         if pa.types.is_null(col.type) and name != "ts":  # all null, as another tool writes it: typed nulls, as
             columns.append(pa.chunked_array([pa.nulls(n, type=want)], type=want))  # a missing column reads
             continue

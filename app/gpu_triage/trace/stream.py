@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from gpu_triage.errors import UserError
+from gpu_triage.openfiles import open_input
 from gpu_triage.safetext import clean
 
 if TYPE_CHECKING:  # pyarrow loads when a stream is read: the recorder writes its own without it
@@ -135,6 +136,20 @@ def regular_file(path: Path) -> bool:
 # --- reading -----------------------------------------------------------------------------------------
 
 
+def checked_open(path: Path) -> BinaryIO:
+    """A recording open for reading, checked on its descriptor (:func:`gpu_triage.openfiles.open_input`: no
+    link followed, a FIFO swapped in refused at once, not waited on); UserError saying what it is otherwise.
+    Read it through this file only: its name may be another file's a moment later."""
+    try:
+        return open_input(path)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise UserError(f"{shown(path)}: the name is too long for the file system: check the path") from exc
+        if exc.errno == errno.ENOENT:
+            raise UserError(f"{shown(path)}: no such file: check the path") from exc
+        raise UserError(f"{shown(path)}: cannot read ({exc.strerror or exc})") from exc
+
+
 @dataclass(slots=True)
 class StreamRead:
     """What could be read of a stream: ``table`` holds every good batch (one per tick)."""
@@ -157,23 +172,27 @@ class StreamRead:
         return None
 
 
-def read_stream(path: Path) -> StreamRead:
+def read_stream(path: Path, fh: BinaryIO | None = None) -> StreamRead:
     """Every batch of an Arrow IPC stream up to the first one that cannot be read or fails validation.
 
     A torn last batch (the recorder was killed while writing it) is dropped quietly; bytes that do not
     parse further back (a damaged disk block, a bad copy) end the reading there and ``damaged_at`` says
     where. Each batch is fully validated: a damaged length or offset that Arrow would accept at read time
     made ``concat`` or the conversion to ticks fail later, losing the good batches with it.
-    Raises UserError when not even the schema can be read.
+    Raises UserError when not even the schema can be read. ``fh``: the file already opened
+    (:func:`gpu_triage.openfiles.open_input`), read from its start; else ``path`` is opened so.
     """
     import pyarrow as pa  # noqa: PLC0415
 
     batches: list[pa.RecordBatch] = []
     complete = True
     largest = 0
-    size = path.stat().st_size
+    if fh is None:
+        fh = checked_open(path)
+    fh.seek(0)
+    size = os.fstat(fh.fileno()).st_size
     try:
-        with pa.OSFile(str(path), "rb") as source:
+        with pa.PythonFile(fh, mode="r") as source:
             reader = pa.ipc.open_stream(source)
             schema = reader.schema
             good = source.tell()
@@ -233,35 +252,47 @@ def lock_stream(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def recorder_pid(path: Path) -> int | None:
-    """The pid a stream's recorder wrote into its schema metadata, or None when it cannot be read."""
+def recorder_pid(fd: int) -> int | None:
+    """The pid a stream's recorder wrote into its schema metadata, read from the open stream ``fd`` (left open),
+    or None when it cannot be read."""
     import pyarrow as pa  # noqa: PLC0415
 
     try:
-        with pa.OSFile(str(path), "rb") as source:
-            meta = pa.ipc.open_stream(source).schema.metadata or {}
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            fh.seek(0)
+            meta = pa.ipc.open_stream(pa.PythonFile(fh, mode="r")).schema.metadata or {}
         return int(meta[META_RECORDER_PID])
     except (pa.ArrowException, OSError, EOFError, KeyError, ValueError):
         return None
 
 
-def _held_line(path: Path) -> str:
-    pid = recorder_pid(path)
+def _held_line(path: Path, fd: int) -> str:
+    pid = recorder_pid(fd)
     who = f"pid {pid}" if pid is not None else "another process"
     return f"{shown(path)} is being recorded by {who}"
+
+
+def _open_stream_fd(path: Path) -> int:
+    """The stream at ``path`` opened once for its lock and its pid (O_NOFOLLOW, O_NONBLOCK: never a link
+    followed nor a FIFO waited on), OSError unless it is a regular file."""
+    fh = open_input(path)
+    try:
+        return os.dup(fh.fileno())  # the descriptor alone, with its own lifetime
+    finally:
+        fh.close()
 
 
 def stream_holder(path: Path) -> str | None:
     """None when nobody holds the stream's lock (a leftover, or no stream); else a line naming the holder."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = _open_stream_fd(path)
     except OSError:
         return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _held_line(path)
+            return _held_line(path, fd)
         except OSError:
             return None  # a file system without flock: nothing to learn from it
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -281,10 +312,11 @@ def unfinished_line(path: Path) -> str:
 
 
 @contextmanager
-def holding_stream(path: Path) -> Iterator[None]:
-    """Hold a leftover stream's lock while it is converted and removed; UserError if a recorder holds it."""
+def holding_stream(path: Path) -> Iterator[BinaryIO]:
+    """Hold a leftover stream's lock while it is converted and removed; UserError if a recorder holds it.
+    Gives the stream open (read it through that, not by its name again)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = _open_stream_fd(path)
     except OSError as exc:
         raise UserError(f"{shown(path)}: cannot read ({exc.strerror or exc})") from exc
     try:
@@ -292,11 +324,12 @@ def holding_stream(path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UserError(
-                f"{_held_line(path)}: it is not a leftover; stop that recorder (Ctrl-C or kill PID) and it "
+                f"{_held_line(path, fd)}: it is not a leftover; stop that recorder (Ctrl-C or kill PID) and it "
                 "writes the Parquet itself"
             ) from None
         except OSError:
             pass  # no flock on this file system: proceed as before the lock existed
-        yield
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            yield fh
     finally:
         os.close(fd)

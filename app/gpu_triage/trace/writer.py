@@ -34,6 +34,7 @@ from pathlib import Path
 import gpu_triage
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
+from gpu_triage.openfiles import open_output
 from gpu_triage.trace.arrow_ipc import StreamWriter, batch_message
 from gpu_triage.trace.layout import TRACE_COLUMNS, tick_values, trace_metadata
 from gpu_triage.trace.stream import (
@@ -112,7 +113,7 @@ class TraceWriter:
         self._stripped = 0  # ticks recorded without their job or process part, which could not be encoded
         self._fd = -1
         try:
-            self._fd = os.open(self.stream_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            self._fd = open_output(self.stream_path, exclusive=True, mode=0o644)  # a planted link: EEXIST
             try:
                 lock_stream(self._fd)  # before the first byte: nobody sees this stream unlocked with data
             except OSError:
