@@ -419,6 +419,7 @@ class TriageApp(HeaderText, KeyActions):
                     local=self.proc_control is not None,
                     host_only=host_only,
                     inside=self._inside_of(view),
+                    here=self._proc_here(),
                 ),
                 budget.procs,
             ),

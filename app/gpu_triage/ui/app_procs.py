@@ -4,6 +4,8 @@ The table's drawing and state are :mod:`gpu_triage.ui.procview`'s."""
 
 from __future__ import annotations
 
+import time
+
 from textual.app import App
 
 from gpu_triage.model import ProcSample
@@ -31,6 +33,11 @@ class ProcTableActions(App[int]):
 
     def _proc_details(self, pid: int) -> ProcDetails | None:
         return self.proc_control.details(pid) if self.proc_control is not None else None
+
+    def _proc_here(self) -> procview.Local | None:
+        """RSS and run time, which only this machine tells (none for simulated or recorded processes)."""
+        control = self.proc_control
+        return None if control is None else procview.Local(control.rss, time.time())
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
         """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
