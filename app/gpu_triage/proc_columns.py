@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 from gpu_triage.model import ProcSample
 from gpu_triage.safetext import clean
+from gpu_triage.units import short_bytes
 
 COMMAND = "COMMAND"
 COMMAND_MIN = 20  # the COMMAND heading with the table's state beside it ("COMMAND [by card ↑]")
+COMMAND_TEXT_MAX = 160  # cells of COMMAND in the text snapshot (the dashboard's width cuts it there)
 WORKERS_CPU = "WORKERS' CPU%"
 
 
@@ -103,8 +105,8 @@ def line(cols: list[Column], values: dict[str, str], command: str, width: int | 
     """One row: each kept column's value in its width, then the command in what is left of ``width``."""
     parts = [fit(values.get(c.name, ""), c.width, left=c.left) for c in cols]
     head = " ".join(parts)
-    if width is None:
-        return f"{head} {clean(command)}".rstrip()
+    if width is None:  # no terminal (the text snapshot): a long command line still ends somewhere
+        return f"{head} {fit(command, min(cells(command), COMMAND_TEXT_MAX), ellipsis=True)}".rstrip()
     room = width - cells(head) - 1
     return f"{head} {fit(command, room, ellipsis=True)}".rstrip() if room > 0 else head
 
@@ -156,3 +158,21 @@ def workers_cpu(wcpu: list[float], width: int = 13) -> str:
     if len(wcpu) <= 4 and len(each) <= width:
         return each
     return f"avg {sum(wcpu) / len(wcpu):.0f} max {max(wcpu):.0f}"
+
+
+def pct(v: float | None) -> str:
+    return f"{v:.0f}%" if v is not None and v == v else "n/a"
+
+
+def values(p: ProcSample, user: str | None, rss_bytes: int | None, elapsed_s: float | None) -> dict[str, str]:
+    """A process's cells by column name (COMMAND aside): None is "n/a", never 0."""
+    out = {"PID": str(p.pid), "USER": user or "n/a", "CPU%": pct(p.cpu_pct),
+           "RSS": short_bytes(rss_bytes), "TIME": elapsed(elapsed_s)}
+    if p.gpu_index >= 0:  # host-only rows have no card, no workers counted (HOST_COLUMNS)
+        out.update({
+            "OWNER": owner_cell(p), "GPU": str(p.gpu_index), "GPU MEM": short_bytes(p.gpu_mem_bytes),
+            # SM%: the process's own share of its card, as the driver samples it; no sample: n/a
+            "SM%": pct(p.sm_pct), "WORKERS": "n/a" if p.workers is None else str(p.workers),
+            WORKERS_CPU: workers_cpu(p.workers_cpu_pct or []),
+        })
+    return out

@@ -18,10 +18,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpu_triage import proc_columns
 from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
+from gpu_triage.proc_control import ProcControl
 from gpu_triage.sources.base import HostProcesses
 from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json, waiting_processes
 from gpu_triage.sources.spec import make_source
@@ -49,6 +51,32 @@ class Reading:
     # for a simulated source, or without py-spy (``inside_note`` says which)
     inside: dict[int, InsideReport] = dataclasses.field(default_factory=dict)
     inside_note: str | None = None
+    # what only this machine says of its processes (none for a simulated source): pid -> facts
+    here: dict[int, ProcHere] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProcHere:
+    """A process of this machine beyond its tick: its user and command line, host memory and run time."""
+
+    user: str | None = None
+    command: str | None = None  # shortened as the COMMAND column shows it
+    cmdline: str | None = None  # whole, cleaned
+    rss_bytes: int | None = None
+    elapsed_s: float | None = None
+
+
+def read_here(procs: Sequence[ProcSample], control: ProcControl | None = None,
+              now: float | None = None) -> dict[int, ProcHere]:
+    """Each process's :class:`ProcHere`, read from this machine now."""
+    control = control or ProcControl()
+    now = time.time() if now is None else now
+    out = {}
+    for p in procs:
+        d = control.details(p.pid)
+        out[p.pid] = ProcHere(d.user, d.command, d.cmdline, control.rss(p.pid),
+                              None if d.created is None else max(0.0, now - d.created))
+    return out
 
 
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
@@ -82,6 +110,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         host_only = False
         if not procs and not status.gpu_available and isinstance(source, HostProcesses):
             procs, host_only = list(source.busiest_processes()), True
+        procs = procs[:TOP_PROCS] if host_only else procs
         return Reading(
             source=source_spec,
             host=host.to_json_obj(),
@@ -89,8 +118,9 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             ticks=ticks,
             gpu_available=status.gpu_available,
             status=list(status.messages),
-            procs=procs[:TOP_PROCS] if host_only else procs,
+            procs=procs,
             host_only=host_only,
+            here={} if simulated else read_here(procs),
             inside=inside.reports() if inside is not None else {},
             inside_note=None if inside is None or inside.available else ACCESS_PROBLEMS["no_pyspy"],
             verdict={
@@ -142,13 +172,40 @@ def to_json(r: Reading) -> dict[str, Any]:
         },
         "disks": [dataclasses.asdict(d) for d in last.disks],
         "nets": [dataclasses.asdict(n) for n in last.nets],
-        "processes": [dataclasses.asdict(p) for p in r.procs],
+        "processes": [_proc_json(p, r.here.get(p.pid)) for p in r.procs],
         # what each waiting GPU process was doing, from its stacks (py-spy) and threads (/proc)
         "inside": [report_json(rep) for rep in r.inside.values()],
         "inside_note": r.inside_note,
         "processes_are": "busiest on the host (no GPU)" if r.host_only else "GPU processes",
         "verdict": r.verdict,
     }
+
+
+def _proc_json(p: ProcSample, here: ProcHere | None) -> dict[str, Any]:
+    """A process as recorded, with what this machine says of it (null for a simulated one): the whole
+    command line (cleaned), host RSS, run time, and the one owner that answers "whose job is it"."""
+    row = dataclasses.asdict(p)
+    if row["user"] is None and here is not None:
+        row["user"] = here.user
+    owner = p.owner() or (("user", row["user"]) if row["user"] else None)
+    row.update({
+        "command": here.cmdline if here else None,
+        "rss_bytes": here.rss_bytes if here else None,
+        "elapsed_s": round(here.elapsed_s, 1) if here and here.elapsed_s is not None else None,
+        "owner": {"kind": owner[0], "id": owner[1]} if owner else None,
+    })
+    return row
+
+
+def _proc_lines(r: Reading) -> list[str]:
+    """The process table as the dashboard draws it, every column (no terminal width to fit)."""
+    cols = proc_columns.choose(proc_columns.HOST_COLUMNS if r.host_only else proc_columns.GPU_COLUMNS, None)
+    lines = [proc_columns.heading(cols) + " " + proc_columns.COMMAND]
+    for p in r.procs:
+        here = r.here.get(p.pid) or ProcHere()
+        values = proc_columns.values(p, p.user or here.user, here.rss_bytes, here.elapsed_s)
+        lines.append(proc_columns.line(cols, values, here.command or p.name or "n/a", None))
+    return lines
 
 
 def _pct(v: float | None, w: int = 4) -> str:
@@ -195,17 +252,11 @@ def to_text(r: Reading) -> str:
     if r.procs:
         if r.host_only:  # no card: the GPU columns would be dashes
             lines.append("PROCESSES (busiest on the host, no GPU)")
-            lines.append(f"{'PID':>8} {'PROCESS':<15} {'CPU%':>5}")
-            lines += [f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {_pct(p.cpu_pct, 5)}" for p in r.procs]
+            lines += _proc_lines(r)
         else:
             lines.append("PROCESSES")
-            lines.append(f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'SM%':>4} {'CPU%':>5}")
-            lines += [
-                f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
-                f" {_pct(p.sm_pct)} {_pct(p.cpu_pct, 5)}"
-                for p in r.procs
-            ]
-            lines += [f"{pid:>8} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
+            lines += _proc_lines(r)
+            lines += [f"{pid:>7} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
     if r.inside_note and any(not rep.share.samples for rep in r.inside.values()):
         lines.append(f"note: {r.inside_note}")
     v = r.verdict

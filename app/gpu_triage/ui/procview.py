@@ -16,8 +16,6 @@ from rich.text import Text
 from gpu_triage import proc_columns
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
-from gpu_triage.ui.formatters import pct
-from gpu_triage.units import short_bytes
 
 SORTS = ("card", "GPU memory", "SM", "CPU", "user")  # `s` cycles through them
 # biggest first unless reversed (`I`, as htop's invert); card and user run in their natural order
@@ -148,26 +146,17 @@ class Local:
 def _values(row: Row, details: Details, local: bool, here: Local | None) -> tuple[dict[str, str], str]:
     """A row's cells by column name, and its COMMAND: the command line where this machine has it, else the
     process's name (what a recording holds)."""
-    p = row.proc
     d = details(row.pid) if local else None
-    values = {"PID": str(row.pid), "USER": _user(row, details, local), "RSS": "n/a", "TIME": "n/a"}
+    rss = elapsed = None
     if local and here is not None:
-        values["RSS"] = short_bytes(here.rss(row.pid))
-        created = d.created if d is not None else None
-        values["TIME"] = proc_columns.elapsed(None if created is None else here.now - created)
+        rss = here.rss(row.pid)
+        elapsed = None if d is None or d.created is None else here.now - d.created
+    user = _user(row, details, local)
     if row.is_worker:
-        values["CPU%"] = pct(row.worker_cpu, 5)
+        values = proc_columns.values(ProcSample(row.pid, -1, cpu_pct=row.worker_cpu), user, rss, elapsed)
         return values, f"{'└' if row.last_worker else '├'} {WORKER}"
-    values["CPU%"] = pct(p.cpu_pct, 5)
-    if p.gpu_index >= 0:  # host-only rows have no card, no workers counted (HOST_COLUMNS)
-        values.update({
-            "OWNER": proc_columns.owner_cell(p), "GPU": str(p.gpu_index), "GPU MEM": short_bytes(p.gpu_mem_bytes),
-            # SM%: the process's own share of its card, as the driver samples it; no sample: n/a
-            "SM%": pct(p.sm_pct, 4), "WORKERS": "n/a" if p.workers is None else str(p.workers),
-            proc_columns.WORKERS_CPU: proc_columns.workers_cpu(p.workers_cpu_pct or []),
-        })
     command = d.command if d is not None and d.command else None
-    return values, command or (p.name or "n/a")
+    return proc_columns.values(row.proc, user, rss, elapsed), command or (row.proc.name or "n/a")
 
 
 def _shown(value: str | None, limit: int = 64) -> str | None:
