@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
 from tests.ui_ticks import TickListSource, make_tick
@@ -19,3 +21,27 @@ async def test_collecting_names_the_cards_its_figures_are_of() -> None:
             diag = " ".join(app.query_one("#diag").shown_plain.split())
         assert "collecting" in diag and want in diag, diag
         assert "(cards 95" not in diag
+
+
+async def test_replay_of_a_recording_shorter_than_the_window_plays_from_its_start(tmp_path: Path) -> None:
+    """`replay FILE` opened paused on the last tick (78/78) when the recording was shorter than the window."""
+    import argparse
+
+    from gpu_triage.feeds import Recorder
+    from gpu_triage.ui.run import build_app
+    from tests.ui_ticks import make_host
+
+    path = tmp_path / "short.parquet"
+    recorder = Recorder(path, make_host(2, 4), 2.0)
+    for i in range(78):
+        recorder.append(make_tick(i, gpus=2, cores=4))
+    recorder.close()
+    app = build_app("replay", argparse.Namespace(file=str(path), speed=1.0, record=None), Config())
+    assert app.replay.n == 78
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bar = app.query_one("#bar").shown_plain
+        header = app.query_one("#header").shown_plain
+        assert app.replay.playing and " 1/78 " in bar and "▶ playing" in header, (bar, header)
+        app._play_step()  # the play timer's next beat: it plays on
+        assert app.replay.position == 1 and app.replay.playing
