@@ -145,7 +145,7 @@ def test_short_command_and_elapsed() -> None:
     short = proc_columns.short_command
     assert short(["/usr/bin/python3", "/a/b/train.py", "--lr", "0.1"]) == "python3 train.py --lr 0.1"
     assert short(["torchrun", "--nproc-per-node=8", "/x/y.py"]) == "torchrun --nproc-per-node=8 /x/y.py"
-    assert proc_columns.short_command(["python", "a b.py"]) == "python 'a b.py'"
+    assert proc_columns.short_command(["python", "a b.py", "x\ny"]) == "python a b.py x␊y"
     assert proc_columns.short_command([]) is None
     assert [proc_columns.elapsed(s) for s in (None, 7, 247, 11047, 360000 + 3 * 3600)] == [
         "n/a", "0:07", "4:07", "3:04:07", "4d 07h"]

@@ -124,7 +124,7 @@ def short_command(argv: list[str]) -> str | None:
     words[0] = words[0].rsplit("/", 1)[-1] or words[0]
     if len(words) > 1 and words[0].startswith(_INTERPRETERS) and not words[1].startswith("-"):
         words[1] = words[1].rsplit("/", 1)[-1] or words[1]
-    return " ".join(w if w and not any(c.isspace() for c in w) else repr(w) for w in words)
+    return " ".join(words)  # as ps and nvitop join them: a quote added here would read as the program's own
 
 
 def elapsed(seconds: float | None) -> str:
