@@ -45,3 +45,64 @@ async def test_replay_of_a_recording_shorter_than_the_window_plays_from_its_star
         assert app.replay.playing and " 1/78 " in bar and "▶ playing" in header, (bar, header)
         app._play_step()  # the play timer's next beat: it plays on
         assert app.replay.position == 1 and app.replay.playing
+
+
+def test_a_bad_flag_gets_the_subcommand_s_usage_line_and_exit_2(capsys) -> None:
+    """Bad flags printed the top level's four-line usage, which lists none of the subcommand's options."""
+    import pytest
+
+    from gpu_triage.cli import main
+
+    for argv, usage, error in (
+        (["snapshot", "--bogus"], "usage: gpu-triage snapshot [options] (`gpu-triage snapshot --help` lists them)",
+         "gpu-triage snapshot: error: unrecognized arguments: --bogus"),
+        (["compare", "a.parquet"], "usage: gpu-triage compare [options] BEFORE AFTER (`gpu-triage compare --help` "
+         "lists them)", "gpu-triage compare: error: the following arguments are required: AFTER"),
+        (["--bogus"], "usage: gpu-triage [options] [COMMAND] (`gpu-triage --help` lists them)",
+         "gpu-triage: error: unrecognized arguments: --bogus"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.split("\n") == [usage, error, ""]
+
+
+async def test_record_and_config_work_after_the_subcommand_too(tmp_path: Path, capsys) -> None:
+    from gpu_triage.cli import main
+    from gpu_triage.cli_parser import build_parser
+    from gpu_triage.trace.reader import open_trace
+    from gpu_triage.ui.run import build_app
+
+    target = tmp_path / "demo.parquet"
+    argv = ["demo", "healthy", "--gpus", "2", "--record", str(target), "--log-level", "warning"]
+    args = build_parser().parse_args(argv)
+    assert args.record == str(target) and args.log_level == "warning"
+    app = build_app("demo", args, Config())
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.source is not None
+        for _ in range(3):
+            app.ingest(app.source.sample())
+        await pilot.press("q")
+    assert open_trace(target).n >= 3  # (and what the feed sampled itself)
+    # a replay is a recording already: said, not silently ignored
+    assert main(["replay", "tests/data/h200-gen-2s.parquet", "--record", str(tmp_path / "r.parquet")]) == 2
+    assert "replay plays a recording already" in capsys.readouterr().err
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[ui\n")
+    assert main(["snapshot", "--source", "sim:healthy", "--config", str(broken)]) == 2
+    assert "broken.toml" in capsys.readouterr().err
+
+
+def test_completion_reads_no_config_so_a_broken_one_cannot_break_a_shell(tmp_path: Path) -> None:
+    """`eval "$(gpu-triage completion bash)"` in .bashrc: a broken config failed it, and with it the shell's start."""
+    import os
+    import subprocess
+    import sys
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[ui\n")
+    env = {**os.environ, "GPU_TRIAGE_CONFIG": str(broken), "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+    for argv in (["completion", "bash"], ["--config", str(broken), "completion", "zsh"]):
+        done = subprocess.run([sys.executable, "-m", "gpu_triage", *argv], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0 and done.stderr == "" and "gpu-triage" in done.stdout, done.stderr
