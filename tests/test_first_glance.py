@@ -106,3 +106,31 @@ def test_completion_reads_no_config_so_a_broken_one_cannot_break_a_shell(tmp_pat
         done = subprocess.run([sys.executable, "-m", "gpu_triage", *argv], env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0 and done.stderr == "" and "gpu-triage" in done.stdout, done.stderr
+
+
+async def test_host_only_lists_as_many_processes_as_the_screen_holds_under_no_empty_gpu_heading() -> None:
+    """No GPU at 100x50: the table stopped at the busiest 10 with 30 lines empty below, under an empty graph
+    heading for no card."""
+    import dataclasses
+
+    from gpu_triage.model import ProcSample
+    from gpu_triage.sources.procs import NO_CARD
+
+    everyone = [ProcSample(pid=100 + k, gpu_index=NO_CARD, name=f"p{k}", cpu_pct=float(90 - k)) for k in range(60)]
+
+    class HostOnly(TickListSource):
+        def busiest_processes(self) -> list[ProcSample]:
+            return everyone[:10]
+
+        def host_processes(self) -> list[ProcSample]:
+            return everyone
+
+    source = HostOnly(0, 4, gpu_available=False)
+    prefill = [dataclasses.replace(make_tick(i, gpus=0, cores=4), procs=[]) for i in range(3)]
+    app = TriageApp(Config(), source=source, source_label="live", prefill=prefill, autostart=False)
+    async with app.run_test(size=(100, 50)) as pilot:
+        await pilot.pause()
+        gpu = app.query_one("#gpu").shown_plain
+        rows = [ln for ln in app.query_one("#procs").shown_plain.split("\n") if ln.split()[0].isdigit()]
+    assert gpu == "no NVIDIA GPU/driver: host only", gpu  # no graph legend over no card
+    assert len(rows) >= 25 and rows[0].split()[-1] == "p0", rows

@@ -376,7 +376,7 @@ class TriageApp(HeaderText, KeyActions):
         budget = plan_layout(
             height,
             width,
-            max(1, view.n_gpus),
+            view.n_gpus if host_only else max(1, view.n_gpus),  # host only: one line says so, no card's
             view.cpu.shape[1],
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(shown_procs),
