@@ -155,7 +155,7 @@ def _values(row: Row, details: Details, local: bool, here: Local | None) -> tupl
     if row.is_worker:
         values = proc_columns.values(ProcSample(row.pid, -1, cpu_pct=row.worker_cpu), user, rss, elapsed)
         return values, f"{'└' if row.last_worker else '├'} {WORKER}"
-    command = d.command if d is not None and d.command else None
+    command = (d.command or d.cmdline) if d is not None else None
     return proc_columns.values(row.proc, user, rss, elapsed), command or (row.proc.name or "n/a")
 
 
