@@ -240,11 +240,11 @@ def proc_pane(
     cols = proc_columns.choose(proc_columns.HOST_COLUMNS if host_only else proc_columns.GPU_COLUMNS, width,
                                owners=owners)
     head = proc_columns.heading(cols) + " " + proc_columns.COMMAND
-    room = max(0, width - len(head))
+    tag_room = max(0, width - len(head))
     tag = " [" + " · ".join(flags) + "]"
-    if len(tag) > room:  # the short form before a cut one: at 80 columns "[by card ↑ · 1…" lost the position
+    if len(tag) > tag_room:  # the short form before a cut one: at 80 columns "[by card ↑ · 1…" lost the position
         tag = " [" + " ".join(f.removeprefix("by ").removesuffix(": host processes") for f in flags) + "]"
-    out.append(head + proc_columns.fit(tag, room, ellipsis=True).rstrip(), "bold")
+    out.append(head + proc_columns.fit(tag, tag_room, ellipsis=True).rstrip(), "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
