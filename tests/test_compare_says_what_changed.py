@@ -27,8 +27,8 @@ FIXED = DATA / "h200x2-pulse-1card-fixed-1s.parquet"
 
 
 @cache
-def _compare(a: Path, b: Path) -> dict[str, Any]:
-    return compare_traces(open_trace(a), open_trace(b), Config())
+def _compare(a: Path, b: Path, trim: bool = True) -> dict[str, Any]:
+    return compare_traces(open_trace(a), open_trace(b), Config(), trim=trim)
 
 
 def _row(text: str, label: str, block: str = "all cards") -> str:
@@ -40,14 +40,16 @@ def _row(text: str, label: str, block: str = "all cards") -> str:
 def test_the_fix_leads_with_samples_per_s_and_the_bottleneck_that_went() -> None:
     result = _compare(STARVED, FIXED)
     text = render_text(result)
+    # the starved run's start-up and teardown (no step taken) are left out: it was starved all the time it ran
     assert text.splitlines()[0] == ("samples/s +257 % (469 -> 1676): the input pipeline is no longer the bottleneck "
-                                    "(64 % of the time before)")
+                                    "(100 % of the time before)")
     assert result["headline"] == {"text": text.splitlines()[0], "basis": "samples_per_s", "changed": True}
 
 
 def test_without_the_jobs_clock_the_headline_is_gpu_util_in_points_and_the_bottleneck() -> None:
     line = render_text(_compare(DATA / "h200x2-loader0-1s.parquet", DATA / "h200x2-h2d-1s.parquet")).splitlines()[0]
-    assert line.startswith("GPU-Util +8 pp (0 -> 8 %): the input pipeline is still the bottleneck"), line
+    # loader0 has no tick with a card at work (compared whole); h2d's idle start and end are left out
+    assert line.startswith("GPU-Util +11 pp (0 -> 11 %): the input pipeline is still the bottleneck"), line
     result = _compare(DATA / "h200x2-loader0-1s.parquet", DATA / "h200x2-h2d-1s.parquet")
     assert result["headline"]["basis"] == "util_mean_pct"
 
@@ -56,9 +58,9 @@ def test_percentages_change_by_points_not_by_percent_of_a_percentage() -> None:
     result = _compare(STARVED, FIXED)
     util = result["overall"]["util_mean_pct"]
     assert util["unit"] == "%" and util["change_unit"] == "pp"
-    assert util["change_pct"] == pytest.approx(249, abs=1)  # --json keeps the relative figure too
+    assert util["change_pct"] == pytest.approx(268, abs=1)  # --json keeps the relative figure too
     row = _row(render_text(result), "GPU-Util mean %")
-    assert row.split()[-2:] == ["+20.7", "pp"] and "%" not in row.split()[-1], row  # no "+249%"
+    assert row.split()[-2:] == ["+33.3", "pp"] and "%" not in row.split()[-1], row  # no "+268%"
     wait = _row(render_text(result), "data wait %", "job (the training's own clock)")
     assert wait.split()[-2:] == ["-92.3", "pp"], wait
     sps = result["job"]["metrics"]["samples_per_s"]
@@ -67,11 +69,11 @@ def test_percentages_change_by_points_not_by_percent_of_a_percentage() -> None:
     mem = result["overall"]["mem_used_mean_bytes"]
     assert mem["unit"] == mem["change_unit"] == "bytes"
     assert result["overall"]["power_mean_w"]["unit"] == "W"
-    assert result["diagnosis"]["idle/none"]["change_unit"] == "pp"
+    assert result["diagnosis"]["single_card_busy/data_pipeline"]["change_unit"] == "pp"
 
 
 def test_rounding_noise_reads_unchanged_and_is_left_out() -> None:
-    result = _compare(STARVED, FIXED)
+    result = _compare(STARVED, FIXED, trim=False)  # whole: trimmed, the idle card's PCIe moves 2.5 %
     iowait = result["host"]["iowait_mean_pct"]
     assert abs(iowait["change"]) < 0.1 and not iowait["changed"]  # "0.0 0.0 -0.0 -98%" before
     assert not result["cards"]["1"]["power_mean_w"]["changed"]  # 79.6 -> 79.6 W (-0.1)
@@ -127,7 +129,8 @@ def test_datasets_say_it_the_same_way(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         shutil.copy(f, tmp_path / name / f.name)
     result = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())
-    assert result["headline"] == _compare(STARVED, FIXED)["headline"]
+    # a dataset is compared whole (it holds many runs: the idle between them is the fleet's time)
+    assert result["headline"] == _compare(STARVED, FIXED, trim=False)["headline"]
     assert result["overall"]["util_mean_pct"]["change_unit"] == "pp"
     assert render_text(result).splitlines()[0].startswith("samples/s +257 %")
 
@@ -181,3 +184,21 @@ def test_cards_that_changed_alike_are_one_line(tmp_path: Path, capsys: pytest.Ca
     assert "cards 0, 1, 2, 3, 4, 5, 6, 7: as all cards" in out and not any(ln.startswith("card ") for ln in out)
     assert out[0].startswith("GPU-Util -64 pp (98 -> 34 %): the input pipeline became the bottleneck"), out[0]
     assert len(out) < 45  # was ~130 lines, 8 tables of the same change
+
+
+@pytest.mark.parametrize("source", ["pulse", "joblog"])
+def test_start_up_and_teardown_are_left_out_and_said(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #33: on the 2-card pair the headline was "a hung collective is no longer the bottleneck": the
+    starved run's last 30 s, both ranks spinning after its last step, beside "time stalled +15 pp" and a 3.4x
+    speed-up. Each run's idle start and end (no step taken) are left out now, and the report says so."""
+    starved, fixed = (DATA / f"h200x2-{source}-2card-{k}-1s.parquet" for k in ("starved", "fixed"))
+    assert main(["compare", str(starved), str(fixed)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "the input pipeline is no longer the bottleneck" in out[0] and "hung collective" not in out[0], out[0]
+    left = [ln.strip() for ln in out if ln.strip().startswith("left out:")]
+    assert len(left) == 2 and left[0].startswith("left out: 23 s before and 2") and "no progress" in left[0]
+    stalled = _row("\n".join(out), "time stalled %")
+    assert float(stalled.split()[-2]) < 5, stalled  # was +15.1 pp beside the speed-up
+    assert main(["compare", str(starved), str(fixed), "--json"]) == 0
+    trimmed = json.loads(capsys.readouterr().out)["before"]["trimmed"]
+    assert trimmed["start_ticks"] == 23 and trimmed["end_ticks"] >= 28 and trimmed["by"] == "the job made no progress"

@@ -162,6 +162,7 @@ async def test_a_replayed_v3_recording_shows_the_same_lines(tmp_path: Path) -> N
     path = writer.close()
     app = build_app("replay", argparse.Namespace(file=str(path), speed=1.0, record=None), Config())
     async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("space", "G")  # shorter than the window, it opens at its start: to its end
         await pilot.pause()
         assert "pid 504 (card 0)'s main thread was in optimizer" in _shown(app, "diag")
         await pilot.press("tab")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,8 @@ class FakePsutil:
     def __init__(self, table: dict[int, tuple[str, list[str]]]) -> None:
         self.table = table
         self.starts: dict[int, float] = {}  # pid -> start time (/proc/PID/stat's); 1.0 unless set
+        self.created: dict[int, float] = {}  # pid -> create_time() (seconds since the epoch)
+        self.rss: dict[int, int] = {}  # pid -> memory_info().rss; gone (NoSuchProcess) unless set
 
     def start_time(self, pid: int) -> float | None:
         """What /proc/PID/stat says of the table's processes: the start time, None for no process."""
@@ -39,6 +42,7 @@ class FakePsutil:
         if pid not in self.table:
             raise NoSuchProcess(pid)
         user, argv = self.table[pid]
+        created, rss = self.created.get(pid, 0.0), self.rss.get(pid)
 
         class _P:
             def username(self) -> str:
@@ -46,6 +50,14 @@ class FakePsutil:
 
             def cmdline(self) -> list[str]:
                 return argv
+
+            def create_time(self) -> float:
+                return created
+
+            def memory_info(self) -> Any:
+                if rss is None:
+                    raise NoSuchProcess(pid)
+                return type("pmem", (), {"rss": rss})()
 
         return _P()
 

@@ -68,3 +68,53 @@ def test_snapshot_help() -> None:
     for flag in ("--json", "--seconds", "--interval", "--source", "--gpus"):
         assert flag in text
     assert "snapshot" in build_parser().format_help()
+
+
+def test_snapshot_names_each_process_s_user_owner_command_rss_and_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #33: every rank used to read "python3", and the text had no USER column. A real process of this
+    machine on a (fake) card: its user, its command line (hostile bytes made visible), host RSS and run time."""
+    import getpass
+    import subprocess
+    import sys
+
+    from gpu_triage.commands import snapshot
+    from gpu_triage.sources import live
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--lr", "3e-4", "\x1b[2Jx"])
+    try:
+        card = fake_nvml.FakeCard(processes=[fake_nvml.FakeProcess(pid=child.pid, usedGpuMemory=5 << 30)])
+
+        def one_card(spec: str, **_: object) -> live.LiveSource:
+            return live.LiveSource(nvml_module=fake_nvml.FakeNvml([card]))
+
+        monkeypatch.setattr(snapshot, "make_source", one_card)
+        assert main(["snapshot", "--seconds", "0.2", "--interval", "0.1", "--no-stacks"]) == 0
+        out = capsys.readouterr().out.split("\n")
+        head = out[out.index("PROCESSES") + 1]
+        assert head.split()[:3] == ["PID", "USER", "OWNER"] and head.rstrip().endswith("RSS     TIME WORKERS"
+                                                                                        " WORKERS' CPU% COMMAND")
+        row = next(ln for ln in out if ln.split()[:1] == [str(child.pid)])
+        me = getpass.getuser()
+        assert row.split()[1] == me[:8] and "\x1b" not in row and "--lr 3e-4 ␛[2Jx" in row
+        assert row.split()[2] == "-"  # read, and in no Slurm job, pod or container
+        assert main(["snapshot", "--json", "--seconds", "0.2", "--interval", "0.1", "--no-stacks"]) == 0
+        proc = next(p for p in json.loads(capsys.readouterr().out)["processes"] if p["pid"] == child.pid)
+        assert proc["user"] == me and proc["owner"] == {"kind": "user", "id": me}
+        assert proc["command"].endswith("--lr 3e-4 ␛[2Jx") and proc["rss_bytes"] > 1 << 20
+        assert 0 <= proc["elapsed_s"] < 600
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_simulated_processes_have_no_command_rss_or_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not this machine's processes: n/a (null), never this machine's figures for their pids."""
+    assert main(["snapshot", "--json", "--source", "sim:data_pipeline", "--gpus", "2"]) == 0
+    procs = json.loads(capsys.readouterr().out)["processes"]
+    assert procs and all(p["command"] is None and p["rss_bytes"] is None and p["elapsed_s"] is None for p in procs)
+    assert main(["snapshot", "--source", "sim:data_pipeline", "--gpus", "2"]) == 0
+    out = capsys.readouterr().out.split("\n")
+    rows = out[out.index("PROCESSES") + 2 : out.index("PROCESSES") + 4]
+    assert all("n/a      n/a" in ln and ln.split()[1] == "sim" and ln.endswith("python3") for ln in rows)

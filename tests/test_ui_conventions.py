@@ -121,7 +121,7 @@ async def test_capital_i_reverses_the_sort() -> None:
 @pytest.mark.parametrize("width", [80, 120, 200])
 def test_a_user_column_on_every_row(width: int) -> None:
     lines = procview.proc_pane(_procs(), width, 8, procview.ProcState(), _details).plain.split("\n")
-    assert lines[0].split()[:3] == ["PID", "USER", "PROCESS"]
+    assert lines[0].split()[:2] == ["PID", "USER"] and "COMMAND" in lines[0]
     col = lines[0].index("USER")
     for ln in lines[1:]:
         if ln[:8].strip().isdigit():
@@ -166,7 +166,7 @@ async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> No
             app.ingest(source.sample())
             await pilot.pause()
             head = _procs_text(app).split("\n")
-            assert "no GPU" in head[0] and head[0].split()[:4] == ["PID", "USER", "PROCESS", "CPU%"]
+            assert "no GPU" in head[0] and head[0].split()[:3] == ["PID", "USER", "CPU%"] and "COMMAND" in head[0]
             assert len(head[0]) <= width and head[0].rstrip().endswith("]")  # the tag is whole
             assert not any(ln[:8].strip() == str(sleeper.pid) for ln in head)
             await pilot.press("slash", *str(sleeper.pid), "enter")
@@ -296,9 +296,9 @@ async def test_the_no_gpu_hint_is_whole_at_80_columns() -> None:
 
 
 def test_the_process_heading_cuts_whole_column_names() -> None:
-    from gpu_triage.ui.formatters import PROC_HEAD
+    from gpu_triage.proc_columns import COMMAND, GPU_COLUMNS
 
-    names = set(PROC_HEAD.split())
+    names = {w for c in GPU_COLUMNS for w in c.name.split()} | {COMMAND}
     for width in (60, 80, 100):
         head = procview.proc_pane(_procs(), width, 4, procview.ProcState(), _details).plain.split("\n")[0]
         cols, tag = head.split(" [")
@@ -312,7 +312,7 @@ async def test_8_cards_at_80x24_keep_the_process_table() -> None:
         await pilot.pause()
         procs = app.query_one("#procs")
         lines = procs.shown_plain.split("\n")
-        assert procs.display and len(lines) >= 3 and lines[0].startswith("     PID USER")
+        assert procs.display and len(lines) >= 3 and lines[0].startswith("    PID USER")
 
 
 async def test_8_cards_at_120x40_tab_shows_every_process() -> None:

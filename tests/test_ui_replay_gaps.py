@@ -160,6 +160,7 @@ async def test_a_hiccup_of_a_few_intervals_is_not_a_gap(tmp_path: Path) -> None:
     path, first, second = _gapped(tmp_path, 6.0, before=20, after=20)
     app = _app(path)
     async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("space", "G")  # a recording shorter than the window opens at its start: to its end
         await pilot.pause()
         assert app.replay.position == 39 and len(app.window) == 40
         assert not _gap_lines(app) and GAP_MARK not in _bar(app)
@@ -170,9 +171,9 @@ async def test_a_ten_year_gap_shows_dates_and_years_never_a_negative_duration(tm
     path, first, second = _gapped(tmp_path, ten_years, before=20, after=20)
     app = _app(path)
     async with app.run_test(size=(200, 48)) as pilot:
-        await pilot.press("space")
+        await pilot.press("space", "G")
         await pilot.pause()
-        # the replay opens at the end of its first window: here, 20 ticks after the gap
+        # shorter than the window, the replay opens at its start: at its end, 20 ticks after the gap
         assert app.replay.position == 39
         assert _window_times(app) == [t.ts.timestamp() for t in second]
         header = _header(app)

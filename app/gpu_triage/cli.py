@@ -144,6 +144,10 @@ def dispatch(args: argparse.Namespace) -> int:
     from gpu_triage.config import load_config
 
     check_file_args(args)
+    if args.command == "completion":  # before the config: a broken one must not break a shell's start-up
+        from gpu_triage.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
 
     config = load_config(getattr(args, "config", None))
     if getattr(args, "interval", None):
@@ -202,10 +206,6 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.loader import run_loader
 
         return run_loader(args)
-    if command == "completion":
-        from gpu_triage.commands.completion import run_completion
-
-        return run_completion(args, build_parser())
     if command == "snapshot":
         from gpu_triage.commands.snapshot import run_snapshot
 

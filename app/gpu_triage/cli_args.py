@@ -6,11 +6,46 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from gpu_triage.config import BATCH_SIZE_RANGE, INTERVAL_RANGE_S, WINDOW_RANGE_S
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.logs import LEVELS
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with a short error: one usage line of the command that was typed (not the top
+    level's four, which listed none of the subcommand's options) and the error, exit status 2. An option the
+    subcommand does not know is that subcommand's error, as `gpu-triage snapshot --bogus` is read."""
+
+    def error(self, message: str) -> NoReturn:
+        operands = " ".join(_operand(a) for a in self._actions if not a.option_strings)
+        self.exit(2, f"usage: {self.prog} [options]{' ' + operands if operands else ''} "
+                     f"(`{self.prog} --help` lists them)\n{self.prog}: error: {message}\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self._subparser(getattr(ns, "command", None))
+            (sub or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
+    def _subparser(self, command: str | None) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                parser: argparse.ArgumentParser = action.choices[command]
+                return parser
+        return None
+
+
+def _operand(action: argparse.Action) -> str:
+    if isinstance(action, argparse._SubParsersAction):
+        return "[COMMAND]"
+    name = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+    return f"[{name}]" if action.nargs in ("?", "*") else name
+
 
 SPEED_RANGE = (0.01, 1000.0)  # times real time: slower is a frozen screen, faster than any tick can be drawn
 
@@ -101,6 +136,20 @@ def _add_logging(p: argparse.ArgumentParser, *, top: bool = False) -> None:
         default="info" if top else argparse.SUPPRESS,
         help=f"least important records kept: {', '.join(LEVELS)} (default info)",
     )
+
+
+def add_after_command(name: str, p: argparse.ArgumentParser) -> None:
+    """The top level's options that a command may also take after its name (`gpu-triage demo healthy
+    --record x.parquet` as well as `gpu-triage --record x.parquet demo healthy`): --log-file and
+    --log-level everywhere, --config wherever a config is read, --record where the dashboard records
+    (live has its own; a replay or the recorded demo is a recording already, and says so)."""
+    _add_logging(p)
+    if name != "completion":  # completion reads no config: a broken one must not break a shell's start-up
+        p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config file (as before "
+                       "the command: default $GPU_TRIAGE_CONFIG, then ~/.config/gpu-triage/config.toml)")
+    if name in ("demo", "replay"):  # replay: read so that it is refused in words, wherever it was typed
+        p.add_argument("--record", metavar="FILE", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+                       if name == "replay" else "record every tick of the simulated session to FILE (Parquet)")
 
 
 def _resolution(text: str) -> float:

@@ -7,6 +7,7 @@ import argparse
 
 from gpu_triage import __version__
 from gpu_triage.cli_args import (
+    Parser,
     _add_job,
     _add_logging,
     _add_metrics,
@@ -25,6 +26,7 @@ from gpu_triage.cli_args import (
     _seconds_between,
     _seed,
     _speed,
+    add_after_command,
     add_compact,
 )
 from gpu_triage.export import DEFAULT_LISTEN
@@ -71,7 +73,7 @@ EPILOG += cli_line() + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpu-triage",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -309,8 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fish: gpu-triage completion fish > ~/.config/fish/completions/gpu-triage.fish",
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh or fish")
-    for command_parser in sub.choices.values():
-        _add_logging(command_parser)
+    for name, command_parser in sub.choices.items():
+        add_after_command(name, command_parser)
     return parser
 
 

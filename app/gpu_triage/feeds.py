@@ -88,9 +88,12 @@ class ReplayFeed:
         self.loop = loop
         self.playing = True
         self.speed = speed
-        # start with a full window already drawn where the recording allows; ``from_start`` (the demo) plays
-        # from the first tick instead: the demo's 161-tick recording started at tick 151, its cases unseen
-        self.position = 0 if from_start else min(trace.n - 1, self.window_ticks - 1)
+        # start with a full window already drawn where the recording is longer than one; ``from_start`` (the
+        # demo) plays from the first tick instead: the demo's 161-tick recording started at tick 151, its
+        # cases unseen. A recording no longer than the window plays from its first tick too: started on its
+        # last, it opened paused at the end, with nothing to play
+        short = trace.n <= self.window_ticks
+        self.position = 0 if from_start or short else self.window_ticks - 1
 
     # -- what to show --------------------------------------------------------------------------
     @property

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_triage.proc_columns import short_command
 from gpu_triage.safetext import clean, clean_opt
 
 log = logging.getLogger(__name__)
@@ -26,12 +27,16 @@ SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 @dataclass(frozen=True, slots=True)
 class ProcDetails:
     """Who runs a process and how it was started; None where the system does not say. ``start``: its start
-    time (see :func:`proc_start_time`), which with the pid names one process: pids are reused."""
+    time (see :func:`proc_start_time`), which with the pid names one process: pids are reused. ``command``:
+    the command line as the table's COMMAND column shows it (proc_columns.short_command); ``created``: when
+    it started, in seconds since the epoch (its run time is the clock's distance from it)."""
 
     pid: int
     user: str | None
     cmdline: str | None
     start: float | None = None
+    command: str | None = None
+    created: float | None = None
 
 
 @dataclass(slots=True)
@@ -131,19 +136,32 @@ class ProcControl:
             return cached
         user: str | None = None
         cmdline: str | None = None
+        command: str | None = None
+        created: float | None = None
         try:
             proc = self._psutil.Process(pid)
             user = clean_opt(proc.username())
-            cmdline = clean(" ".join(proc.cmdline())) or None  # anyone's argv: escapes made visible
+            argv = [str(a) for a in proc.cmdline()]
+            cmdline = clean(" ".join(argv)) or None  # anyone's argv: escapes made visible
+            command = short_command(argv)
+            created = float(proc.create_time())
         except (self._psutil.NoSuchProcess, self._psutil.AccessDenied, self._psutil.ZombieProcess) as exc:
             log.debug("details of pid %d: %s", pid, exc)
-            return ProcDetails(pid, user, cmdline, start)  # not cached: it may answer next time
+            return ProcDetails(pid, user, cmdline, start, command)  # not cached: it may answer next time
         if self._start(pid) != start:  # it exited while we read and another took its pid: whose argv?
             return ProcDetails(pid, None, None)
         if len(self._cache) > 4096:
             self._cache.clear()
-        self._cache[(pid, start)] = ProcDetails(pid, user, cmdline, start)
+        self._cache[(pid, start)] = ProcDetails(pid, user, cmdline, start, command, created)
         return self._cache[(pid, start)]
+
+    def rss(self, pid: int) -> int | None:
+        """The process's resident host memory now, in bytes; None when it is gone or hidden from us."""
+        try:
+            return int(self._psutil.Process(pid).memory_info().rss)
+        except (self._psutil.NoSuchProcess, self._psutil.AccessDenied, self._psutil.ZombieProcess) as exc:
+            log.debug("rss of pid %d: %s", pid, exc)
+            return None
 
     def why_not(self, pid: int) -> str | None:
         """Why ``pid`` may not be signalled, in words; None when it may."""

@@ -18,11 +18,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpu_triage import proc_columns
 from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
+from gpu_triage.proc_control import ProcControl
 from gpu_triage.sources.base import HostProcesses
 from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json, waiting_processes
 from gpu_triage.sources.spec import make_source
@@ -53,6 +55,32 @@ class Reading:
     inside_note: str | None = None
     # what is wrong with the cards themselves (a broken driver, a lost or missing card): EXIT_GPU_FAULT
     fault: dict[str, Any] | None = None
+    # what only this machine says of its processes (none for a simulated source): pid -> facts
+    here: dict[int, ProcHere] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProcHere:
+    """A process of this machine beyond its tick: its user and command line, host memory and run time."""
+
+    user: str | None = None
+    command: str | None = None  # shortened as the COMMAND column shows it
+    cmdline: str | None = None  # whole, cleaned
+    rss_bytes: int | None = None
+    elapsed_s: float | None = None
+
+
+def read_here(procs: Sequence[ProcSample], control: ProcControl | None = None,
+              now: float | None = None) -> dict[int, ProcHere]:
+    """Each process's :class:`ProcHere`, read from this machine now."""
+    control = control or ProcControl()
+    now = time.time() if now is None else now
+    out = {}
+    for p in procs:
+        d = control.details(p.pid)
+        out[p.pid] = ProcHere(d.user, d.command, d.cmdline, control.rss(p.pid),
+                              None if d.created is None else max(0.0, now - d.created))
+    return out
 
 
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
@@ -87,6 +115,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         if not procs and not status.gpu_available and isinstance(source, HostProcesses):
             procs, host_only = list(source.busiest_processes()), True
         fault = status.fault()
+        procs = procs[:TOP_PROCS] if host_only else procs
         return Reading(
             fault=None if fault is None else {
                 "kind": str(fault), "line": status.fault_line(), "lost": sorted(status.lost_gpus),
@@ -98,8 +127,9 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             ticks=ticks,
             gpu_available=status.gpu_available,
             status=list(status.messages),
-            procs=procs[:TOP_PROCS] if host_only else procs,
+            procs=procs,
             host_only=host_only,
+            here={} if simulated else read_here(procs),
             inside=inside.reports() if inside is not None else {},
             inside_note=None if inside is None or inside.available else _unavailable(inside),
             verdict={
@@ -156,7 +186,7 @@ def to_json(r: Reading) -> dict[str, Any]:
         },
         "disks": [dataclasses.asdict(d) for d in last.disks],
         "nets": [dataclasses.asdict(n) for n in last.nets],
-        "processes": [_proc_json(p) for p in r.procs],
+        "processes": [_proc_json(p, r.here.get(p.pid)) for p in r.procs],
         # what each waiting GPU process was doing, from its stacks (py-spy) and threads (/proc)
         "inside": [report_json(rep) for rep in r.inside.values()],
         "inside_note": r.inside_note,
@@ -166,12 +196,33 @@ def to_json(r: Reading) -> dict[str, Any]:
     }
 
 
-def _proc_json(p: ProcSample) -> dict[str, Any]:
-    """A process as JSON: its GPU-Util sample under a name of its own (``gpu_util_pct``: its share of the
-    card's time, NVML's per-process sample), not ``sm_pct``, which read as the card's SM activity."""
+def _proc_json(p: ProcSample, here: ProcHere | None) -> dict[str, Any]:
+    """A process as recorded, with what this machine says of it (null for a simulated one): the whole
+    command line (cleaned), host RSS, run time, and the one owner that answers "whose job is it"."""
     row = dataclasses.asdict(p)
+    # its GPU-Util sample under a name of its own: its share of the card's time, not the card's SM activity
     row["gpu_util_pct"] = row.pop("sm_pct")
+    if row["user"] is None and here is not None:
+        row["user"] = here.user
+    owner = p.owner() or (("user", row["user"]) if row["user"] else None)
+    row.update({
+        "command": here.cmdline if here else None,
+        "rss_bytes": here.rss_bytes if here else None,
+        "elapsed_s": round(here.elapsed_s, 1) if here and here.elapsed_s is not None else None,
+        "owner": {"kind": owner[0], "id": owner[1]} if owner else None,
+    })
     return row
+
+
+def _proc_lines(r: Reading) -> list[str]:
+    """The process table as the dashboard draws it, every column (no terminal width to fit)."""
+    cols = proc_columns.choose(proc_columns.HOST_COLUMNS if r.host_only else proc_columns.GPU_COLUMNS, None)
+    lines = [proc_columns.heading(cols) + " " + proc_columns.COMMAND]
+    for p in r.procs:
+        here = r.here.get(p.pid) or ProcHere()
+        values = proc_columns.values(p, p.user or here.user, here.rss_bytes, here.elapsed_s)
+        lines.append(proc_columns.line(cols, values, here.command or p.name or "n/a", None))
+    return lines
 
 
 def _pct(v: float | None, w: int = 4) -> str:
@@ -221,17 +272,11 @@ def to_text(r: Reading) -> str:
     if r.procs:
         if r.host_only:  # no card: the GPU columns would be dashes
             lines.append("PROCESSES (busiest on the host, no GPU)")
-            lines.append(f"{'PID':>8} {'PROCESS':<15} {'CPU%':>5}")
-            lines += [f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {_pct(p.cpu_pct, 5)}" for p in r.procs]
+            lines += _proc_lines(r)
         else:
             lines.append("PROCESSES")
-            lines.append(f"{'PID':>8} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'GPU%':>4} {'CPU%':>5}")
-            lines += [
-                f"{p.pid:>8} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
-                f" {_pct(p.sm_pct)} {_pct(p.cpu_pct, 5)}"
-                for p in r.procs
-            ]
-            lines += [f"{pid:>8} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
+            lines += _proc_lines(r)
+            lines += [f"{pid:>7} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
     if r.inside_note and any(not rep.share.samples for rep in r.inside.values()):
         lines.append(f"note: {r.inside_note}")
     v = r.verdict if r.fault is None else _fault_verdict(r.fault)

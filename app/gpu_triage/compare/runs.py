@@ -24,6 +24,7 @@ import polars as pl
 
 from gpu_triage.compare.changes import describe
 from gpu_triage.compare.jobs import compare_job
+from gpu_triage.compare.trim import trim_idle
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.trace.reader import TraceFile
@@ -259,10 +260,16 @@ def _change(before: float | None, after: float | None) -> dict[str, float | None
 
 
 def compare_traces(before: TraceFile, after: TraceFile, config: Config,
-                   progress: Callable[[str], Callable[[int, int], None] | None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
+                   *, trim: bool = True) -> dict[str, Any]:
     """The whole comparison as a JSON-ready dict with stable keys (see docs/recording.md).
 
-    ``progress(label)`` gives the progress callback of each file's diagnosis (or None)."""
+    ``progress(label)`` gives the progress callback of each file's diagnosis (or None). Each run's idle
+    start and end (gpu_triage.compare.trim) are left out first, and said; ``trim=False`` compares them whole."""
+    trim_a = trim_b = None
+    if trim:
+        before, trim_a = trim_idle(before, config.thresholds.idle_util_pct)
+        after, trim_b = trim_idle(after, config.thresholds.idle_util_pct)
     sa, sb = summarise(before, config.thresholds), summarise(after, config.thresholds)
     card_ids = sorted(set(sa["cards"]) | set(sb["cards"]), key=int)
     empty: dict[str, float | None] = {}
@@ -271,8 +278,8 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config,
     da, db = _shares(tla), _shares(tlb)
     diagnosis = {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
     return describe({
-        "before": _file_info(before, tla),
-        "after": _file_info(after, tlb),
+        "before": {**_file_info(before, tla), "trimmed": trim_a.to_json() if trim_a else None},
+        "after": {**_file_info(after, tlb), "trimmed": trim_b.to_json() if trim_b else None},
         "job": compare_job(before, after, config.thresholds.idle_util_pct),  # samples/s first: the point of tuning
         "overall": {k: _change(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
         "cards": {

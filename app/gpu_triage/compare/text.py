@@ -56,6 +56,10 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:
             f"{side:<7} {f['path']}  ({files}{f['ticks']} ticks, {human_duration(f['duration_s'])} at "
             f"{f['interval_s']:g} s{gaps}{rec})"
         )
+        if trim := f.get("trimmed"):  # gpu_triage.compare.trim: the run's idle start and end
+            parts = [f"{human_duration(trim['start_s'])} before"] if trim["start_ticks"] else []
+            parts += [f"{human_duration(trim['end_s'])} after"] if trim["end_ticks"] else []
+            lines.append(f"        left out: {' and '.join(parts)} the work ({trim['by']})")
         for skip in f.get("skipped", []):
             lines.append(f"        left out (unreadable): {skip['path']}: {skip['reason']}")
         for p in f.get("leftovers", []):

@@ -74,6 +74,20 @@ def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdi
                    evidence_facts=[Fact(reason).as_dict()])
 
 
+def _per_card(util: np.ndarray, indexes: list[int]) -> str:
+    """Each card's figure named by its card ("card 0 9 %, card 1 8 %"); with many cards the lowest and the
+    highest: "cards 9, 8, 8" read as card numbers."""
+    got = sorted(((float(x), i) for x, i in zip(util, indexes, strict=False) if not math.isnan(x)), key=lambda v: v[1])
+    if len(got) == 1:
+        return f"card {got[0][1]}"
+    if len(got) <= 4:
+        return ", ".join(f"card {i} {x:.0f} %" for x, i in got)
+    (lo, lo_i), (hi, hi_i) = min(got), max(got, key=lambda v: (v[0], -v[1]))
+    if f"{lo:.0f}" == f"{hi:.0f}":
+        return f"{len(got)} cards, each {lo:.0f} %"
+    return f"{len(got)} cards, from {lo:.0f} % on card {lo_i} to {hi:.0f} % on card {hi_i}"
+
+
 def collecting(view: WindowView, dt: float, th: Thresholds) -> Verdict:
     """No verdict yet: the window is shorter than warmup_s. The raw facts of the newest tick, no advice."""
     have = view.n * dt
@@ -84,7 +98,7 @@ def collecting(view: WindowView, dt: float, th: Thresholds) -> Verdict:
                   "collected_s", have)]
     u = float(nanmean(util))
     if not math.isnan(u):
-        facts.append(Fact(f"GPU-Util now {u:.0f} % (cards {', '.join(f'{x:.0f}' for x in util if not math.isnan(x))})",
+        facts.append(Fact(f"GPU-Util now {u:.0f} % ({_per_card(util, view.gpu_indexes)})",
                           "gpu_util_pct", u, tuple(view.gpu_indexes)))
     s = float(nanmean(sm)) if sm.size else math.nan
     if not math.isnan(s):

@@ -378,7 +378,7 @@ class TriageApp(HeaderText, KeyActions):
         budget = plan_layout(
             height,
             width,
-            max(1, view.n_gpus),
+            view.n_gpus if host_only else max(1, view.n_gpus),  # host only: one line says so, no card's
             view.cpu.shape[1],
             0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
             len(shown_procs),
@@ -414,14 +414,11 @@ class TriageApp(HeaderText, KeyActions):
                      budget.disk + budget.net),
             "procs": (
                 procview.proc_pane(
-                    shown_procs,
-                    width,
-                    budget.procs,
-                    self.procs,
-                    self._proc_details,
+                    shown_procs, width, budget.procs, self.procs, self._proc_details,
                     local=self.proc_control is not None,
                     host_only=host_only,
                     inside=self._inside_of(view),
+                    here=self._proc_here(),
                 ),
                 budget.procs,
             ),

@@ -4,6 +4,8 @@ The table's drawing and state are :mod:`gpu_triage.ui.procview`'s."""
 
 from __future__ import annotations
 
+import time
+
 from textual.app import App
 
 from gpu_triage.model import ProcSample
@@ -32,16 +34,23 @@ class ProcTableActions(App[int]):
     def _proc_details(self, pid: int) -> ProcDetails | None:
         return self.proc_control.details(pid) if self.proc_control is not None else None
 
+    def _proc_here(self) -> procview.Local | None:
+        """RSS and run time, which only this machine tells (none for simulated or recorded processes)."""
+        control = self.proc_control
+        return None if control is None else procview.Local(control.rss, time.time())
+
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
-        """The GPU processes of the newest tick; with none and no GPU (host-only), the host's busiest, or
-        with a filter every process of the host: `/` then the PID of an idle process must find it."""
+        """The GPU processes of the newest tick; with none and no GPU (host-only), every process of the host,
+        busiest first, as htop lists them: the table shows as many as its lines hold (capped at the busiest 10,
+        a 50-line terminal left 30 lines empty), and `/` then the PID of an idle process finds it."""
         last = self.window.last
         procs = list(last.procs) if last else []
         source = self.source.inner if isinstance(self.source, Wrapper) else self.source  # under --job-log, pulse
-        if not procs and not self._status.gpu_available and isinstance(source, HostProcesses):
-            if self.procs.filter and isinstance(source, AllHostProcesses):
+        if not procs and not self._status.gpu_available:
+            if isinstance(source, AllHostProcesses):
                 return list(source.host_processes()), True
-            return list(source.busiest_processes()), True
+            if isinstance(source, HostProcesses):
+                return list(source.busiest_processes()), True
         return procs, False
 
     def _inside_of(self, view: WindowView) -> procview.Inside:

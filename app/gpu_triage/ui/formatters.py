@@ -164,25 +164,6 @@ def num(v: float) -> str:
     return f"{v:.0f}" if ok(v) else "n/a"
 
 
-USER_W = 8  # htop's USER column: a longer name is cut, the detail line under a focused table has it whole
-PROC_HEAD = (
-    f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'GPU':>3} {'GPU MEM':>8} {'GPU%':>4} {'CPU%':>5} {'WORKERS':>7}"
-    "  WORKERS' CPU%"
-)
-# host-only (no GPU): the GPU columns would be dashes, and at 80 columns their heading pushed out the mode tag
-HOST_PROC_HEAD = f"{'PID':>8} {'USER':<{USER_W}} {'PROCESS':<15} {'CPU%':>5}"
-
-
-def workers_text(wcpu: list[float]) -> str:
-    """Few workers: each one's CPU (to spot the one that lags); many: count, mean and max, which is what
-    decides "more workers" versus "lighter preprocessing" and fits any width."""
-    if not wcpu:
-        return "-"
-    if len(wcpu) <= 4:
-        return " ".join(f"{w:.0f}" for w in wcpu) + " %"
-    return f"{len(wcpu)}× avg {sum(wcpu) / len(wcpu):.0f} % max {max(wcpu):.0f} %"
-
-
 def wall_clock(ts: float) -> datetime:
     """A tick's time in the local zone (the machine's TZ; ``TZ=UTC`` asks for UTC): an ops engineer reads
     the detail view against their own clock and logs, not against UTC."""

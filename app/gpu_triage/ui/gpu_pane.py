@@ -57,16 +57,17 @@ def gpu_pane(
     # graphs step: each tick keeps its column, so the terminal gets the newest column, not every row
     newest = view.ticks_ever - 1 if view.ticks_ever else None
     tall = rows_per_card >= TALL_MIN_ROWS
+    if not view.gpu_indexes and not gpu_available:  # host only: the message, no graph heading over no card
+        msg = "NVIDIA driver failure: no card can be read (see the red line above)" if driver_failed else (
+            "no NVIDIA GPU/driver: host only")
+        return Text(msg[:width], colours.alert, no_wrap=True, end="")
     if not view.gpu_indexes:
         if tall:
             out.append(_tall_legend(1, width), "bold")
         else:
             out.append(_wave_legend(None, 0, 0.0, rows_per_card, colours, width), "bold")
         out.append("\n")
-        msg = "no GPU data" if gpu_available else "no NVIDIA GPU/driver: host only"
-        if driver_failed:
-            msg = "NVIDIA driver failure: no card can be read (see the red line above)"
-        out.append(msg[:width], colours.alert if not gpu_available else "grey50")
+        out.append("no GPU data"[:width], "grey50")
         return out
     left, wave_w = card_wave_span(width)  # one time axis: every row of every card, whatever it flags
     tall_w: int | None = None  # the tall graphs' width, for the ticks a column holds

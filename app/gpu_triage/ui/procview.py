@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from gpu_triage import proc_columns
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcDetails
-from gpu_triage.ui.formatters import HOST_PROC_HEAD, PROC_HEAD, USER_W, pct, workers_text
-from gpu_triage.units import short_bytes
 
 SORTS = ("card", "GPU memory", "GPU%", "CPU", "user")  # `s` cycles through them
 # biggest first unless reversed (`I`, as htop's invert); card and user run in their natural order
@@ -132,23 +131,32 @@ def _user(row: Row, details: Details, local: bool) -> str:
     recording holds (the detail line says the same), "n/a" where it holds none."""
     d = details(row.pid) if local else None
     user = d.user if d is not None and d.user else (None if local else _shown(row.proc.user))
-    return (user or "n/a")[:USER_W]
+    return user or "n/a"
 
 
-def _line(row: Row, user: str) -> str:
-    p = row.proc
+@dataclass(frozen=True, slots=True)
+class Local:
+    """What only this machine tells of a process (not in a tick, nor in a recording): its resident memory
+    now and the wall clock its run time is counted to. Without it (replay, simulation): "n/a"."""
+
+    rss: Callable[[int], int | None]
+    now: float
+
+
+def _values(row: Row, details: Details, local: bool, here: Local | None) -> tuple[dict[str, str], str]:
+    """A row's cells by column name, and its COMMAND: the command line where this machine has it, else the
+    process's name (what a recording holds)."""
+    d = details(row.pid) if local else None
+    rss = elapsed = None
+    if local and here is not None:
+        rss = here.rss(row.pid)
+        elapsed = None if d is None or d.created is None else here.now - d.created
+    user = _user(row, details, local)
     if row.is_worker:
-        branch = "└" if row.last_worker else "├"
-        return f"{row.pid:>8} {user:<{USER_W}} {branch} {WORKER:<13} {'':>3} {'':>8} {'':>4} {pct(row.worker_cpu, 5)}"
-    workers = "n/a" if p.workers is None else str(p.workers)
-    if p.gpu_index < 0:  # host-only list: no card, no workers counted (the columns of HOST_PROC_HEAD)
-        return f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {pct(p.cpu_pct, 5)}"
-    # GPU%: the process's own share of its card's time (not the card's SM activity), as the driver samples it;
-    # no sample (idle, an old driver): n/a
-    return (
-        f"{p.pid:>8} {user:<{USER_W}} {(p.name or 'n/a')[:15]:<15} {p.gpu_index:>3} {short_bytes(p.gpu_mem_bytes):>8}"
-        f" {pct(p.sm_pct, 4)} {pct(p.cpu_pct, 5)} {workers:>7}  {workers_text(p.workers_cpu_pct or [])}"
-    )
+        values = proc_columns.values(ProcSample(row.pid, -1, cpu_pct=row.worker_cpu), user, rss, elapsed)
+        return values, f"{'└' if row.last_worker else '├'} {WORKER}"
+    command = (d.command or d.cmdline) if d is not None else None
+    return proc_columns.values(row.proc, user, rss, elapsed), command or (row.proc.name or "n/a")
 
 
 def _shown(value: str | None, limit: int = 64) -> str | None:
@@ -206,10 +214,12 @@ def proc_pane(
     local: bool = True,
     host_only: bool = False,
     inside: Inside | None = None,
+    here: Local | None = None,
 ) -> Text:
     """The process table in ``lines`` lines: heading (with sort, filter and position), rows, and when focused
     a detail line. Unfocused it reads as before: the first rows and "+N more"; focused it scrolls with the
-    selection. What does not fit is counted, never dropped silently."""
+    selection. What does not fit is counted, never dropped silently. ``here``: this machine's side of its
+    processes (RSS, run time), given where they are this machine's."""
     out = Text(no_wrap=True, end="")
     if lines <= 0:
         return out
@@ -224,13 +234,17 @@ def proc_pane(
     if state.focused and table:
         at = [r.pid for r in table].index(state.selected) if state.selected in [r.pid for r in table] else 0
         flags.append(f"{at + 1}/{len(table)}")
-    # the state goes in at the right and the heading gives way to it (at 80 columns it was cut off)
-    tag = " [" + " · ".join(flags) + "]" if flags else ""
-    head = HOST_PROC_HEAD if host_only else PROC_HEAD
-    room = max(0, width - len(tag))
-    if len(head) > room:  # whole column names only: a cut one ("W") reads as a column of its own
-        head = head[:room] if head[room : room + 1] == " " else head[:room].rsplit(" ", 1)[0]
-    out.append((head.ljust(min(len(head), room)) + tag)[:width], "bold")
+    # whole columns only, heading and values together (proc_columns.choose); the state goes after COMMAND
+    # processes of two jobs or more (or a job beside processes of none): whose is which comes before workers
+    owners = len({proc_columns.owner_cell(p) for p in procs} - {"n/a"}) >= 2
+    cols = proc_columns.choose(proc_columns.HOST_COLUMNS if host_only else proc_columns.GPU_COLUMNS, width,
+                               owners=owners)
+    head = proc_columns.heading(cols) + " " + proc_columns.COMMAND
+    tag_room = max(0, width - len(head))
+    tag = " [" + " · ".join(flags) + "]"
+    if len(tag) > tag_room:  # the short form before a cut one: at 80 columns "[by card ↑ · 1…" lost the position
+        tag = " [" + " ".join(f.removeprefix("by ").removesuffix(": host processes") for f in flags) + "]"
+    out.append(head + proc_columns.fit(tag, tag_room, ellipsis=True).rstrip(), "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
@@ -249,7 +263,8 @@ def proc_pane(
     for row in shown:
         out.append("\n")
         selected = state.focused and row.pid == state.selected
-        line = _line(row, _user(row, details, local))[:width]
+        values, command = _values(row, details, local, here)
+        line = proc_columns.line(cols, values, command, width)
         out.append(line.ljust(width) if selected else line, "reverse" if selected else "")
     if not state.focused and len(shown) < len(table) and room >= 1:
         out.append("\n")

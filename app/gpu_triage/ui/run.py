@@ -36,6 +36,9 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
 
     record = getattr(args, "record", None)
     record_path = Path(record).expanduser() if record else None
+    if record_path is not None and (command == "replay" or not getattr(args, "scenario", True)):
+        raise UserError(f"--record {record}: {command} plays a recording already, there is nothing new to record "
+                        "(--record is for `live` and `demo SCENARIO`)")
     if record_path is not None:
         from gpu_triage.trace.target import (
             check_record_target,  # pyarrow: it records from the start anyway
