@@ -7,7 +7,7 @@ import argparse
 import sys
 from datetime import UTC, datetime, timedelta
 
-from gpu_triage.config import Config, stacks_wanted
+from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.recorder import QuietOnFailure, record_source
@@ -42,7 +42,8 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
 
         monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
     source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start,
-                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
+                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))),
+                         band=wait_band(config))
     if monitor is not None:
         from gpu_triage.sources.job import WithJob
 

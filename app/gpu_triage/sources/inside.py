@@ -27,15 +27,31 @@ from dataclasses import dataclass
 
 from gpu_triage.model import StackSample, Tick
 from gpu_triage.safetext import clean
-from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases, naming_frames, process_phase
+from gpu_triage.sources.phases import (
+    Phase,
+    PhaseShare,
+    classify,
+    main_thread_phases,
+    naming_frames,
+    process_phase,
+    thread_samples,
+)
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackDump, StackReader, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
+from gpu_triage.sources.waiting import WaitBand, WaitingCards
 
 log = logging.getLogger(__name__)
 
-EVERY_S = 2.0  # one dump per process per this many seconds at most
+EVERY_S = 2.0  # one dump per process per this many seconds at most, past a burst
 KEEP = 15  # dumps kept per process: 30 s at the default pace
-WAITING_UTIL_PCT = 50.0  # a card below this GPU-Util is waiting: its processes are worth a look
+WAITING_UTIL_PCT = 50.0  # the middle of the waiting band (sources/waiting.py): what the screen calls waiting
+# When a card starts waiting its processes are dumped BURST_DUMPS times, BURST_EVERY_S apart, then at the
+# ordinary pace: a verdict that needs the stacks has six within 3 s of the wait beginning instead of one or two.
+# At most one burst per process per BURST_COOLDOWN_S, so a card that comes and goes cannot keep the rate up:
+# at about 10 ms of py-spy CPU a dump (docs/performance.md), a burst a minute adds under 0.1 % of a core.
+BURST_DUMPS = 6
+BURST_EVERY_S = 0.5
+BURST_COOLDOWN_S = 60.0
 MAX_PROCESSES = 16  # processes followed at once (one per card of the largest servers)
 # A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
 # next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
@@ -83,6 +99,7 @@ class _Followed:
         self.busy: int | None = None
         self.error: str | None = None
         self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
+        self.burst_left = 0  # dumps still to take at the burst's pace
 
 
 def _stat_field(pid: int, proc_root: str, k: int) -> int | None:
@@ -109,10 +126,18 @@ class InsideSampler:
 
     def __init__(self, stacks: StackReader | None = None, threads: ThreadReader | None = None, *,
                  every_s: float = EVERY_S, proc_root: str = "/proc",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, band: WaitBand | None = None,
+                 burst_dumps: int = BURST_DUMPS, burst_every_s: float = BURST_EVERY_S) -> None:
         self.stacks = stacks or StackReader()
         self.threads = threads or ThreadReader(proc_root)
         self.every_s = every_s
+        self.cards = WaitingCards(band)
+        self.burst_dumps = burst_dumps
+        self.burst_every_s = min(burst_every_s, every_s)
+        self._burst: set[int] = set()  # pids whose card started waiting, a burst asked for
+        # when each process's last burst began: kept past its card's wait (a card that comes and goes must
+        # not earn a burst each time), forgotten after the cooldown
+        self._burst_at: dict[int, float] = {}
         self.proc_root = proc_root
         self._clock = clock
         self._lock = threading.Lock()
@@ -151,11 +176,25 @@ class InsideSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def want(self, waiting: Iterable[tuple[int, list[int]]]) -> None:
-        """The processes whose cards wait now, with their worker pids; the others are no longer dumped."""
+    def follow(self, tick: Tick) -> None:
+        """The processes whose card waits at ``tick`` (the hysteresis of sources/waiting.py) are dumped from
+        now on, with a burst for those whose card has just started waiting; the others no longer."""
+        waiting, started = self.cards.update(tick)
+        self.want(waiting, burst=started)
+
+    def want(self, waiting: Iterable[tuple[int, list[int]]], burst: Iterable[int] = ()) -> None:
+        """The processes whose cards wait now, with their worker pids; the others are no longer dumped. Those in
+        ``burst`` are dumped BURST_DUMPS times at the burst's pace first (unless one burst within the cooldown)."""
         with self._lock:
             self._want = list(waiting)[:MAX_PROCESSES]
+            self._burst |= set(burst)
         self._wake.set()
+
+    def _pace(self) -> float:
+        """How long the thread may sleep before a dump is due: the burst's pace while one is on."""
+        with self._lock:
+            bursting = bool(self._burst) or any(f.burst_left for f in self._followed.values())
+        return self.burst_every_s if bursting else self.every_s
 
     def reports(self) -> dict[int, InsideReport]:
         with self._lock:
@@ -165,7 +204,7 @@ class InsideSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=self.every_s)
+            self._wake.wait(timeout=self._pace())
             self._wake.clear()
             try:
                 self.step()
@@ -176,6 +215,9 @@ class InsideSampler:
         """One round: each wanted process not dumped within ``every_s`` is dumped once, with one worker."""
         with self._lock:
             want = list(self._want)
+            burst, self._burst = self._burst, set()
+            now = self._clock()
+            self._burst_at = {p: t for p, t in self._burst_at.items() if now - t < BURST_COOLDOWN_S}
             live = {pid for pid, _ in want}
             for pid in [p for p in self._followed if p not in live]:
                 del self._followed[pid]
@@ -187,9 +229,13 @@ class InsideSampler:
                 f = self._followed.get(pid)
                 if f is None or f.start != start:  # new, or its pid now another process's
                     f = self._followed[pid] = _Followed(start)
-                if now - f.last < self.every_s * PACE_SLACK:
+                if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
+                    self._burst_at[pid], f.burst_left = now, self.burst_dumps
+                pace = self.burst_every_s if f.burst_left else self.every_s
+                if now - f.last < pace * PACE_SLACK:
                     continue
                 f.last = now
+                f.burst_left = max(0, f.burst_left - 1)
             dump = self.stacks.dump(pid)
             threads = self.threads.read(pid, self._clock())
             if _start_time(pid, self.proc_root) != start:
@@ -240,7 +286,7 @@ class InsideSampler:
                                threads=count)
         phase = process_phase(dump, threads)
         return StackSample(dump.pid, "main", phase.value, frames=naming_frames(_named_by(dump, phase), phase),
-                           busy_threads=busy, threads=count)
+                           busy_threads=busy, threads=count, thread_list=thread_samples(dump, threads))
 
     def _worker_sample(self, f: _Followed, dump: StackDump, parent: int, phase: Phase) -> StackSample | None:
         if not self._unsaid(f, dump.pid, dump.error):
@@ -249,7 +295,8 @@ class InsideSampler:
         return StackSample(dump.pid, "worker", phase.value, parent_pid=parent,
                            frames=naming_frames(dump.main, phase) if dump.error is None else None,
                            threads=_task_count(dump.pid, self.proc_root),
-                           error=clean(dump.error) if dump.error is not None else None)
+                           error=clean(dump.error) if dump.error is not None else None,
+                           thread_list=thread_samples(dump) if dump.error is None else [])
 
 
 def _named_by(dump: StackDump, phase: Phase) -> ThreadStack | None:
@@ -276,16 +323,11 @@ def _count(phases: Iterable[Phase]) -> dict[Phase, int]:
     return out
 
 
-def waiting_processes(tick: Tick) -> list[tuple[int, list[int]]]:
-    """The GPU processes of ``tick`` whose card waits (GPU-Util under WAITING_UTIL_PCT), with their workers; a
-    card whose GPU-Util is not known is not called waiting."""
-    util = {g.index: g.util_pct for g in tick.gpus}
-    seen: dict[int, list[int]] = {}
-    for p in tick.procs:
-        u = util.get(p.gpu_index)
-        if u is not None and u < WAITING_UTIL_PCT and p.pid not in seen:
-            seen[p.pid] = list(p.worker_pids)
-    return list(seen.items())
+def waiting_processes(tick: Tick, band: WaitBand | None = None) -> list[tuple[int, list[int]]]:
+    """The GPU processes of ``tick`` whose card waits with no history (GPU-Util under the band's entry), with
+    their workers; a card whose GPU-Util is not known is not called waiting. A sampler that follows ticks
+    uses :meth:`InsideSampler.follow`, which keeps each card's state between them."""
+    return WaitingCards(band).update(tick)[0]
 
 
 def report_json(r: InsideReport) -> dict[str, object]:

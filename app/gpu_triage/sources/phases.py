@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpu_triage.model import ThreadSample
 from gpu_triage.sources.stacks import Frame, StackDump, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo
 
@@ -223,3 +224,26 @@ def naming_frames(stack: ThreadStack | None, phase: Phase) -> str | None:
     else:
         kept = [*texts[: FRAMES_SHOWN - 1], "…", texts[at]]
     return " < ".join(kept)
+
+
+MAX_THREAD_SAMPLES = 16  # threads kept per sample (trace v4): the main thread, then those on a CPU, then the rest
+
+
+def thread_samples(dump: StackDump, threads: list[ThreadInfo] | None = None) -> list[ThreadSample]:
+    """Each Python thread of ``dump`` as the trace keeps it: its own phase, py-spy's active and GIL flags, its
+    CPU share from /proc (read beside the dump) and its frames down to the one that named its phase. At most
+    MAX_THREAD_SAMPLES: the main thread first, then the GIL's holder and the threads on a CPU, then idle ones;
+    each thread's name and frames bounded as ``naming_frames`` bounds them."""
+    by_tid = {t.tid: t for t in threads or ()}
+    order = sorted(dump.threads, key=lambda th: (th.tid != dump.pid, not th.owns_gil, not th.active))
+    out = []
+    for th in order[:MAX_THREAD_SAMPLES]:
+        info = by_tid.get(th.tid)
+        phase = classify(th, info)
+        out.append(ThreadSample(
+            th.tid, "active" if th.active else "idle", phase.value,
+            name=_cut(th.name, FRAME_NAME) if th.name else None,
+            holds_gil=None if th.owns_gil is None else int(th.owns_gil),
+            cpu_pct=None if info is None or info.cpu_pct is None else round(info.cpu_pct, 1),
+            frames=naming_frames(th, phase)))
+    return out
