@@ -159,6 +159,8 @@ def test_a_card_waits_below_the_band_and_stops_only_above_it() -> None:
     assert seen == [(False, False), (False, False), (True, True), (True, False), (True, False), (True, False),
                     (True, False), (False, False), (False, False), (True, True)]
     assert cards.update(_tick(10.0))[0] == [(10, [11])]
+    # a new process on a card that waits already is news too (a job started on an idle card)
+    assert cards.update(_tick(10.0, pid=20)) == ([(20, [21])], {20})
     # a card that leaves the tick is forgotten: back, it starts waiting afresh
     cards.update(Tick(ts=datetime.now(UTC), interval_s=2.0))
     assert cards.update(_tick(10.0))[1] == {10}
@@ -212,3 +214,37 @@ def test_a_card_that_starts_waiting_gets_a_burst_then_the_ordinary_pace(job: sub
     for k in range(3):
         at(base + 0.5 * k, 30.0)
     assert dumps[-3:] == [base, base + 0.5, base + 1.0]
+
+
+def test_a_loop_waiting_for_its_workers_reads_so_with_py_spy_0_4_2s_bare_names() -> None:
+    """py-spy 0.4.2 names methods bare ("_get_data"), 0.4.3 qualified ("_MultiProcessingDataLoaderIter._get_data"):
+    a real 0.4.2 dump of a loop waiting on its 2 workers (taken here, kept as it came) reads dataloader_wait. On
+    the H200 a pin-memory job's main thread read "waiting" in 11 of 16 such dumps before (h200-inside-f)."""
+    from gpu_triage.sources.phases import Phase, classify
+    from gpu_triage.sources.stacks import parse_dump
+
+    payload = (Path(__file__).parent / "data" / "inside-stacks" / "pyspy-0.4.2-loader-dump.json").read_text()
+    dump = parse_dump(1, 0.0, 0.0, payload)
+    main = next(t for t in dump.threads if t.name == "MainThread")
+    assert [f.name for f in main.frames][5:7] == ["_try_get_data", "_get_data"]
+    assert classify(main) is Phase.DATALOADER_WAIT
+    assert all(t.owns_gil is False for t in dump.threads)  # 0.4.2 says owns_gil: read, not None
+
+
+@needs_pyspy
+@needs_root
+@pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])
+def test_a_wait_that_lasts_is_dumped_half_as_often_past_its_first_dumps(job: subprocess.Popen[bytes]) -> None:
+    from gpu_triage.sources.inside import KEEP, SETTLED_FACTOR
+
+    clock = _Clock()
+    sampler = InsideSampler(every_s=2.0, clock=clock, burst_dumps=0)
+    sampler.want([(job.pid, [])])
+    taken = []
+    for k in range(2 * KEEP + 10):
+        clock.t = 1000.0 + 2.0 * k
+        sampler.step()
+        taken += [clock.t - 1000.0 for s in sampler.drain() if s.role == "main"]
+    gaps = [b - a for a, b in zip(taken, taken[1:], strict=False)]
+    assert gaps[:KEEP - 1] == [2.0] * (KEEP - 1)
+    assert set(gaps[KEEP:]) == {2.0 * SETTLED_FACTOR}

@@ -2,17 +2,20 @@
 beside the ticks in a thread of their own.
 
 Why a thread: a dump takes 20-100 ms (py-spy's start-up, then reading the job's memory), which must neither
-delay a tick nor pace it. Why only while a card waits: a job that keeps its card busy needs no explanation, and
-a healthy job is then not touched at all. Each process is dumped at most once per ``every_s``, and its DataLoader
-workers one at a time in turn, so the cost is bounded whatever the job: about 10 ms of py-spy CPU per dump on a
-real H200 job, no measurable change to its step time (docs/performance.md).
+delay a tick nor pace it. Why only while a card waits (sources/waiting.py: a 45/55 % band of GPU-Util): a job
+that keeps its card busy needs no explanation, and a healthy job is then not touched at all. The pace: a burst of
+BURST_DUMPS dumps BURST_EVERY_S apart when a process's card starts waiting (at most one per BURST_COOLDOWN_S),
+then one per ``every_s`` for KEEP dumps, then one per ``every_s`` x SETTLED_FACTOR while the wait lasts; its
+DataLoader workers one at a time in turn. So the cost is bounded whatever the job: 5-10 ms of py-spy CPU per dump
+on a real H200 job, the job's step time unchanged beyond its spread (docs/performance.md).
 
 The reports are kept per (pid, start time), so a pid reused by another process starts afresh, and over the last
 ``keep`` dumps only: the phase shares follow the job as it changes.
 
-Each dump is also one :class:`~gpu_triage.model.StackSample` (the trace's ``stacks`` column): :meth:`drain`
-hands over those finished since its last call, so a tick carries the dumps taken during it. A process py-spy
-cannot read gives one sample saying why, not one per dump; the reason is said again only when it changes.
+Each dump is also one :class:`~gpu_triage.model.StackSample` (the trace's ``stacks`` column, every Python thread
+of the process in its ``thread_list``): :meth:`drain` hands over those finished since its last call, so a tick
+carries the dumps taken during it. A process py-spy cannot read gives one sample saying why, not one per dump;
+the reason is said again only when it changes.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ WAITING_UTIL_PCT = 50.0  # the middle of the waiting band (sources/waiting.py): 
 BURST_DUMPS = 6
 BURST_EVERY_S = 0.5
 BURST_COOLDOWN_S = 60.0
+# A wait that lasts has told its story in its first KEEP dumps: past them a process is dumped SETTLED_FACTOR times
+# less often (every 4 s at the default pace), which still follows a change of phase within seconds and halves
+# py-spy's CPU over a long wait (a dump cost 5-10 ms of py-spy's CPU on the H200: one every 2 s is 0.25-0.5 % of a
+# core, the whole budget of +0.5 % over --no-stacks once the monitor's own reading of the dumps is counted).
+SETTLED_FACTOR = 2.0
 MAX_PROCESSES = 16  # processes followed at once (one per card of the largest servers)
 # A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
 # next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
@@ -100,6 +108,7 @@ class _Followed:
         self.error: str | None = None
         self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
         self.burst_left = 0  # dumps still to take at the burst's pace
+        self.taken = 0  # dumps taken since it started waiting
 
 
 def _stat_field(pid: int, proc_root: str, k: int) -> int | None:
@@ -134,6 +143,7 @@ class InsideSampler:
         self.cards = WaitingCards(band)
         self.burst_dumps = burst_dumps
         self.burst_every_s = min(burst_every_s, every_s)
+        self.settled_s = every_s * SETTLED_FACTOR
         self._burst: set[int] = set()  # pids whose card started waiting, a burst asked for
         # when each process's last burst began: kept past its card's wait (a card that comes and goes must
         # not earn a burst each time), forgotten after the cooldown
@@ -231,11 +241,12 @@ class InsideSampler:
                     f = self._followed[pid] = _Followed(start)
                 if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
                     self._burst_at[pid], f.burst_left = now, self.burst_dumps
-                pace = self.burst_every_s if f.burst_left else self.every_s
+                pace = self.burst_every_s if f.burst_left else self.every_s if f.taken < KEEP else self.settled_s
                 if now - f.last < pace * PACE_SLACK:
                     continue
                 f.last = now
                 f.burst_left = max(0, f.burst_left - 1)
+                f.taken += 1
             dump = self.stacks.dump(pid)
             threads = self.threads.read(pid, self._clock())
             if _start_time(pid, self.proc_root) != start:

@@ -48,12 +48,18 @@ class Rule:
     phase: Phase
     files: tuple[str, ...] = ()  # a frame's file starting with one of these
     names: tuple[str, ...] = ()  # or a frame's function name holding one of these
+    # or, in this file, a function of these bare names: py-spy 0.4.3 names a method by its qualified name
+    # ("_MultiProcessingDataLoaderIter._get_data"), 0.4.2 and older by its bare name ("_get_data")
+    bare_in: str = ""
+    bare: tuple[str, ...] = ()
 
     def matches(self, stack: ThreadStack) -> bool:
         return any(self.names_frame(fr) for fr in stack.frames)
 
     def names_frame(self, fr: Frame) -> bool:
         if self.files and fr.file.startswith(self.files):
+            return True
+        if self.bare and fr.name in self.bare and fr.file.startswith(self.bare_in):
             return True
         return bool(self.names) and any(n in fr.name for n in self.names)
 
@@ -71,9 +77,11 @@ RULES: tuple[Rule, ...] = (
     Rule(Phase.CHECKPOINT, files=("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/")),
     Rule(Phase.COLLECTIVE, files=("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py",
                                   "torch/distributed/_functional_collectives.py")),
+    # bare, only the two methods the single-process iterator lacks: its _next_data loads in the process itself
     Rule(Phase.DATALOADER_WAIT, names=("_MultiProcessingDataLoaderIter._next_data",
                                        "_MultiProcessingDataLoaderIter._get_data",
-                                       "_MultiProcessingDataLoaderIter._try_get_data")),
+                                       "_MultiProcessingDataLoaderIter._try_get_data"),
+         bare_in="torch/utils/data/dataloader.py", bare=("_get_data", "_try_get_data")),
     Rule(Phase.LOADING, files=("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py")),
     Rule(Phase.OPTIMIZER, files=("torch/optim/",)),
     Rule(Phase.BACKWARD, files=("torch/autograd/",)),

@@ -7,7 +7,8 @@ card starts waiting below ``enter_pct`` (45 %) and stops above ``leave_pct`` (55
 tick-to-tick spread, centred on the old line, so a card that settles anywhere in it keeps its state. Both are
 ``[inside] waiting_enter_pct`` and ``waiting_leave_pct`` in the configuration.
 
-A card that starts waiting is news: the sampler takes a short burst of dumps of its processes then
+A card that starts waiting is news, and so is a new process on a card that waits already (a job started on an
+idle card): the sampler takes a short burst of dumps of such a process then
 (:class:`gpu_triage.sources.inside.InsideSampler`), so a verdict that needs stacks has more than one or two.
 """
 
@@ -40,6 +41,7 @@ class WaitingCards:
     def __init__(self, band: WaitBand | None = None) -> None:
         self.band = band or WaitBand()
         self._waiting: set[int] = set()
+        self._procs: set[int] = set()  # the processes on waiting cards at the last update
 
     @property
     def waiting(self) -> frozenset[int]:
@@ -47,8 +49,8 @@ class WaitingCards:
 
     def update(self, tick: Tick) -> tuple[list[tuple[int, list[int]]], set[int]]:
         """The processes on waiting cards at ``tick`` with their DataLoader worker pids, and the pids among
-        them whose card started waiting at this tick."""
-        started: set[int] = set()
+        them that were not on a waiting card at the last update (their card has just started waiting, or they
+        are new on it)."""
         seen = set()
         for g in tick.gpus:
             seen.add(g.index)
@@ -60,13 +62,11 @@ class WaitingCards:
                     self._waiting.discard(g.index)
             elif u < self.band.enter_pct:
                 self._waiting.add(g.index)
-                started.add(g.index)
         self._waiting &= seen
         procs: dict[int, list[int]] = {}
-        new: set[int] = set()
         for p in tick.procs:
             if p.gpu_index in self._waiting and p.pid not in procs:
                 procs[p.pid] = list(p.worker_pids)
-            if p.gpu_index in started:
-                new.add(p.pid)
-        return list(procs.items()), new & set(procs)
+        started = set(procs) - self._procs
+        self._procs = set(procs)
+        return list(procs.items()), started
