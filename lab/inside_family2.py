@@ -141,8 +141,7 @@ def pin_memory_thread(a: argparse.Namespace) -> None:
         gpu_step(model, opt, x.to(DEV, non_blocking=True))
         sync()
         loop.step(batch)
-    loop.done(spent="DataLoader with pin_memory: batches of {} MB copied into pinned memory by one thread".format(
-        batch * 3 * side * side * 4 >> 20), workers=4)
+    loop.done(spent=f"DataLoader with pin_memory: batches of {batch * 3 * side * side * 4 >> 20} MB copied into pinned memory by one thread", workers=4)
 
 
 # 3. A synchronous checkpoint every N steps: the whole state dict copied off the card and written to disk.
