@@ -26,7 +26,8 @@ OUTSIDE = tuple((n, True) for n in rr.HELD_OUT_V4) + tuple((n.replace("-2s", "-0
 
 PRECEDENCE = ("the outside's loader rule (in_process_loader) fires and nothing checks it against stacks that show no "
               "loading frame: issue 34's evidence precedence")
-LOOP = "one training process at ~100 % of a core with no workers reads as num_workers=0 from outside (in_process_loader)"
+LOOP = ("one training process at ~100 % of a core with no workers reads as num_workers=0 from outside "
+        "(in_process_loader)")
 # (recording, stripped, scenario) -> why; both raw and segment unless the key names one
 MISSES: dict[tuple[str, bool, str, str], str] = {}
 

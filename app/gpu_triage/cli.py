@@ -38,7 +38,8 @@ SCREEN_COMMANDS = ("live", "demo", "replay")
 def _on_screen(args: argparse.Namespace) -> bool:
     """The command draws a Textual screen: nothing else may write to its terminal."""
     command = args.command or "live"
-    return command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+    return (command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+            or (command == "run" and not getattr(args, "record", None)))
 
 
 def _fleet_screen(fleet: Fleet) -> int:
@@ -160,6 +161,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.record import run_record
 
         return run_record(args, config)
+    if command == "run":
+        from gpu_triage.commands.launch import run_launch
+
+        return run_launch(args, config)
     if command == "recover":
         from gpu_triage.commands.recover import run_recover
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.errors import UserError
@@ -62,3 +63,20 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         rotate_s=getattr(args, "rotate", None),
     )
     return 0
+
+
+def live_source(args: argparse.Namespace, config: Config, interval_s: float) -> Any:
+    """This machine as ``record`` samples it: the live source (its stacks as the config and --no-stacks say)
+    with the job's pulse and ``--job-log`` beside it (``gpu-triage run --record``)."""
+    from gpu_triage.sources.job import WithJob, monitor_for  # noqa: PLC0415
+
+    monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
+    source = make_source("live", interval_s=interval_s, band=wait_band(config),
+                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
+    if monitor is None:
+        return source
+
+    def tell(message: str) -> None:
+        print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr), flush=True)
+
+    return WithJob(source, monitor, interval_s, on_message=tell)
