@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpu_triage import __version__
 from gpu_triage.cli_parser import build_parser
@@ -46,6 +46,12 @@ def _fleet_screen(fleet: Fleet) -> int:
     from gpu_triage.ui.fleet_app import run_fleet_screen
 
     return run_fleet_screen(fleet)
+
+
+def _live_app(args: argparse.Namespace, config: Any) -> Any:
+    from gpu_triage.ui.run import build_app
+
+    return build_app("live", args, config)
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
@@ -164,7 +170,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "run":
         from gpu_triage.commands.launch import run_launch
 
-        return run_launch(args, config)
+        return run_launch(args, config, _live_app)
     if command == "recover":
         from gpu_triage.commands.recover import run_recover
 

@@ -124,7 +124,9 @@ def _when_done(job: subprocess.Popen[bytes], then: Callable[[], None]) -> thread
     return t
 
 
-def run_launch(args: argparse.Namespace, config: Config) -> int:
+def run_launch(args: argparse.Namespace, config: Config,
+               make_app: Callable[[argparse.Namespace, Config], Any]) -> int:
+    """``make_app(args, config)``: the live dashboard's app (the cli passes it in: commands never import the UI)."""
     cmd = list(args.job_command or [])
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
@@ -139,7 +141,7 @@ def run_launch(args: argparse.Namespace, config: Config) -> int:
     env = job_environment(pulse_dir, os.getpid())
     if record:
         return _headless(cmd, env, output, args, config)
-    return _dashboard(cmd, env, args, config)
+    return _dashboard(cmd, env, args, config, make_app)
 
 
 def _headless(cmd: list[str], env: dict[str, str], output: Path, args: argparse.Namespace, config: Config) -> int:
@@ -165,16 +167,15 @@ def _headless(cmd: list[str], env: dict[str, str], output: Path, args: argparse.
     return exit_status(job.returncode)
 
 
-def _dashboard(cmd: list[str], env: dict[str, str], args: argparse.Namespace, config: Config) -> int:
-    from gpu_triage.ui.run import build_app  # noqa: PLC0415
-
+def _dashboard(cmd: list[str], env: dict[str, str], args: argparse.Namespace, config: Config,
+               make_app: Callable[[argparse.Namespace, Config], Any]) -> int:
     log_path = Path(getattr(args, "job_output", None) or f"gpu-triage-run-{os.getpid()}.log").expanduser()
     try:
         out = open(log_path, "ab")  # noqa: SIM115 - the job's, closed when it ends
     except OSError as exc:
         raise UserError(f"--job-output {log_path}: cannot write it ({exc.strerror}): give a writable file") from None
-    args.job_log = args.job_log or str(log_path)  # the dashboard reads the job's progress lines from it
-    app = build_app("live", args, config)
+    args.job_log = getattr(args, "job_log", None) or str(log_path)  # the dashboard reads the job's progress there
+    app = make_app(args, config)
     print(f"gpu-triage run: the job's output goes to {log_path}", file=sys.stderr, flush=True)
     job = start_job(cmd, env, out)
     out.close()
