@@ -248,3 +248,22 @@ def test_a_wait_that_lasts_is_dumped_half_as_often_past_its_first_dumps(job: sub
     gaps = [b - a for a, b in zip(taken, taken[1:], strict=False)]
     assert gaps[:KEEP - 1] == [2.0] * (KEEP - 1)
     assert set(gaps[KEEP:]) == {2.0 * SETTLED_FACTOR}
+
+
+def test_a_foreign_files_threads_are_read_with_care() -> None:
+    """A recording is outside input: a thread without its tid, state or phase is no thread, a CPU share no thread
+    can have reads as unknown, and a name holding escape codes is made visible."""
+    from gpu_triage.model import stack_from_row
+
+    row = {"pid": 10, "role": "main", "phase": "python", "thread_list": [
+        {"tid": 10, "state": "active", "phase": "python", "name": "Main\x1b[2J", "cpu_pct": 1e9, "holds_gil": 1},
+        {"tid": None, "state": "idle", "phase": "waiting"},
+        {"tid": 11, "state": "idle", "phase": "waiting", "cpu_pct": float("nan")},
+        None, 5, "x",
+    ]}
+    assert stack_from_row({**row, "thread_list": 7}).thread_list == []
+    assert stack_from_row({**row, "thread_list": "abc"}).thread_list == []
+    s = stack_from_row(row)
+    assert [t.tid for t in s.thread_list] == [10, 11]
+    assert s.thread_list[0].cpu_pct is None and s.thread_list[1].cpu_pct is None
+    assert "\x1b" not in (s.thread_list[0].name or "")

@@ -430,8 +430,9 @@ def stack_from_row(data: dict[str, Any]) -> StackSample:
     """A stack sample from a trace row (its pid, role and phase checked by the caller); each thread without
     its tid, state or phase is dropped, and a CPU share no thread can have read as unknown."""
     threads = []
-    for t in data.get("thread_list") or []:
-        if not t or None in (t.get("tid"), t.get("state"), t.get("phase")):
+    listed = data.get("thread_list")
+    for t in listed if isinstance(listed, list) else []:
+        if not isinstance(t, dict) or None in (t.get("tid"), t.get("state"), t.get("phase")):
             continue
         th: ThreadSample = _build(ThreadSample, t)
         cpu = th.cpu_pct
