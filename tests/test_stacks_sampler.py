@@ -100,6 +100,10 @@ def test_each_sample_keeps_every_python_thread_with_its_state_gil_and_phase(job:
     assert hog_seen >= 1, [(t.name, t.state, t.holds_gil) for s in samples for t in s.thread_list]
     # from the second read on, /proc gives each thread's CPU share (over the sampler's clock, faked here)
     assert all(t.cpu_pct is not None for s in samples[1:] for t in s.thread_list)
+    # and the process's report (snapshot, the process table) names the thread that starves the main one
+    report = sampler.reports()[job.pid]
+    assert report.gil_holder is not None and report.gil_holder[0] == "metrics-hook"
+    assert "thread metrics-hook held the GIL in" in report.sentence()
 
 
 @needs_pyspy

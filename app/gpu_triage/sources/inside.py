@@ -34,6 +34,7 @@ from gpu_triage.sources.phases import (
     Phase,
     PhaseShare,
     classify,
+    gil_holder,
     main_thread_phases,
     naming_frames,
     process_phase,
@@ -78,6 +79,9 @@ class InsideReport:
     busy_threads: int | None  # threads on a CPU ≥ 20 % of a core at the last read; None before a second read
     workers: dict[Phase, int]  # DataLoader workers' phases at their last dumps
     error: str | None  # why there are no stacks (stacks.ACCESS_PROBLEMS' key), None when they read
+    # another thread seen holding the GIL on a CPU while the main thread was off one: (its name, in how many
+    # dumps), the most frequent; None when no dump showed one
+    gil_holder: tuple[str, int] | None = None
 
     def sentence(self) -> str:
         """One line of evidence: "main thread in optimizer 8 of 9 dumps (Adam.step), 16 threads busy"."""
@@ -94,6 +98,8 @@ class InsideReport:
             text += f", {self.busy_threads} thread{'s' if self.busy_threads != 1 else ''} busy"
         if self.workers:
             text += ", workers: " + ", ".join(f"{c} {p.value}" for p, c in sorted(self.workers.items()))
+        if self.gil_holder is not None:
+            text += f", thread {self.gil_holder[0]} held the GIL in {self.gil_holder[1]} while it was idle"
         return text
 
 
@@ -209,7 +215,7 @@ class InsideSampler:
     def reports(self) -> dict[int, InsideReport]:
         with self._lock:
             return {pid: InsideReport(pid, main_thread_phases(list(f.dumps)), f.busy, _count(f.workers.values()),
-                                      f.error)
+                                      f.error, gil_holder(d for d, _ in f.dumps))
                     for pid, f in self._followed.items() if f.dumps or f.error}
 
     def _run(self) -> None:
@@ -345,4 +351,6 @@ def report_json(r: InsideReport) -> dict[str, object]:
     return {"pid": r.pid, "samples": r.share.samples,
             "phases": {p.value: round(v, 3) for p, v in r.share.shares.items()},
             "top_frames": {p.value: f for p, f in r.share.top_frames.items()}, "busy_threads": r.busy_threads,
-            "workers": {p.value: c for p, c in r.workers.items()}, "error": r.error, "evidence": r.sentence()}
+            "workers": {p.value: c for p, c in r.workers.items()}, "error": r.error,
+            "gil_holder": None if r.gil_holder is None else {"thread": r.gil_holder[0], "dumps": r.gil_holder[1]},
+            "evidence": r.sentence()}

@@ -255,3 +255,18 @@ def thread_samples(dump: StackDump, threads: list[ThreadInfo] | None = None) -> 
             cpu_pct=None if info is None or info.cpu_pct is None else round(info.cpu_pct, 1),
             frames=naming_frames(th, phase)))
     return out
+
+
+def gil_holder(dumps: Iterable[StackDump]) -> tuple[str, int] | None:
+    """The thread most often seen on a CPU holding the GIL while its process's main thread was off one, by
+    name (its tid where Python gave it none), and in how many of ``dumps``: a main thread starved by another
+    thread of its own process (py-spy's flags are a moment's reading each: it is counted over the dumps)."""
+    seen: Counter[str] = Counter()
+    for dump in dumps:
+        main = dump.main
+        if main is None or main.active:
+            continue
+        holder = next((th for th in dump.threads if th.tid != dump.pid and th.owns_gil and th.active), None)
+        if holder is not None:
+            seen[_cut(holder.name, FRAME_NAME) if holder.name else f"tid {holder.tid}"] += 1
+    return seen.most_common(1)[0] if seen else None
