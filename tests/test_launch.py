@@ -150,3 +150,54 @@ def test_doctor_names_the_launcher_where_it_gives_stacks() -> None:
     found = check_stacks(Facts(software=SoftwareFacts(stacks=StackAccess("py-spy", 1000, False, 1))))
     assert found.status == "warn" and "gpu-triage run" in found.summary and "gpu-triage run" in found.advice
     assert found.data["stacks_with"] == ["root", "launcher"]
+
+
+def test_on_a_terminal_the_dashboard_follows_the_job_and_closes_with_it(tmp_path: Path) -> None:
+    """Without --record: the dashboard on a real pty, the job's output in its log file, the screen closed when
+    the job ends and gpu-triage's status the job's."""
+    import pty
+    import select
+
+    log_file = tmp_path / "job.log"
+    job = "import sys, time; print('hello from the job', flush=True); time.sleep(3); sys.exit(5)"
+    env = dict(os.environ, PYTHONPATH=APP + os.pathsep + os.environ.get("PYTHONPATH", ""), TERM="xterm-256color",
+               COLUMNS="120", LINES="40")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: gpu-triage on the pty
+        os.chdir(tmp_path)
+        os.execvpe(sys.executable, [sys.executable, "-m", "gpu_triage", "run", "--job-output", str(log_file),
+                                    "--", sys.executable, "-c", job], env)
+    deadline = time.monotonic() + 90
+    status = None
+    try:
+        while status is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    os.read(fd, 65536)  # the screen, drained so that the app never blocks on its terminal
+                except OSError:  # the pty closed: gpu-triage has gone
+                    pass
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = os.waitstatus_to_exitcode(raw)
+    finally:
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert status == 5
+    assert log_file.read_text().strip() == "hello from the job"
+
+
+def test_a_rank_that_imports_the_pulse_names_the_launcher_without_a_word() -> None:
+    """GPU_TRIAGE_TRACER (set by gpu-triage run): importing gpu_triage.pulse asks Yama to let that pid read this
+    process; where there is no Yama (this machine) or the value is not a pid, the import is silent all the same."""
+    from gpu_triage.commands.launch import allow_tracer
+
+    for value in (str(os.getpid()), "not-a-pid", "-4"):
+        env = dict(os.environ, PYTHONPATH=APP, GPU_TRIAGE_TRACER=value)
+        done = subprocess.run([sys.executable, "-c", "import gpu_triage.pulse"], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and done.stderr == "", (value, done.stderr)
+    yama = Path("/proc/sys/kernel/yama/ptrace_scope").exists()
+    assert allow_tracer(os.getpid()) is yama  # prctl(PR_SET_PTRACER) is Yama's: EINVAL without it
