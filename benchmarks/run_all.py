@@ -5,7 +5,8 @@
 --quick shortens the pty runs to 20 s and the memory test to one day of ticks. On the GPU machine,
 benchmarks/bench_sampler.py also measures the real driver, and compare_monitors.py (run by
 scripts/h200_cost.sh, all monitors at once under load) gives the side-by-side table against nvitop and
-nvidia-smi dmon.
+nvidia-smi dmon; bench_stacks_cost.py (run by scripts/h200_inside_v4.sh) what the stack sampler costs the
+monitor and the job.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ from gpu_triage.offline.judge import load_trace, verdicts
 from gpu_triage.offline.timeline import segments
 
 DATA = Path(__file__).parent / "data"
+#: The held-out family of trace v4 (issue 34), recorded with the stacks at 2 s; each has a "-0.5s" twin recorded
+#: with --no-stacks (tests/test_diagnosis_inside_f.py)
+HELD_OUT_V4 = ("h200-inside-f-2s", "h200-inside-g-2s")
 
 
 @cache

@@ -105,7 +105,7 @@ def test_a_finished_day_becomes_one_daily_file_and_a_flat_table(tmp_path: Path) 
     assert daily.n == len(ts) == 120
     assert (res.days, res.files_merged, res.ticks, res.duplicates) == (1, 4, 120, 1)
     assert res.bytes_before == before and res.bytes_after == (part / "day.parquet").stat().st_size
-    assert pq.read_schema(part / "day.parquet").metadata[META_SCHEMA] == b"3"
+    assert pq.read_schema(part / "day.parquet").metadata[META_SCHEMA] == b"4"
     flat = pq.read_table(tmp_path / "flat" / "2026-01-05" / "gpu01.parquet")
     assert flat.schema.remove_metadata() == FLAT_SCHEMA
     assert flat.num_rows == 120 * 2

@@ -167,7 +167,7 @@ def test_record_with_job_log_writes_job_columns(tmp_path: Path) -> None:
     jobs = [t.job for t in trace.ticks()]
     assert len(jobs) == 5 and all(j is not None and j.source == "log:imagenet" for j in jobs)
     assert jobs[0].samples_per_s == pytest.approx(160.0) and jobs[0].data_wait_pct == pytest.approx(75.0)
-    assert trace.table.schema.metadata[b"gpu_triage.schema"] == b"3"
+    assert trace.table.schema.metadata[b"gpu_triage.schema"] == b"4"
 
 
 def test_unreadable_job_log_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

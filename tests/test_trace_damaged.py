@@ -101,9 +101,9 @@ def test_wrong_schema_empty_and_other_versions(tmp_path: Path) -> None:
 
     future = tmp_path / "future.parquet"
     meta = dict(REFERENCE.table.schema.metadata)
-    meta[b"gpu_triage.schema"] = b"4"
+    meta[b"gpu_triage.schema"] = b"5"
     pq.write_table(REFERENCE.table.replace_schema_metadata(meta), future)
-    with pytest.raises(UserError, match=r"future\.parquet uses trace schema '4'"):
+    with pytest.raises(UserError, match=r"future\.parquet uses trace schema '5'"):
         open_trace(future)
 
     bad_type = tmp_path / "bad-type.parquet"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.model import (
+    THREAD_CPU_PCT,
     DiskSample,
     GpuInfo,
     GpuSample,
@@ -23,6 +24,8 @@ from gpu_triage.model import (
     JobSample,
     NetSample,
     ProcSample,
+    StackSample,
+    ThreadSample,
     Tick,
     trace_fields,
 )
@@ -59,8 +62,10 @@ def samples(kind: type, column: str) -> st.SearchStrategy:
     """Any sample of ``kind``: every trace field, required ones always set, optional ones sometimes None."""
     fields = {}
     for f in trace_fields(kind):
-        rng = FIELD_RANGES[column].get(f.name)
-        if f.is_list:
+        rng = FIELD_RANGES.get(column, {}).get(f.name)
+        if f.name == "thread_list":  # trace v4: a stack sample's threads, a list of structs of their own
+            fields[f.name] = st.lists(thread_samples, max_size=3)
+        elif f.is_list:
             fields[f.name] = st.lists(in_range(f.trace_type[5:-1], rng), max_size=4)
         elif f.required:
             fields[f.name] = in_range(f.trace_type, rng)
@@ -74,6 +79,16 @@ def top(name: str, trace_type: str, *, nullable: bool = True) -> st.SearchStrate
     return st.none() | values if nullable else values
 
 
+thread_samples = st.builds(
+    ThreadSample,
+    tid=VALUES["u32"],
+    state=st.sampled_from(["active", "idle"]),
+    phase=VALUES["str"],
+    name=st.none() | VALUES["str"],
+    holds_gil=st.none() | st.integers(0, 1),
+    cpu_pct=st.none() | st.floats(*THREAD_CPU_PCT, width=32),
+    frames=st.none() | VALUES["str"],
+)
 gpu_samples = samples(GpuSample, "gpus")
 disk_samples = samples(DiskSample, "disks")
 proc_samples = samples(ProcSample, "procs")
@@ -108,6 +123,7 @@ ticks_strategy = st.lists(
         host_swap_used_bytes=top("host_swap_used_bytes", "u64"),
         host_swap_total_bytes=top("host_swap_total_bytes", "u64"),
         nets=st.lists(net_samples, max_size=2),
+        stacks=st.lists(samples(StackSample, "stacks"), max_size=2),
     ),
     min_size=1,
     max_size=6,
@@ -174,7 +190,7 @@ def test_written_file_has_the_v3_schema_and_metadata(tmp_path: Path) -> None:
         v1 = v1.set(v1.get_field_index(column), pa.field(column, pa.list_(narrowed)))
     assert pq.ParquetFile(H200_TRACE_2S).schema_arrow.remove_metadata().equals(v1)
     meta = f.schema_arrow.metadata
-    assert meta[b"gpu_triage.schema"] == b"3"
+    assert meta[b"gpu_triage.schema"] == b"4"
     assert float(meta[b"gpu_triage.interval_s"]) == 2.0
     assert b'"hostname": "h200-lab"' in meta[b"gpu_triage.host"]
     assert f.metadata.row_group(0).column(0).compression == "ZSTD"

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpu_triage import __version__
 from gpu_triage.cli_parser import build_parser
@@ -38,13 +38,20 @@ SCREEN_COMMANDS = ("live", "demo", "replay")
 def _on_screen(args: argparse.Namespace) -> bool:
     """The command draws a Textual screen: nothing else may write to its terminal."""
     command = args.command or "live"
-    return command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+    return (command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
+            or (command == "run" and not getattr(args, "record", None)))
 
 
 def _fleet_screen(fleet: Fleet) -> int:
     from gpu_triage.ui.fleet_app import run_fleet_screen
 
     return run_fleet_screen(fleet)
+
+
+def _live_app(args: argparse.Namespace, config: Any) -> Any:
+    from gpu_triage.ui.run import build_app
+
+    return build_app("live", args, config)
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
@@ -164,6 +171,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpu_triage.commands.record import run_record
 
         return run_record(args, config)
+    if command == "run":
+        from gpu_triage.commands.launch import run_launch
+
+        return run_launch(args, config, _live_app)
     if command == "recover":
         from gpu_triage.commands.recover import run_recover
 

@@ -300,3 +300,26 @@ def add_compact(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print what would be merged and removed; change nothing")
     p.add_argument("--progress", action="store_true",
                    help="a line per host-day on stderr even when it is not a terminal (a log, a journal)")
+
+
+def add_run(sub: argparse._SubParsersAction) -> None:
+    """``gpu-triage run [options] -- CMD ...``: the job started as our child, watched until it ends."""
+    p = sub.add_parser(
+        "run",
+        help="start a training job as gpu-triage's child and watch it until it ends (its stacks without root)",
+        description="Start CMD as gpu-triage's child, in its own process group, allowed to be read by gpu-triage's "
+        "py-spy under kernel.yama.ptrace_scope=1 without root; its pulse is wired (GPU_TRIAGE_PULSE_DIR). "
+        "SIGINT, SIGTERM and SIGHUP go to the job's process group; gpu-triage exits with the job's status when "
+        "it ends. With --record FILE the monitor is headless; otherwise the dashboard follows the job and its "
+        "output goes to --job-output.",
+    )
+    _add_sampling(p)
+    p.add_argument("--record", metavar="FILE", default=None,
+                   help="headless: record every tick to FILE (Parquet) until the job ends, no dashboard")
+    p.add_argument("--job-output", metavar="FILE", default=None,
+                   help="with the dashboard: the file the job's output goes to (default gpu-triage-run-PID.log), "
+                   "read as --job-log")
+    _add_job(p)
+    _add_stacks(p)
+    p.add_argument("job_command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                   help="the job's command, after --, as you would run it (torchrun ..., python train.py)")

@@ -28,6 +28,7 @@ from gpu_triage.cli_args import (
     _speed,
     add_after_command,
     add_compact,
+    add_run,
 )
 from gpu_triage.export import DEFAULT_LISTEN
 from gpu_triage.scenarios import SCENARIOS
@@ -300,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rotate(p)
     _add_fleet(sub)
     add_compact(sub)
+    add_run(sub)
     _add_checkup_commands(sub)
     _add_snapshot(sub)
     p = sub.add_parser(

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpu_triage.diagnosis.thresholds import DEFAULT_WINDOW_S, Thresholds
 from gpu_triage.errors import UserError, user_path
+from gpu_triage.sources.waiting import WaitBand
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class Config:
     job_batch_size: int | None = None  # [job] batch_size: samples per step, for logs that count steps
     job_log_regex: str | None = None  # [job] log_regex: the user's progress line, named groups
     inside_enabled: bool = True  # [inside] enabled: py-spy looks inside the processes whose card waits (live)
+    inside_enter_pct: float = 45.0  # [inside] waiting_enter_pct: a card below this GPU-Util starts waiting
+    inside_leave_pct: float = 55.0  # [inside] waiting_leave_pct: a waiting card above this stops waiting
 
     @property
     def window_ticks(self) -> int:
@@ -123,7 +126,7 @@ _SECTIONS = {
     "ui": {"theme", "color_gpu", "color_sm", "color_alert", "panes"},
     "recording": {"directory"},
     "job": {"batch_size", "log_regex"},
-    "inside": {"enabled"},
+    "inside": {"enabled", "waiting_enter_pct", "waiting_leave_pct"},
 }
 
 
@@ -238,12 +241,26 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         if not isinstance(inside["enabled"], bool):
             raise bad("inside.enabled", f"must be true or false, got {inside['enabled']!r}")
         cfg.inside_enabled = inside["enabled"]
+    for key, attr in (("waiting_enter_pct", "inside_enter_pct"), ("waiting_leave_pct", "inside_leave_pct")):
+        if key in inside:
+            v = inside[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 100:
+                raise bad(f"inside.{key}", f"must be a GPU-Util percentage, 0 to 100, got {v!r}")
+            setattr(cfg, attr, float(v))
+    if cfg.inside_enter_pct > cfg.inside_leave_pct:
+        raise bad("inside.waiting_enter_pct", f"must not be above waiting_leave_pct ({cfg.inside_leave_pct:g}), "
+                  f"got {cfg.inside_enter_pct:g}")
     return cfg
 
 
 def stacks_wanted(config: Config, no_stacks: bool) -> bool:
     """Whether a live command reads its waiting processes' stacks: the config's switch, unless --no-stacks."""
     return config.inside_enabled and not no_stacks
+
+
+def wait_band(config: Config) -> WaitBand:
+    """The configured hysteresis band of "a card waits" (sources/waiting.py), for the stack sampler."""
+    return WaitBand(config.inside_enter_pct, config.inside_leave_pct)
 
 
 def _is_colour(value: str) -> bool:

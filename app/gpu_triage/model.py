@@ -19,32 +19,14 @@ from datetime import datetime
 from typing import Any
 
 from gpu_triage.safetext import clean
+from gpu_triage.tracefields import TRACE_TYPE as TRACE_TYPE
+from gpu_triage.tracefields import TRACE_TYPES as TRACE_TYPES
+from gpu_triage.tracefields import TraceField as TraceField
+from gpu_triage.tracefields import _col, _key, _list
+from gpu_triage.tracefields import trace_fields as trace_fields
 
-SCHEMA_VERSION = "3"  # 3: stack samples and the verdict per tick (trace-v3.md); versions 1 and 2 are still read
-READABLE_SCHEMA_VERSIONS = ("1", "2", "3")
-
-
-#: Key of a dataclass field's metadata naming its trace-v1 storage width. The sample classes below are the
-#: one definition of the trace's per-card, per-disk and per-process fields: ``trace/schema.py`` builds the
-#: Arrow structs from them, ``window.py`` its numeric columns, the round-trip test its strategies.
-TRACE_TYPE = "trace_type"
-#: The widths a field may have: unsigned integers, floats, text, and lists of those.
-TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", "list[f32]", "list[u16]",
-                         "list[job_rank]"})
-
-
-def _col(trace_type: str) -> Any:
-    """An optional trace field: None (the hardware does not say) unless set."""
-    return field(default=None, metadata={TRACE_TYPE: trace_type})
-
-
-def _key(trace_type: str) -> Any:
-    """A required trace field (the card's index, a disk's name): no default."""
-    return field(metadata={TRACE_TYPE: trace_type})
-
-
-def _list(trace_type: str) -> Any:
-    return field(default_factory=list, metadata={TRACE_TYPE: trace_type})
+SCHEMA_VERSION = "4"  # 4: every Python thread of each stack sample (trace-v4.md); versions 1 to 3 are still read
+READABLE_SCHEMA_VERSIONS = ("1", "2", "3", "4")
 
 
 @dataclass(slots=True)
@@ -224,7 +206,25 @@ class JobSample:
     ranks: list[JobRank] = _list("list[job_rank]")  # last: the schema builds it from JobRank
 
 
-# Trace v3 (docs/trace-v3.md): what the inside of a job was doing, and what the engine read of the tick.
+# Trace v3 (docs/trace-v3.md): what the inside of a job was doing, and what the engine read of the tick; v4
+# (docs/trace-v4.md): each Python thread of a dump, not only the one that named the process's phase.
+
+
+@dataclass(slots=True)
+class ThreadSample:
+    """One Python thread of a dumped process (trace v4): what py-spy saw it doing at the dump."""
+
+    tid: int = _key("u32")  # the OS thread id (/proc/PID/task); the main thread's is the pid
+    state: str = _key("str")  # "active": on a CPU at the dump (py-spy's idle detection); "idle": off it
+    phase: str = _key("str")  # the thread's own phase (sources.phases.classify), "unknown" without frames
+    name: str | None = _col("str")  # Python's thread name ("MainThread", "Thread-2 (_pin_memory_loop)")
+    holds_gil: int | None = _col("u16")  # 1: it held the GIL at the dump, 0: it did not; None: not said
+    cpu_pct: float | None = _col("f32")  # its share of one core since the sampler's last read of it (/proc)
+    frames: str | None = _col("str")  # its innermost frames down to the one that named its phase
+
+
+#: A thread's CPU share a reader believes (one thread runs on one core at most; /proc's ticks jitter a little).
+THREAD_CPU_PCT = (0.0, 200.0)
 
 
 @dataclass(slots=True)
@@ -241,6 +241,7 @@ class StackSample:
     busy_threads: int | None = _col("u16")  # threads of the process on a CPU (≥ 20 % of a core) at the dump
     threads: int | None = _col("u16")  # threads of the process
     error: str | None = _col("str")  # why there is no stack (not permitted, no py-spy, ...); None when read
+    thread_list: list[ThreadSample] = _list("list[stack_thread]")  # v4: each Python thread (last: see layout)
 
 
 @dataclass(slots=True)
@@ -253,35 +254,6 @@ class VerdictSample:
     mechanism: str | None = _col("str")
     confidence: str | None = _col("str")  # likely / possible / unsure
     gpus: list[int] = _list("list[u16]")  # the cards the verdict names
-
-
-@dataclass(frozen=True, slots=True)
-class TraceField:
-    """One field of a sample class as trace v1 stores it."""
-
-    name: str
-    trace_type: str  # one of TRACE_TYPES
-    required: bool  # no default: the row is unusable without it (an index, a name, a pid)
-
-    @property
-    def is_list(self) -> bool:
-        return self.trace_type.startswith("list[")
-
-    @property
-    def numeric(self) -> bool:
-        return self.trace_type[0] in "uf"
-
-
-def trace_fields(kind: type) -> tuple[TraceField, ...]:
-    """The trace fields of ``GpuSample``, ``DiskSample``, ``ProcSample`` (v1), ``JobSample``, ``JobRank``,
-    ``NetSample`` (v2), ``StackSample`` or ``VerdictSample`` (v3), in file order."""
-    out = []
-    for f in dataclasses.fields(kind):
-        trace_type = f.metadata[TRACE_TYPE]
-        assert trace_type in TRACE_TYPES, (kind, f.name, trace_type)
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        out.append(TraceField(f.name, trace_type, required))
-    return tuple(out)
 
 
 @dataclass(slots=True)
@@ -318,7 +290,7 @@ class Tick:
             "host_swap_used_bytes": self.host_swap_used_bytes,
             "host_swap_total_bytes": self.host_swap_total_bytes,
             "nets": [_asdict(n) for n in self.nets],
-            "stacks": [_asdict(x) for x in self.stacks],
+            "stacks": [_stack_row(x) for x in self.stacks],
             "verdict": None if self.verdict is None else _asdict(self.verdict),
         }
 
@@ -339,7 +311,7 @@ class Tick:
             host_swap_used_bytes=row.get("host_swap_used_bytes"),
             host_swap_total_bytes=row.get("host_swap_total_bytes"),
             nets=[_build(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
-            stacks=[_build(StackSample, x) for x in (row.get("stacks") or [])
+            stacks=[stack_from_row(x) for x in (row.get("stacks") or [])
                     if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))],
             verdict=_verdict_from_row(row.get("verdict")),
         )
@@ -446,3 +418,27 @@ def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:
         return None
     verdict: VerdictSample = _build(VerdictSample, data)
     return verdict
+
+
+def _stack_row(x: StackSample) -> dict[str, Any]:
+    row = _asdict(x)
+    row["thread_list"] = [_asdict(t) for t in x.thread_list]
+    return row
+
+
+def stack_from_row(data: dict[str, Any]) -> StackSample:
+    """A stack sample from a trace row (its pid, role and phase checked by the caller); each thread without
+    its tid, state or phase is dropped, and a CPU share no thread can have read as unknown."""
+    threads = []
+    listed = data.get("thread_list")
+    for t in listed if isinstance(listed, list) else []:
+        if not isinstance(t, dict) or None in (t.get("tid"), t.get("state"), t.get("phase")):
+            continue
+        th: ThreadSample = _build(ThreadSample, t)
+        cpu = th.cpu_pct
+        if cpu is not None and not (math.isfinite(cpu) and THREAD_CPU_PCT[0] <= cpu <= THREAD_CPU_PCT[1]):
+            th.cpu_pct = None
+        threads.append(th)
+    sample: StackSample = _build(StackSample, {k: v for k, v in data.items() if k != "thread_list"})
+    sample.thread_list = threads
+    return sample

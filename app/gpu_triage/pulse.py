@@ -374,3 +374,24 @@ def step(n: int | None = None, data_wait_s: float | None = None) -> None:
 def stats() -> dict[str, Any]:
     """This process's counters as published (for tests and for the curious)."""
     return _get().record()
+
+
+def _name_tracer() -> None:
+    """Under ``gpu-triage run`` (``GPU_TRIAGE_TRACER``: its pid), let that process and its py-spy read this one:
+    ``prctl(PR_SET_PTRACER)``, what kernel.yama.ptrace_scope=1 asks of a process that is not the reader's
+    descendant (torchrun's ranks are gpu-triage's grandchildren, py-spy its child). One system call at import;
+    nothing at all without the variable or off Linux."""
+    pid = _env_int("GPU_TRIAGE_TRACER")
+    if pid is None or pid <= 0:
+        return
+    try:
+        import ctypes  # noqa: PLC0415 - only under gpu-triage run
+        import ctypes.util  # noqa: PLC0415
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(0x59616D61, ctypes.c_ulong(pid), 0, 0, 0)  # PR_SET_PTRACER
+    except (OSError, AttributeError) as exc:
+        log.debug("could not name gpu-triage (pid %d) as this process's tracer: %s", pid, exc)
+
+
+_name_tracer()

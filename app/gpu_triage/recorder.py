@@ -16,6 +16,7 @@ log says when the verdict changes (``verdict A -> B``) during an unattended reco
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -100,9 +101,11 @@ def record_source(
     out: Any = None,
     config: Config | None = None,
     rotate_s: float | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[Path, int]:
     """Record ``source`` to ``output`` until ``duration_s`` (:func:`ticks_for`) or a stop signal; closes
-    the source.
+    the source. With ``stop`` (``gpu-triage run``: set when the job ends) the caller owns the signals and the
+    recording ends when the event is set.
 
     Returns the Parquet path and the number of ticks. ``out`` (default stdout) gets the start line, the
     progress line (terminals only) and the summary. Each tick carries its raw verdict, diagnosed with
@@ -133,7 +136,7 @@ def record_source(
             if fast:
                 stopped_by = _record_fast(source, writer, interval_s, duration_s, stamp)
             else:
-                stopped_by = _record_paced(source, writer, interval_s, duration_s, out, stamp)
+                stopped_by = _record_paced(source, writer, interval_s, duration_s, out, stamp, stop)
         except BaseException as exc:
             writer.abort()  # keep the stream for `gpu-triage recover`
             log.error("recording to %s stopped by %s after %d ticks; the stream %s is kept for "
@@ -221,12 +224,14 @@ def _record_paced(
     duration_s: float | None,
     out: Any,
     stamp: Callable[[Tick], Tick],
+    external: threading.Event | None = None,
 ) -> str:
-    """Sample once per interval in the sampler thread until the duration or a stop signal; returns what
-    stopped it. A disk error ends the recording (raised here); a source error is said once and skipped."""
+    """Sample once per interval in the sampler thread until the duration, a stop signal or ``external`` is
+    set (then the caller handles the signals); returns what stopped it. A disk error ends the recording (raised
+    here); a source error is said once and skipped."""
     from gpu_triage.sampler import Sampler  # noqa: PLC0415
 
-    stop = threading.Event()
+    stop = external if external is not None else threading.Event()
     failure: list[BaseException] = []
     reported_errors: set[str] = set()
 
@@ -256,7 +261,8 @@ def _record_paced(
     sampler = Sampler(source, interval_s, on_tick, on_error)
     began = time.monotonic()
     progress: Callable[[], None] = lambda: _progress(out, writer, time.monotonic() - began)  # noqa: E731
-    with StopSignals(stop) as signals:
+    signals = StopSignals(stop if external is None else threading.Event())  # with external: not entered
+    with signals if external is None else contextlib.nullcontext(signals):
         sampler.start()
         try:
             while not stop.is_set():
@@ -277,6 +283,8 @@ def _record_paced(
                 print(file=out, flush=True)
     if failure:
         raise failure[0]
+    if external is not None and external.is_set():
+        return "the caller's stop"
     return signals.received or "duration reached"
 
 

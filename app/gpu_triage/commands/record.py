@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from gpu_triage.config import Config, stacks_wanted
+from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.recorder import QuietOnFailure, record_source
@@ -42,7 +43,8 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
 
         monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
     source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start,
-                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
+                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))),
+                         band=wait_band(config))
     if monitor is not None:
         from gpu_triage.sources.job import WithJob
 
@@ -61,3 +63,20 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         rotate_s=getattr(args, "rotate", None),
     )
     return 0
+
+
+def live_source(args: argparse.Namespace, config: Config, interval_s: float) -> Any:
+    """This machine as ``record`` samples it: the live source (its stacks as the config and --no-stacks say)
+    with the job's pulse and ``--job-log`` beside it (``gpu-triage run --record``)."""
+    from gpu_triage.sources.job import WithJob, monitor_for  # noqa: PLC0415
+
+    monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
+    source = make_source("live", interval_s=interval_s, band=wait_band(config),
+                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
+    if monitor is None:
+        return source
+
+    def tell(message: str) -> None:
+        print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr), flush=True)
+
+    return WithJob(source, monitor, interval_s, on_message=tell)

@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_triage import proc_columns
-from gpu_triage.config import Config, stacks_wanted
+from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
 from gpu_triage.proc_control import ProcControl
 from gpu_triage.sources.base import HostProcesses
-from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json, waiting_processes
+from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json
 from gpu_triage.sources.spec import make_source
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
 from gpu_triage.units import short_bytes
@@ -97,7 +97,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         ticks: list[Tick] = []
         # a live reading also looks inside the processes whose card waits, once a tick (a one-shot reading
         # has no screen to keep fluid: the dumps run in line)
-        inside = None if simulated or not stacks else InsideSampler(every_s=interval_s)
+        inside = None if simulated or not stacks else InsideSampler(every_s=interval_s, band=wait_band(config))
         for k in range(n):
             if k and not simulated:  # the simulator keeps its own clock: no need to wait for it
                 sleep(interval_s)
@@ -105,7 +105,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             window.append(tick)
             ticks.append(tick)
             if inside is not None:
-                inside.want(waiting_processes(tick))
+                inside.follow(tick)
                 inside.step()
         status = source.status()
         view = window.view()

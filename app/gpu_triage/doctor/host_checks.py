@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpu_triage.doctor.facts import Facts
 from gpu_triage.doctor.registry import Finding, card_list, live_gpus, register
+from gpu_triage.sources.stacks import StackAccess
 from gpu_triage.units import fmt_bytes
 
 # -- host -------------------------------------------------------------------------------------------
@@ -148,17 +149,33 @@ def check_env(facts: Facts) -> Finding:
 
 _PTRACE_FIX = ("run gpu-triage as root or as the job's user with kernel.yama.ptrace_scope=0 (sysctl), or give it "
                "CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)")
+_LAUNCHER_FIX = ("start the job under gpu-triage: `gpu-triage run -- torchrun ...` (its ranks are read when they "
+                 "import gpu_triage.pulse); or " + _PTRACE_FIX)
+
+
+def stack_ways(acc: StackAccess) -> list[str]:
+    """Which of root, the job's own user, and the launcher (`gpu-triage run`) would give the job's stacks here."""
+    if acc.ptrace_scope == 3:
+        return []
+    ways = ["root"]
+    if acc.ptrace_scope in (None, 0):
+        ways.append("same user")
+    if acc.ptrace_scope in (None, 0, 1):
+        ways.append("launcher")  # under scope 1 the job names gpu-triage as its tracer (commands/launch.py)
+    return ways
 
 
 @register("software.stacks", "the job's stacks (py-spy)")
 def check_stacks(facts: Facts) -> Finding:
     """Whether the dashboard can tell what a waiting job's threads are doing: py-spy found, and ptrace allowed
-    on the job's processes (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, root)."""
+    on the job's processes (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, root), and which of root, the job's own
+    user and `gpu-triage run` would give them here."""
     acc = facts.software.stacks
     if acc is None:
         return Finding("skip", "not checked", "")
+    ways = stack_ways(acc)
     data = {"py_spy": acc.pyspy, "euid": acc.euid, "cap_sys_ptrace": acc.cap_sys_ptrace,
-            "ptrace_scope": acc.ptrace_scope}
+            "ptrace_scope": acc.ptrace_scope, "stacks_with": ways}
     if acc.pyspy is None and acc.refused is not None:
         return Finding("warn", acc.refused, "a py-spy others can replace would run as this user (root) against "
                        "every waiting job", data)
@@ -174,6 +191,10 @@ def check_stacks(facts: Facts) -> Finding:
         return Finding("ok", f"py-spy reads every process's stacks ({'root' if acc.euid == 0 else 'CAP_SYS_PTRACE'})",
                        "", data)
     if acc.ptrace_scope in (None, 0):
-        return Finding("ok", "py-spy reads this user's processes only (another user's job: run as root)", "", data)
-    which = "only processes it starts" if acc.ptrace_scope == 1 else "nothing without CAP_SYS_PTRACE"
-    return Finding("warn", f"kernel.yama.ptrace_scope={acc.ptrace_scope}: py-spy may read {which}", _PTRACE_FIX, data)
+        return Finding("ok", "py-spy reads this user's processes only (another user's job: run as root, or start "
+                       "it with `gpu-triage run`)", "", data)
+    if acc.ptrace_scope == 1:
+        return Finding("warn", "kernel.yama.ptrace_scope=1: py-spy may read only processes it starts, or jobs "
+                       "started by `gpu-triage run` (root reads any)", _LAUNCHER_FIX, data)
+    return Finding("warn", f"kernel.yama.ptrace_scope={acc.ptrace_scope}: py-spy may read nothing without "
+                   "CAP_SYS_PTRACE (root does)", _PTRACE_FIX, data)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, _build, _job_from_row
+from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, _build, _job_from_row, stack_from_row
 from gpu_triage.trace.batches import as_float
 from gpu_triage.window import (
     DISK_FIELDS,
@@ -124,7 +124,7 @@ def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
 def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
     """Trace v3's stack samples per tick (an entry without its pid, role or phase is not a sample)."""
     keys = ("pid", "role", "phase")
-    return [[_build(StackSample, x) for x in (r or []) if x and all(x.get(k) is not None for k in keys)]
+    return [[stack_from_row(x) for x in (r or []) if x and all(x.get(k) is not None for k in keys)]
             for r in arr.to_pylist()]
 
 

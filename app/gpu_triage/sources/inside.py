@@ -2,17 +2,20 @@
 beside the ticks in a thread of their own.
 
 Why a thread: a dump takes 20-100 ms (py-spy's start-up, then reading the job's memory), which must neither
-delay a tick nor pace it. Why only while a card waits: a job that keeps its card busy needs no explanation, and
-a healthy job is then not touched at all. Each process is dumped at most once per ``every_s``, and its DataLoader
-workers one at a time in turn, so the cost is bounded whatever the job: about 10 ms of py-spy CPU per dump on a
-real H200 job, no measurable change to its step time (docs/performance.md).
+delay a tick nor pace it. Why only while a card waits (sources/waiting.py: a 45/55 % band of GPU-Util): a job
+that keeps its card busy needs no explanation, and a healthy job is then not touched at all. The pace: a burst of
+BURST_DUMPS dumps BURST_EVERY_S apart when a process's card starts waiting (at most one per BURST_COOLDOWN_S),
+then one per ``every_s`` for KEEP dumps, then one per ``every_s`` x SETTLED_FACTOR while the wait lasts; its
+DataLoader workers one at a time in turn. So the cost is bounded whatever the job: 5-10 ms of py-spy CPU per dump
+on a real H200 job, the job's step time unchanged beyond its spread (docs/performance.md).
 
 The reports are kept per (pid, start time), so a pid reused by another process starts afresh, and over the last
 ``keep`` dumps only: the phase shares follow the job as it changes.
 
-Each dump is also one :class:`~gpu_triage.model.StackSample` (the trace's ``stacks`` column): :meth:`drain`
-hands over those finished since its last call, so a tick carries the dumps taken during it. A process py-spy
-cannot read gives one sample saying why, not one per dump; the reason is said again only when it changes.
+Each dump is also one :class:`~gpu_triage.model.StackSample` (the trace's ``stacks`` column, every Python thread
+of the process in its ``thread_list``): :meth:`drain` hands over those finished since its last call, so a tick
+carries the dumps taken during it. A process py-spy cannot read gives one sample saying why, not one per dump;
+the reason is said again only when it changes.
 """
 
 from __future__ import annotations
@@ -27,15 +30,37 @@ from dataclasses import dataclass
 
 from gpu_triage.model import StackSample, Tick
 from gpu_triage.safetext import clean
-from gpu_triage.sources.phases import Phase, PhaseShare, classify, main_thread_phases, naming_frames, process_phase
+from gpu_triage.sources.phases import (
+    Phase,
+    PhaseShare,
+    classify,
+    gil_holder,
+    main_thread_phases,
+    naming_frames,
+    process_phase,
+    thread_samples,
+)
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackDump, StackReader, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
+from gpu_triage.sources.waiting import WaitBand, WaitingCards
 
 log = logging.getLogger(__name__)
 
-EVERY_S = 2.0  # one dump per process per this many seconds at most
+EVERY_S = 2.0  # one dump per process per this many seconds at most, past a burst
 KEEP = 15  # dumps kept per process: 30 s at the default pace
-WAITING_UTIL_PCT = 50.0  # a card below this GPU-Util is waiting: its processes are worth a look
+WAITING_UTIL_PCT = 50.0  # the middle of the waiting band (sources/waiting.py): what the screen calls waiting
+# When a card starts waiting its processes are dumped BURST_DUMPS times, BURST_EVERY_S apart, then at the
+# ordinary pace: a verdict that needs the stacks has six within 3 s of the wait beginning instead of one or two.
+# At most one burst per process per BURST_COOLDOWN_S, so a card that comes and goes cannot keep the rate up:
+# at about 10 ms of py-spy CPU a dump (docs/performance.md), a burst a minute adds under 0.1 % of a core.
+BURST_DUMPS = 6
+BURST_EVERY_S = 0.5
+BURST_COOLDOWN_S = 60.0
+# A wait that lasts has told its story in its first KEEP dumps: past them a process is dumped SETTLED_FACTOR times
+# less often (every 4 s at the default pace), which still follows a change of phase within seconds and halves
+# py-spy's CPU over a long wait (a dump cost 5-10 ms of py-spy's CPU on the H200: one every 2 s is 0.25-0.5 % of a
+# core, the whole budget of +0.5 % over --no-stacks once the monitor's own reading of the dumps is counted).
+SETTLED_FACTOR = 2.0
 MAX_PROCESSES = 16  # processes followed at once (one per card of the largest servers)
 # A round follows each tick (want() wakes it): at a 2 s tick, a round that came a few ms early would wait for the
 # next one and the job's stacks would come every other tick. A dump is due once most of ``every_s`` has passed.
@@ -57,6 +82,9 @@ class InsideReport:
     busy_threads: int | None  # threads on a CPU ≥ 20 % of a core at the last read; None before a second read
     workers: dict[Phase, int]  # DataLoader workers' phases at their last dumps
     error: str | None  # why there are no stacks (stacks.ACCESS_PROBLEMS' key), None when they read
+    # another thread seen holding the GIL on a CPU while the main thread was off one: (its name, in how many
+    # dumps), the most frequent; None when no dump showed one
+    gil_holder: tuple[str, int] | None = None
 
     def sentence(self) -> str:
         """One line of evidence: "main thread in optimizer 8 of 9 dumps (Adam.step), 16 threads busy"."""
@@ -73,6 +101,8 @@ class InsideReport:
             text += f", {self.busy_threads} thread{'s' if self.busy_threads != 1 else ''} busy"
         if self.workers:
             text += ", workers: " + ", ".join(f"{c} {p.value}" for p, c in sorted(self.workers.items()))
+        if self.gil_holder is not None:
+            text += f", thread {self.gil_holder[0]} held the GIL in {self.gil_holder[1]} while it was idle"
         return text
 
 
@@ -86,6 +116,8 @@ class _Followed:
         self.busy: int | None = None
         self.error: str | None = None
         self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
+        self.burst_left = 0  # dumps still to take at the burst's pace
+        self.taken = 0  # dumps taken since it started waiting
 
 
 def _stat_field(pid: int, proc_root: str, k: int) -> int | None:
@@ -112,10 +144,19 @@ class InsideSampler:
 
     def __init__(self, stacks: StackReader | None = None, threads: ThreadReader | None = None, *,
                  every_s: float = EVERY_S, proc_root: str = "/proc",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, band: WaitBand | None = None,
+                 burst_dumps: int = BURST_DUMPS, burst_every_s: float = BURST_EVERY_S) -> None:
         self.stacks = stacks or StackReader()
         self.threads = threads or ThreadReader(proc_root)
         self.every_s = every_s
+        self.cards = WaitingCards(band)
+        self.burst_dumps = burst_dumps
+        self.burst_every_s = min(burst_every_s, every_s)
+        self.settled_s = every_s * SETTLED_FACTOR
+        self._burst: set[int] = set()  # pids whose card started waiting, a burst asked for
+        # when each process's last burst began: kept past its card's wait (a card that comes and goes must
+        # not earn a burst each time), forgotten after the cooldown
+        self._burst_at: dict[int, float] = {}
         self.proc_root = proc_root
         self._clock = clock
         self._lock = threading.Lock()
@@ -156,21 +197,35 @@ class InsideSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def want(self, waiting: Iterable[tuple[int, list[int]]]) -> None:
-        """The processes whose cards wait now, with their worker pids; the others are no longer dumped."""
+    def follow(self, tick: Tick) -> None:
+        """The processes whose card waits at ``tick`` (the hysteresis of sources/waiting.py) are dumped from
+        now on, with a burst for those whose card has just started waiting; the others no longer."""
+        waiting, started = self.cards.update(tick)
+        self.want(waiting, burst=started)
+
+    def want(self, waiting: Iterable[tuple[int, list[int]]], burst: Iterable[int] = ()) -> None:
+        """The processes whose cards wait now, with their worker pids; the others are no longer dumped. Those in
+        ``burst`` are dumped BURST_DUMPS times at the burst's pace first (unless one burst within the cooldown)."""
         with self._lock:
             self._want = list(waiting)[:MAX_PROCESSES]
+            self._burst |= set(burst)
         self._wake.set()
+
+    def _pace(self) -> float:
+        """How long the thread may sleep before a dump is due: the burst's pace while one is on."""
+        with self._lock:
+            bursting = bool(self._burst) or any(f.burst_left for f in self._followed.values())
+        return self.burst_every_s if bursting else self.every_s
 
     def reports(self) -> dict[int, InsideReport]:
         with self._lock:
             return {pid: InsideReport(pid, main_thread_phases(list(f.dumps)), f.busy, _count(f.workers.values()),
-                                      f.error)
+                                      f.error, gil_holder(d for d, _ in f.dumps))
                     for pid, f in self._followed.items() if f.dumps or f.error}
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=self.every_s)
+            self._wake.wait(timeout=self._pace())
             self._wake.clear()
             try:
                 self.step()
@@ -183,6 +238,9 @@ class InsideSampler:
         deadline = time.monotonic() + ROUND_S
         with self._lock:
             want = list(self._want)
+            burst, self._burst = self._burst, set()
+            now = self._clock()
+            self._burst_at = {p: t for p, t in self._burst_at.items() if now - t < BURST_COOLDOWN_S}
             live = {pid for pid, _ in want}
             for pid in [p for p in self._followed if p not in live]:
                 del self._followed[pid]
@@ -198,9 +256,14 @@ class InsideSampler:
                 f = self._followed.get(pid)
                 if f is None or f.start != start:  # new, or its pid now another process's
                     f = self._followed[pid] = _Followed(start)
-                if now - f.last < self.every_s * PACE_SLACK:
+                if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
+                    self._burst_at[pid], f.burst_left = now, self.burst_dumps
+                pace = self.burst_every_s if f.burst_left else self.every_s if f.taken < KEEP else self.settled_s
+                if now - f.last < pace * PACE_SLACK:
                     continue
                 f.last = now
+                f.burst_left = max(0, f.burst_left - 1)
+                f.taken += 1
             dump = self.stacks.dump(pid, deadline)
             threads = self.threads.read(pid, self._clock())
             if _start_time(pid, self.proc_root) != start:
@@ -251,7 +314,7 @@ class InsideSampler:
                                threads=count)
         phase = process_phase(dump, threads)
         return StackSample(dump.pid, "main", phase.value, frames=naming_frames(_named_by(dump, phase), phase),
-                           busy_threads=busy, threads=count)
+                           busy_threads=busy, threads=count, thread_list=thread_samples(dump, threads))
 
     def _worker_sample(self, f: _Followed, dump: StackDump, parent: int, phase: Phase) -> StackSample | None:
         if not self._unsaid(f, dump.pid, dump.error):
@@ -260,7 +323,8 @@ class InsideSampler:
         return StackSample(dump.pid, "worker", phase.value, parent_pid=parent,
                            frames=naming_frames(dump.main, phase) if dump.error is None else None,
                            threads=_task_count(dump.pid, self.proc_root),
-                           error=clean(dump.error) if dump.error is not None else None)
+                           error=clean(dump.error) if dump.error is not None else None,
+                           thread_list=thread_samples(dump) if dump.error is None else [])
 
 
 def _named_by(dump: StackDump, phase: Phase) -> ThreadStack | None:
@@ -287,20 +351,17 @@ def _count(phases: Iterable[Phase]) -> dict[Phase, int]:
     return out
 
 
-def waiting_processes(tick: Tick) -> list[tuple[int, list[int]]]:
-    """The GPU processes of ``tick`` whose card waits (GPU-Util under WAITING_UTIL_PCT), with their workers; a
-    card whose GPU-Util is not known is not called waiting."""
-    util = {g.index: g.util_pct for g in tick.gpus}
-    seen: dict[int, list[int]] = {}
-    for p in tick.procs:
-        u = util.get(p.gpu_index)
-        if u is not None and u < WAITING_UTIL_PCT and p.pid not in seen:
-            seen[p.pid] = list(p.worker_pids)
-    return list(seen.items())
+def waiting_processes(tick: Tick, band: WaitBand | None = None) -> list[tuple[int, list[int]]]:
+    """The GPU processes of ``tick`` whose card waits with no history (GPU-Util under the band's entry), with
+    their workers; a card whose GPU-Util is not known is not called waiting. A sampler that follows ticks
+    uses :meth:`InsideSampler.follow`, which keeps each card's state between them."""
+    return WaitingCards(band).update(tick)[0]
 
 
 def report_json(r: InsideReport) -> dict[str, object]:
     return {"pid": r.pid, "samples": r.share.samples,
             "phases": {p.value: round(v, 3) for p, v in r.share.shares.items()},
             "top_frames": {p.value: f for p, f in r.share.top_frames.items()}, "busy_threads": r.busy_threads,
-            "workers": {p.value: c for p, c in r.workers.items()}, "error": r.error, "evidence": r.sentence()}
+            "workers": {p.value: c for p, c in r.workers.items()}, "error": r.error,
+            "gil_holder": None if r.gil_holder is None else {"thread": r.gil_holder[0], "dumps": r.gil_holder[1]},
+            "evidence": r.sentence()}

@@ -32,7 +32,7 @@ from gpu_triage.safetext import clean
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.gpu_inventory import system_gpus
 from gpu_triage.sources.host import HostReader
-from gpu_triage.sources.inside import InsideSampler, waiting_processes
+from gpu_triage.sources.inside import InsideSampler
 from gpu_triage.sources.nvml import NvmlGpuReader
 from gpu_triage.sources.procs import BusiestProcesses, GpuProcessReader
 from gpu_triage.topology import topology_matrix
@@ -181,7 +181,7 @@ class LiveSource:
         )
         if self._inside is not None and self._inside.available:
             tick.stacks = self._inside.drain()  # the dumps that finished since the previous tick
-            self._inside.want(waiting_processes(tick))  # none while every card is busy: nothing is dumped
+            self._inside.follow(tick)  # none while every card is busy: nothing is dumped
         return tick
 
     def busiest_processes(self) -> list[ProcSample]:

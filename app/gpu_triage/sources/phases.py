@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpu_triage.model import ThreadSample
 from gpu_triage.sources.stacks import Frame, StackDump, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo
 
@@ -47,12 +48,18 @@ class Rule:
     phase: Phase
     files: tuple[str, ...] = ()  # a frame's file starting with one of these
     names: tuple[str, ...] = ()  # or a frame's function name holding one of these
+    # or, in this file, a function of these bare names: py-spy 0.4.3 names a method by its qualified name
+    # ("_MultiProcessingDataLoaderIter._get_data"), 0.4.2 and older by its bare name ("_get_data")
+    bare_in: str = ""
+    bare: tuple[str, ...] = ()
 
     def matches(self, stack: ThreadStack) -> bool:
         return any(self.names_frame(fr) for fr in stack.frames)
 
     def names_frame(self, fr: Frame) -> bool:
         if self.files and fr.file.startswith(self.files):
+            return True
+        if self.bare and fr.name in self.bare and fr.file.startswith(self.bare_in):
             return True
         return bool(self.names) and any(n in fr.name for n in self.names)
 
@@ -70,9 +77,11 @@ RULES: tuple[Rule, ...] = (
     Rule(Phase.CHECKPOINT, files=("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/")),
     Rule(Phase.COLLECTIVE, files=("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py",
                                   "torch/distributed/_functional_collectives.py")),
+    # bare, only the two methods the single-process iterator lacks: its _next_data loads in the process itself
     Rule(Phase.DATALOADER_WAIT, names=("_MultiProcessingDataLoaderIter._next_data",
                                        "_MultiProcessingDataLoaderIter._get_data",
-                                       "_MultiProcessingDataLoaderIter._try_get_data")),
+                                       "_MultiProcessingDataLoaderIter._try_get_data"),
+         bare_in="torch/utils/data/dataloader.py", bare=("_get_data", "_try_get_data")),
     Rule(Phase.LOADING, files=("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py")),
     Rule(Phase.OPTIMIZER, files=("torch/optim/",)),
     Rule(Phase.BACKWARD, files=("torch/autograd/",)),
@@ -223,3 +232,41 @@ def naming_frames(stack: ThreadStack | None, phase: Phase) -> str | None:
     else:
         kept = [*texts[: FRAMES_SHOWN - 1], "…", texts[at]]
     return " < ".join(kept)
+
+
+MAX_THREAD_SAMPLES = 16  # threads kept per sample (trace v4): the main thread, then those on a CPU, then the rest
+
+
+def thread_samples(dump: StackDump, threads: list[ThreadInfo] | None = None) -> list[ThreadSample]:
+    """Each Python thread of ``dump`` as the trace keeps it: its own phase, py-spy's active and GIL flags, its
+    CPU share from /proc (read beside the dump) and its frames down to the one that named its phase. At most
+    MAX_THREAD_SAMPLES: the main thread first, then the GIL's holder and the threads on a CPU, then idle ones;
+    each thread's name and frames bounded as ``naming_frames`` bounds them."""
+    by_tid = {t.tid: t for t in threads or ()}
+    order = sorted(dump.threads, key=lambda th: (th.tid != dump.pid, not th.owns_gil, not th.active))
+    out = []
+    for th in order[:MAX_THREAD_SAMPLES]:
+        info = by_tid.get(th.tid)
+        phase = classify(th, info)
+        out.append(ThreadSample(
+            th.tid, "active" if th.active else "idle", phase.value,
+            name=_cut(th.name, FRAME_NAME) if th.name else None,
+            holds_gil=None if th.owns_gil is None else int(th.owns_gil),
+            cpu_pct=None if info is None or info.cpu_pct is None else round(info.cpu_pct, 1),
+            frames=naming_frames(th, phase)))
+    return out
+
+
+def gil_holder(dumps: Iterable[StackDump]) -> tuple[str, int] | None:
+    """The thread most often seen on a CPU holding the GIL while its process's main thread was off one, by
+    name (its tid where Python gave it none), and in how many of ``dumps``: a main thread starved by another
+    thread of its own process (py-spy's flags are a moment's reading each: it is counted over the dumps)."""
+    seen: Counter[str] = Counter()
+    for dump in dumps:
+        main = dump.main
+        if main is None or main.active:
+            continue
+        holder = next((th for th in dump.threads if th.tid != dump.pid and th.owns_gil and th.active), None)
+        if holder is not None:
+            seen[_cut(holder.name, FRAME_NAME) if holder.name else f"tid {holder.tid}"] += 1
+    return seen.most_common(1)[0] if seen else None

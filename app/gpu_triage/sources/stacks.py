@@ -52,6 +52,7 @@ class ThreadStack:
     name: str | None  # Python's thread name
     active: bool  # on a CPU at the dump (py-spy's idle detection)
     frames: tuple[Frame, ...]  # innermost first
+    owns_gil: bool | None = None  # it held the GIL at the dump (py-spy's owns_gil); None where py-spy did not say
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +193,9 @@ def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
                 kept.append(Frame(_text(fr.get("name")), _text(fr.get("short_filename") or fr.get("filename")),
                                   line if isinstance(line, int) and not isinstance(line, bool) else None))
         name = th.get("thread_name")
+        gil = th.get("owns_gil")
         threads.append(ThreadStack(tid, _text(name) if isinstance(name, str) else None, th.get("active") is True,
-                                   tuple(kept)))
+                                   tuple(kept), gil if isinstance(gil, bool) else None))
     return StackDump(pid, t, took_s, tuple(threads))
 
 

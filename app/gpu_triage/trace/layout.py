@@ -1,9 +1,10 @@
 """The trace's columns as plain data, without pyarrow: what the recorder needs to write a tick.
 
-The trace schema (docs/trace-v3.md, over docs/trace-v2.md and docs/trace-v1.md) is defined once, here, from
-the field definitions in :mod:`gpu_triage.model` (each field's ``trace_type``). :mod:`gpu_triage.trace.schema`
-turns this layout into pyarrow types for the readers; :mod:`gpu_triage.trace.arrow_ipc` writes it as an Arrow
-IPC stream without pyarrow, so that a recorder never loads Arrow's 31 MB of libraries while it records.
+The trace schema (docs/trace-v4.md, over docs/trace-v3.md, docs/trace-v2.md and docs/trace-v1.md) is defined
+once, here, from the field definitions in :mod:`gpu_triage.model` (each field's ``trace_type``).
+:mod:`gpu_triage.trace.schema` turns this layout into pyarrow types for the readers;
+:mod:`gpu_triage.trace.arrow_ipc` writes it as an Arrow IPC stream without pyarrow, so that a recorder never
+loads Arrow's 31 MB of libraries while it records.
 
 A tick becomes one row of nested tuples in column order (:func:`tick_values`): a list column holds a list,
 a struct a tuple of its fields, a missing value None.
@@ -26,6 +27,7 @@ from gpu_triage.model import (
     NetSample,
     ProcSample,
     StackSample,
+    ThreadSample,
     Tick,
     VerdictSample,
     trace_fields,
@@ -53,6 +55,8 @@ def _of_trace_type(name: str, trace_type: str) -> Col:
         return Col(name, "list", (_of_trace_type("item", trace_type[5:-1]),))
     if trace_type == "job_rank":
         return struct_of("item", JobRank)
+    if trace_type == "stack_thread":
+        return struct_of("item", ThreadSample)
     if trace_type not in SCALARS:
         raise ValueError(f"unknown trace type {trace_type!r} of {name}")
     return Col(name, trace_type)
@@ -112,7 +116,9 @@ _gpu_values = _getter(GPU)
 _disk_values = _getter(DISK)
 _proc_values = _getter(PROC)
 _net_values = _getter(NET)
-_stack_values = _getter(STACK)
+assert STACK.children[-1].name == "thread_list"  # the scalars, then the list of threads (see _stack)
+_stack_values = operator.attrgetter(*(c.name for c in STACK.children[:-1]))
+_thread_values = _getter(STACK.children[-1].children[0])
 _verdict_values = _getter(VERDICT)
 assert JOB.children[-1].name == "ranks"  # the scalars, then the list of ranks (see _job)
 _job_values = operator.attrgetter(*(c.name for c in JOB.children[:-1]))
@@ -123,6 +129,10 @@ def _job(job: Any) -> tuple[Any, ...] | None:
     if job is None:
         return None
     return (*_job_values(job), [_job_rank_values(r) for r in job.ranks])
+
+
+def _stack(x: Any) -> tuple[Any, ...]:
+    return (*_stack_values(x), [_thread_values(t) for t in x.thread_list])
 
 
 def tick_values(t: Tick) -> tuple[Any, ...]:
@@ -141,6 +151,6 @@ def tick_values(t: Tick) -> tuple[Any, ...]:
         t.host_swap_used_bytes,
         t.host_swap_total_bytes,
         [_net_values(n) for n in t.nets],
-        [_stack_values(x) for x in t.stacks],
+        [_stack(x) for x in t.stacks],
         None if t.verdict is None else _verdict_values(t.verdict),
     )

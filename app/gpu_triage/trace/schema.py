@@ -1,7 +1,7 @@
-"""The trace (v3: v2's columns, then the stack samples and the verdict of each tick) as a pyarrow schema, and
-the conversions between ticks and Arrow data.
+"""The trace (v4: v2's columns, then the stack samples with each of their threads, and the verdict of each tick)
+as a pyarrow schema, and the conversions between ticks and Arrow data.
 
-The schema is the recording contract (docs/trace-v3.md, over docs/trace-v2.md and docs/trace-v1.md), built
+The schema is the recording contract (docs/trace-v4.md, over the v3, v2 and v1 documents), built
 from the field definitions in :mod:`gpu_triage.model` (each field's ``trace_type``): units in the names, and the
 widths the bundled H200 recordings use (uint16 indexes, float32 percentages, uint64 bytes, float64 rates, ``ts``
 as UTC microseconds).

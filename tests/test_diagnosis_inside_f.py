@@ -1,0 +1,112 @@
+"""The held-out family of issue 34 on real 1-card H200s (tests/data/h200-inside-{f,g}-{2s,0.5s}, trace v4): ten
+host-side mechanisms no rule was written for (lab/inside_family2.py: a thread holding the GIL, a pin-memory thread,
+a synchronous checkpoint, tokenization in the loop, a sync after each tiny kernel, a logging hook, numpy
+augmentation under gradient accumulation, an embedding table on the CPU, a Python collate_fn with num_workers=0, a
+gradient hook), recorded by our own recorder beside a neutral one with --no-stacks; g is four of them again, for
+60 s each (the steady cost). Recorded before any rule saw them: what reads wrong is a strict expected failure with
+its reason, for the engine's work to turn into passes.
+
+For every labelled window (judged 35-90 %, gpu_triage.data.judged_ticks), every raw verdict fed tick by tick and
+every offline segment reads, with the stacks, one of the label's ``bottleneck`` and none of its ``wrong``;
+without them (the 2 s recording stripped of its stacks, and the 0.5 s one), one of ``without_stacks`` and none of
+``wrong``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import real_readings as rr
+from tests.test_diagnosis_inside_v3 import _check, _readings
+
+pytestmark = pytest.mark.slow
+
+STACKS = rr.HELD_OUT_V4
+OUTSIDE = tuple((n, True) for n in rr.HELD_OUT_V4) + tuple((n.replace("-2s", "-0.5s"), False) for n in rr.HELD_OUT_V4)
+
+PRECEDENCE = ("the outside's loader rule (in_process_loader) fires and nothing checks it against stacks that show no "
+              "loading frame: issue 34's evidence precedence")
+LOOP = ("one training process at ~100 % of a core with no workers reads as num_workers=0 from outside "
+        "(in_process_loader)")
+# (recording, stripped, scenario) -> why; both raw and segment unless the key names one
+MISSES: dict[tuple[str, bool, str, str], str] = {}
+
+
+def _miss(name: str, stripped: bool, scenario: str, why: str, kinds: tuple[str, ...] = ("raw", "segment")) -> None:
+    for kind in kinds:
+        MISSES[(name, stripped, scenario, kind)] = why
+
+
+_miss("h200-inside-f-2s", False, "pin_memory_thread_b32",
+      "4 of 6 judged ticks read unexplained: py-spy 0.4.2's bare method names left the loop's wait for its batches "
+      "recorded as 'waiting', so the stacks named no loader wait (read right since; -g's same job reads it)", ("raw",))
+_miss("h200-inside-f-2s", False, "logging_hook_n600",
+      "one judged tick reads launch_overhead (600 .tolist() syncs a step), the others host_step", ("raw",))
+_miss("h200-inside-f-2s", False, "slow_collate_b256",
+      "a pure-Python collate_fn with num_workers=0 reads host_step/host_compute: its samples split between loading "
+      "and the F.pad after it (model), and the loading frames are not weighed")
+for _name in rr.HELD_OUT_V4:
+    _miss(_name, False, "autograd_hook_p16", f"a gradient hook's Python runs on autograd's thread while the main "
+          f"thread waits in backward (its thread_list shows the busy thread): {PRECEDENCE}")
+_miss("h200-inside-g-2s", False, "gil_thread_t3",
+      f"8 of 17 judged ticks: the starved main thread's samples spread over model, backward, optimizer and waiting, "
+      f"none leads, and {PRECEDENCE}; the GIL's holder is in each sample's thread_list")
+for _name, _stripped in OUTSIDE:
+    for _scenario in ("gil_thread_t3", "autograd_hook_p16"):
+        _miss(_name, _stripped, _scenario, LOOP + "; data_pipeline is wrong here: no DataLoader")
+    if "-f-" in _name:
+        _miss(_name, _stripped, "logging_hook_n600", LOOP + "; data_pipeline is wrong here: no DataLoader")
+_miss("h200-inside-f-2s", True, "cpu_tokenize_n256",
+      "one judged tick reads storage_io/storage (a write burst beside the loop), the others in_process_loader",
+      ("raw",))
+
+
+def _cases(names: tuple, kind: str) -> list:
+    out = []
+    for entry in names:
+        name, stripped = entry if isinstance(entry, tuple) else (entry, False)
+        for lab in rr.labels(name):
+            miss = MISSES.get((name, stripped, lab["scenario"], kind))
+            marks = [pytest.mark.xfail(reason=miss, strict=True)] if miss else []
+            tag = f"{name}{'-stripped' if stripped else ''}-{lab['scenario']}"
+            out.append(pytest.param(name, stripped, lab["scenario"], kind, id=f"{tag}-{kind}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("name", "stripped", "scenario", "kind"), _cases(STACKS, "raw") + _cases(STACKS, "segment"))
+def test_with_stacks_every_judged_reading_is_right(name: str, stripped: bool, scenario: str, kind: str) -> None:
+    lab = rr.label(name, scenario)
+    got = _readings(name, stripped, lab, kind)
+    assert len(got) >= 5
+    for reading, where in got:
+        _check(lab, lab["bottleneck"], reading, where)
+
+
+@pytest.mark.parametrize(("name", "stripped", "scenario", "kind"), _cases(OUTSIDE, "raw") + _cases(OUTSIDE, "segment"))
+def test_without_stacks_every_judged_reading_is_right_or_honest(name: str, stripped: bool, scenario: str,
+                                                                 kind: str) -> None:
+    lab = rr.label(name, scenario)
+    got = _readings(name, stripped, lab, kind)
+    assert len(got) >= 5
+    for reading, where in got:
+        _check(lab, lab["without_stacks"], reading, where)
+
+
+def test_each_sample_of_the_family_keeps_its_threads_and_names_the_one_holding_the_gil() -> None:
+    """Trace v4 on the real recording: the starved main thread idle, one of the three aggregator threads active
+    and holding the GIL in most samples of the window; the pin-memory job's pin thread on a CPU in pin_memory."""
+    lab = rr.label("h200-inside-f-2s", "gil_thread_t3")
+    samples = [s for i in rr.judged("h200-inside-f-2s", lab) for s in rr.ticks("h200-inside-f-2s")[i].stacks
+               if s.role == "main" and s.error is None]
+    assert len(samples) >= 4
+    held = 0
+    for s in samples:
+        main, *others = s.thread_list
+        assert main.tid == s.pid and main.name == "MainThread" and main.state == "idle"
+        assert {t.name for t in others} >= {"metrics-0", "metrics-1", "metrics-2"}
+        held += any(t.holds_gil == 1 and t.state == "active" and t.name.startswith("metrics") for t in others)
+    assert held >= len(samples) // 2
+    lab = rr.label("h200-inside-g-2s", "pin_memory_thread_b32")
+    pins = [t for i in rr.judged("h200-inside-g-2s", lab) for s in rr.ticks("h200-inside-g-2s")[i].stacks
+            for t in s.thread_list if s.role == "main" and "_pin_memory_loop" in (t.name or "")]
+    assert pins and sum(t.state == "active" for t in pins) >= len(pins) // 2
