@@ -31,11 +31,6 @@ STACKS = ("h200-inside-c-2s", "h200-inside-d-2s", "h200-inside-e-2s")  # recorde
 OUTSIDE = (("h200-inside-c-2s", True), ("h200-inside-d-2s", True), ("h200-inside-e-2s", True),
            ("h200-inside-c-0.5s", False), ("h200-inside-d-0.5s", False), ("h200-inside-e-0.5s", False))
 
-# the training process holds one core with no DataLoader workers while its card idles and receives next to
-# nothing: from outside what num_workers=0 looks like (real h200x2-loader0*, labelled data_pipeline only).
-# The reading says both in its evidence and advice; its bottleneck stays the loader's
-LOOP = ("a Python loop in the training process reads as num_workers=0 (in_process_loader), its evidence "
-        "and advice naming both; only the stacks tell them apart")
 # inductor's compile worker, a child process pegged at 100 %: from outside one starved DataLoader worker,
 # idle_data on the first judged tick of the recompile-every-5th window
 COMPILE = "a compile worker pegged reads as one starved DataLoader worker on the window's first judged tick"
@@ -45,9 +40,6 @@ COMPILE = "a compile worker pegged reads as one starved DataLoader worker on the
 TORN = ("the window's first judged tick reads unexplained: one readable main-thread sample then (its other dump "
         "was torn), the compile rule wants two")
 KNOWN_MISSES = {
-    **{(name, "python_host_loop_" + ms, kind): LOOP for name, _ in OUTSIDE
-       for ms in (("ms120", "ms30") if name.startswith("h200-inside-c") else ("ms80",) if "-e-" in name else ())
-       for kind in ("raw", "segment")},
     **{("h200-inside-e-2s", "compile_recompile_every5", kind): COMPILE for kind in ("raw", "segment")},
 }
 # with the stacks: what the outside reading above still gets on a tick whose only dump failed

@@ -27,6 +27,7 @@ OWN_PYTHON = ("python",)  # on a CPU in the process's own code (a loop, or C it 
 COMPILE = ("compile",)
 EXTERNAL = ("wait_service", "sleep")  # off CPU on a socket or poll, or in a sleep
 LOADER_WAIT = ("dataloader_wait",)
+LOADING = ("loading",)  # the main thread in the DataLoader's fetch or collate: a batch made in-process
 NAMED_WAITS = ("wait_service", "sleep", "io_wait")  # off CPU, the kernel's wait channel naming on what
 UNNAMED_WAIT = "waiting"  # off CPU, the wait channel naming nothing the classifier knows (or read as none)
 WORKER_WAITING = "worker_waiting"  # a DataLoader worker inside the Dataset but off CPU: a fetch's latency

@@ -19,11 +19,13 @@ from gpu_triage.diagnosis.inside import (
     EXTERNAL,
     HOST_COMPUTE,
     LOADER_WAIT,
+    LOADING,
     OWN_PYTHON,
     WORKER_WAITING,
     ProcessInside,
 )
 from gpu_triage.diagnosis.mechanisms.base import WAITS, Advice, Cause, Need, Rule, ge
+from gpu_triage.diagnosis.mechanisms.pipeline import pipeline_advice
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
 
 if TYPE_CHECKING:
@@ -176,6 +178,22 @@ class InputLatency(InsideRule):
                  "lighter preprocessing will not help: the workers are waiting, not computing"], [])
 
 
+class InProcessLoading(InsideRule):
+    """The main thread in the DataLoader's fetch or collate in most samples: num_workers=0 (PyTorch's default)
+    makes every batch in the training process, between the steps. From outside the same one core as the
+    process's own Python (``one_core.py``); the stack names the Dataset."""
+
+    name, bottleneck, phases = Mechanism.IN_PROCESS_LOADER, Bottleneck.DATA_PIPELINE, LOADING
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = self.agreeing(m)
+        return self.cause(m.th.conf_in_process, self.evidence(m, procs)) if procs else None
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return pipeline_advice(m, Mechanism.IN_PROCESS_LOADER), []
+
+
 class ExternalWait(InsideRule):
     """The main thread off CPU on a socket, a poll or a sleep in most samples of a job that runs kernels:
     the step waits on another service (an RPC, a parameter server, a reward model, a database) or a sleep.
@@ -200,7 +218,8 @@ class ExternalWait(InsideRule):
                  "check the service's own latency and load: the GPU waits as long as it does"], [])
 
 
-INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), HostCompute(), PythonStep(), InputLatency(), ExternalWait())
+INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), HostCompute(), PythonStep(), InputLatency(), InProcessLoading(),
+                                        ExternalWait())
 INSIDE_MECHANISMS = frozenset(r.name for r in INSIDE_RULES)
 
 
