@@ -174,3 +174,30 @@ def test_the_json_facts_carry_the_inside_evidence() -> None:
     assert "optimizer" in fact["text"] and 0.5 <= fact["value"] <= 1.0
     assert fact["text"].startswith(f"pid {fact['pid']} ")  # the process, as a figure too
     json.dumps(seg.evidence_facts)
+
+
+COUNT = re.compile(r" in (\d+) of \d+ samples")
+
+
+@pytest.mark.slow
+def test_a_reading_on_few_samples_is_possible_and_on_enough_likely() -> None:
+    """Confidence from the sample counts: a stack-based reading whose phase rests on fewer than
+    ``inside_likely_samples`` samples is `possible` (2 of 2 is a hint), on that many or more (over a stretch
+    long enough not to be cut for shortness) `likely`, on every real stacks recording, tick by tick."""
+    from gpu_triage.diagnosis.verdict import confidence_word
+
+    th = Config().thresholds
+    few = enough = 0
+    for name in (*NAMES, "h200-inside-c-2s", "h200-inside-d-2s", "h200-inside-e-2s"):
+        for _, raw, _ in rr.raw(name):
+            facts = [f for f in raw.evidence_facts if f["metric"] == "main_thread_phase_share"]
+            if not facts:
+                continue
+            k = min(int(m[1]) for f in facts if (m := COUNT.search(f["text"])) is not None)
+            if k < th.inside_likely_samples:
+                few += 1
+                assert confidence_word(raw.confidence) != "likely", raw.evidence
+            elif raw.facts["judged_s"] >= th.short_judged_s:
+                enough += 1
+                assert confidence_word(raw.confidence) == "likely", raw.evidence
+    assert few >= 10 and enough >= 50, (few, enough)

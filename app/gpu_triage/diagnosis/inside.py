@@ -50,6 +50,10 @@ class ProcessInside:
     def share(self, phases: tuple[str, ...]) -> float:
         return sum(self.counts.get(p, 0) for p in phases) / self.samples if self.samples else math.nan
 
+    def count(self, phases: tuple[str, ...]) -> int:
+        """How many of the main thread's samples fell in ``phases``."""
+        return sum(self.counts.get(p, 0) for p in phases)
+
     def busy_in(self, phases: tuple[str, ...]) -> float:
         """The median threads on a CPU at the dumps that found the main thread in ``phases``; NaN: not known."""
         busy = sorted(b for p in phases for b in self.busy_by_phase.get(p, ()))

@@ -52,6 +52,14 @@ class InsideRule(Rule):
         failed = m.inside.failed_fact()
         return [*m.base, *facts, *(e for e in extra if e is not None), *([failed] if failed else [])]
 
+    def counted(self, m: Measurements, procs: list[ProcessInside], confidence: float, *extra: Fact | None) -> Cause:
+        """The cause at ``confidence``, capped at ``conf_inside_few`` (possible) where the phase rests on fewer
+        than ``inside_likely_samples`` samples in the process that has the fewest: 2 of 2 is a hint."""
+        th = m.th
+        if min(p.count(self.phases) for p in procs) < th.inside_likely_samples:
+            confidence = min(confidence, th.conf_inside_few)
+        return self.cause(confidence, self.evidence(m, procs, *extra))
+
     def lead(self, m: Measurements) -> tuple[str, str]:
         """(the leading phase, its frame) of the first agreeing process: what the advice names."""
         procs = self.agreeing(m)
@@ -70,7 +78,7 @@ class Recompile(InsideRule):
 
     def detect(self, m: Measurements) -> Cause | None:
         procs = self.agreeing(m)
-        return self.cause(m.th.conf_recompile, self.evidence(m, procs)) if procs else None
+        return self.counted(m, procs, m.th.conf_recompile) if procs else None
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return ([f"torch.compile is compiling ({self.lead(m)[1] or 'dynamo / inductor'}) while the GPU waits: "
@@ -102,7 +110,7 @@ class HostCompute(InsideRule):
                  if (stalled and p.busy_in(self.phases) > 0) or ge(p.busy_threads, th.host_compute_threads)]
         if not procs or len(procs) < len(self.agreeing(m)):
             return None
-        return self.cause(th.conf_host_compute, self.evidence(m, procs))
+        return self.counted(m, procs, th.conf_host_compute)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         phase, frame = self.lead(m)
@@ -139,7 +147,7 @@ class PythonStep(InsideRule):
         procs = self.agreeing(m)
         if not procs or any(ge(p.busy_threads, th.host_compute_threads) for p in procs):
             return None  # its own code on many threads: a C extension computing, not the Python loop
-        return self.cause(th.conf_python_step, self.evidence(m, procs))
+        return self.counted(m, procs, th.conf_python_step)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return ([f"the step waits on the training process's own Python ({self.lead(m)[1] or 'its code'}): move "
@@ -168,7 +176,7 @@ class InputLatency(InsideRule):
                 return None  # workers computing, or not seen: the outside's loader rules read them
         if not procs:
             return None
-        return self.cause(th.conf_input_latency, self.evidence(m, procs, procs[0].workers_fact(WORKER_WAITING)))
+        return self.counted(m, procs, th.conf_input_latency, procs[0].workers_fact(WORKER_WAITING))
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return (["the DataLoader's workers wait inside the Dataset (a read, a fetch), they do not compute: more "
@@ -188,7 +196,7 @@ class InProcessLoading(InsideRule):
 
     def detect(self, m: Measurements) -> Cause | None:
         procs = self.agreeing(m)
-        return self.cause(m.th.conf_in_process, self.evidence(m, procs)) if procs else None
+        return self.counted(m, procs, m.th.conf_in_process) if procs else None
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return pipeline_advice(m, Mechanism.IN_PROCESS_LOADER), []
@@ -205,7 +213,7 @@ class ExternalWait(InsideRule):
 
     def detect(self, m: Measurements) -> Cause | None:
         procs = self.agreeing(m)
-        return self.cause(m.th.conf_external_wait, self.evidence(m, procs)) if procs else None
+        return self.counted(m, procs, m.th.conf_external_wait) if procs else None
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         phase, frame = self.lead(m)
