@@ -191,7 +191,7 @@ def test_a_reading_on_few_samples_is_possible_and_on_enough_likely() -> None:
     for name in (*NAMES, "h200-inside-c-2s", "h200-inside-d-2s", "h200-inside-e-2s"):
         for _, raw, _ in rr.raw(name):
             facts = [f for f in raw.evidence_facts if f["metric"] == "main_thread_phase_share"]
-            if not facts:
+            if not facts or raw.bottleneck == "unexplained":  # unexplained says what the stacks show, unsure
                 continue
             k = min(int(m[1]) for f in facts if (m := COUNT.search(f["text"])) is not None)
             if k < th.inside_likely_samples:

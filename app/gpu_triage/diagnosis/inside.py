@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.threads import ThreadsRead, read_threads, sample_shows_loading
 from gpu_triage.model import ProcSample, StackSample
 from gpu_triage.window import WindowView
 
@@ -46,6 +47,8 @@ class ProcessInside:
     busy_threads: float  # median threads on a CPU at its dumps; NaN where not known
     workers: dict[str, int] = field(default_factory=dict)  # a worker phase -> its workers' samples in it
     busy_by_phase: dict[str, tuple[int, ...]] = field(default_factory=dict)  # a phase -> busy threads at its dumps
+    loading: int = 0  # samples (main thread, any thread of it, its workers) in the input pipeline
+    thread_read: ThreadsRead = ThreadsRead()  # what its samples' threads say (trace v4; empty before)
 
     def share(self, phases: tuple[str, ...]) -> float:
         return sum(self.counts.get(p, 0) for p in phases) / self.samples if self.samples else math.nan
@@ -207,6 +210,7 @@ def _process(pid: int, cards: tuple[int, ...], read: list[StackSample], failed: 
     for s, phase in zip(read, phases, strict=True):
         if s.busy_threads is not None:
             by_phase.setdefault(phase, []).append(s.busy_threads)
+    loading = sum(map(sample_shows_loading, read)) + sum(k for p, k in workers.items() if p in LOADER_WORKER_PHASES)
     return ProcessInside(pid, cards, len(read), failed, dict(counts),
                          {p: c.most_common(1)[0][0] for p, c in frames.items()}, median, dict(workers),
-                         {p: tuple(v) for p, v in by_phase.items()})
+                         {p: tuple(v) for p, v in by_phase.items()}, loading, read_threads(read, phases, _quoted))

@@ -122,6 +122,7 @@ class Thresholds:
     conf_input_latency: float = 0.8  # ... waiting for batches while the workers wait inside the Dataset
     conf_external_wait: float = 0.75  # ... off CPU on a socket, a poll or a sleep, in a job that runs kernels
     conf_inside_few: float = 0.55  # the most an inside reading resting on < inside_likely_samples may have
+    conf_other_thread: float = 0.7  # the main thread off CPU while another thread holds the GIL (trace v4)
     conf_no_procs: float = 0.45
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4

@@ -78,3 +78,4 @@ class Mechanism(StrEnum):
     PYTHON_STEP = "python_step"  # the process's own Python (a loop, .item() syncs) on one core
     INPUT_LATENCY = "input_latency"  # the loop waits for batches while the workers wait inside the Dataset
     EXTERNAL_WAIT = "external_wait"  # the main thread off CPU on a socket, a poll or a sleep
+    OTHER_THREAD = "other_thread"  # the main thread off CPU while another of its threads holds the GIL (trace v4)

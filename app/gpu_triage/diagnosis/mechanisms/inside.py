@@ -89,6 +89,37 @@ class Recompile(InsideRule):
                  "once at start is expected (a compile cache, TORCHINDUCTOR_CACHE_DIR, shortens the next run)"], [])
 
 
+class OtherThread(InsideRule):
+    """The main thread off CPU while another thread of the process is on one holding the GIL, in most of the
+    samples that carry their threads (trace v4): that thread holds the step (a thread of the job's own, a
+    pin-memory thread, a logger), the main thread waits for the GIL. From the main thread's frames alone it
+    reads as whatever it waits in (an optimizer's step, a module), and the advice would be that phase's."""
+
+    name, bottleneck = Mechanism.OTHER_THREAD, Bottleneck.HOST_STEP
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th = m.th
+        read = [p for p in m.inside.processes if p.thread_read.samples >= th.inside_min_samples]
+        held = [(p, *p.thread_read.holder()) for p in read]
+        if not held or any(k < th.inside_phase_share * p.thread_read.samples for p, _, k in held):
+            return None
+        conf = th.conf_other_thread if min(k for _, _, k in held) >= th.inside_likely_samples else \
+            min(th.conf_other_thread, th.conf_inside_few)
+        facts = [Fact(f"{p.name}'s main thread was off CPU while thread {who} held the GIL on a CPU in {k} of "
+                      f"{p.thread_read.samples} samples", "gil_holder_share", k / p.thread_read.samples, p.cards,
+                      p.pid) for p, who, k in held[:2]]
+        return self.cause(conf, [*m.base, *facts])
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        procs = [p for p in m.inside.processes if p.thread_read.holders]
+        who = procs[0].thread_read.holder()[0] if procs else "another thread"
+        return ([f"another thread of the training process holds the GIL while the step waits for it ({who}): "
+                 "move its work to a separate process (multiprocessing), or make it hold the GIL less (larger "
+                 "numpy / torch calls release it, a C extension), or run it less often",
+                 "py-spy dump --pid PID shows every thread: the one marked active with the GIL is the one"], [])
+
+
 class HostCompute(InsideRule):
     """An optimizer or a model part computing on the CPU: the main thread in torch.optim / autograd / a module
     in most samples with more threads busy than a launching thread and autograd's (``host_compute_threads``).
@@ -226,8 +257,8 @@ class ExternalWait(InsideRule):
                  "check the service's own latency and load: the GPU waits as long as it does"], [])
 
 
-INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), HostCompute(), PythonStep(), InputLatency(), InProcessLoading(),
-                                        ExternalWait())
+INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), OtherThread(), HostCompute(), PythonStep(), InputLatency(),
+                                        InProcessLoading(), ExternalWait())
 INSIDE_MECHANISMS = frozenset(r.name for r in INSIDE_RULES)
 
 
