@@ -226,7 +226,12 @@ def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
     few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
     lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
     workers, saturated = _workers(hf, pf, th, all_util, lone)
-    if saturated and not cpu_full:
+    # a loop starved by its loader waits for each batch off CPU (real starved loaders: their training process at
+    # 8-53 % of a core); one busier than that does not wait for its children, whatever they are (real:
+    # torch.compile's compile worker pegged beside a recompiling process at 70-98 %). Not with several training
+    # processes: a DDP rank spins at 100 % of a core in the collective where it waits for a starved peer
+    not_waiting = pf.processes <= 1 and ge(pf.main_cpu, th.starved_main_max_pct)
+    if saturated and not cpu_full and not not_waiting:
         d.extend(_saturated_facts(hf, pf, lone, workers.state))
     elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
         workers = replace(workers, now=None, state="too_few")

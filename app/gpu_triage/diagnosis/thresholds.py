@@ -23,6 +23,8 @@ class Thresholds:
     cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
     proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
+    starved_main_max_pct: float = 70.0  # a training process starved by its DataLoader waits for each batch off
+    # CPU (real starved loaders: 8-53 % of a core); above this its pegged children are not a starved loader
     others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy (and a
     # starting process below this share of a core waits for something else: not a start-up)
     lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
