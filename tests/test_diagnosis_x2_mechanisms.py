@@ -164,3 +164,23 @@ def test_two_loader_jobs_in_a_row_keep_the_shown_verdict_through_the_second_ones
     first = after[0]
     assert res[first][2].bottleneck == "host_or_input", "shown as soon as the new job says it"
     assert (res[first][0].ts - res[starting[-1]][0].ts).total_seconds() <= 8
+
+
+@pytest.mark.parametrize("name", ["h200x2-loader0-1s", "h200x2-loader0rn50-1s", "h200x2-loader0rn50omp1-1s"])
+def test_num_workers_0_without_stacks_is_not_claimed_as_a_data_pipeline(name: str) -> None:
+    """A DataLoader with num_workers=0, read from outside: one core (loader0, rn50omp1) or every intra-op thread
+    (rn50: 14-17 cores) of the training process, no workers. A Python loop, a model part or an optimizer on the
+    CPU look the same, so the reading is host_or_input (metrics, alerts and summaries count no data pipeline),
+    its evidence naming both and its advice saying how to tell them apart."""
+    path = DATA / f"{name}.parquet"
+    tr, res, _ = _run(path)
+    ts = [t.ts for t, _, _ in res]
+    for lab in json.loads(labels_for(path).read_text()):
+        for i in judged_ticks(lab, ts, tr.interval_s):
+            raw = res[i][1]
+            assert (raw.bottleneck, raw.mechanism) == ("host_or_input", "in_process_or_host"), raw.evidence
+            line = next(e for e in raw.evidence if "with no DataLoader workers" in e)
+            assert "its stacks tell which" in line and ("core" in line), line
+            assert raw.advice[0].startswith("see which: py-spy dump"), raw.advice
+            if name.endswith("rn50-1s"):  # 14 cores: said as cores, not as one core's share
+                assert line.startswith("the training process holds 1") and " cores while " in line, line

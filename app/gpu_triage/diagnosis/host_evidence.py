@@ -218,7 +218,10 @@ def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
                 all_util: dict[int, float]) -> tuple[WorkersRec, list[Fact], bool]:
     """The data pipeline's evidence: the cores and the DataLoader workers while the GPU waits."""
     d: list[Fact] = []
-    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+    # busy cores are a DataLoader's workers only where there are workers: with none, they are the training
+    # process's own threads (num_workers=0 decoding on every intra-op thread, or a model part or an optimizer
+    # on the CPU: one_core.py says it cannot tell which) or another process's
+    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share) and not (pf.seen and pf.workers == 0)
     if cpu_full:
         d.append(Fact(f"CPU {pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits (at "
                       f"or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those "

@@ -24,6 +24,19 @@ if TYPE_CHECKING:
 
 AMBIGUOUS = ("it loads the data itself (a DataLoader with num_workers=0) or its own CPU work holds the step (a "
              "Python loop, bookkeeping, .item() syncs): from outside the two look alike, its stacks tell which")
+MANY = ("it loads the data itself (a DataLoader with num_workers=0, decoding on every intra-op thread) or its own "
+        "CPU work holds the step (a model part or an optimizer on the CPU): from outside the two look alike, its "
+        "stacks tell which")
+
+
+def _holds(m: Measurements, where: str) -> Fact:
+    """The evidence line: how much CPU the training process holds with no workers, and what that may be."""
+    cpu = m.pf.main_cpu
+    if ge(cpu, 100.0 * m.th.one_thread_max_cores):
+        return Fact(f"the training process holds {cpu / 100:.1f} cores {where}, with no DataLoader workers: {MANY}",
+                    "main_process_cpu_pct", cpu)
+    return Fact(f"the training process holds {pct(cpu)} of a core {where}, with no DataLoader workers "
+                f"(num_workers=0): {AMBIGUOUS}", "main_process_cpu_pct", cpu)
 
 
 def one_core_advice(m: Measurements) -> list[str]:
@@ -58,10 +71,7 @@ class IdleOneCore(Rule):
     def detect(self, m: Measurements) -> Cause | None:
         if not _holds_one_core(m):
             return None
-        pf = m.pf
-        return self.cause(m.th.conf_idle_data, m.base + [Fact(
-            f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
-            f"DataLoader workers (num_workers=0): {AMBIGUOUS}", "main_process_cpu_pct", pf.main_cpu)])
+        return self.cause(m.th.conf_idle_data, [*m.base, _holds(m, "while its cards run nothing")])
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return one_core_advice(m), []
@@ -85,9 +95,7 @@ class OneCoreNoWorkers(Rule):
                 Fact("the training process holds one core and has no DataLoader workers: it either launches "
                      "many small kernels or loads data itself (num_workers=0)", "main_process_cpu_pct", pf.main_cpu),
                 m.no_sm_note], Mechanism.IN_PROCESS_OR_LAUNCH)
-        return self.cause(th.conf_in_process, m.base + [Fact(
-            f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no DataLoader "
-            f"workers (num_workers=0): {AMBIGUOUS}", "main_process_cpu_pct", pf.main_cpu)])
+        return self.cause(th.conf_in_process, [*m.base, _holds(m, "while the GPU waits")])
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         if cause.mechanism == Mechanism.IN_PROCESS_OR_LAUNCH:
