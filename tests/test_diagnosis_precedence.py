@@ -107,7 +107,7 @@ def test_another_thread_holding_the_gil_is_named_not_the_main_threads_phase() ->
         assert v.mechanism in ("other_thread", "start_up"), v.evidence
         if v.mechanism == "other_thread":
             assert v.bottleneck == "host_step"
-            assert any("'Thread-2 (metrics_loop)' in python at metrics_loop (train.py) held the GIL" in e
+            assert any("'Thread-2 (metrics_loop)' in python at metrics_loop (train.py) ran Python" in e
                        for e in v.evidence), v.evidence
             assert not any("optimizer steps on the CPU" in a for a in v.advice), v.advice
 
@@ -125,3 +125,29 @@ def test_cpu_arithmetic_whose_main_thread_waits_is_not_claimed() -> None:
                    for e in v.evidence), v.evidence
     computing, _ = _with_stacks(make("active"))
     assert all(v.mechanism == "host_compute" for v in computing), [v.evidence for v in computing]
+
+
+def test_a_pin_memory_thread_the_loop_waits_for_is_the_input_pipeline() -> None:
+    """Trace v4: the main thread off CPU waiting on a condition while the DataLoader's pin-memory thread copies on a
+    CPU (real held-out pin_memory job: its wait recorded as 'waiting'): the data pipeline, named by its thread; a
+    native thread on a CPU (no Python frames: autograd's device thread, an intra-op pool) holds nothing."""
+    def make(pid: int, k: int) -> Any:
+        return _main(pid, "waiting", "wait (threading.py)", threads=[
+            Thread(pid, "idle", "waiting", "MainThread", 0, frames="wait (threading.py)"),
+            Thread(pid + 3, "active", "python", "Thread-1 (_pin_memory_loop)", k % 2,
+                   frames="pin_memory (pin_memory.py)"),
+            Thread(pid + 4, "active", "unknown", None, 0)])
+    got, _ = _with_stacks(make)
+    for v in got:
+        if v.mechanism == "start_up":
+            continue
+        assert (v.bottleneck, v.mechanism) == ("data_pipeline", "other_thread"), v.evidence
+        assert any("'Thread-1 (_pin_memory_loop)' in python at pin_memory (pin_memory.py) ran Python" in e
+                   for e in v.evidence), v.evidence
+        assert "pinned memory" in v.advice[0], v.advice
+
+    def native(pid: int, k: int) -> Any:
+        return _main(pid, "backward", "_engine_run_backward (graph.py)", threads=[
+            Thread(pid, "idle", "backward", "MainThread", 0, frames="_engine_run_backward (graph.py)"),
+            Thread(pid + 4, "active", "unknown", None, 0)])
+    assert all(v.mechanism != "other_thread" for v in _with_stacks(native)[0])

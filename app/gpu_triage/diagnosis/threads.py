@@ -3,8 +3,9 @@
 A main-thread sample of trace v3 says the process's phase and how many threads were busy; v4 adds each thread:
 its name, whether py-spy found it on a CPU (``state`` "active") or off it ("idle"), whether it held the GIL, its
 own phase and frames. Read here, per training process over the judged samples: how often the main thread sat
-off CPU, in which of its phases, and which other thread was on a CPU holding the GIL meanwhile (a thread that
-holds the step: a worker thread of the job's own, a pin-memory thread, a logger). A sample without threads
+off CPU, in which of its phases, and which other thread ran Python on a CPU meanwhile (a thread that holds the
+step through the GIL: a thread of the job's own, a pin-memory thread, a gradient hook on autograd's thread). A sample
+without threads
 (every recording before v4) adds nothing: the readings that need them do not hold.
 
 Also here: whether a sample shows the input pipeline anywhere (its phase, its frames, any of its threads),
@@ -65,9 +66,11 @@ class ThreadsRead:
     samples: int = 0  # samples with threads
     main_idle: int = 0  # ... where the main thread was off CPU
     idle_in: dict[str, int] = field(default_factory=dict)  # the process's phase -> those samples
-    holders: dict[str, int] = field(default_factory=dict)  # another thread on a CPU with the GIL while the main
-    # thread was off it ("name in phase at frame") -> samples
+    holders: dict[str, int] = field(default_factory=dict)  # another thread running Python on a CPU while the
+    # main thread was off it ("name in phase at frame") -> samples
     by_phase: dict[str, int] = field(default_factory=dict)  # the process's phase -> samples with threads
+    held: int = 0  # samples where some other thread ran Python on a CPU while the main thread was off it
+    held_loading: int = 0  # ... that thread in the input pipeline (a pin-memory thread, a loader thread)
 
     def holder(self) -> tuple[str, int]:
         """(the other thread seen most often holding the GIL while the main thread waited, its samples)."""
@@ -99,6 +102,7 @@ def read_threads(samples: Sequence[StackSample], phases: Sequence[str], quote: A
     idle_in: Counter[str] = Counter()
     by_phase: Counter[str] = Counter()
     holders: Counter[str] = Counter()
+    held = held_loading = 0
     for s, phase in zip(samples, phases, strict=True):
         threads = thread_list(s)
         main = _main(s, threads) if threads else None
@@ -110,7 +114,17 @@ def read_threads(samples: Sequence[StackSample], phases: Sequence[str], quote: A
             continue
         idle += 1
         idle_in[phase] += 1
-        gil = [t for t in threads if t is not main and t.state == "active" and t.holds_gil]
-        if gil:
-            holders[_label(gil[0], quote)] += 1
-    return ThreadsRead(n, idle, dict(idle_in), dict(holders), dict(by_phase))
+        running = [t for t in threads if t is not main and _runs_python(t)]
+        if running:
+            first = max(running, key=lambda t: bool(t.holds_gil))  # the one py-spy saw with the GIL, if it said
+            holders[_label(first, quote)] += 1
+            held += 1
+            held_loading += shows_loading(first.phase, f"{first.name or ''} {first.frames or ''}")
+    return ThreadsRead(n, idle, dict(idle_in), dict(holders), dict(by_phase), held, held_loading)
+
+
+def _runs_python(t: ThreadLike) -> bool:
+    """On a CPU in Python code: py-spy saw it hold the GIL, or found Python frames on it (a thread running Python
+    holds the GIL, which py-spy does not always report: real autograd thread running a gradient hook). A native
+    thread (autograd's device thread in C++, an intra-op pool, CUDA's) has no Python frames: not counted."""
+    return t.state == "active" and (bool(t.holds_gil) or (t.phase != "unknown" and bool(t.frames)))

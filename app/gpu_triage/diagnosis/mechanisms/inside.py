@@ -90,10 +90,12 @@ class Recompile(InsideRule):
 
 
 class OtherThread(InsideRule):
-    """The main thread off CPU while another thread of the process is on one holding the GIL, in most of the
-    samples that carry their threads (trace v4): that thread holds the step (a thread of the job's own, a
-    pin-memory thread, a logger), the main thread waits for the GIL. From the main thread's frames alone it
-    reads as whatever it waits in (an optimizer's step, a module), and the advice would be that phase's."""
+    """The main thread off CPU while another thread of the process runs Python on a CPU, in most of the samples
+    that carry their threads (trace v4): that thread holds the step through the GIL, the main thread waits. A
+    thread of the job's own (real held-out: three metrics threads taking turns), a gradient hook on autograd's
+    thread (the main thread in backward), a pin-memory thread copying each batch (the input pipeline: then the
+    bottleneck is the data pipeline's). From the main thread's frames alone the sample reads as whatever it
+    waits in (an optimizer's step, backward, a lock), and the advice would be that phase's."""
 
     name, bottleneck = Mechanism.OTHER_THREAD, Bottleneck.HOST_STEP
     needs = (WAITS, STACKS_SEEN, RUNNING)
@@ -101,23 +103,38 @@ class OtherThread(InsideRule):
     def detect(self, m: Measurements) -> Cause | None:
         th = m.th
         read = [p for p in m.inside.processes if p.thread_read.samples >= th.inside_min_samples]
-        held = [(p, *p.thread_read.holder()) for p in read]
-        if not held or any(k < th.inside_phase_share * p.thread_read.samples for p, _, k in held):
+        if not read or any(p.thread_read.held < th.inside_phase_share * p.thread_read.samples for p in read):
             return None
-        conf = th.conf_other_thread if min(k for _, _, k in held) >= th.inside_likely_samples else \
-            min(th.conf_other_thread, th.conf_inside_few)
-        facts = [Fact(f"{p.name}'s main thread was off CPU while thread {who} held the GIL on a CPU in {k} of "
-                      f"{p.thread_read.samples} samples", "gil_holder_share", k / p.thread_read.samples, p.cards,
-                      p.pid) for p, who, k in held[:2]]
-        return self.cause(conf, [*m.base, *facts])
+        conf = th.conf_other_thread
+        if min(p.thread_read.held for p in read) < th.inside_likely_samples:
+            conf = min(conf, th.conf_inside_few)
+        facts = []
+        for p in read[:2]:
+            tr = p.thread_read
+            who, k = tr.holder()
+            alike = f" (another thread in {tr.held - k} more)" if tr.held > k else ""
+            facts.append(Fact(f"{p.name}'s main thread was off CPU while thread {who} ran Python on a CPU in {k} of "
+                              f"{tr.samples} samples{alike}", "other_thread_share", tr.held / tr.samples, p.cards,
+                              p.pid))
+        loading = all(2 * p.thread_read.held_loading > p.thread_read.held for p in read)
+        bottleneck = Bottleneck.DATA_PIPELINE if loading else self.bottleneck
+        return Cause(bottleneck, conf, [*m.base, *facts], self.name)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         procs = [p for p in m.inside.processes if p.thread_read.holders]
         who = procs[0].thread_read.holder()[0] if procs else "another thread"
-        return ([f"another thread of the training process holds the GIL while the step waits for it ({who}): "
-                 "move its work to a separate process (multiprocessing), or make it hold the GIL less (larger "
-                 "numpy / torch calls release it, a C extension), or run it less often",
-                 "py-spy dump --pid PID shows every thread: the one marked active with the GIL is the one"], [])
+        if cause.bottleneck == Bottleneck.DATA_PIPELINE:
+            return ([f"the loop waits for a thread of its input pipeline ({who}): with pin_memory=True one thread "
+                     "of the training process copies every batch into pinned memory; smaller batches on the host "
+                     "(uint8, not float32), pinning in the workers (a pinned buffer reused), or pin_memory=False "
+                     "with .to(device, non_blocking=True) from the workers' own pinned tensors",
+                     "more DataLoader workers do not help while this one thread is the limit"], [])
+        return ([f"another thread of the training process runs Python while the step waits for the GIL ({who}): "
+                 "move its work to a separate process (multiprocessing), make it hold the GIL less (larger numpy "
+                 "/ torch calls release it), or run it less often",
+                 "a gradient hook (register_hook, a backward hook) runs its Python on autograd's thread inside "
+                 "backward: keep hooks to tensor ops, log from them every N steps",
+                 "py-spy dump --pid PID shows every thread: the one active in Python is the one"], [])
 
 
 class HostCompute(InsideRule):
