@@ -10,7 +10,7 @@ the stacks say what the process was doing. Where they disagree the stacks win:
   nothing, or not where its GPU waits. Real held-out case: a job with no DataLoader and its main thread in
   backward in 7 of 9 samples read ``in_process_loader`` with num_workers advice;
 - CPU arithmetic (``host_compute``, whose advice is the optimizer's or the model part's) while the main
-  thread sat off CPU in most of those samples (trace v4's threads): it waits (on the GPU, or on another thread
+  thread sat off CPU in more than ``inside_phase_share`` of those samples (trace v4's threads): it waits (on the GPU, or on another thread
   that holds the GIL), the arithmetic is not its own.
 
 The contradicted cause is replaced by ``unexplained`` with what the stacks show (the main thread's leading
@@ -59,7 +59,7 @@ def contradiction(m: Measurements, cause: Cause, read: list[ProcessInside]) -> F
     if cause.mechanism == Mechanism.HOST_COMPUTE:
         for p in read:
             idle, total = p.thread_read.idle_share(HOST_COMPUTE)
-            if total >= m.th.inside_min_samples and idle >= m.th.inside_phase_share * total:
+            if total >= m.th.inside_min_samples and idle > m.th.inside_phase_share * total:  # most, not half
                 return Fact(f"{p.name}'s main thread was off CPU in {idle} of its {total} samples in torch's "
                             "optimizer, backward or model: it waits (on the GPU, or on another thread), the CPU "
                             "arithmetic is not its own", "main_thread_idle_share", idle / total, p.cards, p.pid)
