@@ -10,8 +10,8 @@ the stacks say what the process was doing. Where they disagree the stacks win:
   nothing, or not where its GPU waits. Real held-out case: a job with no DataLoader and its main thread in
   backward in 7 of 9 samples read ``in_process_loader`` with num_workers advice;
 - CPU arithmetic (``host_compute``, whose advice is the optimizer's or the model part's) while the main
-  thread sat off CPU in more than ``inside_phase_share`` of those samples (trace v4's threads): it waits (on the GPU, or on another thread
-  that holds the GIL), the arithmetic is not its own.
+  thread sat off CPU in more than ``inside_phase_share`` of those samples (trace v4's threads): it waits (on
+  the GPU, or on another thread that holds the GIL), the arithmetic is not its own.
 
 The contradicted cause is replaced by ``unexplained`` with what the stacks show (the main thread's leading
 phase, the contradiction itself); an inside rule that holds (``mechanisms/inside.py``) has already named what
