@@ -36,6 +36,12 @@ WAIT_WHY = ("stall_unexplained: from outside a steady-low card with every host f
             "job and its advice (look for sleeps and synchronous calls, profile one period) leads to the call. It "
             "names no wrong mechanism: no num_workers, no topology")
 
+# a reading without stacks that names neither a loader nor a host step: accepted for the process's own Python
+ONE_CORE_WHY = ("host_or_input: from outside a training process holding one core with no DataLoader workers while "
+                "its card idles is what num_workers=0 looks like too (real h200x2-loader0: one core, no workers, no "
+                "PCIe to speak of); the reading names neither a loader nor a host step, and its advice says how to "
+                "tell them apart")
+
 TRUTH: dict[str, dict[str, object]] = {
     "cpu_offload_adamw": dict(
         what_ran="MLP 8x4096 on the card, AdamW (foreach) over float32 master weights in pinned host memory: "
@@ -50,8 +56,8 @@ TRUTH: dict[str, dict[str, object]] = {
                "idle": "a job runs and waits on its loader"}),
     "python_host_loop": dict(
         what_ran="pure-Python bookkeeping in the training process's main thread between GPU steps, no DataLoader",
-        bottleneck=["host_step"], phase="python", without_stacks=["host_step", "unexplained"],
-        wrong={"data_pipeline": "num_workers advice: there is no DataLoader"}),
+        bottleneck=["host_step"], phase="python", without_stacks=["host_step", "unexplained", "host_or_input"],
+        without_stacks_why=ONE_CORE_WHY, wrong={"data_pipeline": "num_workers advice: there is no DataLoader"}),
     "item_sync": dict(
         what_ran="64 matmuls of 2048x2048 a step with a .item() after each (or every 8th): the card stays busy "
                  "(89-97 % GPU-Util, 84-92 % SM) since each op is long next to a sync",

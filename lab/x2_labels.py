@@ -20,6 +20,11 @@ from pathlib import Path
 MACHINE = ("gpu-triage record (this project, main at 4463928) on 2 NVIDIA H200 with NV18 between them, "
            "driver 580.159.04, torch 2.11.0+cu130, NCCL 2.28.9, 32 cores")
 
+# num_workers=0 read from outside: the honest reading beside the mechanism (the Python loops of h200-inside look alike)
+LOADER0_WHY = ("host_or_input: without the job's stacks or its own data-wait clock, nothing recorded from outside "
+               "tells a DataLoader with num_workers=0 from the process's own Python on the same one core (the "
+               "held-out Python loops of h200-inside-{a,c,e} look the same): honest, not the mechanism")
+
 
 def _t(s: str) -> datetime:
     return datetime.fromisoformat(s)
@@ -63,7 +68,7 @@ def windows(marks: list[dict]) -> dict[str, list[dict]]:
             start, end = _overlap(ms)
             out.setdefault(rec, []).append({
                 "scenario": f"loader_in_process_batch{batch}", "start": start, "end": end,
-                "pattern": pattern, "bottleneck": ["data_pipeline"],
+                "pattern": pattern, "bottleneck": ["data_pipeline", "host_or_input"], "honest_why": LOADER0_WHY,
                 "what_ran": (f"one process per card, DataLoader(num_workers=0) (PyTorch's default): each sample's "
                              f"__getitem__ costs real CPU (numpy, {ms[0]['rounds']} passes) inside the training "
                              f"process, batch {batch}; {note}"),

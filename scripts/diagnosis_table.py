@@ -12,6 +12,7 @@ Simulated: 8 cards, 32 cores, 2 s ticks, seed 3, 90 s; judged from 30 s on (afte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -40,6 +41,7 @@ INSIDE = [ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}-stacks.parquet" for p
 # judged against ``bottleneck``, the 0.5 s ones against ``without_stacks`` (what an honest reading without may be)
 INSIDE_V3 = [(ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}.parquet", key)
              for iv, key in (("2s", "bottleneck"), ("0.5s", "without_stacks")) for p in ("c", "d", "e")]
+NO_STACKS = [*INSIDE, *(p for p, key in INSIDE_V3 if key == "bottleneck")]
 X2_VAL = [ROOT / "tests" / "data" / f"h200x2-val-{m}-{iv}.parquet"
           for m in ("h2d", "loader0", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
@@ -53,9 +55,12 @@ def _ok(lab: dict, v, mechanism: str, key: str = "bottleneck") -> bool:
     return ("pattern" not in lab or v.pattern in lab["pattern"]) and reading
 
 
-def real_rows(path, show_ticks: bool, key: str = "bottleneck") -> list[tuple]:
+def real_rows(path, show_ticks: bool, key: str = "bottleneck", stripped: bool = False) -> list[tuple]:
+    """``stripped``: the recording read without its stack samples (the outside alone), tagged "-nostacks"."""
     cfg = Config()
     trace = load_trace(path)
+    if stripped:
+        trace.ticks = [dataclasses.replace(t, stacks=[]) for t in trace.ticks]
     res = verdicts(trace.ticks, trace.interval_s, cfg.thresholds, cfg.window_s, trace.host.cpu_count)
     ts = [t.ts for t, _, _ in res]
     segs = segments(trace.ticks, trace.interval_s, cfg.thresholds, cfg.window_s, trace.host.cpu_count)
@@ -88,7 +93,8 @@ def real_rows(path, show_ticks: bool, key: str = "bottleneck") -> list[tuple]:
                 )
         rows.append(
             (
-                path.name.replace("h200-scenarios-", "").replace("h200-", "").replace(".parquet", ""),
+                path.name.replace("h200-scenarios-", "").replace("h200-", "").replace(".parquet", "")
+                + ("-nostacks" if stripped else ""),
                 lab["scenario"],
                 "/".join(lab.get("pattern", ["any"])) + " · " + "/".join(lab[key]),
                 got,
@@ -134,6 +140,8 @@ def main() -> None:
         rows += real_rows(p, show)
     for p, key in INSIDE_V3:
         rows += real_rows(p, show, key)
+    for p in NO_STACKS:  # every recording with stacks, read without them: right or honest (``without_stacks``)
+        rows += real_rows(p, show, "without_stacks", stripped=True)
     rows += sim_rows()
     print("| trace | scenario | expected (pattern · bottleneck) | got (shown, most common) | raw ok | shown ok "
           "| offline segment ok |")

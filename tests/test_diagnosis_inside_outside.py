@@ -6,9 +6,9 @@ model part on the CPU). Without stacks a reading may be honest or wrong: for eve
 one of the label's ``without_stacks`` and none of its ``wrong`` — at both intervals.
 
 A start-up is the mechanism ``start_up`` under the bottleneck ``none``: read as "start_up" here, as the
-labels write it. Two mechanisms are left that the outside cannot tell from a labelled real one and that
-read wrong on some or all ticks; each is an expected failure with its reason (strict: it fails loudly once it
-reads right).
+labels write it. A Python loop on one core reads ``host_or_input`` (the label's honest reading without stacks:
+num_workers=0 looks the same). What the outside still reads wrong on some ticks is an expected failure with its
+reason (strict: it fails loudly once it reads right); none is left.
 """
 
 from __future__ import annotations
@@ -22,19 +22,7 @@ from tests import real_readings as rr
 DATA = Path(__file__).parent / "data"
 NAMES = ("h200-inside-a-2s", "h200-inside-a-0.5s", "h200-inside-b-2s", "h200-inside-b-0.5s")
 
-# the training process holds exactly one core with no DataLoader workers while its card idles: from outside
-# exactly what num_workers=0 looks like (real h200x2-loader0, labelled data_pipeline: one core, no workers,
-# no PCIe to speak of); only its stack tells a Python loop from a Dataset's __getitem__
-LOOP = "a Python loop in the training process reads as num_workers=0 (in_process_loader)"
-# a recompile's single helper process pegged at 100 % beside a busy main process: one child pegged, as one
-# starved DataLoader worker looks (real h200 dataloader_starved); a few ticks read idle_data
-COMPILE = "a compile worker pegged reads as one starved DataLoader worker on a few ticks"
-KNOWN_MISSES = {
-    **{(n, s, k): LOOP for n in NAMES[:2] for s in ("python_host_loop_ms60", "python_host_loop_ms250")
-       for k in ("raw", "segment")},
-    **{(n, "compile_recompile_every8", k): COMPILE for n in NAMES[2:] for k in ("raw", "segment")},
-    ("h200-inside-b-0.5s", "compile_recompile_each", "raw"): COMPILE,
-}
+KNOWN_MISSES: dict[tuple[str, str, str], str] = {}
 
 
 def _cases(kind: str) -> list:

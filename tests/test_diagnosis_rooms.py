@@ -33,7 +33,7 @@ def test_every_mechanism_has_the_rule_that_advises_on_it() -> None:
 
 
 def test_the_loader_rules_are_the_rules_that_read_the_loader() -> None:
-    assert LOADER_RULES == {Mechanism.IDLE_DATA, Mechanism.IN_PROCESS_LOADER, Mechanism.DATA_PIPELINE,
+    assert LOADER_RULES == {Mechanism.IDLE_DATA, Mechanism.IN_PROCESS_OR_HOST, Mechanism.DATA_PIPELINE,
                             Mechanism.NO_PROCESS_INFO}
     assert HostToDeviceCopy.name not in LOADER_RULES  # the copy happens inside the step, after the loader
 

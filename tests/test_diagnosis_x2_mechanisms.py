@@ -152,15 +152,35 @@ def test_a_launch_bound_baseline_is_named_launch_overhead() -> None:
 
 def test_two_loader_jobs_in_a_row_keep_the_shown_verdict_through_the_second_ones_start_up() -> None:
     """Live (the tracker), on the real loader0 recording: while the second job starts up, its own start-up
-    verdict is shown (never the first job's num_workers=0 evidence); once it runs and reads data_pipeline
-    again, that is shown at once: the start-up did not move the held verdict."""
+    verdict is shown (never the first job's num_workers=0 evidence); once it runs and reads host_or_input
+    again (one core, no workers, no stacks), that is shown at once: the start-up did not move the held verdict."""
     path = DATA / "h200x2-loader0-1s.parquet"
     _tr, res, _ = _run(path)
     starting = [i for i in _starting_ticks(path) if res[i][0].ts.strftime("%H:%M") == "19:54"]
     assert len(starting) >= 3
     for i in starting:
         assert res[i][2].mechanism == "start_up" and not any("num_workers" in e for e in res[i][2].evidence)
-    after = [i for i in range(starting[-1] + 1, len(res)) if res[i][1].bottleneck == "data_pipeline"]
+    after = [i for i in range(starting[-1] + 1, len(res)) if res[i][1].bottleneck == "host_or_input"]
     first = after[0]
-    assert res[first][2].bottleneck == "data_pipeline", "shown as soon as the new job says it"
+    assert res[first][2].bottleneck == "host_or_input", "shown as soon as the new job says it"
     assert (res[first][0].ts - res[starting[-1]][0].ts).total_seconds() <= 8
+
+
+@pytest.mark.parametrize("name", ["h200x2-loader0-1s", "h200x2-loader0rn50-1s", "h200x2-loader0rn50omp1-1s"])
+def test_num_workers_0_without_stacks_is_not_claimed_as_a_data_pipeline(name: str) -> None:
+    """A DataLoader with num_workers=0, read from outside: one core (loader0, rn50omp1) or every intra-op thread
+    (rn50: 14-17 cores) of the training process, no workers. A Python loop, a model part or an optimizer on the
+    CPU look the same, so the reading is host_or_input (metrics, alerts and summaries count no data pipeline),
+    its evidence naming both and its advice saying how to tell them apart."""
+    path = DATA / f"{name}.parquet"
+    tr, res, _ = _run(path)
+    ts = [t.ts for t, _, _ in res]
+    for lab in json.loads(labels_for(path).read_text()):
+        for i in judged_ticks(lab, ts, tr.interval_s):
+            raw = res[i][1]
+            assert (raw.bottleneck, raw.mechanism) == ("host_or_input", "in_process_or_host"), raw.evidence
+            line = next(e for e in raw.evidence if "with no DataLoader workers" in e)
+            assert "its stacks tell which" in line and ("core" in line), line
+            assert raw.advice[0].startswith("see which: py-spy dump"), raw.advice
+            if name.endswith("rn50-1s"):  # 14 cores: said as cores, not as one core's share
+                assert line.startswith("the training process holds 1") and " cores while " in line, line

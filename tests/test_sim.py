@@ -20,7 +20,7 @@ START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PATTERNS = {"idle", "steady_high", "steady_low", "sawtooth", "single_card_busy", "imbalanced"}
 BOTTLENECKS = {
     "none", "data_pipeline", "storage_io", "communication", "launch_overhead", "memory_idle", "stall_unexplained",
-    "placement", "imbalance", "hung_collective",
+    "placement", "imbalance", "hung_collective", "host_or_input",
 }  # fmt: skip
 
 

@@ -58,8 +58,9 @@ REGISTRY: dict[str, Scenario] = {s.name: s for s in (
     Scenario("h2d_copy", "steady_low", "data_pipeline", "large batches copied from pageable memory to a small "
              "model: util ~15 %, SM ~0.3 %, PCIe RX 6-9 GB/s, one core copying", lambda cores, ranks: 2,
              memory="small", disk_reads_per_s=40.0),
-    Scenario("in_process_loader", "steady_low", "data_pipeline", "num_workers=0: the training process holds "
-             "~100 % of a core that the scheduler moves between cores (busiest core ~60-75 %)", memory="small"),
+    Scenario("in_process_loader", "steady_low", "host_or_input", "num_workers=0: the training process holds "
+             "~100 % of a core that the scheduler moves between cores (busiest core ~60-75 %); without its stacks "
+             "or its clock, the same as its own Python on one core", memory="small"),
     Scenario("checkpoint_stall", "imbalanced", "storage_io", "rank 0 writes a checkpoint with fsync: its card "
              "drops, the others spin at the barrier (util ~99 %, SM ~15 %), system disk writes ~1.5 GB/s",
              _spare(2)),

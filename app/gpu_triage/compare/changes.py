@@ -80,6 +80,7 @@ BOTTLENECK_NAMES = {
     "host_step": "the training process's own CPU work",
     "compile": "torch.compile recompiling",
     "external_wait": "waits on another service",
+    "host_or_input": "the training process's own CPU work or its in-process loading",
     "unexplained": "a wait no rule explains",
 }
 DOMINANT_MIN_PCT = 10.0  # a bottleneck for less of the time than this is not "the" bottleneck of a run

@@ -2,7 +2,8 @@
 
 Measure (measure.py: the judged stretch of span.py, shapes, host and process facts), find the cause (the
 first rule of rules.py that holds), let the job's own clock overrule the loader rules and lend its samples/s
-to the num_workers recommendation (job.py), compose the verdict (verdict.py), then apply the job's evidence.
+to the num_workers recommendation (job.py), let the job's stacks overrule a mechanism they contradict
+(precedence.py), compose the verdict (verdict.py), then apply the job's evidence.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_rule
 from gpu_triage.diagnosis.measure import Measurements
 from gpu_triage.diagnosis.mechanisms.base import Cause
 from gpu_triage.diagnosis.mechanisms.inside import not_read
+from gpu_triage.diagnosis.precedence import overrule
 from gpu_triage.diagnosis.rules import LOADER_RULES, advise, find_cause
 from gpu_triage.diagnosis.span import nanmedian0, tick_seconds
 from gpu_triage.diagnosis.thresholds import Thresholds
@@ -58,7 +60,7 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
     m = Measurements.from_view(view, th, cpu_count, dt)
     clock = job_state(view, m.start, th)  # the job's own clock, when a source gives it
     m = with_job_rate(m, clock)  # its samples/s beside the num_workers recommendation
-    cause = _job_clock(m, find_cause(m), clock)
+    cause = overrule(m, _job_clock(m, find_cause(m), clock))  # the job's stacks, where read, overrule a guess
     pattern = m.pattern
     if pattern == Pattern.SINGLE_CARD_BUSY and cause.mechanism == Mechanism.RANK_BLOCKED_ON_STORAGE:
         # the busy card waits for the blocked one (SM low): a job on every card held by one rank, not a job

@@ -218,7 +218,10 @@ def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
                 all_util: dict[int, float]) -> tuple[WorkersRec, list[Fact], bool]:
     """The data pipeline's evidence: the cores and the DataLoader workers while the GPU waits."""
     d: list[Fact] = []
-    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+    # busy cores are a DataLoader's workers only where there are workers: with none, they are the training
+    # process's own threads (num_workers=0 decoding on every intra-op thread, or a model part or an optimizer
+    # on the CPU: one_core.py says it cannot tell which) or another process's
+    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share) and not (pf.seen and pf.workers == 0)
     if cpu_full:
         d.append(Fact(f"CPU {pct(hf.cpu_busy)} busy on average over {hf.cores} cores while the GPU waits (at "
                       f"or above {th.cpu_saturated_pct:.0f} % in {hf.cpu_saturated_share * 100:.0f} % of those "
@@ -226,7 +229,12 @@ def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
     few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
     lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
     workers, saturated = _workers(hf, pf, th, all_util, lone)
-    if saturated and not cpu_full:
+    # a loop starved by its loader waits for each batch off CPU (real starved loaders: their training process at
+    # 8-53 % of a core); one busier than that does not wait for its children, whatever they are (real:
+    # torch.compile's compile worker pegged beside a recompiling process at 70-98 %). Not with several training
+    # processes: a DDP rank spins at 100 % of a core in the collective where it waits for a starved peer
+    not_waiting = pf.processes <= 1 and ge(pf.main_cpu, th.starved_main_max_pct)
+    if saturated and not cpu_full and not not_waiting:
         d.extend(_saturated_facts(hf, pf, lone, workers.state))
     elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
         workers = replace(workers, now=None, state="too_few")

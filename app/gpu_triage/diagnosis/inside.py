@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gpu_triage.diagnosis.facts import Fact
+from gpu_triage.diagnosis.threads import ThreadsRead, read_threads, sample_shows_loading
 from gpu_triage.model import ProcSample, StackSample
 from gpu_triage.window import WindowView
 
@@ -27,6 +28,7 @@ OWN_PYTHON = ("python",)  # on a CPU in the process's own code (a loop, or C it 
 COMPILE = ("compile",)
 EXTERNAL = ("wait_service", "sleep")  # off CPU on a socket or poll, or in a sleep
 LOADER_WAIT = ("dataloader_wait",)
+LOADING = ("loading",)  # the main thread in the DataLoader's fetch or collate: a batch made in-process
 NAMED_WAITS = ("wait_service", "sleep", "io_wait")  # off CPU, the kernel's wait channel naming on what
 UNNAMED_WAIT = "waiting"  # off CPU, the wait channel naming nothing the classifier knows (or read as none)
 WORKER_WAITING = "worker_waiting"  # a DataLoader worker inside the Dataset but off CPU: a fetch's latency
@@ -45,9 +47,15 @@ class ProcessInside:
     busy_threads: float  # median threads on a CPU at its dumps; NaN where not known
     workers: dict[str, int] = field(default_factory=dict)  # a worker phase -> its workers' samples in it
     busy_by_phase: dict[str, tuple[int, ...]] = field(default_factory=dict)  # a phase -> busy threads at its dumps
+    loading: int = 0  # samples (main thread, any thread of it, its workers) in the input pipeline
+    thread_read: ThreadsRead = ThreadsRead()  # what its samples' threads say (trace v4; empty before)
 
     def share(self, phases: tuple[str, ...]) -> float:
         return sum(self.counts.get(p, 0) for p in phases) / self.samples if self.samples else math.nan
+
+    def count(self, phases: tuple[str, ...]) -> int:
+        """How many of the main thread's samples fell in ``phases``."""
+        return sum(self.counts.get(p, 0) for p in phases)
 
     def busy_in(self, phases: tuple[str, ...]) -> float:
         """The median threads on a CPU at the dumps that found the main thread in ``phases``; NaN: not known."""
@@ -202,6 +210,7 @@ def _process(pid: int, cards: tuple[int, ...], read: list[StackSample], failed: 
     for s, phase in zip(read, phases, strict=True):
         if s.busy_threads is not None:
             by_phase.setdefault(phase, []).append(s.busy_threads)
+    loading = sum(map(sample_shows_loading, read)) + sum(k for p, k in workers.items() if p in LOADER_WORKER_PHASES)
     return ProcessInside(pid, cards, len(read), failed, dict(counts),
                          {p: c.most_common(1)[0][0] for p, c in frames.items()}, median, dict(workers),
-                         {p: tuple(v) for p, v in by_phase.items()})
+                         {p: tuple(v) for p, v in by_phase.items()}, loading, read_threads(read, phases, _quoted))

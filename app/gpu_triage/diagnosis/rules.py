@@ -19,12 +19,11 @@ from gpu_triage.diagnosis.mechanisms.host import HostBoundStep
 from gpu_triage.diagnosis.mechanisms.idle import IdleNothing, MemoryIdle, StartUp
 from gpu_triage.diagnosis.mechanisms.inside import INSIDE_RULES
 from gpu_triage.diagnosis.mechanisms.launch import LaunchOverhead
+from gpu_triage.diagnosis.mechanisms.one_core import IdleOneCore, OneCoreNoWorkers
 from gpu_triage.diagnosis.mechanisms.pipeline import (
     DataPipeline,
     HostToDeviceCopy,
     IdleData,
-    IdleInProcess,
-    InProcessLoader,
     NoProcessInfo,
 )
 from gpu_triage.diagnosis.mechanisms.stall import Healthy, StallUnexplained, Unexplained
@@ -35,9 +34,9 @@ if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
 
 RULES: tuple[Rule, ...] = (
-    StartUp(), *INSIDE_RULES, IdleStorage(), IdleData(), IdleInProcess(), MemoryIdle(), Unexplained(), IdleNothing(),
+    StartUp(), *INSIDE_RULES, IdleStorage(), IdleData(), IdleOneCore(), MemoryIdle(), Unexplained(), IdleNothing(),
     RankBlockedOnStorage(), HungCollective(), Communication(),
-    Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), InProcessLoader(),
+    Storage(), DataPipeline(), HostToDeviceCopy(), LaunchOverhead(), HostBoundStep(), OneCoreNoWorkers(),
     NoProcessInfo(),
     Placement(), Imbalance(), StallUnexplained(), Healthy(),
 )
@@ -71,7 +70,8 @@ def find_cause(m: Measurements, loader_ruled_out: bool = False) -> Cause:
 
 
 # one card busy, the rest idle: where the job runs is the first thing to change, whatever else holds
-_PLACEMENT_FIRST = (Bottleneck.NONE, Bottleneck.DATA_PIPELINE, Bottleneck.LAUNCH_OVERHEAD, Bottleneck.STALL_UNEXPLAINED)
+_PLACEMENT_FIRST = (Bottleneck.NONE, Bottleneck.DATA_PIPELINE, Bottleneck.LAUNCH_OVERHEAD, Bottleneck.STALL_UNEXPLAINED,
+                    Bottleneck.HOST_OR_INPUT)
 
 
 def advise(cause: Cause, m: Measurements) -> Advice:

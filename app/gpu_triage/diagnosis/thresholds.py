@@ -23,6 +23,8 @@ class Thresholds:
     cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
     proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
+    starved_main_max_pct: float = 70.0  # a training process starved by its DataLoader waits for each batch off
+    # CPU (real starved loaders: 8-53 % of a core); above this its pegged children are not a starved loader
     others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy (and a
     # starting process below this share of a core waits for something else: not a start-up)
     lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
@@ -62,6 +64,9 @@ class Thresholds:
     inside_min_samples: float = 2.0  # stack samples of a process's main thread before its phases count (the
     # sampler dumps a waiting process every 2 s: two in regime_min_s, the shortest stretch judged on its own)
     inside_phase_share: float = 0.5  # a phase (or a family of them) in at least this share of those samples
+    inside_likely_samples: float = 4.0  # a stack-based reading resting on fewer samples in its phase (in the
+    # process with the fewest) is possible, not likely: 2 of 2 happen by chance to a phase taking 30 % of the
+    # step 9 % of the time, 4 of 4 under 1 %; at one dump per 2 s tick, 8 s of waiting: longer than hold_s
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow
@@ -118,6 +123,8 @@ class Thresholds:
     conf_python_step: float = 0.7  # ... in its own Python on one core (the frames say where, not what it does)
     conf_input_latency: float = 0.8  # ... waiting for batches while the workers wait inside the Dataset
     conf_external_wait: float = 0.75  # ... off CPU on a socket, a poll or a sleep, in a job that runs kernels
+    conf_inside_few: float = 0.55  # the most an inside reading resting on < inside_likely_samples may have
+    conf_other_thread: float = 0.7  # the main thread off CPU while another thread holds the GIL (trace v4)
     conf_no_procs: float = 0.45
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4

@@ -41,6 +41,9 @@ class Bottleneck(StrEnum):
     HOST_STEP = "host_step"  # the training process's own CPU work holds the step (its stacks say so)
     COMPILE = "compile"  # torch.compile compiling, again and again (its stacks say so)
     EXTERNAL_WAIT = "external_wait"  # the training waits on another service or a sleep (its stacks say so)
+    # the training process holds one core with no DataLoader workers while its GPU waits, and nothing from outside
+    # tells its own CPU work from its in-process loading (num_workers=0): its stacks would
+    HOST_OR_INPUT = "host_or_input"
     UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
 
 
@@ -88,7 +91,7 @@ class Mechanism(StrEnum):
     START_UP = "start_up"
     IDLE_STORAGE = "idle_storage"
     IDLE_DATA = "idle_data"
-    IN_PROCESS_LOADER = "in_process_loader"
+    IN_PROCESS_LOADER = "in_process_loader"  # its stacks: the main thread in the DataLoader's fetch (num_workers=0)
     MEMORY_IDLE = "memory_idle"
     IDLE = "idle"
     RANK_BLOCKED_ON_STORAGE = "rank_blocked_on_storage"
@@ -100,6 +103,7 @@ class Mechanism(StrEnum):
     LAUNCH_OVERHEAD = "launch_overhead"
     HOST_BOUND_STEP = "host_bound_step"
     IN_PROCESS_OR_LAUNCH = "in_process_or_launch"  # num_workers=0 without SM activity to tell the two apart
+    IN_PROCESS_OR_HOST = "in_process_or_host"  # one core, no workers, no stacks: loading or its own CPU work
     NO_PROCESS_INFO = "no_process_info"
     STALL_UNEXPLAINED = "stall_unexplained"
     HEALTHY = "none"
@@ -114,3 +118,4 @@ class Mechanism(StrEnum):
     PYTHON_STEP = "python_step"  # the process's own Python (a loop, .item() syncs) on one core
     INPUT_LATENCY = "input_latency"  # the loop waits for batches while the workers wait inside the Dataset
     EXTERNAL_WAIT = "external_wait"  # the main thread off CPU on a socket, a poll or a sleep
+    OTHER_THREAD = "other_thread"  # the main thread off CPU while another of its threads holds the GIL (trace v4)

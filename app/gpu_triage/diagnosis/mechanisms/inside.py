@@ -19,11 +19,13 @@ from gpu_triage.diagnosis.inside import (
     EXTERNAL,
     HOST_COMPUTE,
     LOADER_WAIT,
+    LOADING,
     OWN_PYTHON,
     WORKER_WAITING,
     ProcessInside,
 )
 from gpu_triage.diagnosis.mechanisms.base import WAITS, Advice, Cause, Need, Rule, ge
+from gpu_triage.diagnosis.mechanisms.pipeline import pipeline_advice
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
 
 if TYPE_CHECKING:
@@ -50,6 +52,14 @@ class InsideRule(Rule):
         failed = m.inside.failed_fact()
         return [*m.base, *facts, *(e for e in extra if e is not None), *([failed] if failed else [])]
 
+    def counted(self, m: Measurements, procs: list[ProcessInside], confidence: float, *extra: Fact | None) -> Cause:
+        """The cause at ``confidence``, capped at ``conf_inside_few`` (possible) where the phase rests on fewer
+        than ``inside_likely_samples`` samples in the process that has the fewest: 2 of 2 is a hint."""
+        th = m.th
+        if min(p.count(self.phases) for p in procs) < th.inside_likely_samples:
+            confidence = min(confidence, th.conf_inside_few)
+        return self.cause(confidence, self.evidence(m, procs, *extra))
+
     def lead(self, m: Measurements) -> tuple[str, str]:
         """(the leading phase, its frame) of the first agreeing process: what the advice names."""
         procs = self.agreeing(m)
@@ -68,7 +78,7 @@ class Recompile(InsideRule):
 
     def detect(self, m: Measurements) -> Cause | None:
         procs = self.agreeing(m)
-        return self.cause(m.th.conf_recompile, self.evidence(m, procs)) if procs else None
+        return self.counted(m, procs, m.th.conf_recompile) if procs else None
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return ([f"torch.compile is compiling ({self.lead(m)[1] or 'dynamo / inductor'}) while the GPU waits: "
@@ -77,6 +87,54 @@ class Recompile(InsideRule):
                  "or pad to a few fixed sizes; a Python number or object that changes: pass it as a tensor",
                  "past torch._dynamo.config.cache_size_limit recompiles the frame runs eagerly: the log says so; "
                  "once at start is expected (a compile cache, TORCHINDUCTOR_CACHE_DIR, shortens the next run)"], [])
+
+
+class OtherThread(InsideRule):
+    """The main thread off CPU while another thread of the process runs Python on a CPU, in most of the samples
+    that carry their threads (trace v4): that thread holds the step through the GIL, the main thread waits. A
+    thread of the job's own (real held-out: three metrics threads taking turns), a gradient hook on autograd's
+    thread (the main thread in backward), a pin-memory thread copying each batch (the input pipeline: then the
+    bottleneck is the data pipeline's). From the main thread's frames alone the sample reads as whatever it
+    waits in (an optimizer's step, backward, a lock), and the advice would be that phase's."""
+
+    name, bottleneck = Mechanism.OTHER_THREAD, Bottleneck.HOST_STEP
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        th = m.th
+        read = [p for p in m.inside.processes if p.thread_read.samples >= th.inside_min_samples]
+        if not read or any(p.thread_read.held < th.inside_phase_share * p.thread_read.samples for p in read):
+            return None
+        conf = th.conf_other_thread
+        if min(p.thread_read.held for p in read) < th.inside_likely_samples:
+            conf = min(conf, th.conf_inside_few)
+        facts = []
+        for p in read[:2]:
+            tr = p.thread_read
+            who, k = tr.holder()
+            alike = f" (another thread in {tr.held - k} more)" if tr.held > k else ""
+            facts.append(Fact(f"{p.name}'s main thread was off CPU while thread {who} ran Python on a CPU in {k} of "
+                              f"{tr.samples} samples{alike}", "other_thread_share", tr.held / tr.samples, p.cards,
+                              p.pid))
+        loading = all(2 * p.thread_read.held_loading > p.thread_read.held for p in read)
+        bottleneck = Bottleneck.DATA_PIPELINE if loading else self.bottleneck
+        return Cause(bottleneck, conf, [*m.base, *facts], self.name)
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        procs = [p for p in m.inside.processes if p.thread_read.holders]
+        who = procs[0].thread_read.holder()[0] if procs else "another thread"
+        if cause.bottleneck == Bottleneck.DATA_PIPELINE:
+            return ([f"the loop waits for a thread of its input pipeline ({who}): with pin_memory=True one thread "
+                     "of the training process copies every batch into pinned memory; smaller batches on the host "
+                     "(uint8, not float32), pinning in the workers (a pinned buffer reused), or pin_memory=False "
+                     "with .to(device, non_blocking=True) from the workers' own pinned tensors",
+                     "more DataLoader workers do not help while this one thread is the limit"], [])
+        return ([f"another thread of the training process runs Python while the step waits for the GIL ({who}): "
+                 "move its work to a separate process (multiprocessing), make it hold the GIL less (larger numpy "
+                 "/ torch calls release it), or run it less often",
+                 "a gradient hook (register_hook, a backward hook) runs its Python on autograd's thread inside "
+                 "backward: keep hooks to tensor ops, log from them every N steps",
+                 "py-spy dump --pid PID shows every thread: the one active in Python is the one"], [])
 
 
 class HostCompute(InsideRule):
@@ -100,7 +158,7 @@ class HostCompute(InsideRule):
                  if (stalled and p.busy_in(self.phases) > 0) or ge(p.busy_threads, th.host_compute_threads)]
         if not procs or len(procs) < len(self.agreeing(m)):
             return None
-        return self.cause(th.conf_host_compute, self.evidence(m, procs))
+        return self.counted(m, procs, th.conf_host_compute)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         phase, frame = self.lead(m)
@@ -137,7 +195,7 @@ class PythonStep(InsideRule):
         procs = self.agreeing(m)
         if not procs or any(ge(p.busy_threads, th.host_compute_threads) for p in procs):
             return None  # its own code on many threads: a C extension computing, not the Python loop
-        return self.cause(th.conf_python_step, self.evidence(m, procs))
+        return self.counted(m, procs, th.conf_python_step)
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return ([f"the step waits on the training process's own Python ({self.lead(m)[1] or 'its code'}): move "
@@ -166,7 +224,7 @@ class InputLatency(InsideRule):
                 return None  # workers computing, or not seen: the outside's loader rules read them
         if not procs:
             return None
-        return self.cause(th.conf_input_latency, self.evidence(m, procs, procs[0].workers_fact(WORKER_WAITING)))
+        return self.counted(m, procs, th.conf_input_latency, procs[0].workers_fact(WORKER_WAITING))
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         return (["the DataLoader's workers wait inside the Dataset (a read, a fetch), they do not compute: more "
@@ -174,6 +232,22 @@ class InputLatency(InsideRule):
                  "fetch asynchronously or in batches inside the Dataset (threads or asyncio per batch, an "
                  "IterableDataset that keeps requests in flight), or cache the data near the GPU",
                  "lighter preprocessing will not help: the workers are waiting, not computing"], [])
+
+
+class InProcessLoading(InsideRule):
+    """The main thread in the DataLoader's fetch or collate in most samples: num_workers=0 (PyTorch's default)
+    makes every batch in the training process, between the steps. From outside the same one core as the
+    process's own Python (``one_core.py``); the stack names the Dataset."""
+
+    name, bottleneck, phases = Mechanism.IN_PROCESS_LOADER, Bottleneck.DATA_PIPELINE, LOADING
+    needs = (WAITS, STACKS_SEEN, RUNNING)
+
+    def detect(self, m: Measurements) -> Cause | None:
+        procs = self.agreeing(m)
+        return self.counted(m, procs, m.th.conf_in_process) if procs else None
+
+    def advise(self, m: Measurements, cause: Cause) -> Advice:
+        return pipeline_advice(m, Mechanism.IN_PROCESS_LOADER), []
 
 
 class ExternalWait(InsideRule):
@@ -187,7 +261,7 @@ class ExternalWait(InsideRule):
 
     def detect(self, m: Measurements) -> Cause | None:
         procs = self.agreeing(m)
-        return self.cause(m.th.conf_external_wait, self.evidence(m, procs)) if procs else None
+        return self.counted(m, procs, m.th.conf_external_wait) if procs else None
 
     def advise(self, m: Measurements, cause: Cause) -> Advice:
         phase, frame = self.lead(m)
@@ -200,7 +274,8 @@ class ExternalWait(InsideRule):
                  "check the service's own latency and load: the GPU waits as long as it does"], [])
 
 
-INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), HostCompute(), PythonStep(), InputLatency(), ExternalWait())
+INSIDE_RULES: tuple[InsideRule, ...] = (Recompile(), OtherThread(), HostCompute(), PythonStep(), InputLatency(),
+                                        InProcessLoading(), ExternalWait())
 INSIDE_MECHANISMS = frozenset(r.name for r in INSIDE_RULES)
 
 

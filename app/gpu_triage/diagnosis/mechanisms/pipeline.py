@@ -1,5 +1,6 @@
-"""The GPUs wait for input: busy cores, pegged or re-spawned DataLoader workers, a training process that
-loads the data itself (num_workers=0), batches copied from pageable memory.
+"""The GPUs wait for input: busy cores, pegged or re-spawned DataLoader workers, batches copied from pageable
+memory (a training process that loads the data itself is read from its stacks, ``inside.py``; from outside it
+looks like its own CPU work, ``one_core.py``).
 
 Starting points are the method's (field notes): ``num_workers`` one number with its reason
 (:class:`~gpu_triage.diagnosis.host_evidence.WorkersRec`, measured once per verdict, from the job's own samples/s
@@ -16,8 +17,6 @@ from typing import TYPE_CHECKING
 from gpu_triage.diagnosis.facts import Fact
 from gpu_triage.diagnosis.mechanisms.base import (
     JOB_PRESENT,
-    PROCS_SEEN,
-    SM_KNOWN,
     WAITS,
     Advice,
     Cause,
@@ -27,7 +26,6 @@ from gpu_triage.diagnosis.mechanisms.base import (
     ge,
     pct,
 )
-from gpu_triage.diagnosis.mechanisms.launch import launch_advice
 from gpu_triage.diagnosis.mechanisms.stall import unexplained
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 
@@ -52,8 +50,6 @@ def pipeline_advice(m: Measurements, mech: Mechanism) -> list[str]:
         span = "2" if hi <= 2 else f"2..{hi}"
         out.append(f"DataLoader(num_workers={span}) (now 0): PyTorch's default num_workers=0 loads every batch "
                    "in the training process, between steps")
-        out.append("if the process loads no data (synthetic, or already on the card), its own Python between "
-                   "the steps holds the GPU on the same one core: py-spy dump --pid PID shows which")
     if pf.respawns >= th.respawns_min:
         out.append("DataLoader(persistent_workers=True): keep the workers alive between epochs instead of "
                    "re-spawning them (and their slow start) every epoch")
@@ -86,28 +82,6 @@ class IdleData(_Pipeline):
 
     def detect(self, m: Measurements) -> Cause | None:
         return self.cause(m.th.conf_idle_data, m.base + m.data) if m.data else None
-
-
-class IdleInProcess(_Pipeline):
-    """num_workers=0 with a model so small the cards read idle: the training process holds a whole core
-    preparing batches while its cards run (almost) nothing."""
-
-    name, patterns, needs = Mechanism.IN_PROCESS_LOADER, (Pattern.IDLE,), (PROCS_SEEN, SM_KNOWN)
-    reads_loader = True
-
-    def detect(self, m: Measurements) -> Cause | None:
-        th, pf = m.th, m.pf
-        if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)) or m.rank_held:
-            return None
-        if m.round_trip is not None:
-            return None  # bytes both ways: not batches arriving (HostToDeviceCopy says so where the GPU waits)
-        # the cards are fed, slowly: some kernel runs (judged since the job's first kernel, see fed_slowly)
-        if not m.fed_slowly:
-            return None
-        return self.cause(th.conf_idle_data, m.base + [Fact(
-            f"the training process holds {pct(pf.main_cpu)} of a core while its cards run nothing, with no "
-            "DataLoader workers (num_workers=0): it prepares the data itself, or its own Python holds the step (from "
-            "outside the two look alike)", "main_process_cpu_pct", pf.main_cpu)])
 
 
 class DataPipeline(_Pipeline):
@@ -161,37 +135,6 @@ class HostToDeviceCopy(_Pipeline):
             conf -= th.conf_no_sm_penalty
             ev.append(m.no_sm_note)
         return self.cause(conf, ev)
-
-
-class InProcessLoader(_Pipeline):
-    """num_workers=0 (PyTorch's default): the training process loads data itself and holds ~100 % of one
-    core. The scheduler moves it between cores, so no core looks pegged: the process's own CPU is read."""
-
-    name, needs, reads_loader = Mechanism.IN_PROCESS_LOADER, (WAITS, PROCS_SEEN), True
-    also = (Mechanism.IN_PROCESS_OR_LAUNCH,)
-
-    def detect(self, m: Measurements) -> Cause | None:
-        th, pf = m.th, m.pf
-        if not (pf.workers == 0 and ge(pf.main_cpu, th.proc_busy_pct)):
-            return None
-        if m.rank_held or m.round_trip is not None:  # DDP ranks spin at 100 % of a core while they wait at a
-            return None  # collective: not loading; bytes both ways every step are not batches arriving
-        if not m.fed_slowly:
-            return None  # no kernel while the GPU waits, or only a ramp: a job starting up, not one fed slowly
-        if not m.sm_known:  # cannot tell in-process loading from tiny kernels without SM activity
-            return Cause(Bottleneck.LAUNCH_OVERHEAD, th.conf_launch_no_sm, m.base + [
-                Fact("the training process holds one core and has no DataLoader workers: it either launches "
-                     "many small kernels or loads data itself (num_workers=0)", "main_process_cpu_pct", pf.main_cpu),
-                m.no_sm_note], Mechanism.IN_PROCESS_OR_LAUNCH)
-        return self.cause(th.conf_in_process, m.base + [Fact(
-            f"the training process holds {pct(pf.main_cpu)} of a core while the GPU waits, with no "
-            "DataLoader workers (num_workers=0): it loads the data itself, or its own Python holds the step (from "
-            "outside the two look alike)", "main_process_cpu_pct", pf.main_cpu)])
-
-    def advise(self, m: Measurements, cause: Cause) -> Advice:
-        if cause.mechanism == Mechanism.IN_PROCESS_OR_LAUNCH:
-            return [*launch_advice(), "if the process loads data itself: DataLoader(num_workers=2 or more)"], []
-        return super().advise(m, cause)
 
 
 class NoProcessInfo(_Pipeline):

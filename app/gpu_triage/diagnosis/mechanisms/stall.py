@@ -28,11 +28,13 @@ def _seen(m: Measurements) -> list[str]:
     return parts
 
 
-def unexplained(m: Measurements, extra: list[Fact] | None = None, what: str = "") -> Cause:
-    """The honest verdict when no rule names the mechanism: what is seen, and no advice that guesses one."""
+def unexplained(m: Measurements, extra: list[Fact] | None = None, what: str = "", inside: bool = False) -> Cause:
+    """The honest verdict when no rule names the mechanism: what is seen, and no advice that guesses one
+    (``inside``: the job's stacks were read too, and name none either)."""
     state = "idle" if m.pattern == Pattern.IDLE else "waiting"
+    where = "from its stacks or from outside" if inside else "from outside the job"
     head = Fact(f"unexplained: GPU {state} while its job holds it ({', '.join(_seen(m))}){what}; no rule "
-                "names the mechanism from outside the job", "gpu_util_mean_pct", m.hf.gpu_mean)
+                f"names the mechanism {where}", "gpu_util_mean_pct", m.hf.gpu_mean)
     return Cause(Bottleneck.UNEXPLAINED, m.th.conf_unexplained, [head, *(extra or []), *m.base],
                  Mechanism.UNEXPLAINED)
 
