@@ -1,10 +1,9 @@
 """The fleet view's network side: Prometheus' HTTP API or a pool of exporters, read in worker threads.
 
 Everything here is bounded, because every byte comes from another machine: a body past its cap is an
-error, not a memory spike; every request has a timeout and a total deadline; a host that hangs holds one
-worker and is skipped by the next rounds until it answers, so it never stalls the others; at most
-``concurrency`` requests are in flight. Redirects are not followed (an exporter's answer could otherwise
-send the view to any address); where one is met the error line names it.
+error, not a memory spike; each host's fetch has one deadline for its whole exchange (:mod:`.fetch`), so a
+host that hangs or drips holds one worker for at most ``--timeout`` and is skipped by the next rounds while
+it is in flight, and never starves the others of workers; at most ``concurrency`` requests are in flight.
 
 :class:`Fleet` runs the rounds and publishes one immutable :class:`FleetSnapshot` (one reference, swapped
 whole): the screen reads it on its own timer and never waits for the network.
@@ -13,21 +12,18 @@ whole): the screen reads it on its own timer and never waits for the network.
 from __future__ import annotations
 
 import functools
-import http.client
 import json
 import logging
 import queue
-import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpu_triage import __version__
+from gpu_triage.fleetview.fetch import FetchError as FetchError
+from gpu_triage.fleetview.fetch import http_get as http_get
 from gpu_triage.fleetview.model import METRICS, HostRow, build_row, order_rows
 from gpu_triage.fleetview.samples import (
     HostData,
@@ -44,96 +40,8 @@ log = logging.getLogger(__name__)
 EXPORTER_CAP_BYTES = 8 * 1024 * 1024  # a scrape of 8 busy H200s is ~40 KB: 200 times that is not an exporter
 PROMETHEUS_CAP_BYTES = 64 * 1024 * 1024  # an instant vector of ~1,000 8-card hosts is ~25 MB of JSON
 MAX_EXPORTERS = 4096  # the pool mode is for a small pool; a fleet has a Prometheus
-CHUNK = 64 * 1024
-USER_AGENT = f"gpu-triage-fleet/{__version__}"
 PUBLISH_EVERY_S = 0.25  # at most this often is a new snapshot made while answers come in
 UP_LOOKBACK = "1h"  # without --match, a host is ours when it exported gpu_triage_build_info in this window
-
-
-class FetchError(Exception):
-    """One clean line: what failed, where."""
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(
-        self, req: urllib.request.Request, fp: object, code: int, msg: str, headers: object, newurl: str
-    ) -> None:
-        raise FetchError(f"HTTP {code}: redirected to {clean(newurl, 80)}; give that address instead")
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def http_get(url: str, *, timeout_s: float, cap_bytes: int, accept: str) -> bytes:
-    """The body of a GET, at most ``cap_bytes``, within about ``timeout_s`` in all. Any failure is a
-    :class:`FetchError` with one line (an HTTP error's body is read, capped, for Prometheus' own text)."""
-    deadline = time.monotonic() + timeout_s
-    req = urllib.request.Request(
-        url, headers={"Accept": accept, "Accept-Encoding": "identity", "User-Agent": USER_AGENT}
-    )
-    try:
-        with _OPENER.open(req, timeout=timeout_s) as resp:
-            encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                raise FetchError(f"the answer is {clean(encoding, 20)}-encoded although identity was asked for")
-            return _read_capped(resp, cap_bytes, deadline, timeout_s)
-    except urllib.error.HTTPError as err:
-        try:
-            body = _read_capped(err, min(cap_bytes, 1024 * 1024), deadline, timeout_s)
-        except FetchError:
-            body = b""
-        raise FetchError(_http_error_line(err.code, err.reason, body)) from None
-    except urllib.error.URLError as err:
-        raise FetchError(_reason_line(err.reason, timeout_s)) from None
-    except TimeoutError:
-        raise FetchError(f"no answer within {timeout_s:g} s") from None
-    except http.client.HTTPException as err:  # not an HTTP server (BadStatusLine, LineTooLong, IncompleteRead)
-        raise FetchError(f"not an HTTP answer ({type(err).__name__}: {clean(err, 60)})") from None
-    except ConnectionError as err:
-        raise FetchError(_reason_line(err, timeout_s)) from None
-    except OSError as err:
-        raise FetchError(f"{type(err).__name__}: {clean(err.strerror or err, 80)}") from None
-
-
-def _read_capped(resp: object, cap: int, deadline: float, timeout_s: float) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    # read1: what one receive gives, so the deadline is looked at between receives. read(n) waits for n
-    # bytes, and a server sending one byte a second would hold it for 18 hours of a 64 KiB chunk.
-    read = getattr(resp, "read1", None) or resp.read  # type: ignore[attr-defined]
-    while True:
-        if time.monotonic() > deadline:
-            raise FetchError(f"the answer took longer than {timeout_s:g} s (a slow or endless body)")
-        chunk = read(CHUNK)
-        if not chunk:
-            return b"".join(parts)
-        size += len(chunk)
-        if size > cap:
-            raise FetchError(f"the answer is larger than {cap // (1024 * 1024)} MiB: not read further")
-        parts.append(chunk)
-
-
-def _reason_line(reason: object, timeout_s: float) -> str:
-    if isinstance(reason, TimeoutError):
-        return f"no answer within {timeout_s:g} s"
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
-    if isinstance(reason, socket.gaierror):
-        return f"the name does not resolve ({clean(reason.strerror or reason, 60)})"
-    if isinstance(reason, OSError) and reason.strerror:
-        return clean(reason.strerror, 100)
-    return clean(reason, 100)
-
-
-def _http_error_line(code: int, reason: object, body: bytes) -> str:
-    """Prometheus says what was wrong in a JSON body (bad_data, execution, timeout): that, in one line."""
-    try:
-        doc = json.loads(body.decode("utf-8", errors="replace")) if body else None
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        return f"HTTP {code}: {clean(doc.get('errorType', 'error'), 40)}: {clean(doc.get('error', ''))}"
-    return f"HTTP {code} {clean(reason, 60)}"
 
 
 # -- addresses ------------------------------------------------------------------------------------------------
@@ -245,9 +153,10 @@ class PrometheusTarget:
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
         }
 
-    def query(self, promql: str) -> tuple[list[Sample], float | None]:
+    def query(self, promql: str, deadline: float | None = None) -> tuple[list[Sample], float | None]:
         url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-        body = http_get(url, timeout_s=self.timeout_s, cap_bytes=PROMETHEUS_CAP_BYTES, accept="application/json")
+        body = http_get(url, timeout_s=self.timeout_s, cap_bytes=PROMETHEUS_CAP_BYTES, accept="application/json",
+                        deadline=deadline)
         try:
             doc = json.loads(body.decode("utf-8", errors="replace"))
         except ValueError:
@@ -258,9 +167,10 @@ class PrometheusTarget:
             raise FetchError(str(err)) from None
 
     def fetch(self) -> list[HostRow]:
-        samples, when = self.query(self.queries["metrics"])
-        up, _ = self.query(self.queries["up"])
-        reasons, _ = self.query(self.queries["reasons"])
+        deadline = time.monotonic() + self.timeout_s  # the three queries of a round share one --timeout
+        samples, when = self.query(self.queries["metrics"], deadline)
+        up, _ = self.query(self.queries["up"], deadline)
+        reasons, _ = self.query(self.queries["reasons"], deadline)
         name = METRICS["clock_reason"][0]
         samples += [Sample(name, s.labels, s.value) for s in reasons]  # `== 1` may or may not keep the name
         up = [Sample("up", s.labels, s.value) for s in up]
