@@ -23,6 +23,7 @@ exporter can clean again where they draw or serve (a recording read back, a fiel
 from __future__ import annotations
 
 import re
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 
@@ -56,6 +57,19 @@ def clean_lines(text: str) -> str:
 def clean_opt(text: str | None) -> str | None:
     """:func:`clean`, passing None through (a field the system did not give)."""
     return None if text is None else clean(text)
+
+
+def clean_tree(obj: Any) -> Any:
+    """Every string of a JSON-like tree (a command's result: dicts, lists, tuples; dict keys too) through
+    :func:`clean`, as one line each: a newline a recording planted in a name cannot start a line of its own
+    in the text made from the tree, nor reach a script as a control character in the JSON."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clean_tree(v) for v in obj)
+    return obj
 
 
 def is_clean(text: str) -> bool:

@@ -60,6 +60,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
 from gpu_triage.offline.judge import MAX_POINTS
 from gpu_triage.offline.timeline import Timeline, diagnose_trace
+from gpu_triage.safetext import clean
 from gpu_triage.trace.batches import TraceSource, batches_of, iter_batches
 
 log = logging.getLogger(__name__)
@@ -249,11 +250,11 @@ def _shares_of(side: Side) -> dict[str, float]:
 def _side_info(side: Side) -> dict[str, Any]:
     intervals = sorted(tl.interval_s for tl in side.timelines)
     return {
-        "path": side.spec,
+        "path": clean(side.spec),
         "files": len(side.files),
         "hosts": side.hosts,
-        "skipped": [{"path": str(p), "reason": why} for p, why in side.skipped],
-        "leftovers": [str(p) for p in side.leftovers],
+        "skipped": [{"path": clean(str(p)), "reason": clean(why)} for p, why in side.skipped],
+        "leftovers": [clean(str(p)) for p in side.leftovers],
         "ticks": side.ticks,
         "duration_s": sum(tl.recorded_s for tl in side.timelines),
         "gaps": sum(len(tl.gaps) for tl in side.timelines),
