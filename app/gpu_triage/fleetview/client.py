@@ -26,6 +26,7 @@ from gpu_triage.fleetview.fetch import FetchError as FetchError
 from gpu_triage.fleetview.fetch import http_get as http_get
 from gpu_triage.fleetview.model import METRICS, HostRow, build_row, order_rows
 from gpu_triage.fleetview.samples import (
+    HostCap,
     HostData,
     PrometheusError,
     Sample,
@@ -139,6 +140,7 @@ class PrometheusTarget:
         self.key = self.base
         self.match = label_matchers(match)
         self.timeout_s = timeout_s
+        self.left_out = 0  # hosts of the last answer past samples.MAX_HOSTS: counted, not shown
         names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason") for n in accepted]
         regex = "|".join(names) + "|gpu_triage_.*owner.*"  # an owner metric under any future name
         sep = "," if self.match else ""
@@ -153,7 +155,9 @@ class PrometheusTarget:
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
         }
 
-    def query(self, promql: str, deadline: float | None = None) -> tuple[list[Sample], float | None]:
+    def query(
+        self, promql: str, deadline: float | None = None, cap: HostCap | None = None
+    ) -> tuple[list[Sample], float | None]:
         url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
         body = http_get(url, timeout_s=self.timeout_s, cap_bytes=PROMETHEUS_CAP_BYTES, accept="application/json",
                         deadline=deadline)
@@ -162,15 +166,17 @@ class PrometheusTarget:
         except ValueError:
             raise FetchError("the answer is not JSON: is this the Prometheus server (its HTTP API)?") from None
         try:
-            return parse_vector(doc)
+            return parse_vector(doc, cap)
         except PrometheusError as err:
             raise FetchError(str(err)) from None
 
     def fetch(self) -> list[HostRow]:
         deadline = time.monotonic() + self.timeout_s  # the three queries of a round share one --timeout
-        samples, when = self.query(self.queries["metrics"], deadline)
-        up, _ = self.query(self.queries["up"], deadline)
-        reasons, _ = self.query(self.queries["reasons"], deadline)
+        cap = HostCap()
+        samples, when = self.query(self.queries["metrics"], deadline, cap)
+        up, _ = self.query(self.queries["up"], deadline, cap)
+        reasons, _ = self.query(self.queries["reasons"], deadline, cap)
+        self.left_out = len(cap.left_out)
         name = METRICS["clock_reason"][0]
         samples += [Sample(name, s.labels, s.value) for s in reasons]  # `== 1` may or may not keep the name
         up = [Sample("up", s.labels, s.value) for s in up]
@@ -220,6 +226,7 @@ class FleetSnapshot:
     error: str | None = None
     updated: float | None = None  # epoch seconds of the newest answer; None before the first
     waiting: int = 0  # targets that have not answered once yet
+    left_out: int = 0  # hosts the source named past samples.MAX_HOSTS: not shown
 
     @property
     def down(self) -> int:
@@ -251,6 +258,7 @@ class Fleet:
         self._answered: dict[str, float] = {}
         self._inflight: set[str] = set()
         self._took: dict[str, float] = {}  # seconds the target's last fetch took
+        self._left_out: dict[str, int] = {}  # hosts past the cap in the target's last answer
         self._dirty = False
         self._wake = threading.Event()
         self._refresh = threading.Event()
@@ -275,6 +283,7 @@ class Fleet:
             self._took[target.key] = time.monotonic() - started
             if rows is not None:
                 self._rows[target.key] = rows
+                self._left_out[target.key] = getattr(target, "left_out", 0)
                 self._errors.pop(target.key, None)
                 self._answered[target.key] = time.time()
             else:
@@ -302,10 +311,12 @@ class Fleet:
             errors = sorted(self._errors.values())
             updated = max(self._answered.values(), default=None)
             waiting = sum(1 for t in self.targets if t.key not in self._answered and t.key not in self._errors)
+            left_out = sum(self._left_out.values())
             self._dirty = False
         error = errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "") if errors else None
         snap = FleetSnapshot(
-            source=self.snapshot.source, rows=order_rows(rows), error=error, updated=updated, waiting=waiting
+            source=self.snapshot.source, rows=order_rows(rows), error=error, updated=updated, waiting=waiting,
+            left_out=left_out,
         )
         self.snapshot = snap
         return snap
