@@ -34,7 +34,7 @@ from gpu_triage.fleetview.samples import (
     parse_exposition,
     parse_vector,
 )
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def exporter_url(text: str) -> str:
     """``host:port``, ``[v6]:port`` or an ``http(s)://`` URL (path default ``/metrics``) as a URL; a bad
     one is a ValueError with one line."""
     raw = text.strip()
-    shown = clean(raw, 80)
+    shown = clip(raw, 80)
     if not raw:
         raise ValueError("an empty exporter address: give HOST:PORT")
     url = raw if "://" in raw else f"http://{raw}"
@@ -82,9 +82,9 @@ def prometheus_url(text: str) -> str:
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ValueError(f"{clean(raw, 80)}: the port is not a number from 1 to 65535") from None
+        raise ValueError(f"{clip(raw, 80)}: the port is not a number from 1 to 65535") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{clean(raw, 80)}: give the Prometheus server as http://HOST:9090")
+        raise ValueError(f"{clip(raw, 80)}: give the Prometheus server as http://HOST:9090")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
@@ -96,7 +96,7 @@ def label_matchers(text: str | None) -> str:
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1].strip()
     if "{" in body or "}" in body or len(body) > 1000 or not body.isprintable():
-        raise ValueError(f"--match {clean(text, 60)}: give label matchers such as job=\"gpu-triage\"")
+        raise ValueError(f"--match {clip(text, 60)}: give label matchers such as job=\"gpu-triage\"")
     return body
 
 
@@ -274,10 +274,10 @@ class Fleet:
         try:
             rows = target.fetch()
         except FetchError as err:
-            error = f"{clean(target.key, 80)}: {err}"
+            error = f"{clip(target.key, 80)}: {err}"
         except Exception as err:  # a bug, not the network: said on screen and logged with its traceback
             log.exception("fetching %s failed", target.key)
-            error = f"{clean(target.key, 80)}: {type(err).__name__}: {clean(err, 80)} (a bug: see --log-file)"
+            error = f"{clip(target.key, 80)}: {type(err).__name__}: {clip(err, 80)} (a bug: see --log-file)"
         with self._lock:
             self._inflight.discard(target.key)
             self._took[target.key] = time.monotonic() - started

@@ -24,7 +24,7 @@ import urllib.request
 from typing import Any
 
 from gpu_triage import __version__
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 CHUNK = 64 * 1024
 USER_AGENT = f"gpu-triage-fleet/{__version__}"
@@ -131,7 +131,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(
         self, req: urllib.request.Request, fp: object, code: int, msg: str, headers: object, newurl: str
     ) -> None:
-        raise FetchError(f"HTTP {code}: redirected to {clean(newurl, 80)}; give that address instead")
+        raise FetchError(f"HTTP {code}: redirected to {clip(newurl, 80)}; give that address instead")
 
 
 _OPENER = urllib.request.build_opener(_NoRedirect, _HTTPHandler, _HTTPSHandler)
@@ -149,7 +149,7 @@ def http_get(url: str, *, timeout_s: float, cap_bytes: int, accept: str, deadlin
         with _OPENER.open(req, timeout=timeout_s) as resp:
             encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
-                raise FetchError(f"the answer is {clean(encoding, 20)}-encoded although identity was asked for")
+                raise FetchError(f"the answer is {clip(encoding, 20)}-encoded although identity was asked for")
             return _read_capped(resp, cap_bytes, deadline, timeout_s)
     except urllib.error.HTTPError as err:
         try:
@@ -162,11 +162,11 @@ def http_get(url: str, *, timeout_s: float, cap_bytes: int, accept: str, deadlin
     except TimeoutError:
         raise FetchError(f"no answer within {timeout_s:g} s") from None
     except http.client.HTTPException as err:  # not an HTTP server (BadStatusLine, LineTooLong, IncompleteRead)
-        raise FetchError(f"not an HTTP answer ({type(err).__name__}: {clean(err, 60)})") from None
+        raise FetchError(f"not an HTTP answer ({type(err).__name__}: {clip(err, 60)})") from None
     except ConnectionError as err:
         raise FetchError(_reason_line(err, timeout_s)) from None
     except OSError as err:
-        raise FetchError(f"{type(err).__name__}: {clean(err.strerror or err, 80)}") from None
+        raise FetchError(f"{type(err).__name__}: {clip(err.strerror or err, 80)}") from None
 
 
 def _read_capped(resp: object, cap: int, deadline: float, timeout_s: float) -> bytes:
@@ -197,10 +197,10 @@ def _reason_line(reason: object, timeout_s: float) -> str:
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused (nothing listens there)"
     if isinstance(reason, socket.gaierror):
-        return f"the name does not resolve ({clean(reason.strerror or reason, 60)})"
+        return f"the name does not resolve ({clip(reason.strerror or reason, 60)})"
     if isinstance(reason, OSError) and reason.strerror:
-        return clean(reason.strerror, 100)
-    return clean(reason, 100)
+        return clip(reason.strerror, 100)
+    return clip(reason, 100)
 
 
 def _http_error_line(code: int, reason: object, body: bytes) -> str:
@@ -210,5 +210,5 @@ def _http_error_line(code: int, reason: object, body: bytes) -> str:
     except ValueError:
         doc = None
     if isinstance(doc, dict) and doc.get("status") == "error":
-        return f"HTTP {code}: {clean(doc.get('errorType', 'error'), 40)}: {clean(doc.get('error', ''))}"
-    return f"HTTP {code} {clean(reason, 60)}"
+        return f"HTTP {code}: {clip(doc.get('errorType', 'error'), 40)}: {clip(doc.get('error', ''))}"
+    return f"HTTP {code} {clip(reason, 60)}"

@@ -54,7 +54,7 @@ def rate(v: float | None) -> str:
 
 
 def cells(row: HostRow) -> dict[str, str]:
-    """Each column's text for one row (already clean: every outside string went through text.clean)."""
+    """Each column's text for one row (already clean: every outside string went through safetext.clip)."""
     down = row.state != OK
     return {
         "HOST": row.host,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 MAX_SERIES_PER_HOST = 20_000  # samples kept per host; the rest are dropped and said
 MAX_HOSTS = 5_000  # hosts kept of a Prometheus answer (the view is made for ~1,000); the rest are counted and said
@@ -99,7 +99,7 @@ def parse_exposition(text: str) -> tuple[list[Sample], list[str]]:
             except (ValueError, TypeError, IndexError, KeyError) as line_err:
                 bad += 1
                 first = first or f"{type(line_err).__name__}: {line_err}"
-        notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clean(first or err, 80)})")
+        notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clip(first or err, 80)})")
     if full:
         notes.append(f"more than {MAX_SERIES_PER_HOST} samples: the rest not read")
     return samples, notes
@@ -135,8 +135,8 @@ def parse_vector(body: object, cap: HostCap | None = None) -> tuple[list[Sample]
     if not isinstance(body, dict):
         raise PrometheusError("the answer is not a JSON object (is this the Prometheus HTTP API?)")
     if body.get("status") != "success":
-        kind = clean(body.get("errorType", "error"), 40)
-        raise PrometheusError(f"{kind}: {clean(body.get('error', 'no error text'))}")
+        kind = clip(body.get("errorType", "error"), 40)
+        raise PrometheusError(f"{kind}: {clip(body.get('error', 'no error text'))}")
     data = body.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
         raise PrometheusError("the answer holds no instant vector (data.resultType is not 'vector')")
