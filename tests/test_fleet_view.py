@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.cli import main
 from gpu_triage import safetext
+from gpu_triage.cli import main
 from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
 from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
 from gpu_triage.fleetview.render import cells, detail_lines
