@@ -76,6 +76,33 @@ def test_bad_value_names_file_and_key(tmp_path: Path, text: str, key: str) -> No
     assert "\n" not in message
 
 
+HUGE = "\\u001b]52;c;aGk=\\u0007" + "x" * 5_000_000  # a 5 MB TOML string, an OSC 52 at its start
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (f'[ui]\ntheme = "{HUGE}"\n', "ui.theme"),
+        (f'[ui]\ncolor_gpu = "{HUGE}"\n', "ui.color_gpu"),
+        (f'[ui]\npanes = ["{HUGE}"]\n', "ui.panes"),
+        (f'[job]\nlog_regex = ["{HUGE}"]\n', "job.log_regex"),
+        (f'[sampling]\ninterval_s = "{HUGE}"\n', "sampling.interval_s"),
+        (f'[ui]\n"{HUGE}" = 1\n', "ui.\u241b]52"),  # a key of 5 MB: named by its start
+        (f'["{HUGE}"]\nx = 1\n', "\u241b]52"),
+    ],
+    ids=["theme", "colour", "panes", "log_regex", "interval", "key", "section"],
+)
+def test_a_5_mb_value_is_quoted_in_at_most_80_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, key: str
+) -> None:
+    path = tmp_path / "huge.toml"
+    path.write_text(text)
+    assert main(["--config", str(path), "doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and key in err and "Traceback" not in err, err[:300]
+    assert len(err) < 300 + len(str(path)) and "\x1b" not in err
+
+
 def test_thresholds_override(tmp_path: Path) -> None:
     cfg = parse_config({"diagnosis": {"idle_util_pct": 3, "hold_s": 6}})
     assert cfg.thresholds.idle_util_pct == 3.0 and cfg.thresholds.hold_s == 6.0

@@ -24,6 +24,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.export import server as server_module
 from gpu_triage.export.run import Exporter
 from gpu_triage.sources.sim import SimulatedSource
+from rusage_run import run_cli
 
 bcrypt = pytest.importorskip("bcrypt", reason="pip install 'gpu-triage[web]'")
 pytest.importorskip("yaml", reason="pip install 'gpu-triage[web]'")
@@ -321,6 +322,47 @@ def test_a_bad_web_config_is_one_line_naming_the_key(pki: Path, tmp_path: Path, 
         load_web_config(str(path))
     message = str(err.value)
     assert says in message and str(path) in message and "\n" not in message
+
+
+_STRING_KEYS = {  # every key whose value is a string, with the rest of a file that is otherwise good
+    "cert_file": "tls_server_config: {cert_file: @V@, key_file: KEY}\n",
+    "key_file": "tls_server_config: {cert_file: CERT, key_file: @V@}\n",
+    "client_auth_type": "tls_server_config: {cert_file: CERT, key_file: KEY, client_auth_type: @V@}\n",
+    "client_ca_file": "tls_server_config: {cert_file: CERT, key_file: KEY, "
+    "client_auth_type: RequireAndVerifyClientCert, client_ca_file: @V@}\n",
+    "min_version": "tls_server_config: {cert_file: CERT, key_file: KEY, min_version: @V@}\n",
+    "max_version": "tls_server_config: {cert_file: CERT, key_file: KEY, max_version: @V@}\n",
+    "basic_auth_users.prometheus": "basic_auth_users: {prometheus: @V@}\n",
+}
+
+
+@pytest.mark.parametrize("key", sorted(_STRING_KEYS))
+@pytest.mark.parametrize("value", ["[a, b]", "{a: b}", '"\\e]52;c;aGk=\\a\\u202e' + "x" * 200_000 + '"'],
+                         ids=["list", "map", "huge-escapes"])
+def test_a_list_a_map_or_a_huge_string_where_a_string_belongs_is_one_short_line(
+    pki: Path, tmp_path: Path, key: str, value: str
+) -> None:
+    """The huge string is in YAML's double quotes, whose \\e, \\a and \\u202e are ESC, BEL and a bidi override."""
+    path = tmp_path / "web.yml"
+    text = _STRING_KEYS[key].replace("CERT", str(pki / "server.crt")).replace("KEY", str(pki / "server.key"))
+    path.write_text(text.replace("@V@", value))
+    with pytest.raises(UserError) as err:
+        load_web_config(str(path))
+    message = str(err.value)
+    assert key.split(".")[-1] in message and "\n" not in message, message
+    assert not any(c in message for c in "\x1b\x07\u202e") and len(message) < 400 + len(str(pki))
+
+
+def test_min_version_above_max_version_is_refused_at_start(pki: Path, tmp_path: Path) -> None:
+    """Accepted, it would serve on a port where every handshake fails: the child is killed at 30 s then."""
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config: {{cert_file: {pki / 'server.crt'}, key_file: {pki / 'server.key'}, "
+                    "min_version: TLS13, max_version: TLS12}\n")
+    ran = run_cli(["export", "--source", "sim:healthy", "--listen", "127.0.0.1:0", "--web-config", str(path)],
+                  limit_s=30)
+    assert not ran.killed and ran.rc == 2, ran
+    assert "min_version TLS13 is above max_version TLS12" in ran.err and "Traceback" not in ran.err
+    assert len([ln for ln in ran.err.splitlines() if ln.strip()]) == 1
 
 
 def test_export_with_a_bad_web_config_exits_2_before_binding(

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from gpu_triage import safetext
 from gpu_triage.cli import main
-from gpu_triage.fleetview import text
 from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
 from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
 from gpu_triage.fleetview.render import cells, detail_lines
@@ -334,7 +334,7 @@ def test_a_hostile_scrape_is_cleaned_bounded_and_read_under_both_names(hostile: 
     assert card0.util is None and card1.util == 0.5  # 1e308 is no utilisation
     assert card1.mem_total is None and card1.power_w is None  # -5 bytes, +Inf watts: n/a
     assert card1.ecc_uncorrected == 3  # the _total counter name is read as the gauge's was
-    assert row.owner == "pod ml/train-?[1mx" and row.busy == 1 and row.total == 2
+    assert row.owner == "pod ml/train-␛[1mx" and row.busy == 1 and row.total == 2
     assert any("unparsable line" in n for n in row.notes)
 
 
@@ -548,9 +548,9 @@ def test_http_get_caps_before_reading_everything(hostile: str) -> None:
 
 def test_clean_leaves_no_control_characters() -> None:
     nasty = "a\x1b[2Jb\x9bc\u202ed\u200be\nf\tg" + "h" * 500
-    out = text.clean(nasty)
-    assert _drawable(out) and len(out) == text.MAX_TEXT and out.endswith("…")
-    assert out.startswith("a?[2Jb?c?d?e f g")
+    out = safetext.clip(nasty)
+    assert _drawable(out) and len(out) == safetext.CLIP and out.endswith("…")
+    assert out.startswith("a␛[2Jb\ufffdc\ufffdd\ufffde␊f␉g")
 
 
 # -- the screen (Pilot) -----------------------------------------------------------------------------------------
@@ -614,13 +614,13 @@ async def test_the_screen_draws_hostile_labels_as_text_and_never_waits_for_the_n
         table = app.query_one(DataTable)
         assert table.row_count == 1 and _Hostile.hanging == 1  # the hanging host is still being asked
         host = table.get_row_at(0)[0].plain
-        assert "\x1b" not in host and host.startswith("\\u001b evil?[2J?]")  # cut to its column
+        assert "\x1b" not in host and host.startswith("\\u001b evil␛[2J␛]")  # cut to its column
         started = time.monotonic()
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, HostScreen) and time.monotonic() - started < 2
         detail = _plain(app.screen.query_one("#detail"))
-        assert "[bold]x[/bold]" in detail and "\x1b" not in detail and "owner: pod ml/train-?[1mx" in detail
+        assert "[bold]x[/bold]" in detail and "\x1b" not in detail and "owner: pod ml/train-␛[1mx" in detail
         _Hostile.release.set()
 
 

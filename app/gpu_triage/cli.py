@@ -21,7 +21,7 @@ from gpu_triage.cli_parser import build_parser
 from gpu_triage.errors import UserError, user_path
 from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import SHOWN, configure_logging
-from gpu_triage.safetext import clean_lines
+from gpu_triage.safetext import clean
 
 if TYPE_CHECKING:
     from gpu_triage.fleetview.client import Fleet
@@ -86,14 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configure_logging(args.log_file, args.log_level, screen=_on_screen(args))
     except UserError as err:  # no log to write it to
-        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
+        print(f"gpu-triage: error: {clean(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     try:
         log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
         return dispatch(args)
     except UserError as err:
         log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
-        print(f"gpu-triage: error: {clean_lines(str(err))}", file=sys.stderr)  # paths: anyone's characters
+        # one line, always: a newline in a path it names is shown as ␊, and cannot start a forged line
+        print(f"gpu-triage: error: {clean(str(err))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = f"writing the output failed: {err.strerror or err}: free space or send it elsewhere"
         else:  # not one we foresaw: one line here, the traceback in the log file for a bug report
             line = f"{err.strerror or err} ({type(err).__name__}); --log-file PATH keeps the details"
-        print(f"gpu-triage: error: {clean_lines(line)}", file=sys.stderr)
+        print(f"gpu-triage: error: {clean(line)}", file=sys.stderr)
         log.error("%s", line, extra=SHOWN, exc_info=err.filename is None and not full)
         return 1
 

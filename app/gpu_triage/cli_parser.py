@@ -440,8 +440,8 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
         "--timeout",
         type=_seconds_between(0.1, 120.0),
         metavar="S",
-        help="seconds one request may take: an exporter slower than that is down for the round (default 3), a "
-        "Prometheus query an error (default 10: its answer for a large fleet is megabytes)",
+        help="seconds one request may take, from connecting to its last byte: a slower exporter is down for the "
+        "round (default 3), a Prometheus round an error (default 10: a large fleet's answer is megabytes)",
     )
     p.add_argument(
         "--concurrency", type=_positive_int, default=16, metavar="N", help="exporters scraped at once (16)"

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import re
+import reprlib
 import stat
 import tomllib
 from dataclasses import dataclass, field
@@ -141,6 +142,21 @@ _CONFIDENCE_PREFIX = "conf_"
 BATCH_SIZE_RANGE = (1, 10**9)  # samples per step of the whole job; more is a typo (and no job's batch)
 
 
+SHOWN = 80  # characters of a value or a key from the file quoted in an error line (a 5 MB theme is no line)
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = SHOWN
+_REPR.maxlist = _REPR.maxdict = 5
+
+
+def _shown(value: object) -> str:
+    """A value from the file as an error line quotes it: Python's repr (escapes visible), cut to ~80 chars."""
+    return _REPR.repr(value)
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= SHOWN else name[: SHOWN - 1] + "…"
+
+
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     where = str(path) if path else "config"
     cfg = Config(path=path)
@@ -153,19 +169,19 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             home = next((name for name, keys in _SECTIONS.items() if section in keys), None)
             if home is not None:  # a key written at the top level, outside its table
                 raise UserError(f"{where}: key {section} must be inside its table: put it under [{home}]")
-            raise bad(section, f"unknown section; allowed sections: {', '.join(_SECTIONS)}")
+            raise bad(_cut(section), f"unknown section; allowed sections: {', '.join(_SECTIONS)}")
         if not isinstance(table, dict):
             raise bad(section, "must be a table like [" + section + "]")
         for key in table:
             if key not in _SECTIONS[section]:
-                raise bad(f"{section}.{key}", f"unknown key; allowed: {', '.join(sorted(_SECTIONS[section]))}")
+                raise bad(f"{section}.{_cut(key)}", f"unknown key; allowed: {', '.join(sorted(_SECTIONS[section]))}")
 
     sampling = data.get("sampling", {})
     for key, (lo, hi) in (("interval_s", INTERVAL_RANGE_S), ("window_s", WINDOW_RANGE_S)):
         if key in sampling:
             v = sampling[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-                raise bad(f"sampling.{key}", f"must be a number of seconds between {lo:g} and {hi:g}, got {v!r}")
+                raise bad(f"sampling.{key}", f"must be a number of seconds between {lo:g} and {hi:g}, got {_shown(v)}")
             setattr(cfg, key, float(v))
     if cfg.window_s < cfg.interval_s * 2:
         raise bad("sampling.window_s", "must hold at least two ticks (window_s >= 2 * interval_s)")
@@ -175,15 +191,15 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     for key, v in diag.items():
         # NaN passed "v < 0" and crashed the tracker later with a traceback; inf is no threshold either
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise bad(f"diagnosis.{key}", f"must be a non-negative number, got {v!r}")
+            raise bad(f"diagnosis.{key}", f"must be a non-negative number, got {_shown(v)}")
         top = _THRESHOLD_TOP.get(key) or next((t for suffix, t in _THRESHOLD_TOP.items() if key.endswith(suffix)), None)
         if key.startswith(_CONFIDENCE_PREFIX):
             top = 1.0
         if top is not None and v > top:
-            raise bad(f"diagnosis.{key}", f"must be between 0 and {top:g}, got {v!r}")
+            raise bad(f"diagnosis.{key}", f"must be between 0 and {top:g}, got {_shown(v)}")
         bottom = _THRESHOLD_BOTTOM.get(key)
         if bottom is not None and v < bottom:
-            raise bad(f"diagnosis.{key}", f"must be {bottom:g} or more (it divides the core count), got {v!r}")
+            raise bad(f"diagnosis.{key}", f"must be {bottom:g} or more (it divides the core count), got {_shown(v)}")
         values[key] = float(v)
     if values:
         cfg.thresholds = dataclasses.replace(Thresholds(), **values)
@@ -191,31 +207,31 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     ui = data.get("ui", {})
     if "theme" in ui:
         if ui["theme"] not in THEMES:
-            raise bad("ui.theme", f"must be one of {', '.join(THEMES)}, got {ui['theme']!r}")
+            raise bad("ui.theme", f"must be one of {', '.join(THEMES)}, got {_shown(ui['theme'])}")
         cfg.theme = ui["theme"]
     for key in ("color_gpu", "color_sm", "color_alert"):
         if key in ui:
             v = ui[key]
             if not isinstance(v, str) or not _is_colour(v):
-                raise bad(f"ui.{key}", f"must be a colour name or #rrggbb, got {v!r}")
+                raise bad(f"ui.{key}", f"must be a colour name or #rrggbb, got {_shown(v)}")
             setattr(cfg, key, v)
     if "panes" in ui:
         v = ui["panes"]
         names = ", ".join(PANES)
         if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
-            raise bad("ui.panes", f"must be a non-empty list of pane names ({names}), got {v!r}")
+            raise bad("ui.panes", f"must be a non-empty list of pane names ({names}), got {_shown(v)}")
         unknown = [x for x in v if x not in PANES]
         if unknown:
-            raise bad("ui.panes", f"{unknown[0]!r} is not a pane; the panes are {names}")
+            raise bad("ui.panes", f"{_shown(unknown[0])} is not a pane; the panes are {names}")
         if len(set(v)) != len(v):
-            raise bad("ui.panes", f"names a pane twice: {v!r}")
+            raise bad("ui.panes", f"names a pane twice: {_shown(v)}")
         cfg.panes = tuple(v)
 
     rec = data.get("recording", {})
     if "directory" in rec:
         v = rec["directory"]
         if not isinstance(v, str) or not v or "\0" in v:  # "\u0000" made `r` fail with "embedded null byte"
-            raise bad("recording.directory", f"must be a path string, got {v!r}")
+            raise bad("recording.directory", f"must be a path string, got {_shown(v)}")
         cfg.recording_dir = user_path(v, f"{where}: key recording.directory")
 
     job = data.get("job", {})
@@ -223,14 +239,14 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         v = job["batch_size"]
         lo, hi = BATCH_SIZE_RANGE
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise bad("job.batch_size", f"must be a whole number of samples per step, {lo} to {hi:,}, got {v!r}")
+            raise bad("job.batch_size", f"must be a whole number of samples per step, {lo} to {hi:,}, got {_shown(v)}")
         cfg.job_batch_size = v
     if "log_regex" in job:
         from gpu_triage.sources.joblog import compile_user_regex  # noqa: PLC0415 - only when one is set
 
         v = job["log_regex"]
         if not isinstance(v, str):
-            raise bad("job.log_regex", f"must be a regular expression string, got {v!r}")
+            raise bad("job.log_regex", f"must be a regular expression string, got {_shown(v)}")
         try:
             compile_user_regex(v)
         except (ValueError, re.error) as exc:
@@ -239,7 +255,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     inside = data.get("inside", {})
     if "enabled" in inside:
         if not isinstance(inside["enabled"], bool):
-            raise bad("inside.enabled", f"must be true or false, got {inside['enabled']!r}")
+            raise bad("inside.enabled", f"must be true or false, got {_shown(inside['enabled'])}")
         cfg.inside_enabled = inside["enabled"]
     for key, attr in (("waiting_enter_pct", "inside_enter_pct"), ("waiting_leave_pct", "inside_leave_pct")):
         if key in inside:

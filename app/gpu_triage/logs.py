@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpu_triage.errors import UserError
@@ -51,11 +52,26 @@ class _Stderr(logging.StreamHandler):
 
 
 class _CleanFormatter(logging.Formatter):
-    """Warnings on the terminal carry paths and names someone else chose: their control characters are
-    made visible (gpu_triage.safetext) before they reach it."""
+    """Records carry paths and names someone else chose: their control characters are made visible
+    (gpu_triage.safetext) before they reach the terminal or the log file. The arguments are cleaned one by
+    one with :func:`clean`, so a newline in a file name is a visible ␊ and cannot start a forged line of its
+    own; what is left of the record (our message, a traceback) keeps its own newlines."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if record.args:
+            record = logging.makeLogRecord({**record.__dict__, "args": _clean_args(record.args)})
         return clean_lines(super().format(record))
+
+
+def _clean_args(args: tuple[object, ...] | Mapping[str, object]) -> tuple[object, ...] | dict[str, object]:
+    def one(value: object) -> object:
+        if isinstance(value, (str, os.PathLike)):
+            return clean(str(value))
+        return value
+
+    if isinstance(args, Mapping):
+        return {k: one(v) for k, v in args.items()}
+    return tuple(one(v) for v in args)
 
 
 class _LogFile(logging.StreamHandler):
@@ -99,7 +115,7 @@ class _LogFile(logging.StreamHandler):
 
 
 def _utc_formatter() -> logging.Formatter:
-    formatter = logging.Formatter(FORMAT, datefmt="%Y-%m-%dT%H:%M:%SZ")
+    formatter = _CleanFormatter(FORMAT, datefmt="%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
     return formatter
 

@@ -405,12 +405,13 @@ def _job_row(job: JobSample) -> dict[str, Any]:
 def _job_from_row(data: dict[str, Any] | None) -> JobSample | None:
     if not data or data.get("source") is None:
         return None
-    kwargs = {k: v for k, v in data.items() if k in _JOB_NAMES and k != "ranks"}
+    # the source is a name like the others (_build): a newline in it would break replay's JOB line in two
+    kwargs: dict[str, Any] = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in _JOB_FIELDS}
     ranks = [_build(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
     return JobSample(**kwargs, ranks=ranks)
 
 
-_JOB_NAMES = frozenset(f.name for f in dataclasses.fields(JobSample))
+_JOB_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSample)) - {"ranks"}
 
 
 def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:

@@ -13,8 +13,12 @@ encoded to UTF-8: one of them in a metric label makes every Prometheus scrape fa
   DEL -> ␡): one column wide, never typed by accident (unlike ``^[``, which a name may hold literally),
   and they say which character it was, so a planted escape sequence is seen for what it is.
 - C1 controls (U+0080-U+009F: CSI, OSC and ST have one-character forms), lone surrogates, bidirectional
-  controls and the line/paragraph separators become U+FFFD, the replacement character a UTF-8 decoder
-  puts where it cannot read: there is no picture for them, and their code point tells a reader nothing.
+  controls, zero-width characters and the line/paragraph separators become U+FFFD, the replacement
+  character a UTF-8 decoder puts where it cannot read: there is no picture for them, and their code point
+  tells a reader nothing.
+
+:func:`clip` is :func:`clean` for one line of text from another machine, cut to a length (the fleet view's
+cells and error lines).
 
 Pure and in the lowest layer, so every source can clean what it reads where it enters, and the UI and the
 exporter can clean again where they draw or serve (a recording read back, a field nobody thought of).
@@ -23,11 +27,14 @@ exporter can clean again where they draw or serve (a recording read back, a fiel
 from __future__ import annotations
 
 import re
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{_BIDI}\u2028\u2029]")
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # invisible: "ro\u200bot" reads as "root"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{_BIDI}{_ZERO_WIDTH}\u2028\u2029]")
+CLIP = 120  # characters :func:`clip` keeps by default: a cell or an error line, not a 1 MB label
 
 
 def _picture(m: re.Match[str]) -> str:
@@ -46,6 +53,15 @@ def clean(text: str) -> str:
     return _UNSAFE.sub(_picture, text)
 
 
+def clip(value: object, limit: int = CLIP) -> str:
+    """``value`` as one visible line of at most ``limit`` characters (:func:`clean`, which keeps the length,
+    after a cut that ends in …): for text from another machine drawn in a cell or quoted in an error line."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return clean(text)
+
+
 def clean_lines(text: str) -> str:
     """:func:`clean` for text of several lines that we laid out: its newlines are kept."""
     if _UNSAFE.search(text) is None:
@@ -56,6 +72,19 @@ def clean_lines(text: str) -> str:
 def clean_opt(text: str | None) -> str | None:
     """:func:`clean`, passing None through (a field the system did not give)."""
     return None if text is None else clean(text)
+
+
+def clean_tree(obj: Any) -> Any:
+    """Every string of a JSON-like tree (a command's result: dicts, lists, tuples; dict keys too) through
+    :func:`clean`, as one line each: a newline a recording planted in a name cannot start a line of its own
+    in the text made from the tree, nor reach a script as a control character in the JSON."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clean_tree(v) for v in obj)
+    return obj
 
 
 def is_clean(text: str) -> bool:

@@ -11,6 +11,7 @@ from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.compare.runs import compare_traces
 from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
+from gpu_triage.safetext import clean_tree
 from gpu_triage.trace.reader import open_trace
 
 
@@ -39,7 +40,10 @@ def _run_datasets(args: argparse.Namespace, config: Config) -> int:
 
 
 def _print(args: argparse.Namespace, result: dict[str, Any]) -> int:
-    """Each side's warnings on stderr, then the comparison (text or --json); both forms of compare end here."""
+    """Each side's warnings on stderr, then the comparison (text or --json); both forms of compare end here.
+    Every string in it was read from the recordings or names their files (a job's source, env variable names,
+    host names, paths): each is made one visible line first."""
+    result = clean_tree(result)
     for side in ("before", "after"):
         for w in result[side]["warnings"]:
             print(f"gpu-triage: {result[side]['path']}: {w}", file=sys.stderr)

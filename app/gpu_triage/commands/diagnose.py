@@ -13,6 +13,7 @@ from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.errors import UserError
 from gpu_triage.offline.render import render_timeline
 from gpu_triage.offline.timeline import diagnose_trace
+from gpu_triage.safetext import clean, clean_tree
 from gpu_triage.trace.batches import iter_batches
 
 
@@ -26,13 +27,13 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
     progress = progress_reporter(f"diagnosing {path.name}", force=getattr(args, "progress", False))
     tl = diagnose_trace(src, config.thresholds, config.window_s, progress, getattr(args, "resolution", None))
     for w in tl.warnings:
-        print(f"gpu-triage: {path}: {w}", file=sys.stderr)
+        print(f"gpu-triage: {clean(str(path))}: {clean(w)}", file=sys.stderr)
     from gpu_triage.fleet.owners import owner_time
 
     owners = owner_time(path, tl.segments, tl.interval_s, src.file)  # whose time each bottleneck was, where recorded
     if getattr(args, "json", False):
         obj = {
-            "file": str(path),
+            "file": clean(str(path)),
             "interval_s": tl.interval_s,
             "ticks": tl.ticks,
             "judged_every_ticks": tl.stride,
@@ -40,7 +41,7 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
             "gaps": [g.to_json_obj() for g in tl.gaps],
             "owners": owners,
         }
-        print(json.dumps(obj, indent=2, allow_nan=False, default=str))
+        print(json.dumps(clean_tree(obj), indent=2, allow_nan=False, default=str))
         return 0
     print(render_timeline(path, tl, tz=UTC if getattr(args, "utc", False) else None))
     if owners:

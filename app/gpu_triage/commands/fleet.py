@@ -19,8 +19,8 @@ from gpu_triage.errors import UserError
 from gpu_triage.fleetview.client import MAX_EXPORTERS, ExporterTarget, Fleet, PrometheusTarget, Target
 from gpu_triage.fleetview.model import OK, HostRow
 from gpu_triage.fleetview.render import table, to_json
-from gpu_triage.fleetview.text import clean
 from gpu_triage.openfiles import open_input
+from gpu_triage.safetext import clip
 
 LIST_FILE_CAP_BYTES = 1024 * 1024  # a list of a few thousand HOST:PORT lines is ~100 KB
 EXPORTER_TIMEOUT_S = 3.0  # a scrape of one exporter takes milliseconds
@@ -40,14 +40,14 @@ def exporter_list(args: argparse.Namespace) -> list[str]:
             with open_input(path) as f:
                 raw = f.read(LIST_FILE_CAP_BYTES + 1)
         except OSError as err:
-            raise UserError(f"--exporters-file {clean(path, 80)}: {err.strerror or err}") from None
+            raise UserError(f"--exporters-file {clip(path, 80)}: {err.strerror or err}") from None
         if len(raw) > LIST_FILE_CAP_BYTES:
-            raise UserError(f"--exporters-file {clean(path, 80)}: larger than 1 MiB: is it a list of HOST:PORT?")
+            raise UserError(f"--exporters-file {clip(path, 80)}: larger than 1 MiB: is it a list of HOST:PORT?")
         for line in raw.decode("utf-8", errors="replace").splitlines():
             line = line.split("#", 1)[0]
             found += [a.strip() for a in line.split(",") if a.strip()]
         if not found:
-            raise UserError(f"--exporters-file {clean(path, 80)}: no HOST:PORT in it (one a line, # comments)")
+            raise UserError(f"--exporters-file {clip(path, 80)}: no HOST:PORT in it (one a line, # comments)")
     return list(dict.fromkeys(found))
 
 

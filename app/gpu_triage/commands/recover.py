@@ -9,6 +9,7 @@ import sys
 from gpu_triage.errors import UserError
 from gpu_triage.logs import SHOWN
 from gpu_triage.recorder import human_seconds
+from gpu_triage.safetext import clean
 from gpu_triage.trace.reader import read_leftover
 from gpu_triage.trace.recover import find_stream
 from gpu_triage.trace.stream import checked_name, holding_stream, target_for_stream
@@ -48,7 +49,8 @@ def run_recover(args: argparse.Namespace) -> int:
         if got.damaged_at is None:
             stream.unlink(missing_ok=True)
             log.info("recovered %d ticks from %s into %s; removed the stream", trace.n, stream, target)
-            print(f"recovered {trace.n} ticks ({span}) from {stream} into {target} ({size}); removed the stream")
+            print(f"recovered {trace.n} ticks ({span}) from {clean(str(stream))} into {clean(str(target))} ({size}); "
+                  "removed the stream")
         else:
             log.warning(
                 "recovered %d ticks from %s into %s; the stream is damaged at byte %d and kept",
@@ -59,8 +61,9 @@ def run_recover(args: argparse.Namespace) -> int:
                 extra=SHOWN,
             )
             print(
-                f"recovered into {target} ({size}): kept {got.batches} batches ({trace.n} ticks, {span}); stream "
+                f"recovered into {clean(str(target))} ({size}): kept {got.batches} batches ({trace.n} ticks, "
+                f"{span}); stream "
                 f"damaged at byte {got.damaged_at}: the rest ({got.size - got.damaged_at} bytes) is lost; "
-                f"{stream} is left in place: remove it once {target.name} is checked"
+                f"{clean(str(stream))} is left in place: remove it once {clean(target.name)} is checked"
             )
     return 0

@@ -12,6 +12,7 @@ from typing import Any
 from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
 from gpu_triage.fleet.summary import WINDOW_S, summarise
+from gpu_triage.safetext import clean, clean_tree
 from gpu_triage.trace.stream import unfinished_line
 
 
@@ -20,18 +21,14 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _printable(text: str) -> str:
-    """An owner as read from a recording (anyone's file): only printable characters reach the terminal."""
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
 def owner_lines(owners: dict[str, Any], indent: str) -> list[str]:
     """The "whose time" block of the summary and of ``diagnose FILE``: per owner, its time and the share of
     it in each bottleneck."""
     lines = [f"{indent}whose time (the owners of its GPU processes):"]
     for owner, o in owners.items():
-        shares = ", ".join(f"{b} {100 * v:.1f} %" for b, v in o["bottlenecks"].items())
-        lines.append(f"{indent}  {_printable(owner)[:60]:<30} {_hms(o['seconds'])}  {shares}")
+        # an owner and a stored bottleneck are read from a recording (anyone's file)
+        shares = ", ".join(f"{clean(b)} {100 * v:.1f} %" for b, v in o["bottlenecks"].items())
+        lines.append(f"{indent}  {clean(owner[:60]):<30} {_hms(o['seconds'])}  {shares}")
     return lines
 
 
@@ -53,7 +50,7 @@ def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool |
 def run_summary(args: argparse.Namespace, config: Config) -> int:
     spec = args.file
     progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
-    result = summarise(spec, config, progress)
+    result = clean_tree(summarise(spec, config, progress))  # host names, bottlenecks, owners: from the files
     for p in result["leftovers"]:
         print(f"gpu-triage: not read: {unfinished_line(Path(p))}", file=sys.stderr)
     if getattr(args, "json", False):
@@ -61,7 +58,7 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         return 0
     tz = UTC if getattr(args, "utc", False) else None  # None: this machine's zone (TZ)
     hosts = result["hosts"]
-    print(f"{spec}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    print(f"{result['source']}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
     if result["recomputed_files"]:
         print(f"  {recomputed_line(result['recomputed_files'], result['files'], result['recompute_s'])}")
     for skip in result["skipped"]:

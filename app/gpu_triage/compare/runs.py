@@ -27,6 +27,7 @@ from gpu_triage.compare.jobs import compare_job
 from gpu_triage.compare.trim import trim_idle
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.safetext import clean
 from gpu_triage.trace.reader import TraceFile
 
 # (key, label) in display order. Keys are the stable JSON keys.
@@ -299,7 +300,7 @@ def _file_info(trace: TraceFile, timeline: Any) -> dict[str, Any]:
     """Duration is the recorded time: first tick's start to last tick's end, less the gaps (nothing
     recorded); the interval is the one the timestamps bear out."""
     return {
-        "path": str(trace.path),
+        "path": clean(str(trace.path)),
         "ticks": trace.n,
         "duration_s": timeline.recorded_s,
         "gaps": len(timeline.gaps),

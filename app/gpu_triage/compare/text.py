@@ -47,6 +47,8 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:
         gaps = ""
         if f.get("gaps"):
             gaps = f", {f['gaps']} gap{'s' if f['gaps'] > 1 else ''} of {human_duration(f['gap_s'])} left out"
+        if f.get("repeated_ticks"):  # a dataset side whose files repeat ticks (copies): each counted once
+            gaps += f", {f['repeated_ticks']} repeated ticks left out"
         files = ""
         if "files" in f:  # a dataset side (gpu_triage.fleet.compare)
             hosts = f["hosts"]

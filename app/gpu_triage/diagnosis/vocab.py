@@ -64,6 +64,7 @@ SEVERITY: tuple[str, ...] = (
     Bottleneck.STORAGE_IO,
     Bottleneck.COMMUNICATION,
     Bottleneck.HOST_STEP,
+    Bottleneck.HOST_OR_INPUT,  # one of the two above, not told apart without stacks
     Bottleneck.EXTERNAL_WAIT,
     Bottleneck.COMPILE,
     Bottleneck.LAUNCH_OVERHEAD,

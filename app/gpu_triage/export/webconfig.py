@@ -13,8 +13,10 @@ the Prometheus exporters (node_exporter's ``--web.config.file``), so one file se
     basic_auth_users:
       prometheus: $2b$12$...          # a bcrypt hash: htpasswd -nBC 12 "" | tr -d ':\\n'
 
-The whole file is read and checked before anything starts: a key it does not know, a certificate that does
-not load, a password that is not a bcrypt hash is one line naming the file and the key, and exit 2.
+The whole file is read and checked before anything starts: a key it does not know, a list or a map where a
+string belongs, a certificate that does not load, a ``min_version`` above the ``max_version``, a password that
+is not a bcrypt hash is one line naming the file and the key (a value from the file quoted cleaned, at most
+80 characters), and exit 2.
 The TLS context is the one prometheus_client's own ``start_http_server(certfile=..., keyfile=...)`` makes
 (the standard library's server-side context, the client CA for client certificates, a minimum version);
 basic auth is :class:`BasicAuth`, which the metrics server asks about each parsed request (prometheus_client
@@ -36,8 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu_triage.errors import UserError
+from gpu_triage.safetext import clean
 
 log = logging.getLogger(__name__)
+
+SHOWN = 80  # characters of a value from the file quoted in an error line
 
 REALM = "gpu-triage"
 MAX_FILE_BYTES = 1 << 20
@@ -139,9 +144,27 @@ class BasicAuth:
         return self.OK
 
 
+def _shown(value: object) -> str:
+    """A value from the file as an error line quotes it: one line, cleaned, at most :data:`SHOWN` characters
+    (a 5 MB string is not a 5 MB line), a list or a map said to be one."""
+    if isinstance(value, str):
+        text = repr(value[: SHOWN + 1])
+        return clean(text if len(value) <= SHOWN else text[: SHOWN - 1] + "…'")
+    if isinstance(value, (list, dict)):
+        return f"a {'list' if isinstance(value, list) else 'map'}"
+    return clean(repr(value)[:SHOWN])
+
+
+def _string(where: str, key: str, value: object, what: str) -> str:
+    """``value`` when it is a string; one line when it is a list, a map or a number where a string belongs."""
+    if not isinstance(value, str):
+        raise UserError(f"{where}: {key} is {_shown(value)}: give {what}")
+    return value
+
+
 def load_web_config(path: str) -> WebConfig:
     """Read and check ``path``; every problem is a :class:`UserError` naming the file and the key."""
-    where = f"--web-config {path}"
+    where = f"--web-config {clean(path)}"
     try:
         import bcrypt  # noqa: PLC0415, F401 - optional: only a web config needs it
         import yaml  # noqa: PLC0415
@@ -164,10 +187,10 @@ def load_web_config(path: str) -> WebConfig:
         raise UserError(f"{where}: not valid YAML ({first[:160]})") from None
     if not isinstance(data, dict):
         raise UserError(f"{where}: the file must be a mapping with tls_server_config and/or basic_auth_users")
-    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
+    unknown = sorted(_shown(str(k)).strip("'") for k in data if k not in _TOP_KEYS)
     if unknown:
         known = ", ".join(sorted(_TOP_KEYS))
-        raise UserError(f"{where}: unknown key(s) {', '.join(unknown)}: gpu-triage reads {known}")
+        raise UserError(f"{where}: unknown key(s) {', '.join(unknown[:5])}: gpu-triage reads {known}")
     context = _tls(where, p.parent, data.get("tls_server_config"))
     users = _users(where, data.get("basic_auth_users"))
     if users and context is None:
@@ -176,11 +199,16 @@ def load_web_config(path: str) -> WebConfig:
 
 
 def _file(where: str, base: Path, key: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
+    value = _string(where, f"tls_server_config.{key}", value, "a file name")
+    if not value:
         raise UserError(f"{where}: tls_server_config.{key} must be a file name")
     resolved = Path(value) if Path(value).is_absolute() else base / value  # relative to the config, as Go's
-    if not resolved.is_file():
-        raise UserError(f"{where}: tls_server_config.{key}: {value} is not a file")
+    try:
+        is_file = resolved.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL in it
+        is_file = False
+    if not is_file:
+        raise UserError(f"{where}: tls_server_config.{key}: {_shown(value)} is not a file")
     return str(resolved)
 
 
@@ -189,35 +217,45 @@ def _tls(where: str, base: Path, tls: object) -> ssl.SSLContext | None:
         return None
     if not isinstance(tls, dict):
         raise UserError(f"{where}: tls_server_config must be a mapping")
-    unknown = sorted(str(k) for k in tls if k not in _TLS_KEYS)
+    unknown = sorted(_shown(str(k)).strip("'") for k in tls if k not in _TLS_KEYS)
     if unknown:
         raise UserError(
-            f"{where}: tls_server_config: {', '.join(unknown)} not supported by gpu-triage "
+            f"{where}: tls_server_config: {', '.join(unknown[:5])} not supported by gpu-triage "
             f"(it reads {', '.join(sorted(_TLS_KEYS))}): remove them"
         )
     if "cert_file" not in tls or "key_file" not in tls:
         raise UserError(f"{where}: tls_server_config needs cert_file and key_file")
     cert = _file(where, base, "cert_file", tls["cert_file"])
     key = _file(where, base, "key_file", tls["key_file"])
-    auth = tls.get("client_auth_type", "NoClientCert")
+    supported = ", ".join(_CLIENT_AUTH)
+    auth = _string(where, "tls_server_config.client_auth_type", tls.get("client_auth_type", "NoClientCert"),
+                   f"one of {supported}")
     if auth not in _CLIENT_AUTH:
-        raise UserError(
-            f"{where}: tls_server_config.client_auth_type {auth!r}: gpu-triage supports {', '.join(_CLIENT_AUTH)}"
-        )
+        raise UserError(f"{where}: tls_server_config.client_auth_type {_shown(auth)}: gpu-triage supports {supported}")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = {}
+    names = ", ".join(_TLS_VERSIONS)
     for name in ("min_version", "max_version"):
         if name in tls:
-            if tls[name] not in _TLS_VERSIONS:
-                raise UserError(f"{where}: tls_server_config.{name} {tls[name]!r}: one of {', '.join(_TLS_VERSIONS)}")
-            versions[name] = _TLS_VERSIONS[tls[name]]
+            version = _string(where, f"tls_server_config.{name}", tls[name], f"one of {names}")
+            if version not in _TLS_VERSIONS:
+                raise UserError(f"{where}: tls_server_config.{name} {_shown(version)}: one of {names}")
+            versions[name] = _TLS_VERSIONS[version]
+    low, high = versions.get("min_version", ssl.TLSVersion.TLSv1_2), versions.get("max_version")
+    if high is not None and low > high:  # accepted, every handshake would fail
+        raise UserError(
+            f"{where}: tls_server_config.min_version {_name(low)} is above max_version {_name(high)}: "
+            "no TLS version is left; lower min_version or raise max_version"
+        )
     ctx.minimum_version = versions.get("min_version", ssl.TLSVersion.TLSv1_2)
     if "max_version" in versions:
         ctx.maximum_version = versions["max_version"]
     try:
         ctx.load_cert_chain(certfile=cert, keyfile=key)
     except (ssl.SSLError, OSError) as exc:
-        raise UserError(f"{where}: tls_server_config: cannot load {cert} with {key}: {exc}") from None
+        raise UserError(
+            f"{where}: tls_server_config: cannot load {_shown(cert)} with {_shown(key)}: {clean(str(exc))}"
+        ) from None
     ctx.verify_mode = _CLIENT_AUTH[auth]
     if ctx.verify_mode != ssl.CERT_NONE:
         if "client_ca_file" not in tls:
@@ -226,7 +264,7 @@ def _tls(where: str, base: Path, tls: object) -> ssl.SSLContext | None:
         try:
             ctx.load_verify_locations(cafile=ca)
         except (ssl.SSLError, OSError) as exc:
-            raise UserError(f"{where}: tls_server_config.client_ca_file {ca}: {exc}") from None
+            raise UserError(f"{where}: tls_server_config.client_ca_file {_shown(ca)}: {clean(str(exc))}") from None
     return ctx
 
 
@@ -238,10 +276,16 @@ def _users(where: str, users: object) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for user, hashed in users.items():
         if not isinstance(user, str) or not user or ":" in user:
-            raise UserError(f"{where}: basic_auth_users: {user!r} is not a user name (no ':' allowed)")
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")) or len(hashed) != 60:
+            raise UserError(f"{where}: basic_auth_users: {_shown(user)} is not a user name (no ':' allowed)")
+        if (
+            not isinstance(hashed, str)
+            or not hashed.isascii()
+            or not hashed.startswith(("$2a$", "$2b$", "$2y$"))
+            or len(hashed) != 60
+        ):
             raise UserError(
-                f"{where}: basic_auth_users.{user}: not a bcrypt hash (make one: htpasswd -nBC 12 \"\" | tr -d ':\\n')"
+                f"{where}: basic_auth_users.{_shown(user)}: {_shown(hashed)} is not a bcrypt hash "
+                "(make one: htpasswd -nBC 12 \"\" | tr -d ':\\n')"
             )
         import bcrypt  # noqa: PLC0415 - checked importable by load_web_config
 
@@ -249,6 +293,10 @@ def _users(where: str, users: object) -> dict[str, bytes]:
             bcrypt.checkpw(b"", hashed.encode())
         except ValueError:
             why = "not a valid bcrypt hash (its salt does not decode)"
-            raise UserError(f"{where}: basic_auth_users.{user}: {why}") from None
+            raise UserError(f"{where}: basic_auth_users.{_shown(user)}: {why}") from None
         out[user] = hashed.encode()
     return out
+
+
+def _name(version: ssl.TLSVersion) -> str:
+    return next(name for name, v in _TLS_VERSIONS.items() if v == version)

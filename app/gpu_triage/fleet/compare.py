@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -60,6 +61,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
 from gpu_triage.offline.judge import MAX_POINTS
 from gpu_triage.offline.timeline import Timeline, diagnose_trace
+from gpu_triage.safetext import clean
 from gpu_triage.trace.batches import TraceSource, batches_of, iter_batches
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,7 @@ class Side:
     stride: int
     leftovers: list[Path] = field(default_factory=list)
     first_run: dict[str, Any] = field(default_factory=dict)  # the first file's run (compare.runs' metadata)
+    repeated: int = 0  # ticks left out because another file of the same host already gave them
 
     @property
     def ticks(self) -> int:
@@ -119,9 +122,13 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         raise UserError(f"{spec}: {_none_of(len(files))}{why}; "
                         "give a dataset directory or a glob of gpu-triage recordings")
     sources.sort(key=lambda s: (float(s.t[0]), str(s.path)))
+    host_names = {s.path: host_of(s.path, s.host.hostname) for s in sources}
+    sources, repeated, copies = _once_each(sources, host_names)
+    if repeated:
+        log.warning("%s: %d of its files repeat ticks already read (%d ticks): each tick is counted once",
+                    spec, copies, repeated)
     total = sum(s.n for s in sources)
     stride = max(1, math.ceil(total / MAX_POINTS))  # diagnose's budget, spread over the whole side
-    host_names = {s.path: host_of(s.path, s.host.hostname) for s in sources}
     used: list[Path] = []
     projector = _Projector()
     jobs: list[dict[str, Any] | None] = []
@@ -165,7 +172,45 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         progress(total, total)
     first = next(s for s in sources if s.path == used[0])
     return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), projector.parts(), jobs,
-                timelines, stride, leftovers(spec), _metadata(first.head))
+                timelines, stride, leftovers(spec), _metadata(first.head), repeated)
+
+
+def _once_each(sources: list[TraceSource], hosts: dict[Path, str]) -> tuple[list[TraceSource], int, int]:
+    """Each host's ticks once: a file's ticks that a file read before it (in time order) already gave are
+    left out of it, and a file all of whose ticks were given is left out whole (a copy). Returns the sources
+    kept, the ticks left out and the files that repeated any. Only the files a new one overlaps in time are
+    compared with it, so a thousand copies of one file cost a thousand comparisons with one file."""
+    kept: list[TraceSource] = []
+    seen: dict[str, list[np.ndarray]] = {}  # host -> the timestamps kept of each of its files so far
+    repeated = copies = 0
+    for src in sources:
+        earlier = [t for t in seen.get(hosts[src.path], []) if t[-1] >= src.t[0] and t[0] <= src.t[-1]]
+        new = ~np.isin(src.t, np.concatenate(earlier)) if earlier else None
+        if new is not None and not new.all():
+            repeated += int(src.n - new.sum())
+            copies += 1
+            if not new.any():
+                continue
+            src = _only(src, new)
+        seen.setdefault(hosts[src.path], []).append(src.t)
+        kept.append(src)
+    return kept, repeated, copies
+
+
+def _only(src: TraceSource, keep: np.ndarray) -> TraceSource:
+    """``src`` with only the rows where ``keep`` is True (its batches' rows line up with its timestamps)."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        at = 0
+        for batch in src.batches():
+            mask = keep[at:at + batch.num_rows]
+            at += batch.num_rows
+            if mask.all():
+                yield batch
+            elif mask.any():
+                yield batch.filter(pa.array(mask))
+
+    return dataclasses.replace(src, n=int(keep.sum()), t=src.t[keep], interval=src.interval[keep], batches=batches)
 
 
 def _open(path: Path, *, whole: bool) -> tuple[TraceSource, bool]:
@@ -249,11 +294,12 @@ def _shares_of(side: Side) -> dict[str, float]:
 def _side_info(side: Side) -> dict[str, Any]:
     intervals = sorted(tl.interval_s for tl in side.timelines)
     return {
-        "path": side.spec,
+        "path": clean(side.spec),
         "files": len(side.files),
         "hosts": side.hosts,
-        "skipped": [{"path": str(p), "reason": why} for p, why in side.skipped],
-        "leftovers": [str(p) for p in side.leftovers],
+        "skipped": [{"path": clean(str(p)), "reason": clean(why)} for p, why in side.skipped],
+        "repeated_ticks": side.repeated,  # ticks another file of the same host already gave: counted once
+        "leftovers": [clean(str(p)) for p in side.leftovers],
         "ticks": side.ticks,
         "duration_s": sum(tl.recorded_s for tl in side.timelines),
         "gaps": sum(len(tl.gaps) for tl in side.timelines),

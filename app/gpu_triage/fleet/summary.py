@@ -235,7 +235,7 @@ def summarise(spec: str, config: Config, progress: Any = None, *, use_stored: bo
     parts: list[FilePart] = []
     for f, part in zip(files, all_parts(files, config, progress, use_stored, workers), strict=True):
         if not isinstance(part, FilePart):  # one damaged or foreign file does not sink a fleet's summary
-            skipped.append({"path": str(f), "reason": part.reason})
+            skipped.append({"path": clean(str(f)), "reason": clean(part.reason)})
             if FOREIGN in part.reason:
                 # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
                 foreign.append(f)

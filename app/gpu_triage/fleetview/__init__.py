@@ -16,7 +16,7 @@ SORT_ORDER_HELP = (
     "Rows needing a human come first, worst first: a GPU fault (a dead driver, a lost or missing card), then "
     "hosts down (up == 0, a failed scrape, a target that never answered) and stale (no new tick), then hosts "
     "with a bottleneck by severity (hung_collective, placement, imbalance, data_pipeline, storage_io, "
-    "communication, host_step, external_wait, compile, launch_overhead, memory_idle, stall_unexplained, "
+    "communication, host_step, host_or_input, external_wait, compile, launch_overhead, memory_idle, stall_unexplained, "
     "unexplained: vocab.SEVERITY, docs/diagnosis.md), more of the host's cards first, then higher confidence; "
     "then the rest by lowest mean GPU-Util (n/a first); ties by host name."
 )

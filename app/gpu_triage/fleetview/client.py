@@ -1,9 +1,9 @@
 """The fleet view's network side: Prometheus' HTTP API or a pool of exporters, read in worker threads.
 
-Everything here is bounded, because every byte comes from another machine: each GET is :func:`.fetch.http_get`
-(a capped body, a timeout and a total deadline, no redirect followed); a host that hangs holds one
-worker and is skipped by the next rounds until it answers, so it never stalls the others; at most
-``concurrency`` requests are in flight.
+Everything here is bounded, because every byte comes from another machine: a body past its cap is an
+error, not a memory spike; each host's fetch has one deadline for its whole exchange (:mod:`.fetch`), so a
+host that hangs or drips holds one worker for at most ``--timeout`` and is skipped by the next rounds while
+it is in flight, and never starves the others of workers; at most ``concurrency`` requests are in flight.
 
 :class:`Fleet` runs the rounds and publishes one immutable :class:`FleetSnapshot` (one reference, swapped
 whole): the screen reads it on its own timer and never waits for the network.
@@ -22,9 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpu_triage.fleetview.fetch import COLLECTOR_PAUSED, FetchError, http_get
+from gpu_triage.fleetview.fetch import COLLECTOR_PAUSED
+from gpu_triage.fleetview.fetch import FetchError as FetchError
+from gpu_triage.fleetview.fetch import http_get as http_get
 from gpu_triage.fleetview.model import METRICS, HostRow, build_row, order_rows
 from gpu_triage.fleetview.samples import (
+    HostCap,
     HostData,
     PrometheusError,
     Sample,
@@ -32,7 +35,7 @@ from gpu_triage.fleetview.samples import (
     parse_exposition,
     parse_vector,
 )
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def exporter_url(text: str) -> str:
     """``host:port``, ``[v6]:port`` or an ``http(s)://`` URL (path default ``/metrics``) as a URL; a bad
     one is a ValueError with one line."""
     raw = text.strip()
-    shown = clean(raw, 80)
+    shown = clip(raw, 80)
     if not raw:
         raise ValueError("an empty exporter address: give HOST:PORT")
     url = raw if "://" in raw else f"http://{raw}"
@@ -80,9 +83,9 @@ def prometheus_url(text: str) -> str:
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ValueError(f"{clean(raw, 80)}: the port is not a number from 1 to 65535") from None
+        raise ValueError(f"{clip(raw, 80)}: the port is not a number from 1 to 65535") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{clean(raw, 80)}: give the Prometheus server as http://HOST:9090")
+        raise ValueError(f"{clip(raw, 80)}: give the Prometheus server as http://HOST:9090")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
@@ -94,7 +97,7 @@ def label_matchers(text: str | None) -> str:
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1].strip()
     if "{" in body or "}" in body or len(body) > 1000 or not body.isprintable():
-        raise ValueError(f"--match {clean(text, 60)}: give label matchers such as job=\"gpu-triage\"")
+        raise ValueError(f"--match {clip(text, 60)}: give label matchers such as job=\"gpu-triage\"")
     return body
 
 
@@ -139,6 +142,7 @@ class PrometheusTarget:
         self.key = self.base
         self.match = label_matchers(match)
         self.timeout_s = timeout_s
+        self.left_out = 0  # hosts of the last answer past samples.MAX_HOSTS: counted, not shown
         names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason") for n in accepted]
         regex = "|".join(names) + "|gpu_triage_.*owner.*"  # an owner metric under any future name
         sep = "," if self.match else ""
@@ -154,24 +158,30 @@ class PrometheusTarget:
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
         }
 
-    def query(self, promql: str) -> tuple[list[Sample], float | None]:
+    def query(
+        self, promql: str, deadline: float | None = None, cap: HostCap | None = None
+    ) -> tuple[list[Sample], float | None]:
         url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-        body = http_get(url, timeout_s=self.timeout_s, cap_bytes=PROMETHEUS_CAP_BYTES, accept="application/json")
+        body = http_get(url, timeout_s=self.timeout_s, cap_bytes=PROMETHEUS_CAP_BYTES, accept="application/json",
+                        deadline=deadline)
         with COLLECTOR_PAUSED:
             try:
                 doc = json.loads(body.decode("utf-8", errors="replace"))
             except ValueError:
                 raise FetchError("the answer is not JSON: is this the Prometheus server (its HTTP API)?") from None
             try:
-                return parse_vector(doc)
+                return parse_vector(doc, cap)
             except PrometheusError as err:
                 raise FetchError(str(err)) from None
 
     def fetch(self) -> list[HostRow]:
+        deadline = time.monotonic() + self.timeout_s  # the three queries of a round share one --timeout
+        cap = HostCap()
         with COLLECTOR_PAUSED:  # the three answers and their rows: see fetch.COLLECTOR_PAUSED
-            samples, when = self.query(self.queries["metrics"])
-            up, _ = self.query(self.queries["up"])
-            reasons, _ = self.query(self.queries["reasons"])
+            samples, when = self.query(self.queries["metrics"], deadline, cap)
+            up, _ = self.query(self.queries["up"], deadline, cap)
+            reasons, _ = self.query(self.queries["reasons"], deadline, cap)
+            self.left_out = len(cap.left_out)
             name = METRICS["clock_reason"][0]
             samples += [Sample(name, s.labels, s.value) for s in reasons]  # `== 1` may or may not keep the name
             up = [Sample("up", s.labels, s.value) for s in up]
@@ -221,6 +231,7 @@ class FleetSnapshot:
     error: str | None = None
     updated: float | None = None  # epoch seconds of the newest answer; None before the first
     waiting: int = 0  # targets that have not answered once yet
+    left_out: int = 0  # hosts the source named past samples.MAX_HOSTS: not shown
 
     @property
     def down(self) -> int:
@@ -252,6 +263,7 @@ class Fleet:
         self._answered: dict[str, float] = {}
         self._inflight: set[str] = set()
         self._took: dict[str, float] = {}  # seconds the target's last fetch took
+        self._left_out: dict[str, int] = {}  # hosts past the cap in the target's last answer
         self._dirty = False
         self._wake = threading.Event()
         self._refresh = threading.Event()
@@ -267,15 +279,16 @@ class Fleet:
         try:
             rows = target.fetch()
         except FetchError as err:
-            error = f"{clean(target.key, 80)}: {err}"
+            error = f"{clip(target.key, 80)}: {err}"
         except Exception as err:  # a bug, not the network: said on screen and logged with its traceback
             log.exception("fetching %s failed", target.key)
-            error = f"{clean(target.key, 80)}: {type(err).__name__}: {clean(err, 80)} (a bug: see --log-file)"
+            error = f"{clip(target.key, 80)}: {type(err).__name__}: {clip(err, 80)} (a bug: see --log-file)"
         with self._lock:
             self._inflight.discard(target.key)
             self._took[target.key] = time.monotonic() - started
             if rows is not None:
                 self._rows[target.key] = rows
+                self._left_out[target.key] = getattr(target, "left_out", 0)
                 self._errors.pop(target.key, None)
                 self._answered[target.key] = time.time()
             else:
@@ -303,10 +316,12 @@ class Fleet:
             errors = sorted(self._errors.values())
             updated = max(self._answered.values(), default=None)
             waiting = sum(1 for t in self.targets if t.key not in self._answered and t.key not in self._errors)
+            left_out = sum(self._left_out.values())
             self._dirty = False
         error = errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "") if errors else None
         snap = FleetSnapshot(
-            source=self.snapshot.source, rows=order_rows(rows), error=error, updated=updated, waiting=waiting
+            source=self.snapshot.source, rows=order_rows(rows), error=error, updated=updated, waiting=waiting,
+            left_out=left_out,
         )
         self.snapshot = snap
         return snap

@@ -23,7 +23,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, severity
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
 from gpu_triage.fleetview.samples import HostData, Sample
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 # field -> accepted metric names, preferred first. Sample names as Prometheus stores them (a counter's
 # name ends in _total, an info metric's in _info).
@@ -89,7 +89,7 @@ class Card:
 
 @dataclass(frozen=True, slots=True)
 class HostRow:
-    """One host, as the table and the detail show it. Text fields are already :func:`clean`."""
+    """One host, as the table and the detail show it. Text fields are already :func:`~gpu_triage.safetext.clip`."""
 
     key: str
     host: str
@@ -200,7 +200,7 @@ def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
     for s in samples:
         owner = owner_of(s.labels)
         if owner:
-            found.add(clean(owner, 60))
+            found.add(clip(owner, 60))
             if len(found) >= 64:
                 break
     return tuple(sorted(found))
@@ -208,13 +208,13 @@ def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
 
 def build_row(data: HostData) -> HostRow:
     """One :class:`HostRow` from what one host said (or failed to say)."""
-    address = clean(data.address or data.key)
-    job = clean(data.job)
-    notes = tuple(clean(n) for n in data.notes)
+    address = clip(data.address or data.key)
+    job = clip(data.job)
+    notes = tuple(clip(n) for n in data.notes)
     ours = [s for s in data.samples if s.name.startswith("gpu_triage_")]
     down = None
     if data.error is not None:
-        down = clean(data.error)
+        down = clip(data.error)
     elif data.up == 0:
         down = "up == 0: Prometheus' last scrape of it failed"
     elif not ours:
@@ -223,7 +223,7 @@ def build_row(data: HostData) -> HostRow:
         return HostRow(key=data.key, host=address, address=address, job=job, state=DOWN, error=down, notes=notes)
     idx = _Index(data.samples)
     build = idx.all("build")
-    hostname = clean(build[0].labels.get("hostname", ""), 60) if build else ""
+    hostname = clip(build[0].labels.get("hostname", ""), 60) if build else ""
     verdicts = sorted(
         (s for s in idx.all("verdict") if s.value == 1),
         key=lambda s: (s.labels.get("bottleneck", ""), s.labels.get("pattern", "")),
@@ -236,7 +236,7 @@ def build_row(data: HostData) -> HostRow:
     for s in idx.all("gpu_info"):
         i = _card_index(s.labels.get("gpu"))
         if i is not None:
-            names[i] = clean(s.labels.get("name", ""), 40) or None
+            names[i] = clip(s.labels.get("name", ""), 40) or None
     mem_total = idx.per_card("mem_total")
     indexes = sorted(set(raw_util) | lost | set(names) | set(mem_total) | set(idx.per_card("lost")))[:MAX_CARDS]
     mem_used, power, temp = idx.per_card("mem_used"), idx.per_card("power"), idx.per_card("temp")
@@ -280,9 +280,9 @@ def build_row(data: HostData) -> HostRow:
         hostname=hostname or None,
         state=state,
         error=error,
-        pattern=clean(v["pattern"], 40) if "pattern" in v else None,
-        bottleneck=clean(v["bottleneck"], 40) if "bottleneck" in v else None,
-        verdict_cards=clean(v["cards"], 60) if "cards" in v else None,
+        pattern=clip(v["pattern"], 40) if "pattern" in v else None,
+        bottleneck=clip(v["bottleneck"], 40) if "bottleneck" in v else None,
+        verdict_cards=clip(v["cards"], 60) if "cards" in v else None,
         confidence=_ratio(idx.one("confidence")),
         verdict_age_s=_amount(idx.one("verdict_age")),
         busy=busy,

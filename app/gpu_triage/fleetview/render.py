@@ -10,6 +10,7 @@ from typing import Any
 from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.fleetview.client import FleetSnapshot
 from gpu_triage.fleetview.model import OK, HostRow
+from gpu_triage.fleetview.samples import MAX_HOSTS
 from gpu_triage.units import short_bytes
 
 NA = "n/a"
@@ -53,7 +54,7 @@ def rate(v: float | None) -> str:
 
 
 def cells(row: HostRow) -> dict[str, str]:
-    """Each column's text for one row (already clean: every outside string went through text.clean)."""
+    """Each column's text for one row (already clean: every outside string went through safetext.clip)."""
     down = row.state != OK
     return {
         "HOST": row.host,
@@ -87,6 +88,8 @@ def summary_line(snap: FleetSnapshot, now: float | None = None) -> str:
     parts = [f"{len(snap.rows)} hosts", f"{snap.attention} need a look", f"{snap.down} down or stale"]
     if snap.waiting:
         parts.append(f"{snap.waiting} not answered yet")
+    if snap.left_out:
+        parts.append(f"{snap.left_out} more hosts left out (at most {MAX_HOSTS} are shown: narrow with --match)")
     parts.append("updated " + (f"{age(max(0.0, now - snap.updated))} ago" if snap.updated else "never"))
     return f"{snap.source}: " + ", ".join(parts)
 
@@ -159,5 +162,6 @@ def to_json(snap: FleetSnapshot) -> dict[str, Any]:
         "updated": snap.updated,
         "error": snap.error,
         "waiting": snap.waiting,
+        "left_out": snap.left_out,  # hosts past the cap (samples.MAX_HOSTS), not in "hosts"
         "hosts": [{**dataclasses.asdict(r), "confidence_word": confidence_word(r.confidence)} for r in snap.rows],
     }

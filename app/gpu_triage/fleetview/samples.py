@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
-from gpu_triage.fleetview.text import clean
+from gpu_triage.safetext import clip
 
 MAX_SERIES_PER_HOST = 20_000  # samples kept per host; the rest are dropped and said
+MAX_HOSTS = 5_000  # hosts kept of a Prometheus answer (the view is made for ~1,000); the rest are counted and said
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def parse_exposition(text: str) -> tuple[list[Sample], list[str]]:
             except (ValueError, TypeError, IndexError, KeyError) as line_err:
                 bad += 1
                 first = first or f"{type(line_err).__name__}: {line_err}"
-        notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clean(first or err, 80)})")
+        notes.append(f"{bad} unparsable line{'s' if bad != 1 else ''} skipped ({clip(first or err, 80)})")
     if full:
         notes.append(f"more than {MAX_SERIES_PER_HOST} samples: the rest not read")
     return samples, notes
@@ -108,13 +109,34 @@ class PrometheusError(ValueError):
     """The Prometheus answer was an error or not an instant vector: the message is one clean line."""
 
 
-def parse_vector(body: object) -> tuple[list[Sample], float | None]:
-    """The samples of a ``/api/v1/query`` answer (``resultType: vector``) and its evaluation time."""
+class HostCap:
+    """At most ``limit`` hosts (job, instance) over the answers of one round: the first met are kept, later
+    ones only counted, so that a Prometheus naming 400,000 hosts costs 5,000 hosts' samples and rows."""
+
+    def __init__(self, limit: int = MAX_HOSTS) -> None:
+        self.limit = limit
+        self.kept: set[tuple[str, str]] = set()
+        self.left_out: set[tuple[str, str]] = set()
+
+    def admit(self, labels: Mapping[str, str]) -> bool:
+        key = host_key(labels)
+        if key in self.kept:
+            return True
+        if len(self.kept) < self.limit:
+            self.kept.add(key)
+            return True
+        self.left_out.add(key)
+        return False
+
+
+def parse_vector(body: object, cap: HostCap | None = None) -> tuple[list[Sample], float | None]:
+    """The samples of a ``/api/v1/query`` answer (``resultType: vector``) and its evaluation time; with
+    ``cap``, only those of the hosts it admits."""
     if not isinstance(body, dict):
         raise PrometheusError("the answer is not a JSON object (is this the Prometheus HTTP API?)")
     if body.get("status") != "success":
-        kind = clean(body.get("errorType", "error"), 40)
-        raise PrometheusError(f"{kind}: {clean(body.get('error', 'no error text'))}")
+        kind = clip(body.get("errorType", "error"), 40)
+        raise PrometheusError(f"{kind}: {clip(body.get('error', 'no error text'))}")
     data = body.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
         raise PrometheusError("the answer holds no instant vector (data.resultType is not 'vector')")
@@ -129,6 +151,8 @@ def parse_vector(body: object) -> tuple[list[Sample], float | None]:
         raw = item["metric"]
         # the API's labels are strings: only a malformed answer pays for the conversion
         labels = raw if all(type(v) is str for v in raw.values()) else _labels(raw)
+        if cap is not None and not cap.admit(labels):
+            continue
         name = str(labels.pop("__name__", ""))
         samples.append(Sample(name, labels, number(value[1])))
         when = when if when is not None else number(value[0])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpu_triage.diagnosis.engine import format_confidence
 from gpu_triage.offline.timeline import Gap, Segment, Timeline
+from gpu_triage.safetext import clean
 
 
 def human_duration(seconds: float) -> str:
@@ -59,7 +60,7 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz:
         return f"{a:{fmt}} - {b:{fmt}} {b.tzname() or b.strftime('%z')}"
 
     n = len(tl.segments)
-    head = f"{path}: {tl.ticks} ticks of {tl.interval_s:g} s, {n} segment{'' if n == 1 else 's'}"
+    head = f"{clean(str(path))}: {tl.ticks} ticks of {tl.interval_s:g} s, {n} segment{'' if n == 1 else 's'}"
     if tl.gaps:
         gap_s = human_duration(sum(g.seconds for g in tl.gaps))
         head += f", {len(tl.gaps)} gap{'s' if len(tl.gaps) > 1 else ''} ({gap_s})"

@@ -37,6 +37,9 @@ MAX_TEXT = 200  # characters of a frame's name or file
 MAX_OUTPUT = 4 << 20  # bytes of py-spy's JSON read at most: past it py-spy is stopped and the dump not read
 MAX_STDERR = 64 << 10  # bytes of py-spy's error text kept (its own line comes first)
 _CHUNK = 64 << 10
+# py-spy gives up on a process of more threads than this (its own limit: it then says it found no Python
+# interpreter), and one of 4,000 already takes it 6 s: such a process is counted in /proc and not dumped
+PYSPY_MAX_THREADS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,7 @@ ACCESS_PROBLEMS = {
     "permission": "py-spy may not read this process: run gpu-triage as root or as the job's user, with "
                   "kernel.yama.ptrace_scope=0 (sysctl) or CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)",
     "not_python": "not a Python process py-spy can read",
+    "threads": f"more threads than py-spy reads (it stops at {PYSPY_MAX_THREADS:,}): the stacks are not read",
     "gone": "the process ended",
     "timeout": f"py-spy did not answer within {DUMP_TIMEOUT_S:g} s (or the round's time ran out)",
     "too_big": f"py-spy's dump was over {MAX_OUTPUT >> 20} MiB (thousands of threads, frames or long names): "
@@ -199,6 +203,18 @@ def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
     return StackDump(pid, t, took_s, tuple(threads))
 
 
+def thread_count(pid: int) -> int | None:
+    """The process's threads, from the ``Threads:`` line of /proc/PID/status; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _problem(stderr: str, pid: int) -> str:
     low = stderr.lower()
     if not os.path.exists(f"/proc/{pid}") or "check that the process is running" in low:
@@ -206,7 +222,8 @@ def _problem(stderr: str, pid: int) -> str:
     if "permission denied" in low or "operation not permitted" in low or "ptrace" in low:
         return "permission"
     if "python" in low and ("version" in low or "interpreter" in low or "not a python" in low):
-        return "not_python"
+        count = thread_count(pid)  # threads started since the count before the dump: py-spy's limit, not Python
+        return "threads" if count is not None and count > PYSPY_MAX_THREADS else "not_python"
     if any(w in low for w in _TORN):
         return "torn"
     # its own line ("Error: …"), not the last line of the Rust backtrace it may print after it ("10: main")
@@ -243,6 +260,10 @@ class StackReader:
     def dump(self, pid: int, deadline: float | None = None) -> StackDump:
         """One dump of ``pid``, given up at ``deadline`` (``time.monotonic``) where that comes before the dump's
         own ``timeout_s``: a caller dumping many processes bounds the whole round, not each dump."""
+        count = thread_count(pid)
+        if count is not None and count > PYSPY_MAX_THREADS:
+            self._say("threads", pid)
+            return StackDump(pid, time.time(), 0.0, (), "threads")
         first = self._dump_once(pid, deadline)
         if first.error != "torn" or (deadline is not None and time.monotonic() >= deadline):
             return first

@@ -2,7 +2,7 @@
 
 The screen never touches the network: :class:`~gpu_triage.fleetview.client.Fleet` fetches in its own
 threads and publishes a snapshot, which this app reads on a timer and draws when it changed. Every string
-drawn came through ``fleetview.text.clean`` and is drawn as plain text (rich ``Text``, never markup), so a
+drawn came through ``safetext.clip`` and is drawn as plain text (rich ``Text``, never markup), so a
 label holding ``[bold]`` or an escape sequence is shown as the characters it is.
 """
 

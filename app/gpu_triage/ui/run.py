@@ -17,6 +17,7 @@ from typing import Any
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.feeds import ReplayFeed, open_replay
+from gpu_triage.safetext import clean
 from gpu_triage.window import window_capacity
 
 NO_GPU_BANNER = (
@@ -50,7 +51,8 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         window_ticks, _ = window_capacity(config.window_s, trace.interval_s)  # the app says when it is capped
         feed = ReplayFeed(trace, window_ticks, speed=getattr(args, "speed", 1.0) or 1.0)
         # the reader's notice (a crash leftover read in place of FILE, a torn last tick) stays on screen
-        return ReplayApp(config, feed, source_label=f"replay: {Path(args.file).name}",
+        # the file's name is anyone's: one visible line in the header (a newline in it would forge a second line)
+        return ReplayApp(config, feed, source_label=f"replay: {clean(Path(args.file).name)}",
                          banner=getattr(trace, "notice", None))
     if command == "demo" and not getattr(args, "scenario", None):
         from gpu_triage.data import H200_TRACE_2S, labels_for

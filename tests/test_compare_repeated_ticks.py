@@ -1,0 +1,60 @@
+"""`compare` of datasets counts each tick of a host once: a directory holding many copies of one recording (a
+copy tool run twice, a hostile user filling a shared dataset) is that recording's time, not the sum of the
+copies' ("10,000 copies of one 8 s file read as 80000 ticks, 22 h 23 min"). The cost of reading the copies is
+bounded in the assertions, on the CLI as a child process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.trace.writer import TraceWriter
+from rusage_run import run_cli
+
+START = datetime(2026, 1, 5, 12, tzinfo=UTC)
+COPIES = 400
+
+
+def _recording(path: Path, ticks: int, start: datetime = START, scenario: str = "healthy") -> Path:
+    src = SimulatedSource(scenario, gpus=2, seed=1, interval_s=2.0, start=start)
+    writer = TraceWriter(path, src.host_info(), 2.0, convert_in_child=False)
+    for _ in range(ticks):
+        writer.append(src.sample())
+    return writer.close()
+
+
+def test_copies_of_one_file_count_once(tmp_path: Path) -> None:
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    one = _recording(copies / "run-0000.parquet", 4)  # 8 s at 2 s
+    for i in range(1, COPIES):
+        shutil.copyfile(one, copies / f"run-{i:04d}.parquet")
+    other = _recording(tmp_path / "after.parquet", 4, scenario="data_pipeline")
+    ran = run_cli(["compare", str(copies), str(other), "--json"], limit_s=300)
+    assert ran.rc == 0 and not ran.killed, ran.err[-2000:]
+    before = json.loads(ran.out)["before"]
+    assert before["ticks"] == 4 and before["duration_s"] == 8.0, (before["ticks"], before["duration_s"])
+    assert before["repeated_ticks"] == 4 * (COPIES - 1)
+    assert "repeat ticks already read" in ran.err and ran.err.count("\n") <= 3  # said once, not 399 times
+    # reading 400 small files, 399 of them copies: ~21 s and ~200 MiB peak on the shared 2-core box
+    assert ran.seconds < 120 and ran.peak_mib < 500, (ran.seconds, ran.peak_mib)
+
+    text = run_cli(["compare", str(copies), str(other)], limit_s=300)
+    assert text.rc == 0 and "(1 file from " in text.out and "4 ticks, 8 s" in text.out, text.out[:600]
+    assert f"{4 * (COPIES - 1)} repeated ticks left out" in text.out
+
+
+def test_files_that_overlap_in_part_keep_each_tick_once(tmp_path: Path) -> None:
+    """Two recordings of one host, the second starting 10 s before the first ends: 20 + 20 ticks, 5 shared."""
+    d = tmp_path / "overlap"
+    d.mkdir()
+    _recording(d / "a.parquet", 20)
+    _recording(d / "b.parquet", 20, start=START + timedelta(seconds=30))
+    other = _recording(tmp_path / "after.parquet", 4, scenario="data_pipeline")
+    ran = run_cli(["compare", str(d), str(other), "--json"], limit_s=300)
+    assert ran.rc == 0, ran.err[-2000:]
+    before = json.loads(ran.out)["before"]
+    assert before["ticks"] == 35 and before["repeated_ticks"] == 5
