@@ -312,7 +312,7 @@ def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(tmp_p
     """`diagnose DIR --summary --window 600` or `--config tuned.toml` reads every file with its own settings:
     a file whose verdicts were judged with others is recomputed, as one without verdicts is."""
     from gpu_triage.fleet.summary import summarise
-    from gpu_triage.offline.stamp import settings, thresholds_digest
+    from gpu_triage.verdicts.settings import settings, thresholds_digest
 
     root, _ = record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
                             describe_machine=False, out=None, config=Config())
@@ -355,8 +355,8 @@ def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path:
 
 
 def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> None:
-    from gpu_triage.offline.stamp import settings
     from gpu_triage.ui.app_actions import KeyActions
+    from gpu_triage.verdicts.settings import settings
 
     config = Config(window_s=120.0)
     source = _phased()
@@ -394,7 +394,7 @@ def _compact_day(root: Path) -> Path:
 
 def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
     from gpu_triage.fleet.summary import summarise
-    from gpu_triage.offline.stamp import settings
+    from gpu_triage.verdicts.settings import settings
 
     root = tmp_path / "fleet"
     for hour in (0, 1):

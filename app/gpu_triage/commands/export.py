@@ -60,7 +60,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     except BaseException:
         exporter.close()
         raise
-    monitor = exporter.attach(source)
+    monitor = exporter.attach(source, interval_s)
     recording = (_Recording(record_dir, source, interval_s, getattr(args, "rotate", None), config)
                  if record_dir else None)
     if recording is not None:
@@ -68,9 +68,11 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     reported: set[str] = set()
 
     def on_tick(tick: Tick) -> None:
-        monitor.ingest(tick, source.status())  # first: the metrics never wait for the disk
-        if recording is not None:
-            recording.append(tick)
+        # one judge for the metrics and the recording; its window starts afresh with each file recorded
+        fresh = recording is not None and recording.opens_file(tick)
+        monitor.ingest(tick, source.status(), fresh=fresh)  # first: the metrics never wait for the disk
+        if recording is not None and monitor.judged is not None:
+            recording.append(monitor.judged.stamped())
 
     def on_error(exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
@@ -123,22 +125,24 @@ class _Recording:
                  config: Config | None = None) -> None:
         from gpu_triage.fleet.dataset import DatasetWriter
         from gpu_triage.hostmeta import recorder_extra
-        from gpu_triage.offline.stamp import VerdictStamp, with_settings
+        from gpu_triage.verdicts.settings import with_settings
 
         config = config or Config()
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
         host = with_settings(host, config.thresholds, config.window_s)  # what the stored verdicts were judged with
         self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
-        # each recorded tick carries its raw verdict (trace v3), on a window of its own that starts with each
-        # file as `record`'s does; the metrics' window (the monitor's) goes on across files
-        self._stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, host.cpu_count)
         self.up = True
         self._missed = 0  # ticks not recorded in the current outage
 
+    def opens_file(self, tick: Tick) -> bool:
+        """Whether ``tick`` begins a file (where ``diagnose FILE`` starts its window, and so the judge)."""
+        return self.writer.opens_file(tick.ts)
+
     def append(self, tick: Tick) -> None:
+        """Record ``tick``, judged already (its raw verdict set: :meth:`Judgement.stamped`)."""
         try:
-            self.writer.append(self._stamp(tick, fresh=self.writer.opens_file(tick.ts)))
+            self.writer.append(tick)
         except UserError as err:  # TraceWriter's own words: what failed, and where the ticks so far are
             self._failed(err)
             return

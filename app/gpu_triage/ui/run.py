@@ -117,7 +117,8 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
             exporter.close()
         raise
     if exporter is not None:
-        app.source = exporter.tap(app.source)  # the dashboard's own ticks, diagnosed for /metrics too
+        # the dashboard's own ticks and its own judge's verdicts (each tick diagnosed once) for /metrics too
+        app.publish_metrics = exporter.attach(app.source, app.interval_s).publish
         exporter.start()
 
     def on_hangup(signum: int, frame: object) -> None:
