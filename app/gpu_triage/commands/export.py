@@ -17,9 +17,10 @@ import threading
 
 from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.errors import UserError
+from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
-from gpu_triage.sources.base import Source
+from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.stopsignals import WAKE_S, StopSignals
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     reported: set[str] = set()
 
     def on_tick(tick: Tick) -> None:
-        # one judge for the metrics and the recording; its window starts afresh with each file recorded
-        fresh = recording is not None and recording.opens_file(tick)
-        monitor.ingest(tick, source.status(), fresh=fresh)  # first: the metrics never wait for the disk
-        if recording is not None and monitor.judged is not None:
-            recording.append(monitor.judged.stamped())
+        take(monitor, recording, tick, source.status())
 
     def on_error(exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
@@ -105,6 +102,14 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
                 recording.close()
     print(f"stopped ({stop.received or 'done'}) after {monitor.snapshot.ticks} ticks", flush=True)
     return 0
+
+
+def take(monitor: Monitor, recording: _Recording | None, tick: Tick, status: SourceStatus | None = None) -> None:
+    """One sampled tick, judged once for the metrics and the recording (whose files start the judge's window
+    afresh, as ``diagnose FILE`` starts it); the metrics first: they never wait for the disk."""
+    monitor.ingest(tick, status, fresh=recording is not None and recording.opens_file(tick))
+    if recording is not None and monitor.judged is not None:
+        recording.append(monitor.judged.stamped())
 
 
 def _tell(message: str) -> None:

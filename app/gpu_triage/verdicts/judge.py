@@ -91,9 +91,12 @@ class Judge:
             self.window.clear()  # a new file (where diagnose FILE starts), or after a failure
         self._afresh = False
         self._last_t = t
-        self.window.append(tick)
         self._newest = tick
         self._stale = True
+        try:
+            self.window.append(tick)
+        except Exception as exc:  # a tick the window cannot hold (a source's bug) costs that tick's verdict only
+            self._failed(tick, exc)
 
     def judge(self, view: WindowView | None = None) -> Judgement | None:
         """The judgement of the newest tick (None before the first), diagnosing it if nobody has yet.
@@ -108,17 +111,21 @@ class Judge:
             raw = diagnose(view, self.thresholds, self.cpu_count)
             shown = self.tracker.update(tick.ts.timestamp(), raw, view)
         except Exception as exc:  # a diagnosis bug must cost neither the tick nor the screen: said, counted
-            self.failures += 1
-            if self.failures == 1:
-                log.exception("diagnosing the tick at %s failed; it goes without a verdict (said once; the "
-                              "window starts afresh at the next tick)", tick.ts)
-            else:
-                log.debug("diagnosis failed again at %s (%d ticks without a verdict)", tick.ts, self.failures)
-            self._afresh = True
-            self.latest = Judgement(tick, None, None, f"{type(exc).__name__}: {exc}")
+            self._failed(tick, exc)
             return self.latest
         self.latest = Judgement(tick, raw, shown)
         return self.latest
+
+    def _failed(self, tick: Tick, exc: Exception) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            log.exception("diagnosing the tick at %s failed; it goes without a verdict (said once; the "
+                          "window starts afresh at the next tick)", tick.ts)
+        else:
+            log.debug("diagnosis failed again at %s (%d ticks without a verdict)", tick.ts, self.failures)
+        self._afresh = True
+        self._stale = False
+        self.latest = Judgement(tick, None, None, f"{type(exc).__name__}: {exc}")
 
     def take(self, tick: Tick, *, fresh: bool = False) -> Judgement:
         """Add ``tick`` and judge it: the readers that judge every tick (a recorder, the exporter)."""
