@@ -126,7 +126,8 @@ async def test_every_reader_of_a_real_recording_says_the_same_tick_by_tick(name:
         i = ends[seg.end]
         screen = judged[i].shown
         assert screen is not None
-        if screen.key != (seg.pattern, seg.bottleneck) or any(f.get("metric") == CHANGING for f in screen.evidence_facts):
+        changing = any(f.get("metric") == CHANGING for f in screen.evidence_facts)
+        if screen.key != (seg.pattern, seg.bottleneck) or changing:
             continue
         destructive = set(screen.destructive_advice)
         assert [a for a in seg.advice if a not in destructive] == [a for a in screen.advice if a not in destructive]
