@@ -13,6 +13,7 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.measure import span_words
 from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.export.monitor import Monitor
 from gpu_triage.feeds import ReplayFeed, open_replay
@@ -134,3 +135,20 @@ async def test_every_reader_of_a_real_recording_says_the_same_tick_by_tick(name:
         assert seg.evidence == screen.evidence
         agreed += 1
     assert agreed >= 2, "the recording's segments and the screen never agreed on a verdict"
+
+
+def test_the_verdicts_figures_name_the_span_they_cover() -> None:
+    """A card's graph says its mean over the whole window ("window mean 47 %"); the verdict beside it judges
+    only the ticks since the current regime began ("GPU-Util mean 99 %"): it says over how long."""
+    config = Config()
+    played = Played(DATA / "h200-gen-2s.parquet")
+    j = Judge(config.thresholds, config.window_s, played.interval_s, played.host.cpu_count)
+    named = 0
+    for tick in played.ticks:
+        raw = j.take(tick).raw
+        assert raw is not None
+        line = next((e for e in raw.evidence if e.startswith("GPU-Util mean")), None)
+        if line is not None:
+            assert f" over the last {span_words(raw.facts['judged_s'])}" in line, line
+            named += 1
+    assert named > len(played.ticks) // 2
