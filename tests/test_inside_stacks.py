@@ -137,8 +137,8 @@ def job(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[bytes]]:
 SLEEPER = """
     import time
     def wait_for_the_dataset():
-        while True:
-            time.sleep(0.2)
+        while True:  # long sleeps: a dump on a loaded box must not find it runnable between two short ones
+            time.sleep(60)
     print("ready", flush=True)
     wait_for_the_dataset()
 """
