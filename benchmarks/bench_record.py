@@ -7,7 +7,7 @@ Prints the RSS after Python, the live source (psutil, NVML) and the recorder, an
 pyarrow and numpy a `record` loads (numpy: the engine that gives each tick its verdict, trace v3; never
 pyarrow: it writes its Arrow stream itself and converts it to Parquet in a child at the stop). Then the
 verdict's own cost per tick (trace v3): --verdict-ticks simulated ticks of --gpus cards through
-`offline.stamp.VerdictStamp` in this process, the window full, CPU per tick (median, p95). Then runs
+`verdicts.judge.Judge` in this process, the window full, CPU per tick (median, p95). Then runs
 `gpu-triage record` as a child for --seconds and prints its RSS every 10 s (flat = no leak) and its CPU per
 tick; with --tree, the same child once more from another checkout's app/ directory (before/after).
 """
@@ -33,7 +33,7 @@ show("python")
 import gpu_triage.sources.live; show("live source (psutil, NVML)")
 import gpu_triage.recorder, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
 try:
-    import gpu_triage.offline.stamp, gpu_triage.diagnosis.engine; show("the engine (verdict per tick)")
+    import gpu_triage.verdicts.judge, gpu_triage.diagnosis.engine; show("the engine (verdict per tick)")
 except ImportError:
     pass
 heavy = [m for m in ("textual", "polars", "rich", "plotext", "pyarrow", "numpy") if m in sys.modules]
@@ -42,19 +42,19 @@ print("  heavy modules loaded by record:", heavy or "none")
 
 
 def verdict_cost(gpus: int, ticks: int) -> None:
-    """The verdict's CPU per tick: the stamp alone, on simulated ticks made beforehand."""
+    """The verdict's CPU per tick: the judge alone, on simulated ticks made beforehand."""
     from gpu_triage.config import Config
-    from gpu_triage.offline.stamp import VerdictStamp
     from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.verdicts.judge import Judge
 
     source = SimulatedSource("data_pipeline", gpus=gpus, cores=32, seed=1)
     made = [source.sample() for _ in range(ticks)]
     config = Config()
-    stamp = VerdictStamp(config.thresholds, config.window_s, 2.0, 32)
+    judge = Judge(config.thresholds, config.window_s, 2.0, 32)
     costs = []
     for i, tick in enumerate(made):
         t0 = time.process_time()
-        stamp(tick, fresh=i == 0)
+        judge.take(tick, fresh=i == 0).stamped()
         costs.append(time.process_time() - t0)
     full = sorted(costs[150:] or costs)  # once the window holds its 150 ticks
     med, p95 = full[len(full) // 2], full[int(len(full) * 0.95)]

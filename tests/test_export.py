@@ -29,12 +29,13 @@ from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.export.collector import TriageCollector
-from gpu_triage.export.monitor import Monitor, TappedSource
+from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.server import MetricsServer, parse_listen
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.window import RollingWindow
+from tests.waits import wait_for
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -192,15 +193,6 @@ def test_no_tick_yet_exports_no_verdict_and_no_card_values() -> None:
     s = scrape(monitor)
     assert not named(s, "gpu_triage_verdict")
     assert s[("gpu_triage_ticks_total", ())] == 0
-
-
-def test_tapped_source_feeds_the_monitor_the_dashboards_own_ticks() -> None:
-    inner = SimulatedSource("healthy", gpus=2, seed=0)
-    monitor = Monitor(inner.host_info(), Config(), inner.name)
-    tapped = TappedSource(inner, monitor.ingest)
-    tick = tapped.sample()
-    assert monitor.snapshot.tick is tick
-    assert tapped.name == inner.name and tapped.host_info().hostname == inner.host_info().hostname
 
 
 @pytest.mark.parametrize(
@@ -396,30 +388,27 @@ def test_readme_names_every_subcommand_and_the_export_options() -> None:
 
 
 async def test_live_metrics_serve_the_dashboards_own_ticks() -> None:
-    """`demo SCENARIO --metrics`: the app samples, the exporter sees the very ticks on screen (what
-    ui/run.py's run_dashboard wires: the exporter bound first, then the app's source tapped)."""
-    from gpu_triage.ui.run import _metrics_exporter, build_app
+    """`demo SCENARIO --metrics`: the app samples and judges, the exporter serves the very ticks on screen and
+    the very verdict shown (what ui/run.py's run_dashboard wires: the exporter bound first), each tick judged
+    once: the monitor's own judge never runs."""
+    from gpu_triage.ui.run import _metrics_exporter, build_app, serve_metrics
 
     config = Config(interval_s=0.1)
     args = argparse.Namespace(scenario="healthy", gpus=2, cores=4, seed=0, metrics="127.0.0.1:0")
     exporter = _metrics_exporter("demo", args, config)
     app = build_app("demo", args, config)
-    app.source = exporter.tap(app.source)
-    exporter.start()
+    serve_metrics(app, exporter)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            while app.ticks_ingested < 5:
-                await pilot.pause(0.1)
-            app.shutdown()  # the sampler stops; the tick it handed over last still reaches the screen
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: app.ticks_ingested >= 5)
+            app.shutdown()  # the sampler stops; the metrics are published as each tick is ingested
             status, body = _get(exporter.server.url)
             snap = exporter.monitor.snapshot
-            assert status == 200 and app.ticks_ingested >= 5
-            # a stop that lands while the source is sampling leaves that one tick to the exporter only
-            assert snap.ticks - app.ticks_ingested in (0, 1)
+            assert status == 200 and snap.ticks == app.ticks_ingested >= 5
+            assert snap.tick is app.window.last  # the same tick object on screen and in /metrics
+            assert snap.verdict is app.verdict_now()  # the same verdict object: judged once
+            assert exporter.monitor.judge.latest is None  # the monitor's own judge never ran
             s = parse(body)
-            if snap.ticks == app.ticks_ingested:
-                assert snap.tick is app.window.last  # the same tick object on screen and in /metrics
             util = s[("gpu_triage_gpu_utilization_ratio", (("gpu", "0"),))]
             assert util == pytest.approx(snap.tick.gpus[0].util_pct / 100)
             assert (

@@ -30,6 +30,7 @@ bcrypt = pytest.importorskip("bcrypt", reason="pip install 'gpu-triage[web]'")
 pytest.importorskip("yaml", reason="pip install 'gpu-triage[web]'")
 
 from gpu_triage.export.webconfig import load_web_config  # noqa: E402
+from tests.waits import wait_until  # noqa: E402
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -280,7 +281,8 @@ def test_a_flood_of_wrong_passwords_does_not_stall_a_scraper_already_let_in(
         for t in threads:
             t.start()
         try:
-            time.sleep(0.3)
+            # the flood's first answers: the budget is spent
+            wait_until(lambda seen=flood_status: len(seen) >= 12, "the flood's first answers")
             waits = []
             for _ in range(10):
                 t0 = time.monotonic()

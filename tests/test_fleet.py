@@ -112,6 +112,8 @@ def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest
                 "2",
                 "--duration",
                 "7200",
+                "--interval",  # 360 ticks, not 3,600: the rotation is in simulated time, each tick judged
+                "20",
                 "-o",
                 f"{target}/",
                 "--rotate",
@@ -124,7 +126,7 @@ def test_record_to_a_directory_writes_the_dataset(tmp_path: Path, capsys: pytest
     files = sorted(target.rglob("*.parquet"))
     assert 4 <= len(files) <= 5 and f"in {len(files)} files" in out
     frame = pl.scan_parquet(str(target / "**/*.parquet"), hive_partitioning=True).select("host", "date", "ts").collect()
-    assert frame.height == 3600 and frame["host"].unique().to_list() == ["sim-h200x2"]
+    assert frame.height == 360 and frame["host"].unique().to_list() == ["sim-h200x2"]
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, Prome
 from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
 from gpu_triage.fleetview.render import cells, detail_lines
 from promtools import free_port, require, stop
+from tests.waits import wait_for
 
 WAIT_S = 60.0  # bound on every wait: a hung exporter or Prometheus fails the test, never hangs CI
 INTERVAL_S = 0.5
@@ -607,10 +608,7 @@ async def test_the_screen_draws_hostile_labels_as_text_and_never_waits_for_the_n
                    ExporterTarget(f"http://{hostile}/metrics", timeout_s=5)], source="pool", interval_s=0.5)
     app = FleetApp(fleet)  # its own refresher thread
     async with app.run_test(size=(100, 30)) as pilot:
-        for _ in range(40):
-            await pilot.pause(0.1)
-            if app.query_one(DataTable).row_count:
-                break
+        await wait_for(pilot, lambda: app.query_one(DataTable).row_count, "the answering host's row")
         table = app.query_one(DataTable)
         assert table.row_count == 1 and _Hostile.hanging == 1  # the hanging host is still being asked
         host = table.get_row_at(0)[0].plain
@@ -713,8 +711,7 @@ async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor
         # next round: a got a bottleneck, b went down, c left the answer, e is new, d's util changed
         fleet.snapshot = FleetSnapshot(source="t", updated=time.time(), rows=order_rows(
             [host("a", 0.9, "data_pipeline"), host("b", None, state=DOWN), host("d", 0.1), host("e", 0.4)]))
-        await pilot.pause(0.8)  # the screen's own poll picks it up
-        assert _shown_order(table) == ["b", "a", "d", "e"]  # the host nobody can see first
+        await wait_for(pilot, lambda: _shown_order(table) == ["b", "a", "d", "e"], "the screen's own poll")
         assert app.selected_key == "d" and table.cursor_row == 2  # the cursor stayed on its host
         assert [c.plain for c in table.get_row_at(2)][:2] == ["d", "ok"] and table.get_row_at(2)[6].plain == "10%"
         assert [c.plain for c in table.get_row_at(0)][1:3] == ["down", "—"]
@@ -730,21 +727,14 @@ async def test_a_prometheus_error_is_one_line_above_the_table_and_r_asks_again(h
     fleet = Fleet([target], source="prometheus", interval_s=60)
     app = FleetApp(fleet)
     async with app.run_test(size=(80, 24)) as pilot:
-        for _ in range(40):
-            await pilot.pause(0.1)
-            if app.shown.error:
-                break
+        await wait_for(pilot, lambda: app.shown.error, "the round's error")
         error = app.query_one("#error")
         assert error.display and _plain(error).endswith("the answer is not JSON: is this the Prometheus server "
                                                         "(its HTTP API)?")
         assert "\n" not in _plain(error) and app.shown.rows == ()
         first = fleet.snapshot
         await pilot.press("r")
-        for _ in range(40):
-            await pilot.pause(0.1)
-            if fleet.snapshot is not first:
-                break
-        assert fleet.snapshot is not first  # a second round, long before the 60 s
+        await wait_for(pilot, lambda: fleet.snapshot is not first, "a second round, long before the 60 s")
 
 
 @pytest.mark.slow
@@ -779,8 +769,7 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
         lines = _plain(app.screen.query_one("#detail")).splitlines()
         assert len([line for line in lines if re.match(r"^\s+\d+\s+\d+%", line)]) == 16
         scroll = app.screen.query_one("VerticalScroll")
-        await pilot.pause(0.2)
-        assert scroll.max_scroll_y > 0
+        await wait_for(pilot, lambda: scroll.max_scroll_y > 0, "the detail's layout")
         await pilot.press("end")
         await pilot.pause()
         assert scroll.scroll_y == scroll.max_scroll_y  # the last card can be reached

@@ -24,6 +24,7 @@ import pytest
 from gpu_triage.sources.phases import Phase, classify, main_thread_phases, process_phase
 from gpu_triage.sources.stacks import MAX_FRAMES, MAX_TEXT, MAX_THREADS, StackReader, find_pyspy, parse_dump
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
+from tests.waits import wait_until
 
 DATA = Path(__file__).parent / "data"
 PYSPY = find_pyspy()
@@ -162,8 +163,8 @@ def job(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[bytes]]:
 SLEEPER = """
     import time
     def wait_for_the_dataset():
-        while True:
-            time.sleep(0.2)
+        while True:  # long sleeps: a dump on a loaded box must not find it runnable between two short ones
+            time.sleep(60)
     print("ready", flush=True)
     wait_for_the_dataset()
 """
@@ -270,7 +271,8 @@ def test_a_process_that_is_not_python_or_is_gone_is_said_not_raised(caplog: pyte
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         reader = StackReader()
-        time.sleep(0.2)
+        # the child has become `sleep` (not still the Python that forked it)
+        wait_until(lambda: Path(f"/proc/{sleeper.pid}/cmdline").read_bytes().startswith(b"sleep"), "the exec")
         dump = reader.dump(sleeper.pid)
         assert dump.threads == () and dump.error == "not_python"
     finally:

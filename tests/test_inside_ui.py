@@ -14,6 +14,7 @@ from gpu_triage.ui import inside_lines
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.window import RollingWindow
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 ADAM = "_single_tensor_adam (adam.py) < Adam.step (adam.py)"
 NASTY = ("\x1b", "\x07", "\x9b", "\x9d")
@@ -183,9 +184,10 @@ async def test_a_real_h200_replay_cites_the_optimizer_once_in_the_verdict_not_tw
     app = build_app("replay", argparse.Namespace(file=str(path), speed=1.0, record=None), Config())
     async with app.run_test(size=(140, 42)) as pilot:
         await pilot.press("space", "g", "right_square_bracket", *["right"] * 6)  # 00:55:39, in cpu_offload_adamw_t8
-        await pilot.pause(0.3)
+        cites = r"pid (\d+) \(card 0\)'s main thread was in optimizer at _multi_tensor_adam"
+        await wait_for(pilot, lambda: re.search(cites, _shown(app, "diag")), "the seek's frame")
         diag = _shown(app, "diag")
-        cited = re.search(r"pid (\d+) \(card 0\)'s main thread was in optimizer at _multi_tensor_adam", diag)
+        cited = re.search(cites, diag)
         assert cited is not None, diag
         assert f"inside pid {cited.group(1)}:" not in diag
         await pilot.press("tab")

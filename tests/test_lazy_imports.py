@@ -24,9 +24,10 @@ config.interval_s = 0.2
 app = build_app("demo", args, config)
 async def go():
     async with app.run_test(size=(160, 50)) as pilot:
-        while app.window.last is None:
-            await pilot.pause(0.1)
-        await pilot.pause(0.3)
+        # a few ticks drawn and, when recording, written (bounded by the subprocess's timeout)
+        while app.ticks_ingested < 3 or app.redraws < 2 or (app.recorder is not None and app.recorder.ticks < 1):
+            await pilot.pause()
+            await asyncio.sleep(0.01)
 asyncio.run(go())
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & {"pyarrow", "polars"})))
 """

@@ -100,7 +100,9 @@ config.interval_s = 0.1
 app = build_app("demo", args, config)
 async def go():
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.5)
+        while len(app.window) < 2:  # bounded by the subprocess's own end: the test waits for it
+            await pilot.pause()
+            await asyncio.sleep(0.01)
         ticks = len(app.window)
     return ticks
 ticks = asyncio.run(go())
@@ -114,7 +116,8 @@ print(ticks, loaded, asyncio.sslproto.ssl is None, ssl.OPENSSL_VERSION.split()[0
 def test_the_dashboard_runs_without_openssl_and_a_later_import_of_ssl_still_works() -> None:
     """asyncio loads ssl only if it can, and the dashboard opens no TLS connection: OpenSSL stays out of the
     screen commands (4.4 MB, issue 15), yet prometheus_client (--metrics) still imports ssl afterwards."""
-    run = subprocess.run([sys.executable, "-c", DASHBOARD_PROBE, "demo"], capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-c", DASHBOARD_PROBE, "demo"], capture_output=True, text=True, check=True,
+                         timeout=120)
     ticks, loaded, asyncio_without_tls, openssl = run.stdout.split()
     assert int(ticks) >= 2
     assert (loaded, asyncio_without_tls, openssl) == ("False", "True", "OpenSSL")

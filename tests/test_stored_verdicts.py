@@ -12,8 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_triage.commands.export import _Recording
+from gpu_triage.commands.export import _Recording, take
 from gpu_triage.config import Config
+from gpu_triage.export.monitor import Monitor
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.judge import judge
 from gpu_triage.recorder import record_source
@@ -109,19 +110,24 @@ def test_a_gap_restarts_the_window_and_a_failed_diagnosis_costs_only_that_ticks_
     assert ticks == 300 and open_trace(path).n == 300  # every tick recorded
     stored = _stored(path)
     assert [i for i, v in enumerate(stored) if v is None] == [49, 50, 51]
-    failures = [r for r in caplog.records if "diagnosing a recorded tick failed" in r.getMessage()]
+    failures = [r for r in caplog.records if "diagnosing the tick at" in r.getMessage()]
     assert len(failures) == 1 and failures[0].levelno == logging.ERROR  # said once
     assert stored[200] is not None and stored[200][0] == "collecting"  # afresh after the 10-minute gap
     # after the gap the window holds what diagnose FILE's holds: the verdicts agree tick for tick
     assert stored[200:] == _recomputed(path, config)[200:]
 
 
+def _exported(rec: _Recording, source: SimulatedSource, n: int, config: Config) -> None:
+    """``n`` ticks through export's own path: one judge for the metrics and the recording."""
+    monitor = Monitor(source.host_info(), config, source.name, 2.0)
+    for _ in range(n):
+        take(monitor, rec, source.sample())
+    rec.close()
+
+
 def test_export_record_stores_verdicts_too(tmp_path: Path) -> None:
     source = _phased()
-    rec = _Recording(str(tmp_path), source, 2.0, None, Config())
-    for _ in range(40):
-        rec.append(source.sample())
-    rec.close()
+    _exported(_Recording(str(tmp_path), source, 2.0, None, Config()), source, 40, Config())
     (f,) = sorted(tmp_path.rglob("*.parquet"))
     stored = _stored(f)
     assert len(stored) == 40 and None not in stored and stored[0] == ("collecting", "none")
@@ -312,7 +318,7 @@ def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(tmp_p
     """`diagnose DIR --summary --window 600` or `--config tuned.toml` reads every file with its own settings:
     a file whose verdicts were judged with others is recomputed, as one without verdicts is."""
     from gpu_triage.fleet.summary import summarise
-    from gpu_triage.offline.stamp import settings, thresholds_digest
+    from gpu_triage.verdicts.settings import settings, thresholds_digest
 
     root, _ = record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
                             describe_machine=False, out=None, config=Config())
@@ -355,32 +361,24 @@ def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path:
 
 
 def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> None:
-    from gpu_triage.offline.stamp import settings
-    from gpu_triage.ui.app_actions import KeyActions
+    from gpu_triage.ui.app import TriageApp
+    from gpu_triage.verdicts.settings import settings
 
     config = Config(window_s=120.0)
     source = _phased()
-    rec = _Recording(str(tmp_path / "export"), source, 2.0, None, config)
-    for _ in range(10):
-        rec.append(source.sample())
-    rec.close()
+    _exported(_Recording(str(tmp_path / "export"), source, 2.0, None, config), source, 10, config)
     (f,) = sorted((tmp_path / "export").rglob("*.parquet"))
     assert _host_meta(f)["verdicts"] == settings(config.thresholds, 120.0)
 
-    class Dashboard:  # the state KeyActions.start_recording reads and sets
-        recorder = None
-        record_error = None
-
-    dash = Dashboard()
-    dash.config, dash.host, dash.interval_s = config, source.host_info(), 2.0  # type: ignore[attr-defined]
-    KeyActions.start_recording(dash, tmp_path / "dash.parquet")  # type: ignore[arg-type]
+    dash = TriageApp(config, source=source, autostart=False)  # headless: never run, its ticks ingested by hand
+    dash.start_recording(tmp_path / "dash.parquet")
     assert dash.recorder is not None, dash.record_error
     for _ in range(10):
-        dash.recorder.append(source.sample())
-    path = KeyActions.stop_recording(dash)  # type: ignore[arg-type]
+        dash.ingest(source.sample(), draw=False)
+    path = dash.stop_recording()
     assert path is not None and None not in _stored(path)
     assert _host_meta(path)["verdicts"] == settings(config.thresholds, 120.0)
-    assert "verdicts" not in dash.host.extra  # type: ignore[attr-defined] - the dashboard's own host is a copy
+    assert "verdicts" not in dash.host.extra  # the dashboard's own host is a copy
 
 
 def _compact_day(root: Path) -> Path:
@@ -394,7 +392,7 @@ def _compact_day(root: Path) -> Path:
 
 def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
     from gpu_triage.fleet.summary import summarise
-    from gpu_triage.offline.stamp import settings
+    from gpu_triage.verdicts.settings import settings
 
     root = tmp_path / "fleet"
     for hour in (0, 1):

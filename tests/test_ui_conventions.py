@@ -469,6 +469,7 @@ def test_no_color_keeps_weight_and_drops_every_colour() -> None:
 
 # -- the card detail: round ticks, the right units, one unit an axis, whole titles, no claim the clock denies ---
 from gpu_triage.ui import formatters  # noqa: E402
+from tests.waits import wait_for  # noqa: E402
 
 
 def test_round_ticks_and_a_rate_unit_that_reads() -> None:
@@ -507,8 +508,7 @@ async def test_the_card_detail_charts(size: tuple[int, int]) -> None:
     app = _sim_app("data_pipeline", gpus=8)
     async with app.run_test(size=size) as pilot:
         await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert type(app.screen).__name__ == "DetailScreen"
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "DetailScreen", "the card's detail")
         util = _chart(app, "util")
         assert set(_y_labels(util)) <= {"0", "25", "50", "75", "100"} and "100" in _y_labels(util)
         link = _chart(app, "link")

@@ -20,6 +20,7 @@ from gpu_triage.ui import glyphs
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.pane_widget import Pane, render_strips
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 
 def _app() -> TriageApp:
@@ -50,13 +51,9 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
         await pilot.pause()
         assert app.window.last.ts == make_tick(29).ts and app.ticks_ingested == 30  # every tick is kept
         assert app.redraws == frames  # but not drawn yet: too soon after the last frame
-        for _ in range(100):  # the throttled frame's timer fires once: wait for it (bounded), however busy the box
-            await asyncio.sleep(0.05)
-            await pilot.pause()
-            if app.redraws > frames:
-                break
-        await asyncio.sleep(0.2)  # and give a second, wrong frame the chance to show up
-        await pilot.pause()
+        # the throttled frame's timer fires once: wait for it (bounded), however busy the box
+        await wait_for(pilot, lambda: app.redraws > frames, "the throttled frame")
+        assert not app._redraw_pending  # and no second frame is scheduled behind it
         assert app.redraws == frames + 1  # ten ticks, one frame
         assert len(app.history) == verdicts + 1  # and one diagnosis, of the newest window
         assert app.history[-1][0] == make_tick(29).ts.timestamp()

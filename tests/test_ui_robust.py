@@ -11,6 +11,7 @@ from gpu_triage.config import Config
 from gpu_triage.model import Tick
 from gpu_triage.ui.app import TriageApp
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 
 class FailsOnceSource(TickListSource):
@@ -23,13 +24,10 @@ class FailsOnceSource(TickListSource):
         return make_tick(self._i, gpus=self.gpus, cores=self.cores, interval_s=0.05)
 
 
-async def _until(pilot, condition, steps: int = 400) -> bool:
-    """Let the app run until ``condition()`` holds (bounded by steps, not by a timed assertion)."""
-    for _ in range(steps):
-        if condition():
-            return True
-        await pilot.pause(0.02)
-    return condition()
+async def _until(pilot, condition) -> bool:
+    """Let the app run until ``condition()`` holds (bounded: tests/waits.py)."""
+    await wait_for(pilot, condition)
+    return True
 
 
 async def test_a_source_error_is_shown_and_the_screen_keeps_updating() -> None:

@@ -84,7 +84,7 @@ class ReplayFeed:
         from gpu_triage.offline.judge import stretch_starts
 
         ts = np.asarray(trace.timestamps, dtype=float)
-        self.gap_starts, self._gap_interval_s = stretch_starts(ts, trace.interval_s)
+        self.gap_starts, self.interval_s = stretch_starts(ts, trace.interval_s)  # the interval diagnose trusts
         self.loop = loop
         self.playing = True
         self.speed = speed
@@ -128,7 +128,7 @@ class ReplayFeed:
             return None
         ts = self.trace.timestamps
         start = datetime.fromtimestamp(float(ts[first - 1]), UTC)
-        end = datetime.fromtimestamp(max(float(ts[first]) - self._gap_interval_s, float(ts[first - 1])), UTC)
+        end = datetime.fromtimestamp(max(float(ts[first]) - self.interval_s, float(ts[first - 1])), UTC)
         return Gap(start, end)
 
     def current_time(self) -> datetime:
@@ -220,7 +220,8 @@ class LiveFeed:
 
 
 class Recorder:
-    """Appends ticks to a TraceWriter on a background thread; the UI thread only enqueues.
+    """Appends ticks to a TraceWriter on a background thread; the UI thread only enqueues (each tick with its
+    raw verdict: the dashboard's judge stamps it, :meth:`~gpu_triage.verdicts.judge.Judgement.stamped`).
 
     ``ticks`` and ``bytes_written`` are for the on-screen "● REC" line; :meth:`close` drains the queue and
     closes the writer so that the result is a valid Parquet file (also on SIGHUP).
@@ -228,7 +229,6 @@ class Recorder:
 
     def __init__(
         self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None,
-        stamp: Callable[[Tick], Tick] | None = None,
     ) -> None:
         if writer_factory is None:
             from gpu_triage.trace.writer import (
@@ -241,9 +241,6 @@ class Recorder:
         self._writer = writer_factory(self.path, host, interval_s)
         log.info("recording from the dashboard to %s every %g s", self.path, interval_s)
         self._queue: queue.Queue[Tick | None] = queue.Queue()
-        # each tick's raw verdict (offline/stamp.py), diagnosed on this thread: the dashboard's recordings carry
-        # them as `record`'s do, so a summary reads them instead of running the engine again
-        self._stamp = stamp
         self.ticks = 0
         self.error: BaseException | None = None
         self.closed_path: Path | None = None
@@ -264,7 +261,7 @@ class Recorder:
             if self.error is not None:
                 continue
             try:
-                self._writer.append(tick if self._stamp is None else self._stamp(tick))
+                self._writer.append(tick)
                 self.ticks += 1
             except Exception as exc:  # disk full, permission: shown on screen, recording stops
                 log.exception("recording to %s stopped", self.path)

@@ -9,9 +9,9 @@ Parquet is written, its path and tick count printed.
 ``--duration`` then counts simulated seconds. It makes day-long test traces in seconds.
 
 Each tick is diagnosed as the dashboard would before it is written, and carries the engine's raw verdict
-(trace v3, :mod:`gpu_triage.offline.stamp`): a fleet's summary then reads the verdicts instead of running the
-engine again. With a log file at level info (``--log-file``) the shown verdict's hysteresis runs too, so the
-log says when the verdict changes (``verdict A -> B``) during an unattended recording.
+(trace v3, :mod:`gpu_triage.verdicts.judge`): a fleet's summary then reads the verdicts instead of running the
+engine again. The shown verdict's hysteresis runs too, so a log file at level info (``--log-file``) says when
+the verdict changes (``verdict A -> B``) during an unattended recording.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from gpu_triage.fleet.dataset import DatasetWriter, open_recording
 from gpu_triage.hostmeta import recorder_extra
 from gpu_triage.logs import SHOWN
 from gpu_triage.model import Tick
-from gpu_triage.offline.stamp import with_settings
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.spec import make_source, sim_scenarios  # noqa: F401 - also this module's API
 from gpu_triage.stopsignals import WAKE_S, StopSignals
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
+from gpu_triage.verdicts.settings import with_settings
 
 log = logging.getLogger(__name__)
 Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
@@ -62,14 +62,14 @@ def ticks_for(duration_s: float | None, interval_s: float) -> int | None:
 
 def _stamper(config: Config | None, writer: Writer, interval_s: float, cpu_count: int | None
              ) -> Callable[[Tick], Tick]:
-    """Each recorded tick with the engine's raw verdict (trace v3's ``verdict`` column: :class:`~gpu_triage.
-    offline.stamp.VerdictStamp`), the window starting afresh with each file the writer opens. The shown
-    verdict's hysteresis runs too when a log file reads its lines (``verdict A -> B``)."""
-    from gpu_triage.offline.stamp import VerdictStamp  # noqa: PLC0415 - numpy and the engine
+    """Each recorded tick with the engine's raw verdict (trace v3's ``verdict`` column), from the one judge
+    (:class:`~gpu_triage.verdicts.judge.Judge`) whose window starts afresh with each file the writer opens.
+    Its hysteresis logs the shown verdict's changes (``verdict A -> B``) for a log file at info."""
+    from gpu_triage.verdicts.judge import Judge  # noqa: PLC0415 - numpy and the engine
 
     config = config or Config()
-    stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, cpu_count, track=info_is_read())
-    return lambda tick: stamp(tick, fresh=opens_file(writer, tick))
+    judge = Judge(config.thresholds, config.window_s, interval_s, cpu_count)
+    return lambda tick: judge.take(tick, fresh=opens_file(writer, tick)).stamped()
 
 
 def opens_file(writer: Writer, tick: Tick) -> bool:
@@ -78,16 +78,6 @@ def opens_file(writer: Writer, tick: Tick) -> bool:
     if isinstance(writer, DatasetWriter):
         return writer.opens_file(tick.ts)
     return writer.ticks == 0
-
-
-def info_is_read() -> bool:
-    """Whether a handler of ours writes INFO lines (a --log-file at info or debug). The logger is enabled for
-    INFO by default, but without a log file only warnings reach stderr: the shown verdict's hysteresis, which
-    only feeds those lines, is then skipped."""
-    ours = logging.getLogger("gpu_triage")
-    return ours.isEnabledFor(logging.INFO) and any(
-        not isinstance(h, logging.NullHandler) and h.level <= logging.INFO for h in ours.handlers
-    )
 
 
 def record_source(

@@ -17,9 +17,10 @@ import threading
 
 from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.errors import UserError
+from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
-from gpu_triage.sources.base import Source
+from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.stopsignals import WAKE_S, StopSignals
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     except BaseException:
         exporter.close()
         raise
-    monitor = exporter.attach(source)
+    monitor = exporter.attach(source, interval_s)
     recording = (_Recording(record_dir, source, interval_s, getattr(args, "rotate", None), config)
                  if record_dir else None)
     if recording is not None:
@@ -69,9 +70,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     reported: set[str] = set()
 
     def on_tick(tick: Tick) -> None:
-        monitor.ingest(tick, source.status())  # first: the metrics never wait for the disk
-        if recording is not None:
-            recording.append(tick)
+        take(monitor, recording, tick, source.status())
 
     def on_error(exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
@@ -106,6 +105,14 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     return 0
 
 
+def take(monitor: Monitor, recording: _Recording | None, tick: Tick, status: SourceStatus | None = None) -> None:
+    """One sampled tick, judged once for the metrics and the recording (whose files start the judge's window
+    afresh, as ``diagnose FILE`` starts it); the metrics first: they never wait for the disk."""
+    monitor.ingest(tick, status, fresh=recording is not None and recording.opens_file(tick))
+    if recording is not None and monitor.judged is not None:
+        recording.append(monitor.judged.stamped())
+
+
 def _tell(message: str) -> None:
     print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
 
@@ -124,22 +131,24 @@ class _Recording:
                  config: Config | None = None) -> None:
         from gpu_triage.fleet.dataset import DatasetWriter
         from gpu_triage.hostmeta import recorder_extra
-        from gpu_triage.offline.stamp import VerdictStamp, with_settings
+        from gpu_triage.verdicts.settings import with_settings
 
         config = config or Config()
         host = source.host_info()
         host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
         host = with_settings(host, config.thresholds, config.window_s)  # what the stored verdicts were judged with
         self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
-        # each recorded tick carries its raw verdict (trace v3), on a window of its own that starts with each
-        # file as `record`'s does; the metrics' window (the monitor's) goes on across files
-        self._stamp = VerdictStamp(config.thresholds, config.window_s, interval_s, host.cpu_count)
         self.up = True
         self._missed = 0  # ticks not recorded in the current outage
 
+    def opens_file(self, tick: Tick) -> bool:
+        """Whether ``tick`` begins a file (where ``diagnose FILE`` starts its window, and so the judge)."""
+        return self.writer.opens_file(tick.ts)
+
     def append(self, tick: Tick) -> None:
+        """Record ``tick``, judged already (its raw verdict set: :meth:`Judgement.stamped`)."""
         try:
-            self.writer.append(self._stamp(tick, fresh=self.writer.opens_file(tick.ts)))
+            self.writer.append(tick)
         except UserError as err:  # TraceWriter's own words: what failed, and where the ticks so far are
             self._failed(err)
             return

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpu_triage import proc_columns
 from gpu_triage.config import Config, stacks_wanted, wait_band
-from gpu_triage.diagnosis.engine import COLLECTING, diagnose, format_confidence
+from gpu_triage.diagnosis.engine import COLLECTING, format_confidence
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
@@ -30,7 +30,7 @@ from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json
 from gpu_triage.sources.spec import make_source
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
 from gpu_triage.units import short_bytes
-from gpu_triage.window import RollingWindow
+from gpu_triage.verdicts.judge import Judge
 
 DEFAULT_SECONDS = 6.0  # the shortest window the diagnosis judges (before it: "collecting")
 DEFAULT_INTERVAL_S = 1.0  # a one-shot reading should not take the dashboard's 2 s a tick
@@ -93,7 +93,8 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         host = source.host_info()
         simulated = source_spec.startswith("sim:")
         n = max(2, math.ceil(seconds / interval_s) + 1)
-        window = RollingWindow(n)
+        # the one judge, its window the reading's n ticks; judged once, at the newest (the engine's raw verdict)
+        judge = Judge(config.thresholds, n * interval_s, interval_s, host.cpu_count, capacity=n)
         ticks: list[Tick] = []
         # a live reading also looks inside the processes whose card waits, once a tick (a one-shot reading
         # has no screen to keep fluid: the dumps run in line)
@@ -102,14 +103,18 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             if k and not simulated:  # the simulator keeps its own clock: no need to wait for it
                 sleep(interval_s)
             tick = source.sample()
-            window.append(tick)
+            judge.add(tick)
             ticks.append(tick)
             if inside is not None:
                 inside.follow(tick)
                 inside.step()
         status = source.status()
-        view = window.view()
-        verdict = diagnose(view, config.thresholds, host.cpu_count)
+        view = judge.window.view()
+        judged = judge.judge(view)
+        if judged is None or judged.raw is None:
+            raise UserError(f"the diagnosis of the reading failed ({judged.error if judged else 'no tick'}); "
+                            "the log file says why: please report it")
+        verdict = judged.raw
         procs = list(ticks[-1].procs)
         host_only = False
         if not procs and not status.gpu_available and isinstance(source, HostProcesses):

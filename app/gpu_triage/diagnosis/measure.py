@@ -33,6 +33,11 @@ from gpu_triage.diagnosis.vocab import Pattern
 from gpu_triage.window import WindowView
 
 
+def span_words(seconds: float) -> str:
+    """How long the judged ticks last, as the evidence names it: ``40 s``, ``3 min``."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 @dataclass(frozen=True, slots=True)
 class Judged:
     """The judged stretch: its first tick, whether it is a fresh regime, the longest earlier run in its band."""
@@ -203,7 +208,9 @@ class Measurements:
         stall_util, stall_sm, stall_d2h = _parting(view, gpu, th)
         link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link_traffic(gpu)).tolist(), strict=True))
         util = {i: u for i, u in all_util.items() if i in focus_idx}
-        gpu_line = Fact(f"GPU-Util mean {pct(hf.gpu_mean)}, p5 {pct(hf.gpu_p5)}, p95 {pct(hf.gpu_p95)}",
+        # the span named: a card's graph beside it says its mean over the whole window, which may hold more
+        gpu_line = Fact(f"GPU-Util mean {pct(hf.gpu_mean)}, p5 {pct(hf.gpu_p5)}, p95 {pct(hf.gpu_p95)} "
+                        f"over the last {span_words((view.n - start) * dt)}",
                         "gpu_util_mean_pct", hf.gpu_mean, tuple(util))
         base = [gpu_line]
         if not math.isnan(hf.sm_mean):

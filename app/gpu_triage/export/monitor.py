@@ -1,9 +1,11 @@
-"""The headless twin of the dashboard's diagnosis: window → engine → tracker, one verdict per tick.
+"""What a scrape reports: the newest tick and its shown verdict, from the one judge
+(:class:`~gpu_triage.verdicts.judge.Judge`).
 
-:class:`Monitor` is fed ticks (from the sampler thread) and after each one publishes a new immutable
-:class:`Snapshot`: the tick, the source status (lost cards), the shown verdict and when it began. The
-scrape thread only reads ``monitor.snapshot`` (one reference, swapped whole), so a scrape always sees one
-tick and the verdict of that same tick, never a mix of two.
+:class:`Monitor` is fed ticks (``export``'s sampler thread: :meth:`Monitor.ingest` judges them) or judgements
+(``live --metrics``: the dashboard judges each tick once and hands the judgement over, :meth:`Monitor.publish`),
+and after each one publishes a new immutable :class:`Snapshot`: the tick, the source status (lost cards), the
+shown verdict and when it began. The scrape thread only reads ``monitor.snapshot`` (one reference, swapped
+whole), so a scrape always sees one tick and the verdict of that same tick, never a mix of two.
 """
 
 from __future__ import annotations
@@ -11,15 +13,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpu_triage.config import Config
-from gpu_triage.diagnosis.engine import Verdict, diagnose
-from gpu_triage.diagnosis.tracker import VerdictTracker
+from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.model import HostInfo, Tick
-from gpu_triage.sources.base import GpuFault, Source, SourceStatus
-from gpu_triage.window import RollingWindow
+from gpu_triage.sources.base import GpuFault, SourceStatus
+from gpu_triage.verdicts.judge import Judge, Judgement
 
 log = logging.getLogger(__name__)
 
@@ -96,31 +96,32 @@ def _accumulate(into: dict[str, float], sample: object, fields: tuple[tuple[str,
 
 
 class Monitor:
-    """Window, engine and tracker as the dashboard runs them, without a screen. Thread-safe ``ingest``."""
+    """The snapshot scrapes read, over the judge of ``interval_s`` ticks (the config's interval by default).
+    Thread-safe ``ingest`` and ``publish``."""
 
-    def __init__(self, host: HostInfo, config: Config, source_name: str) -> None:
+    def __init__(self, host: HostInfo, config: Config, source_name: str, interval_s: float | None = None) -> None:
         self.config = config
         self.host = host
-        self._window = RollingWindow(config.window_ticks)
-        self._tracker = VerdictTracker(config.thresholds)
-        self._lock = threading.Lock()
+        self.judge = Judge(config.thresholds, config.window_s, interval_s or config.interval_s, host.cpu_count)
+        self.judged: Judgement | None = None  # of the newest tick ingested
+        self._lock = threading.RLock()  # ingest publishes under it
         self._totals = _Totals()
         self.snapshot = Snapshot(host=host, source=source_name)
 
-    def ingest(self, tick: Tick, status: SourceStatus | None = None) -> Snapshot:
-        """Add one tick, diagnose, publish and return the new snapshot."""
+    def ingest(self, tick: Tick, status: SourceStatus | None = None, *, fresh: bool = False) -> Snapshot:
+        """Judge one tick (``fresh``: it begins a file, the window starts afresh), publish and return the new
+        snapshot."""
+        with self._lock:
+            self.judged = self.judge.take(tick, fresh=fresh)
+            if self.judged.error is not None:  # a diagnosis bug must not stop the metrics (the judge logged it)
+                log.debug("the verdict is not exported for the tick at %s", tick.ts)
+            return self.publish(self.judged, status)
+
+    def publish(self, judged: Judgement, status: SourceStatus | None = None) -> Snapshot:
+        """Publish the tick someone else judged (the dashboard's) and return the new snapshot."""
         with self._lock:
             prev = self.snapshot
-            self._window.append(tick)
-            t = tick.ts.timestamp()
-            verdict: Verdict | None
-            try:
-                view = self._window.view()
-                raw = diagnose(view, self.config.thresholds, self.host.cpu_count)
-                verdict = self._tracker.update(t, raw, view)
-            except Exception:  # a diagnosis bug must not stop the metrics; it is logged with its traceback
-                log.exception("diagnosis failed at %s; the verdict is not exported for this tick", tick.ts)
-                verdict = None
+            tick, t, verdict = judged.tick, judged.t, judged.shown
             since = prev.verdict_since
             if verdict is None:
                 since = None
@@ -149,30 +150,3 @@ class Monitor:
                 net_totals=net_totals,
             )
             return self.snapshot
-
-
-class TappedSource:
-    """A source that also hands each tick (and the source's status) to ``tap``: how ``live --metrics``
-    feeds the exporter's monitor from the dashboard's own sampler, so both see the same ticks."""
-
-    def __init__(self, inner: Source, tap: Callable[[Tick, SourceStatus], object]) -> None:
-        self._inner = inner
-        self._tap = tap
-        self.name = inner.name
-
-    def host_info(self) -> HostInfo:
-        return self._inner.host_info()
-
-    def sample(self) -> Tick:
-        tick = self._inner.sample()
-        try:
-            self._tap(tick, self._inner.status())
-        except Exception:  # the metrics must never cost the dashboard its tick; logged with the traceback
-            log.exception("metrics: the tick of %s was not exported", tick.ts)
-        return tick
-
-    def status(self) -> SourceStatus:
-        return self._inner.status()
-
-    def close(self) -> None:
-        self._inner.close()

@@ -13,7 +13,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from gpu_triage.config import Config
 from gpu_triage.export.collector import RecordingCollector, TriageCollector
-from gpu_triage.export.monitor import Monitor, TappedSource
+from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.server import MetricsServer
 from gpu_triage.export.webconfig import WebConfig
 from gpu_triage.sources.base import Source
@@ -49,14 +49,11 @@ class Exporter:
         self._recording_up = up
         self.registry.register(RecordingCollector(up))
 
-    def attach(self, source: Source) -> Monitor:
-        self.monitor = Monitor(source.host_info(), self.config, source.name)
+    def attach(self, source: Source, interval_s: float | None = None) -> Monitor:
+        """The monitor of ``source``'s ticks, taken every ``interval_s`` (the config's by default): ``export``
+        ingests them; ``live --metrics`` publishes the dashboard's own judgements."""
+        self.monitor = Monitor(source.host_info(), self.config, source.name, interval_s)
         return self.monitor
-
-    def tap(self, source: Source) -> TappedSource:
-        """``source`` with every sampled tick also diagnosed for the metrics (``live --metrics``)."""
-        monitor = self.attach(source)
-        return TappedSource(source, monitor.ingest)
 
     def start(self) -> None:
         self.server.start()

@@ -27,10 +27,10 @@ from gpu_triage.fleet.compact import (
     staging_name,
 )
 from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
-from gpu_triage.offline.stamp import SETTINGS_KEY
 from gpu_triage.trace.bounds import host_metadata
 from gpu_triage.trace.layout import META_HOST
 from gpu_triage.trace.target import describe_os_error, write_parquet_atomic
+from gpu_triage.verdicts.settings import SETTINGS_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,7 +77,7 @@ def _host_extra(meta: dict[bytes, bytes]) -> dict[str, object]:
 
 def _with_judged_settings(meta: dict[bytes, bytes], judged_with: object) -> None:
     """The daily file's host metadata (the last file's) naming the settings of the verdicts it holds
-    (:func:`~gpu_triage.offline.stamp.merged_settings`): the key removed where they are unknown."""
+    (:func:`~gpu_triage.verdicts.settings.merged_settings`): the key removed where they are unknown."""
     obj = _host_extra(meta)
     if judged_with is None:
         if SETTINGS_KEY not in obj:
@@ -91,9 +91,9 @@ def _with_judged_settings(meta: dict[bytes, bytes], judged_with: object) -> None
 def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> list:
     """The engine's raw verdict at every tick of the merged day, as ``diagnose FILE`` would give it there."""
     from gpu_triage.offline.judge import judge  # noqa: PLC0415
-    from gpu_triage.offline.stamp import verdict_sample  # noqa: PLC0415 - the one the recorder stores
     from gpu_triage.trace.batches import batches_of  # noqa: PLC0415
     from gpu_triage.trace.reader import TraceFile  # noqa: PLC0415
+    from gpu_triage.verdicts.judge import verdict_sample  # noqa: PLC0415 - the one the recorder stores
 
     tf = TraceFile(Path("merged"), table, host, interval_s)  # type: ignore[arg-type]
     jd = judge(batches_of(tf), opts.thresholds, opts.window_s, stride=1)
@@ -104,8 +104,8 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
     """Merge one host-day into its daily file and flat table; returns the line saying what it did."""
     from gpu_triage.fleet.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
     from gpu_triage.model import SCHEMA_VERSION  # noqa: PLC0415
-    from gpu_triage.offline.stamp import merged_settings, settings  # noqa: PLC0415
     from gpu_triage.trace.layout import META_SCHEMA  # noqa: PLC0415
+    from gpu_triage.verdicts.settings import merged_settings, settings  # noqa: PLC0415
 
     partition = f"date={hd.day.isoformat()}"
     folder = root / f"host={hd.host}" / partition

@@ -2,13 +2,13 @@
 and per owner, and its GPU-Util per window, as small frames that add up across files (and across processes).
 
 The verdicts come from the file itself where the recorder stored them (trace v3's ``verdict`` column on
-every tick: :mod:`gpu_triage.offline.stamp`): a columnar read of ``ts``, ``interval_s``,
+every tick: :mod:`gpu_triage.verdicts.judge`): a columnar read of ``ts``, ``interval_s``,
 ``verdict.pattern`` and ``verdict.bottleneck`` only, each tick standing for the seconds since the tick before
 (after a gap, its own interval), as the recomputation counts them. A tick judged while the window was still
 filling (pattern ``collecting``: the first ``warmup_s`` of each file and after a gap) has no verdict yet and
 counts for the first verdict after it, as it does in the recomputation, whose first verdict comes 30 s in.
 The stored verdicts are taken only when the file says they were judged with the reader's settings (its host
-metadata's ``verdicts``: the window and a digest of the thresholds, :func:`gpu_triage.offline.stamp.
+metadata's ``verdicts``: the window and a digest of the thresholds, :func:`gpu_triage.verdicts.settings.
 settings_fit`; a file recorded before that key existed: only under the default settings), so that
 ``--window`` and ``--config`` change every file's reading, not only the recomputed ones'.
 A file without them on every tick (v1/v2, a writer that does not diagnose, a tick whose diagnosis failed),
@@ -64,13 +64,13 @@ class Skipped:
 def has_stored_verdicts(path: Path, config: Config, pf: Any = None) -> bool:
     """Whether a file's footer says it holds a verdict on every tick, judged with ``config``'s window and
     thresholds: trace v3 or later, host metadata whose ``verdicts`` settings fit ``config``
-    (:func:`~gpu_triage.offline.stamp.settings_fit`), a ``verdict`` struct with its ``bottleneck``, and no
+    (:func:`~gpu_triage.verdicts.settings.settings_fit`), a ``verdict`` struct with its ``bottleneck``, and no
     null among them in any row group's statistics. Only the footer is read; anything unusual (no statistics,
     a foreign or damaged file) says False: the file is then read by the recomputation, whose reader says
     what is wrong with it. ``pf``: the file already opened."""
     import pyarrow.parquet as pq
 
-    from gpu_triage.offline.stamp import settings_fit
+    from gpu_triage.verdicts.settings import settings_fit
 
     try:
         pf = pf or pq.ParquetFile(open_input(path), pre_buffer=False)

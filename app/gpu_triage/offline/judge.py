@@ -14,14 +14,14 @@ import numpy as np
 
 from gpu_triage.diagnosis.engine import Verdict, diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.columns import _Columns
-from gpu_triage.offline.gaps import gap_limit
 from gpu_triage.trace.batches import TraceSource
 from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
-from gpu_triage.window import RollingWindow, window_capacity
+from gpu_triage.verdicts.gaps import gap_limit
+from gpu_triage.verdicts.judge import Judge
+from gpu_triage.window import window_capacity
 
 # A recording is read in row batches (a Parquet row group at a time) and turned into numpy columns (time x
 # card per field) with vectorised Arrow calls; a buffer keeps the last window's rows and the batch being
@@ -194,18 +194,17 @@ def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
 def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,
              cpu_count: int | None = None,
              progress: Callable[[int, int], None] | None = None) -> list[tuple[Tick, Verdict, Verdict]]:
-    """(tick, raw verdict, shown verdict) for every tick, as the dashboard would have computed them.
+    """(tick, raw verdict, shown verdict) for every tick: the live judge (:class:`~gpu_triage.verdicts.judge.
+    Judge`) fed the recording's ticks one by one, as the dashboard, the recorders and the exporter judge them.
 
     ``progress(done, total)`` is called every 500 ticks: a day of 2 s ticks takes minutes to diagnose."""
-    window = RollingWindow(_capacity(window_s, interval_s, len(ticks)))
-    tracker = VerdictTracker(thresholds)
+    judge = Judge(thresholds, window_s, interval_s, cpu_count, capacity=_capacity(window_s, interval_s, len(ticks)))
     out: list[tuple[Tick, Verdict, Verdict]] = []
     for tick in ticks:
-        window.append(tick)
-        view = window.view()
-        raw = diagnose(view, thresholds, cpu_count)
-        shown = tracker.update(tick.ts.timestamp(), raw, view)
-        out.append((tick, raw, shown))
+        j = judge.take(tick)
+        if j.raw is None or j.shown is None:
+            raise RuntimeError(f"diagnosing the tick at {tick.ts} failed: {j.error}")
+        out.append((tick, j.raw, j.shown))
         if progress is not None and len(out) % 500 == 0 and len(out) < len(ticks):
             progress(len(out), len(ticks))
     if progress is not None and out:

@@ -151,15 +151,17 @@ def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> 
 
 
 def _basis(raws: list[Verdict], key: tuple[str, str]) -> Verdict:
-    """The verdict whose evidence a segment shows: the most confident raw verdict that says exactly what the
-    segment says; failing that (pattern and bottleneck are smoothed separately) one that names the same
-    bottleneck, with the segment's pattern; failing that the most confident one."""
+    """The verdict whose evidence and advice a segment shows: what the dashboard shows at the segment's end,
+    the newest raw verdict that says exactly what the segment says (:class:`~gpu_triage.diagnosis.tracker.
+    VerdictTracker`), so that ``diagnose`` and the screen give the same words for the same moment; failing
+    that (pattern and bottleneck are smoothed separately) the newest that names the same bottleneck, with the
+    segment's pattern; failing that the newest."""
     same = [r for r in raws if r.key == key]
     if same:
-        return max(same, key=lambda r: r.confidence)
+        return same[-1]
     same_b = [r for r in raws if r.bottleneck == key[1]]
     pool = same_b or [r for r in raws if r.pattern == key[0]] or raws
-    best = max(pool, key=lambda r: r.confidence)
+    best = pool[-1]
     if best.pattern != key[0]:
         keep_period = key[0] == "sawtooth"
         best = dataclasses.replace(best, pattern=key[0], period_s=best.period_s if keep_period else None,

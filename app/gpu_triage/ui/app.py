@@ -28,8 +28,6 @@ from textual.filter import Monochrome, NoColor
 from textual.message import Message
 
 from gpu_triage.config import PANES, Config
-from gpu_triage.diagnosis.engine import diagnose
-from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.feeds import LiveFeed, Recorder
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.proc_control import ProcControl
@@ -44,7 +42,8 @@ from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.pane_widget import CroppedChops, Pane
 from gpu_triage.ui.panes import Colours
 from gpu_triage.ui.verdict_pane import FactsOnly, Shown
-from gpu_triage.window import RollingWindow, WindowView, window_capacity
+from gpu_triage.verdicts.judge import Judge, Judgement
+from gpu_triage.window import WindowView
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +122,13 @@ class TriageApp(HeaderText, KeyActions):
         # the simulated demo is not this machine: its header must not say "live", its doctor has nothing to check
         self.simulated = self.host.extra.get("source") == "simulated"
         self.interval_s = self._interval()
-        capacity, self.window_notice = window_capacity(config.window_s, self.interval_s)
+        # the one judge of these ticks: its window is the one the panes draw
+        self.judge = Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count)
+        self.window, self.window_notice = self.judge.window, self.judge.notice
         if self.window_notice:
             log.info("%s", self.window_notice)
             self.exit_notes.append(self.window_notice)
-        self.window = RollingWindow(capacity)
+        self.publish_metrics: Callable[[Judgement, SourceStatus], object] | None = None  # live --metrics (ui/run.py)
         self.paused = False
         self.selected = 0
         self.procs = procview.ProcState()
@@ -149,9 +150,9 @@ class TriageApp(HeaderText, KeyActions):
         self._verdict_stale = False
         self.redraw_min_s = REDRAW_MIN_S
         self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
-        self._tracker = VerdictTracker(config.thresholds)
         self.history: list[tuple[float, str, str]] = []
         self.shown: Shown = FactsOnly([])
+        self._judged: Judgement | None = None  # the judgement shown
         self._status = SourceStatus()
         self.ticks_ingested = 0
         self.source_errors = 0
@@ -293,13 +294,13 @@ class TriageApp(HeaderText, KeyActions):
         ``throttle`` that frame comes no sooner than ``redraw_min_s`` after the previous one. Without
         ``draw`` (prefill, headless use) the verdict is brought up to date at once.
         """
-        self.window.append(tick)
+        self.judge.add(tick)
         self.ticks_ingested += 1
-        if record and self.recorder is not None:
-            self.recorder.append(tick)
         if self.source is not None:
             self._status = self.source.status()
         self._verdict_stale = True
+        if (record and self.recorder is not None) or self.publish_metrics is not None:
+            self.pass_on(self._update_verdict(), record)  # judged now, once: the frame shows that judgement
         if draw:
             self._schedule_redraw(throttle=throttle)
         else:
@@ -314,19 +315,20 @@ class TriageApp(HeaderText, KeyActions):
             self._update_verdict(view)
         return self.shown
 
-    def _update_verdict(self, view: WindowView | None = None) -> None:
+    def _update_verdict(self, view: WindowView | None = None) -> Judgement | None:
+        """The judge's word on the newest tick (diagnosed once however often asked) becomes what is shown."""
         self._verdict_stale = False
-        if view is None:
-            view = self.window.view()
-        t = float(view.t[-1]) if view.n else 0.0
-        try:
-            verdict = diagnose(view, self.config.thresholds, self.host.cpu_count)
-        except Exception as exc:  # a diagnosis bug must not take the dashboard down: logged, facts shown
-            log.exception("diagnosis failed")
-            self.shown = FactsOnly([*verdict_pane.facts(view), f"diagnosis failed: {exc}"])
-            return
-        verdict = self._tracker.update(t, verdict, view)
-        self.shown = verdict
+        judged = self.judge.judge(view)
+        if judged is None:  # no tick yet
+            return None
+        verdict = judged.shown
+        if verdict is None:  # a diagnosis bug must not take the dashboard down: the judge logged it, facts shown
+            failed = f"diagnosis failed: {judged.error}"
+            self.shown = FactsOnly([*verdict_pane.facts(view or self.window.view()), failed])
+            return judged
+        if judged is self._judged:
+            return judged  # this tick is shown already
+        self._judged, t, self.shown = judged, judged.t, verdict
         if self._status.driver_failure is not None:  # idle/none would read as a healthy host: no verdict at all
             self.shown = FactsOnly(["no verdict: the driver cannot read the cards (red line above)"])
         if self.history and self.history[-1][0] >= t:
@@ -334,6 +336,7 @@ class TriageApp(HeaderText, KeyActions):
         self.history.append((t, verdict.pattern, verdict.bottleneck))
         if len(self.history) > 2 * self.window.capacity:
             del self.history[: len(self.history) - self.window.capacity]
+        return judged
 
     # -- drawing ------------------------------------------------------------------------------------
     def _schedule_redraw(self, *, throttle: bool = False) -> None:

@@ -12,8 +12,10 @@ from typing import Any
 from gpu_triage.config import PANES, Config
 from gpu_triage.feeds import Recorder
 from gpu_triage.model import HostInfo
+from gpu_triage.sources.base import SourceStatus
 from gpu_triage.ui.app_procs import ProcTableActions
 from gpu_triage.ui.keys import Mode
+from gpu_triage.verdicts.judge import Judgement
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ class KeyActions(ProcTableActions):
     selected: int
     pane_order: list[str]
     recorder: Recorder | None
+    publish_metrics: Callable[[Judgement, SourceStatus], object] | None
+    _status: SourceStatus
     record_error: str | None
     simulated: bool
     doctor_loader: Callable[[], Any] | None
@@ -36,17 +40,25 @@ class KeyActions(ProcTableActions):
     # -- recording ----------------------------------------------------------------------------------
     def start_recording(self, path: Path) -> None:
         try:
-            from gpu_triage.offline.stamp import VerdictStamp, with_settings  # noqa: PLC0415 - when recording starts
+            from gpu_triage.verdicts.settings import with_settings  # noqa: PLC0415 - when recording starts
 
-            th, window_s = self.config.thresholds, self.config.window_s
-            stamp = VerdictStamp(th, window_s, self.interval_s, self.host.cpu_count)
-            # the file names the settings its verdicts were judged with (a copy: the dashboard's host stays as it is)
-            self.recorder = Recorder(path, with_settings(self.host, th, window_s), self.interval_s, stamp=stamp)
+            # each tick goes to the recorder with its raw verdict (TriageApp.ingest: the dashboard's own judge);
+            # the file names the settings they were judged with (a copy: the dashboard's host stays as it is)
+            host = with_settings(self.host, self.config.thresholds, self.config.window_s)
+            self.recorder = Recorder(path, host, self.interval_s)
             self.record_error = None
         except Exception as exc:  # UserError, OSError, Arrow's errors: shown, the dashboard goes on
             log.exception("recording to %s could not start", path)
             self.recorder = None
             self.record_error = str(exc)
+
+    def pass_on(self, judged: Judgement | None, record: bool) -> None:
+        """A tick judged as it came: the recording stores its raw verdict, the metrics (``live --metrics``) its
+        shown one."""
+        if judged is not None and record and self.recorder is not None:
+            self.recorder.append(judged.stamped())
+        if judged is not None and self.publish_metrics is not None:
+            self.publish_metrics(judged, self._status)
 
     def stop_recording(self) -> Path | None:
         rec, self.recorder = self.recorder, None

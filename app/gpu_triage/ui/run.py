@@ -115,6 +115,13 @@ def _metrics_exporter(command: str, args: argparse.Namespace, config: Config) ->
     return Exporter(listen, config)
 
 
+def serve_metrics(app: Any, exporter: Any) -> None:
+    """``--metrics``: the dashboard's own ticks and its own judge's verdicts (each tick diagnosed once) on
+    /metrics too; the server starts."""
+    app.publish_metrics = exporter.attach(app.source, app.interval_s).publish
+    exporter.start()
+
+
 def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int:
     exporter = _metrics_exporter(command, args, config)  # bound before the screen: a port in use is one line
     try:
@@ -124,8 +131,7 @@ def run_dashboard(command: str, args: argparse.Namespace, config: Config) -> int
             exporter.close()
         raise
     if exporter is not None:
-        app.source = exporter.tap(app.source)  # the dashboard's own ticks, diagnosed for /metrics too
-        exporter.start()
+        serve_metrics(app, exporter)
 
     def on_hangup(signum: int, frame: object) -> None:
         # the terminal is gone: finish the recording first (a valid file), then leave the app

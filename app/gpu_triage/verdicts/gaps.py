@@ -1,6 +1,6 @@
-"""The one definition of a gap in a recording, shared by the offline reading (``judge``: where a stretch of
-ticks ends and the window starts afresh) and the recorder's verdicts (``stamp``), which must start theirs at
-the same ticks. Plain Python: the recorder loads no pyarrow."""
+"""The one definition of a gap in a recording, shared by the offline reading (``offline/judge``: where a
+stretch of ticks ends and the window starts afresh) and the live judge (:mod:`.judge`), which must start its
+window at the same ticks. Plain Python: the recorder loads no pyarrow."""
 
 from __future__ import annotations
 
