@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpu_triage.diagnosis.engine import diagnose
+from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.offline.judge import verdicts
@@ -66,6 +67,9 @@ def test_single_card_busy_advises_set_device() -> None:
     v = diagnose(w.view(), Thresholds(), 32)
     assert v.pattern == "single_card_busy" and v.gpus == [0]
     assert any("set_device(local_rank)" in a for a in v.advice)
+    # "card 0 does the work of 8 processes while the others idle" for 60 s is direct evidence, not a guess
+    assert any("does the work of 8 processes" in e for e in v.evidence)
+    assert confidence_word(v.confidence) == "likely", v.confidence
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -129,6 +129,8 @@ class Thresholds:
     conf_stall_sawtooth: float = 0.7
     conf_stall_low: float = 0.4
     conf_none_busy: float = 0.85
+    # several processes on the one busy card, the others idle: the process table is direct evidence
+    conf_placement: float = 0.8
     conf_none_other: float = 0.6
     conf_unexplained: float = 0.3  # the GPU waits, a job holds it, and no rule names why: said, not guessed
     conf_no_sm_penalty: float = 0.1  # less sure without SM activity (pre-Hopper cards)

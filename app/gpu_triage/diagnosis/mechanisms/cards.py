@@ -44,7 +44,7 @@ class Placement(Rule):
             return None  # one process on one card: a job that uses one card (the others may be someone else's)
         busy = m.shape.cards
         idle = [i for i, s in m.shape.shapes.items() if s.pattern == "idle"]
-        return self.cause(m.th.conf_none_other, m.base + [
+        return self.cause(m.th.conf_placement, m.base + [
             Fact(f"{cards_text(busy)} does the work of {ranks} processes while {cards_text(idle)} idle: every "
                  "rank placed on one card", "ranks_on_first_card", float(ranks), tuple(busy))])
 
