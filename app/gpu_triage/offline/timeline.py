@@ -153,13 +153,15 @@ def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> 
 def _basis(raws: list[Verdict], key: tuple[str, str]) -> Verdict:
     """The verdict whose evidence a segment shows: the most confident raw verdict that says exactly what the
     segment says; failing that (pattern and bottleneck are smoothed separately) one that names the same
-    bottleneck, with the segment's pattern; failing that the most confident one."""
+    bottleneck, with the segment's pattern; failing that the most confident one. Among equally confident
+    verdicts the newest: its window holds the most of the segment, so its evidence counts every sample the
+    segment had (the first one's cites the two its few ticks held)."""
     same = [r for r in raws if r.key == key]
     if same:
-        return max(same, key=lambda r: r.confidence)
+        return max(reversed(same), key=lambda r: r.confidence)
     same_b = [r for r in raws if r.bottleneck == key[1]]
     pool = same_b or [r for r in raws if r.pattern == key[0]] or raws
-    best = max(pool, key=lambda r: r.confidence)
+    best = max(reversed(pool), key=lambda r: r.confidence)
     if best.pattern != key[0]:
         keep_period = key[0] == "sawtooth"
         best = dataclasses.replace(best, pattern=key[0], period_s=best.period_s if keep_period else None,
