@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from gpu_triage.diagnosis.engine import diagnose
-from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
+from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.offline.judge import verdicts
 from gpu_triage.offline.timeline import segments
 from gpu_triage.sources.sim import EXPECTED, SCENARIOS, SimulatedSource

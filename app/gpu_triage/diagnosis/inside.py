@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gpu_triage.diagnosis.facts import Fact
-from gpu_triage.diagnosis.threads import ThreadsRead, read_threads, sample_shows_loading
+from gpu_triage.diagnosis.threads import ThreadsRead, main_phase, read_threads, sample_shows_loading
 from gpu_triage.model import ProcSample, StackSample
 from gpu_triage.window import WindowView
 
@@ -179,13 +179,15 @@ def _by_process(stacks: list[list[StackSample]], cards: dict[int, set[int]]
 
 
 def _phases(read: list[StackSample]) -> list[str]:
-    """Each sample's phase, a wait whose channel named nothing taken for the named wait of the same stack.
+    """Each sample's phase (``threads.main_phase``: a main thread starved of the GIL waits), a wait whose channel
+    named nothing taken for the named wait of the same stack.
 
     /proc's wait channel is read a moment apart from py-spy's dump: a thread being woken from its socket reads
     state R and no channel, so the same line of code off CPU reads ``wait_service`` at one dump and ``waiting``
     at the next (real H200: 4 and 4 of 8 samples of a job calling a service, every one in its recv)."""
     named = {s.frames: s.phase for s in read if s.phase in NAMED_WAITS and s.frames}
-    return [named.get(s.frames, s.phase) if s.phase == UNNAMED_WAIT and s.frames else s.phase for s in read]
+    phases = [main_phase(s) for s in read]  # a main thread starved of the GIL waits, whatever op it is in
+    return [named.get(s.frames, p) if p == UNNAMED_WAIT and s.frames else p for s, p in zip(read, phases, strict=True)]
 
 
 FRAME_CHARS = 80  # a frame quoted in evidence and advice: a function and its file, never a screenful

@@ -3,10 +3,11 @@
 A main-thread sample of trace v3 says the process's phase and how many threads were busy; v4 adds each thread:
 its name, whether py-spy found it on a CPU (``state`` "active") or off it ("idle"), whether it held the GIL, its
 own phase and frames. Read here, per training process over the judged samples: how often the main thread sat
-off CPU, in which of its phases, and which other thread ran Python on a CPU meanwhile (a thread that holds the
-step through the GIL: a thread of the job's own, a pin-memory thread, a gradient hook on autograd's thread). A sample
-without threads
-(every recording before v4) adds nothing: the readings that need them do not hold.
+off CPU, in which of its phases, and which other thread, seen running Python, was on a CPU meanwhile (a thread
+that holds the step: a thread of the job's own through the GIL, a pin-memory thread, autograd's thread running a
+gradient hook); and the main thread's phase as the engine counts it (``main_phase``: starved of the GIL, it
+waits). A sample without threads (every recording before v4) adds nothing: the readings that need them do not
+hold.
 
 Also here: whether a sample shows the input pipeline anywhere (its phase, its frames, any of its threads),
 what evidence precedence asks before a loader verdict stands (``precedence.py``).
@@ -59,6 +60,29 @@ def sample_shows_loading(s: StackSample) -> bool:
     return shows_loading(s.phase, s.frames) or any(shows_loading(t.phase, t.frames) for t in thread_list(s))
 
 
+#: the main thread's phases that name the torch op it is in: off CPU there while a thread of the job's own holds
+#: the GIL, it waits for the GIL, not in the op
+GIL_BOUND = frozenset({"model", "backward", "optimizer"})
+
+
+def main_phase(s: StackSample) -> str:
+    """The main thread's phase as the engine counts it: the recorded one, but "waiting" where the main thread sat
+    off CPU in a torch op (model, backward, optimizer) while a thread of the job's own (one Python's threading
+    started: it has a name) held the GIL on a CPU. A thread starved of the GIL is sampled idle in whichever op
+    it next needs the GIL for (real held-out job: three metrics threads taking turns, the main thread at 1-2 %
+    of a core, recorded in backward, model and waiting alike); the op names where it waits, not what holds it.
+    Autograd's device thread has no threading name: the main thread waiting in backward for its hook is in
+    backward. Sampled as ``sources.phases.process_phase`` reads a dump since; recordings before read here."""
+    if s.phase not in GIL_BOUND:
+        return s.phase
+    threads = thread_list(s)
+    main = _main(s, threads) if threads else None
+    if main is None or main.state == "active":
+        return s.phase
+    held = any(t is not main and t.name and t.holds_gil == 1 and t.state == "active" for t in threads)
+    return "waiting" if held else s.phase
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadsRead:
     """One process's main-thread samples that carried their threads, over the judged ticks."""
@@ -89,35 +113,66 @@ def _main(s: StackSample, threads: Sequence[ThreadLike]) -> ThreadLike | None:
         (t for t in threads if t.name == "MainThread"), None)
 
 
-def _label(t: ThreadLike, quote: Any) -> str:
-    name = t.name or f"thread {t.tid}"
-    at = f" at {quote(t.frames.split(' < ', 1)[0])}" if t.frames else ""
-    return f"'{quote(name)}' in {t.phase}{at}"
+def _names(read: list[tuple[str, ThreadLike, Sequence[ThreadLike]]], quote: Any) -> dict[int, str]:
+    """The threads seen running Python on a CPU while the main thread waited, each labelled "'name' in phase at
+    frame" by its Python sightings (its most frequent phase and innermost frame). A thread Python did not start
+    has no name in py-spy's dump: one running the job's Python while the main thread waits in backward is
+    autograd's device thread running a hook."""
+    seen: dict[int, list[ThreadLike]] = {}
+    in_backward: set[int] = set()
+    for phase, main, threads in read:
+        if main.state == "active":
+            continue
+        for t in threads:
+            if t is not main and _runs_python(t):
+                seen.setdefault(t.tid, []).append(t)
+                if phase == "backward":
+                    in_backward.add(t.tid)
+    out: dict[int, str] = {}
+    for tid, sights in seen.items():
+        first = sights[0]
+        name = (quote(first.name) if first.name else "autograd's thread" if tid in in_backward
+                else f"thread {tid}")
+        phases = Counter(t.phase for t in sights if t.phase != "unknown").most_common(1)
+        frames = Counter(t.frames.split(" < ", 1)[0] for t in sights if t.frames).most_common(1)
+        at = f" at {quote(frames[0][0])}" if frames else ""
+        out[tid] = f"'{name}' in {phases[0][0] if phases else 'python'}{at}"
+    return out
 
 
 def read_threads(samples: Sequence[StackSample], phases: Sequence[str], quote: Any) -> ThreadsRead:
     """What the samples' threads say (``phases``: each sample's phase as counted; ``quote`` bounds outside
-    text quoted in evidence)."""
+    text quoted in evidence).
+
+    A thread seen running Python on a CPU while the main thread waited holds the step at every dump that finds
+    it on a CPU while the main thread waits, in its Python or in the native code it calls between: autograd's
+    device thread runs a backward natively and a gradient hook's Python in turn, the main thread waiting in
+    backward throughout (real held-out job: the hook's Python caught in 3 of 6 dumps, the thread on a CPU in
+    native code in 1 more). A thread never seen in Python (a native pool, CUDA's) counts for nothing."""
+    read: list[tuple[str, ThreadLike, Sequence[ThreadLike]]] = []
+    for s, phase in zip(samples, phases, strict=True):
+        threads = thread_list(s)
+        main = _main(s, threads) if threads else None
+        if main is not None:
+            read.append((phase, main, threads))
+    named = _names(read, quote)
     n = idle = 0
     idle_in: Counter[str] = Counter()
     by_phase: Counter[str] = Counter()
     holders: Counter[str] = Counter()
     held = held_loading = 0
-    for s, phase in zip(samples, phases, strict=True):
-        threads = thread_list(s)
-        main = _main(s, threads) if threads else None
-        if main is None:
-            continue
+    for phase, main, threads in read:
         n += 1
         by_phase[phase] += 1
         if main.state == "active":
             continue
         idle += 1
         idle_in[phase] += 1
-        running = [t for t in threads if t is not main and _runs_python(t)]
+        running = [t for t in threads if t is not main and t.state == "active" and t.tid in named]
         if running:
-            first = max(running, key=lambda t: bool(t.holds_gil))  # the one py-spy saw with the GIL, if it said
-            holders[_label(first, quote)] += 1
+            # the one py-spy saw with the GIL, if it said; else one in Python, else one in its native code
+            first = max(running, key=lambda t: (bool(t.holds_gil), _runs_python(t)))
+            holders[named[first.tid]] += 1
             held += 1
             held_loading += shows_loading(first.phase, f"{first.name or ''} {first.frames or ''}")
     return ThreadsRead(n, idle, dict(idle_in), dict(holders), dict(by_phase), held, held_loading)

@@ -137,16 +137,22 @@ _DELEGATED = (Phase.COMPILE, Phase.CHECKPOINT, Phase.COLLECTIVE, Phase.LOADING, 
 
 
 _NAMED_WAITS = frozenset({Phase.SLEEP, Phase.WAIT_SERVICE, Phase.IO_WAIT})
+_GIL_BOUND = frozenset({Phase.MODEL, Phase.BACKWARD, Phase.OPTIMIZER})
 
 
 def process_phase(dump: StackDump, threads: list[ThreadInfo] | None = None) -> Phase:
     """The phase of a training process at one dump: its main thread's, unless that thread is off CPU while
-    another of its threads is on one in a named phase of the step (then the main thread waits on it)."""
+    another of its threads is on one in a named phase of the step (then the main thread waits on it), or while
+    another thread of the job's own holds the GIL on a CPU in a torch op (then it waits for the GIL)."""
     main = dump.main
     by_tid = {t.tid: t for t in threads or ()}
     phase = classify(main, by_tid.get(dump.pid))
     if main is None or main.active:
         return phase
+    if phase in _GIL_BOUND and any(th.tid != dump.pid and th.name and th.owns_gil and th.active for th in dump.threads):
+        # starved of the GIL by a thread of the job's own (threading named it; autograd's device thread, running
+        # a hook inside backward, has no name): the op it sits in is where it next needs the GIL, not its work
+        return Phase.WAITING
     for th in dump.threads:
         if th.tid != dump.pid and th.active:
             other = classify(th, by_tid.get(th.tid))

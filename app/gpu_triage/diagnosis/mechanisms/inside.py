@@ -113,9 +113,9 @@ class OtherThread(InsideRule):
             tr = p.thread_read
             who, k = tr.holder()
             alike = f" (another thread in {tr.held - k} more)" if tr.held > k else ""
-            facts.append(Fact(f"{p.name}'s main thread was off CPU while thread {who} ran Python on a CPU in {k} of "
-                              f"{tr.samples} samples{alike}", "other_thread_share", tr.held / tr.samples, p.cards,
-                              p.pid))
+            facts.append(Fact(f"{p.name}'s main thread was off CPU while thread {who} was on a CPU (its Python, or "
+                              f"the native code it calls) in {k} of {tr.samples} samples{alike}",
+                              "other_thread_share", tr.held / tr.samples, p.cards, p.pid))
         loading = all(2 * p.thread_read.held_loading > p.thread_read.held for p in read)
         bottleneck = Bottleneck.DATA_PIPELINE if loading else self.bottleneck
         return Cause(bottleneck, conf, [*m.base, *facts], self.name)
