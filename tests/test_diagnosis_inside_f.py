@@ -33,8 +33,6 @@ def _miss(name: str, stripped: bool, scenario: str, why: str, kinds: tuple[str, 
         MISSES[(name, stripped, scenario, kind)] = why
 
 
-_miss("h200-inside-f-2s", False, "logging_hook_n600",
-      "one judged tick reads launch_overhead (600 .tolist() syncs a step), the others host_step", ("raw",))
 _miss("h200-inside-f-2s", False, "slow_collate_b256",
       "a pure-Python collate_fn with num_workers=0 reads host_step/host_compute: the main thread's samples find the "
       "F.pad the loop applies to each batch (model, 7 of 12, active without the GIL) more often than the collate_fn "
@@ -45,11 +43,6 @@ _miss("h200-inside-f-2s", False, "autograd_hook_p16",
       "the recording's next-to-last tick, past the window, holds 6 of 13 such samples (the rest: the main thread "
       "launching the forward and the optimizer), reads unexplained on a regime the offline reading takes for fresh, "
       "and its back-dating relabels the window's last three judged ticks", ("segment",))
-_miss("h200-inside-f-2s", True, "logging_hook_n600",
-      "one judged tick reads launch_overhead (600 .tolist() syncs a step), the others host_or_input", ("raw",))
-_miss("h200-inside-f-2s", True, "cpu_tokenize_n256",
-      "one judged tick reads storage_io/storage (a write burst beside the loop), the others host_or_input",
-      ("raw",))
 
 
 def _cases(names: tuple, kind: str) -> list:

@@ -64,7 +64,7 @@ def _cell(head: str, row: str, name: str) -> str:
     return (row[at : at + col.width] if col.left else row[at + len(name) - col.width : at + len(name)]).strip()
 
 
-WIDE = ["PID", "USER", "OWNER", "GPU", "GPU MEM", "SM%", "CPU%", "RSS", "TIME", "WORKERS", "WORKERS' CPU%"]
+WIDE = ["PID", "USER", "OWNER", "GPU", "GPU MEM", "GPU%", "CPU%", "RSS", "TIME", "WORKERS", "WORKERS' CPU%"]
 
 
 @pytest.mark.slow
