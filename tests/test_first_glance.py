@@ -68,8 +68,7 @@ def test_a_bad_flag_gets_the_subcommand_s_usage_line_and_exit_2(capsys) -> None:
 
 
 async def test_record_and_config_work_after_the_subcommand_too(tmp_path: Path, capsys) -> None:
-    from gpu_triage.cli import main
-    from gpu_triage.cli_parser import build_parser
+    from gpu_triage.cli import build_parser, main
     from gpu_triage.trace.reader import open_trace
     from gpu_triage.ui.run import build_app
 

@@ -818,13 +818,13 @@ def test_the_owner_label_wins_then_its_parts_in_a_fixed_order() -> None:
 
 def test_only_the_interactive_fleet_is_a_screen_command() -> None:
     """Its screen owns the terminal (no warnings on stderr over it); --once and --json print like any command."""
-    from gpu_triage.cli import _on_screen, build_parser
+    from gpu_triage.cli import build_parser, on_screen
 
     parser = build_parser()
-    assert _on_screen(parser.parse_args(["fleet", "--exporters", "a:1"]))
-    assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--once"]))
-    assert not _on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--json"]))
-    assert _on_screen(parser.parse_args(["demo"])) and not _on_screen(parser.parse_args(["export"]))
+    assert on_screen(parser.parse_args(["fleet", "--exporters", "a:1"]))
+    assert not on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--once"]))
+    assert not on_screen(parser.parse_args(["fleet", "--exporters", "a:1", "--json"]))
+    assert on_screen(parser.parse_args(["demo"])) and not on_screen(parser.parse_args(["export"]))
 
 
 async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.MonkeyPatch) -> None:

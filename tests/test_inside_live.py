@@ -165,7 +165,7 @@ def test_record_writes_the_stacks_and_reads_them_back(job: subprocess.Popen[byte
 
 
 def test_the_switch_is_the_config_unless_no_stacks_is_given() -> None:
-    from gpu_triage.cli_parser import build_parser
+    from gpu_triage.cli import build_parser
     from gpu_triage.config import Config, parse_config, stacks_wanted
     from gpu_triage.errors import UserError
 

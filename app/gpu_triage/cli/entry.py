@@ -1,6 +1,6 @@
-"""The ``gpu-triage`` command: dispatch (the parser is :mod:`gpu_triage.cli_parser`). Heavy modules are
-imported lazily so that ``--help`` and the headless subcommands start fast and never import the UI they do
-not need.
+"""The ``gpu-triage`` command: :func:`main` parses (``cli/parser.py``), sets up logging and runs the
+command that was typed (its declaration in ``cli/subcommands/``). Each declaration imports its handler
+lazily, so that ``--help`` and the headless subcommands start fast and never import the UI they do not need.
 
 Every handler returns an exit status. A :class:`UserError` anywhere becomes one line on stderr and its
 exit status; Ctrl-C exits 130 quietly.
@@ -14,44 +14,23 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from gpu_triage import __version__
-from gpu_triage.cli_parser import build_parser
+from gpu_triage.cli.command import Invocation
+from gpu_triage.cli.parser import build_parser
+from gpu_triage.cli.registry import command
 from gpu_triage.errors import UserError, user_path
 from gpu_triage.heavy_imports import import_asyncio_without_tls, import_numpy_with_one_blas_thread
 from gpu_triage.logs import SHOWN, configure_logging
 from gpu_triage.safetext import clean
 
-if TYPE_CHECKING:
-    from gpu_triage.fleetview.client import Fleet
-
-log = logging.getLogger(__name__)
+# The command line's records are named gpu_triage.cli, whichever of its modules writes them.
+log = logging.getLogger("gpu_triage.cli")
 
 
-#: The commands that draw the Textual dashboard: nothing but Textual may write to their terminal.
-
-
-SCREEN_COMMANDS = ("live", "demo", "replay")
-
-
-def _on_screen(args: argparse.Namespace) -> bool:
+def on_screen(args: argparse.Namespace) -> bool:
     """The command draws a Textual screen: nothing else may write to its terminal."""
-    command = args.command or "live"
-    return (command in SCREEN_COMMANDS or (command == "fleet" and not (args.once or args.json))
-            or (command == "run" and not getattr(args, "record", None)))
-
-
-def _fleet_screen(fleet: Fleet) -> int:
-    from gpu_triage.ui.fleet_app import run_fleet_screen
-
-    return run_fleet_screen(fleet)
-
-
-def _live_app(args: argparse.Namespace, config: Any) -> Any:
-    from gpu_triage.ui.run import build_app
-
-    return build_app("live", args, config)
+    return command(args.command or "live").on_screen(args)
 
 
 def prepare_imports(args: argparse.Namespace) -> None:
@@ -59,7 +38,7 @@ def prepare_imports(args: argparse.Namespace) -> None:
     diagnosis, which `record` runs on each tick it writes: trace v3's verdict column); the dashboard's asyncio without
     OpenSSL. benchmarks/rss_stages.py and rss_commands.py measure what each costs. `record` never loads
     pyarrow: it writes its stream itself and converts it in a child (trace/writer.py)."""
-    if _on_screen(args):
+    if on_screen(args):
         import_asyncio_without_tls()
     import_numpy_with_one_blas_thread()
 
@@ -84,13 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings were an AttributeError, the work lost
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
-        configure_logging(args.log_file, args.log_level, screen=_on_screen(args))
+        configure_logging(args.log_file, args.log_level, screen=on_screen(args))
     except UserError as err:  # no log to write it to
         print(f"gpu-triage: error: {clean(str(err))}", file=sys.stderr)  # paths: anyone's characters
         return err.exit_code
     try:
         log.info("gpu-triage %s %s started (pid %d)", __version__, args.command or "live", os.getpid())
-        return dispatch(args)
+        return dispatch(args, parser)
     except UserError as err:
         log.error("%s (exit %d)", err, err.exit_code, extra=SHOWN)
         # one line, always: a newline in a path it names is shown as ␊, and cannot start a forged line
@@ -148,78 +127,17 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def dispatch(args: argparse.Namespace) -> int:
-    from gpu_triage.config import load_config
-
+def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run the typed command (``live`` when none was) with the config loaded, unless it reads none."""
     check_file_args(args)
-    if args.command == "completion":  # before the config: a broken one must not break a shell's start-up
-        from gpu_triage.commands.completion import run_completion
+    typed = command(args.command or "live")
+    config = None
+    if typed.reads_config:  # `completion` reads none: a broken config must not break a shell's start-up
+        from gpu_triage.config import load_config
 
-        return run_completion(args, build_parser())
-
-    config = load_config(getattr(args, "config", None))
-    if getattr(args, "interval", None):
-        config.interval_s = args.interval
-    if getattr(args, "window", None):
-        config.window_s = args.window
-    command = args.command or "live"
-
-    if command in ("live", "demo", "replay"):
-        from gpu_triage.ui.run import run_dashboard
-
-        return run_dashboard(command, args, config)
-    if command == "record":
-        from gpu_triage.commands.record import run_record
-
-        return run_record(args, config)
-    if command == "run":
-        from gpu_triage.commands.launch import run_launch
-
-        return run_launch(args, config, _live_app)
-    if command == "recover":
-        from gpu_triage.commands.recover import run_recover
-
-        return run_recover(args)
-    if command == "diagnose":
-        from gpu_triage.fleet.summary import is_dataset_spec
-
-        if getattr(args, "summary", False) or is_dataset_spec(args.file):
-            from gpu_triage.commands.summary import run_summary
-
-            return run_summary(args, config)
-        from gpu_triage.commands.diagnose import run_diagnose
-
-        return run_diagnose(args, config)
-    if command == "compact":
-        from gpu_triage.commands.compact import run_compact
-
-        return run_compact(args, config)
-    if command == "compare":
-        from gpu_triage.commands.compare import run_compare
-
-        return run_compare(args, config)
-    if command == "export":
-        from gpu_triage.commands.export import run_export
-
-        return run_export(args, config)
-    if command == "fleet":
-        from gpu_triage.commands.fleet import run_fleet
-
-        return run_fleet(args, config, screen=_fleet_screen)
-    if command == "doctor":
-        from gpu_triage.commands.doctor import run_doctor
-
-        return run_doctor(args, config)
-    if command == "baseline":
-        from gpu_triage.commands.baseline import run_baseline
-
-        return run_baseline(args, config)
-    if command == "loader":
-        from gpu_triage.commands.loader import run_loader
-
-        return run_loader(args)
-    if command == "snapshot":
-        from gpu_triage.commands.snapshot import run_snapshot
-
-        return run_snapshot(args, config)
-    raise AssertionError(command)
+        config = load_config(getattr(args, "config", None))
+        if getattr(args, "interval", None):
+            config.interval_s = args.interval
+        if getattr(args, "window", None):
+            config.window_s = args.window
+    return typed.run(Invocation(args, parser, config))
