@@ -40,3 +40,9 @@ def test_the_rules_order_names_every_mechanism_and_no_other() -> None:
     assert MECHANISMS <= words, MECHANISMS - words
     compound = set(re.findall(r"\b[a-z0-9]+(?:_[a-z0-9]+)+\b", order))  # every snake_case word there is a mechanism
     assert compound <= MECHANISMS, compound - MECHANISMS
+
+
+def test_the_severity_paragraph_says_vocab_severity_in_its_order() -> None:
+    said = _section("`gpu_fault` (no rule gives it", "**GPU faults**")
+    order = list(dict.fromkeys(w for w in re.findall(r"`([a-z_]+)`", said) if w in SEVERITY))
+    assert order == list(SEVERITY)
