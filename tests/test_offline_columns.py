@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_triage.model import DiskSample, GpuSample, NetSample, Tick
-from gpu_triage.offline.columns import _Columns
+from gpu_triage.offline.columns import RecordingColumns
 from gpu_triage.offline.judge import load_trace
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import as_float
@@ -43,7 +43,7 @@ def _same(a: WindowView, b: WindowView, where: str) -> None:
 def _compare(ticks: list[Tick], capacity: int, batch_rows: int) -> int:
     """Both fed the ticks as a recording holds them (its float32 fields rounded), in batches of ``batch_rows``."""
     window = RollingWindow(capacity)
-    cols = _Columns()
+    cols = RecordingColumns()
     checked = 0
     for start in range(0, len(ticks), batch_rows):
         part = ticks[start:start + batch_rows]
@@ -101,7 +101,7 @@ def test_a_v1_batch_without_swap_or_nets_reads_as_none() -> None:
                                                                    "nets", "job")],
         names=[n for n in batch.schema.names if n not in ("host_swap_used_bytes", "host_swap_total_bytes", "nets",
                                                           "job")])
-    cols = _Columns()
+    cols = RecordingColumns()
     cols.push(v1, as_float(v1.column("interval_s")), keep=9)
     view = cols.view(0, 5)
     assert list(view.swap[:]) == [(None, None)] * 5

@@ -334,14 +334,14 @@ def _stream_beside_the_window(path: Path, ticks: list[Tick], batch_rows: int, co
     window) equals what a RollingWindow fed the same ticks holds."""
     import numpy as np
 
-    from gpu_triage.offline.columns import _Columns
+    from gpu_triage.offline.columns import RecordingColumns
     from gpu_triage.trace.batches import iter_batches
     from gpu_triage.window import RollingWindow
 
     src = iter_batches(_write(path, ticks, row_group=batch_rows), batch_rows=batch_rows)
     capacity = 30  # the window slides, so rows leave the buffer as batches come
     window = RollingWindow(capacity)
-    cols = _Columns()
+    cols = RecordingColumns()
     seen = 0
     for batch in src.batches():
         cols.push(batch, np.full(batch.num_rows, np.nan), keep=capacity - 1)

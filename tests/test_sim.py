@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpu_triage.diagnosis.vocab import Bottleneck, Pattern
 from gpu_triage.errors import UserError
 from gpu_triage.model import Tick
 from gpu_triage.scenarios import REGISTRY
@@ -17,11 +18,8 @@ from gpu_triage.sources.base import Source
 from gpu_triage.sources.sim import EXPECTED, EXTRA_EXPECTED, H200_MEM_TOTAL_BYTES, SCENARIOS, SimulatedSource
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-PATTERNS = {"idle", "steady_high", "steady_low", "sawtooth", "single_card_busy", "imbalanced"}
-BOTTLENECKS = {
-    "none", "data_pipeline", "storage_io", "communication", "launch_overhead", "memory_idle", "stall_unexplained",
-    "placement", "imbalance", "hung_collective", "host_or_input",
-}  # fmt: skip
+PATTERNS = set(Pattern) - {Pattern.COLLECTING}
+BOTTLENECKS = set(Bottleneck)
 
 
 def run(scenario: str, n: int = 60, **kw: object) -> list[Tick]:

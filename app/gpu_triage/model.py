@@ -22,7 +22,7 @@ from gpu_triage.safetext import clean
 from gpu_triage.tracefields import TRACE_TYPE as TRACE_TYPE
 from gpu_triage.tracefields import TRACE_TYPES as TRACE_TYPES
 from gpu_triage.tracefields import TraceField as TraceField
-from gpu_triage.tracefields import _col, _key, _list
+from gpu_triage.tracefields import trace_col, trace_key, trace_list
 from gpu_triage.tracefields import trace_fields as trace_fields
 
 SCHEMA_VERSION = "4"  # 4: every Python thread of each stack sample (trace-v4.md); versions 1 to 3 are still read
@@ -31,32 +31,32 @@ READABLE_SCHEMA_VERSIONS = ("1", "2", "3", "4")
 
 @dataclass(slots=True)
 class GpuSample:
-    index: int = _key("u16")
-    util_pct: float | None = _col("f32")
-    util_min_pct: float | None = _col("f32")
-    util_max_pct: float | None = _col("f32")
-    sm_active_pct: float | None = _col("f32")
-    sm_occupancy_pct: float | None = _col("f32")
-    tensor_active_pct: float | None = _col("f32")
-    dram_active_pct: float | None = _col("f32")
-    mem_used_bytes: int | None = _col("u64")
-    mem_total_bytes: int | None = _col("u64")
-    pcie_tx_bytes_per_s: float | None = _col("f64")
-    pcie_rx_bytes_per_s: float | None = _col("f64")
-    nvlink_tx_bytes_per_s: float | None = _col("f64")
-    nvlink_rx_bytes_per_s: float | None = _col("f64")
-    power_w: float | None = _col("f32")
-    temp_c: float | None = _col("f32")
-    sm_clock_mhz: float | None = _col("f32")
+    index: int = trace_key("u16")
+    util_pct: float | None = trace_col("f32")
+    util_min_pct: float | None = trace_col("f32")
+    util_max_pct: float | None = trace_col("f32")
+    sm_active_pct: float | None = trace_col("f32")
+    sm_occupancy_pct: float | None = trace_col("f32")
+    tensor_active_pct: float | None = trace_col("f32")
+    dram_active_pct: float | None = trace_col("f32")
+    mem_used_bytes: int | None = trace_col("u64")
+    mem_total_bytes: int | None = trace_col("u64")
+    pcie_tx_bytes_per_s: float | None = trace_col("f64")
+    pcie_rx_bytes_per_s: float | None = trace_col("f64")
+    nvlink_tx_bytes_per_s: float | None = trace_col("f64")
+    nvlink_rx_bytes_per_s: float | None = trace_col("f64")
+    power_w: float | None = trace_col("f32")
+    temp_c: float | None = trace_col("f32")
+    sm_clock_mhz: float | None = trace_col("f32")
     # trace v2 (docs/trace-v2.md): card health, on the live screen as short flags
-    clock_event_reasons: int | None = _col("u64")  # nvmlClocksEventReason* bit mask now; see throttle_names
-    ecc_corrected: int | None = _col("u64")  # volatile ECC errors (since the driver loaded)
-    ecc_uncorrected: int | None = _col("u64")
-    xid_count: int | None = _col("u32")  # critical XID events seen since this program started watching
-    xid_last: int | None = _col("u32")  # the code of the newest of them (None: none seen)
+    clock_event_reasons: int | None = trace_col("u64")  # nvmlClocksEventReason* bit mask now; see throttle_names
+    ecc_corrected: int | None = trace_col("u64")  # volatile ECC errors (since the driver loaded)
+    ecc_uncorrected: int | None = trace_col("u64")
+    xid_count: int | None = trace_col("u32")  # critical XID events seen since this program started watching
+    xid_last: int | None = trace_col("u32")  # the code of the newest of them (None: none seen)
     # energy the card drew since the driver loaded, mJ (nvmlDeviceGetTotalEnergyConsumption, Volta and
     # newer): NVML's own cumulative counter, None where the card does not keep one
-    energy_mj: int | None = _col("u64")
+    energy_mj: int | None = trace_col("u64")
 
 
 #: Short names of the nvmlClocksEventReason* bits (nvml.h), in bit order.
@@ -98,43 +98,43 @@ class NetSample:
     where sysfs has the port's own data counters, ``ib_*`` carry them (the RDMA traffic that bypasses the
     kernel's counters)."""
 
-    name: str = _key("str")
-    rx_bytes_per_s: float | None = _col("f64")
-    tx_bytes_per_s: float | None = _col("f64")
+    name: str = trace_key("str")
+    rx_bytes_per_s: float | None = trace_col("f64")
+    tx_bytes_per_s: float | None = trace_col("f64")
 
 
 @dataclass(slots=True)
 class DiskSample:
-    name: str = _key("str")
-    busy_pct: float | None = _col("f32")
-    await_ms: float | None = _col("f32")
-    read_bytes_per_s: float | None = _col("f64")
-    write_bytes_per_s: float | None = _col("f64")
-    reads_per_s: float | None = _col("f64")
-    writes_per_s: float | None = _col("f64")
+    name: str = trace_key("str")
+    busy_pct: float | None = trace_col("f32")
+    await_ms: float | None = trace_col("f32")
+    read_bytes_per_s: float | None = trace_col("f64")
+    write_bytes_per_s: float | None = trace_col("f64")
+    reads_per_s: float | None = trace_col("f64")
+    writes_per_s: float | None = trace_col("f64")
 
 
 @dataclass(slots=True)
 class ProcSample:
-    pid: int = _key("u32")
-    gpu_index: int = _key("u16")
-    name: str | None = _col("str")
-    gpu_mem_bytes: int | None = _col("u64")
-    cpu_pct: float | None = _col("f32")
-    workers: int | None = _col("u16")
-    workers_cpu_pct: list[float] = _list("list[f32]")
-    worker_pids: list[int] = _list("list[u32]")
+    pid: int = trace_key("u32")
+    gpu_index: int = trace_key("u16")
+    name: str | None = trace_col("str")
+    gpu_mem_bytes: int | None = trace_col("u64")
+    cpu_pct: float | None = trace_col("f32")
+    workers: int | None = trace_col("u16")
+    workers_cpu_pct: list[float] = trace_list("list[f32]")
+    worker_pids: list[int] = trace_list("list[u32]")
     # trace v2: the process's share of the card's time with a kernel running, NVML's per-process smUtil
     # (nvmlDeviceGetProcessUtilization), the mean of the driver's samples within the tick; None: no sample
-    sm_pct: float | None = _col("f32")
+    sm_pct: float | None = trace_col("f32")
     # who the process belongs to (gpu_triage.sources.owner: its cgroup, and its environment where readable);
     # None where nothing trustworthy says it, and in recordings made before these fields existed
-    user: str | None = _col("str")
-    slurm_job: str | None = _col("str")
-    pod_uid: str | None = _col("str")
-    pod_name: str | None = _col("str")
-    pod_namespace: str | None = _col("str")
-    container: str | None = _col("str")  # RUNTIME://ID (containerd://…, docker://…), or the bare ID
+    user: str | None = trace_col("str")
+    slurm_job: str | None = trace_col("str")
+    pod_uid: str | None = trace_col("str")
+    pod_name: str | None = trace_col("str")
+    pod_namespace: str | None = trace_col("str")
+    container: str | None = trace_col("str")  # RUNTIME://ID (containerd://…, docker://…), or the bare ID
 
     def owner(self) -> tuple[str, str] | None:
         """(kind, id) of the one owner that answers "whose job is it": the Slurm job, else the Kubernetes
@@ -179,15 +179,15 @@ def job_figure(name: str, value: float | None) -> float | None:
 class JobRank:
     """One training process (rank) as its pulse reports it."""
 
-    rank: int = _key("u32")
-    local_rank: int | None = _col("u32")
-    world_size: int | None = _col("u32")
-    pid: int | None = _col("u32")
-    samples_per_s: float | None = _col("f64")
-    steps_per_s: float | None = _col("f64")
-    step_time_s: float | None = _col("f64")
-    data_wait_pct: float | None = _col("f32")  # share of each step spent waiting for the next batch
-    since_progress_s: float | None = _col("f64")  # seconds since this rank last finished a step
+    rank: int = trace_key("u32")
+    local_rank: int | None = trace_col("u32")
+    world_size: int | None = trace_col("u32")
+    pid: int | None = trace_col("u32")
+    samples_per_s: float | None = trace_col("f64")
+    steps_per_s: float | None = trace_col("f64")
+    step_time_s: float | None = trace_col("f64")
+    data_wait_pct: float | None = trace_col("f32")  # share of each step spent waiting for the next batch
+    since_progress_s: float | None = trace_col("f64")  # seconds since this rank last finished a step
 
 
 @dataclass(slots=True)
@@ -195,15 +195,15 @@ class JobSample:
     """The job over one tick. Whole-job figures: samples/s summed over ranks, steps/s, step time and wait of
     the slowest rank, ``since_progress_s`` of the rank that progressed last longest ago."""
 
-    source: str = _key("str")  # "pulse", "log:tqdm", "log:hf_trainer", ...
-    samples_per_s: float | None = _col("f64")
-    steps_per_s: float | None = _col("f64")
-    step_time_s: float | None = _col("f64")
-    data_wait_pct: float | None = _col("f32")
-    since_progress_s: float | None = _col("f64")
-    steps: int | None = _col("u64")  # the job's own step counter, where it says one
-    loss: float | None = _col("f64")
-    ranks: list[JobRank] = _list("list[job_rank]")  # last: the schema builds it from JobRank
+    source: str = trace_key("str")  # "pulse", "log:tqdm", "log:hf_trainer", ...
+    samples_per_s: float | None = trace_col("f64")
+    steps_per_s: float | None = trace_col("f64")
+    step_time_s: float | None = trace_col("f64")
+    data_wait_pct: float | None = trace_col("f32")
+    since_progress_s: float | None = trace_col("f64")
+    steps: int | None = trace_col("u64")  # the job's own step counter, where it says one
+    loss: float | None = trace_col("f64")
+    ranks: list[JobRank] = trace_list("list[job_rank]")  # last: the schema builds it from JobRank
 
 
 # Trace v3 (docs/trace-v3.md): what the inside of a job was doing, and what the engine read of the tick; v4
@@ -214,13 +214,13 @@ class JobSample:
 class ThreadSample:
     """One Python thread of a dumped process (trace v4): what py-spy saw it doing at the dump."""
 
-    tid: int = _key("u32")  # the OS thread id (/proc/PID/task); the main thread's is the pid
-    state: str = _key("str")  # "active": on a CPU at the dump (py-spy's idle detection); "idle": off it
-    phase: str = _key("str")  # the thread's own phase (sources.phases.classify), "unknown" without frames
-    name: str | None = _col("str")  # Python's thread name ("MainThread", "Thread-2 (_pin_memory_loop)")
-    holds_gil: int | None = _col("u16")  # 1: it held the GIL at the dump, 0: it did not; None: not said
-    cpu_pct: float | None = _col("f32")  # its share of one core since the sampler's last read of it (/proc)
-    frames: str | None = _col("str")  # its innermost frames down to the one that named its phase
+    tid: int = trace_key("u32")  # the OS thread id (/proc/PID/task); the main thread's is the pid
+    state: str = trace_key("str")  # "active": on a CPU at the dump (py-spy's idle detection); "idle": off it
+    phase: str = trace_key("str")  # the thread's own phase (sources.phases.classify), "unknown" without frames
+    name: str | None = trace_col("str")  # Python's thread name ("MainThread", "Thread-2 (_pin_memory_loop)")
+    holds_gil: int | None = trace_col("u16")  # 1: it held the GIL at the dump, 0: it did not; None: not said
+    cpu_pct: float | None = trace_col("f32")  # its share of one core since the sampler's last read of it (/proc)
+    frames: str | None = trace_col("str")  # its innermost frames down to the one that named its phase
 
 
 #: A thread's CPU share a reader believes (one thread runs on one core at most; /proc's ticks jitter a little).
@@ -233,15 +233,15 @@ class StackSample:
     of one of its DataLoader workers ("worker"), read as one phase (``sources/phases.py``). Sparse: a tick
     holds the dumps that finished during it, none while every card is busy."""
 
-    pid: int = _key("u32")
-    role: str = _key("str")  # "main": the process on the card; "worker": one of its DataLoader workers
-    phase: str = _key("str")  # a sources.phases.Phase value; "unknown" where no stack was read
-    parent_pid: int | None = _col("u32")  # a worker's training process; None for "main"
-    frames: str | None = _col("str")  # the innermost frames that named the phase, "fn (file)" joined by " < "
-    busy_threads: int | None = _col("u16")  # threads of the process on a CPU (≥ 20 % of a core) at the dump
-    threads: int | None = _col("u16")  # threads of the process
-    error: str | None = _col("str")  # why there is no stack (not permitted, no py-spy, ...); None when read
-    thread_list: list[ThreadSample] = _list("list[stack_thread]")  # v4: each Python thread (last: see layout)
+    pid: int = trace_key("u32")
+    role: str = trace_key("str")  # "main": the process on the card; "worker": one of its DataLoader workers
+    phase: str = trace_key("str")  # a sources.phases.Phase value; "unknown" where no stack was read
+    parent_pid: int | None = trace_col("u32")  # a worker's training process; None for "main"
+    frames: str | None = trace_col("str")  # the innermost frames that named the phase, "fn (file)" joined by " < "
+    busy_threads: int | None = trace_col("u16")  # threads of the process on a CPU (≥ 20 % of a core) at the dump
+    threads: int | None = trace_col("u16")  # threads of the process
+    error: str | None = trace_col("str")  # why there is no stack (not permitted, no py-spy, ...); None when read
+    thread_list: list[ThreadSample] = trace_list("list[stack_thread]")  # v4: each Python thread (last: see layout)
 
 
 @dataclass(slots=True)
@@ -249,11 +249,11 @@ class VerdictSample:
     """The engine's raw verdict at the end of the tick, over the window then (what ``diagnose FILE`` would
     recompute there), so that a fleet's summary is a query over the files, not a re-run of the engine."""
 
-    pattern: str = _key("str")
-    bottleneck: str = _key("str")
-    mechanism: str | None = _col("str")
-    confidence: str | None = _col("str")  # likely / possible / unsure
-    gpus: list[int] = _list("list[u16]")  # the cards the verdict names
+    pattern: str = trace_key("str")
+    bottleneck: str = trace_key("str")
+    mechanism: str | None = trace_col("str")
+    confidence: str | None = trace_col("str")  # likely / possible / unsure
+    gpus: list[int] = trace_list("list[u16]")  # the cards the verdict names
 
 
 @dataclass(slots=True)
@@ -300,17 +300,17 @@ class Tick:
         return cls(
             ts=row["ts"],
             interval_s=row.get("interval_s"),
-            gpus=[_build(GpuSample, g) for g in (row.get("gpus") or [])],
+            gpus=[build_record(GpuSample, g) for g in (row.get("gpus") or [])],
             cpu_pct=list(row.get("cpu_pct") or []),
             iowait_pct=row.get("iowait_pct"),
             host_mem_used_bytes=row.get("host_mem_used_bytes"),
             host_mem_total_bytes=row.get("host_mem_total_bytes"),
-            disks=[_build(DiskSample, d) for d in (row.get("disks") or [])],
-            procs=[_build(ProcSample, p) for p in (row.get("procs") or [])],
-            job=_job_from_row(row.get("job")),
+            disks=[build_record(DiskSample, d) for d in (row.get("disks") or [])],
+            procs=[build_record(ProcSample, p) for p in (row.get("procs") or [])],
+            job=job_from_row(row.get("job")),
             host_swap_used_bytes=row.get("host_swap_used_bytes"),
             host_swap_total_bytes=row.get("host_swap_total_bytes"),
-            nets=[_build(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
+            nets=[build_record(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
             stacks=[stack_from_row(x) for x in (row.get("stacks") or [])
                     if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))],
             verdict=_verdict_from_row(row.get("verdict")),
@@ -370,7 +370,7 @@ class HostInfo:
             driver_version=text("driver_version"),
             cuda_driver_version=text("cuda_driver_version"),
             cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-            gpus=[_build(GpuInfo, g) for g in (obj.get("gpus") or [])],
+            gpus=[build_record(GpuInfo, g) for g in (obj.get("gpus") or [])],
             topology=[list(r) for r in (obj.get("topology") or [])],
             extra={k: v for k, v in obj.items() if k not in known},
         )
@@ -383,7 +383,7 @@ def _asdict(obj: Any) -> dict[str, Any]:
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
-def _build(kind: type, data: dict[str, Any]) -> Any:
+def build_record(kind: type, data: dict[str, Any]) -> Any:
     names = _FIELD_NAMES.get(kind)
     if names is None:
         names = _FIELD_NAMES[kind] = frozenset(f.name for f in dataclasses.fields(kind))
@@ -402,12 +402,12 @@ def _job_row(job: JobSample) -> dict[str, Any]:
     return row
 
 
-def _job_from_row(data: dict[str, Any] | None) -> JobSample | None:
+def job_from_row(data: dict[str, Any] | None) -> JobSample | None:
     if not data or data.get("source") is None:
         return None
-    # the source is a name like the others (_build): a newline in it would break replay's JOB line in two
+    # the source is a name like the others (build_record): a newline in it would break replay's JOB line in two
     kwargs: dict[str, Any] = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in _JOB_FIELDS}
-    ranks = [_build(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
+    ranks = [build_record(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
     return JobSample(**kwargs, ranks=ranks)
 
 
@@ -417,7 +417,7 @@ _JOB_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSample)) - {"ranks
 def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:
     if not data or data.get("pattern") is None or data.get("bottleneck") is None:
         return None
-    verdict: VerdictSample = _build(VerdictSample, data)
+    verdict: VerdictSample = build_record(VerdictSample, data)
     return verdict
 
 
@@ -435,11 +435,11 @@ def stack_from_row(data: dict[str, Any]) -> StackSample:
     for t in listed if isinstance(listed, list) else []:
         if not isinstance(t, dict) or None in (t.get("tid"), t.get("state"), t.get("phase")):
             continue
-        th: ThreadSample = _build(ThreadSample, t)
+        th: ThreadSample = build_record(ThreadSample, t)
         cpu = th.cpu_pct
         if cpu is not None and not (math.isfinite(cpu) and THREAD_CPU_PCT[0] <= cpu <= THREAD_CPU_PCT[1]):
             th.cpu_pct = None
         threads.append(th)
-    sample: StackSample = _build(StackSample, {k: v for k, v in data.items() if k != "thread_list"})
+    sample: StackSample = build_record(StackSample, {k: v for k, v in data.items() if k != "thread_list"})
     sample.thread_list = threads
     return sample

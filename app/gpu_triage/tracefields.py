@@ -19,17 +19,17 @@ TRACE_TYPES = frozenset({"u16", "u32", "u64", "f32", "f64", "str", "list[u32]", 
                          "list[job_rank]", "list[stack_thread]"})
 
 
-def _col(trace_type: str) -> Any:
+def trace_col(trace_type: str) -> Any:
     """An optional trace field: None (the hardware does not say) unless set."""
     return field(default=None, metadata={TRACE_TYPE: trace_type})
 
 
-def _key(trace_type: str) -> Any:
+def trace_key(trace_type: str) -> Any:
     """A required trace field (the card's index, a disk's name): no default."""
     return field(metadata={TRACE_TYPE: trace_type})
 
 
-def _list(trace_type: str) -> Any:
+def trace_list(trace_type: str) -> Any:
     return field(default_factory=list, metadata={TRACE_TYPE: trace_type})
 
 

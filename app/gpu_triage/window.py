@@ -168,7 +168,7 @@ class RollingWindow:
 
         ncpu = len(tick.cpu_pct)
         if ncpu > self._cpu.shape[1]:
-            self._cpu = _widen(self._cpu, ncpu)
+            self._cpu = widen(self._cpu, ncpu)
         self._cpu[row, :] = _NAN
         if ncpu:
             self._cpu[row, :ncpu] = np.asarray(tick.cpu_pct, dtype=float)
@@ -192,14 +192,14 @@ class RollingWindow:
         col = len(self._gpu_cols)
         self._gpu_cols[index] = col
         for f in GPU_FIELDS:
-            self._gpu[f] = _widen(self._gpu[f], col + 1)
+            self._gpu[f] = widen(self._gpu[f], col + 1)
         return col
 
     def _add_disk(self, name: str) -> int:
         col = len(self._disk_cols)
         self._disk_cols[name] = col
         for f in DISK_FIELDS:
-            self._disk[f] = _widen(self._disk[f], col + 1)
+            self._disk[f] = widen(self._disk[f], col + 1)
         return col
 
     # -- reading -------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ class RollingWindow:
         )
 
 
-def _widen(a: np.ndarray, cols: int) -> np.ndarray:
+def widen(a: np.ndarray, cols: int) -> np.ndarray:
     out = np.full((a.shape[0], cols), _NAN)
     out[:, : a.shape[1]] = a
     return out

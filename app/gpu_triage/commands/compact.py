@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.compact import Options, Result, fs_bytes, run
+from gpu_triage.fleet.compact import run
+from gpu_triage.fleet.compact_types import Options, Result, fs_bytes
 from gpu_triage.logs import SHOWN
 from gpu_triage.safetext import clean
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpu_triage.compare.jobs import scaling_line
+from gpu_triage.diagnosis.vocab import label
 
 # A change smaller than these reads as unchanged. Percentages: 1 point (NVML's utilisation samples are whole
 # per cent, and a mean shown to a tenth moving by less than a point is the sampling, not the run). The rest:
@@ -66,23 +67,6 @@ def describe(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-BOTTLENECK_NAMES = {
-    "data_pipeline": "the input pipeline",
-    "storage_io": "storage I/O",
-    "communication": "communication between the cards",
-    "memory_idle": "memory held on idle cards",
-    "launch_overhead": "kernel launch overhead",
-    "h2d_copy": "host-to-device copies",
-    "stall_unexplained": "a stall in the job itself",
-    "placement": "every rank on one card",
-    "imbalance": "unequal work across the cards",
-    "hung_collective": "a hung collective",
-    "host_step": "the training process's own CPU work",
-    "compile": "torch.compile recompiling",
-    "external_wait": "waits on another service",
-    "host_or_input": "the training process's own CPU work or its in-process loading",
-    "unexplained": "a wait no rule explains",
-}
 DOMINANT_MIN_PCT = 10.0  # a bottleneck for less of the time than this is not "the" bottleneck of a run
 
 
@@ -109,20 +93,17 @@ def bottleneck_change(diagnosis: dict[str, dict[str, Any]] | None) -> str:
     b0, s0 = _dominant(_bottleneck_shares(diagnosis, "before"))
     b1, s1 = _dominant(_bottleneck_shares(diagnosis, "after"))
 
-    def name(b: str) -> str:
-        return BOTTLENECK_NAMES.get(b, b)
-
     if b0 is None and b1 is None:
         return "no bottleneck before or after"
     if b1 is None:
-        return f"{name(str(b0))} is no longer the bottleneck ({s0:.0f} % of the time before)"
+        return f"{label(str(b0))} is no longer the bottleneck ({s0:.0f} % of the time before)"
     if b0 is None:
-        return f"{name(b1)} became the bottleneck ({s1:.0f} % of the time)"
+        return f"{label(b1)} became the bottleneck ({s1:.0f} % of the time)"
     if b0 != b1:
-        return f"the bottleneck moved from {name(b0)} to {name(b1)} ({s1:.0f} % of the time)"
+        return f"the bottleneck moved from {label(b0)} to {label(b1)} ({s1:.0f} % of the time)"
     if abs(s1 - s0) >= PP_FLOOR:
-        return f"{name(b0)} is still the bottleneck, {s0:.0f} -> {s1:.0f} % of the time"
-    return f"{name(b0)} is still the bottleneck ({s1:.0f} % of the time)"
+        return f"{label(b0)} is still the bottleneck, {s0:.0f} -> {s1:.0f} % of the time"
+    return f"{label(b0)} is still the bottleneck ({s1:.0f} % of the time)"
 
 
 def _rows(result: dict[str, Any]) -> Iterable[dict[str, Any]]:

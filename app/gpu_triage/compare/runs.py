@@ -219,7 +219,7 @@ def _segment_seconds(seg: Any) -> float:
     return float((seg.end - seg.start).total_seconds())
 
 
-def _metadata(trace: TraceFile) -> dict[str, Any]:
+def run_metadata(trace: TraceFile) -> dict[str, Any]:
     h = trace.host
     cards = sorted({g.index for t in trace.ticks(0, 1) for g in t.gpus})
     out: dict[str, Any] = {
@@ -242,7 +242,7 @@ def _metadata(trace: TraceFile) -> dict[str, Any]:
 
 
 def metadata_differences(before: TraceFile, after: TraceFile) -> dict[str, dict[str, Any]]:
-    return differences(_metadata(before), _metadata(after))
+    return differences(run_metadata(before), run_metadata(after))
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -254,7 +254,7 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any
     return diffs
 
 
-def _change(before: float | None, after: float | None) -> dict[str, float | None]:
+def change_of(before: float | None, after: float | None) -> dict[str, float | None]:
     change = None if before is None or after is None else after - before
     pct = None if change is None or not before else 100.0 * change / abs(before)
     return {"before": before, "after": after, "change": change, "change_pct": pct}
@@ -277,20 +277,20 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config,
     tla = _timeline(before, config, progress(f"diagnosing {before.path.name}") if progress else None)
     tlb = _timeline(after, config, progress(f"diagnosing {after.path.name}") if progress else None)
     da, db = _shares(tla), _shares(tlb)
-    diagnosis = {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
+    diagnosis = {k: change_of(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
     return describe({
         "before": {**_file_info(before, tla), "trimmed": trim_a.to_json() if trim_a else None},
         "after": {**_file_info(after, tlb), "trimmed": trim_b.to_json() if trim_b else None},
         "job": compare_job(before, after, config.thresholds.idle_util_pct),  # samples/s first: the point of tuning
-        "overall": {k: _change(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
+        "overall": {k: change_of(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
         "cards": {
             c: {
-                k: _change(sa["cards"].get(c, empty).get(k), sb["cards"].get(c, empty).get(k))
+                k: change_of(sa["cards"].get(c, empty).get(k), sb["cards"].get(c, empty).get(k))
                 for k, _ in CARD_METRICS
             }
             for c in card_ids
         },
-        "host": {k: _change(sa["host"].get(k), sb["host"].get(k)) for k, _ in HOST_METRICS},
+        "host": {k: change_of(sa["host"].get(k), sb["host"].get(k)) for k, _ in HOST_METRICS},
         "diagnosis": diagnosis,
         "metadata_differences": metadata_differences(before, after),
     })

@@ -73,7 +73,7 @@ def pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.0f} %"
 
 
-def _median(xs: list[float] | list[int]) -> float:
+def median_of(xs: list[float] | list[int]) -> float:
     """np.median of a short list, without numpy's per-call overhead (same value)."""
     v = sorted(xs)
     m = len(v) // 2
@@ -113,11 +113,11 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     facts.respawns = respawns.count
     facts.seen = bool(procs_per_tick)
     if procs_per_tick:
-        facts.processes = int(_median(procs_per_tick))
-        facts.workers_pegged = int(_median(pegged_per_tick))
-        facts.workers_total = int(_median(total_per_tick))
+        facts.processes = int(median_of(procs_per_tick))
+        facts.workers_pegged = int(median_of(pegged_per_tick))
+        facts.workers_total = int(median_of(total_per_tick))
     if main_cpu:
-        facts.main_cpu = _median(main_cpu)
+        facts.main_cpu = median_of(main_cpu)
     if len(pids_by_card) == 1 and not other_cards_busy:
         facts.ranks_on_first_card = len(next(iter(pids_by_card.values())))
     return facts
@@ -343,7 +343,7 @@ def _cpu_facts(c: np.ndarray, th: Thresholds) -> tuple[float, float, float, int,
     max_core = f(nanmean(np.asarray(nanmax(c, axis=1))))
     pegged = c >= th.core_pegged_pct
     n_pegged = pegged.sum(axis=1)
-    cores_pegged = int(_median(n_pegged.tolist()))  # np.median's value
+    cores_pegged = int(median_of(n_pegged.tolist()))  # np.median's value
     freq = pegged.mean(axis=0)
     pegged_ids = [int(i) for i in np.argsort(-freq, kind="stable")[:cores_pegged] if freq[i] >= 0.5]
     rest = np.where(pegged, np.nan, c)

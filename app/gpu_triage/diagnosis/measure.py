@@ -16,10 +16,10 @@ from gpu_triage.diagnosis.facts import (
     Fact,
     HostFacts,
     ProcFacts,
-    _median,
     ge,
     host_facts,
     link_traffic,
+    median_of,
     pct,
     proc_facts,
     stall_ticks,
@@ -248,8 +248,8 @@ def _shape(view: WindowView, gpu: dict[str, np.ndarray], judged: Judged, th: Thr
         return Shape(shapes, Pattern(pattern), cards, None, None, False)
     periods = [s.period.ticks for s in saw if s.period is not None]
     duties = [s.duty for s in saw if s.duty is not None]
-    return Shape(shapes, Pattern(pattern), cards, _median(periods) * dt if periods else None,
-                 _median(duties) if duties else None, any(s.fast for s in saw))
+    return Shape(shapes, Pattern(pattern), cards, median_of(periods) * dt if periods else None,
+                 median_of(duties) if duties else None, any(s.fast for s in saw))
 
 
 def _window_periods(view: WindowView, shapes: dict[int, CardShape], th: Thresholds) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_triage.diagnosis.facts import _median
+from gpu_triage.diagnosis.facts import median_of
 from gpu_triage.diagnosis.patterns import nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
@@ -23,7 +23,7 @@ from gpu_triage.window import WindowView
 def tick_seconds(view: WindowView) -> float:
     """The tick length: median of the recorded intervals, else of the timestamps' steps, else 2 s."""
     iv = view.interval_s[~np.isnan(view.interval_s)] if view.interval_s.size else view.interval_s
-    med = _median(iv.tolist()) if iv.size else 0.0  # np.median's value without its overhead
+    med = median_of(iv.tolist()) if iv.size else 0.0  # np.median's value without its overhead
     if med > 0:
         return med
     if view.t.size >= 2:

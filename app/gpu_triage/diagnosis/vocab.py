@@ -47,6 +47,38 @@ class Bottleneck(StrEnum):
     UNEXPLAINED = "unexplained"  # the GPU waits while a job holds it and no rule names why: no specific advice
 
 
+#: Each bottleneck's words for a person ("storage I/O became the bottleneck": ``compare``'s sentences). A new
+#: bottleneck adds its phrase here; a test fails on one left out.
+LABELS: dict[str, str] = {
+    Bottleneck.NONE: "nothing",
+    Bottleneck.STORAGE_IO: "storage I/O",
+    Bottleneck.DATA_PIPELINE: "the input pipeline",
+    Bottleneck.MEMORY_IDLE: "memory held on idle cards",
+    Bottleneck.COMMUNICATION: "communication between the cards",
+    Bottleneck.LAUNCH_OVERHEAD: "kernel launch overhead",
+    Bottleneck.STALL_UNEXPLAINED: "a stall in the job itself",
+    Bottleneck.PLACEMENT: "every rank on one card",
+    Bottleneck.IMBALANCE: "unequal work across the cards",
+    Bottleneck.HUNG_COLLECTIVE: "a hung collective",
+    Bottleneck.HOST_STEP: "the training process's own CPU work",
+    Bottleneck.COMPILE: "torch.compile recompiling",
+    Bottleneck.EXTERNAL_WAIT: "waits on another service",
+    Bottleneck.HOST_OR_INPUT: "the training process's own CPU work or its in-process loading",
+    Bottleneck.UNEXPLAINED: "a wait no rule explains",
+}
+
+
+def label(bottleneck: str) -> str:
+    """``bottleneck``'s phrase for a person; one this version does not know (a newer recording's) is said as is."""
+    return LABELS.get(bottleneck, bottleneck)
+
+
+def is_healthy(bottleneck: str | None) -> bool:
+    """Whether ``bottleneck`` asks nothing of a person: ``none``, or no bottleneck said at all (an old exporter's
+    empty label). Every other value, one this version does not know included, is something to act on."""
+    return not bottleneck or bottleneck == Bottleneck.NONE
+
+
 #: The bottleneck label of the verdict ``export`` serves while the cards themselves are faulty (a :class:`GpuFault`,
 #: its pattern label): no rule gives it, the source's status does.
 GPU_FAULT = "gpu_fault"
@@ -78,7 +110,7 @@ SEVERITY: tuple[str, ...] = (
 def severity(bottleneck: str | None) -> int:
     """``bottleneck``'s rank in :data:`SEVERITY` (0 is the worst); one this version does not know (a newer
     exporter's) ranks after every known bottleneck and before ``none``."""
-    if not bottleneck or bottleneck == Bottleneck.NONE:
+    if is_healthy(bottleneck):
         return len(SEVERITY)
     try:
         return SEVERITY.index(bottleneck)

@@ -17,83 +17,35 @@ is moved back), any other staging directory is an unfinished daily file (removed
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
 from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR, OLD_SUFFIX, STAGING_PREFIX
-from gpu_triage.openfiles import open_input
+from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.fleet.compact_types import (
+    HostDay,
+    day_stamp,
+    fs_bytes,
+    unreadable_line,
+)
+from gpu_triage.fleet.compact_types import (
+    Options as Options,
+)
+from gpu_triage.fleet.compact_types import (
+    Result as Result,
+)
 from gpu_triage.safetext import clean
 from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder
 
 log = logging.getLogger(__name__)
 
-META_MERGED = b"gpu_triage.compacted_from"  # JSON: [[name, size], ...] of the files the daily file replaced
-META_TOKEN = b"gpu_triage.compact_id"
-META_RECOMPUTED = b"gpu_triage.verdicts_recomputed"
 GRACE = timedelta(minutes=15)  # a day's last hourly file is converted in seconds after midnight; leave it be
 
 
-@dataclass(slots=True)
-class Options:
-    keep_days: int | None = None
-    dry_run: bool = False
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    window_s: float = 300.0
-
-
-@dataclass(slots=True)
-class Result:
-    """What a run did (or, dry, would do): the figures of the summary line and one line per event."""
-
-    days: int = 0  # host-days compacted
-    files_merged: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0  # the daily files written (the flat table beside them counted apart)
-    flat_bytes: int = 0
-    ticks: int = 0
-    duplicates: int = 0
-    recomputed: int = 0  # verdicts computed by the engine for ticks recorded without one
-    days_removed: int = 0
-    files_removed: int = 0
-    bytes_removed: int = 0
-    lines: list[str] = field(default_factory=list)  # what was skipped or would be done, said once each
-    failed: list[str] = field(default_factory=list)  # host-days that could not be compacted (left as they were)
-
-    def say(self, line: str) -> None:
-        """Add a line for the terminal: the names in it are the dataset's, which others choose, so its control
-        characters are made visible here (gpu_triage.safetext); one said already is not repeated."""
-        line = clean(line)
-        if line not in self.lines:
-            self.lines.append(line)
-
-    def fail(self, line: str) -> None:
-        """:meth:`say` for what could not be done (the run's exit status is 1)."""
-        line = clean(line)
-        if line not in self.failed:
-            self.failed.append(line)
-
-
-@dataclass(slots=True)
-class HostDay:
-    host: str  # the partition's value (host=NAME)
-    day: date
-    files: list[fs.Entry]  # the partition's regular *.parquet files
-
-
 Progress = Callable[[int, int, str], None]
-
-
-def _stamp(d: date) -> str:
-    return d.isoformat()
 
 
 def scan(root: Path, out: Result) -> tuple[list[str], dict[str, list[str]]]:
@@ -160,12 +112,6 @@ def _readable(parent_fd: int, name: str, shown: Path, out: Result) -> bool:
     return True
 
 
-def unreadable_line(shown: Path, exc: OSError | UserError) -> str:
-    """The line for a partition that cannot be opened or listed: left as it is, the rest goes on."""
-    why = f"cannot read {shown}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
-    return f"{why}: left as it is (run compact as a user that can read it)"
-
-
 def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     """Compact every finished host-day of ``root``, then apply ``opts.keep_days``."""
     from gpu_triage.fleet.compact_day import compact_day, finish_staging, write_flat
@@ -192,7 +138,7 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
                     if item is not None:
                         todo.append(item)
         for i, (hd, flat_only) in enumerate(todo, 1):
-            where = f"host={hd.host} date={_stamp(hd.day)}"
+            where = f"host={hd.host} date={day_stamp(hd.day)}"
             if opts.dry_run:
                 size = sum(e.size for e in hd.files)
                 what = "would write its flat table" if flat_only else (
@@ -233,12 +179,6 @@ def _one_run_at_a_time(rfd: int, root: Path) -> None:
         log.warning("cannot lock %s (%s): make sure no other compact runs on it at the same time", root, exc)
 
 
-def fs_bytes(n: int) -> str:
-    from gpu_triage.units import fmt_bytes
-
-    return fmt_bytes(n)
-
-
 def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options, today: date,
           out: Result) -> tuple[HostDay, bool] | None:
     """The host-day to compact in ``dname``, or None (today's, too fresh, being recorded, already done)."""
@@ -265,7 +205,7 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
         return None
     hd = HostDay(host, day, files)
     if [e.name for e in files] == [DAILY_NAME]:
-        flat = root / FLAT_DIR / _stamp(day) / f"{host}.parquet"
+        flat = root / FLAT_DIR / day_stamp(day) / f"{host}.parquet"
         try:
             present = fs.stat.S_ISREG(flat.lstat().st_mode)
         except OSError:
@@ -274,39 +214,3 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
     return hd, False
 
 
-def read_manifest(path: Path) -> tuple[str | None, dict[str, int]]:
-    """The token and merged files (name -> size) a daily file names in its metadata; (None, {}) if none."""
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    if not path.is_file():
-        return None, {}
-    try:
-        with open_input(path) as fh:  # never a FIFO waited on, nor a link followed
-            meta = pq.read_schema(fh).metadata or {}
-        merged = json.loads(meta.get(META_MERGED, b"[]"))
-        token = meta.get(META_TOKEN)
-        return (token.decode() if token else None), {str(n): int(s) for n, s in merged}
-    except (OSError, ValueError, TypeError) as exc:
-        log.warning("cannot read the compaction record of %s: %s", path, exc)
-        return None, {}
-
-
-def staging_name(day: date, token: str) -> str:
-    return f"{STAGING_PREFIX}{_stamp(day)}-{token}"
-
-
-def parse_staging(name: str) -> tuple[date, str, bool] | None:
-    """(day, token, is the old partition's name) of a staging directory's name, None for another name."""
-    if not name.startswith(STAGING_PREFIX):
-        return None
-    rest = name[len(STAGING_PREFIX):]
-    old = rest.endswith(OLD_SUFFIX)
-    rest = rest.removesuffix(OLD_SUFFIX)
-    day = fs.parse_date(rest[:10])
-    if day is None or len(rest) < 12 or rest[10] != "-":
-        return None
-    return day, rest[11:], old
-
-
-def new_token() -> str:
-    return os.urandom(4).hex()

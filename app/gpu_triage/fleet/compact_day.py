@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
 from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact import (
+from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.fleet.compact_types import (
     META_MERGED,
     META_RECOMPUTED,
     META_TOKEN,
@@ -26,7 +27,6 @@ from gpu_triage.fleet.compact import (
     read_manifest,
     staging_name,
 )
-from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
 from gpu_triage.trace.bounds import host_metadata
 from gpu_triage.trace.layout import META_HOST
 from gpu_triage.trace.target import describe_os_error, write_parquet_atomic

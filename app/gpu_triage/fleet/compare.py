@@ -48,17 +48,18 @@ from gpu_triage.compare.runs import (
     COLUMNS,
     HOST_METRICS,
     Parts,
-    _change,
-    _metadata,
     aggregate,
+    change_of,
     concat_parts,
     differences,
     project,
+    run_metadata,
     segment_shares,
 )
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import _none_of, dataset_files, host_of, leftovers, skip_reason
+from gpu_triage.fleet.onefile import host_of, skip_reason
+from gpu_triage.fleet.summary import dataset_files, leftovers, none_of
 from gpu_triage.offline.judge import MAX_POINTS
 from gpu_triage.offline.timeline import Timeline, diagnose_trace
 from gpu_triage.safetext import clean
@@ -119,7 +120,7 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         sources.append(src)
     if not sources:
         why = f" ({skipped[0][0].name}: {skipped[0][1]})" if skipped else ""
-        raise UserError(f"{spec}: {_none_of(len(files))}{why}; "
+        raise UserError(f"{spec}: {none_of(len(files))}{why}; "
                         "give a dataset directory or a glob of gpu-triage recordings")
     sources.sort(key=lambda s: (float(s.t[0]), str(s.path)))
     host_names = {s.path: host_of(s.path, s.host.hostname) for s in sources}
@@ -166,13 +167,13 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
         jobs.extend(file_jobs)
         timelines.append(tl)
     if not used:
-        raise UserError(f"{spec}: {_none_of(len(files))} ({skipped[0][0].name}: "
+        raise UserError(f"{spec}: {none_of(len(files))} ({skipped[0][0].name}: "
                         f"{skipped[0][1]})")
     if progress is not None and done < total:
         progress(total, total)
     first = next(s for s in sources if s.path == used[0])
     return Side(spec, used, skipped, sorted(set(host_names[p] for p in used)), projector.parts(), jobs,
-                timelines, stride, leftovers(spec), _metadata(first.head), repeated)
+                timelines, stride, leftovers(spec), run_metadata(first.head), repeated)
 
 
 def _once_each(sources: list[TraceSource], hosts: dict[Path, str]) -> tuple[list[TraceSource], int, int]:
@@ -332,7 +333,7 @@ def compare_datasets(before: str, after: str, config: Config,
     empty: dict[str, float | None] = {}
 
     def changes(x: dict[str, Any], y: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-        return {k: _change(x.get(k), y.get(k)) for k, _ in keys}
+        return {k: change_of(x.get(k), y.get(k)) for k, _ in keys}
 
     da, db = _shares_of(a), _shares_of(b)
     ma, mb = _side_metadata(a), _side_metadata(b)
@@ -344,7 +345,7 @@ def compare_datasets(before: str, after: str, config: Config,
         "cards": {c: changes(sa["cards"].get(c, empty), sb["cards"].get(c, empty), CARD_METRICS)
                   for c in _card_order(set(sa["cards"]) | set(sb["cards"]))},
         "host": changes(sa["host"], sb["host"], HOST_METRICS),
-        "diagnosis": {k: _change(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))},
+        "diagnosis": {k: change_of(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))},
         "metadata_differences": differences(ma, mb),
     }
     if by_host:

@@ -198,7 +198,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
     import polars as pl
     import pyarrow.parquet as pq
 
-    from gpu_triage.fleet.summary import file_verdicts, host_of, skip_reason
+    from gpu_triage.fleet.onefile import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
     pf = None
@@ -379,7 +379,7 @@ def owners_per_row(pl: Any, table: Any) -> Any:
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
     """GPU-Util summed per window over the ticks where a job held the cards, and their count."""
-    from gpu_triage.fleet.summary import util_rows
+    from gpu_triage.fleet.onefile import util_rows
 
     if frame is None:
         return None

@@ -10,15 +10,16 @@
 The screen is ``ui/fleet_app.py``; ``commands/fleet.py`` runs it or prints one snapshot. No Textual here.
 """
 
-# The order of the rows, said in `gpu-triage fleet --help` (kept here so --help imports nothing else) and
-# implemented by model.sort_key; the bottlenecks' order is vocab.SEVERITY's (a test holds the two together).
+from gpu_triage.diagnosis.vocab import SEVERITY
+
+# The order of the rows, said in `gpu-triage fleet --help` and implemented by model.sort_key; the bottlenecks'
+# order is vocab.SEVERITY's, read from it so a new bottleneck is said here without an edit.
 SORT_ORDER_HELP = (
     "Rows needing a human come first, worst first: a GPU fault (a dead driver, a lost or missing card), then "
     "hosts down (up == 0, a failed scrape, a target that never answered) and stale (no new tick), then hosts "
-    "with a bottleneck by severity (hung_collective, placement, imbalance, data_pipeline, storage_io, "
-    "communication, host_step, host_or_input, external_wait, compile, launch_overhead, memory_idle, stall_unexplained, "
-    "unexplained: vocab.SEVERITY, docs/diagnosis.md), more of the host's cards first, then higher confidence; "
-    "then the rest by lowest mean GPU-Util (n/a first); ties by host name."
+    f"with a bottleneck by severity ({', '.join(SEVERITY[1:-1])}: vocab.SEVERITY, docs/diagnosis.md), more of "
+    "the host's cards first, then higher confidence; then the rest by lowest mean GPU-Util (n/a first); ties by "
+    "host name."
 )
 KEYS_HELP = (
     "Enter opens a host's detail (each card's utilisation, memory, power), Esc goes back, Home/End go to the "

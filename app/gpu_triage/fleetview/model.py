@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
-from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, severity
+from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, is_healthy, severity
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
 from gpu_triage.fleetview.samples import HostData, Sample
 from gpu_triage.safetext import clip
@@ -66,7 +66,6 @@ STALE_TICKS = 5.0  # a newest tick older than this many tick intervals is stale:
 STALE_MIN_S = 15.0  # and never before this many seconds (a scrape 1 s after a 2 s tick is not stale)
 MAX_CARDS = 256  # `gpu` labels kept per host (a hostile scrape could name a million)
 
-HEALTHY_BOTTLENECKS = frozenset({"none", ""})
 
 OK, STALE, DOWN = "ok", "stale", "down"
 
@@ -122,7 +121,7 @@ class HostRow:
 
     @property
     def has_bottleneck(self) -> bool:
-        return self.state == OK and self.bottleneck is not None and self.bottleneck not in HEALTHY_BOTTLENECKS
+        return self.state == OK and not is_healthy(self.bottleneck)
 
 
 # -- one row per host -----------------------------------------------------------------------------------------

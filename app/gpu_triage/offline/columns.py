@@ -12,16 +12,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, _build, _job_from_row, stack_from_row
+from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, build_record, job_from_row, stack_from_row
 from gpu_triage.trace.batches import as_float
 from gpu_triage.window import (
     DISK_FIELDS,
     GPU_FIELDS,
     WindowView,
-    _widen,
+    widen,
 )
 
-PROC_AHEAD = 512  # process lists converted from Arrow at a time (see _Columns._procs)
+PROC_AHEAD = 512  # process lists converted from Arrow at a time (see RecordingColumns._procs)
 
 
 def _list_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array | None]:
@@ -118,7 +118,7 @@ class _ArrowRows:
 
 
 def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
-    return [_job_from_row(r) for r in arr.to_pylist()]
+    return [job_from_row(r) for r in arr.to_pylist()]
 
 
 def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
@@ -130,7 +130,7 @@ def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
 
 def _nets_of(arr: pa.Array) -> list[list[NetSample]]:
     # as Tick.from_row builds them: an entry without a name is no interface
-    return [[_build(NetSample, x) for x in (r or []) if x and x.get("name") is not None] for r in arr.to_pylist()]
+    return [[build_record(NetSample, x) for x in (r or []) if x and x.get("name") is not None] for r in arr.to_pylist()]
 
 
 def _swap_of(arr: pa.Array) -> list[tuple[int | None, int | None]]:
@@ -153,7 +153,7 @@ def _swap_column(batch: pa.RecordBatch) -> pa.Array | None:
     return pa.StructArray.from_arrays([used, total], names=["used", "total"])
 
 
-class _Columns:
+class RecordingColumns:
     """Consecutive ticks as numpy columns. Columns of cards, cores and disks keep their place from batch
     to batch (new ones are appended), and remember the row where each first appeared, so that a view at a
     tick shows exactly the columns a RollingWindow would have at that tick. Process lists, the job, swap
@@ -195,7 +195,7 @@ class _Columns:
         def cat(old: np.ndarray, new: np.ndarray) -> np.ndarray:
             old = old[drop:]
             if old.ndim == 2 and old.shape[1] < new.shape[1]:
-                old = _widen(old, new.shape[1])
+                old = widen(old, new.shape[1])
             return np.concatenate([old, new]) if old.shape[0] else new
 
         ts = pc.cast(batch.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)

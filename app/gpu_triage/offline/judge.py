@@ -16,7 +16,7 @@ from gpu_triage.diagnosis.engine import Verdict, diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
-from gpu_triage.offline.columns import _Columns
+from gpu_triage.offline.columns import RecordingColumns
 from gpu_triage.trace.batches import TraceSource
 from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
 from gpu_triage.verdicts.gaps import gap_limit
@@ -163,7 +163,7 @@ def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
     capacity = _capacity(window_s, nominal, n)
     group_of = np.searchsorted(np.asarray(starts), points, side="right") - 1
 
-    cols = _Columns()
+    cols = RecordingColumns()
     raws: list[Verdict] = []
     k = 0  # next point
     read = 0

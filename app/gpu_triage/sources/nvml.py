@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_triage.model import GpuInfo, GpuSample
 from gpu_triage.nvmlwrap import GpuLost, Nvml, cuda_version_text
-from gpu_triage.sources.nvml_links import LINK_KEYS, SUCCESS, LinkCounter, LinkRates, field_value
+from gpu_triage.sources.nvml_card import LINK_KEYS, NvmlCard
+from gpu_triage.sources.nvml_card import LOST_PROBE_FIRST_S as LOST_PROBE_FIRST_S
+from gpu_triage.sources.nvml_links import SUCCESS, LinkRates, field_value
 
 # Constant values from nvml.h, used when the binding lacks the name (older nvidia-ml-py).
 _GPU_UTILIZATION_SAMPLES = 1
@@ -60,7 +61,6 @@ _MAX_EVENTS_PER_TICK = 256  # a storm of events is still drained over a few tick
 
 log = logging.getLogger(__name__)
 
-LOST_PROBE_FIRST_S = 5.0  # first re-probe of a lost card after this long
 LOST_PROBE_MAX_S = 300.0  # back-off doubles up to this
 
 
@@ -68,31 +68,6 @@ def _text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value if isinstance(value, str) else None
-
-
-@dataclass
-class _Card:
-    """What we keep about one card between ticks."""
-
-    index: int
-    handle: Any
-    info: GpuInfo
-    last_util_ts: int | None = None  # newest driver GPU-Util sample timestamp seen (µs)
-    gpm_supported: bool = False
-    gpm_prev: Any = None  # the GPM sample taken last tick (valid when gpm_prev_ok)
-    gpm_spare: Any = None
-    gpm_prev_ok: bool = False
-    gpm_request: Any = None  # reused c_nvmlGpmMetricsGet_t
-    nvlink_mode: str = "aggregate"  # "aggregate" (scope UINT_MAX), "per_link", "none"
-    nvlink_links: int | None = None
-    gpm_link_keys: set[str] = field(default_factory=lambda: set(LINK_KEYS))  # rates GPM answers on this card
-    counters: dict[str, LinkCounter] = field(default_factory=dict)
-    xid_set: Any = None  # this card's NVML event set for critical XIDs (None: the card cannot report them)
-    xid_count: int = 0
-    xid_last: int | None = None
-    lost: bool = False
-    next_probe_at: float = 0.0
-    probe_backoff_s: float = LOST_PROBE_FIRST_S
 
 
 class NvmlGpuReader(LinkRates):
@@ -145,23 +120,23 @@ class NvmlGpuReader(LinkRates):
             self._const["NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC"],
             self._const["NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC"],
         ]
-        self.cards: list[_Card] = []
+        self.cards: list[NvmlCard] = []
         count = nvml.call("nvmlDeviceGetCount") or 0
         for index in range(count):
             self.cards.append(self._open_card(index))
 
     # ---- static facts ----
-    def _open_card(self, index: int) -> _Card:
+    def _open_card(self, index: int) -> NvmlCard:
         try:
             handle = self.nvml.call("nvmlDeviceGetHandleByIndex", index)
             if handle is None:
                 raise GpuLost("nvmlDeviceGetHandleByIndex")
-            card = _Card(index=index, handle=handle, info=self._static_info(index, handle))
+            card = NvmlCard(index=index, handle=handle, info=self._static_info(index, handle))
             self._setup_gpm(card)
             self._setup_nvlink(card)
             self._setup_xid(card)
         except GpuLost:
-            card = _Card(index=index, handle=None, info=GpuInfo(index=index))
+            card = NvmlCard(index=index, handle=None, info=GpuInfo(index=index))
             self._mark_lost(card)
         return card
 
@@ -181,7 +156,7 @@ class NvmlGpuReader(LinkRates):
             pcie_width_max=self.nvml.call("nvmlDeviceGetMaxPcieLinkWidth", handle),
         )
 
-    def _setup_gpm(self, card: _Card) -> None:
+    def _setup_gpm(self, card: NvmlCard) -> None:
         support = self.nvml.call("nvmlGpmQueryDeviceSupport", card.handle)
         request_type = getattr(self.m, "c_nvmlGpmMetricsGet_t", None)
         if not support or not getattr(support, "isSupportedDevice", 0) or request_type is None:
@@ -198,7 +173,7 @@ class NvmlGpuReader(LinkRates):
         card.gpm_supported = True
         card.gpm_prev, card.gpm_spare, card.gpm_request = first, second, request
 
-    def _setup_nvlink(self, card: _Card) -> None:
+    def _setup_nvlink(self, card: NvmlCard) -> None:
         """Count links once; no links -> NVLink fields are never asked for again."""
         fid = self._const["NVML_FI_DEV_NVLINK_LINK_COUNT"]
         values = self.nvml.call("nvmlDeviceGetFieldValues", card.handle, [fid])
@@ -212,7 +187,7 @@ class NvmlGpuReader(LinkRates):
         # links None: the count is not reported; try the aggregate counters once and see.
         card.nvlink_mode = "none" if links == 0 else "aggregate"
 
-    def _setup_xid(self, card: _Card) -> None:
+    def _setup_xid(self, card: NvmlCard) -> None:
         """One event set per card, registered for critical XIDs where the card supports them."""
         xid = self._const["nvmlEventTypeXidCriticalError"]
         supported = self.nvml.call("nvmlDeviceGetSupportedEventTypes", card.handle)
@@ -226,7 +201,7 @@ class NvmlGpuReader(LinkRates):
             return
         card.xid_set = event_set
 
-    def _xids(self, card: _Card) -> None:
+    def _xids(self, card: NvmlCard) -> None:
         """Drain the card's pending XID events without waiting: count them, keep the newest code.
 
         The code is the event's ``eventData``: the NVML reference (nvmlEventData_t) says it "stores the XID
@@ -268,7 +243,7 @@ class NvmlGpuReader(LinkRates):
                 out.append(GpuSample(index=card.index))
         return out
 
-    def _sample_card(self, card: _Card) -> GpuSample:
+    def _sample_card(self, card: NvmlCard) -> GpuSample:
         h = card.handle
         call = self.nvml.call
         s = GpuSample(index=card.index)
@@ -299,7 +274,7 @@ class NvmlGpuReader(LinkRates):
         self._health(card, s)
         return s
 
-    def _health(self, card: _Card, s: GpuSample) -> None:
+    def _health(self, card: NvmlCard, s: GpuSample) -> None:
         """Throttle reasons, volatile ECC counts, XID events: each None where the card does not say."""
         h, c = card.handle, self._const
         reasons = self.nvml.call("nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -316,7 +291,7 @@ class NvmlGpuReader(LinkRates):
             self._xids(card)
             s.xid_count, s.xid_last = card.xid_count, card.xid_last
 
-    def _util(self, card: _Card) -> tuple[float | None, float | None, float | None]:
+    def _util(self, card: NvmlCard) -> tuple[float | None, float | None, float | None]:
         """Mean/min/max of the driver samples newer than the last one seen; fallback: the current rate."""
         since = card.last_util_ts or 0
         got = self.nvml.call("nvmlDeviceGetSamples", card.handle, self._const["NVML_GPU_UTILIZATION_SAMPLES"], since)
@@ -343,7 +318,7 @@ class NvmlGpuReader(LinkRates):
             return None, None, None
         return float(gpu), float(gpu), float(gpu)
 
-    def _gpm(self, card: _Card) -> tuple[float | None, ...] | None:
+    def _gpm(self, card: NvmlCard) -> tuple[float | None, ...] | None:
         """GPM metrics between last tick's sample and a fresh one; the fresh one becomes 'previous'."""
         fresh = self.nvml.call("nvmlGpmSampleGet", card.handle, card.gpm_spare)
         if fresh is None:
@@ -364,7 +339,7 @@ class NvmlGpuReader(LinkRates):
         return result
 
     # ---- lost cards ----
-    def _mark_lost(self, card: _Card) -> None:
+    def _mark_lost(self, card: NvmlCard) -> None:
         if not card.lost:
             self.messages.append(f"GPU {card.index} stopped answering (GPU is lost): showing it as lost.")
             log.warning("GPU %d stopped answering (GPU is lost); probing it again with back-off", card.index)
@@ -374,7 +349,7 @@ class NvmlGpuReader(LinkRates):
         card.last_util_ts = None
         card.next_probe_at = self._clock() + card.probe_backoff_s
 
-    def _probe(self, card: _Card) -> bool:
+    def _probe(self, card: NvmlCard) -> bool:
         """One cheap call, with doubling back-off, to see whether a lost card came back."""
         now = self._clock()
         if now < card.next_probe_at:

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpu_triage.nvmlwrap import Nvml
-
-if TYPE_CHECKING:
-    from gpu_triage.sources.nvml import _Card
+from gpu_triage.sources.nvml_card import LINK_KEYS, LinkCounter, NvmlCard
 
 log = logging.getLogger(__name__)
 
 _MIB = 1024.0 * 1024.0
-LINK_KEYS = ("pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")
 _SCOPE_ALL_LINKS = 0xFFFFFFFF  # nvml.h: scopeId UINT_MAX = aggregate over all links
 SUCCESS = 0
 
@@ -37,13 +33,6 @@ def field_value(value: Any, value_type: int | None) -> float | int | None:
     return getattr(value, member, None)
 
 
-@dataclass
-class LinkCounter:
-    value: int
-    ts_us: int
-    mono: float
-
-
 class LinkRates:
     """The link-rate half of the reader (a mixin: the reader holds the NVML handle, constants and clock)."""
 
@@ -51,7 +40,7 @@ class LinkRates:
     _const: dict[str, Any]
     _clock: Callable[[], float]
 
-    def _gpm_link_rates(self, card: _Card, values: tuple[float | None, ...] | None) -> dict[str, float | None]:
+    def _gpm_link_rates(self, card: NvmlCard, values: tuple[float | None, ...] | None) -> dict[str, float | None]:
         """PCIe/NVLink bytes/s from this tick's GPM metrics (MiB/s), for the keys GPM answers on this card.
 
         A metric GPM does not answer is dropped for good (the counters take over for that key); NVLink is
@@ -72,7 +61,7 @@ class LinkRates:
             rates[key] = max(0.0, value) * _MIB
         return rates
 
-    def _field_request(self, card: _Card, keys: list[str]) -> list[tuple[str, Any]]:
+    def _field_request(self, card: NvmlCard, keys: list[str]) -> list[tuple[str, Any]]:
         c = self._const
         request: list[tuple[str, Any]] = []
         if "pcie_tx" in keys:
@@ -92,7 +81,7 @@ class LinkRates:
                 request.append(("nvlink_rx", (rx, scope)))
         return request
 
-    def _link_rates(self, card: _Card, keys: list[str]) -> dict[str, float | None]:
+    def _link_rates(self, card: NvmlCard, keys: list[str]) -> dict[str, float | None]:
         """One batched field read of the counters behind ``keys``; rates from the deltas of the counters."""
         request = self._field_request(card, keys)
         if not request:
@@ -125,7 +114,7 @@ class LinkRates:
             rates[key] = self._rate(card, key, LinkCounter(value, ts, now))
         return rates
 
-    def _adapt_nvlink(self, card: _Card, failed: dict[str, int]) -> None:
+    def _adapt_nvlink(self, card: NvmlCard, failed: dict[str, int]) -> None:
         if card.nvlink_mode == "aggregate" and "nvlink_tx" in failed:
             # A driver that rejects the aggregate scope: sum per-link scopes if we know the link count.
             if failed["nvlink_tx"] == self._const["NVML_ERROR_INVALID_ARGUMENT"] and card.nvlink_links:
@@ -135,7 +124,7 @@ class LinkRates:
         elif card.nvlink_mode == "per_link" and "nvlink_tx" in failed:
             card.nvlink_mode = "none"
 
-    def _rate(self, card: _Card, key: str, now: LinkCounter) -> float | None:
+    def _rate(self, card: NvmlCard, key: str, now: LinkCounter) -> float | None:
         prev = card.counters.get(key)
         card.counters[key] = now
         if prev is None:

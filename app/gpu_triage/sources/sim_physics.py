@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from gpu_triage.model import DiskSample
 from gpu_triage.scenarios import REGISTRY
-
-if TYPE_CHECKING:
-    from gpu_triage.sources.sim import SimulatedSource
 
 _EPOCH_S, _EPOCH_ON_S = 7.5, 3.0
 _DISK_NAMES = ("nvme0n1", "nvme1n1")  # system disk, dataset disk
@@ -53,11 +50,19 @@ class Phase:
 # reproducible from their seed), so a scenario's numbers only ever change with its own entry.
 
 
+class Machine(Protocol):
+    """What a scenario's physics reads of the simulated source (``sim.SimulatedSource``): a protocol, so that
+    the physics needs nothing from the module that imports it."""
+
+    @property
+    def cores(self) -> int: ...
+
+
 @dataclass(slots=True)
 class Ctx:
     """What a scenario's physics may read for one tick."""
 
-    sim: SimulatedSource
+    sim: Machine
     ph: Phase
     rng: np.random.Generator
     G: int  # cards
