@@ -12,14 +12,7 @@ ROOT = APP / "gpu_triage"
 
 # cli/ package in progress (issue 36, item 3): cli_parser still takes the shared option groups from cli_args;
 # the cli/ package makes them public. Remove these when it lands.
-PRIVATE_ALLOWED = {
-    ("gpu_triage.cli_parser", f"gpu_triage.cli_args.{name}")
-    for name in (
-        "_add_job", "_add_logging", "_add_metrics", "_add_rotate", "_add_sampling", "_add_seconds", "_add_source",
-        "_add_stacks", "_bool_list", "_gpu_count", "_int_list", "_interval", "_positive_float", "_positive_int",
-        "_resolution", "_seconds_between", "_seed", "_speed",
-    )
-}  # fmt: skip
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()  # none: a shared name is public
 
 
 def _modules() -> dict[str, Path]:
