@@ -15,6 +15,7 @@ from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:
+    from gpu_triage.diagnosis.headroom import Headroom
     from gpu_triage.diagnosis.measure import Measurements
     from gpu_triage.diagnosis.mechanisms.base import Cause
 
@@ -50,6 +51,7 @@ class Verdict(Finding):
     per_gpu: dict[int, str] = field(default_factory=dict)
     destructive_advice: list[str] = field(default_factory=list)  # kill/free/restart: shown only when held
     mechanism: str = ""  # the rule that named the bottleneck (a Mechanism; "" before any rule ran)
+    headroom: Headroom | None = None  # what removing the bottleneck can give back (diagnosis/headroom.py)
 
 
 # The confidences are set per rule (Thresholds.conf_*), not calibrated probabilities: words say how much to
