@@ -1,0 +1,52 @@
+"""The headroom beside a verdict, checked on real before/after recordings: the gain the fix measured lies at
+or below the bound the BEFORE run predicted, and where the fix removed the whole bottleneck the bound is no
+looser than twice the measured gain."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from x2_runs import lab_run
+
+from gpu_triage.diagnosis.vocab import Bottleneck
+
+DATA = Path(__file__).parent / "data"
+
+
+def _bounds(name: str, bottleneck: str) -> list[float]:
+    _, res, _ = lab_run(DATA / name)
+    return [r[1].headroom.factor for r in res
+            if r[1].bottleneck == bottleneck and r[1].headroom is not None and r[1].headroom.kind == "bound"]
+
+
+def _rate(name: str) -> float:
+    _, res, _ = lab_run(DATA / name)
+    got = [r[1].facts.get("job_samples_per_s", math.nan) for r in res]
+    return statistics.median([x for x in got if not math.isnan(x) and x > 0])
+
+
+@pytest.mark.parametrize(("before", "after"), [("h200x2-joblog-1card-starved-1s.parquet",
+                                                "h200x2-joblog-1card-fixed-1s.parquet")])
+def test_starved_loader_bound_holds_the_measured_gain(before: str, after: str) -> None:
+    bounds = _bounds(before, Bottleneck.DATA_PIPELINE)
+    assert bounds, "the starved run's data-pipeline verdicts carry a bound"
+    bound = statistics.median(bounds)
+    gain = _rate(after) / _rate(before)  # the job's own clock, samples/s
+    assert gain <= bound <= 2 * gain
+
+
+def test_placement_bound_is_cards_over_busy_cards() -> None:
+    # every rank on card 0 of two: at most 2x, if the job scales to card 1
+    bounds = _bounds("h200x2-cuda0-1s.parquet", Bottleneck.PLACEMENT)
+    assert bounds and set(bounds) == {2.0}
+    _, res, _ = lab_run(DATA / "h200x2-cuda0-1s.parquet")
+    hr = next(r[1].headroom for r in res if r[1].bottleneck == Bottleneck.PLACEMENT)
+    assert "scales to the idle cards" in hr.line()
+
+
+def test_fixed_run_has_no_bound_to_win() -> None:
+    _, res, _ = lab_run(DATA / "h200x2-joblog-1card-fixed-1s.parquet")
+    assert all(r[1].headroom is None or r[1].headroom.kind != "bound" for r in res)
