@@ -9,9 +9,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from x2_runs import lab_run
 
 from gpu_triage.diagnosis.vocab import Bottleneck
+from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"
 

@@ -101,7 +101,8 @@ def headroom(verdict: Verdict, m: Measurements) -> Headroom:
     if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
         w = min(max(wait / 100.0, 0.0), 0.99)
         return Headroom(BOUND, 1.0 / (1.0 - w), w, busy,
-                        f"the job waits for data {w * 100:.0f} % of each step", "the GPU work stays the same", "samples/s")
+                        f"the job waits for data {w * 100:.0f} % of each step", "the GPU work stays the same",
+                        "samples/s")
     if busy * MAX_FACTOR < 1.0:
         return lost
     return Headroom(BOUND, 1.0 / busy, wait_share, busy,
