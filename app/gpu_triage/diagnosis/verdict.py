@@ -38,6 +38,7 @@ class Finding:
     duty: float | None = None
     facts: dict[str, float] = field(default_factory=dict)
     evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
+    headroom: Headroom | None = None  # what removing the bottleneck can give back (diagnosis/headroom.py)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -51,7 +52,6 @@ class Verdict(Finding):
     per_gpu: dict[int, str] = field(default_factory=dict)
     destructive_advice: list[str] = field(default_factory=list)  # kill/free/restart: shown only when held
     mechanism: str = ""  # the rule that named the bottleneck (a Mechanism; "" before any rule ran)
-    headroom: Headroom | None = None  # what removing the bottleneck can give back (diagnosis/headroom.py)
 
 
 # The confidences are set per rule (Thresholds.conf_*), not calibrated probabilities: words say how much to
