@@ -5,8 +5,8 @@ mechanism, not from a table of guesses (docs/diagnosis.md, "Headroom", has the t
 
 - the job's clock says each step waits for data a share w of its time: removing the wait gives at most
   1/(1-w) (the GPU work of a step stays; only the wait goes);
-- no clock: the cards are busy a share b of the judged ticks (mean GPU-Util of the verdict's cards):
-  removing what they wait for gives at most 1/b of GPU-busy time;
+- the busiest of the verdict's cards works a share b of the judged ticks (SM activity where known, else
+  GPU-Util): removing what the cards wait for gives at most 1/b, and this caps the clock's bound too;
 - idle cards beside busy ones (placement, single card): N cards / N busy, if the job scales to them;
 - the slowest rank holds the others (imbalance): every rank waits for the busiest, so even work gives at
   most busiest / mean;
@@ -69,18 +69,11 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def _mean(values: list[float]) -> float:
-    got = [v for v in values if not math.isnan(v)]
-    return sum(got) / len(got) if got else math.nan
-
-
 def headroom(verdict: Verdict, m: Measurements) -> Headroom:
     """The headroom of ``verdict`` over the stretch ``m`` judged."""
     judged_ticks = m.view.n - m.start
     judged_s = judged_ticks * m.dt
-    names = verdict.gpus or list(m.all_util)
-    busy_pct = _mean([m.all_util[i] for i in names if i in m.all_util])
-    busy = None if math.isnan(busy_pct) else min(max(busy_pct / 100.0, 0.0), 1.0)
+    busy = _busy(verdict.gpus or list(m.all_util), m)
     b = verdict.bottleneck
     if b == Bottleneck.NONE:
         return Headroom(NONE, None, None, busy, "no bottleneck named", "")
@@ -98,16 +91,33 @@ def headroom(verdict: Verdict, m: Measurements) -> Headroom:
     if b in _RANKS:
         return _ranks(m, busy, lost)
     wait = verdict.facts.get("job_data_wait_pct", math.nan)
-    if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
-        w = min(max(wait / 100.0, 0.0), 0.99)
-        return Headroom(BOUND, 1.0 / (1.0 - w), w, busy,
-                        f"the job waits for data {w * 100:.0f} % of each step", "the GPU work stays the same",
-                        "samples/s")
     if busy * MAX_FACTOR < 1.0:
         return lost
+    if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
+        # the host times its wait while the GPU still runs the kernels it queued (CUDA is asynchronous), so
+        # the wait over-reads; the busiest card's share caps it: the GPU work of a step cannot shrink
+        w = min(max(wait / 100.0, 0.0), 0.99)
+        if 1.0 / (1.0 - w) <= 1.0 / busy:
+            return Headroom(BOUND, 1.0 / (1.0 - w), w, busy, f"the job waits for data {w * 100:.0f} % of each step",
+                            "the GPU work stays the same", "samples/s")
+        return Headroom(BOUND, 1.0 / busy, w, busy,
+                        f"the job waits for data {w * 100:.0f} % of each step, the busiest card works "
+                        f"{busy * 100:.0f} % of the judged {_minutes(judged_s)}", "the GPU work stays the same",
+                        "samples/s")
     return Headroom(BOUND, 1.0 / busy, wait_share, busy,
-                    f"the cards are busy {busy * 100:.0f} % of the judged {_minutes(judged_s)}",
+                    f"the busiest card works {busy * 100:.0f} % of the judged {_minutes(judged_s)}",
                     "the GPU work stays the same and the wait goes entirely")
+
+
+def _busy(names: list[int], m: Measurements) -> float | None:
+    """The busiest of ``names``' share of the judged ticks at work, 0..1. The busiest, because ranks in step
+    all wait for the one with the most work: with every wait gone, a step still takes that card's work.
+    SM activity where the card reports it: GPU-Util counts a collective spinning on its peer as busy (real
+    h200x2 starved DDP: card 0 at 75 % GPU-Util, 1 % SM activity)."""
+    src = m.all_sm if m.sm_known and any(i in m.all_sm and not math.isnan(m.all_sm[i]) for i in names) \
+        else m.all_util
+    got = [src[i] for i in names if i in src and not math.isnan(src[i])]
+    return min(max(max(got) / 100.0, 0.0), 1.0) if got else None
 
 
 def _spread(m: Measurements, busy: float, lost: Headroom) -> Headroom:
