@@ -61,8 +61,8 @@ def verdict_need(shown: Shown, width: int, inside: int = 0) -> tuple[int, int]:
     if isinstance(shown, FactsOnly):
         return 1 + len(first_advice_lines(shown, width)), inside
     changing = len(_changing_at(shown))
-    worth = int(shown.headroom is not None and shown.headroom.kind != "none")
-    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing + worth + inside
+    # the headroom line is not counted: it takes an evidence line's room rather than a graph's
+    return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing + inside
 
 
 def _cut(text: str, width: int) -> str:
