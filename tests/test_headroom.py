@@ -66,3 +66,18 @@ def test_placement_bound_is_cards_over_busy_cards() -> None:
 def test_fixed_run_has_no_bound_to_win() -> None:
     _, res, _ = lab_run(DATA / "h200x2-joblog-1card-fixed-1s.parquet")
     assert all(r[1].headroom is None or r[1].headroom.kind != "bound" for r in res)
+
+
+def test_a_hang_loses_everything_until_fixed() -> None:
+    _, res, _ = lab_run(DATA / "h200x2-stuck-1s.parquet")
+    hung = [r[1].headroom for r in res if r[1].bottleneck == Bottleneck.HUNG_COLLECTIVE]
+    assert hung and all(h.kind == "lost" and h.share == 1.0 and h.factor is None for h in hung)
+    assert "until the hang is fixed" in hung[-1].line()
+
+
+def test_diagnose_json_and_text_carry_the_headroom() -> None:
+    _, _, segs = lab_run(DATA / "h200x2-joblog-1card-starved-1s.parquet")
+    seg = next(s for s in segs if s.bottleneck == Bottleneck.DATA_PIPELINE)
+    got = seg.to_json_obj()["headroom"]
+    assert got["kind"] == "bound" and got["factor"] > 1 and got["assumes"] == "the GPU work stays the same " \
+        "and the wait goes entirely"
