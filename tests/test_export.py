@@ -154,6 +154,12 @@ def test_verdict_is_the_dashboards_shown_verdict() -> None:
     assert shown.bottleneck == "data_pipeline"
     assert s[("gpu_triage_verdict_confidence_ratio", ())] == pytest.approx(shown.confidence)
     assert s[("gpu_triage_verdict_age_seconds", ())] == pytest.approx(monitor.snapshot.tick_time - began)
+    # what fixing it is worth: one series per host, the bottleneck its only label
+    assert shown.headroom is not None and shown.headroom.factor is not None
+    assert named(s, "gpu_triage_verdict_headroom_ratio") == {
+        (("bottleneck", "data_pipeline"),): pytest.approx(shown.headroom.factor)}
+    assert named(s, "gpu_triage_verdict_lost_ratio") == {
+        (("bottleneck", "data_pipeline"),): pytest.approx(shown.headroom.share)}
 
 
 def test_verdict_age_counts_from_its_change() -> None:

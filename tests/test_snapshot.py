@@ -25,6 +25,15 @@ def test_snapshot_of_a_simulated_server_as_json(capsys: pytest.CaptureFixture[st
     v = data["verdict"]
     assert v["bottleneck"] == "data_pipeline" and not v["collecting"] and 0 < v["confidence"] <= 1
     assert v["evidence"] and v["advice"]
+    hr = v["headroom"]  # what fixing it is worth (issue 37)
+    assert hr["kind"] in ("bound", "lost") and hr["basis"]
+
+
+def test_snapshot_text_says_what_fixing_it_is_worth(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "--source", "sim:data_pipeline", "--gpus", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, ln in enumerate(out) if ln.startswith("VERDICT "))
+    assert out[at + 1].startswith("  = worth fixing: up to ") or out[at + 1].startswith("  = lost: ")
 
 
 def test_snapshot_as_text_names_every_card_and_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from gpu_triage import proc_columns
 from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.diagnosis.engine import COLLECTING, format_confidence
+from gpu_triage.diagnosis.headroom import Headroom
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
@@ -146,6 +147,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
                 "collecting": verdict.pattern == COLLECTING,
                 "evidence": list(verdict.evidence),
                 "advice": list(verdict.advice),
+                "headroom": None if verdict.headroom is None else verdict.headroom.as_dict(),
             },
         )
     finally:
@@ -288,6 +290,8 @@ def to_text(r: Reading) -> str:
     conf = f"  {format_confidence(v['confidence'])}" if v["confidence"] is not None else "  (no GPU)"
     gpus = f"  GPU {','.join(map(str, v['gpus']))}" if v["gpus"] else ""
     lines.append(f"VERDICT {v['pattern']} · {v['bottleneck']}{gpus}{conf}")
+    if (hr := v.get("headroom")) is not None and hr["kind"] != "none":
+        lines.append(f"  = {Headroom(**hr).line()}")
     lines += [f"  • {e}" for e in v["evidence"]]
     lines += [f"  → {a}" for a in v["advice"]]
     return "\n".join(lines)

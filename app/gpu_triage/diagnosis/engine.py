@@ -8,8 +8,11 @@ to the num_workers recommendation (job.py), let the job's stacks overrule a mech
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from gpu_triage.diagnosis.headroom import headroom
 from gpu_triage.diagnosis.job import JobState, apply_job, job_state, loader_ruled_out, with_job_rate
 from gpu_triage.diagnosis.measure import Measurements
 from gpu_triage.diagnosis.mechanisms.base import Cause
@@ -79,7 +82,8 @@ def diagnose(view: WindowView, thresholds: Thresholds, cpu_count: int | None = N
         facts=verdict_facts(m), per_gpu={i: s.pattern for i, s in m.shape.shapes.items()},
         evidence_facts=[e.as_dict() for e in evidence], destructive_advice=destructive, mechanism=cause.mechanism,
     )
-    return apply_job(verdict, view, m.start, m, clock)
+    judged = apply_job(verdict, view, m.start, m, clock)
+    return replace(judged, headroom=headroom(judged, m))
 
 
 def _job_clock(m: Measurements, cause: Cause, clock: JobState | None) -> Cause:

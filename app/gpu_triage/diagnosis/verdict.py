@@ -15,6 +15,7 @@ from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:
+    from gpu_triage.diagnosis.headroom import Headroom
     from gpu_triage.diagnosis.measure import Measurements
     from gpu_triage.diagnosis.mechanisms.base import Cause
 
@@ -37,6 +38,7 @@ class Finding:
     duty: float | None = None
     facts: dict[str, float] = field(default_factory=dict)
     evidence_facts: list[dict[str, Any]] = field(default_factory=list)  # beside each evidence sentence
+    headroom: Headroom | None = None  # what removing the bottleneck can give back (diagnosis/headroom.py)
 
     @property
     def key(self) -> tuple[str, str]:

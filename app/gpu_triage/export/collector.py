@@ -396,6 +396,15 @@ def _verdict(snap: Snapshot) -> Iterator[Metric]:
     conf = _g("verdict_confidence_ratio", "confidence of the shown verdict, 0-1")
     conf.add_metric([], float(v.confidence))
     yield conf
+    if (hr := v.headroom) is not None and hr.kind != "none":
+        if hr.factor is not None:
+            bound = _g("verdict_headroom_ratio", "most speed-up removing the bottleneck can give (x)", ["bottleneck"])
+            bound.add_metric([v.bottleneck], float(hr.factor))
+            yield bound
+        if hr.share is not None:
+            lost = _g("verdict_lost_ratio", "share of the judged time the cards wait or lose, 0-1", ["bottleneck"])
+            lost.add_metric([v.bottleneck], float(hr.share))
+            yield lost
     if snap.verdict_since is not None:
         age = _g("verdict_age_seconds", "seconds since the shown verdict began (tick time)")
         age.add_metric([], max(0.0, snap.tick_time - snap.verdict_since))

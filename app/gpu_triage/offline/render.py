@@ -76,6 +76,8 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz:
         gpus = ", ".join(map(str, e.gpus)) if e.gpus else "-"
         lines.append(f"{span(e.start, e.end)} ({dur})  {e.pattern} / {e.bottleneck}  "
                      f"cards {gpus}  {format_confidence(e.confidence)}")
+        if e.headroom is not None and e.headroom.kind != "none":
+            lines.append(f"  = {e.headroom.line()}")
         lines.extend(f"  - {x}" for x in e.evidence)
         lines.extend(f"  > {x}" for x in e.advice)
     return "\n".join(lines)

@@ -48,6 +48,7 @@ class Segment(Finding):
             "ticks": self.ticks,
             "period_s": self.period_s,
             "duty": None if self.duty is None else round(self.duty, 3),
+            "headroom": None if self.headroom is None else self.headroom.as_dict(),
         }
 
 
@@ -277,7 +278,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
             agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
             seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
             seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
-            seg.evidence_facts = list(b.evidence_facts)
+            seg.evidence_facts, seg.headroom = list(b.evidence_facts), b.headroom
             # kill/free/restart only when the segment is confident and lasted the live tracker's hold
             if (b.destructive_advice and seg.confidence >= thresholds.destructive_min_conf
                     and (seg.end - seg.start).total_seconds() >= thresholds.hold_s):

@@ -61,6 +61,7 @@ def verdict_need(shown: Shown, width: int, inside: int = 0) -> tuple[int, int]:
     if isinstance(shown, FactsOnly):
         return 1 + len(first_advice_lines(shown, width)), inside
     changing = len(_changing_at(shown))
+    # the headroom line is not counted: it takes an evidence line's room rather than a graph's
     return 1 + changing + len(first_advice_lines(shown, width)), len(shown.evidence) - changing + inside
 
 
@@ -101,6 +102,9 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         at = _changing_at(shown)
         changing = [_cut(shown.evidence[i], width) for i in sorted(at)]
         evidence = [_cut("• " + e, width) for i, e in enumerate(shown.evidence) if i not in at]
+        hr = shown.headroom
+        if hr is not None and hr.kind != "none":  # what fixing it is worth leads the evidence
+            evidence.insert(0, _cut(hr.line(), width))
         all_advice = shown.advice
     room = lines - 1
     for text in changing[:room]:

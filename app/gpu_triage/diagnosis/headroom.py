@@ -1,0 +1,144 @@
+"""What fixing a verdict's bottleneck is worth: the most it can give back, as a bound with what it assumes.
+
+Pure: the verdict and what the engine measured in, a :class:`Headroom` out. Each bound follows from the
+mechanism, not from a table of guesses (docs/diagnosis.md, "Headroom", has the table):
+
+- the job's clock says each step waits for data a share w of its time: removing the wait gives at most
+  1/(1-w) (the GPU work of a step stays; only the wait goes);
+- the busiest of the verdict's cards works a share b of the judged ticks (SM activity where known, else
+  GPU-Util): removing what the cards wait for gives at most 1/b, and this caps the clock's bound too;
+- idle cards beside busy ones (placement, single card): N cards / N busy, if the job scales to them;
+- the slowest rank holds the others (imbalance): every rank waits for the busiest, so even work gives at
+  most busiest / mean;
+- a hang: nothing progresses, everything is lost until it is fixed.
+
+Where the evidence cannot carry a bound (no rule named the cause, a judged stretch too short) it says what is
+lost, never what could be won.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpu_triage.diagnosis.vocab import Bottleneck
+
+if TYPE_CHECKING:
+    from gpu_triage.diagnosis.measure import Measurements
+    from gpu_triage.diagnosis.verdict import Verdict
+
+BOUND, LOST, NONE = "bound", "lost", "none"
+MIN_JUDGED_TICKS = 3  # fewer judged ticks carry no bound: one stall is not a share
+MAX_FACTOR = 100.0  # a card busy under 1 % bounds nothing useful: say what is lost instead
+
+# waits whose removal gives the cards their idle share back, GPU work unchanged
+_WAITS = frozenset({Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT,
+                    Bottleneck.HOST_STEP, Bottleneck.COMPILE, Bottleneck.EXTERNAL_WAIT,
+                    Bottleneck.COMMUNICATION, Bottleneck.LAUNCH_OVERHEAD})
+_SPREAD = frozenset({Bottleneck.PLACEMENT})
+_RANKS = frozenset({Bottleneck.IMBALANCE})
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """``bound``: up to ``factor``x; ``lost``: ``share`` of the judged time is lost; ``none``: nothing to win."""
+
+    kind: str
+    factor: float | None  # the bound on the speed-up (samples/s, else GPU-busy time); only for "bound"
+    share: float | None  # 0..1: the share of the judged time the cards wait (or lose)
+    busy: float | None  # 0..1: the GPU-busy share of the judged ticks, the cards the verdict names
+    basis: str  # what the number rests on, in figures
+    assumes: str  # what must hold for it ("" when nothing is bounded)
+    unit: str = "GPU-busy time"  # what the factor multiplies: samples/s where the job's clock gave the wait
+
+    def line(self) -> str:
+        """One line for the pane and text reports."""
+        if self.kind == BOUND and self.factor is not None:
+            return f"worth fixing: up to {self.factor:.1f}x {self.unit} ({self.basis}; assumes {self.assumes})"
+        if self.kind == LOST:
+            return f"lost: {self.basis}"
+        return f"nothing to win: {self.basis}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "factor": self.factor, "share": self.share, "busy": self.busy,
+                "basis": self.basis, "assumes": self.assumes, "unit": self.unit}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def headroom(verdict: Verdict, m: Measurements) -> Headroom:
+    """The headroom of ``verdict`` over the stretch ``m`` judged."""
+    judged_ticks = m.view.n - m.start
+    judged_s = judged_ticks * m.dt
+    busy = _busy(verdict.gpus or list(m.all_util), m)
+    b = verdict.bottleneck
+    if b == Bottleneck.NONE:
+        return Headroom(NONE, None, None, busy, "no bottleneck named", "")
+    if b == Bottleneck.HUNG_COLLECTIVE:
+        return Headroom(LOST, None, 1.0, busy, "no step progresses: everything until the hang is fixed", "")
+    if busy is None:
+        return Headroom(LOST, None, None, None, "no GPU-Util over the judged ticks: nothing to bound", "")
+    wait_share = 1.0 - busy
+    lost = Headroom(LOST, None, wait_share, busy,
+                    f"the cards waited {wait_share * 100:.0f} % of the judged {_minutes(judged_s)}", "")
+    if judged_ticks < MIN_JUDGED_TICKS or b not in _WAITS | _SPREAD | _RANKS:
+        return lost
+    if b in _SPREAD:
+        return _spread(m, busy, lost)
+    if b in _RANKS:
+        return _ranks(m, busy, lost)
+    wait = verdict.facts.get("job_data_wait_pct", math.nan)
+    if busy * MAX_FACTOR < 1.0:
+        return lost
+    if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
+        # the host times its wait while the GPU still runs the kernels it queued (CUDA is asynchronous), so
+        # the wait over-reads; the busiest card's share caps it: the GPU work of a step cannot shrink
+        w = min(max(wait / 100.0, 0.0), 0.99)
+        if 1.0 / (1.0 - w) <= 1.0 / busy:
+            return Headroom(BOUND, 1.0 / (1.0 - w), w, busy, f"the job waits for data {w * 100:.0f} % of each step",
+                            "the GPU work stays the same", "samples/s")
+        return Headroom(BOUND, 1.0 / busy, w, busy,
+                        f"the job waits for data {w * 100:.0f} % of each step, the busiest card works "
+                        f"{busy * 100:.0f} % of the judged {_minutes(judged_s)}", "the GPU work stays the same",
+                        "samples/s")
+    return Headroom(BOUND, 1.0 / busy, wait_share, busy,
+                    f"the busiest card works {busy * 100:.0f} % of the judged {_minutes(judged_s)}",
+                    "the GPU work stays the same and the wait goes entirely")
+
+
+def _busy(names: list[int], m: Measurements) -> float | None:
+    """The busiest of ``names``' share of the judged ticks at work, 0..1. The busiest, because ranks in step
+    all wait for the one with the most work: with every wait gone, a step still takes that card's work.
+    SM activity where the card reports it: GPU-Util counts a collective spinning on its peer as busy (real
+    h200x2 starved DDP: card 0 at 75 % GPU-Util, 1 % SM activity)."""
+    src = m.all_sm if m.sm_known and any(i in m.all_sm and not math.isnan(m.all_sm[i]) for i in names) \
+        else m.all_util
+    got = [src[i] for i in names if i in src and not math.isnan(src[i])]
+    return min(max(max(got) / 100.0, 0.0), 1.0) if got else None
+
+
+def _spread(m: Measurements, busy: float, lost: Headroom) -> Headroom:
+    """Placement, one card busy: N cards / N busy, if the job scales to them."""
+    util = m.all_util
+    n_busy = sum(1 for u in util.values() if u >= m.th.idle_util_pct)
+    if not util or n_busy == 0 or n_busy == len(util):
+        return lost
+    return Headroom(BOUND, len(util) / n_busy, 1.0 - n_busy / len(util), busy,
+                    f"{n_busy} of {len(util)} cards busy, {len(util) - n_busy} idle beside them",
+                    "the job scales to the idle cards")
+
+
+def _ranks(m: Measurements, busy: float, lost: Headroom) -> Headroom:
+    """The slowest rank holds the others: with the work even, each card does the mean, so at most max / mean."""
+    util = [u for u in m.all_util.values() if not math.isnan(u)]
+    if len(util) < 2 or max(util) <= 0:
+        return lost
+    hi, mean = max(util), sum(util) / len(util)
+    if mean <= 0 or hi / mean > MAX_FACTOR:
+        return lost
+    return Headroom(BOUND, hi / mean, 1.0 - mean / hi, busy,
+                    f"the busiest card at {hi:.0f} %, the cards' mean {mean:.0f} %",
+                    "the work can be spread evenly over the ranks")
