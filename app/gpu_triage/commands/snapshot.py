@@ -21,8 +21,8 @@ from typing import Any
 from gpu_triage import proc_columns
 from gpu_triage.config import Config, stacks_wanted, wait_band
 from gpu_triage.diagnosis.engine import COLLECTING, format_confidence
-from gpu_triage.diagnosis.headroom import Headroom
 from gpu_triage.diagnosis.vocab import GPU_FAULT
+from gpu_triage.diagnosis.worth import Headroom
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
 from gpu_triage.proc_control import ProcControl

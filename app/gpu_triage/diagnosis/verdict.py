@@ -15,9 +15,9 @@ from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism, Pattern
 from gpu_triage.window import WindowView
 
 if TYPE_CHECKING:
-    from gpu_triage.diagnosis.headroom import Headroom
     from gpu_triage.diagnosis.measure import Measurements
     from gpu_triage.diagnosis.mechanisms.base import Cause
+    from gpu_triage.diagnosis.worth import Headroom
 
 COLLECTING = Pattern.COLLECTING  # the pattern of a verdict given before the window can support one
 START_UP = Mechanism.START_UP  # the mechanism of a verdict on a job that has run no kernel yet
