@@ -103,8 +103,8 @@ def diag_pane(shown: Shown, history: list[tuple[float, str, str]], view: WindowV
         changing = [_cut(shown.evidence[i], width) for i in sorted(at)]
         evidence = [_cut("• " + e, width) for i, e in enumerate(shown.evidence) if i not in at]
         hr = shown.headroom
-        if hr is not None and hr.kind != "none":  # what fixing it is worth leads the evidence
-            evidence.insert(0, _cut(hr.line(), width))
+        if hr is not None and hr.kind != "none":  # what fixing it is worth, after the two lines it rests on
+            evidence.insert(min(2, len(evidence)), _cut(hr.line(), width))
         all_advice = shown.advice
     room = lines - 1
     for text in changing[:room]:
