@@ -314,6 +314,8 @@ def test_a_flood_of_wrong_passwords_does_not_stall_a_scraper_already_let_in(
         ("basic_auth_users: {'a:b': '$2b$04$" + "x" * 53 + "'}\n", "is not a user name"),
         ("http_server_config: {http2: false}\n", "unknown key(s) http_server_config"),
         ("tls_server_config: [\n", "not valid YAML"),
+        ("tls_server_config: {cert_file: CERT, key_file: KEY, x: " + "9" * 5000 + "}\n", "not valid YAML"),
+        ("a: " + "[" * 20000 + "\n", "not valid YAML"),
         ("- a list\n", "must be a mapping"),
     ],
 )

@@ -42,6 +42,8 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str
         ["record", "--source", "sim", "--duration", "1", "-o", "~{u}/r.parquet"],
         ["record", "--source", "sim", "--duration", "1", "-o", "r.parquet", "--job-log", "~{u}/train.log"],
         ["--config", "~{u}/c.toml", "diagnose", "x.parquet"],
+        ["compact", "~{u}/fleet"],
+        ["run", "--job-output", "~{u}/job.log", "--", "true"],
     ],
 )
 def test_a_path_under_a_user_that_does_not_exist_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str],
@@ -67,6 +69,7 @@ def test_a_recording_directory_under_no_user_in_the_config_is_one_line(tmp_path:
         (["--job-log", ""], "--job-log: the file name is empty"),
         (["record", "--source", "sim", "-o", "r.parquet", "--duration", "1", "--job-log", ""],
          "--job-log: the file name is empty"),
+        (["compact", ""], "DIR: the directory name is empty"),
         (["demo", "--speed", "1e-300"], "--speed: 1e-300: give 0.01 to 1000"),
         (["demo", "--speed", "1e9"], "--speed: 1e9: give 0.01 to 1000"),
         (["replay", "x.parquet", "--speed", "0.001"], "--speed: 0.001: give 0.01 to 1000"),

@@ -192,7 +192,7 @@ def test_on_a_terminal_the_dashboard_follows_the_job_and_closes_with_it(tmp_path
 def test_a_rank_that_imports_the_pulse_names_the_launcher_without_a_word() -> None:
     """GPU_TRIAGE_TRACER (set by gpu-triage run): importing gpu_triage.pulse asks Yama to let that pid read this
     process; where there is no Yama (this machine) or the value is not a pid, the import is silent all the same."""
-    from gpu_triage.commands.launch import allow_tracer
+    from gpu_triage.pulse import tracer_call
 
     for value in (str(os.getpid()), "not-a-pid", "-4"):
         env = dict(os.environ, PYTHONPATH=APP, GPU_TRIAGE_TRACER=value)
@@ -200,4 +200,5 @@ def test_a_rank_that_imports_the_pulse_names_the_launcher_without_a_word() -> No
                               text=True, timeout=60)
         assert done.returncode == 0 and done.stderr == "", (value, done.stderr)
     yama = Path("/proc/sys/kernel/yama/ptrace_scope").exists()
-    assert allow_tracer(os.getpid()) is yama  # prctl(PR_SET_PTRACER) is Yama's: EINVAL without it
+    call = tracer_call()
+    assert call is not None and call(os.getpid()) is yama  # prctl(PR_SET_PTRACER) is Yama's: EINVAL without it

@@ -54,7 +54,7 @@ import socket
 import tempfile
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["PUBLISH_EVERY_S", "decode_record", "encode_record", "pulse_dir", "start_ticks_of", "stats", "step",
@@ -376,22 +376,37 @@ def stats() -> dict[str, Any]:
     return _get().record()
 
 
+PR_SET_PTRACER = 0x59616D61  # Yama's prctl option (include/uapi/linux/prctl.h)
+
+
+def tracer_call() -> Callable[[int], bool] | None:
+    """``call(pid)``: ``prctl(PR_SET_PTRACER, pid)``, so that ``pid`` and its descendants may read this process
+    under Yama's ptrace_scope=1; None where there is no libc to ask. Resolved from the symbols already loaded
+    (no library search, no subprocess), so that the call itself is safe between fork and exec."""
+    try:
+        import ctypes  # noqa: PLC0415 - only under gpu-triage run
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def call(pid: int) -> bool:
+        return bool(prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0)
+
+    return call
+
+
 def _name_tracer() -> None:
     """Under ``gpu-triage run`` (``GPU_TRIAGE_TRACER``: its pid), let that process and its py-spy read this one:
-    ``prctl(PR_SET_PTRACER)``, what kernel.yama.ptrace_scope=1 asks of a process that is not the reader's
-    descendant (torchrun's ranks are gpu-triage's grandchildren, py-spy its child). One system call at import;
-    nothing at all without the variable or off Linux."""
+    what kernel.yama.ptrace_scope=1 asks of a process that is not the reader's descendant (torchrun's ranks are
+    gpu-triage's grandchildren, py-spy its child). One system call at import; nothing at all without the variable
+    or off Linux."""
     pid = _env_int("GPU_TRIAGE_TRACER")
     if pid is None or pid <= 0:
         return
-    try:
-        import ctypes  # noqa: PLC0415 - only under gpu-triage run
-        import ctypes.util  # noqa: PLC0415
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(0x59616D61, ctypes.c_ulong(pid), 0, 0, 0)  # PR_SET_PTRACER
-    except (OSError, AttributeError) as exc:
-        log.debug("could not name gpu-triage (pid %d) as this process's tracer: %s", pid, exc)
+    call = tracer_call()
+    if call is None or not call(pid):
+        log.debug("could not name gpu-triage (pid %d) as this process's tracer", pid)
 
 
 _name_tracer()

@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _FILE_ARGS = (("file", "FILE"), ("before", "BEFORE"), ("after", "AFTER"), ("output", "-o"), ("record", "--record"),
-              ("job_log", "--job-log"))
+              ("job_log", "--job-log"), ("job_output", "--job-output"), ("dir", "DIR"))
+_EXAMPLES = {"job_log": "train.log", "job_output": "train.log", "dir": "/var/lib/gpu-triage/fleet"}
 
 
 def check_file_args(args: argparse.Namespace) -> None:
@@ -108,8 +109,9 @@ def check_file_args(args: argparse.Namespace) -> None:
     for attr, shown in _FILE_ARGS:
         value = getattr(args, attr, None)
         if isinstance(value, str) and not value.strip():
-            example = "train.log" if attr == "job_log" else "run.parquet"
-            raise UserError(f"{shown}: the file name is empty: give a file such as {example}")
+            example = _EXAMPLES.get(attr, "run.parquet")
+            kind = "directory" if attr == "dir" else "file"
+            raise UserError(f"{shown}: the {kind} name is empty: give a {kind} such as {example}")
         if isinstance(value, str) and value.startswith("~"):
             user_path(value, shown)
         if isinstance(value, str) and not _utf8(value):

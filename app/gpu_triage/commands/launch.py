@@ -24,8 +24,6 @@ dashboard owns the terminal) that it also reads as ``--job-log``; it closes when
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -39,21 +37,12 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
+from gpu_triage.openfiles import open_output
+from gpu_triage.pulse import tracer_call
 
 log = logging.getLogger(__name__)
 
-PR_SET_PTRACER = 0x59616D61  # Yama's prctl option (include/uapi/linux/prctl.h)
 FORWARDED = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
-
-
-def allow_tracer(pid: int) -> bool:
-    """``prctl(PR_SET_PTRACER, pid)``: ``pid`` and its descendants may read this process under Yama's
-    ptrace_scope=1. False where it could not be said (no Yama, no libc): nothing else changes then."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return bool(libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
 
 
 def job_environment(pulse_dir: str, tracer: int) -> dict[str, str]:
@@ -65,9 +54,10 @@ def start_job(cmd: list[str], env: dict[str, str], output: Any = None) -> subpro
     """The job in a process group of its own, naming this process as its tracer; one clear line if it cannot
     start (not found, not executable)."""
     me = os.getpid()
+    call = tracer_call()  # resolved here: between fork and exec the child only makes the one system call
     try:
         return subprocess.Popen(cmd, env=env, process_group=0, stdout=output, stderr=output,
-                                preexec_fn=lambda: allow_tracer(me))  # noqa: PLW1509 - after fork, before exec
+                                preexec_fn=None if call is None else lambda: call(me))  # noqa: PLW1509
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise UserError(f"gpu-triage run: cannot start {cmd[0]!r} ({exc.strerror}): give the job's command after "
                         "--, as you would run it (gpu-triage run -- torchrun --nproc-per-node 8 train.py)",
@@ -170,8 +160,8 @@ def _headless(cmd: list[str], env: dict[str, str], output: Path, args: argparse.
 def _dashboard(cmd: list[str], env: dict[str, str], args: argparse.Namespace, config: Config,
                make_app: Callable[[argparse.Namespace, Config], Any]) -> int:
     log_path = Path(getattr(args, "job_output", None) or f"gpu-triage-run-{os.getpid()}.log").expanduser()
-    try:
-        out = open(log_path, "ab")  # noqa: SIM115 - the job's, closed when it ends
+    try:  # the current directory may be anyone's: a link planted under the name is refused, a new file is 0600
+        out = os.fdopen(open_output(log_path, exclusive=False, mode=0o600), "ab")
     except OSError as exc:
         raise UserError(f"--job-output {log_path}: cannot write it ({exc.strerror}): give a writable file") from None
     args.job_log = getattr(args, "job_log", None) or str(log_path)  # the dashboard reads the job's progress there
@@ -179,16 +169,24 @@ def _dashboard(cmd: list[str], env: dict[str, str], args: argparse.Namespace, co
     print(f"gpu-triage run: the job's output goes to {log_path}", file=sys.stderr, flush=True)
     job = start_job(cmd, env, out)
     out.close()
+    screen_over = threading.Event()
+
     def close_screen() -> None:
-        try:
-            app.call_from_thread(app.exit)
-        except RuntimeError:  # the app is not running (yet, or any more): nothing on screen to close
-            log.info("gpu-triage run: the job ended while the dashboard was not running")
+        # the job may end before the screen's loop runs: asked again until it is up or has ended by itself
+        while not screen_over.is_set():
+            try:
+                app.call_from_thread(app.exit)
+                return
+            except RuntimeError:  # no loop yet (or any more)
+                screen_over.wait(0.1)
 
     with Forwarder(job):
         _when_done(job, close_screen)
-        if job.poll() is None:  # a job that ended at once leaves no screen to follow it
-            app.run()
+        try:
+            if job.poll() is None:  # a job that ended at once leaves no screen to follow it
+                app.run()
+        finally:
+            screen_over.set()
         if job.poll() is None:
             print(f"gpu-triage run: waiting for the job (pid {job.pid}) to end; Ctrl-C is passed to it",
                   file=sys.stderr, flush=True)

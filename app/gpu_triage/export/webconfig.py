@@ -182,7 +182,8 @@ def load_web_config(path: str) -> WebConfig:
         raise UserError(f"{where}: larger than 1 MiB: not a web configuration file")
     try:
         data = yaml.safe_load(raw.decode("utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    # ValueError: an integer past Python's digit limit; RecursionError: lists nested thousands deep
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"{where}: not valid YAML ({first[:160]})") from None
     if not isinstance(data, dict):

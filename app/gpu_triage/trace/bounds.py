@@ -27,11 +27,13 @@ import pyarrow.compute as pc
 from gpu_triage.errors import UserError
 
 TEXT_LIMIT = 256  # characters of any string a tick holds (a name, an id, a word of the verdict) ...
-TEXT_LIMITS = {"stacks.frames": 300, "stacks.error": 300}  # ... but these, as the recorder bounds them
+TEXT_LIMITS = {"stacks.frames": 300, "stacks.error": 300, "stacks.thread_list.frames": 300,
+               "stacks.thread_list.name": 48}  # ... but these, as the recorder bounds them
 #: Entries of each list a tick holds at most (a list not named here: DEFAULT_LIST_LIMIT).
 LIST_LIMITS = {
     "gpus": 256, "cpu_pct": 8192, "disks": 1024, "procs": 4096, "nets": 1024, "stacks": 256,
     "job.ranks": 256, "verdict.gpus": 256, "procs.worker_pids": 1024, "procs.workers_cpu_pct": 1024,
+    "stacks.thread_list": 16,
 }
 DEFAULT_LIST_LIMIT = 1024
 MAX_HOST_META_BYTES = 256 << 10  # the host metadata (JSON): a 16-card host's is a few KB
@@ -104,7 +106,7 @@ def check_footer(pf: Any, shown: str) -> None:
             if held > allowed:
                 top = leaf.path.split(".", 1)[0]
                 raise UserError(f"{shown}: column {top!r} holds {held:,} entries for {group.num_rows:,} ticks in "
-                                f"row group {g}, more than trace v3 allows a tick (docs/trace-v3.md, Limits): "
+                                f"row group {g}, more than the trace contract allows a tick (docs/trace-v4.md): "
                                 "not read (a crafted or damaged file)")
 
 

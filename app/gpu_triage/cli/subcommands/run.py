@@ -11,7 +11,8 @@ from gpu_triage.cli.command import Command, Invocation
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     options.add_sampling(p)
-    p.add_argument("--record", metavar="FILE", default=None,
+    # SUPPRESS: `gpu-triage --record FILE run -- CMD` keeps the top-level value (a default here would replace it)
+    p.add_argument("--record", metavar="FILE", default=argparse.SUPPRESS,
                    help="headless: record every tick to FILE (Parquet) until the job ends, no dashboard")
     p.add_argument("--job-output", metavar="FILE", default=None,
                    help="with the dashboard: the file the job's output goes to (default gpu-triage-run-PID.log), "
