@@ -187,9 +187,9 @@ def storage_facts(hf: HostFacts, th: Thresholds) -> list[Fact]:
 
 
 def _workers(hf: HostFacts, pf: ProcFacts, th: Thresholds, all_util: dict[int, float],
-             lone: bool) -> tuple[WorkersRec, bool]:
-    """The num_workers recommendation, and whether the workers there are saturated."""
-    cpu_full = ge(hf.cpu_saturated_share, th.cpu_saturated_share)
+             lone: bool, cpu_full: bool) -> tuple[WorkersRec, bool]:
+    """The num_workers recommendation, and whether the workers there are saturated. ``cpu_full``: the busy
+    cores are the loader's (data_facts decides it once, for the facts and the recommendation alike)."""
     # training processes: as seen, else one per working card (torchrun's layout)
     procs = pf.processes if pf.seen else max(1, sum(1 for u in all_util.values() if u >= th.idle_util_pct))
     per = max(hf.cores, 1) / procs
@@ -228,12 +228,14 @@ def data_facts(hf: HostFacts, pf: ProcFacts, th: Thresholds,
                       "ticks)", "cpu_busy_pct", hf.cpu_busy))
     few_cores = max(2, int(hf.cores / th.lone_cores_per_core))
     lone = 1 <= hf.cores_pegged <= few_cores and (math.isnan(hf.others_busy) or hf.others_busy < th.others_quiet_pct)
-    workers, saturated = _workers(hf, pf, th, all_util, lone)
+    workers, saturated = _workers(hf, pf, th, all_util, lone, cpu_full)
     # a loop starved by its loader waits for each batch off CPU (real starved loaders: their training process at
     # 8-53 % of a core); one busier than that does not wait for its children, whatever they are (real:
     # torch.compile's compile worker pegged beside a recompiling process at 70-98 %). Not with several training
     # processes: a DDP rank spins at 100 % of a core in the collective where it waits for a starved peer
     not_waiting = pf.processes <= 1 and ge(pf.main_cpu, th.starved_main_max_pct)
+    if not_waiting and workers.state in ("too_few", "cpu_bound"):  # its children do not hold it: no advice on them
+        workers, saturated = replace(workers, state="range"), False
     if saturated and not cpu_full and not not_waiting:
         d.extend(_saturated_facts(hf, pf, lone, workers.state))
     elif lone and not pf.seen and not (not math.isnan(hf.sm_mean) and hf.sm_mean < th.sm_idle_pct):
