@@ -89,8 +89,8 @@ def big_prometheus() -> Iterator[str]:
 
 
 def test_turning_a_large_answer_into_rows_runs_no_cyclic_collection(big_prometheus: str) -> None:
-    """Its millions of small objects used to set the collector off again and again, each pass over the whole heap
-    holding the GIL: the screen's thread waited behind them, and quitting took seconds (py-spy: gc_collect_main)."""
+    """Its millions of small objects would set the collector off again and again, each pass over the whole heap
+    holding the GIL, the screen's thread waiting behind them (py-spy: gc_collect_main): no collection runs."""
     me = threading.current_thread()
     seen: list[int] = []
 

@@ -10,8 +10,6 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[1] / "app"
 ROOT = APP / "gpu_triage"
 
-# cli/ package in progress (issue 36, item 3): cli_parser still takes the shared option groups from cli_args;
-# the cli/ package makes them public. Remove these when it lands.
 PRIVATE_ALLOWED: set[tuple[str, str]] = set()  # none: a shared name is public
 
 

@@ -82,8 +82,8 @@ def test_snapshot_help() -> None:
 def test_snapshot_names_each_process_s_user_owner_command_rss_and_time(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue #33: every rank used to read "python3", and the text had no USER column. A real process of this
-    machine on a (fake) card: its user, its command line (hostile bytes made visible), host RSS and run time."""
+    """A real process of this machine on a (fake) card: its user, its command line (hostile bytes made visible),
+    host RSS and run time, in the text's own columns."""
     import getpass
     import subprocess
     import sys

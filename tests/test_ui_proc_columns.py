@@ -1,6 +1,6 @@
-"""Issue #33, blocker 4: the process table triages a shared box. Every rank used to read "python3": now
-COMMAND (the command line, cleaned and shortened), USER and OWNER (the Slurm job, pod or container), host RSS
-and run TIME, at 80, 120 and 200 columns, columns dropped whole by rank at narrow widths."""
+"""The process table triages a shared box: COMMAND (the command line, cleaned and shortened), USER and OWNER
+(the Slurm job, pod or container), host RSS and run TIME, at 80, 120 and 200 columns, columns dropped whole by
+rank at narrow widths."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_replay_shows_what_the_recording_holds() -> None:
 
 
 def test_workers_cpu_heading_and_values_go_together() -> None:
-    """At 80 columns "WORKERS' CPU%" lost its heading but kept its values ("50 40 %" under nothing)."""
+    """At every width "WORKERS' CPU%" and its values ("50 40 %") are shown together or not at all."""
     from tests.test_ui_procs import _details
     from tests.test_ui_procs import _procs as many
 
@@ -149,3 +149,12 @@ def test_short_command_and_elapsed() -> None:
     assert proc_columns.short_command([]) is None
     assert [proc_columns.elapsed(s) for s in (None, 7, 247, 11047, 360000 + 3 * 3600)] == [
         "n/a", "0:07", "4:07", "3:04:07", "4d 07h"]
+
+
+def test_workers_not_counted_read_n_a_in_both_workers_columns() -> None:
+    """Workers not counted (a recording without them) are n/a in WORKERS and WORKERS' CPU% alike; "-" says they
+    were counted and there are none."""
+    unknown = proc_columns.values(ProcSample(7, 0, workers=None), "u", None, None)
+    none = proc_columns.values(ProcSample(7, 0, workers=0), "u", None, None)
+    assert unknown["WORKERS"] == unknown[proc_columns.WORKERS_CPU] == "n/a"
+    assert none["WORKERS"] == "0" and none[proc_columns.WORKERS_CPU] == "-"

@@ -77,7 +77,7 @@ async def test_at_80x24_a_sawtooth_a_busy_card_and_idle_cards_read_apart_over_mi
     assert m, title
     shown_s = int(m[1] or 0) * 60 + int(m[2] or 0)
     per_cell = int(m[3])
-    assert shown_s >= 180, title  # minutes, not the 26 s of a 2m20s window it used to show
+    assert shown_s >= 180, title  # minutes of shape, several periods of a 24 s sawtooth
     assert abs(len(cells[1]) * per_cell * 2 - shown_s) <= per_cell * 2, (title, cards[1])
 
     # one busy card: full cells all along (the newest may be half a cell)

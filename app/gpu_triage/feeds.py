@@ -89,9 +89,8 @@ class ReplayFeed:
         self.playing = True
         self.speed = speed
         # start with a full window already drawn where the recording is longer than one; ``from_start`` (the
-        # demo) plays from the first tick instead: the demo's 161-tick recording started at tick 151, its
-        # cases unseen. A recording no longer than the window plays from its first tick too: started on its
-        # last, it opened paused at the end, with nothing to play
+        # demo) plays from the first tick instead, so that every case is seen. A recording no longer than the
+        # window plays from its first tick too: started on its last, it would open paused with nothing to play
         short = trace.n <= self.window_ticks
         self.position = 0 if from_start or short else self.window_ticks - 1
 

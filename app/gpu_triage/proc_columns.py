@@ -1,8 +1,8 @@
 """The process table's columns, shared by the dashboard's process pane and the text ``snapshot``: what each
 column is called, how wide it is, how its value is written, and which columns a width keeps.
 
-A column is kept or dropped whole, heading and values together: at 80 columns a heading that did not fit was
-cut while its values stayed, and a reader took them for another column's. Columns go by rank (the lowest
+A column is kept or dropped whole, heading and values together: values without their heading read as another
+column's. Columns go by rank (the lowest
 rank stays longest); COMMAND comes last and takes the rest of the line, so that a command line of any
 length, in any script, never moves another column.
 
@@ -174,6 +174,6 @@ def values(p: ProcSample, user: str | None, rss_bytes: int | None, elapsed_s: fl
             # GPU%: the process's own share of its card's time (not the card's SM activity), as the driver
             # samples it; no sample: n/a
             "GPU%": pct(p.sm_pct), "WORKERS": "n/a" if p.workers is None else str(p.workers),
-            WORKERS_CPU: workers_cpu(p.workers_cpu_pct or []),
+            WORKERS_CPU: "n/a" if p.workers is None else workers_cpu(p.workers_cpu_pct or []),
         })
     return out

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_imports(args)
     if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print, but the work still runs
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-    if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings were an AttributeError, the work lost
+    if sys.stderr is None:  # `2>&-` (a cron line): --progress and warnings would raise AttributeError
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
         configure_logging(args.log_file, args.log_level, screen=on_screen(args))
@@ -104,7 +104,7 @@ _EXAMPLES = {"job_log": "train.log", "job_output": "train.log", "dir": "/var/lib
 
 def check_file_args(args: argparse.Namespace) -> None:
     """An empty file argument (`-o ""`, `recover ""`, `--job-log ""`) is one line here, for every command
-    alike: as a path it became "." (the current directory) or a ValueError traceback further on. So is a
+    alike: as a path it would be "." (the current directory) or a ValueError further on. So is a
     ``~NAME/`` whose user does not exist (Path.expanduser raises RuntimeError for it)."""
     for attr, shown in _FILE_ARGS:
         value = getattr(args, attr, None)

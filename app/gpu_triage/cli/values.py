@@ -27,7 +27,7 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not v > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    if not math.isfinite(v):  # --duration inf was an OverflowError traceback
+    if not math.isfinite(v):  # --duration inf: an OverflowError further on
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
     return v
 

@@ -72,7 +72,8 @@ def main_phase(s: StackSample) -> str:
     it next needs the GIL for (real held-out job: three metrics threads taking turns, the main thread at 1-2 %
     of a core, recorded in backward, model and waiting alike); the op names where it waits, not what holds it.
     Autograd's device thread has no threading name: the main thread waiting in backward for its hook is in
-    backward. Sampled as ``sources.phases.process_phase`` reads a dump since; recordings before read here."""
+    backward. ``sources.phases.process_phase`` applies the same rule to a dump as it is sampled; this reads it
+    back from recordings whose samples carry only each thread's own phase."""
     if s.phase not in GIL_BOUND:
         return s.phase
     threads = thread_list(s)

@@ -78,7 +78,7 @@ def no_data_verdict(reason: str, facts: dict[str, float] | None = None) -> Verdi
 
 def _per_card(util: np.ndarray, indexes: list[int]) -> str:
     """Each card's figure named by its card ("card 0 9 %, card 1 8 %"); with many cards the lowest and the
-    highest: "cards 9, 8, 8" read as card numbers."""
+    highest (bare figures, "cards 9, 8, 8", would read as card numbers)."""
     got = sorted(((float(x), i) for x, i in zip(util, indexes, strict=False) if not math.isnan(x)), key=lambda v: v[1])
     if len(got) == 1:
         return f"card {got[0][1]}"

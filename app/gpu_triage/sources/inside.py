@@ -102,7 +102,8 @@ class InsideReport:
         if self.workers:
             text += ", workers: " + ", ".join(f"{c} {p.value}" for p, c in sorted(self.workers.items()))
         if self.gil_holder is not None:
-            text += f", thread {self.gil_holder[0]} held the GIL in {self.gil_holder[1]} while it was idle"
+            tid, dumps = self.gil_holder
+            text += f", thread {tid} held the GIL in {dumps} dumps while the main thread was idle"
         return text
 
 

@@ -4,7 +4,7 @@ Why a band and not one line: a card held back by its host reads a GPU-Util that 
 tick. On the real H200 family recorded by our own sampler (docs/h200.md, inside-e), a host-bound job sat at
 45-51 % and crossed a bare 50 % line back and forth, so whether it was sampled at all was left to chance. A
 card starts waiting below ``enter_pct`` (45 %) and stops above ``leave_pct`` (55 %): the band is as wide as that
-tick-to-tick spread, centred on the old line, so a card that settles anywhere in it keeps its state. Both are
+tick-to-tick spread, centred on 50 %, so a card that settles anywhere in it keeps its state. Both are
 ``[inside] waiting_enter_pct`` and ``waiting_leave_pct`` in the configuration.
 
 A card that starts waiting is news, and so is a new process on a card that waits already (a job started on an

@@ -41,8 +41,8 @@ class ProcTableActions(App[int]):
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
         """The GPU processes of the newest tick; with none and no GPU (host-only), every process of the host,
-        busiest first, as htop lists them: the table shows as many as its lines hold (capped at the busiest 10,
-        a 50-line terminal left 30 lines empty), and `/` then the PID of an idle process finds it."""
+        busiest first, as htop lists them: the table shows as many as its lines hold, and `/` then the PID of an
+        idle process finds it."""
         last = self.window.last
         procs = list(last.procs) if last else []
         source = self.source.inner if isinstance(self.source, Wrapper) else self.source  # under --job-log, pulse

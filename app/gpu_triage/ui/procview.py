@@ -242,7 +242,7 @@ def proc_pane(
     head = proc_columns.heading(cols) + " " + proc_columns.COMMAND
     tag_room = max(0, width - len(head))
     tag = " [" + " · ".join(flags) + "]"
-    if len(tag) > tag_room:  # the short form before a cut one: at 80 columns "[by card ↑ · 1…" lost the position
+    if len(tag) > tag_room:  # the short form before a cut one, which would lose the position ("[by card ↑ · 1…")
         tag = " [" + " ".join(f.removeprefix("by ").removesuffix(": host processes") for f in flags) + "]"
     out.append(head + proc_columns.fit(tag, tag_room, ellipsis=True).rstrip(), "bold")
     if not table:
