@@ -151,3 +151,13 @@ def test_a_pin_memory_thread_the_loop_waits_for_is_the_input_pipeline() -> None:
             Thread(pid, "idle", "backward", "MainThread", 0, frames="_engine_run_backward (graph.py)"),
             Thread(pid + 4, "active", "unknown", None, 0)])
     assert all(v.mechanism != "other_thread" for v in _with_stacks(native)[0])
+
+
+def test_a_job_s_own_fetch_function_is_not_the_input_pipeline() -> None:
+    """torch's fetcher is known by its file; a job's own ``fetch_metrics`` is not a loading frame, so it cannot keep
+    a loader reading alive that the stacks otherwise contradict."""
+    from gpu_triage.diagnosis.threads import shows_loading
+
+    assert shows_loading("model", "fetch (fetch.py) < _next_data (dataloader.py)")
+    assert shows_loading("model", "fetch (fetch.py)")
+    assert not shows_loading("model", "fetch_metrics (metrics.py) < train_step (train.py)")

@@ -43,8 +43,9 @@ def thread_list(s: StackSample) -> Sequence[ThreadLike]:
 #: phases of the training process's own threads that are the input pipeline (num_workers=0, the loop waiting
 #: for its workers), and of its DataLoader workers
 LOADING_PHASES = frozenset({"loading", "dataloader_wait", "worker_busy", "worker_waiting", "worker_idle"})
-#: words of a frame ("fn (file)") that belong to an input pipeline, compared in lower case
-LOADING_WORDS = ("torch/utils/data/", "dataloader", "dataset", "collate", "fetch", "__getitem__", "pin_memory")
+#: words of a frame ("fn (file)") that belong to an input pipeline, compared in lower case; torch's fetcher by its
+#: file (``fetch.py``), not the bare word, which a job's own ``fetch_metrics`` or ``fetch_reward`` also holds
+LOADING_WORDS = ("torch/utils/data/", "dataloader", "dataset", "collate", "fetch.py", "__getitem__", "pin_memory")
 
 
 def shows_loading(phase: str, frames: str | None) -> bool:
