@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from gpu_triage.diagnosis.measure import span_words
 from gpu_triage.diagnosis.vocab import Bottleneck
 from gpu_triage.diagnosis.worth import BOUND, LOST, NONE, Headroom
 
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from gpu_triage.diagnosis.measure import Measurements
     from gpu_triage.diagnosis.verdict import Verdict
 
-MIN_JUDGED_TICKS = 3  # fewer judged ticks carry no bound: one stall is not a share
-MAX_FACTOR = 100.0  # a card busy under 1 % bounds nothing useful: say what is lost instead
 
 # waits whose removal gives the cards their idle share back, GPU work unchanged
 _WAITS = frozenset({Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT,
@@ -37,10 +36,6 @@ _WAITS = frozenset({Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.
                     Bottleneck.COMMUNICATION, Bottleneck.LAUNCH_OVERHEAD})
 _SPREAD = frozenset({Bottleneck.PLACEMENT})
 _RANKS = frozenset({Bottleneck.IMBALANCE})
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def headroom(verdict: Verdict, m: Measurements) -> Headroom:
@@ -57,29 +52,29 @@ def headroom(verdict: Verdict, m: Measurements) -> Headroom:
         return Headroom(LOST, None, None, None, "no GPU-Util over the judged ticks: nothing to bound", "")
     wait_share = 1.0 - busy
     lost = Headroom(LOST, None, wait_share, busy,
-                    f"the cards waited {wait_share * 100:.0f} % of the judged {_minutes(judged_s)}", "")
-    if judged_ticks < MIN_JUDGED_TICKS or b not in _WAITS | _SPREAD | _RANKS:
+                    f"the cards waited {wait_share * 100:.0f} % of the judged {span_words(judged_s)}", "")
+    if judged_ticks < m.th.headroom_min_ticks or b not in _WAITS | _SPREAD | _RANKS:
         return lost
     if b in _SPREAD:
         return _spread(m, busy, lost)
     if b in _RANKS:
         return _ranks(m, busy, lost)
     wait = verdict.facts.get("job_data_wait_pct", math.nan)
-    if busy * MAX_FACTOR < 1.0:
+    if busy * m.th.headroom_max_factor < 1.0:
         return lost
     if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
         # the host times its wait while the GPU still runs the kernels it queued (CUDA is asynchronous), so
         # the wait over-reads; the busiest card's share caps it: the GPU work of a step cannot shrink
-        w = min(max(wait / 100.0, 0.0), 0.99)
+        w = min(max(wait / 100.0, 0.0), m.th.headroom_max_wait_share)
         if 1.0 / (1.0 - w) <= 1.0 / busy:
             return Headroom(BOUND, 1.0 / (1.0 - w), w, busy, f"the job waits for data {w * 100:.0f} % of each step",
                             "the GPU work stays the same", "samples/s")
         return Headroom(BOUND, 1.0 / busy, w, busy,
                         f"the job waits for data {w * 100:.0f} % of each step, the busiest card works "
-                        f"{busy * 100:.0f} % of the judged {_minutes(judged_s)}", "the GPU work stays the same",
+                        f"{busy * 100:.0f} % of the judged {span_words(judged_s)}", "the GPU work stays the same",
                         "samples/s")
     return Headroom(BOUND, 1.0 / busy, wait_share, busy,
-                    f"the busiest card works {busy * 100:.0f} % of the judged {_minutes(judged_s)}",
+                    f"the busiest card works {busy * 100:.0f} % of the judged {span_words(judged_s)}",
                     "the GPU work stays the same and the wait goes entirely")
 
 
@@ -111,7 +106,7 @@ def _ranks(m: Measurements, busy: float, lost: Headroom) -> Headroom:
     if len(util) < 2 or max(util) <= 0:
         return lost
     hi, mean = max(util), sum(util) / len(util)
-    if mean <= 0 or hi / mean > MAX_FACTOR:
+    if mean <= 0 or hi / mean > m.th.headroom_max_factor:
         return lost
     return Headroom(BOUND, hi / mean, 1.0 - mean / hi, busy,
                     f"the busiest card at {hi:.0f} %, the cards' mean {mean:.0f} %",

@@ -132,6 +132,10 @@ class Thresholds:
     # several processes on the one busy card, the others idle: the process table is direct evidence
     conf_placement: float = 0.8
     conf_none_other: float = 0.6
+    # headroom (headroom.py): what fixing the bottleneck can give back
+    headroom_min_ticks: float = 3  # fewer judged ticks carry no bound: one stall is not a share
+    headroom_max_factor: float = 100.0  # a card busy under 1 % bounds nothing useful: what is lost is said instead
+    headroom_max_wait_share: float = 0.99  # the job's data wait read at most this share of a step (1/(1-w) finite)
     conf_unexplained: float = 0.3  # the GPU waits, a job holds it, and no rule names why: said, not guessed
     conf_no_sm_penalty: float = 0.1  # less sure without SM activity (pre-Hopper cards)
     conf_short_factor: float = 0.8  # judged stretch under short_judged_s
