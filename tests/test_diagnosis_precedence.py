@@ -161,3 +161,15 @@ def test_a_job_s_own_fetch_function_is_not_the_input_pipeline() -> None:
     assert shows_loading("model", "fetch (fetch.py) < _next_data (dataloader.py)")
     assert shows_loading("model", "fetch (fetch.py)")
     assert not shows_loading("model", "fetch_metrics (metrics.py) < train_step (train.py)")
+
+
+def test_an_unexplained_reading_with_stacks_does_not_say_it_looked_from_outside_only() -> None:
+    """Where the outside rules name nothing and the stacks were read (and name nothing either), the headline says
+    both were looked at: "from outside the job" beside the stack samples' sentences contradicted itself (real
+    h200-inside-b with its stacks: 27 such ticks)."""
+    seen = 0
+    for _tick, v, _ in rr.raw("h200-inside-b-2s-stacks"):
+        if v.bottleneck == "unexplained" and any("sample" in e for e in v.evidence):
+            seen += 1
+            assert "from outside the job" not in v.evidence[0] and "from its stacks or from outside" in v.evidence[0]
+    assert seen >= 10

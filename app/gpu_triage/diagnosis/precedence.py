@@ -21,11 +21,12 @@ cause stands. An ``unexplained`` reading with stacks says what they show too.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from gpu_triage.diagnosis.facts import Fact
 from gpu_triage.diagnosis.inside import HOST_COMPUTE, ProcessInside
-from gpu_triage.diagnosis.mechanisms.stall import unexplained
+from gpu_triage.diagnosis.mechanisms.stall import FROM_BOTH, FROM_OUTSIDE, unexplained
 from gpu_triage.diagnosis.rules import LOADER_RULES
 from gpu_triage.diagnosis.vocab import Mechanism
 
@@ -39,10 +40,11 @@ def overrule(m: Measurements, cause: Cause) -> Cause:
     read = [p for p in m.inside.processes if p.samples >= m.th.inside_min_samples]
     if not read:
         return cause
-    if cause.mechanism == Mechanism.UNEXPLAINED:
-        shown = shows(read)
-        cause.evidence = [*cause.evidence, *(f for f in shown if f.text not in {e.text for e in cause.evidence})]
-        return cause
+    if cause.mechanism == Mechanism.UNEXPLAINED:  # its head now says the stacks name no mechanism either
+        head, *rest = cause.evidence
+        head = dataclasses.replace(head, text=head.text.replace(FROM_OUTSIDE, FROM_BOTH))
+        shown = [f for f in shows(read) if f.text not in {e.text for e in cause.evidence}]
+        return dataclasses.replace(cause, evidence=[head, *rest, *shown])
     why = contradiction(m, cause, read)
     if why is None:
         return cause

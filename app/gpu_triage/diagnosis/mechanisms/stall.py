@@ -28,11 +28,14 @@ def _seen(m: Measurements) -> list[str]:
     return parts
 
 
+FROM_OUTSIDE, FROM_BOTH = "from outside the job", "from its stacks or from outside"  # where no rule named it
+
+
 def unexplained(m: Measurements, extra: list[Fact] | None = None, what: str = "", inside: bool = False) -> Cause:
     """The honest verdict when no rule names the mechanism: what is seen, and no advice that guesses one
     (``inside``: the job's stacks were read too, and name none either)."""
     state = "idle" if m.pattern == Pattern.IDLE else "waiting"
-    where = "from its stacks or from outside" if inside else "from outside the job"
+    where = FROM_BOTH if inside else FROM_OUTSIDE
     head = Fact(f"unexplained: GPU {state} while its job holds it ({', '.join(_seen(m))}){what}; no rule "
                 f"names the mechanism {where}", "gpu_util_mean_pct", m.hf.gpu_mean)
     return Cause(Bottleneck.UNEXPLAINED, m.th.conf_unexplained, [head, *(extra or []), *m.base],
