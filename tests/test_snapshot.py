@@ -88,17 +88,10 @@ def test_snapshot_names_each_process_s_user_owner_command_rss_and_time(
     import subprocess
     import sys
 
-    from gpu_triage.commands import snapshot
-    from gpu_triage.sources import live
-
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--lr", "3e-4", "\x1b[2Jx"])
     try:
         card = fake_nvml.FakeCard(processes=[fake_nvml.FakeProcess(pid=child.pid, usedGpuMemory=5 << 30)])
-
-        def one_card(spec: str, **_: object) -> live.LiveSource:
-            return live.LiveSource(nvml_module=fake_nvml.FakeNvml([card]))
-
-        monkeypatch.setattr(snapshot, "make_source", one_card)
+        monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.FakeNvml([card]))  # the outside: one card's driver
         assert main(["snapshot", "--seconds", "0.2", "--interval", "0.1", "--no-stacks"]) == 0
         out = capsys.readouterr().out.split("\n")
         head = out[out.index("PROCESSES") + 1]
