@@ -202,3 +202,21 @@ def test_a_rank_that_imports_the_pulse_names_the_launcher_without_a_word() -> No
     yama = Path("/proc/sys/kernel/yama/ptrace_scope").exists()
     call = tracer_call()
     assert call is not None and call(os.getpid()) is yama  # prctl(PR_SET_PTRACER) is Yama's: EINVAL without it
+
+
+def test_a_duration_ends_the_recording_without_setting_the_callers_stop(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The caller's event is the caller's (gpu-triage run sets it when the job ends): the recorder's own tick limit
+    stops the recording as the duration it is, and leaves that event alone."""
+    import logging
+    import threading
+
+    from gpu_triage.recorder import record_source
+    from gpu_triage.sources.sim import SimulatedSource
+
+    caller = threading.Event()
+    with caplog.at_level(logging.INFO, logger="gpu_triage.recorder"):
+        _, ticks = record_source(SimulatedSource("healthy", gpus=1, cores=4, interval_s=0.1), tmp_path / "r.parquet",
+                                 0.1, duration_s=0.3, stop=caller, describe_machine=False, out=open(os.devnull, "w"))
+    assert ticks == 3 and not caller.is_set()
+    assert "recording stopped (duration reached)" in caplog.text

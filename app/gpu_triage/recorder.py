@@ -221,7 +221,7 @@ def _record_paced(
     here); a source error is said once and skipped."""
     from gpu_triage.sampler import Sampler  # noqa: PLC0415
 
-    stop = external if external is not None else threading.Event()
+    stop = threading.Event()  # ours: the tick limit, a disk failure, a signal; ``external`` stays the caller's
     failure: list[BaseException] = []
     reported_errors: set[str] = set()
 
@@ -251,11 +251,11 @@ def _record_paced(
     sampler = Sampler(source, interval_s, on_tick, on_error)
     began = time.monotonic()
     progress: Callable[[], None] = lambda: _progress(out, writer, time.monotonic() - began)  # noqa: E731
-    signals = StopSignals(stop if external is None else threading.Event())  # with external: not entered
-    with signals if external is None else contextlib.nullcontext(signals):
+    signals = StopSignals(stop)
+    with signals if external is None else contextlib.nullcontext(signals):  # with external: not entered
         sampler.start()
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not (external is not None and external.is_set()):
                 # the tick count ends a --duration; the clock only when ticks went missing (a source error):
                 # one interval of grace after the last tick was due
                 left = None if duration_s is None else duration_s + interval_s - (time.monotonic() - began)
@@ -273,7 +273,7 @@ def _record_paced(
                 print(file=out, flush=True)
     if failure:
         raise failure[0]
-    if external is not None and external.is_set():
+    if external is not None and external.is_set() and not stop.is_set():
         return "the caller's stop"
     return signals.received or "duration reached"
 
