@@ -158,3 +158,33 @@ def test_workers_not_counted_read_n_a_in_both_workers_columns() -> None:
     none = proc_columns.values(ProcSample(7, 0, workers=0), "u", None, None)
     assert unknown["WORKERS"] == unknown[proc_columns.WORKERS_CPU] == "n/a"
     assert none["WORKERS"] == "0" and none[proc_columns.WORKERS_CPU] == "-"
+
+
+async def test_host_memory_is_read_once_a_tick_not_at_every_frame() -> None:
+    """RSS is asked of psutil once per process and tick: moving the selection redraws the table, not the reads."""
+    control = _control(time.time() - 60)
+    ps = control._psutil
+    reads: list[int] = []
+    process = ps.Process
+
+    def counting(pid: int) -> object:
+        p = process(pid)
+        memory_info = p.memory_info
+
+        def counted() -> object:
+            reads.append(pid)
+            return memory_info()
+
+        p.memory_info = counted
+        return p
+
+    ps.Process = counting
+    app = _app(control, _procs())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        first = len(reads)
+        await pilot.press("tab")
+        for key in ("j", "j", "k", "j"):
+            await pilot.press(key)
+        await pilot.pause()
+    assert 0 < first == len(reads) <= len(ARGV)

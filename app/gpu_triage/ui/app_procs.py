@@ -37,7 +37,22 @@ class ProcTableActions(App[int]):
     def _proc_here(self) -> procview.Local | None:
         """RSS and run time, which only this machine tells (none for simulated or recorded processes)."""
         control = self.proc_control
-        return None if control is None else procview.Local(control.rss, time.time())
+        if control is None:
+            return None
+        # read once per tick, not at every frame (a key press redraws the table)
+        last = self.window.last
+        tick = last.ts if last is not None else None
+        if getattr(self, "_rss_tick", None) != tick or not hasattr(self, "_rss_read"):
+            fresh: dict[int, int | None] = {}
+            self._rss_tick, self._rss_read = tick, fresh
+        read: dict[int, int | None] = self._rss_read
+
+        def rss(pid: int) -> int | None:
+            if pid not in read:
+                read[pid] = control.rss(pid)
+            return read[pid]
+
+        return procview.Local(rss, time.time())
 
     def _procs_now(self) -> tuple[list[ProcSample], bool]:
         """The GPU processes of the newest tick; with none and no GPU (host-only), every process of the host,
