@@ -177,8 +177,9 @@ def check_stacks(facts: Facts) -> Finding:
     data = {"py_spy": acc.pyspy, "euid": acc.euid, "cap_sys_ptrace": acc.cap_sys_ptrace,
             "ptrace_scope": acc.ptrace_scope, "stacks_with": ways}
     if acc.pyspy is None and acc.refused is not None:
-        return Finding("warn", acc.refused, "a py-spy others can replace would run as this user (root) against "
-                       "every waiting job", data)
+        who = "root" if acc.euid == 0 else "this user"
+        return Finding("warn", acc.refused, f"install py-spy where only {who} can write (pip install as {who}), or "
+                       "set GPU_TRIAGE_PYSPY to such a copy: one that others can replace is not run", data)
     if acc.pyspy is None:
         return Finding("skip", "py-spy not installed: the verdict reads the job from outside only",
                        "pip install 'gpu-triage[stacks]' (or py-spy) to see what a waiting job's threads are doing",

@@ -37,7 +37,7 @@ class Snapshot:
     # what is wrong with the cards themselves (SourceStatus.fault): served instead of the verdict while it holds
     fault: GpuFault | None = None
     fault_since: float | None = None
-    gpus_expected: int | None = None  # NVIDIA GPUs the kernel lists (None: unknown, or a simulated source)
+    gpus_expected: int | None = None  # NVIDIA GPUs the kernel lists (a simulated source: its own cards; None: unknown)
     gpus_missing: int = 0
     verdict: Verdict | None = None
     verdict_since: float | None = None

@@ -90,8 +90,9 @@ class Recompile(InsideRule):
 
 
 class OtherThread(InsideRule):
-    """The main thread off CPU while another thread of the process runs Python on a CPU, in most of the samples
-    that carry their threads (trace v4): that thread holds the step through the GIL, the main thread waits. A
+    """The main thread off CPU while another thread of the process runs Python on a CPU, in at least
+    ``inside_phase_share`` of the samples that carry their threads (trace v4): that thread holds the step
+    through the GIL, the main thread waits. A
     thread of the job's own (real held-out: three metrics threads taking turns), a gradient hook on autograd's
     thread (the main thread in backward), a pin-memory thread copying each batch (the input pipeline: then the
     bottleneck is the data pipeline's). From the main thread's frames alone the sample reads as whatever it
