@@ -343,7 +343,7 @@ def test_a_directory_that_is_no_dataset_is_refused(tmp_path: Path, capsys: pytes
     assert main(["compact", str(tmp_path / "missing")]) == 2
     assert "missing" in _one_line(capsys)
     assert main(["compact", ""]) == 2
-    assert "DIR is empty" in _one_line(capsys)
+    assert "DIR: the directory name is empty" in _one_line(capsys)
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 

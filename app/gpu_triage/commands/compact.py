@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from gpu_triage.config import Config
-from gpu_triage.errors import UserError
 from gpu_triage.fleet.compact import run
 from gpu_triage.fleet.compact_types import Options, Result, fs_bytes
 from gpu_triage.logs import SHOWN
@@ -35,8 +34,6 @@ def summary_line(root: Path, res: Result, dry_run: bool) -> str:
 
 
 def run_compact(args: argparse.Namespace, config: Config) -> int:
-    if not str(args.dir).strip():
-        raise UserError("compact: DIR is empty: give the dataset directory (`gpu-triage record -o DIR/` writes one)")
     root = Path(args.dir)
     dry = bool(args.dry_run)
     err = sys.stderr
