@@ -31,6 +31,7 @@ from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.palette import NoControlCodes
 from tests.fake_nvml import FakeHandle, FakeProcess, h200_box
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 EVIL_NAME = b"\x1b]2;PWN\x07\x1b[2J"  # 12 bytes: fits the kernel's 16-byte comm
 EVIL_ARGV = ["\x1b]2;x\x07\x1b[2J\x1b[HFAKE: all GPUs healthy", "\x1b]52;c;cHduZWQ=\x07", "[b]bold[/b]"]
@@ -124,8 +125,12 @@ async def test_the_last_guard_drops_escapes_that_reached_a_pane_uncleaned() -> N
     nets = [NetSample("e\x1b]2;NICPWN\x07", rx_bytes_per_s=1e6, tx_bytes_per_s=1e6)]
     app = _app(procs, nets)
     async with app.run_test(size=(160, 70)) as pilot:
-        await pilot.pause()
-        shown = "\n".join(str(getattr(w, "shown_plain", "")) for w in app.query("Pane"))
+
+        def panes() -> str:
+            return "\n".join(str(getattr(w, "shown_plain", "")) for w in app.query("Pane"))
+
+        await wait_for(pilot, lambda: "NET e" in panes(), "the host panes drawn with the tick's NIC")
+        shown = panes()
         _no_escape(shown)
         assert "NET e␛]2;NICPWN" in shown and "␛]2;T" in shown  # (Rich itself drops a BEL)
         _no_escape(app.export_screenshot())
