@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
 from gpu_triage.model import GpuSample, Tick  # noqa: E402
 from gpu_triage.sources.live import LiveSource  # noqa: E402
+from gpu_triage.trace.row_codec import host_to_json, tick_to_row  # noqa: E402
 
 BURN = (
     "import torch, time\n"
@@ -37,7 +38,7 @@ BURN = (
 
 
 def tick_json(tick: Tick) -> dict:
-    row = tick.to_row()
+    row = tick_to_row(tick)
     row["ts"] = tick.ts.isoformat()
     return row
 
@@ -116,7 +117,7 @@ def main() -> int:
             f"p95 {p95 * 1e3:.2f} ms, max {ordered[-1] * 1e3:.2f} ms"
         )
     dump = [tick_json(t) for t in ticks[-args.dump:]] if args.dump > 0 else []
-    payload = {"host": info.to_json_obj(), "ticks": dump, "costs_s": costs}
+    payload = {"host": host_to_json(info), "ticks": dump, "costs_s": costs}
     text = json.dumps(payload, indent=1, default=str)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -379,7 +379,7 @@ from gpu_triage.trace.reader import open_trace
 path = sys.argv[1]
 rc = main(["diagnose", path])  # diagnose FILE
 frames = None
-if rc == 0:  # replay reads every tick through Tick.from_row, as the dashboard's feed does
+if rc == 0:  # replay reads every tick through tick_from_row, as the dashboard's feed does
     ticks = open_trace(path).ticks()
     frames = max((len(s.frames or "") for t in ticks for s in t.stacks), default=0)
     escapes = sum((s.frames or "").count("\\x1b") for t in ticks for s in t.stacks)

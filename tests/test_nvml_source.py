@@ -13,6 +13,7 @@ from gpu_triage.nvmlwrap import load_nvml, return_freed_heap
 from gpu_triage.sources.base import Source
 from gpu_triage.sources.live import LiveSource
 from gpu_triage.sources.nvml import LOST_PROBE_FIRST_S, NvmlGpuReader
+from gpu_triage.trace.row_codec import tick_from_row, tick_to_row
 
 GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
 
@@ -334,7 +335,7 @@ def test_tick_rows_round_trip_through_the_trace_model() -> None:
     tick = source.sample()
     assert tick.interval_s == pytest.approx(2.0)
     assert tick.ts.tzinfo is not None
-    assert type(tick).from_row(tick.to_row()) == tick
+    assert tick_from_row(tick_to_row(tick)) == tick
 
 
 # ---- card health: throttle reasons, ECC, XID events (issue 13) ----

@@ -28,6 +28,7 @@ from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.layout import META_INTERVAL
 from gpu_triage.trace.reader import open_trace
+from gpu_triage.trace.row_codec import tick_from_row
 from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -52,7 +53,7 @@ def _write(path: Path, ticks: list[Tick], *, meta_interval: str = "2.0", row_gro
 def _shifted(ticks: list[Tick], seconds: float) -> list[Tick]:
     out = []
     for t in ticks:
-        c = Tick.from_row(ticks_to_batch([t]).to_pylist()[0])
+        c = tick_from_row(ticks_to_batch([t]).to_pylist()[0])
         c.ts = t.ts + timedelta(seconds=seconds)
         out.append(c)
     return out

@@ -257,7 +257,7 @@ def test_a_wait_that_lasts_is_dumped_half_as_often_past_its_first_dumps(job: sub
 def test_a_foreign_files_threads_are_read_with_care() -> None:
     """A recording is outside input: a thread without its tid, state or phase is no thread, a CPU share no thread
     can have reads as unknown, and a name holding escape codes is made visible."""
-    from gpu_triage.model import stack_from_row
+    from gpu_triage.trace.row_codec import stack_from_row
 
     row = {"pid": 10, "role": "main", "phase": "python", "thread_list": [
         {"tid": 10, "state": "active", "phase": "python", "name": "Main\x1b[2J", "cpu_pct": 1e9, "holds_gil": 1},

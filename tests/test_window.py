@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.model import DiskSample, GpuSample, Tick
+from gpu_triage.trace.row_codec import tick_from_row, tick_to_row
 from gpu_triage.window import RollingWindow
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -76,7 +77,7 @@ def test_view_is_a_copy() -> None:
 
 def test_real_trace_round_trips_through_ticks_and_fills_window() -> None:
     rows = pq.read_table(H200_TRACE_2S).to_pylist()
-    ticks = [Tick.from_row(r) for r in rows]
+    ticks = [tick_from_row(r) for r in rows]
     # a v1 file: no job, swap or nets column, no health fields per card, no SM share per process: null (None),
     # never 0; no stack samples and no stored verdict (trace v3)
     health = dict.fromkeys(
@@ -84,7 +85,7 @@ def test_real_trace_round_trips_through_ticks_and_fills_window() -> None:
     )
     v2 = dict(job=None, host_swap_used_bytes=None, host_swap_total_bytes=None, nets=[], stacks=[], verdict=None)
     proc_v2 = dict.fromkeys(("sm_pct", "user", "slurm_job", "pod_uid", "pod_name", "pod_namespace", "container"))
-    assert [t.to_row() for t in ticks] == [
+    assert [tick_to_row(t) for t in ticks] == [
         dict(r, **v2, gpus=[dict(g, **health) for g in r["gpus"]], procs=[dict(p, **proc_v2) for p in r["procs"]])
         for r in rows
     ]

@@ -1,10 +1,10 @@
 """The tick: everything the dashboard knows at the end of one sampling interval.
 
 These classes are trace v1 (docs/trace-v1.md) field for field, so that a live tick, a simulated tick and
-a replayed tick are the same object and `Tick.to_row()` is exactly one Parquet row. The sample classes
-are the one definition of the per-card, per-disk and per-process fields: each field names its storage
-type, and the Arrow schema, the rolling window's columns and the tests derive from them. A value the
-hardware does not give is ``None`` (shown "n/a"), never 0.
+a replayed tick are the same object and one tick is exactly one Parquet row (the codec between them is
+:mod:`gpu_triage.trace.row_codec`). The sample classes are the one definition of the per-card, per-disk and
+per-process fields: each field names its storage type, and the Arrow schema, the rolling window's columns and
+the tests derive from them. A value the hardware does not give is ``None`` (shown "n/a"), never 0.
 
 Host facts that do not change per tick (names, UUIDs, topology) live in :class:`HostInfo`, which the
 recorder writes as file metadata.
@@ -12,13 +12,11 @@ recorder writes as file metadata.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gpu_triage.safetext import clean
 from gpu_triage.tracefields import TRACE_TYPE as TRACE_TYPE
 from gpu_triage.tracefields import TRACE_TYPES as TRACE_TYPES
 from gpu_triage.tracefields import TraceField as TraceField
@@ -274,48 +272,6 @@ class Tick:
     stacks: list[StackSample] = field(default_factory=list)  # trace v3: dumps finished during the tick
     verdict: VerdictSample | None = None  # trace v3: the engine's raw verdict then; None: not recorded
 
-    def to_row(self) -> dict[str, Any]:
-        """This tick as one trace-v1 row (plain dicts and lists)."""
-        return {
-            "ts": self.ts,
-            "interval_s": self.interval_s,
-            "gpus": [_asdict(g) for g in self.gpus],
-            "cpu_pct": list(self.cpu_pct),
-            "iowait_pct": self.iowait_pct,
-            "host_mem_used_bytes": self.host_mem_used_bytes,
-            "host_mem_total_bytes": self.host_mem_total_bytes,
-            "disks": [_asdict(d) for d in self.disks],
-            "procs": [_asdict(p) for p in self.procs],
-            "job": None if self.job is None else _job_row(self.job),
-            "host_swap_used_bytes": self.host_swap_used_bytes,
-            "host_swap_total_bytes": self.host_swap_total_bytes,
-            "nets": [_asdict(n) for n in self.nets],
-            "stacks": [_stack_row(x) for x in self.stacks],
-            "verdict": None if self.verdict is None else _asdict(self.verdict),
-        }
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Tick:
-        """Build a tick from a trace-v1 row; unknown keys are ignored, missing optional ones are None."""
-        return cls(
-            ts=row["ts"],
-            interval_s=row.get("interval_s"),
-            gpus=[build_record(GpuSample, g) for g in (row.get("gpus") or [])],
-            cpu_pct=list(row.get("cpu_pct") or []),
-            iowait_pct=row.get("iowait_pct"),
-            host_mem_used_bytes=row.get("host_mem_used_bytes"),
-            host_mem_total_bytes=row.get("host_mem_total_bytes"),
-            disks=[build_record(DiskSample, d) for d in (row.get("disks") or [])],
-            procs=[build_record(ProcSample, p) for p in (row.get("procs") or [])],
-            job=job_from_row(row.get("job")),
-            host_swap_used_bytes=row.get("host_swap_used_bytes"),
-            host_swap_total_bytes=row.get("host_swap_total_bytes"),
-            nets=[build_record(NetSample, n) for n in (row.get("nets") or []) if n and n.get("name") is not None],
-            stacks=[stack_from_row(x) for x in (row.get("stacks") or [])
-                    if x and None not in (x.get("pid"), x.get("role"), x.get("phase"))],
-            verdict=_verdict_from_row(row.get("verdict")),
-        )
-
 
 @dataclass(slots=True)
 class GpuInfo:
@@ -341,105 +297,3 @@ class HostInfo:
     gpus: list[GpuInfo] = field(default_factory=list)
     topology: list[list[str]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # tool version, env vars, kernel, source
-
-    def to_json_obj(self) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "hostname": self.hostname,
-            "driver_version": self.driver_version,
-            "cuda_driver_version": self.cuda_driver_version,
-            "cpu_count": self.cpu_count,
-            "gpus": [_asdict(g) for g in self.gpus],
-            "topology": [list(r) for r in self.topology],
-        }
-        obj.update(self.extra)
-        return obj
-
-    @classmethod
-    def from_json_obj(cls, obj: dict[str, Any]) -> HostInfo:
-        known = {"hostname", "driver_version", "cuda_driver_version", "cpu_count", "gpus", "topology"}
-        def text(key: str) -> str | None:
-            """A name or version as a printable string of at most 255 characters (a host name's limit), else
-            unknown: a foreign file's {"hostname": 5} broke the fleet summary's host column, a 10 MB one
-            stalled it, and one holding escape codes and newlines reached the terminal through the summary."""
-            v = obj.get(key)
-            return v if isinstance(v, str) and len(v) <= 255 and v.isprintable() else None
-
-        count = obj.get("cpu_count")
-        return cls(
-            hostname=text("hostname"),
-            driver_version=text("driver_version"),
-            cuda_driver_version=text("cuda_driver_version"),
-            cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-            gpus=[build_record(GpuInfo, g) for g in (obj.get("gpus") or [])],
-            topology=[list(r) for r in (obj.get("topology") or [])],
-            extra={k: v for k, v in obj.items() if k not in known},
-        )
-
-
-def _asdict(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-
-
-_FIELD_NAMES: dict[type, frozenset[str]] = {}
-
-
-def build_record(kind: type, data: dict[str, Any]) -> Any:
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
-        names = _FIELD_NAMES[kind] = frozenset(f.name for f in dataclasses.fields(kind))
-    # A recording is outside input too (anyone may hand one over): its names are cleaned as the live
-    # sources clean theirs, so what replay, diagnose and compare print cannot hold a terminal escape
-    kwargs = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in names}
-    for list_field in ("workers_cpu_pct", "worker_pids", "gpus"):
-        if list_field in names and kwargs.get(list_field) is None:
-            kwargs[list_field] = []
-    return kind(**kwargs)
-
-
-def _job_row(job: JobSample) -> dict[str, Any]:
-    row = _asdict(job)
-    row["ranks"] = [_asdict(r) for r in job.ranks]
-    return row
-
-
-def job_from_row(data: dict[str, Any] | None) -> JobSample | None:
-    if not data or data.get("source") is None:
-        return None
-    # the source is a name like the others (build_record): a newline in it would break replay's JOB line in two
-    kwargs: dict[str, Any] = {k: clean(v) if isinstance(v, str) else v for k, v in data.items() if k in _JOB_FIELDS}
-    ranks = [build_record(JobRank, r) for r in (data.get("ranks") or []) if r and r.get("rank") is not None]
-    return JobSample(**kwargs, ranks=ranks)
-
-
-_JOB_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSample)) - {"ranks"}
-
-
-def _verdict_from_row(data: dict[str, Any] | None) -> VerdictSample | None:
-    if not data or data.get("pattern") is None or data.get("bottleneck") is None:
-        return None
-    verdict: VerdictSample = build_record(VerdictSample, data)
-    return verdict
-
-
-def _stack_row(x: StackSample) -> dict[str, Any]:
-    row = _asdict(x)
-    row["thread_list"] = [_asdict(t) for t in x.thread_list]
-    return row
-
-
-def stack_from_row(data: dict[str, Any]) -> StackSample:
-    """A stack sample from a trace row (its pid, role and phase checked by the caller); each thread without
-    its tid, state or phase is dropped, and a CPU share no thread can have read as unknown."""
-    threads = []
-    listed = data.get("thread_list")
-    for t in listed if isinstance(listed, list) else []:
-        if not isinstance(t, dict) or None in (t.get("tid"), t.get("state"), t.get("phase")):
-            continue
-        th: ThreadSample = build_record(ThreadSample, t)
-        cpu = th.cpu_pct
-        if cpu is not None and not (math.isfinite(cpu) and THREAD_CPU_PCT[0] <= cpu <= THREAD_CPU_PCT[1]):
-            th.cpu_pct = None
-        threads.append(th)
-    sample: StackSample = build_record(StackSample, {k: v for k, v in data.items() if k != "thread_list"})
-    sample.thread_list = threads
-    return sample

@@ -30,6 +30,7 @@ from gpu_triage.sources.base import HostProcesses
 from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json
 from gpu_triage.sources.spec import make_source
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
+from gpu_triage.trace.row_codec import host_to_json
 from gpu_triage.units import short_bytes
 from gpu_triage.verdicts.judge import Judge
 
@@ -128,7 +129,7 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
                 "gpus_expected": status.gpus_expected, "gpus_missing": status.gpus_missing,
             },
             source=source_spec,
-            host=host.to_json_obj(),
+            host=host_to_json(host),
             interval_s=interval_s,
             ticks=ticks,
             gpu_available=status.gpu_available,

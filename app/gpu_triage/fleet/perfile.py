@@ -136,11 +136,11 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
 
 
 def _hostname(meta: dict[bytes, bytes]) -> str | None:
-    from gpu_triage.model import HostInfo
+    from gpu_triage.trace.row_codec import host_from_json
 
     obj = host_metadata(meta)  # bounded: MAX_HOST_META_BYTES
     try:
-        return HostInfo.from_json_obj(obj).hostname if obj is not None else None
+        return host_from_json(obj).hostname if obj is not None else None
     except (ValueError, TypeError, AttributeError):
         return None
 

@@ -12,8 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample, build_record, job_from_row, stack_from_row
+from gpu_triage.model import JobSample, NetSample, ProcSample, StackSample
 from gpu_triage.trace.batches import as_float
+from gpu_triage.trace.row_codec import build_record, job_from_row, stack_from_row
 from gpu_triage.window import (
     DISK_FIELDS,
     GPU_FIELDS,
@@ -129,7 +130,7 @@ def _stacks_of(arr: pa.Array) -> list[list[StackSample]]:
 
 
 def _nets_of(arr: pa.Array) -> list[list[NetSample]]:
-    # as Tick.from_row builds them: an entry without a name is no interface
+    # as tick_from_row builds them: an entry without a name is no interface
     return [[build_record(NetSample, x) for x in (r or []) if x and x.get("name") is not None] for r in arr.to_pylist()]
 
 

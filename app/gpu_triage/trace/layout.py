@@ -32,6 +32,7 @@ from gpu_triage.model import (
     VerdictSample,
     trace_fields,
 )
+from gpu_triage.trace.row_codec import host_to_json
 
 META_SCHEMA = b"gpu_triage.schema"
 META_INTERVAL = b"gpu_triage.interval_s"
@@ -104,7 +105,7 @@ def trace_metadata(host: HostInfo, interval_s: float) -> dict[bytes, bytes]:
     return {
         META_SCHEMA: SCHEMA_VERSION.encode(),
         META_INTERVAL: repr(float(interval_s)).encode(),
-        META_HOST: json.dumps(host.to_json_obj(), ensure_ascii=False, default=str).encode(),
+        META_HOST: json.dumps(host_to_json(host), ensure_ascii=False, default=str).encode(),
     }
 
 

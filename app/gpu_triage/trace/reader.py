@@ -23,6 +23,7 @@ from gpu_triage.model import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, HostInfo,
 from gpu_triage.trace.bounds import bound_column, check_footer, host_metadata
 from gpu_triage.trace.layout import META_HOST, META_INTERVAL, META_SCHEMA
 from gpu_triage.trace.ranges import in_range
+from gpu_triage.trace.row_codec import host_from_json
 from gpu_triage.trace.schema import (
     COLUMNS,
     RECORDED_INTERVAL_RANGE_S,
@@ -228,7 +229,7 @@ def _build_trace(path: Path, table: pa.Table, *, recovered: bool, notices: list[
         try:
             if obj is None:
                 raise ValueError("not a JSON object of at most MAX_HOST_META_BYTES")
-            host = HostInfo.from_json_obj(obj)
+            host = host_from_json(obj)
         except (ValueError, TypeError, AttributeError):
             notices.append(f"{shown(path)}: host metadata is unreadable and is ignored")
     interval_s, said = _nominal_interval(meta, table)

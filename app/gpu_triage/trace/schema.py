@@ -10,7 +10,7 @@ The columns themselves are defined once, without pyarrow, in :mod:`gpu_triage.tr
 makes their pyarrow types for the readers (the recorder writes its stream without pyarrow, through
 :mod:`gpu_triage.trace.arrow_ipc`). Ticks become a :class:`pyarrow.RecordBatch` through one ``pa.array``
 call over the layout's nested tuples (offline diagnosis of tick lists, tests). Arrow data becomes ticks through
-``Tick.from_row`` on ``to_pylist()`` rows, one slice at a time, so a reader never converts a whole day.
+``row_codec.tick_from_row`` on ``to_pylist()`` rows, one slice at a time, so a reader never converts a whole day.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from gpu_triage.trace.layout import (
     tick_values,
     trace_metadata,
 )
+from gpu_triage.trace.row_codec import tick_from_row
 
 _SCALAR_TYPES: dict[str, pa.DataType] = {
     "u16": pa.uint16(),
@@ -180,7 +181,7 @@ def ticks_to_batch(ticks: Sequence[Tick], metadata: dict[bytes, bytes] | None = 
     """Ticks as one record batch of TRACE_SCHEMA (with ``metadata`` if given).
 
     One ``pa.array`` call over nested tuples (attrgetter, no per-field dicts) measured ~0.1 ms for one
-    8-card tick against ~0.45 ms building each leaf array separately and ~0.3 ms via ``to_row()`` dicts.
+    8-card tick against ~0.45 ms building each leaf array separately and ~0.3 ms via ``tick_to_row()`` dicts.
     """
     rows = pa.array([tick_values(t) for t in ticks], type=_ROW_STRUCT)
     batch = pa.RecordBatch.from_struct_array(rows)
@@ -189,4 +190,4 @@ def ticks_to_batch(ticks: Sequence[Tick], metadata: dict[bytes, bytes] | None = 
 
 def rows_to_ticks(table: pa.Table | pa.RecordBatch) -> list[Tick]:
     """Every row of ``table`` as a tick (call it on a slice: it converts what it is given)."""
-    return [Tick.from_row(row) for row in table.to_pylist()]
+    return [tick_from_row(row) for row in table.to_pylist()]
