@@ -16,6 +16,7 @@ import re
 import reprlib
 import stat
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,22 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     def bad(key: str, allowed: str) -> UserError:
         return UserError(f"{where}: key {key} is invalid: {allowed}")
 
+    _check_names(data, where, bad)
+    _sampling(cfg, data.get("sampling", {}), bad)
+    _diagnosis(cfg, data.get("diagnosis", {}), bad)
+    _ui(cfg, data.get("ui", {}), bad)
+    _recording(cfg, data.get("recording", {}), where, bad)
+    _job(cfg, data.get("job", {}), bad)
+    _inside(cfg, data.get("inside", {}), bad)
+    return cfg
+
+
+# how parse_config's checks word a bad key: (the key, what is allowed) -> the error naming the file
+Bad = Callable[[str, str], UserError]
+
+
+def _check_names(data: dict[str, Any], where: str, bad: Bad) -> None:
+    """Every section and key is one the file may hold, each key inside its table."""
     for section, table in data.items():
         if section not in _SECTIONS:
             home = next((name for name, keys in _SECTIONS.items() if section in keys), None)
@@ -176,7 +193,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             if key not in _SECTIONS[section]:
                 raise bad(f"{section}.{_cut(key)}", f"unknown key; allowed: {', '.join(sorted(_SECTIONS[section]))}")
 
-    sampling = data.get("sampling", {})
+
+def _sampling(cfg: Config, sampling: dict[str, Any], bad: Bad) -> None:
     for key, (lo, hi) in (("interval_s", INTERVAL_RANGE_S), ("window_s", WINDOW_RANGE_S)):
         if key in sampling:
             v = sampling[key]
@@ -186,7 +204,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     if cfg.window_s < cfg.interval_s * 2:
         raise bad("sampling.window_s", "must hold at least two ticks (window_s >= 2 * interval_s)")
 
-    diag = data.get("diagnosis", {})
+
+def _diagnosis(cfg: Config, diag: dict[str, Any], bad: Bad) -> None:
     values: dict[str, float] = {}
     for key, v in diag.items():
         # NaN passed "v < 0" and crashed the tracker later with a traceback; inf is no threshold either
@@ -204,7 +223,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     if values:
         cfg.thresholds = dataclasses.replace(Thresholds(), **values)
 
-    ui = data.get("ui", {})
+
+def _ui(cfg: Config, ui: dict[str, Any], bad: Bad) -> None:
     if "theme" in ui:
         if ui["theme"] not in THEMES:
             raise bad("ui.theme", f"must be one of {', '.join(THEMES)}, got {_shown(ui['theme'])}")
@@ -227,14 +247,16 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             raise bad("ui.panes", f"names a pane twice: {_shown(v)}")
         cfg.panes = tuple(v)
 
-    rec = data.get("recording", {})
+
+def _recording(cfg: Config, rec: dict[str, Any], where: str, bad: Bad) -> None:
     if "directory" in rec:
         v = rec["directory"]
         if not isinstance(v, str) or not v or "\0" in v:  # "\u0000" made `r` fail with "embedded null byte"
             raise bad("recording.directory", f"must be a path string, got {_shown(v)}")
         cfg.recording_dir = user_path(v, f"{where}: key recording.directory")
 
-    job = data.get("job", {})
+
+def _job(cfg: Config, job: dict[str, Any], bad: Bad) -> None:
     if "batch_size" in job:
         v = job["batch_size"]
         lo, hi = BATCH_SIZE_RANGE
@@ -252,7 +274,9 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         except (ValueError, re.error) as exc:
             raise bad("job.log_regex", str(exc)) from exc
         cfg.job_log_regex = v
-    inside = data.get("inside", {})
+
+
+def _inside(cfg: Config, inside: dict[str, Any], bad: Bad) -> None:
     if "enabled" in inside:
         if not isinstance(inside["enabled"], bool):
             raise bad("inside.enabled", f"must be true or false, got {_shown(inside['enabled'])}")
@@ -266,7 +290,6 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     if cfg.inside_enter_pct > cfg.inside_leave_pct:
         raise bad("inside.waiting_enter_pct", f"must not be above waiting_leave_pct ({cfg.inside_leave_pct:g}), "
                   f"got {cfg.inside_enter_pct:g}")
-    return cfg
 
 
 def stacks_wanted(config: Config, no_stacks: bool) -> bool:

@@ -33,7 +33,7 @@ def _fmt_pct(c: dict[str, Any]) -> str:
     return "n/a" if v is None else f"{v:+.0f}%"
 
 
-def render_text(result: dict[str, Any], show_all: bool = False) -> str:
+def render_text(result: dict[str, Any], show_all: bool = False) -> str:  # noqa: C901 - one report, its parts in order
     """Aligned plain text, readable in a terminal and through a pipe: the headline first, then what changed
     (everything with ``show_all``), per card only for the cards that changed."""
     from gpu_triage.offline.render import human_duration
