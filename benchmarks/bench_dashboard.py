@@ -132,7 +132,7 @@ async def memory_growth(n_ticks: int, trace_heap: bool = False) -> dict[str, flo
 
     heap = 0.0
     async with app.run_test(size=(120, 40)) as pilot:
-        app.clock = lambda: 0.0  # frames only when this loop draws one (every 100 ticks)
+        app.pacer.clock = lambda: 0.0  # frames only when this loop draws one (every 100 ticks)
         for i in range(config.window_ticks * 2):  # fill the window and the history first
             app.ingest(tick(i), draw=False)
         await pilot.pause()
@@ -178,12 +178,12 @@ async def frame_cost(cards: int, cols: int, rows: int, frames: int, profile: str
     redraw_s, paint_s = [], []
     prof = cProfile.Profile() if profile else None
     async with app.run_test(size=(cols, rows)) as pilot:
-        app.clock = lambda: 0.0
+        app.pacer.clock = lambda: 0.0
         for t in ticks[: config.window_ticks]:
             app.ingest(t, draw=False)
         app.redraw()
         await pilot.pause()
-        app.redraw_min_s = 1e9  # the feed's path, but the frames come only from this loop (no timer's frame)
+        app.pacer.min_s = 1e9  # the feed's path, but the frames come only from this loop (no timer's frame)
         for t in ticks[config.window_ticks :]:
             if prof is not None:
                 prof.enable()

@@ -68,7 +68,7 @@ async def ui_mode() -> dict[str, object]:
     procs = [ProcSample(pid=a.pid, gpu_index=0, name="sleep", gpu_mem_bytes=1 << 30, cpu_pct=0.0, workers=0)]
     prefill = [dataclasses.replace(make_tick(i, gpus=2, cores=2), procs=procs) for i in range(3)]
     app = TriageApp(Config(), source=TickListSource(2, 2), source_label="test", prefill=prefill, autostart=False)
-    app.proc_control = ProcControl()
+    app.procs.control = ProcControl()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab", "x")
         await pilot.pause()

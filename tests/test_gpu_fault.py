@@ -146,7 +146,7 @@ async def test_the_dashboard_puts_a_dead_driver_in_a_red_headline_with_no_verdic
     monkeypatch.setenv("GPU_TRIAGE_HOST_ROOT", str(root))
     monkeypatch.setitem(sys.modules, "pynvml", broken())
     live = build_app("live", argparse.Namespace(record=None, job_log=None, batch_size=None, no_stacks=True), Config())
-    assert live.banner is None and live.source.status().fault() is GpuFault.DRIVER_FAILURE
+    assert live.header.banner is None and live.source.status().fault() is GpuFault.DRIVER_FAILURE
     live.source.close()
 
 

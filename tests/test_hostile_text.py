@@ -88,7 +88,7 @@ def test_a_process_name_with_escapes_is_read_as_visible_characters(evil_process:
 def _app(procs: list[ProcSample], nets: list[NetSample] | None = None) -> TriageApp:
     prefill = [dataclasses.replace(make_tick(i, gpus=2, cores=4), procs=procs, nets=nets or []) for i in range(4)]
     app = TriageApp(Config(), source=TickListSource(2, 4), source_label="test", prefill=prefill, autostart=False)
-    app.proc_control = ProcControl()
+    app.procs.control = ProcControl()
     return app
 
 

@@ -25,7 +25,8 @@ app = build_app("demo", args, config)
 async def go():
     async with app.run_test(size=(160, 50)) as pilot:
         # a few ticks drawn and, when recording, written (bounded by the subprocess's timeout)
-        while app.ticks_ingested < 3 or app.redraws < 2 or (app.recorder is not None and app.recorder.ticks < 1):
+        rec = app.recording
+        while app.ticks_ingested < 3 or app.redraws < 2 or (rec.recorder is not None and rec.recorder.ticks < 1):
             await pilot.pause()
             await asyncio.sleep(0.01)
 asyncio.run(go())

@@ -371,11 +371,11 @@ def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> Non
     assert _host_meta(f)["verdicts"] == settings(config.thresholds, 120.0)
 
     dash = TriageApp(config, source=source, autostart=False)  # headless: never run, its ticks ingested by hand
-    dash.start_recording(tmp_path / "dash.parquet")
-    assert dash.recorder is not None, dash.record_error
+    dash.recording.start(tmp_path / "dash.parquet")
+    assert dash.recording.recorder is not None, dash.recording.error
     for _ in range(10):
         dash.ingest(source.sample(), draw=False)
-    path = dash.stop_recording()
+    path = dash.recording.stop()
     assert path is not None and None not in _stored(path)
     assert _host_meta(path)["verdicts"] == settings(config.thresholds, 120.0)
     assert "verdicts" not in dash.host.extra  # the dashboard's own host is a copy

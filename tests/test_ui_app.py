@@ -218,14 +218,14 @@ async def test_record_key_writes_a_valid_file(tmp_path: Path) -> None:
     app = TriageApp(config, source=source, source_label="test", autostart=False)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("r")
-        assert app.recorder is not None
+        assert app.recording.recorder is not None
         for _ in range(3):
             app.ingest(source.sample())
         await pilot.pause()
         app.redraw()
         assert "● REC" in app.query_one("#header").shown_plain
         await pilot.press("r")
-        assert app.recorder is None
+        assert app.recording.recorder is None
     files = list(tmp_path.glob("*.parquet"))
     assert len(files) == 1
     trace = open_trace(files[0])

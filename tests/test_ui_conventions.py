@@ -65,10 +65,10 @@ async def test_htop_function_keys() -> None:
         assert type(app.screen).__name__ == "FilterScreen"
         await pilot.press("escape", "f5")
         await pilot.pause()
-        assert app.procs.tree and "DataLoader wkr" in _procs_text(app)
+        assert app.procs.state.tree and "DataLoader wkr" in _procs_text(app)
         await pilot.press("f6")
         await pilot.pause()
-        assert app.procs.sort == "GPU memory"
+        assert app.procs.state.sort == "GPU memory"
         await pilot.press("tab", "f9")
         await pilot.pause()
         # F9 is the kill key: these processes are a fake table's, not live ones, so the key pins nothing and
@@ -158,7 +158,7 @@ async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> No
     try:
         source = live.LiveSource(nvml_module=fake_nvml.FakeNvml(init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED))
         app = TriageApp(Config(), source=source, source_label="live", autostart=False)
-        app.proc_control = ProcControl()
+        app.procs.control = ProcControl()
         # the sleep is idle: among the host's processes it is not one of the busiest 10 shown
         async with app.run_test(size=(width, 40)) as pilot:
             app.ingest(source.sample())

@@ -73,4 +73,4 @@ async def test_replay_has_its_own_keys_and_r_does_nothing_there(tmp_path: Path) 
         assert app.check_action("record", ()) is False and app.check_action("step", (1,)) is True
         await pilot.press("r")
         await pilot.pause()
-        assert app.recorder is None and list(tmp_path.iterdir()) == []
+        assert app.recording.recorder is None and list(tmp_path.iterdir()) == []

@@ -1,5 +1,5 @@
 """The dashboard's cost controls, asserted as behaviour (speeds themselves are in benchmarks/):
-streamed ticks are all ingested but drawn (and diagnosed) at most once per ``redraw_min_s``; a pane whose
+streamed ticks are all ingested but drawn (and diagnosed) at most once per ``pacer.min_s``; a pane whose
 text did not change is not repainted; the waveform draws one span per run of a colour, not per cell."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _app() -> TriageApp:
 async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> None:
     app = _app()
     now = [1000.0]
-    app.clock = lambda: now[0]  # the wall clock is the outside world: frozen here
-    app.redraw_min_s = 0.05
+    app.pacer.clock = lambda: now[0]  # the wall clock is the outside world: frozen here
+    app.pacer.min_s = 0.05
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         # the start-up's own frames (mount, the first resize) can come late on a busy box: wait until they
@@ -45,7 +45,7 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
             await asyncio.sleep(0.05)
             await pilot.pause()
         app.redraw()  # a frame at t=1000: the next may come no sooner than 1000.05
-        frames, verdicts = app.redraws, len(app.history)
+        frames, verdicts = app.redraws, len(app.verdicts.history)
         for i in range(20, 30):
             app.ingest_streamed(make_tick(i, gpus=2, cores=4))
         await pilot.pause()
@@ -53,16 +53,16 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
         assert app.redraws == frames  # but not drawn yet: too soon after the last frame
         # the throttled frame's timer fires once: wait for it (bounded), however busy the box
         await wait_for(pilot, lambda: app.redraws > frames, "the throttled frame")
-        assert not app._redraw_pending  # and no second frame is scheduled behind it
+        assert not app.pacer.pending  # and no second frame is scheduled behind it
         assert app.redraws == frames + 1  # ten ticks, one frame
-        assert len(app.history) == verdicts + 1  # and one diagnosis, of the newest window
-        assert app.history[-1][0] == make_tick(29).ts.timestamp()
+        assert len(app.verdicts.history) == verdicts + 1  # and one diagnosis, of the newest window
+        assert app.verdicts.history[-1][0] == make_tick(29).ts.timestamp()
 
 
 async def test_direct_ingest_is_drawn_at_once() -> None:
     app = _app()
-    app.clock = lambda: 1000.0
-    app.redraw_min_s = 3600.0  # a cap that would hold any throttled frame back for the whole test
+    app.pacer.clock = lambda: 1000.0
+    app.pacer.min_s = 3600.0  # a cap that would hold any throttled frame back for the whole test
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         frames = app.redraws

@@ -48,7 +48,7 @@ def _control(created: float) -> ProcControl:
 def _app(control: ProcControl | None, procs: list[ProcSample]) -> TriageApp:
     prefill = [dataclasses.replace(make_tick(i, gpus=8, cores=8), procs=procs) for i in range(5)]
     app = TriageApp(Config(), source=TickListSource(8, 8), source_label="test", prefill=prefill, autostart=False)
-    app.proc_control = control
+    app.procs.control = control
     return app
 
 

@@ -108,7 +108,7 @@ def test_the_focused_table_scrolls_with_its_selection_and_shows_user_and_command
 def _app(control: ProcControl | None) -> TriageApp:
     prefill = [dataclasses.replace(make_tick(i, gpus=8, cores=8), procs=_procs()) for i in range(5)]
     app = TriageApp(Config(), source=TickListSource(8, 8), source_label="test", prefill=prefill, autostart=False)
-    app.proc_control = control
+    app.procs.control = control
     return app
 
 
@@ -127,7 +127,7 @@ async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("tab")
         await pilot.pause()
-        assert app.procs.focused and "PID 1000 · user alice · python train_0.py --rank 0" in _procs_text(app)
+        assert app.procs.state.focused and "PID 1000 · user alice · python train_0.py --rank 0" in _procs_text(app)
         await pilot.press("down", "j")
         await pilot.pause()
         assert app.selected == 0  # ↑↓ move in the table while it has the focus, not across cards
@@ -142,13 +142,13 @@ async def test_tab_j_end_sort_and_filter_from_the_keyboard() -> None:
         await pilot.pause()
         await pilot.press("b", "o", "b", "enter")
         await pilot.pause()
-        assert app.procs.filter == "bob"
+        assert app.procs.state.filter == "bob"
         rows = [ln for ln in _procs_text(app).split("\n")[1:] if ln[:8].strip().isdigit()]
         assert rows and all(int(ln[:8]) in {1001, 1003, 1005, 1007, 1009, 1011} for ln in rows)
         await pilot.press("tab")
         await pilot.pause()
         await pilot.press("down")
-        assert not app.procs.focused and app.selected == 1  # back to the cards
+        assert not app.procs.state.focused and app.selected == 1  # back to the cards
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ async def test_stepping_past_a_gap_starts_the_window_afresh_and_says_so(tmp_path
         assert _window_times(app) == [t.ts.timestamp() for t in second[:4]]
         assert _gap_lines(app)[0].startswith("gap 3 h 12 min")  # still said: the window is short because of the gap
         # the verdict strip and the diagnosis read only what came after the gap
-        assert all(t >= gap_end for t, _pattern, _bottleneck in app.history)
+        assert all(t >= gap_end for t, _pattern, _bottleneck in app.verdicts.history)
 
         # stepping back across the gap rebuilds the window from before it
         await pilot.press(*["left"] * 4)
@@ -115,7 +115,7 @@ async def test_stepping_past_a_gap_starts_the_window_afresh_and_says_so(tmp_path
         assert app.replay.position == BEFORE - 1
         assert _window_times(app) == before_gap
         assert not _gap_lines(app)
-        assert all(t <= first[-1].ts.timestamp() for t, _pattern, _bottleneck in app.history)
+        assert all(t <= first[-1].ts.timestamp() for t, _pattern, _bottleneck in app.verdicts.history)
 
         # once the window after the gap is full again, the notice goes
         await pilot.press("G")

@@ -33,7 +33,7 @@ async def test_replay_shows_each_cases_verdict_near_its_end(lab: dict) -> None:
             await pilot.press("right")  # then tick by tick, as playback feeds them
         await pilot.pause()
         assert app.window.last.ts <= end
-        shown = app.shown
+        shown = app.verdicts.shown
         assert shown.pattern in lab["pattern"] and shown.bottleneck in lab["bottleneck"], (
             f"{lab['scenario']}: dashboard shows {shown.pattern}/{shown.bottleneck}"
         )

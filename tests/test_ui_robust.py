@@ -32,7 +32,7 @@ async def _until(pilot, condition) -> bool:
 
 async def test_a_source_error_is_shown_and_the_screen_keeps_updating() -> None:
     app = TriageApp(Config(interval_s=0.05), source=FailsOnceSource(2, 4), source_label="test")
-    app.redraw_min_s = 0.0
+    app.pacer.min_s = 0.0
     async with app.run_test(size=(100, 30)) as pilot:
         assert await _until(pilot, lambda: app.source_errors >= 1), "the error never reached the screen"
         seen = app.ticks_ingested
@@ -63,7 +63,7 @@ async def test_record_then_quit_at_once_says_why_no_file(tmp_path) -> None:
     app = TriageApp(config, source=TickListSource(2, 4), source_label="test", autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("r")
-        assert app.recorder is not None
+        assert app.recording.recorder is not None
         await pilot.press("q")
     assert list(tmp_path.glob("*.parquet")) == []
     assert len(app.exit_notes) == 1

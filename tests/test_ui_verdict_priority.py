@@ -44,7 +44,7 @@ async def test_headline_evidence_and_first_advice_are_on_screen(
     app = _sim_app(scenario, gpus)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        shown = app.shown
+        shown = app.verdicts.shown
         lines = _on_screen(app, "diag")
         assert lines and lines[0].startswith(f"VERDICT {shown.pattern} · {shown.bottleneck}")
         bullets = [ln for ln in lines if ln.startswith("• ")]

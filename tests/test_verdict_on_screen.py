@@ -235,4 +235,4 @@ async def test_the_h200_demo_dashboard_says_changing_at_tick_74() -> None:
         assert diag is not None
         text = diag.plain
         assert "\nchanging" in text and "holds 55 % of its memory" not in text, text
-        assert app.shown.key == _at(74)[2].key  # the dashboard and `offline.verdicts` agree
+        assert app.verdicts.shown.key == _at(74)[2].key  # the dashboard and `offline.verdicts` agree

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,38 +19,33 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual._compositor import ChopsUpdate
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.filter import Monochrome, NoColor
 from textual.message import Message
 
 from gpu_triage.config import PANES, Config
-from gpu_triage.feeds import LiveFeed, Recorder
+from gpu_triage.feeds import LiveFeed
 from gpu_triage.model import HostInfo, Tick
-from gpu_triage.proc_control import ProcControl
 from gpu_triage.safetext import clean_lines
-from gpu_triage.sources.base import JobSource, Source, SourceStatus
-from gpu_triage.ui import gpu_pane, host_panes, job_pane, palette, procview, verdict_pane
-from gpu_triage.ui.app_actions import KeyActions
-from gpu_triage.ui.app_header import HeaderText
+from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.ui import palette
+from gpu_triage.ui.app_frame import Frame
+from gpu_triage.ui.app_header import Header
+from gpu_triage.ui.app_pacing import FramePacer
+from gpu_triage.ui.app_procs import ProcTable
+from gpu_triage.ui.app_recording import Recording
+from gpu_triage.ui.app_verdict import ShownVerdict
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.keys import KEYS, Mode, action_modes
-from gpu_triage.ui.layout import plan_layout
 from gpu_triage.ui.pane_widget import CroppedChops, Pane
 from gpu_triage.ui.panes import Colours
-from gpu_triage.ui.verdict_pane import FactsOnly, Shown
+from gpu_triage.ui.verdict_pane import Shown
 from gpu_triage.verdicts.judge import Judge, Judgement
-from gpu_triage.window import WindowView
+from gpu_triage.window import RollingWindow, WindowView
 
 log = logging.getLogger(__name__)
-
-# Ticks from the sampler or the replay timer are ingested at once, but the screen (and the diagnosis that
-# feeds it) is redrawn at most once per REDRAW_MIN_S. Profile (py-spy, 0.25 s tick, 8 simulated cards): 58 %
-# of the CPU was Textual turning pane text into terminal lines and 6 % the diagnosis, both once per tick;
-# the sampler and the window append were under 10 %. A 2 s tick is unaffected (one frame per tick).
-REDRAW_MIN_S = 1.0
-
 
 ACTION_MODES = action_modes()
 
@@ -65,8 +58,13 @@ class SourceFailed(Message):
         self.error = error
 
 
-class TriageApp(HeaderText, KeyActions):
-    """The live dashboard over a ``source`` (live NVML or simulated); a recording is :class:`ReplayApp`."""
+class TriageApp(App[int]):
+    """The live dashboard over a ``source`` (live NVML or simulated); a recording is :class:`ReplayApp`.
+
+    The app wires its controllers, each the owner of its state: the shown verdict (``verdicts``), the header
+    (``header``), the process table (``procs``), the recording (``recording``) and the frame's layout
+    (``frame``); Textual's entry points (``on_*``, ``action_*``) hand over to them. What stays here: the ticks'
+    way in, when a frame is drawn, the card selected, the panes shown, pause and the dialogs."""
 
     TITLE = "gpu-triage"
     SUB_TITLE = "gpu-triage"
@@ -113,9 +111,6 @@ class TriageApp(HeaderText, KeyActions):
         self.exit_notes: list[str] = []  # lines for the terminal once the screen is gone
         self.config = config
         self.source = source
-        self.source_label = source_label
-        self.banner = banner
-        self.labels = labels or []
         self.speed = speed  # the simulated demo samples its ticks this many times faster than their interval
         self.colours = Colours(config.color_gpu, config.color_sm, config.color_alert)
         self.host: HostInfo = self._host_info()
@@ -123,36 +118,29 @@ class TriageApp(HeaderText, KeyActions):
         self.simulated = self.host.extra.get("source") == "simulated"
         self.interval_s = self._interval()
         # the one judge of these ticks: its window is the one the panes draw
-        self.judge = Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count)
-        self.window, self.window_notice = self.judge.window, self.judge.notice
-        if self.window_notice:
-            log.info("%s", self.window_notice)
-            self.exit_notes.append(self.window_notice)
+        judge = Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count,
+                      capacity=self._window_ticks())
+        self.verdicts = ShownVerdict(judge)
+        if judge.notice:
+            log.info("%s", judge.notice)
+            self.exit_notes.append(judge.notice)
+        self.header = Header(host=self.host, mode=self.mode, colours=self.colours, interval_s=self.interval_s,
+                             source_label=source_label, speed=speed, banner=banner, window_notice=judge.notice,
+                             labels=labels or [], state_text=self._state_text)
+        self.recording = Recording(self, config, self.host, self.interval_s)
+        self.procs = ProcTable(self, source, lambda: self.window.last, lambda: self._status)
+        self.frame = Frame(source, self.colours, self.verdicts, self.procs)
         self.publish_metrics: Callable[[Judgement, SourceStatus], object] | None = None  # live --metrics (ui/run.py)
         self.paused = False
-        self.selected = 0
-        self.procs = procview.ProcState()
+        self.selected = 0  # the card selected (the detail screen's, Enter)
         # the panes under the header, shown in this order; the others hidden ([ui] panes, the `o` key)
         self.pane_order: list[str] = list(config.panes)
-        # this machine's processes (user, command line, signals): set for `live` only; the simulated and the
-        # recorded processes are not this machine's
-        self.proc_control: ProcControl | None = None
-        self._proc_page = 1
-        self.recorder: Recorder | None = None
-        self.record_error: str | None = None
         self._record_path = record_path
         self._autostart = autostart
         self._prefill = prefill or []
         self._feed: LiveFeed | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._redraw_pending = False
-        self._last_redraw_at = -math.inf
-        self._verdict_stale = False
-        self.redraw_min_s = REDRAW_MIN_S
-        self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
-        self.history: list[tuple[float, str, str]] = []
-        self.shown: Shown = FactsOnly([])
-        self._judged: Judgement | None = None  # the judgement shown
+        self.pacer = FramePacer(self.redraw, self.call_later, lambda: self._loop)
         self._status = SourceStatus()
         self.ticks_ingested = 0
         self.source_errors = 0
@@ -160,6 +148,11 @@ class TriageApp(HeaderText, KeyActions):
         self._mounted = False
         self.redraws = 0
         self.theme = config.theme
+
+    @property
+    def window(self) -> RollingWindow:
+        """The judge's window of the newest ticks, the one the panes draw."""
+        return self.verdicts.window
 
     def _fit_filters(self) -> None:
         """NO_COLOR: no colour at all instead of Textual's greys; 16 colours: drawn as the terminal will;
@@ -206,7 +199,7 @@ class TriageApp(HeaderText, KeyActions):
             self.ingest(tick, draw=False, record=False)
         self._start_feed()
         if self._record_path is not None:
-            self.start_recording(self._record_path)
+            self.recording.start(self._record_path)
         self.redraw()
 
     # -- what differs between live and replay (ReplayApp overrides these) ------------------------------
@@ -216,6 +209,10 @@ class TriageApp(HeaderText, KeyActions):
 
     def _interval(self) -> float:
         return self.config.interval_s
+
+    def _window_ticks(self) -> int | None:
+        """At most this many ticks in the window (None: as many as the configured window holds)."""
+        return None
 
     def _start_feed(self) -> None:
         if self._autostart:
@@ -237,6 +234,10 @@ class TriageApp(HeaderText, KeyActions):
         """The replay position bar; live has none."""
         return Text("")
 
+    def _header_text(self, width: int) -> Text:
+        return self.header.text(width, window=self.window, recording=self.recording, status=self._status,
+                                source_error=self.source_error)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A key of the other mode does nothing (and Textual hides it) instead of being bound to a no-op.
         The process keys act on the main screen only (Tab must still move the focus in a dialog)."""
@@ -257,12 +258,12 @@ class TriageApp(HeaderText, KeyActions):
         if self._feed is not None:
             self._feed.stop()
             self._feed = None
-        if self.recorder is not None:
+        if self.recording.recorder is not None:
             # said after the screen is gone (run_dashboard prints these): `r` then `q` at once wrote nothing
             # and said nothing, because the first tick had not come yet
-            path = self.stop_recording()
+            path = self.recording.stop()
             self.exit_notes.append(f"recording saved: {path}" if path is not None
-                                   else f"recording not saved: {self.record_error}")
+                                   else f"recording not saved: {self.recording.error}")
 
     # -- data in ------------------------------------------------------------------------------------
     def _tick_from_thread(self, tick: Tick) -> None:
@@ -291,70 +292,29 @@ class TriageApp(HeaderText, KeyActions):
         """The single entry point of every tick, live or replayed.
 
         With ``draw`` the diagnosis is left to the next frame (one diagnosis per frame, not per tick); with
-        ``throttle`` that frame comes no sooner than ``redraw_min_s`` after the previous one. Without
+        ``throttle`` that frame comes no sooner than ``pacer.min_s`` after the previous one. Without
         ``draw`` (prefill, headless use) the verdict is brought up to date at once.
         """
-        self.judge.add(tick)
+        self.verdicts.add(tick)
         self.ticks_ingested += 1
         if self.source is not None:
             self._status = self.source.status()
-        self._verdict_stale = True
-        if (record and self.recorder is not None) or self.publish_metrics is not None:
-            self.pass_on(self._update_verdict(), record)  # judged now, once: the frame shows that judgement
+        if (record and self.recording.recorder is not None) or self.publish_metrics is not None:
+            judged = self.verdicts.update(self._status)  # judged now, once: the frame shows that judgement
+            if judged is not None and record:
+                self.recording.append(judged)  # the recording stores its raw verdict
+            if judged is not None and self.publish_metrics is not None:
+                self.publish_metrics(judged, self._status)  # live --metrics its shown one
         if draw:
-            self._schedule_redraw(throttle=throttle)
+            self.pacer.schedule(throttle=throttle)
         else:
-            self._update_verdict()
+            self.verdicts.update(self._status)
 
     def verdict_now(self, view: WindowView | None = None) -> Shown:
-        """The shown verdict for the newest tick (diagnosing now if ticks came in since the last frame).
-
-        ``view``: the frame's own copy of the window, so that a frame builds it once, not once for the
-        diagnosis and again for the panes."""
-        if self._verdict_stale:
-            self._update_verdict(view)
-        return self.shown
-
-    def _update_verdict(self, view: WindowView | None = None) -> Judgement | None:
-        """The judge's word on the newest tick (diagnosed once however often asked) becomes what is shown."""
-        self._verdict_stale = False
-        judged = self.judge.judge(view)
-        if judged is None:  # no tick yet
-            return None
-        verdict = judged.shown
-        if verdict is None:  # a diagnosis bug must not take the dashboard down: the judge logged it, facts shown
-            failed = f"diagnosis failed: {judged.error}"
-            self.shown = FactsOnly([*verdict_pane.facts(view or self.window.view()), failed])
-            return judged
-        if judged is self._judged:
-            return judged  # this tick is shown already
-        self._judged, t, self.shown = judged, judged.t, verdict
-        if self._status.driver_failure is not None:  # idle/none would read as a healthy host: no verdict at all
-            self.shown = FactsOnly(["no verdict: the driver cannot read the cards (red line above)"])
-        if self.history and self.history[-1][0] >= t:
-            self.history = [h for h in self.history if h[0] < t]
-        self.history.append((t, verdict.pattern, verdict.bottleneck))
-        if len(self.history) > 2 * self.window.capacity:
-            del self.history[: len(self.history) - self.window.capacity]
-        return judged
+        """The shown verdict for the newest tick (diagnosing now if ticks came in since the last frame)."""
+        return self.verdicts.now(self._status, view)
 
     # -- drawing ------------------------------------------------------------------------------------
-    def _schedule_redraw(self, *, throttle: bool = False) -> None:
-        if self._redraw_pending:
-            return  # several ticks before one frame: draw only the newest state
-        self._redraw_pending = True
-        wait = self._last_redraw_at + self.redraw_min_s - self.clock() if throttle else 0.0
-        if wait > 0 and self._loop is not None:
-            # asyncio's timer, not Textual's: this runs in a callback from the sampler thread, outside the
-            # app's context, where a Textual timer would never fire
-            self._loop.call_later(wait, self.call_later, self._redraw_now)
-        else:
-            self.call_later(self._redraw_now)
-
-    def _redraw_now(self) -> None:
-        self._redraw_pending = False
-        self.redraw()
-
     def redraw(self) -> None:
         if not self._mounted:
             return
@@ -362,76 +322,16 @@ class TriageApp(HeaderText, KeyActions):
             self.query_one("#header", Pane).show(self._header_text(self.size.width))
             return
         self.redraws += 1
-        self._last_redraw_at = self.clock()
+        self.pacer.drawing()
         view = self.window.view()
         self.verdict_now(view)
         width = max(20, self.size.width)
-        height = max(5, self.size.height)
-        header = self._header_text(width)
-        bar = self._bar_text(width)
-        bar_lines = 1 if bar.plain else 0
-        fixed = len(header.plain.split("\n")) + 1 + bar_lines
-        shown_procs, host_only = self._procs_now()
-        notice = self.source.job_notice() if isinstance(self.source, JobSource) else None  # the job pane's
-        job_n = job_pane.job_lines(view, notice) if isinstance(self.source, JobSource) or any(view.jobs) else 0
-        inside = self._inside_lines(view)  # what the waiting processes were doing, for the diagnosis pane
-        hidden = frozenset(PANES) - set(self.pane_order)
-        if "job" in hidden:
-            job_n = 0
-        budget = plan_layout(
-            height,
-            width,
-            view.n_gpus if host_only else max(1, view.n_gpus),  # host only: one line says so, no card's
-            view.cpu.shape[1],
-            0 if self.procs.focused else len(view.disk_names),  # a focused table takes the disks' lines
-            len(shown_procs),
-            fixed + job_n,
-            verdict_pane.verdict_need(self.shown, width, len(inside)),
-            n_nets=len(view.nets[-1]) if view.nets else 0,
-            procs_first=self.procs.focused and "procs" not in hidden,
-            hidden=hidden,
-        )
         self.selected = min(self.selected, max(0, view.n_gpus - 1))
-        drawn: dict[str, tuple[Text, int]] = {
-            "header": (header, fixed - 1 - bar_lines),
-            "gpu": (
-                gpu_pane.gpu_pane(
-                    view,
-                    width,
-                    budget.gpu_rows,
-                    self.colours,
-                    lost=self._status.lost_gpus,
-                    selected=self.selected,
-                    gpu_available=self._status.gpu_available,
-                    driver_failed=self._status.driver_failure is not None,
-                ),
-                1 + max(1, view.n_gpus) * budget.gpu_rows,
-            ),
-            "job": (job_pane.job_pane(view, width, job_n, self.colours, notice=notice), job_n),
-            "diag": (
-                verdict_pane.diag_pane(self.shown, self.history, view, width, budget.diag, self.colours, inside),
-                budget.diag,
-            ),
-            "cpu": (host_panes.cpu_pane(view, width, budget.cpu, self.colours), budget.cpu),
-            "disk": (host_panes.disk_pane(view, width, budget.disk + budget.net, net=budget.net > 0),
-                     budget.disk + budget.net),
-            "procs": (
-                procview.proc_pane(
-                    shown_procs, width, budget.procs, self.procs, self._proc_details,
-                    local=self.proc_control is not None,
-                    host_only=host_only,
-                    inside=self._inside_of(view),
-                    here=self._proc_here(),
-                ),
-                budget.procs,
-            ),
-            "keys": (self._keys_text(width), 1),
-            "bar": (bar, bar_lines),
-        }
-        self._proc_page = max(1, budget.procs - 2)
+        drawn = self.frame.panes(view, width, max(5, self.size.height), header=self._header_text(width),
+                                 bar=self._bar_text(width), keys=self.header.keys(width), status=self._status,
+                                 selected=self.selected, order=self.pane_order)
         self._order_panes()
         for name, (text, lines) in drawn.items():
-            lines = min(lines, len(text.plain.split("\n"))) if text.plain and name not in hidden else 0
             pane = self.query_one(f"#{name}", Pane)
             if pane.styles.height is None or pane.styles.height.value != lines:
                 pane.styles.height = lines
@@ -448,3 +348,87 @@ class TriageApp(HeaderText, KeyActions):
             return
         for before, after in zip(wanted, wanted[1:], strict=False):
             body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+
+    # -- keys ---------------------------------------------------------------------------------------
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.redraw()
+
+    def action_help(self) -> None:
+        from gpu_triage.ui.screens import HelpScreen
+
+        self.push_screen(HelpScreen(self.mode))
+
+    def action_select(self, delta: int) -> None:
+        if self.procs.state.focused:
+            self.procs.move(delta)
+            return
+        n = max(1, self.window.view().n_gpus) if self.window.last is not None else 1
+        self.selected = (self.selected + delta) % n
+        self.redraw()
+
+    def set_panes(self, order: list[str]) -> None:
+        """Show these panes in this order (the others hidden): the `o` screen's answer."""
+        self.pane_order = [p for p in order if p in PANES]
+        if "procs" not in self.pane_order:
+            self.procs.state.focused = False
+        self.redraw()
+
+    def action_panes(self) -> None:
+        from gpu_triage.ui.screens import PanesScreen
+
+        def apply(order: list[str] | None) -> None:
+            if order is not None:
+                self.set_panes(order)
+
+        self.push_screen(PanesScreen(self.pane_order), apply)
+
+    def action_detail(self) -> None:
+        from gpu_triage.ui.detail_screen import DetailScreen
+
+        view = self.window.view()
+        if not view.n_gpus:
+            self.notify("no GPU to show")
+            return
+        self.push_screen(DetailScreen(min(self.selected, view.n_gpus - 1), view))
+
+    def action_doctor(self) -> None:
+        if self.simulated and self.doctor_loader is None:
+            # checking this machine while the screen shows the simulated server would mislead
+            self.notify("the doctor checks a real machine, not the simulated server: "
+                        "run `gpu-triage doctor` on the GPU machine")
+            return
+        try:
+            from gpu_triage.ui.doctor_screen import DoctorScreen
+        except ImportError:
+            self.notify("doctor screen not available in this build: run `gpu-triage doctor`")
+            return
+        self.push_screen(DoctorScreen(loader=self.doctor_loader))
+
+    def action_record(self) -> None:
+        self.recording.toggle()
+
+    # the process table's keys: ui/app_procs.py
+    def action_procs_focus(self) -> None:
+        self.procs.focus()
+
+    def action_procs_unfocus(self) -> None:
+        self.procs.unfocus()
+
+    def action_proc_move(self, delta: int | str) -> None:
+        self.procs.move(delta)
+
+    def action_proc_sort(self) -> None:
+        self.procs.sort()
+
+    def action_proc_reverse(self) -> None:
+        self.procs.reverse()
+
+    def action_proc_tree(self) -> None:
+        self.procs.tree()
+
+    def action_proc_filter(self) -> None:
+        self.procs.filter()
+
+    def action_proc_signal(self) -> None:
+        self.procs.signal()

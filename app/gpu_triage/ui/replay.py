@@ -22,7 +22,6 @@ from gpu_triage.feeds import ReplayFeed
 from gpu_triage.model import HostInfo
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.keys import Mode
-from gpu_triage.verdicts.judge import Judge
 
 GAP_MARK = "┊"  # a gap on the position bar
 _BAR_STYLES = {"━": "bold", "●": "bold yellow", "─": "grey42", GAP_MARK: "bold red"}
@@ -44,10 +43,6 @@ class ReplayApp(TriageApp):
     ) -> None:
         self.replay = replay  # before TriageApp.__init__: its hooks below read it
         super().__init__(config, source_label=source_label, banner=banner, labels=labels)
-        if replay.window_ticks < self.window.capacity:  # the feed reads back no more than its own window
-            self.judge = Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count,
-                               capacity=replay.window_ticks)
-            self.window = self.judge.window
         self._play_timer: Timer | None = None
         # pyarrow comes with the offline diagnosis: imported here, not at the top, as live imports this module
         from gpu_triage.offline.render import clock_format
@@ -64,6 +59,8 @@ class ReplayApp(TriageApp):
     def _interval(self) -> float:
         return self.replay.interval_s  # the interval diagnose trusts: the same window, the same gaps
 
+    def _window_ticks(self) -> int | None:
+        return self.replay.window_ticks  # the feed reads back no more than its own window
 
     def _start_feed(self) -> None:
         self._rebuild_from_replay()
@@ -180,14 +177,13 @@ class ReplayApp(TriageApp):
     def _rebuild_from_replay(self) -> None:
         """After a seek the window is rebuilt from the recording; the diagnosis replays over it."""
         ticks = self.replay.window_ticks_at_position()
-        self.judge.restart()
-        self.history = []
+        self.verdicts.restart()
         # feed the window tick by tick so the verdict strip fills as it would have live;
         # only the last few dozen verdicts are recomputed to keep seeking snappy
         recompute_from = max(0, len(ticks) - 40)
         for i, tick in enumerate(ticks):
-            self.judge.add(tick)
+            self.verdicts.add(tick)
             if i >= recompute_from:
-                self._update_verdict()
+                self.verdicts.update(self._status)
         if not ticks:
-            self._update_verdict()
+            self.verdicts.update(self._status)

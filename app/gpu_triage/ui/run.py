@@ -98,7 +98,7 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         from gpu_triage.proc_control import ProcControl
 
         app = TriageApp(config, source=watched, source_label="live", banner=banner, record_path=record_path)
-        app.proc_control = ProcControl()  # this machine's processes: user, command line, signals
+        app.procs.control = ProcControl()  # this machine's processes: user, command line, signals
         return app
     raise UserError(f"unknown dashboard command {command!r}")
 
