@@ -28,7 +28,7 @@ from textual.filter import Monochrome, NoColor
 from textual.message import Message
 
 from gpu_triage.config import PANES, Config
-from gpu_triage.feeds import LiveFeed, Recorder
+from gpu_triage.feeds import LiveFeed
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.proc_control import ProcControl
 from gpu_triage.safetext import clean_lines
@@ -138,7 +138,7 @@ class TriageApp(HeaderText, KeyActions):
         # recorded processes are not this machine's
         self.proc_control: ProcControl | None = None
         self._proc_page = 1
-        self.recorder: Recorder | None = None
+        self.recorder = None  # its type: KeyActions.recorder
         self.record_error: str | None = None
         self._record_path = record_path
         self._autostart = autostart

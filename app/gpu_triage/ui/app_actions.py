@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.config import PANES, Config
-from gpu_triage.feeds import Recorder
 from gpu_triage.model import HostInfo
+from gpu_triage.recording.background import Recorder
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.ui.app_procs import ProcTableActions
 from gpu_triage.ui.keys import Mode

@@ -14,8 +14,8 @@ from typing import Any
 from rich.text import Text
 from textual.app import App
 
-from gpu_triage.feeds import Recorder
 from gpu_triage.model import HostInfo
+from gpu_triage.recording.background import Recorder
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.ui.keys import Mode, footer_line
 from gpu_triage.ui.panes import Colours
