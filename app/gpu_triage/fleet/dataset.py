@@ -320,13 +320,3 @@ class DatasetWriter:
         if writer is not None:
             writer.abort()
 
-
-def open_recording(
-    output: str | Path, host: HostInfo, interval_s: float, *, rotate_s: float | None = None
-) -> DatasetWriter | TraceWriter:
-    """A dataset writer for ``DIR/`` or an existing directory, else a single-file TraceWriter."""
-    if is_dataset_target(output):
-        return DatasetWriter(output, host, interval_s, rotate_s=rotate_s)
-    from gpu_triage.trace.writer import TraceWriter as FileWriter
-
-    return FileWriter(Path(output), host, interval_s)
