@@ -16,11 +16,11 @@ import pytest
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
 from gpu_triage.fleet.summary import summarise
 from gpu_triage.model import HostInfo
 from gpu_triage.recording.resilient import RetryingRecording
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 

@@ -184,7 +184,7 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
 def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpu_triage.cli import main
     from gpu_triage.commands.summary import recomputed_line
-    from gpu_triage.fleet.dataset import DatasetWriter
+    from gpu_triage.storage.dataset import DatasetWriter
 
     config = Config()
     record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True, describe_machine=False,
@@ -383,7 +383,7 @@ def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> Non
 
 
 def _compact_day(root: Path) -> Path:
-    from gpu_triage.fleet.compact import Options, run
+    from gpu_triage.storage.compact import Options, run
 
     res = run(root, Options(now=START + timedelta(days=2)))
     assert res.days == 1, res.lines

@@ -34,7 +34,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     interval_s = float(getattr(args, "interval", None) or config.interval_s)
     record_dir = getattr(args, "record", None)
     if record_dir:
-        from gpu_triage.fleet.dataset import check_dataset_dir
+        from gpu_triage.storage.dataset import check_dataset_dir
 
         check_dataset_dir(record_dir)  # an unwritable DIR: one line, exit 2, before anything starts
     # the training's own pulse, as `record` reads it; a bad log fails here, before the address is bound

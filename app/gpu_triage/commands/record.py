@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.recording.headless import QuietOnFailure, record_source
 from gpu_triage.recording.source import job_monitor, recorded_source
 from gpu_triage.sources.base import Source
+from gpu_triage.storage.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.trace.target import check_record_target
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pyarrow and the engine load when a recording opens, not whe
     from collections.abc import Callable
 
     from gpu_triage.config import Config
-    from gpu_triage.fleet.dataset import DatasetWriter
+    from gpu_triage.storage.dataset import DatasetWriter
     from gpu_triage.trace.writer import TraceWriter
 
     Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
@@ -48,7 +48,7 @@ def open_writer(output: str | Path, host: HostInfo, interval_s: float, *, rotate
                 dataset: bool | None = None) -> Writer:
     """The writer of ``output``: a rotating dataset for ``DIR/`` or an existing directory, else one trace file
     (``dataset`` decides instead when given)."""
-    from gpu_triage.fleet.dataset import DatasetWriter, is_dataset_target  # noqa: PLC0415
+    from gpu_triage.storage.dataset import DatasetWriter, is_dataset_target  # noqa: PLC0415
 
     if dataset if dataset is not None else is_dataset_target(output):
         return DatasetWriter(output, host, interval_s, rotate_s=rotate_s)
@@ -68,7 +68,7 @@ class Recording:
 
     @property
     def is_dataset(self) -> bool:
-        from gpu_triage.fleet.dataset import DatasetWriter  # noqa: PLC0415
+        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
 
         return isinstance(self.writer, DatasetWriter)
 
@@ -85,7 +85,7 @@ class Recording:
     @property
     def current(self) -> Path | None:
         """The file being written: the trace file, or a dataset's open file (None between its files)."""
-        from gpu_triage.fleet.dataset import DatasetWriter  # noqa: PLC0415
+        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
 
         if isinstance(self.writer, DatasetWriter):
             return self.writer.current
@@ -102,7 +102,7 @@ class Recording:
     def opens_file(self, tick: Tick) -> bool:
         """Whether ``tick`` will be the first of a file: a single recording's first tick, or a dataset's tick
         that begins the next file (where ``diagnose FILE`` starts its window, and so the recording's judge)."""
-        from gpu_triage.fleet.dataset import DatasetWriter  # noqa: PLC0415
+        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
 
         if isinstance(self.writer, DatasetWriter):
             return self.writer.opens_file(tick.ts)
@@ -126,7 +126,7 @@ class Recording:
         """End the open file early, after a write error (its ticks become Parquet where they still can, else
         UserError names its stream for ``recover``); the next append opens a new file. A single file ends
         for good: nothing more can be appended to it."""
-        from gpu_triage.fleet.dataset import DatasetWriter  # noqa: PLC0415
+        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
 
         if isinstance(self.writer, DatasetWriter):
             self.writer.end_file()
@@ -148,7 +148,7 @@ class Recording:
 
     def size(self, path: Path) -> str:
         """What the finished recording weighs, for the recorder's last line."""
-        from gpu_triage.fleet.dataset import DatasetWriter  # noqa: PLC0415
+        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
 
         if isinstance(self.writer, DatasetWriter):
             return f"{fmt_bytes(self.writer.total_bytes)} in {len(self.writer.files)} files"

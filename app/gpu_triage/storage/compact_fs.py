@@ -27,7 +27,7 @@ from datetime import date
 from pathlib import Path
 
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import FLAT_DIR as FLAT_DIR  # re-exported: compact and retention take it from here
+from gpu_triage.storage.dataset import FLAT_DIR as FLAT_DIR  # re-exported: compact and retention take it from here
 
 log = logging.getLogger(__name__)
 
