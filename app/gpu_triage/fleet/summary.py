@@ -1,5 +1,5 @@
 """``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
-it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.storage.dataset`).
 
 Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
 many), added up here, so memory does not grow with the dataset:

@@ -7,5 +7,5 @@
 * :mod:`.resilient` ``export --record``'s dataset, which outlives a full disk.
 * :mod:`.source` what a recorder samples: the source with the job's pulse and log beside it.
 
-The file format is :mod:`gpu_triage.trace`; the dataset's layout on disk is :mod:`gpu_triage.fleet.dataset`.
+The file format is :mod:`gpu_triage.trace`; the dataset's layout on disk is :mod:`gpu_triage.storage.dataset`.
 """

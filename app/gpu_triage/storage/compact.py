@@ -8,7 +8,7 @@ Layout after compaction (docs/recording.md)::
 
 Crash safety: the daily file is written into a staging directory beside the partition (``.compact-D-TOKEN``,
 which no ``date=*`` glob matches) and fsynced; the staging directory and the partition are then exchanged
-in one step (:func:`gpu_triage.fleet.compact_fs.exchange`), and only then are the merged hourly files
+in one step (:func:`gpu_triage.storage.compact_fs.exchange`), and only then are the merged hourly files
 removed from where the partition used to be. The daily file names every file it merged (name and size, in
 its metadata, with the run's token), so a run killed at any point is finished by the next one: a staging
 directory whose token the partition's daily file carries holds merged files (removed; anything else in it

@@ -1,6 +1,6 @@
 """One host-day compacted (:func:`compact_day`), its flat table (:func:`write_flat`), and what a killed run
 left finished (:func:`finish_staging`). The order of the steps and why it is safe: see
-:mod:`gpu_triage.fleet.compact`."""
+:mod:`gpu_triage.storage.compact`."""
 
 from __future__ import annotations
 
@@ -244,7 +244,7 @@ def _drop_staging(host_dir: Path, hfd: int, staging: str) -> None:
 
 
 def finish_staging(root: Path, hfd: int, hname: str, dry_run: bool, out: Result) -> None:
-    """Finish what a killed run left in one host partition (see the module docstring of fleet.compact)."""
+    """Finish what a killed run left in one host partition (see the module docstring of storage.compact)."""
     for e in fs.entries(hfd):
         got = parse_staging(e.name)
         if got is None or not stat.S_ISDIR(e.mode):

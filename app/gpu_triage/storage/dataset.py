@@ -9,7 +9,7 @@ file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s i
 
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
 pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
-pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.fleet.compact`) merges a finished day into
+pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.storage.compact`) merges a finished day into
 one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
 """
 
@@ -64,7 +64,7 @@ def host_partition(name: str | None) -> str:
     return clean or "unknown"
 
 
-#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (fleet/compact.py): Parquet, but no recording
+#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (storage/compact.py): Parquet, but no recording
 FLAT_DIR = "flat"
 
 
