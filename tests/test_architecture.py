@@ -69,6 +69,19 @@ def test_every_room_has_its_layer() -> None:
     assert {".".join(n.split(".")[:2]) for n in named} - tops == set(), "a layer names a room that is gone"
 
 
+def test_recordings_are_opened_in_the_recording_room_only() -> None:
+    """The dashboard, `record`, `export --record` and `baseline --record` write through recording/ (one lifecycle:
+    open, append, rotate, close or keep the stream for `recover`); only it and the dataset's own rotation open
+    a trace writer."""
+    opened = {
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"TraceWriter", "DatasetWriter"}
+    }
+    assert opened == {"recording/session.py", "storage/dataset.py"}
+
+
 MAX_LINES = 450
 
 

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 from gpu_triage.errors import UserError
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.stopsignals import StopSignals
+from gpu_triage.storage.dataset import DatasetWriter, is_dataset_target
+from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.units import fmt_bytes
 
-if TYPE_CHECKING:  # pyarrow and the engine load when a recording opens, not when this module is imported
+if TYPE_CHECKING:
     from collections.abc import Callable
 
     from gpu_triage.config import Config
-    from gpu_triage.storage.dataset import DatasetWriter
-    from gpu_triage.trace.writer import TraceWriter
 
-    Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/)
+Writer = TraceWriter | DatasetWriter  # one file, or a rotating dataset (-o DIR/); neither loads pyarrow
 
 
 def recording_host(host: HostInfo, source_name: str, interval_s: float, config: Config, *,
@@ -48,12 +48,8 @@ def open_writer(output: str | Path, host: HostInfo, interval_s: float, *, rotate
                 dataset: bool | None = None) -> Writer:
     """The writer of ``output``: a rotating dataset for ``DIR/`` or an existing directory, else one trace file
     (``dataset`` decides instead when given)."""
-    from gpu_triage.storage.dataset import DatasetWriter, is_dataset_target  # noqa: PLC0415
-
     if dataset if dataset is not None else is_dataset_target(output):
         return DatasetWriter(output, host, interval_s, rotate_s=rotate_s)
-    from gpu_triage.trace.writer import TraceWriter  # noqa: PLC0415 - the stream writer, not pyarrow
-
     return TraceWriter(Path(output), host, interval_s)
 
 
@@ -65,12 +61,6 @@ class Recording:
                  dataset: bool | None = None) -> None:
         self.interval_s = float(interval_s)
         self.writer: Writer = open_writer(output, host, interval_s, rotate_s=rotate_s, dataset=dataset)
-
-    @property
-    def is_dataset(self) -> bool:
-        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
-
-        return isinstance(self.writer, DatasetWriter)
 
     @property
     def path(self) -> Path:
@@ -85,8 +75,6 @@ class Recording:
     @property
     def current(self) -> Path | None:
         """The file being written: the trace file, or a dataset's open file (None between its files)."""
-        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
-
         if isinstance(self.writer, DatasetWriter):
             return self.writer.current
         return self.writer.path
@@ -102,8 +90,6 @@ class Recording:
     def opens_file(self, tick: Tick) -> bool:
         """Whether ``tick`` will be the first of a file: a single recording's first tick, or a dataset's tick
         that begins the next file (where ``diagnose FILE`` starts its window, and so the recording's judge)."""
-        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
-
         if isinstance(self.writer, DatasetWriter):
             return self.writer.opens_file(tick.ts)
         return self.writer.ticks == 0
@@ -124,10 +110,8 @@ class Recording:
 
     def end_file(self) -> None:
         """End the open file early, after a write error (its ticks become Parquet where they still can, else
-        UserError names its stream for ``recover``); the next append opens a new file. A single file ends
-        for good: nothing more can be appended to it."""
-        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
-
+        UserError names its stream for ``recover``); the next append opens a new file. A single file has no
+        next one: it stops, its stream kept for ``recover``."""
         if isinstance(self.writer, DatasetWriter):
             self.writer.end_file()
         else:
@@ -148,8 +132,6 @@ class Recording:
 
     def size(self, path: Path) -> str:
         """What the finished recording weighs, for the recorder's last line."""
-        from gpu_triage.storage.dataset import DatasetWriter  # noqa: PLC0415
-
         if isinstance(self.writer, DatasetWriter):
             return f"{fmt_bytes(self.writer.total_bytes)} in {len(self.writer.files)} files"
         return fmt_bytes(path.stat().st_size)
