@@ -31,7 +31,7 @@ p = psutil.Process()
 def show(what): print(f"  after {what:<28} RSS {p.memory_info().rss / 2**20:6.1f} MB")
 show("python")
 import gpu_triage.sources.live; show("live source (psutil, NVML)")
-import gpu_triage.recorder, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
+import gpu_triage.recording.headless, gpu_triage.trace.writer, gpu_triage.cli; show("recorder + cli")
 try:
     import gpu_triage.verdicts.judge, gpu_triage.diagnosis.engine; show("the engine (verdict per tick)")
 except ImportError:

@@ -146,8 +146,9 @@ def main() -> int:
 
     ns = cli.build_parser().parse_args(["record", "-o", "x.parquet", "--source", args.source])
     cli.prepare_imports(ns)  # what `gpu-triage record` loads before it dispatches
-    from gpu_triage import recorder as record  # noqa: PLC0415
     from gpu_triage.config import load_config  # noqa: PLC0415, F401
+    from gpu_triage.recording import headless  # noqa: PLC0415, F401
+    from gpu_triage.sources import spec  # noqa: PLC0415
     from gpu_triage.trace.writer import TraceWriter  # noqa: PLC0415
 
     if args.source == "live":
@@ -166,7 +167,7 @@ def main() -> int:
             st.show("nvml init", f"no NVML here: {exc}")
     else:
         nvml = None
-    source = record.make_source(args.source, gpus=args.gpus, interval_s=args.interval)
+    source = spec.make_source(args.source, gpus=args.gpus, interval_s=args.interval)
     st.show("source ready", f"{len(source.host_info().gpus)} cards")
     source.sample()
     st.show("first sample")

@@ -47,7 +47,7 @@ def test_import_linter_contracts_hold() -> None:
 def _layered() -> set[str]:
     pyproject = tomllib.loads((PKG.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = pyproject["tool"]["importlinter"]["contracts"]
-    layers = next(c["layers"] for c in contracts if c["name"].startswith("Layers: cli"))
+    layers = next(c["layers"] for c in contracts if c["name"].startswith("Layers: "))
     return {m.strip() for line in layers for part in line.split("|") for m in part.split(":")}
 
 
@@ -58,20 +58,28 @@ def test_every_trace_module_has_its_layer() -> None:
     assert modules - _layered() == set()
 
 
-# Outside the layers on purpose: the entry point; pulse, which runs inside the user's training (its own
-# contract fences it); fleet, whose dataset writer sits under the recorder while its compare and summary sit
-# over compare/ and offline/; export and proc_control, the exporter's and the process table's own rooms.
-UNLAYERED = {"gpu_triage.__main__", "gpu_triage.export", "gpu_triage.fleet", "gpu_triage.proc_control",
-             "gpu_triage.pulse"}
-
-
 def test_every_room_has_its_layer() -> None:
-    """A new top-level module or package must be placed in the layers contract (or named above, with why)."""
+    """Every top-level module and package, the entry point and pulse included, is placed in the layers contract:
+    none is exempt, so an upward import from any room fails CI."""
     tops = {f"gpu_triage.{p.stem}" for p in PKG.glob("*.py") if p.stem != "__init__"}
     tops |= {f"gpu_triage.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file()}
     named = _layered()
     placed = named | {n.rsplit(".", 1)[0] for n in named}
-    assert tops - placed - UNLAYERED == set()
+    assert tops - placed == set()
+    assert {".".join(n.split(".")[:2]) for n in named} - tops == set(), "a layer names a room that is gone"
+
+
+def test_recordings_are_opened_in_the_recording_room_only() -> None:
+    """The dashboard, `record`, `export --record` and `baseline --record` write through recording/ (one lifecycle:
+    open, append, rotate, close or keep the stream for `recover`); only it and the dataset's own rotation open
+    a trace writer."""
+    opened = {
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"TraceWriter", "DatasetWriter"}
+    }
+    assert opened == {"recording/session.py", "storage/dataset.py"}
 
 
 MAX_LINES = 450

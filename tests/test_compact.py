@@ -20,13 +20,13 @@ import pytest
 
 from gpu_triage.cli import main
 from gpu_triage.config import Config
-from gpu_triage.fleet import compact_day
-from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact import Options, run
-from gpu_triage.fleet.flat import FLAT_SCHEMA
 from gpu_triage.model import HostInfo, VerdictSample
 from gpu_triage.offline.judge import verdicts
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage import compact_day
+from gpu_triage.storage import compact_fs as fs
+from gpu_triage.storage.compact import Options, run
+from gpu_triage.storage.flat import FLAT_SCHEMA
 from gpu_triage.trace.layout import META_SCHEMA, trace_metadata
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import ticks_to_batch
@@ -382,7 +382,7 @@ def test_the_command_says_what_it_did_in_one_summary_line(tmp_path: Path, capsys
 
 
 def test_a_dataset_walker_tells_recordings_from_the_flat_table_and_staging(tmp_path: Path) -> None:
-    from gpu_triage.fleet.dataset import is_recording_path
+    from gpu_triage.storage.dataset import is_recording_path
 
     root = tmp_path / "fleet"
     assert is_recording_path(root / "host=a" / "date=2026-01-05" / "day.parquet", root)

@@ -10,8 +10,8 @@ import pytest
 
 from gpu_triage.cli import main
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import DatasetWriter
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter
 from gpu_triage.trace.writer import TraceWriter
 
 START = datetime(2026, 1, 5, 12, tzinfo=UTC)

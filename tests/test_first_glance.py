@@ -27,7 +27,7 @@ async def test_replay_of_a_recording_shorter_than_the_window_plays_from_its_star
     """`replay FILE` opened paused on the last tick (78/78) when the recording was shorter than the window."""
     import argparse
 
-    from gpu_triage.feeds import Recorder
+    from gpu_triage.recording.background import Recorder
     from gpu_triage.ui.run import build_app
     from tests.ui_ticks import make_host
 

@@ -14,13 +14,13 @@ import polars as pl
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.commands.export import _Recording
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
 from gpu_triage.fleet.summary import summarise
 from gpu_triage.model import HostInfo
+from gpu_triage.recording.resilient import RetryingRecording
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter, file_end, host_partition, is_dataset_target
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 
@@ -151,7 +151,7 @@ def test_a_failed_write_pauses_the_recording_until_a_retry_works(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
-    recording = _Recording(str(tmp_path / "fleet"), source, 2.0, None)
+    recording = RetryingRecording(str(tmp_path / "fleet"), source, 2.0, None)
     for _ in range(10):
         recording.append(source.sample())
     # the disk goes away under the open file's partition: the next rotation cannot create its folder

@@ -17,9 +17,9 @@ from gpu_triage.compare.runs import compare_traces
 from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
 from gpu_triage.fleet.compare import compare_datasets
-from gpu_triage.fleet.dataset import DatasetWriter
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 

@@ -23,9 +23,9 @@ import pytest
 
 from gpu_triage.cli import main
 from gpu_triage.config import Config
-from gpu_triage.fleet.dataset import DatasetWriter
 from gpu_triage.model import HostInfo, JobRank, JobSample, NetSample, ProcSample, StackSample, Tick, VerdictSample
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter
 from gpu_triage.trace.writer import TraceWriter
 
 FAKE = "gpu-triage: recording OK, all GPUs healthy"

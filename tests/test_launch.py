@@ -211,11 +211,11 @@ def test_a_duration_ends_the_recording_without_setting_the_callers_stop(tmp_path
     import logging
     import threading
 
-    from gpu_triage.recorder import record_source
+    from gpu_triage.recording.headless import record_source
     from gpu_triage.sources.sim import SimulatedSource
 
     caller = threading.Event()
-    with caplog.at_level(logging.INFO, logger="gpu_triage.recorder"):
+    with caplog.at_level(logging.INFO, logger="gpu_triage.recording.headless"):
         _, ticks = record_source(SimulatedSource("healthy", gpus=1, cores=4, interval_s=0.1), tmp_path / "r.parquet",
                                  0.1, duration_s=0.3, stop=caller, describe_machine=False, out=open(os.devnull, "w"))
     assert ticks == 3 and not caller.is_set()

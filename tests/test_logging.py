@@ -29,7 +29,8 @@ def test_record_with_a_log_file_logs_start_verdict_changes_and_stop(tmp_path: Pa
                  "--log-file", str(log_file)])
     assert code == 0 and out.exists()
     lines = log_file.read_text().splitlines()
-    assert any(" INFO gpu_triage.recorder: recording sim:data_pipeline to " + str(out) in line for line in lines)
+    started = " INFO gpu_triage.recording.headless: recording sim:data_pipeline to " + str(out)
+    assert any(started in line for line in lines)
     verdicts = [line for line in lines if " gpu_triage.diagnosis.tracker: verdict " in line]
     assert verdicts and verdicts[0].split("verdict ", 1)[1].startswith("none -> ")
     assert any(line.split(" -> ", 1)[1].split(" ")[0].endswith("/data_pipeline") for line in verdicts), verdicts

@@ -20,7 +20,7 @@ from gpu_triage.feeds import ReplayFeed, open_replay
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.judge import judge
 from gpu_triage.offline.timeline import diagnose_trace
-from gpu_triage.recorder import record_source
+from gpu_triage.recording.headless import record_source
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.reader import open_trace

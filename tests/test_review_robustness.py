@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.cli import main
-from gpu_triage.recorder import record_source
+from gpu_triage.recording.headless import record_source
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import stream_path_for

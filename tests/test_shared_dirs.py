@@ -15,8 +15,8 @@ import pytest
 
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import DatasetWriter
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 from tests.two_users import User, as_user, needs_root, open_tmp, users
@@ -120,7 +120,7 @@ def test_a_partition_planted_for_the_next_day_keeps_the_ticks_in_the_open_file(
         os.symlink(private, shared / "host=h1" / "date=2026-01-06")
 
     as_user(a, plant)
-    caplog.set_level(logging.ERROR, logger="gpu_triage.fleet.dataset")
+    caplog.set_level(logging.ERROR, logger="gpu_triage.storage.dataset")
     ticks = 10
     for _ in range(600):  # 20 minutes: across midnight
         writer.append(src.sample())

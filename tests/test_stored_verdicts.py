@@ -12,12 +12,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_triage.commands.export import _Recording, take
+from gpu_triage.commands.export import take
 from gpu_triage.config import Config
 from gpu_triage.export.monitor import Monitor
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.judge import judge
-from gpu_triage.recorder import record_source
+from gpu_triage.recording.headless import record_source
+from gpu_triage.recording.resilient import RetryingRecording
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.reader import open_trace
@@ -117,7 +118,7 @@ def test_a_gap_restarts_the_window_and_a_failed_diagnosis_costs_only_that_ticks_
     assert stored[200:] == _recomputed(path, config)[200:]
 
 
-def _exported(rec: _Recording, source: SimulatedSource, n: int, config: Config) -> None:
+def _exported(rec: RetryingRecording, source: SimulatedSource, n: int, config: Config) -> None:
     """``n`` ticks through export's own path: one judge for the metrics and the recording."""
     monitor = Monitor(source.host_info(), config, source.name, 2.0)
     for _ in range(n):
@@ -127,7 +128,7 @@ def _exported(rec: _Recording, source: SimulatedSource, n: int, config: Config) 
 
 def test_export_record_stores_verdicts_too(tmp_path: Path) -> None:
     source = _phased()
-    _exported(_Recording(str(tmp_path), source, 2.0, None, Config()), source, 40, Config())
+    _exported(RetryingRecording(str(tmp_path), source, 2.0, None, Config()), source, 40, Config())
     (f,) = sorted(tmp_path.rglob("*.parquet"))
     stored = _stored(f)
     assert len(stored) == 40 and None not in stored and stored[0] == ("collecting", "none")
@@ -183,7 +184,7 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
 def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpu_triage.cli import main
     from gpu_triage.commands.summary import recomputed_line
-    from gpu_triage.fleet.dataset import DatasetWriter
+    from gpu_triage.storage.dataset import DatasetWriter
 
     config = Config()
     record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True, describe_machine=False,
@@ -366,7 +367,7 @@ def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> Non
 
     config = Config(window_s=120.0)
     source = _phased()
-    _exported(_Recording(str(tmp_path / "export"), source, 2.0, None, config), source, 10, config)
+    _exported(RetryingRecording(str(tmp_path / "export"), source, 2.0, None, config), source, 10, config)
     (f,) = sorted((tmp_path / "export").rglob("*.parquet"))
     assert _host_meta(f)["verdicts"] == settings(config.thresholds, 120.0)
 
@@ -382,7 +383,7 @@ def test_export_and_the_dashboard_record_the_settings_too(tmp_path: Path) -> Non
 
 
 def _compact_day(root: Path) -> Path:
-    from gpu_triage.fleet.compact import Options, run
+    from gpu_triage.storage.compact import Options, run
 
     res = run(root, Options(now=START + timedelta(days=2)))
     assert res.days == 1, res.lines

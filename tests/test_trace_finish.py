@@ -123,7 +123,7 @@ def test_a_stop_signal_pending_while_the_child_starts_stops_it_too(
     """record's second SIGTERM can arrive while the stop signals are blocked for the child's start (the
     recorder under load: the full suite's end-to-end test caught it). Its exception then comes from the
     unblocking, after the child exists: the child must be stopped as in the wait, not left converting."""
-    from gpu_triage import recorder as record_mod
+    from gpu_triage.recording.session import close_despite_signals
     from gpu_triage.trace import writer as writer_mod
 
     target = tmp_path / "run.parquet"
@@ -141,7 +141,7 @@ def test_a_stop_signal_pending_while_the_child_starts_stops_it_too(
     monkeypatch.setattr(writer_mod.subprocess, "Popen", popen_then_signalled)
     try:
         with pytest.raises(UserError) as err:
-            record_mod._close_despite_signals(writer)
+            close_despite_signals(writer)
         assert err.value.exit_code == 128 + signal.SIGTERM
         assert started and not psutil.pid_exists(started[0])  # stopped and reaped, not left converting
         assert not target.exists() and not _leftovers(tmp_path)

@@ -8,7 +8,8 @@ import pytest
 
 from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.errors import UserError
-from gpu_triage.feeds import Recorder, ReplayFeed, open_replay
+from gpu_triage.feeds import ReplayFeed, open_replay
+from gpu_triage.recording.background import Recorder
 from gpu_triage.trace.reader import open_trace
 from tests.ui_ticks import make_host, make_tick
 

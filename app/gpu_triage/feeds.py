@@ -8,19 +8,17 @@
   of the window ending at the position); on a normal step it ingests one tick, exactly as live does. A gap in
   the recording (the offline diagnosis's definition) ends the window: the first tick after it starts a
   new one, as a seek does.
-* :class:`Recorder` appends ticks to a :class:`~gpu_triage.trace.writer.TraceWriter` on its own thread so
-  that recording never costs the UI thread more than a queue put.
+
+The dashboard's recorder is :class:`gpu_triage.recording.background.Recorder`.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -216,78 +214,3 @@ class LiveFeed:
     def stop(self) -> None:
         self.sampler.stop()
         self.source.close()
-
-
-class Recorder:
-    """Appends ticks to a TraceWriter on a background thread; the UI thread only enqueues (each tick with its
-    raw verdict: the dashboard's judge stamps it, :meth:`~gpu_triage.verdicts.judge.Judgement.stamped`).
-
-    ``ticks`` and ``bytes_written`` are for the on-screen "● REC" line; :meth:`close` drains the queue and
-    closes the writer so that the result is a valid Parquet file (also on SIGHUP).
-    """
-
-    def __init__(
-        self, path: Path, host: HostInfo, interval_s: float, writer_factory: Callable[..., Any] | None = None,
-    ) -> None:
-        if writer_factory is None:
-            from gpu_triage.trace.writer import (
-                TraceWriter,  # pyarrow: loaded only once recording starts
-            )
-
-            writer_factory = TraceWriter
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = writer_factory(self.path, host, interval_s)
-        log.info("recording from the dashboard to %s every %g s", self.path, interval_s)
-        self._queue: queue.Queue[Tick | None] = queue.Queue()
-        self.ticks = 0
-        self.error: BaseException | None = None
-        self.closed_path: Path | None = None
-        self._closed = False
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="gpu-triage-recorder", daemon=True)
-        self._thread.start()
-
-    def append(self, tick: Tick) -> None:
-        if not self._closed:
-            self._queue.put(tick)
-
-    def _run(self) -> None:
-        while True:
-            tick = self._queue.get()
-            if tick is None:
-                return
-            if self.error is not None:
-                continue
-            try:
-                self._writer.append(tick)
-                self.ticks += 1
-            except Exception as exc:  # disk full, permission: shown on screen, recording stops
-                log.exception("recording to %s stopped", self.path)
-                self.error = exc
-
-    @property
-    def bytes_written(self) -> int:
-        """Bytes on disk so far: the crash-safe stream beside the target, or the target itself."""
-        own = getattr(self._writer, "bytes_written", None)
-        if isinstance(own, int):
-            return own
-        total = 0
-        for p in (self.path, *self.path.parent.glob(self.path.name + ".*")):
-            try:
-                total += p.stat().st_size
-            except OSError:
-                pass
-        return total
-
-    def close(self) -> Path | None:
-        """Finish the file; safe to call twice and from any thread."""
-        with self._lock:
-            if self._closed:
-                return self.closed_path
-            self._closed = True
-        self._queue.put(None)
-        self._thread.join(timeout=30)
-        self.closed_path = self._writer.close()
-        log.info("recording stopped: %d ticks in %s", self.ticks, self.closed_path)
-        return self.closed_path

@@ -29,21 +29,18 @@ class _Recorder:
 
     def __init__(self, path: Path, interval_s: float, checkup: dict[str, Any], config: Config) -> None:
         from gpu_triage.hostmeta import recorder_extra
-        from gpu_triage.recorder import make_source
+        from gpu_triage.recording.session import Recording
+        from gpu_triage.recording.source import job_monitor, recorded_source
         from gpu_triage.sampler import Sampler
-        from gpu_triage.sources.base import Source
-        from gpu_triage.sources.job import WithJob, monitor_for
-        from gpu_triage.trace.writer import TraceWriter
 
         # the live source, with the job's own pulse beside it: every rank calls pulse.step, so the recording
         # carries the baseline's samples/s on the cards' time axis (the job column), as a real run's would
-        monitor = monitor_for(None, None, config, use_pulse=True)
-        live = make_source("live", interval_s=interval_s)
-        self.source: Source = live if monitor is None else WithJob(live, monitor, interval_s)
+        self.source = recorded_source("live", config, interval_s, stacks=False, monitor=job_monitor("live", config))
         host = self.source.host_info()
         host.extra.update(recorder_extra(self.source.name, interval_s))
         host.extra["checkup"] = checkup
-        self.writer = TraceWriter(path, host, interval_s)
+        # the ticks are stored as sampled, without verdicts: the baseline's report is the judgement
+        self.writer = Recording(path, host, interval_s, dataset=False)
         self.failure: list[BaseException] = []
 
         def on_tick(tick: Any) -> None:

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from gpu_triage.config import Config
-from gpu_triage.fleet.compact import run
-from gpu_triage.fleet.compact_types import Options, Result, fs_bytes
 from gpu_triage.logs import SHOWN
 from gpu_triage.safetext import clean
+from gpu_triage.storage.compact import run
+from gpu_triage.storage.compact_types import Options, Result, fs_bytes
 
-log = logging.getLogger("gpu_triage.fleet.compact")
+log = logging.getLogger("gpu_triage.storage.compact")
 
 
 def summary_line(root: Path, res: Result, dry_run: bool) -> str:

@@ -15,12 +15,13 @@ import logging
 import sys
 import threading
 
-from gpu_triage.config import Config, stacks_wanted, wait_band
-from gpu_triage.errors import UserError
+from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.run import Exporter
 from gpu_triage.model import Tick
-from gpu_triage.sources.base import Source, SourceStatus
+from gpu_triage.recording.resilient import RetryingRecording
+from gpu_triage.recording.source import job_monitor, recorded_source
+from gpu_triage.sources.base import SourceStatus
 from gpu_triage.stopsignals import WAKE_S, StopSignals
 
 log = logging.getLogger(__name__)
@@ -29,20 +30,15 @@ log = logging.getLogger(__name__)
 
 def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | None = None) -> int:
     from gpu_triage.sampler import Sampler
-    from gpu_triage.sources.spec import make_source
 
     interval_s = float(getattr(args, "interval", None) or config.interval_s)
     record_dir = getattr(args, "record", None)
     if record_dir:
-        from gpu_triage.fleet.dataset import check_dataset_dir
+        from gpu_triage.storage.dataset import check_dataset_dir
 
         check_dataset_dir(record_dir)  # an unwritable DIR: one line, exit 2, before anything starts
-    job_log = getattr(args, "job_log", None)
-    job = None
-    if args.source == "live" or job_log:  # the training's own pulse, as `record` reads it; a bad log fails here
-        from gpu_triage.sources.job import monitor_for
-
-        job = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=args.source == "live")
+    # the training's own pulse, as `record` reads it; a bad log fails here, before the address is bound
+    job = job_monitor(args.source, config, getattr(args, "job_log", None), getattr(args, "batch_size", None))
     web = None
     if getattr(args, "web_config", None):  # TLS and basic auth: checked whole before anything binds
         from gpu_triage.export.webconfig import load_web_config
@@ -53,17 +49,13 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     try:
         # the stacks are read for the recording (--record) only: the metrics have no series for them
         stacks = bool(record_dir) and stacks_wanted(config, bool(getattr(args, "no_stacks", False)))
-        source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s, stacks=stacks,
-                             band=wait_band(config))
-        if job is not None:
-            from gpu_triage.sources.job import WithJob
-
-            source = WithJob(source, job, interval_s, on_message=_tell)
+        source = recorded_source(args.source, config, interval_s, stacks=stacks, monitor=job, gpus=args.gpus,
+                                 seed=args.seed, tell=_tell)
     except BaseException:
         exporter.close()
         raise
     monitor = exporter.attach(source, interval_s)
-    recording = (_Recording(record_dir, source, interval_s, getattr(args, "rotate", None), config)
+    recording = (RetryingRecording(record_dir, source, interval_s, getattr(args, "rotate", None), config)
                  if record_dir else None)
     if recording is not None:
         exporter.report_recording(lambda: recording.up)
@@ -105,7 +97,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
     return 0
 
 
-def take(monitor: Monitor, recording: _Recording | None, tick: Tick, status: SourceStatus | None = None) -> None:
+def take(monitor: Monitor, recording: RetryingRecording | None, tick: Tick, status: SourceStatus | None = None) -> None:
     """One sampled tick, judged once for the metrics and the recording (whose files start the judge's window
     afresh, as ``diagnose FILE`` starts it); the metrics first: they never wait for the disk."""
     monitor.ingest(tick, status, fresh=recording is not None and recording.opens_file(tick))
@@ -115,71 +107,3 @@ def take(monitor: Monitor, recording: _Recording | None, tick: Tick, status: Sou
 
 def _tell(message: str) -> None:
     print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
-
-
-class _Recording:
-    """``export --record DIR``: the rotating dataset, appended on the sampler thread after the metrics.
-
-    A write error (a full disk) ends the file it hit (its ticks kept: Parquet if that can still be written,
-    else its stream for ``recover``) and the next tick tries again in a new file, tick after tick, until a
-    write succeeds: a disk that fills for an hour costs that hour, not every hour after it. The outage is
-    said twice on stderr and in the log, when it begins and when the recording resumes, and
-    ``gpu_triage_recording_up`` is 0 meanwhile. A tick whose retry fails costs a file without a tick,
-    which leaves nothing behind."""
-
-    def __init__(self, root: str, source: Source, interval_s: float, rotate_s: float | None,
-                 config: Config | None = None) -> None:
-        from gpu_triage.fleet.dataset import DatasetWriter
-        from gpu_triage.hostmeta import recorder_extra
-        from gpu_triage.verdicts.settings import with_settings
-
-        config = config or Config()
-        host = source.host_info()
-        host.extra.update(recorder_extra(source.name, interval_s, describe_machine=source.name == "live"))
-        host = with_settings(host, config.thresholds, config.window_s)  # what the stored verdicts were judged with
-        self.writer = DatasetWriter(root, host, interval_s, rotate_s=rotate_s)
-        self.up = True
-        self._missed = 0  # ticks not recorded in the current outage
-
-    def opens_file(self, tick: Tick) -> bool:
-        """Whether ``tick`` begins a file (where ``diagnose FILE`` starts its window, and so the judge)."""
-        return self.writer.opens_file(tick.ts)
-
-    def append(self, tick: Tick) -> None:
-        """Record ``tick``, judged already (its raw verdict set: :meth:`Judgement.stamped`)."""
-        try:
-            self.writer.append(tick)
-        except UserError as err:  # TraceWriter's own words: what failed, and where the ticks so far are
-            self._failed(err)
-            return
-        if not self.up:
-            self.up = True
-            _say(
-                f"recording resumed into {self.writer.current} after {self._missed} ticks were not recorded",
-                logging.WARNING,
-            )
-            self._missed = 0
-
-    def _failed(self, err: UserError) -> None:
-        self._missed += 1
-        if self.up:
-            self.up = False
-            _say(f"recording stopped, still serving metrics, retrying at each tick: {err}", logging.ERROR)
-        else:
-            log.debug("recording retry failed: %s", err)
-        try:
-            self.writer.end_file()
-        except UserError as kept:  # the file's ticks could not become Parquet: its stream says how to get them
-            _say(str(kept), logging.ERROR)
-
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        except UserError as err:
-            print(f"gpu-triage: {err}", file=sys.stderr, flush=True)
-
-
-def _say(message: str, level: int) -> None:
-    """One line on stderr (the journal, under systemd) and the same record in the log file."""
-    print(f"gpu-triage: {message}", file=sys.stderr, flush=True)
-    log.log(level, "%s", message, extra={"already_shown": True})

@@ -135,11 +135,11 @@ def run_launch(args: argparse.Namespace, config: Config,
 
 
 def _headless(cmd: list[str], env: dict[str, str], output: Path, args: argparse.Namespace, config: Config) -> int:
-    from gpu_triage.commands.record import live_source  # noqa: PLC0415
-    from gpu_triage.recorder import record_source  # noqa: PLC0415
+    from gpu_triage.commands.record import source_of  # noqa: PLC0415
+    from gpu_triage.recording.headless import record_source  # noqa: PLC0415
 
     interval_s = float(getattr(args, "interval", None) or config.interval_s)
-    source = live_source(args, config, interval_s)
+    source = source_of(args, "live", config, interval_s)
     stop = threading.Event()
     job = start_job(cmd, env)
     log.info("gpu-triage run: job pid %d started: %s", job.pid, " ".join(cmd)[:300])

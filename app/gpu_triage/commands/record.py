@@ -1,18 +1,18 @@
 """``gpu-triage record``: the recorder's options checked and its source made; the recording is
-:func:`gpu_triage.recorder.record_source`."""
+:func:`gpu_triage.recording.headless.record_source`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from gpu_triage.config import Config, stacks_wanted, wait_band
+from gpu_triage.config import Config, stacks_wanted
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
-from gpu_triage.recorder import QuietOnFailure, record_source
-from gpu_triage.sources.spec import make_source
+from gpu_triage.recording.headless import QuietOnFailure, record_source
+from gpu_triage.recording.source import job_monitor, recorded_source
+from gpu_triage.sources.base import Source
+from gpu_triage.storage.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.trace.target import check_record_target
 
 
@@ -36,22 +36,7 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
             raise UserError(f"--duration {duration_s:g} with --fast: a simulated recording ends now, so it can go "
                             f"back at most to 1970 ({now.timestamp():.0f} s): give a shorter --duration")
         start = now - timedelta(seconds=duration_s)  # the fast trace ends about now
-    job_log = getattr(args, "job_log", None)
-    monitor = None
-    if spec == "live" or job_log:  # the training's own pulse (pulse files, --job-log): checked before recording
-        from gpu_triage.sources.job import monitor_for
-
-        monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
-    source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start,
-                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))),
-                         band=wait_band(config))
-    if monitor is not None:
-        from gpu_triage.sources.job import WithJob
-
-        def tell(message: str) -> None:
-            print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr), flush=True)
-
-        source = WithJob(source, monitor, interval_s, on_message=tell)
+    source = source_of(args, spec, config, interval_s, gpus=args.gpus, seed=args.seed, start=start)
     record_source(
         source,
         output,
@@ -65,18 +50,14 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def live_source(args: argparse.Namespace, config: Config, interval_s: float) -> Any:
-    """This machine as ``record`` samples it: the live source (its stacks as the config and --no-stacks say)
-    with the job's pulse and ``--job-log`` beside it (``gpu-triage run --record``)."""
-    from gpu_triage.sources.job import WithJob, monitor_for  # noqa: PLC0415
+def source_of(args: argparse.Namespace, spec: str, config: Config, interval_s: float, *, gpus: int = 8,
+              seed: int = 0, start: datetime | None = None) -> Source:
+    """What ``record`` samples (``gpu-triage run --record`` too, with ``spec`` "live"): the source, its stacks as
+    the config and ``--no-stacks`` say, the job's pulse and ``--job-log`` beside it (checked first)."""
+    monitor = job_monitor(spec, config, getattr(args, "job_log", None), getattr(args, "batch_size", None))
+    return recorded_source(spec, config, interval_s, monitor=monitor, gpus=gpus, seed=seed, start=start,
+                           stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))), tell=_tell)
 
-    monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
-    source = make_source("live", interval_s=interval_s, band=wait_band(config),
-                         stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
-    if monitor is None:
-        return source
 
-    def tell(message: str) -> None:
-        print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr), flush=True)
-
-    return WithJob(source, monitor, interval_s, on_message=tell)
+def _tell(message: str) -> None:
+    print(f"gpu-triage: {message}", file=QuietOnFailure(sys.stderr), flush=True)

@@ -8,7 +8,7 @@ import sys
 
 from gpu_triage.errors import UserError
 from gpu_triage.logs import SHOWN
-from gpu_triage.recorder import human_seconds
+from gpu_triage.recording.headless import human_seconds
 from gpu_triage.safetext import clean
 from gpu_triage.trace.reader import read_leftover
 from gpu_triage.trace.recover import find_stream

@@ -1,3 +1,7 @@
-"""A fleet's recordings as one dataset: Hive-partitioned Parquet (``host=NAME/date=YYYY-MM-DD/…``),
-written by ``record -o DIR/`` and ``export --record DIR`` (:mod:`.dataset`) and summarised by
-``diagnose DIR --summary`` (:mod:`.summary`). See docs/recording.md, "A fleet's history as one dataset"."""
+"""The fleet's stored history, analysed: what a dataset of recordings says after the fact (``diagnose DIR
+--summary``: :mod:`.summary`, each file's share in :mod:`.perfile`, whose time it was in :mod:`.owners`, what one
+file says in :mod:`.onefile`; ``compare`` of two datasets: :mod:`.compare`).
+
+Its other half is :mod:`gpu_triage.fleetview`, the live scrape of many hosts' exporters (``gpu-triage fleet``).
+The dataset itself, written by ``record -o DIR/`` and ``export --record DIR`` and kept by ``compact``, is
+:mod:`gpu_triage.storage`. See docs/recording.md, "A fleet's history as one dataset"."""

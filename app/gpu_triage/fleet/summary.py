@@ -1,5 +1,5 @@
 """``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
-it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.storage.dataset`).
 
 Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
 many), added up here, so memory does not grow with the dataset:
@@ -33,10 +33,10 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import is_directory, is_recording_path
 from gpu_triage.fleet.onefile import STRIDE_S as STRIDE_S
 from gpu_triage.fleet.owners import owner_shares
 from gpu_triage.safetext import clean
+from gpu_triage.storage.dataset import is_directory, is_recording_path
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
-"""The fleet view's data side: ``gpu-triage fleet`` without its screen.
+"""The fleet, live: the data side of ``gpu-triage fleet`` (without its screen), scraping many hosts' exporters or
+a Prometheus now. Its other half, the stored history analysed after the fact, is :mod:`gpu_triage.fleet`.
 
-* :mod:`.text` makes an outside string safe to draw (control characters, escape codes, length).
 * :mod:`.samples` is pure: what a scrape or a Prometheus answer becomes (samples, grouped by host).
 * :mod:`.model` is pure: the metric names it reads (one table), one row per host (verdict, cards busy,
   samples/s, owner, each card) and the order that puts what needs a human first.
 * :mod:`.client` is the network: the Prometheus HTTP API or a pool of exporters' ``/metrics``, fetched
-  with bounded bodies and timeouts in worker threads, published as one immutable snapshot.
+  with bounded bodies and timeouts in worker threads (:mod:`.fetch` one bounded GET), published as one
+  immutable snapshot; :mod:`.render` the cells, a host's detail lines and the ``--json`` document.
 
 The screen is ``ui/fleet_app.py``; ``commands/fleet.py`` runs it or prints one snapshot. No Textual here.
 """

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpu_triage.config import Config
-from gpu_triage.feeds import Recorder
 from gpu_triage.model import HostInfo
+from gpu_triage.recording.background import Recorder
 from gpu_triage.ui.surface import Surface
 from gpu_triage.verdicts.judge import Judgement
 

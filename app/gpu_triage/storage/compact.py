@@ -8,7 +8,7 @@ Layout after compaction (docs/recording.md)::
 
 Crash safety: the daily file is written into a staging directory beside the partition (``.compact-D-TOKEN``,
 which no ``date=*`` glob matches) and fsynced; the staging directory and the partition are then exchanged
-in one step (:func:`gpu_triage.fleet.compact_fs.exchange`), and only then are the merged hourly files
+in one step (:func:`gpu_triage.storage.compact_fs.exchange`), and only then are the merged hourly files
 removed from where the partition used to be. The daily file names every file it merged (name and size, in
 its metadata, with the run's token), so a run killed at any point is finished by the next one: a staging
 directory whose token the partition's daily file carries holds merged files (removed; anything else in it
@@ -23,21 +23,21 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from gpu_triage.errors import UserError
-from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
-from gpu_triage.fleet.compact_types import (
+from gpu_triage.safetext import clean
+from gpu_triage.storage import compact_fs as fs
+from gpu_triage.storage.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.storage.compact_types import (
     HostDay,
     day_stamp,
     fs_bytes,
     unreadable_line,
 )
-from gpu_triage.fleet.compact_types import (
+from gpu_triage.storage.compact_types import (
     Options as Options,
 )
-from gpu_triage.fleet.compact_types import (
+from gpu_triage.storage.compact_types import (
     Result as Result,
 )
-from gpu_triage.safetext import clean
 from gpu_triage.trace.stream import STREAM_SUFFIX, stream_holder
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def _readable(parent_fd: int, name: str, shown: Path, out: Result) -> bool:
 
 def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     """Compact every finished host-day of ``root``, then apply ``opts.keep_days``."""
-    from gpu_triage.fleet.compact_day import compact_day, finish_staging, write_flat
+    from gpu_triage.storage.compact_day import compact_day, finish_staging, write_flat
 
     if opts.keep_days is not None and opts.keep_days <= 0:
         raise UserError(f"--keep-days {opts.keep_days}: give 1 or more days (0 or fewer would remove today's data)")
@@ -160,7 +160,7 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
             if progress is not None:
                 progress(i, len(todo), clean(f"{where}: {line}"))
         if opts.keep_days is not None:
-            from gpu_triage.fleet.retention import expire
+            from gpu_triage.storage.retention import expire
 
             expire(root, rfd, host_names, dates, today - timedelta(days=opts.keep_days), opts.dry_run, out)
     return out

@@ -9,7 +9,7 @@ file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s i
 
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
 pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
-pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.fleet.compact`) merges a finished day into
+pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.storage.compact`) merges a finished day into
 one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
 """
 
@@ -64,7 +64,7 @@ def host_partition(name: str | None) -> str:
     return clean or "unknown"
 
 
-#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (fleet/compact.py): Parquet, but no recording
+#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (storage/compact.py): Parquet, but no recording
 FLAT_DIR = "flat"
 
 
@@ -320,13 +320,3 @@ class DatasetWriter:
         if writer is not None:
             writer.abort()
 
-
-def open_recording(
-    output: str | Path, host: HostInfo, interval_s: float, *, rotate_s: float | None = None
-) -> DatasetWriter | TraceWriter:
-    """A dataset writer for ``DIR/`` or an existing directory, else a single-file TraceWriter."""
-    if is_dataset_target(output):
-        return DatasetWriter(output, host, interval_s, rotate_s=rotate_s)
-    from gpu_triage.trace.writer import TraceWriter as FileWriter
-
-    return FileWriter(Path(output), host, interval_s)

@@ -1,6 +1,6 @@
 """One host-day compacted (:func:`compact_day`), its flat table (:func:`write_flat`), and what a killed run
 left finished (:func:`finish_staging`). The order of the steps and why it is safe: see
-:mod:`gpu_triage.fleet.compact`."""
+:mod:`gpu_triage.storage.compact`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
-from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
-from gpu_triage.fleet.compact_types import (
+from gpu_triage.storage import compact_fs as fs
+from gpu_triage.storage.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.storage.compact_types import (
     META_MERGED,
     META_RECOMPUTED,
     META_TOKEN,
@@ -35,7 +35,7 @@ from gpu_triage.verdicts.settings import SETTINGS_KEY
 if TYPE_CHECKING:
     import pyarrow as pa
 
-log = logging.getLogger("gpu_triage.fleet.compact")
+log = logging.getLogger("gpu_triage.storage.compact")
 
 
 def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs.Entry], dict[bytes, bytes],
@@ -45,7 +45,7 @@ def _read(root: Path, hd: HostDay, out: Result) -> tuple[list[pa.Table], list[fs
     the key), for each file that carries any verdict."""
     import pyarrow as pa  # noqa: PLC0415
 
-    from gpu_triage.fleet.flat import conform_table  # noqa: PLC0415
+    from gpu_triage.storage.flat import conform_table  # noqa: PLC0415
     from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
 
     folder = root / f"host={hd.host}" / f"date={hd.day.isoformat()}"
@@ -102,8 +102,8 @@ def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> 
 
 def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out: Result) -> str:
     """Merge one host-day into its daily file and flat table; returns the line saying what it did."""
-    from gpu_triage.fleet.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
     from gpu_triage.model import SCHEMA_VERSION  # noqa: PLC0415
+    from gpu_triage.storage.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
     from gpu_triage.trace.layout import META_SCHEMA  # noqa: PLC0415
     from gpu_triage.verdicts.settings import merged_settings, settings  # noqa: PLC0415
 
@@ -165,7 +165,7 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
 
 def write_flat(root: Path, rfd: int, hfd: int, hd: HostDay, out: Result) -> str:
     """The flat table of a day compacted already (its flat file was removed, or a run died before it)."""
-    from gpu_triage.fleet.flat import flat_table  # noqa: PLC0415
+    from gpu_triage.storage.flat import flat_table  # noqa: PLC0415
     from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
 
     path = root / f"host={hd.host}" / f"date={hd.day.isoformat()}" / DAILY_NAME
@@ -244,7 +244,7 @@ def _drop_staging(host_dir: Path, hfd: int, staging: str) -> None:
 
 
 def finish_staging(root: Path, hfd: int, hname: str, dry_run: bool, out: Result) -> None:
-    """Finish what a killed run left in one host partition (see the module docstring of fleet.compact)."""
+    """Finish what a killed run left in one host partition (see the module docstring of storage.compact)."""
     for e in fs.entries(hfd):
         got = parse_staging(e.name)
         if got is None or not stat.S_ISDIR(e.mode):

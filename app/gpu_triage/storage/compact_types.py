@@ -13,12 +13,12 @@ from pathlib import Path
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.errors import UserError
-from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact_fs import OLD_SUFFIX, STAGING_PREFIX
 from gpu_triage.openfiles import open_input
 from gpu_triage.safetext import clean
+from gpu_triage.storage import compact_fs as fs
+from gpu_triage.storage.compact_fs import OLD_SUFFIX, STAGING_PREFIX
 
-log = logging.getLogger("gpu_triage.fleet.compact")
+log = logging.getLogger("gpu_triage.storage.compact")
 
 META_MERGED = b"gpu_triage.compacted_from"  # JSON: [[name, size], ...] of the files the daily file replaced
 META_TOKEN = b"gpu_triage.compact_id"

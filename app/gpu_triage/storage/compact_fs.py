@@ -9,7 +9,7 @@ The one step that makes a compacted day visible is :func:`exchange`: the partiti
 staging directory beside it trade places in one ``renameat2(RENAME_EXCHANGE)``, so a reader of
 ``host=*/date=*/*.parquet`` sees either every hourly file or the daily file, never both and never neither.
 Where the file system cannot exchange (EINVAL, ENOSYS: NFS, old kernels) two renames do it, and a crash
-between them leaves names that :mod:`gpu_triage.fleet.compact` finishes on its next run.
+between them leaves names that :mod:`gpu_triage.storage.compact` finishes on its next run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from datetime import date
 from pathlib import Path
 
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.dataset import FLAT_DIR as FLAT_DIR  # re-exported: compact and retention take it from here
+from gpu_triage.storage.dataset import FLAT_DIR as FLAT_DIR  # re-exported: compact and retention take it from here
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import os
 from datetime import date
 from pathlib import Path
 
-from gpu_triage.fleet import compact_fs as fs
-from gpu_triage.fleet.compact_fs import FLAT_DIR
-from gpu_triage.fleet.compact_types import Result, fs_bytes, unreadable_line
+from gpu_triage.storage import compact_fs as fs
+from gpu_triage.storage.compact_fs import FLAT_DIR
+from gpu_triage.storage.compact_types import Result, fs_bytes, unreadable_line
 from gpu_triage.trace.stream import STREAM_SUFFIX
 
-log = logging.getLogger("gpu_triage.fleet.compact")
+log = logging.getLogger("gpu_triage.storage.compact")
 
 
 def _ours(name: str) -> bool:
