@@ -18,11 +18,13 @@ from rich.text import Text
 from textual.timer import Timer
 
 from gpu_triage.config import Config
+from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.feeds import ReplayFeed
 from gpu_triage.model import HostInfo
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.keys import Mode
-from gpu_triage.verdicts.judge import Judge
+from gpu_triage.verdicts.judge import Judge, stored_headroom
+from gpu_triage.window import WindowView
 
 GAP_MARK = "┊"  # a gap on the position bar
 _BAR_STYLES = {"━": "bold", "●": "bold yellow", "─": "grey42", GAP_MARK: "bold red"}
@@ -114,6 +116,21 @@ class ReplayApp(TriageApp):
         fmt = self._clock
         return (f"gap {human_duration(gap.seconds)} before this window "
                 f"(nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)")
+
+    def _inside_lines(self, view: WindowView) -> list[str]:
+        """The headroom the recording stored with this tick's verdict first, where it differs from the one
+        computed now (the file was judged with other settings, or by another version), then the stacks'."""
+        lines = super()._inside_lines(view)
+        j, shown = self._judged, self.shown
+        stored = j.tick.verdict if j is not None else None
+        recorded = stored_headroom(stored)
+        if stored is None or recorded is None or not isinstance(shown, Verdict):
+            return lines
+        now = shown.headroom
+        if now is not None and stored.bottleneck == shown.bottleneck and now.line() == recorded.line():
+            return lines
+        which = "" if stored.bottleneck == shown.bottleneck else f" ({stored.bottleneck})"
+        return [f"recorded then{which}: {recorded.line()}", *lines]
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:
