@@ -220,6 +220,9 @@ class Timeline:
     ticks: int
     stride: int  # the engine ran every ``stride`` ticks (1: every tick)
     warnings: list[str] = field(default_factory=list)
+    # (bottleneck, headroom) of each raw verdict whose headroom is a bound: what the recording's verdicts
+    # promised, point by point (compare's promise reads the median, as a segment shows only its basis's)
+    bounds: list[tuple[str, Headroom]] = field(default_factory=list)
 
     def entries(self) -> list[Segment | Gap]:
         """Segments and gaps in time order."""
@@ -299,7 +302,8 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 seg.advice += b.destructive_advice
             seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
         segs.extend(group_segs)
-    return Timeline(segs, gaps, nominal, n, stride, warn)
+    bounds = [(str(r.bottleneck), r.headroom) for r in raws if r.headroom is not None and r.headroom.kind == "bound"]
+    return Timeline(segs, gaps, nominal, n, stride, warn, bounds)
 
 
 def _dt(seconds: float) -> datetime:
