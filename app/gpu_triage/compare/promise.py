@@ -79,13 +79,14 @@ def check(timeline: Any, job: dict[str, Any] | None, overall: dict[str, dict[str
         return None
     m = measured(job, overall)
     spread = _rate_spread(before_jobs) if m is not None and m["unit"] == "samples/s" else None
-    beaten = None
+    beaten = within = None
     if m is not None and p["factor"] is not None:
         beaten = m["gain"] > p["factor"] * (1.0 + _ROUNDING)
+        within = m["gain"] <= p["factor"] * (1.0 + spread) if beaten and spread is not None else None
     cards = (job or {}).get("cards") or {}
     moved = cards.get("before") and cards.get("after") and cards["before"] != cards["after"]
     return {"promised": p, "measured": m, "beaten": beaten, "noise_pct": None if spread is None else 100 * spread,
-            "within_noise": None if not beaten or spread is None else m["gain"] <= p["factor"] * (1.0 + spread),
+            "within_noise": within,
             "cards": {"before": cards["before"], "after": cards["after"]} if moved else None}
 
 
