@@ -153,9 +153,21 @@ async def main(out: Path, fleet_only: bool = False) -> None:
     inside = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200-inside-c-2s.parquet"
     replay = build_app("replay", argparse.Namespace(file=str(inside), speed=1.0, record=None), Config())
     p = out / "replay-h200-inside-140x42.svg"
-    await shoot(replay, p, (140, 42), ("space", "g", "right_square_bracket", *(["right"] * 6), "tab"))
+    await shoot(replay, p, (172, 44), ("space", "g", "right_square_bracket", *(["right"] * 6), "tab"))
     shots.append(p)
+    shots.append(await headroom_shot(out))
     _pngs(shots)
+
+
+async def headroom_shot(out: Path) -> Path:
+    """The verdict pane's headroom line on a real recording: 2 H200s, a DDP training starved by one
+    DataLoader worker per rank (tests/data, recorded with the job's pulse), paused 45 s in: the job's clock
+    gives the wait, and the line says what fixing the loader is worth in samples/s."""
+    starved = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200x2-pulse-2card-starved-1s.parquet"
+    replay = build_app("replay", argparse.Namespace(file=str(starved), speed=1.0, record=None), Config())
+    p = out / "headroom-h200x2-starved-172x44.svg"
+    await shoot(replay, p, (172, 44), ("space", "g", "right_square_bracket", *(["right"] * 15)))
+    return p
 
 
 def _pngs(shots: list[Path]) -> None:

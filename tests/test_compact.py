@@ -159,6 +159,8 @@ def test_verdicts_missing_from_older_files_are_computed_once_and_kept(tmp_path: 
     want = verdicts(ticks, INTERVAL, Config().thresholds, Config().window_s, cpu_count=32)
     assert [(r["pattern"], r["bottleneck"]) for r in rows] == [(str(v.pattern), str(v.bottleneck)) for _, v, _ in want]
     assert Counter(r["bottleneck"] for r in rows).most_common(1)[0][0] == "data_pipeline"
+    # each recomputed verdict keeps its headroom, as the recorder stores it (trace v4)
+    assert [r["headroom_kind"] for r in rows] == [None if v.headroom is None else v.headroom.kind for _, v, _ in want]
     assert json.loads(pq.read_schema(got.path).metadata[b"gpu_triage.verdicts_recomputed"]) == 60
     kept = open_trace(tmp_path / "host=gpu02" / "date=2026-01-05" / "day.parquet").table.column("verdict")
     assert {r["mechanism"] for r in kept.to_pylist()} == {"sentinel"}  # a stored verdict is never recomputed

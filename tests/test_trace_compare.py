@@ -53,8 +53,8 @@ def test_healthy_vs_data_pipeline(tmp_path: Path, capsys) -> None:
     )
     assert main(["compare", str(before), str(after), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences",
-                           "headline"}
+    assert set(result) == {"before", "after", "job", "prediction", "overall", "cards", "host", "diagnosis",
+                           "metadata_differences", "headline"}
     assert result["job"] is None  # simulated runs: no job source
     assert set(result["host"]) == {k for k, _ in HOST_METRICS}
     assert set(result["overall"]["util_mean_pct"]) == {"before", "after", "change", "change_pct", "unit", "change_unit",

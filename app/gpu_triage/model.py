@@ -244,14 +244,19 @@ class StackSample:
 
 @dataclass(slots=True)
 class VerdictSample:
-    """The engine's raw verdict at the end of the tick, over the window then (what ``diagnose FILE`` would
-    recompute there), so that a fleet's summary is a query over the files, not a re-run of the engine."""
+    """The engine's raw verdict at the tick's end (what ``diagnose FILE`` recomputes there): a summary reads it."""
 
     pattern: str = trace_key("str")
     bottleneck: str = trace_key("str")
     mechanism: str | None = trace_col("str")
     confidence: str | None = trace_col("str")  # likely / possible / unsure
     gpus: list[int] = trace_list("list[u16]")  # the cards the verdict names
+    headroom_kind: str | None = trace_col("str")  # what fixing it is worth (worth.Headroom): bound / lost / none
+    headroom_factor: float | None = trace_col("f32")  # the bound on the speed-up, x; only for "bound"
+    headroom_share: float | None = trace_col("f32")  # 0..1 of the judged time lost
+    headroom_unit: str | None = trace_col("str")  # what the factor multiplies: samples/s or GPU-busy time
+    headroom_basis: str | None = trace_col("str")  # what the number rests on, in figures
+    headroom_assumes: str | None = trace_col("str")  # what must hold for it
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from gpu_triage.compare import promise
 from gpu_triage.compare.changes import describe
 from gpu_triage.compare.jobs import compare_job
 from gpu_triage.compare.trim import trim_idle
@@ -278,11 +279,15 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config,
     tlb = _timeline(after, config, progress(f"diagnosing {after.path.name}") if progress else None)
     da, db = _shares(tla), _shares(tlb)
     diagnosis = {k: change_of(da.get(k, 0.0), db.get(k, 0.0)) for k in sorted(set(da) | set(db))}
+    job = compare_job(before, after, config.thresholds.idle_util_pct)  # samples/s first: the point of tuning
+    overall = {k: change_of(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS}
     return describe({
         "before": {**_file_info(before, tla), "trimmed": trim_a.to_json() if trim_a else None},
         "after": {**_file_info(after, tlb), "trimmed": trim_b.to_json() if trim_b else None},
-        "job": compare_job(before, after, config.thresholds.idle_util_pct),  # samples/s first: the point of tuning
-        "overall": {k: change_of(sa["overall"].get(k), sb["overall"].get(k)) for k, _ in CARD_METRICS},
+        "job": job,
+        # what BEFORE's verdict promised fixing it would give, beside the gain measured
+        "prediction": promise.check(tla, job, overall, before.table.column("job").to_pylist()),
+        "overall": overall,
         "cards": {
             c: {
                 k: change_of(sa["cards"].get(c, empty).get(k), sb["cards"].get(c, empty).get(k))

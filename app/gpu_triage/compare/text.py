@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpu_triage.compare import promise
 from gpu_triage.compare.changes import PP_FLOOR, REL_FLOOR_PCT, changed, describe, unit_of
 from gpu_triage.compare.jobs import render_job
 from gpu_triage.compare.runs import CARD_METRICS, HOST_METRICS
@@ -73,6 +74,7 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:  # noqa:
         lines.append("(--all shows every figure)")
         return "\n".join(lines)
     lines.extend(render_job(result.get("job"), show_all))
+    lines.extend(promise.render(result.get("prediction")))
     hidden = False
 
     def block(title: str, rows: dict[str, dict[str, Any]], labels: Callable[[str], str]) -> None:

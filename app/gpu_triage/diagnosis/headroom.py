@@ -8,8 +8,11 @@ mechanism, not from a table of guesses (docs/diagnosis.md, "Headroom", has the t
 - the busiest of the verdict's cards works a share b of the judged ticks (SM activity where known, else
   GPU-Util): removing what the cards wait for gives at most 1/b, and this caps the clock's bound too;
 - idle cards beside busy ones (placement, single card): N cards / N busy, if the job scales to them;
-- the slowest rank holds the others (imbalance): every rank waits for the busiest, so even work gives at
-  most busiest / mean;
+- the host phases' share of the step from the stacks (host step, compile, a thread holding the GIL): the
+  main thread in that phase in a share s of the judged samples, removing it gives at most 1/(1-s), capped by
+  1/b as the clock's bound is; a verdict only the stacks can name has no bound without them;
+- the slowest rank holds the others (imbalance, straggler): every rank waits for the busiest, so even work
+  gives at most busiest / mean, over the verdict's cards (SM activity where every one reports it);
 - a hang: nothing progresses, everything is lost until it is fixed.
 
 Where the evidence cannot carry a bound (no rule named the cause, a judged stretch too short) it says what is
@@ -21,8 +24,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from gpu_triage.diagnosis import inside as phases
 from gpu_triage.diagnosis.measure import span_words
-from gpu_triage.diagnosis.vocab import Bottleneck
+from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
 from gpu_triage.diagnosis.worth import BOUND, LOST, NONE, Headroom
 
 if TYPE_CHECKING:
@@ -34,6 +38,15 @@ if TYPE_CHECKING:
 _WAITS = frozenset({Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT,
                     Bottleneck.HOST_STEP, Bottleneck.COMPILE, Bottleneck.EXTERNAL_WAIT,
                     Bottleneck.COMMUNICATION, Bottleneck.LAUNCH_OVERHEAD})
+# named from the training processes' stacks alone: without a share of their samples there is no bound
+_FROM_STACKS = frozenset({Bottleneck.HOST_STEP, Bottleneck.COMPILE, Bottleneck.EXTERNAL_WAIT})
+# the phases each stack rule names its mechanism from (mechanisms/inside.py); other_thread counts the samples
+# where another thread ran Python while the main thread was off a CPU (diagnosis/threads.py)
+_STACK_PHASES: dict[str, tuple[str, ...]] = {
+    Mechanism.RECOMPILE: phases.COMPILE, Mechanism.HOST_COMPUTE: phases.HOST_COMPUTE,
+    Mechanism.PYTHON_STEP: phases.OWN_PYTHON, Mechanism.EXTERNAL_WAIT: phases.EXTERNAL,
+    Mechanism.IN_PROCESS_LOADER: phases.LOADING, Mechanism.INPUT_LATENCY: phases.LOADER_WAIT,
+}
 _SPREAD = frozenset({Bottleneck.PLACEMENT})
 _RANKS = frozenset({Bottleneck.IMBALANCE})
 
@@ -58,11 +71,16 @@ def headroom(verdict: Verdict, m: Measurements) -> Headroom:
     if b in _SPREAD:
         return _spread(m, busy, lost)
     if b in _RANKS:
-        return _ranks(m, busy, lost)
+        return _ranks(verdict, m, busy, lost)
     wait = verdict.facts.get("job_data_wait_pct", math.nan)
+    clocked = b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait)
+    if not clocked and (stacks := _from_stacks(verdict, m, busy, lost, judged_s)) is not None:
+        return stacks
+    if b in _FROM_STACKS:
+        return Headroom(LOST, None, wait_share, busy, f"{lost.basis} (no share of the step from the stacks)", "")
     if busy * m.th.headroom_max_factor < 1.0:
         return lost
-    if b in (Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT) and not math.isnan(wait):
+    if clocked:
         # the host times its wait while the GPU still runs the kernels it queued (CUDA is asynchronous), so
         # the wait over-reads; the busiest card's share caps it: the GPU work of a step cannot shrink
         w = min(max(wait / 100.0, 0.0), m.th.headroom_max_wait_share)
@@ -89,6 +107,48 @@ def _busy(names: list[int], m: Measurements) -> float | None:
     return min(max(max(got) / 100.0, 0.0), 1.0) if got else None
 
 
+def _stack_share(verdict: Verdict, m: Measurements) -> tuple[int, int] | None:
+    """(samples in the verdict's host phase, samples read) of the training process where that phase holds the
+    largest share of its judged stack samples (the ranks wait for the slowest); None where the verdict's
+    mechanism names no phase or no process was read ``inside_min_samples`` times."""
+    mech = verdict.mechanism
+    if mech != Mechanism.OTHER_THREAD and mech not in _STACK_PHASES:
+        return None
+    best: tuple[int, int] | None = None
+    for p in m.inside.processes:
+        if mech == Mechanism.OTHER_THREAD:
+            k, n = p.thread_read.held, p.thread_read.samples
+        else:
+            k, n = p.count(_STACK_PHASES[mech]), p.samples
+        if n >= m.th.inside_min_samples and n > 0 and (best is None or k * best[1] > best[0] * n):
+            best = (k, n)
+    return best
+
+
+def _from_stacks(verdict: Verdict, m: Measurements, busy: float, lost: Headroom, judged_s: float) -> Headroom | None:
+    """The stacks say where the step's time goes: the main thread in the verdict's phase in a share s of the
+    judged samples, removing that phase gives at most 1/(1-s); the busiest card's 1/b caps it (the GPU work of
+    a step cannot shrink). The samples are taken while the cards wait, so s over-reads the share of the whole
+    step: the cap keeps it a bound. Every sample in the phase (s = 1) bounds nothing by itself. None where the
+    stacks give no share; what is lost where neither bound is finite."""
+    got = _stack_share(verdict, m)
+    if got is None:
+        return None
+    k, n = got
+    th = m.th
+    what = ("another thread held the GIL while the main thread waited" if verdict.mechanism == Mechanism.OTHER_THREAD
+            else f"the main thread in {'/'.join(_STACK_PHASES[verdict.mechanism])}")
+    basis = f"{what} in {k} of {n} stack samples"
+    factor = 1.0 / (1.0 - k / n) if k < n else math.inf
+    if busy * th.headroom_max_factor >= 1.0 and 1.0 / busy < factor:
+        factor = 1.0 / busy
+        basis += f", the busiest card works {busy * 100:.0f} % of the judged {span_words(judged_s)}"
+    if factor > th.headroom_max_factor:
+        return Headroom(LOST, None, lost.share, busy, f"{lost.basis} ({basis}: no bound)", "")
+    return Headroom(BOUND, factor, k / n, busy, basis, "that phase goes entirely and the GPU work stays the same",
+                    "samples/s")
+
+
 def _spread(m: Measurements, busy: float, lost: Headroom) -> Headroom:
     """Placement, one card busy: N cards / N busy, if the job scales to them."""
     util = m.all_util
@@ -100,14 +160,22 @@ def _spread(m: Measurements, busy: float, lost: Headroom) -> Headroom:
                     "the job scales to the idle cards")
 
 
-def _ranks(m: Measurements, busy: float, lost: Headroom) -> Headroom:
-    """The slowest rank holds the others: with the work even, each card does the mean, so at most max / mean."""
-    util = [u for u in m.all_util.values() if not math.isnan(u)]
-    if len(util) < 2 or max(util) <= 0:
+def _ranks(verdict: Verdict, m: Measurements, busy: float, lost: Headroom) -> Headroom:
+    """The slowest rank holds the others: with the work even, each card does the mean, so at most max / mean,
+    over the cards the verdict names (every card where it names fewer than two). SM activity where every one
+    of them reports it: a rank waiting at a collective spins its card at 100 % GPU-Util while its SMs idle
+    (real h200x2-ddp-ckpt: card 1 at 100 % GPU-Util, 2 % SM), so GPU-Util calls the waiting card busy. Else
+    GPU-Util on them all: SM activity on one card against GPU-Util on another compares unlike things."""
+    names = verdict.gpus if len(verdict.gpus) >= 2 else list(m.all_util)
+    sm = [m.all_sm.get(i, math.nan) for i in names]
+    use_sm = m.sm_known and not any(math.isnan(x) for x in sm)
+    got = sm if use_sm else [m.all_util[i] for i in names if i in m.all_util and not math.isnan(m.all_util[i])]
+    if len(got) < 2 or max(got) <= 0:
         return lost
-    hi, mean = max(util), sum(util) / len(util)
+    hi, mean = max(got), sum(got) / len(got)
     if mean <= 0 or hi / mean > m.th.headroom_max_factor:
         return lost
+    what = "SM activity" if use_sm else "GPU-Util"
     return Headroom(BOUND, hi / mean, 1.0 - mean / hi, busy,
-                    f"the busiest card at {hi:.0f} %, the cards' mean {mean:.0f} %",
+                    f"the busiest of cards {','.join(map(str, names))} at {hi:.0f} % {what}, their mean {mean:.0f} %",
                     "the work can be spread evenly over the ranks")

@@ -7,21 +7,27 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpu_triage.diagnosis.engine import Verdict, diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.worth import Headroom
 from gpu_triage.errors import UserError
-from gpu_triage.model import HostInfo, Tick
+from gpu_triage.model import HostInfo, Tick, VerdictSample
 from gpu_triage.offline.columns import RecordingColumns
 from gpu_triage.trace.batches import TraceSource
+from gpu_triage.trace.row_codec import build_record
 from gpu_triage.trace.schema import RECORDED_INTERVAL_RANGE_S
 from gpu_triage.verdicts.gaps import gap_limit
-from gpu_triage.verdicts.judge import Judge
+from gpu_triage.verdicts.judge import Judge, stored_headroom
 from gpu_triage.window import window_capacity
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # A recording is read in row batches (a Parquet row group at a time) and turned into numpy columns (time x
 # card per field) with vectorised Arrow calls; a buffer keeps the last window's rows and the batch being
@@ -137,6 +143,7 @@ class Judged:
     intervals: np.ndarray  # (n,) the per-tick intervals trusted (NaN where not)
     stride: int
     warnings: list[str]
+    stored: list[Headroom | None] = field(default_factory=list)  # the headroom the file stored at each point
 
 
 def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
@@ -165,6 +172,7 @@ def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
 
     cols = RecordingColumns()
     raws: list[Verdict] = []
+    stored: list[Headroom | None] = []
     k = 0  # next point
     read = 0
     for batch in src.batches():
@@ -176,6 +184,7 @@ def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
             p = int(points[k])
             lo = max(p - capacity + 1, starts[int(group_of[k])])
             raws.append(diagnose(cols.view(lo, p + 1), thresholds, src.host.cpu_count))
+            stored.append(_stored_at(batch, p - (read - batch.num_rows)))
             k += 1
         if progress is not None and read < n:
             progress(read, n)
@@ -188,7 +197,18 @@ def judge(src: TraceSource, thresholds: Thresholds, window_s: float,
     if k < points.size:
         raise UserError(f"{src.path}: the file holds fewer ticks than its index says ({read} of {n}): "
                         "it may be damaged; try `gpu-triage recover`")
-    return Judged(points, raws, starts, group_of, nominal, ivs, stride, warn)
+    return Judged(points, raws, starts, group_of, nominal, ivs, stride, warn, stored)
+
+
+def _stored_at(batch: pa.RecordBatch, row: int) -> Headroom | None:
+    """The headroom the recording stored with its verdict at ``row`` of ``batch`` (trace v4), None where none."""
+    if "verdict" not in batch.schema.names:
+        return None
+    got = batch.column("verdict")[row].as_py()
+    if not isinstance(got, dict) or got.get("pattern") is None or got.get("bottleneck") is None:
+        return None
+    sample: VerdictSample = build_record(VerdictSample, got)  # its words cleaned as every recording's
+    return stored_headroom(sample)
 
 
 def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,

@@ -78,6 +78,8 @@ def render_timeline(path: Path, tl: Timeline, today: datetime | None = None, tz:
                      f"cards {gpus}  {format_confidence(e.confidence)}")
         if e.headroom is not None and e.headroom.kind != "none":
             lines.append(f"  = {e.headroom.line()}")
+        if e.recorded_differs and e.recorded_headroom is not None:  # the file's own word, judged then
+            lines.append(f"  = recorded then: {e.recorded_headroom.line()}")
         lines.extend(f"  - {x}" for x in e.evidence)
         lines.extend(f"  > {x}" for x in e.advice)
     return "\n".join(lines)

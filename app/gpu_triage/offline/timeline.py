@@ -20,6 +20,7 @@ import numpy as np
 
 from gpu_triage.diagnosis.engine import Finding, Verdict, confidence_word
 from gpu_triage.diagnosis.thresholds import Thresholds
+from gpu_triage.diagnosis.worth import Headroom
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.offline.judge import MAX_INTERVAL_S, Judged, judge
 from gpu_triage.trace.batches import TraceSource
@@ -32,6 +33,13 @@ class Segment(Finding):
     start: datetime  # start of the first tick's interval
     end: datetime  # end of the last tick's interval
     ticks: int = 0
+    recorded_headroom: Headroom | None = None  # what the recording stored with the basis tick's verdict
+
+    @property
+    def recorded_differs(self) -> bool:
+        """The recording stored another headroom than the one computed now (other settings, another version)."""
+        r, h = self.recorded_headroom, self.headroom
+        return r is not None and (h is None or (r.kind, r.line()) != (h.kind, h.line()))
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
@@ -49,6 +57,7 @@ class Segment(Finding):
             "period_s": self.period_s,
             "duty": None if self.duty is None else round(self.duty, 3),
             "headroom": None if self.headroom is None else self.headroom.as_dict(),
+            "recorded_headroom": None if self.recorded_headroom is None else self.recorded_headroom.as_dict(),
         }
 
 
@@ -151,23 +160,24 @@ def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> 
     return out
 
 
-def _basis(raws: list[Verdict], key: tuple[str, str]) -> Verdict:
+def _basis(raws: list[Verdict], key: tuple[str, str]) -> tuple[int, Verdict]:
     """The verdict whose evidence and advice a segment shows: what the dashboard shows at the segment's end,
     the newest raw verdict that says exactly what the segment says (:class:`~gpu_triage.diagnosis.tracker.
     VerdictTracker`), so that ``diagnose`` and the screen give the same words for the same moment; failing
     that (pattern and bottleneck are smoothed separately) the newest that names the same bottleneck, with the
     segment's pattern; failing that the newest."""
-    same = [r for r in raws if r.key == key]
+    same = [i for i, r in enumerate(raws) if r.key == key]
     if same:
-        return same[-1]
-    same_b = [r for r in raws if r.bottleneck == key[1]]
-    pool = same_b or [r for r in raws if r.pattern == key[0]] or raws
-    best = pool[-1]
+        return same[-1], raws[same[-1]]
+    same_b = [i for i, r in enumerate(raws) if r.bottleneck == key[1]]
+    pool = same_b or [i for i, r in enumerate(raws) if r.pattern == key[0]] or list(range(len(raws)))
+    at = pool[-1]
+    best = raws[at]
     if best.pattern != key[0]:
         keep_period = key[0] == "sawtooth"
         best = dataclasses.replace(best, pattern=key[0], period_s=best.period_s if keep_period else None,
                                    duty=best.duty if keep_period else None)
-    return best
+    return at, best
 
 
 def segments(ticks: list[Tick], interval_s: float, thresholds: Thresholds, window_s: float,
@@ -210,6 +220,9 @@ class Timeline:
     ticks: int
     stride: int  # the engine ran every ``stride`` ticks (1: every tick)
     warnings: list[str] = field(default_factory=list)
+    # (bottleneck, headroom) of each raw verdict whose headroom is a bound: what the recording's verdicts
+    # promised, point by point (compare's promise reads the median, as a segment shows only its basis's)
+    bounds: list[tuple[str, Headroom]] = field(default_factory=list)
 
     def entries(self) -> list[Segment | Gap]:
         """Segments and gaps in time order."""
@@ -242,7 +255,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
     n, nominal, stride, warn = src.n, jd.nominal, jd.stride, jd.warnings
     if n == 0:
         return Timeline([], [], nominal, 0, 1, warn)
-    starts, points, group_of, raws = jd.starts, jd.points, jd.group_of, jd.raws
+    starts, points, group_of, raws, stored = jd.starts, jd.points, jd.group_of, jd.raws, jd.stored
 
     segs: list[Segment] = []
     gaps: list[Gap] = []
@@ -259,6 +272,7 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
             gaps.append(Gap(segs[-1].end, max(begin, segs[-1].end)))
         group_segs: list[Segment] = []
         members: list[list[Verdict]] = []
+        kept: list[list[Headroom | None]] = []  # the headroom the file stored at each member's tick
         prev = a - 1
         for j, (raw, key) in enumerate(zip(g_raws, keys, strict=True)):
             p = int(points[sel[j]])
@@ -269,12 +283,15 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 group_segs[-1].end = end
                 group_segs[-1].ticks += covered
                 members[-1].append(raw)
+                kept[-1].append(stored[sel[j]] if stored else None)
                 continue
             start = group_segs[-1].end if group_segs else begin  # contiguous inside a stretch
             group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
             members.append([raw])
-        for seg, group in zip(group_segs, members, strict=True):
-            b = _basis(group, (seg.pattern, seg.bottleneck))
+            kept.append([stored[sel[j]] if stored else None])
+        for seg, group, recorded in zip(group_segs, members, kept, strict=True):
+            at, b = _basis(group, (seg.pattern, seg.bottleneck))
+            seg.recorded_headroom = recorded[at]
             agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
             seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
             seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
@@ -285,7 +302,8 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
                 seg.advice += b.destructive_advice
             seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
         segs.extend(group_segs)
-    return Timeline(segs, gaps, nominal, n, stride, warn)
+    bounds = [(str(r.bottleneck), r.headroom) for r in raws if r.headroom is not None and r.headroom.kind == "bound"]
+    return Timeline(segs, gaps, nominal, n, stride, warn, bounds)
 
 
 def _dt(seconds: float) -> datetime:

@@ -91,8 +91,7 @@ def fill_verdicts(table: pa.Table, computed: list[VerdictSample]) -> tuple[pa.Ta
     rows = have.to_pylist()
     for i in missing:
         v = computed[int(i)]
-        rows[int(i)] = {"pattern": v.pattern, "bottleneck": v.bottleneck, "mechanism": v.mechanism,
-                        "confidence": v.confidence, "gpus": list(v.gpus)}
+        rows[int(i)] = {**{f.name: getattr(v, f.name) for f in trace_fields(VerdictSample)}, "gpus": list(v.gpus)}
     column = pa.array(rows, type=VERDICT_TYPE)
     return table.set_column(table.schema.get_field_index("verdict"), "verdict", column), int(missing.size)
 

@@ -71,14 +71,16 @@ def _clean_struct_list(
     return type(arr).from_arrays(offsets, structs, mask=pc.invert(arr.is_valid()))
 
 
-def _clean_job(arr: pa.Array, counts: dict[str, int]) -> pa.Array:
-    """The trace-v2 job struct with its ranged fields and each rank's cleaned like the other columns."""
+def _clean_struct(arr: pa.Array, name: str, counts: dict[str, int]) -> pa.Array:
+    """A struct column (trace v2's job, v3's verdict) with its ranged fields and each rank's cleaned like the
+    other columns."""
     if not pa.types.is_struct(arr.type):
         return arr
     children, changed = [], False
+    ranges = FIELD_RANGES[name]
     for field, child in zip(arr.type, arr.flatten(), strict=True):
-        if field.name in FIELD_RANGES["job"]:
-            new = _clean_values(child, *FIELD_RANGES["job"][field.name], counts, f"job.{field.name}")
+        if field.name in ranges:
+            new = _clean_values(child, *ranges[field.name], counts, f"{name}.{field.name}")
         elif field.name == "ranks":
             new = _clean_struct_list(child, FIELD_RANGES["job.ranks"], counts, "job.ranks")
         else:
@@ -109,8 +111,8 @@ def in_range(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
                 if bad is not None:
                     counts["ts"] = counts.get("ts", 0) + int(pc.sum(bad).as_py())
                     chunk = pc.if_else(bad, pa.scalar(None, chunk.type), chunk)
-            elif name == "job":
-                chunk = _clean_job(chunk, counts)
+            elif name in ("job", "verdict"):
+                chunk = _clean_struct(chunk, name, counts)
             elif name in FIELD_RANGES:
                 chunk = _clean_struct_list(chunk, FIELD_RANGES[name], counts, name)
             elif name in FIELD_RANGES[""]:

@@ -133,6 +133,8 @@ FIELD_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     # trace v2: the job's figures, the whole job's and each rank's (a loss has no physical range: none here)
     "job": JOB_RANGES,
     "job.ranks": JOB_RANGES,
+    # the headroom stored with each verdict: a bound is a speed-up (at least 1x), a share a part of the time
+    "verdict": {"headroom_factor": (1.0, 1e6), "headroom_share": (0.0, 1.0)},
     # top-level columns (a list column: each element)
     "": {
         "interval_s": (1e-3, 86_400.0),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 
 from gpu_triage.config import PANES
@@ -25,6 +27,8 @@ class Frame:
         self.colours = colours
         self.verdicts = verdicts
         self.procs = procs
+        # lines the diagnosis pane shows above the stacks' (a replay's: the headroom its recording stored)
+        self.lines_first: Callable[[], list[str]] = list
 
     def panes(self, view: WindowView, width: int, height: int, *, header: Text, bar: Text, keys: Text,
               status: SourceStatus, selected: int, order: list[str]) -> Drawn:
@@ -90,7 +94,7 @@ class Frame:
         while source is not None and notice is None:
             notice = source.inside_notice() if isinstance(source, InsideNotice) else None
             source = source.inner if isinstance(source, Wrapper) else None
-        return inside_lines.pane_lines(view, notice, self._cited_pids())
+        return [*self.lines_first(), *inside_lines.pane_lines(view, notice, self._cited_pids())]
 
     def _cited_pids(self) -> frozenset[int]:
         """The processes whose main thread the shown verdict's evidence already describes (the pid of its

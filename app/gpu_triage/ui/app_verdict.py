@@ -23,6 +23,11 @@ class ShownVerdict:
         self._judged: Judgement | None = None  # the judgement shown
 
     @property
+    def judged(self) -> Judgement | None:
+        """The judgement shown (its tick, its raw and shown verdicts); None before the first."""
+        return self._judged
+
+    @property
     def window(self) -> RollingWindow:
         return self.judge.window
 

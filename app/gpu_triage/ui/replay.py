@@ -18,10 +18,12 @@ from rich.text import Text
 from textual.timer import Timer
 
 from gpu_triage.config import Config
+from gpu_triage.diagnosis.engine import Verdict
 from gpu_triage.feeds import ReplayFeed
 from gpu_triage.model import HostInfo
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.keys import Mode
+from gpu_triage.verdicts.judge import stored_headroom
 
 GAP_MARK = "┊"  # a gap on the position bar
 _BAR_STYLES = {"━": "bold", "●": "bold yellow", "─": "grey42", GAP_MARK: "bold red"}
@@ -43,6 +45,7 @@ class ReplayApp(TriageApp):
     ) -> None:
         self.replay = replay  # before TriageApp.__init__: its hooks below read it
         super().__init__(config, source_label=source_label, banner=banner, labels=labels)
+        self.frame.lines_first = self._recorded_headroom
         self._play_timer: Timer | None = None
         # pyarrow comes with the offline diagnosis: imported here, not at the top, as live imports this module
         from gpu_triage.offline.render import clock_format
@@ -111,6 +114,20 @@ class ReplayApp(TriageApp):
         fmt = self._clock
         return (f"gap {human_duration(gap.seconds)} before this window "
                 f"(nothing recorded {gap.start:{fmt}} - {gap.end:{fmt}} UTC)")
+
+    def _recorded_headroom(self) -> list[str]:
+        """The headroom the recording stored with this tick's verdict, where it differs from the one computed
+        now (the file was judged with other settings, or by another version): the diagnosis pane's first line."""
+        j, shown = self.verdicts.judged, self.verdicts.shown
+        stored = j.tick.verdict if j is not None else None
+        recorded = stored_headroom(stored)
+        if stored is None or recorded is None or not isinstance(shown, Verdict):
+            return []
+        now = shown.headroom
+        if now is not None and stored.bottleneck == shown.bottleneck and now.line() == recorded.line():
+            return []
+        which = "" if stored.bottleneck == shown.bottleneck else f" ({stored.bottleneck})"
+        return [f"recorded then{which}: {recorded.line()}"]
 
     # -- actions ------------------------------------------------------------------------------------
     def action_pause(self) -> None:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 
 from gpu_triage.diagnosis.engine import Verdict, confidence_word, diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
+from gpu_triage.diagnosis.worth import BOUND, LOST, NONE, Headroom
 from gpu_triage.model import Tick, VerdictSample
 from gpu_triage.verdicts.gaps import gap_limit
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
@@ -54,11 +56,31 @@ class Judgement:
         return self.tick if self.raw is None else dataclasses.replace(self.tick, verdict=verdict_sample(self.raw))
 
 
+TEXT_LIMIT = 256  # characters of a string a tick holds: the contract's limit (trace/bounds.py, which needs pyarrow)
+
+
 def verdict_sample(v: Verdict) -> VerdictSample:
     """What a recording keeps of a raw verdict: its pattern, bottleneck, mechanism (None before any rule
-    named one), confidence as the word the screen shows, and the cards it names."""
+    named one), confidence as the word the screen shows, the cards it names, and its headroom."""
+    hr = v.headroom
     return VerdictSample(str(v.pattern), str(v.bottleneck), str(v.mechanism) or None,
-                         confidence_word(v.confidence), [int(g) for g in v.gpus])
+                         confidence_word(v.confidence), [int(g) for g in v.gpus],
+                         *(() if hr is None else (hr.kind, hr.factor, hr.share, hr.unit, hr.basis[:TEXT_LIMIT],
+                                                  hr.assumes[:TEXT_LIMIT])))
+
+
+def stored_headroom(v: VerdictSample | None) -> Headroom | None:
+    """The headroom a recording stored with a verdict; None where it stored none (a file written before the
+    field, another tool's) or one that does not hold together (a kind it does not know, a bound without its
+    factor). The reader has made figures outside their range null and cleaned the words."""
+    if v is None or v.headroom_kind not in (BOUND, LOST, NONE):
+        return None
+    factor = v.headroom_factor
+    if v.headroom_kind == BOUND and (factor is None or not math.isfinite(factor) or factor < 1.0):
+        return None
+    share = v.headroom_share if v.headroom_share is not None and 0.0 <= v.headroom_share <= 1.0 else None
+    return Headroom(v.headroom_kind, factor if v.headroom_kind == BOUND else None, share, None,
+                    v.headroom_basis or "", v.headroom_assumes or "", v.headroom_unit or "GPU-busy time")
 
 
 class Judge:

@@ -30,7 +30,8 @@ COMMAND = Command(
     help="compare two recordings (or datasets): before and after a tuning change",
     description=(
         "One line first, what changed (samples/s, or GPU-Util, and the bottleneck), then per card and "
-        "overall, side by side with the change (percentages in points): the job's samples/s, utilisation, "
+        "overall, side by side with the change (percentages in points): the job's samples/s, the gain "
+        "BEFORE's verdicts promised beside the gain measured (one above the bound said as a finding), utilisation, "
         "stalls, diagnoses, links, host; what did not change is left out unless --all. Either side may "
         "be a dataset directory (`record -o DIR/`, `export --record DIR`) or a quoted glob of its "
         "partitions or files, read as one recording; a side over several hosts gets a block per host. "
