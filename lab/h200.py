@@ -175,9 +175,14 @@ def run(plan: str, secs: float | None, budget_s: float, only: str | None) -> int
             runs, run_s, off_s = COST_RUNS[plan]
             runs = only or runs
             prefix = "h200-inside-" + ("g" if plan == "stacks-cost" else "f")
-            subprocess.run([sys.executable, "benchmarks/bench_stacks_cost.py", str(res), "--runs", runs, "--secs",
-                            str(secs or run_s), "--off-s", str(off_s), "--prefix", prefix, "--",
-                            sys.executable, "lab/inside_family2.py"], env=env, timeout=budget_s, check=False)
+            bench = subprocess.Popen([sys.executable, "benchmarks/bench_stacks_cost.py", str(res), "--runs", runs,
+                                      "--secs", str(secs or run_s), "--off-s", str(off_s), "--prefix", prefix, "--",
+                                      sys.executable, "lab/inside_family2.py"], env=env)
+            try:
+                bench.wait(timeout=budget_s - (time.time() - t_start))
+            except subprocess.TimeoutExpired:  # SIGINT: it stops its recorders; cost.json holds the runs done
+                print(f"{plan}: out of time, ended after the runs it finished", flush=True)
+                _end(bench, signal.SIGINT, 90)
         else:
             print(f"unknown plan {plan!r}: one of {', '.join([*PAIRS, *COST_RUNS])}", file=sys.stderr)
             return 2
