@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # waits whose removal gives the cards their idle share back, GPU work unchanged. Not a compile: the card's busy
 # share holds work that goes with the recompiles (real h200-pairs-recompile: the card busy 1.6x as long per
-# sample as after the fix, 1/b 7.7x against 11x measured), so 1/b bounds nothing and what is lost is said
+# sample as after the fix, 1/b 7.7x against 10.6x measured), so 1/b bounds nothing and what is lost is said
 _WAITS = frozenset({Bottleneck.DATA_PIPELINE, Bottleneck.STORAGE_IO, Bottleneck.HOST_OR_INPUT,
                     Bottleneck.HOST_STEP, Bottleneck.EXTERNAL_WAIT, Bottleneck.COMMUNICATION,
                     Bottleneck.LAUNCH_OVERHEAD})
