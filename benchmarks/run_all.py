@@ -3,10 +3,9 @@
     .venv/bin/python benchmarks/run_all.py [--quick]
 
 --quick shortens the pty runs to 20 s and the memory test to one day of ticks. On the GPU machine,
-benchmarks/bench_sampler.py also measures the real driver, and compare_monitors.py (run by
-scripts/h200_cost.sh, all monitors at once under load) gives the side-by-side table against nvitop and
-nvidia-smi dmon; bench_stacks_cost.py (run by scripts/h200_inside_v4.sh) what the stack sampler costs the
-monitor and the job.
+benchmarks/bench_sampler.py also measures the real driver, and compare_monitors.py (all monitors
+at once under load) gives the side-by-side table against nvitop and nvidia-smi dmon; bench_stacks_cost.py (run
+by `lab/h200.py run stacks-cost` and `run family`) what the stack sampler costs the monitor and the job.
 """
 
 from __future__ import annotations

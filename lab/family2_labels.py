@@ -1,5 +1,5 @@
 """Write tests/data/h200-inside-<part>-<interval>.labels.json for lab/inside_family2.py's runs, from what the
-cost benchmark and the jobs wrote on the machine (scripts/h200_inside_v4.sh), and copy the recordings beside.
+cost benchmark and the jobs wrote on the machine (a one-off script (in git history)), and copy the recordings beside.
 
 usage: python3 lab/family2_labels.py RESULTS_DIR tests/data lab/runs/inside-<part>-<date>-cost.json
 

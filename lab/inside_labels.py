@@ -3,7 +3,7 @@ machine, and copy each run's stack samples to tests/data/inside-stacks/<name>-<s
 
 usage: python3 lab/inside_labels.py RESULTS_DIR tests/data
 
-Recordings of trace v3 (scripts/h200_inside_v3.sh: our own recorder took the stacks, they are in the file's
+Recordings of trace v3 (a one-off script (in git history): our own recorder took the stacks, they are in the file's
 `stacks` column) have no separate stack files: their labels say so (`"stacks": "recorded"`).
 
 The expected reading of each window comes from the mechanism that ran, not from what gpu-triage says. Each label

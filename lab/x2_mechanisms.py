@@ -7,7 +7,7 @@ usage:
   torchrun --nproc_per_node 2 x2_mechanisms.py stuck    MARKS.json --numel N --hang-rank R --warm S
 
 Each run appends its own window (UTC start/end, what ran, its settings and its true samples/s) to MARKS.json;
-scripts/h200_lab_x2.sh runs gpu-triage's recorder beside them and the labels are written from these marks.
+A one-off script (in git history) ran gpu-triage's recorder beside them and the labels are written from these marks.
 torchrun ranks write their pid to $PIDDIR/<mode>-rank<R>.pid so that the calling script can end a hung rank by
 its pid (torchrun starts ranks in sessions of their own: they outlive the launcher).
 """

@@ -1,5 +1,5 @@
 """The num_workers recommendation from the job's own samples/s, on the real 2-H200 recordings with a job source
-(scripts/h200_pulse_train.py: 1 DataLoader worker per rank starved, 12 fixed, docs/h200.md "Job pulse on 2
+(lab/pulse_train.py: 1 DataLoader worker per rank starved, 12 fixed, docs/h200.md "Job pulse on 2
 H200s"), recorded with the pulse (samples/s and data wait per rank) and from the tqdm log (samples/s only).
 
 The starved runs get one number above what they had, within the cores, with the job's samples/s in its reason;
@@ -46,7 +46,7 @@ def _label_workers(name: str) -> int:
 
 def _true_rate(name: str) -> float | None:
     """The training's own samples/s (its progress file) over its steady stretch: the first 2 s left out, as
-    scripts/h200_pulse_check.py does; None where the run has none (the 2-card starved run hung at its end)."""
+    lab/pulse_check.py does; None where the run has none (the 2-card starved run hung at its end)."""
     path = DATA / f"h200x2-pulse-{name}-progress.json"
     if not path.exists():
         return None

@@ -1,5 +1,5 @@
 """A third setting of each issue-11 mechanism, recorded on the 2-card H200 machine after the rules and their
-thresholds were set (lab/x2_mechanisms.py via `PHASES=validate scripts/h200_lab_x2.sh`; marks in
+thresholds were set (lab/x2_mechanisms.py via a one-off script (in git history, PHASES=validate); marks in
 lab/runs/x2-val-2026-11-30-marks.json): host-to-device copies of batch 512, num_workers=0 at batch 128, a
 2.72 GB checkpoint every 10 s, rank 1 hung on a 64 Mi-element all-reduce. No threshold saw these files. Every
 judged tick must be read right, live (raw) and offline; the shown verdict may lag by its hold.

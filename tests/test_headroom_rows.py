@@ -43,7 +43,6 @@ def test_a_wait_without_the_job_s_clock_is_bounded_by_the_busiest_card(name: str
 
 @pytest.mark.parametrize(("name", "bottleneck", "mechanism"), [
     ("h200-inside-a-2s-stacks.parquet", Bottleneck.HOST_STEP, Mechanism.HOST_COMPUTE),  # a CPU optimizer
-    ("h200-inside-d-2s.parquet", Bottleneck.COMPILE, Mechanism.RECOMPILE),  # torch.compile recompiling
     ("h200-inside-g-2s.parquet", Bottleneck.HOST_STEP, Mechanism.OTHER_THREAD),  # a thread holding the GIL
     ("h200-inside-g-2s.parquet", Bottleneck.HOST_STEP, Mechanism.PYTHON_STEP),  # the job's own Python loop
 ])
@@ -65,13 +64,24 @@ def test_a_host_phase_is_bounded_by_its_share_of_the_stack_samples(name: str, bo
 
 
 def test_a_host_phase_in_every_sample_bounds_nothing_and_says_what_is_lost() -> None:
-    # compile's main thread in 2 of 2 samples, the card busy under 1 %: no finite bound from either
-    got = [v for v in _of("h200-inside-d-2s.parquet", Bottleneck.COMPILE, kind="lost")]
+    # the job's own Python loop in every sample, the card busy under 1 %: no finite bound from either
+    got = [v for v in _of("h200-inside-c-2s.parquet", Bottleneck.HOST_STEP, Mechanism.PYTHON_STEP, kind="lost")]
     assert got
     for v in got:
         hr = v.headroom
-        assert hr.factor is None and hr.line().startswith("lost: the cards waited")
-        assert "stack samples: no bound" in hr.basis or "no share of the step from the stacks" in hr.basis
+        k, n = map(int, SAMPLES.search(hr.basis).groups())
+        assert k == n and hr.factor is None and hr.line().startswith("lost: the cards waited")
+        assert hr.basis.endswith("stack samples: no bound)")
+
+
+def test_a_compile_says_what_is_lost_whatever_its_stacks_say() -> None:
+    # work goes with the recompiles (real h200-pairs-recompile: 1/b 7.7x against 10.6x measured), so neither
+    # the busy share nor the stacks' share bounds what fixing them gives
+    got = _of("h200-inside-d-2s.parquet", Bottleneck.COMPILE, Mechanism.RECOMPILE)
+    assert got
+    for v in got:
+        assert v.headroom.kind == "lost" and v.headroom.factor is None
+        assert v.headroom.basis.startswith("the cards waited")
 
 
 def test_a_straggler_is_bounded_by_sm_activity_over_the_cards() -> None:

@@ -15,7 +15,7 @@ import pytest
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.offline.judge import judge
-from gpu_triage.recorder import record_source
+from gpu_triage.recording.headless import record_source
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.reader import open_trace

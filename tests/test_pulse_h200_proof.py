@@ -1,6 +1,6 @@
 """Issue #12's proof on 2 real H200s (2026-11-30, docs/h200.md "Job pulse on 2 H200s"), from the recordings kept.
 
-A real PyTorch training (scripts/h200_pulse_train.py) on 1 card, then 2 with DDP; starved (1 DataLoader worker
+A real PyTorch training (lab/pulse_train.py) on 1 card, then 2 with DDP; starved (1 DataLoader worker
 per rank), then fixed (12 workers). Beside each run `gpu-triage record --job-log` twice: with the pulse
 (h200x2-pulse-*) and from the tqdm log only (h200x2-joblog-*). The training's own count is in
 h200x2-pulse-*-progress.json. The 2-card starved training hung at its end (its ranks left the loop at different
@@ -36,8 +36,8 @@ def rec(name: str, kind: str = "pulse") -> Path:
 
 
 def _check_script() -> Any:
-    path = Path(__file__).resolve().parent.parent / "scripts" / "h200_pulse_check.py"
-    spec = importlib.util.spec_from_file_location("h200_pulse_check", path)
+    path = Path(__file__).resolve().parent.parent / "lab" / "pulse_check.py"
+    spec = importlib.util.spec_from_file_location("pulse_check", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

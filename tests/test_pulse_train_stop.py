@@ -1,4 +1,4 @@
-"""The pulse proof's training decides its last step on all ranks together (scripts/h200_pulse_train.py).
+"""The pulse proof's training decides its last step on all ranks together (lab/pulse_train.py).
 
 On 2026-11-30 the 2-card starved run hung at its end: each rank tested its own deadline, rank 0 left the loop
 and waited in the barrier while rank 1 started one more step and waited in its gradient all-reduce. Here two
@@ -18,11 +18,11 @@ import pytest
 
 from torch_needed import need_torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "h200_pulse_train.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "lab" / "pulse_train.py"
 
 
 def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("h200_pulse_train", SCRIPT)
+    spec = importlib.util.spec_from_file_location("pulse_train", SCRIPT)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,6 +1,6 @@
-"""Checks of the pulse proof (scripts/h200_pulse.sh): does what gpu-triage recorded match the training?
+"""Checks of the pulse proof (issue 12, 2 H200s, 2026-11-30; docs/h200.md): does what gpu-triage recorded match the training?
 
-usage: python3 h200_pulse_check.py RUNDIR NAME [NAME...]
+usage: python3 lab/pulse_check.py RUNDIR NAME [NAME...]
 For each run NAME, RUNDIR holds NAME-pulse.parquet (recorded with the pulse), NAME-log.parquet (recorded
 from the tqdm log only), NAME-progress.json (the training's own count). Over the training's steady stretch
 (its first step and the first 2 s after it left out, and the last second), compares the mean of the recorded

@@ -1,7 +1,7 @@
-"""A real PyTorch training for the pulse proof on the GPU machine (run by scripts/h200_pulse.sh).
+"""A real PyTorch training for the pulse proof on the GPU machine (issue 12's pulse proof, 2 H200s, 2026-11-30; docs/h200.md).
 
-usage: python3 h200_pulse_train.py --mode starved|fixed --seconds S --progress FILE.json
-       torchrun --standalone --nproc_per_node=2 h200_pulse_train.py ...   (DDP, one card per rank)
+usage: python3 lab/pulse_train.py --mode starved|fixed --seconds S --progress FILE.json
+       torchrun --standalone --nproc_per_node=2 lab/pulse_train.py ...   (DDP, one card per rank)
 
 An MLP (4096 -> 8192 -> 6 x 8192, bf16 autocast, AdamW) trained on a dataset whose every sample costs real
 CPU (~2 ms: a decode-and-augment stand-in), through ``gpu_triage.pulse.watch`` (the two lines a user adds).
@@ -123,7 +123,7 @@ def main() -> int:
     bar = None
     if rank == 0:
         if tqdm is None:
-            print("h200_pulse_train: tqdm is not installed: no progress bar (carry its wheel in .whl/)",
+            print("pulse_train: tqdm is not installed: no progress bar (carry its wheel in .whl/)",
                   file=sys.stderr, flush=True)
         else:
             bar = tqdm(desc=f"train {args.mode} x{world}", unit="it", file=sys.stderr, mininterval=0.2)
@@ -162,7 +162,7 @@ def main() -> int:
     if rank == 0:
         (t0, n0), (t1, n1) = own[0], own[-1]
         rate = (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
-        print(f"h200_pulse_train: {args.mode} x{world}: {n1} samples in {steps} steps; "
+        print(f"pulse_train: {args.mode} x{world}: {n1} samples in {steps} steps; "
               f"{rate:.1f} samples/s after the first step (the training's own count)", flush=True)
         with open(args.progress, "w") as fh:
             json.dump({"mode": args.mode, "world": world, "batch": BATCH, "tqdm": tqdm is not None,
