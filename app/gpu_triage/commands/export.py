@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 
-from gpu_triage.config import Config, stacks_wanted, wait_band
+from gpu_triage.config import Config, inside_settings, stacks_wanted
 from gpu_triage.errors import UserError
 from gpu_triage.export.monitor import Monitor
 from gpu_triage.export.run import Exporter
@@ -54,7 +54,7 @@ def run_export(args: argparse.Namespace, config: Config, *, stop: StopSignals | 
         # the stacks are read for the recording (--record) only: the metrics have no series for them
         stacks = bool(record_dir) and stacks_wanted(config, bool(getattr(args, "no_stacks", False)))
         source = make_source(args.source, gpus=args.gpus, seed=args.seed, interval_s=interval_s, stacks=stacks,
-                             band=wait_band(config))
+                             inside=inside_settings(config))
         if job is not None:
             from gpu_triage.sources.job import WithJob
 

@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpu_triage.config import Config, stacks_wanted, wait_band
+from gpu_triage.config import Config, inside_settings, stacks_wanted
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.dataset import check_dataset_dir, is_dataset_target
 from gpu_triage.recorder import QuietOnFailure, record_source
@@ -44,7 +44,7 @@ def run_record(args: argparse.Namespace, config: Config) -> int:
         monitor = monitor_for(job_log, getattr(args, "batch_size", None), config, use_pulse=spec == "live")
     source = make_source(spec, gpus=args.gpus, seed=args.seed, interval_s=interval_s, start=start,
                          stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))),
-                         band=wait_band(config))
+                         inside=inside_settings(config))
     if monitor is not None:
         from gpu_triage.sources.job import WithJob
 
@@ -71,7 +71,7 @@ def live_source(args: argparse.Namespace, config: Config, interval_s: float) -> 
     from gpu_triage.sources.job import WithJob, monitor_for  # noqa: PLC0415
 
     monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
-    source = make_source("live", interval_s=interval_s, band=wait_band(config),
+    source = make_source("live", interval_s=interval_s, inside=inside_settings(config),
                          stacks=stacks_wanted(config, bool(getattr(args, "no_stacks", False))))
     if monitor is None:
         return source

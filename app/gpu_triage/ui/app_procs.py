@@ -8,6 +8,7 @@ import time
 
 from textual.app import App
 
+from gpu_triage.config import Config, wait_band
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcControl, ProcDetails
 from gpu_triage.sources.base import AllHostProcesses, HostProcesses, InsideNotice, Source, SourceStatus, Wrapper
@@ -19,6 +20,7 @@ from gpu_triage.window import RollingWindow, WindowView
 class ProcTableActions(App[int]):
     """The process table's keys; the state they read and change is the app's (set in TriageApp.__init__)."""
 
+    config: Config
     window: RollingWindow
     source: Source | None
     procs: procview.ProcState
@@ -78,7 +80,7 @@ class ProcTableActions(App[int]):
         while source is not None and notice is None:
             notice = source.inside_notice() if isinstance(source, InsideNotice) else None
             source = source.inner if isinstance(source, Wrapper) else None
-        return inside_lines.pane_lines(view, notice, self._cited_pids())
+        return inside_lines.pane_lines(view, notice, self._cited_pids(), wait_band(self.config))
 
     def _cited_pids(self) -> frozenset[int]:
         """The processes whose main thread the shown verdict's evidence already describes (the pid of its
