@@ -241,8 +241,9 @@ class InProcessLoading(InsideRule):
     makes every batch in the training process, between the steps. From outside the same one core as the
     process's own Python (``one_core.py``); the stack names the Dataset.
 
-    Or in as many samples as the phase that leads, within sampling noise (``inside_tie_sigmas``), the two
-    together most of them: the loader and the loop's own work run one after the other on the one thread, the
+    Or in as many samples as the phase that leads, when that is the step's own host work (torch's code or the
+    process's Python on a CPU), within sampling noise (``inside_tie_sigmas``), the two together most of them:
+    the loader and the loop's own work run one after the other on the one thread, the
     samples cannot tell which takes longer, and the loader's share is the one that configuration alone takes off
     the step (workers make the batches while the step runs), so it is named first, as possible, with both shares
     in the evidence. Real held-out ``slow_collate_b256``: a pure-Python collate_fn 5 of 12 samples, the loop's
@@ -292,16 +293,22 @@ class ExternalWait(InsideRule):
                  "check the service's own latency and load: the GPU waits as long as it does"], [])
 
 
+# the step's own work on the host, the other side of a tie with the loader: what host_compute and python_step
+# name; a main thread that mostly waits (on the GPU, a socket, a lock) is read by the rules of what it waits on
+HOST_WORK = frozenset(HOST_COMPUTE + OWN_PYTHON)
+
+
 def _tie(p: ProcessInside, phases: tuple[str, ...], sigmas: float, most: float) -> Fact | None:
     """The sentence saying that ``p``'s main thread was in ``phases`` about as often as in the phase that leads
-    the others (their counts apart by at most ``sigmas`` x sqrt(their sum)), the two in at least ``most`` of its
-    samples; None where the samples tell them apart, or ``phases`` were not seen."""
+    the others, when that is the step's own host work (HOST_WORK; their counts apart by at most ``sigmas`` x
+    sqrt(their sum)), the two in at least ``most`` of its samples; None where the samples tell them apart, the
+    leading phase is a wait, or ``phases`` were not seen."""
     k = p.count(phases)
     others = {ph: c for ph, c in p.counts.items() if ph not in phases}
     if not k or not others:
         return None
     lead, c = max(others.items(), key=lambda pc: pc[1])
-    if c - k > sigmas * math.sqrt(c + k) or c + k < most * p.samples:
+    if lead not in HOST_WORK or c - k > sigmas * math.sqrt(c + k) or c + k < most * p.samples:
         return None
     at = f" at {p.frames[lead]}" if p.frames.get(lead) else ""
     return Fact(f"{p.name}'s main thread was in {lead}{at} in {c} of {p.samples} samples: too close to the loader's "
