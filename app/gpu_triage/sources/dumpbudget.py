@@ -7,17 +7,17 @@ wait at once: each new process earns its own burst. On the H200 a new waiting jo
 over ``--no-stacks`` (docs/performance.md), over the +0.5 % the sampler is allowed. A dump costs the monitor the
 same whichever process, thread or burst it is for, so the budget counts py-spy runs: a process's dump, a DataLoader
 worker's, and the second read of a dump that raced the interpreter ("torn"). The paces then decide what is due and
-the budget whether it runs now: a dump that finds the minute spent waits for a later round, and the least recently
-dumped process goes first, so a storm of new processes cannot starve one that waits longer.
+the budget whether it runs now: a dump the budget refuses waits for a later round, and the process that has waited
+longest for a dump goes first, so a storm of new processes cannot starve one that waits longer.
 
 The default, DUMPS_PER_MIN, follows from the measured cost per dump (docs/performance.md): the costliest session
 measured, f, spent +0.82 % of a core on at least 159 recorded dumps in 223 s (43 a minute): 11.5 ms of the
 monitor's CPU per dump at most, py-spy's own counted (the true figure is lower: failed reads were retried and are
 not all among the recorded samples). The longer session g spent 6.7 ms a dump, the first measurement 7 ms
 (one dump every 2 s for +0.35 %). +0.5 % of a core is 300 ms of CPU a minute: 26 dumps at the worst figure. 24 a
-minute keep the worst case at 0.46 % and the measured ordinary one at 0.27-0.28 %; one job alone is dumped about 25
-times in its first minute of waiting (a burst, then its paces), so the budget changes almost nothing for it.
-``[inside] dumps_per_min`` in the configuration sets it.
+minute keep the worst case at 0.46 % and the measured ordinary one at 0.27-0.28 %. One job alone asks about 24 in
+its first minute of waiting (a burst, then its paces), and keeps its burst and nearly all of its paces (AT_ONCE);
+processes that wait together share the minute. ``[inside] dumps_per_min`` in the configuration sets it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ DUMPS_PER_MIN = 24  # py-spy runs a minute across all processes (the derivation:
 WINDOW_S = 60.0
 # Runs in a row at most, for the default budget: the tokens then come back at 24 - 9 = 15 a minute, one process's
 # settled pace (a dump every 4 s), and the 9 cover a burst (6 dumps 0.5 s apart) and the first dumps of the 2 s pace
-# after it: one job alone keeps its burst and its paces. A smaller budget keeps half its minute for the pace.
+# after it: one job alone keeps its burst and its paces (its 2 s pace stretches to 4 s about 15 s after the burst,
+# where the tokens run out). A smaller budget keeps half its minute for the pace.
 AT_ONCE = 9
 DUMPS_PER_MIN_RANGE = (2, 600)  # the configuration's bounds: 600 a minute is ten dumps a second
 
