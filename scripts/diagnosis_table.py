@@ -41,7 +41,10 @@ INSIDE = [ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}-stacks.parquet" for p
 # judged against ``bottleneck``, the 0.5 s ones against ``without_stacks`` (what an honest reading without may be)
 INSIDE_V3 = [(ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}.parquet", key)
              for iv, key in (("2s", "bottleneck"), ("0.5s", "without_stacks")) for p in ("c", "d", "e")]
-NO_STACKS = [*INSIDE, *(p for p, key in INSIDE_V3 if key == "bottleneck")]
+# the held-out family of trace v4 (every thread of each dump, a burst when a card starts waiting), read the same way
+INSIDE_V4 = [(ROOT / "tests" / "data" / f"h200-inside-{p}-{iv}.parquet", key)
+             for iv, key in (("2s", "bottleneck"), ("0.5s", "without_stacks")) for p in ("f", "g")]
+NO_STACKS = [*INSIDE, *(p for p, key in (*INSIDE_V3, *INSIDE_V4) if key == "bottleneck")]
 X2_VAL = [ROOT / "tests" / "data" / f"h200x2-val-{m}-{iv}.parquet"
           for m in ("h2d", "loader0", "ddp-ckpt", "stuck") for iv in ("1s", "2s")]
 
@@ -138,7 +141,7 @@ def main() -> None:
     for p in (H200_TRACE_2S, H200_TRACE_05S, OWN_2S, OWN_05S, GEN_2S, GEN_05S, X2_COMM, X2_CUDA0, *X2_LAB, *X2_VAL,
               *INSIDE):
         rows += real_rows(p, show)
-    for p, key in INSIDE_V3:
+    for p, key in (*INSIDE_V3, *INSIDE_V4):
         rows += real_rows(p, show, key)
     for p in NO_STACKS:  # every recording with stacks, read without them: right or honest (``without_stacks``)
         rows += real_rows(p, show, "without_stacks", stripped=True)

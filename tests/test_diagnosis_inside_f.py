@@ -33,18 +33,6 @@ def _miss(name: str, stripped: bool, scenario: str, why: str, kinds: tuple[str, 
         MISSES[(name, stripped, scenario, kind)] = why
 
 
-_miss("h200-inside-f-2s", False, "slow_collate_b256",
-      "a pure-Python collate_fn with num_workers=0 reads host_step/host_compute: the main thread's samples find the "
-      "F.pad the loop applies to each batch (model, 7 of 12, active without the GIL) more often than the collate_fn "
-      "(loading, 5 of 12), though the lab's clock puts 83 % of the step in next(it); the F.pad is the loop's, not "
-      "under the collate (no fetch or collate frame below it in the dump), so no frame ties it to the loader")
-_miss("h200-inside-f-2s", False, "autograd_hook_p16",
-      "every judged tick reads other_thread (autograd's thread in the hook while the main thread waits in backward); "
-      "the recording's next-to-last tick, past the window, holds 6 of 13 such samples (the rest: the main thread "
-      "launching the forward and the optimizer), reads unexplained on a regime the offline reading takes for fresh, "
-      "and its back-dating relabels the window's last three judged ticks", ("segment",))
-
-
 def _cases(names: tuple, kind: str) -> list:
     out = []
     for entry in names:

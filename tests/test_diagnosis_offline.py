@@ -10,6 +10,7 @@ import pytest
 
 from gpu_triage.cli import main
 from gpu_triage.data import H200_TRACE_2S
+from gpu_triage.diagnosis.verdict import Verdict
 
 
 def test_json_segments_cover_the_trace_contiguously(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,3 +69,27 @@ def test_progress_reaches_a_terminal_and_stays_off_pipes() -> None:
     show(1000, 1000)
     text = tty.getvalue()
     assert "500/1000 ticks (50 %)" in text and text.endswith("1000/1000 ticks (100 %)\n")
+
+
+def _raw(bottleneck: str, judged_s: float | None = None) -> Verdict:
+    facts = {} if judged_s is None else {"regime_fresh": 1.0, "judged_s": judged_s, "regime_prior_run_s": 0.0}
+    return Verdict("steady_low", bottleneck, [0], 0.7, [], [], facts=facts)
+
+
+def test_a_late_reading_of_a_fresh_regime_does_not_relabel_the_ticks_before_it() -> None:
+    """Back-dating is for the ticks a fresh regime needed before it was first judged alone; a reading of the
+    same regime 20 s into it speaks for its own tick only. Real held-out autograd_hook_p16 (h200-inside-f):
+    every tick from the regime's confirmation read host_step, the next-to-last one unexplained (fresh, 20 s
+    judged), and its back-dating over the 6 s before it relabelled the window's last three judged ticks."""
+    from gpu_triage.diagnosis.thresholds import Thresholds
+    from gpu_triage.offline.timeline import smoothed_keys
+
+    th = Thresholds()
+    t = [2.0 * k for k in range(16)]
+    # busy until tick 5; a regime from tick 5, judged alone from tick 8 (6 s in), fresh to the end
+    raws = [_raw("none") for _ in range(8)] + [_raw("host_step", 2.0 * (k - 5)) for k in range(8, 16)]
+    raws[14] = _raw("unexplained", 2.0 * 9)
+    raws[15] = _raw("host_step")  # 20 s on, the regime is the whole recent stretch: judged as such, not fresh
+    keys = [b for _, b in smoothed_keys(t, raws, th, 2.0)]
+    assert keys[6:] == ["host_step"] * 10  # the first judged reading back-dated to the regime's start
+    assert keys[:5] == ["none"] * 5

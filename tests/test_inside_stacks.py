@@ -511,12 +511,13 @@ def test_a_snapshot_says_what_the_process_of_a_waiting_card_is_doing(
 
 def test_a_busy_card_is_not_looked_inside() -> None:
     from gpu_triage.model import GpuSample, ProcSample, Tick
-    from gpu_triage.sources.inside import waiting_processes
+    from gpu_triage.sources.waiting import WaitingCards
 
     tick = Tick(ts=datetime.now().astimezone(), interval_s=2.0,
                 gpus=[GpuSample(0, util_pct=97.0), GpuSample(1, util_pct=3.0), GpuSample(2, util_pct=None)],
                 procs=[ProcSample(10, 0), ProcSample(11, 1, worker_pids=[12, 13]), ProcSample(14, 2)])
-    assert waiting_processes(tick) == [(11, [12, 13])]  # card 2's GPU-Util unknown: not called waiting
+    # card 2's GPU-Util unknown: not called waiting
+    assert WaitingCards().update(tick) == ([(11, [12, 13])], {11})
 
 
 # py-spy 0.4.3's own stderr when a --nonblocking read raced a busy Python loop here (about one dump in twenty):

@@ -90,6 +90,24 @@ def test_without_samples_the_pane_says_why_none_are_read_while_a_card_waits() ->
     assert inside_lines.pane_lines(_view(ticks), "no stacks: py-spy is not installed") == []
 
 
+def test_the_pane_calls_a_card_waiting_as_the_sampler_does_with_the_band() -> None:
+    """The screen's "a card waits" is the sampler's band (sources/waiting.py), over the window's history: a card
+    at 52 % after 40 % still waits (a bare 50 % line said busy, and the notice vanished while the sampler still
+    looked); one at 48 % that never went under 45 % does not (the 50 % line said waiting)."""
+    from gpu_triage.sources.waiting import WaitBand
+
+    notice = "no stacks: py-spy is not installed"
+    ticks = [dataclasses.replace(t, stacks=[]) for t in _ticks(3)]
+    for t, util in zip(ticks, (80.0, 40.0, 52.0), strict=True):
+        t.gpus[0].util_pct = util
+    assert inside_lines.pane_lines(_view(ticks), notice) == [f"inside: {notice}"]
+    for t, util in zip(ticks, (80.0, 60.0, 48.0), strict=True):
+        t.gpus[0].util_pct = util
+    assert inside_lines.pane_lines(_view(ticks), notice) == []
+    # the configured band, not a copy of the default
+    assert inside_lines.pane_lines(_view(ticks), notice, band=WaitBand(49.0, 60.0)) == [f"inside: {notice}"]
+
+
 def test_hostile_and_long_frame_text_is_made_visible_and_bounded() -> None:
     evil = "x (a.py) < \x1b]2;PWN\x07\x1b[2J" + "A" * 5000 + " (\x9b.py)"
     view = _view(_ticks(frames=evil))

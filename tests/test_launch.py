@@ -220,3 +220,73 @@ def test_a_duration_ends_the_recording_without_setting_the_callers_stop(tmp_path
                                  0.1, duration_s=0.3, stop=caller, describe_machine=False, out=open(os.devnull, "w"))
     assert ticks == 3 and not caller.is_set()
     assert "recording stopped (duration reached)" in caplog.text
+
+
+FAKE_PYSPY = """#!{python}
+import json, sys
+pid = int(sys.argv[sys.argv.index("--pid") + 1])
+with open(f"/proc/{{pid}}/stat", "rb") as f:
+    stat = f.read()
+ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+with open({log!r}, "a") as f:
+    f.write(f"{{pid}} {{ppid}}\\n")
+print(json.dumps([{{"os_thread_id": pid, "thread_name": "MainThread", "active": False, "owns_gil": False,
+                   "frames": [{{"name": "wait_for_the_monitor", "short_filename": "job.py", "line": 1}}]}}]))
+"""
+
+
+def test_the_job_is_our_direct_child_and_the_stack_sampler_dumps_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Yama's ptrace_scope=1 asks of the launcher that can be checked on a machine without Yama: the job is
+    this process's own child (its parent pid is ours), it names us as its tracer, and when its card waits the
+    stack sampler points py-spy at that very pid. The outside is faked: the driver (a card at 0 % GPU-Util that
+    lists the job's pid once it runs) and py-spy (an executable that logs the pid it was given and that pid's
+    parent, read from /proc at the dump). Whether Yama then lets py-spy read the job is the kernel's part: not
+    checkable here (docs/recording.md, "gpu-triage run" under ptrace_scope=1)."""
+    import threading
+
+    import fake_nvml
+
+    pid_file, log = tmp_path / "job.pid", tmp_path / "dumps.log"
+    pyspy = tmp_path / "py-spy"
+    pyspy.write_text(FAKE_PYSPY.format(python=sys.executable, log=str(log)))
+    pyspy.chmod(0o755)
+    monkeypatch.setenv("GPU_TRIAGE_PYSPY", str(pyspy))
+    card = fake_nvml.FakeCard(util=0.0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.FakeNvml([card]))
+    job = textwrap.dedent(f"""
+        import os, sys, time
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        deadline = time.monotonic() + 60
+        def dumped():
+            return len(open({str(log)!r}).read().splitlines()) if os.path.exists({str(log)!r}) else 0
+        while dumped() < 4 and time.monotonic() < deadline:  # until the sampler has dumped us a few times
+            time.sleep(0.05)
+        sys.exit(0 if dumped() >= 4 else 4)
+    """)
+
+    def on_the_card() -> None:  # the driver lists the job's process once it has started
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        card.processes.append(fake_nvml.FakeProcess(int(pid_file.read_text()), usedGpuMemory=2 << 30))
+
+    driver = threading.Thread(target=on_the_card, daemon=True)
+    driver.start()
+    out = tmp_path / "run.parquet"
+    before = os.environ.get("GPU_TRIAGE_PULSE_DIR")
+    try:
+        assert main(["run", "--record", str(out), "--interval", "0.5", "--", sys.executable, "-c", job]) == 0
+    finally:
+        if before is None:
+            os.environ.pop("GPU_TRIAGE_PULSE_DIR", None)
+        else:
+            os.environ["GPU_TRIAGE_PULSE_DIR"] = before
+    driver.join(timeout=5)
+    job_pid = int(pid_file.read_text())
+    dumps = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert dumps and all(d == (job_pid, os.getpid()) for d in dumps), dumps
+    samples = [s for t in open_trace(out).ticks() for s in t.stacks]
+    assert any(s.pid == job_pid and s.role == "main" and s.error is None for s in samples)

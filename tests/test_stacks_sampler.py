@@ -235,6 +235,25 @@ def test_a_loop_waiting_for_its_workers_reads_so_with_py_spy_0_4_2s_bare_names()
     assert all(t.owns_gil is False for t in dump.threads)  # 0.4.2 says owns_gil: read, not None
 
 
+def test_a_batch_made_anywhere_under_the_single_process_iterator_is_loading() -> None:
+    """num_workers=0: the main thread drawing the batch's indices from a Python sampler, or pinning it, is making
+    its batch as much as in fetch or collate (the frames under _SingleProcessDataLoaderIter._next_data, innermost
+    first as py-spy 0.4.3 gives them); the workers' iterator waiting for a batch stays dataloader_wait."""
+    from gpu_triage.sources.phases import Phase, classify
+    from gpu_triage.sources.stacks import Frame, ThreadStack
+
+    below = {"sampler": Frame("MySampler.__iter__", "train.py", 12),
+             "pin": Frame("pin_memory", "torch/utils/data/_utils/pin_memory.py", 70)}
+    loop = (Frame("_SingleProcessDataLoaderIter._next_data", "torch/utils/data/dataloader.py", 789),
+            Frame("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py", 733), Frame("main", "train.py", 40))
+    for first in below.values():
+        assert classify(ThreadStack(1, "MainThread", True, (first, *loop))) is Phase.LOADING
+    waiting = (Frame("_MultiProcessingDataLoaderIter._get_data", "torch/utils/data/dataloader.py", 1285),
+               Frame("_MultiProcessingDataLoaderIter._next_data", "torch/utils/data/dataloader.py", 1440),
+               Frame("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py", 733))
+    assert classify(ThreadStack(1, "MainThread", False, waiting)) is Phase.DATALOADER_WAIT
+
+
 @needs_pyspy
 @needs_root
 @pytest.mark.parametrize("job", [SLEEPER], indirect=True, ids=["sleep"])

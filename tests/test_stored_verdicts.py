@@ -118,6 +118,20 @@ def test_a_gap_restarts_the_window_and_a_failed_diagnosis_costs_only_that_ticks_
     assert stored[200:] == _recomputed(path, config)[200:]
 
 
+def test_offline_verdicts_chain_the_engine_s_error_to_the_one_they_raise() -> None:
+    """offline.judge.verdicts raises where a tick's diagnosis failed: its traceback carries the engine's own
+    exception (``raise ... from``), not only its text."""
+    from gpu_triage.offline.judge import verdicts
+
+    config = Config()
+    source = _Skipping(_phased(), jump_at=10**9, broken={5})
+    ticks = [source.sample() for _ in range(8)]
+    with pytest.raises(RuntimeError, match="diagnosing the tick at") as caught:
+        verdicts(ticks, 2.0, config.thresholds, config.window_s, 8)
+    cause = caught.value.__cause__
+    assert cause is not None and type(cause).__name__ in str(caught.value)
+
+
 def _exported(rec: RetryingRecording, source: SimulatedSource, n: int, config: Config) -> None:
     """``n`` ticks through export's own path: one judge for the metrics and the recording."""
     monitor = Monitor(source.host_info(), config, source.name, 2.0)

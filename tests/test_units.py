@@ -35,3 +35,15 @@ def test_short_form_is_the_same_units_compact() -> None:
     assert short_bytes(12 << 10) == "12K"
     assert short_bytes(0) == "0"
     assert short_bytes(100) == "100B"
+
+
+def test_a_percentage_is_one_formatter_for_the_panes_and_the_process_table() -> None:
+    from gpu_triage import proc_columns
+    from gpu_triage.model import ProcSample
+    from gpu_triage.ui.formatters import pct
+    from gpu_triage.units import fmt_pct
+
+    assert [fmt_pct(v) for v in (42.4, 100.0, None, float("nan"))] == ["42%", "100%", "n/a", "n/a"]
+    assert pct(7.0) == fmt_pct(7.0, 4) == "  7%" and pct(None) == " n/a"
+    row = proc_columns.values(ProcSample(1, 0, cpu_pct=99.6, sm_pct=None), "alice", None, None)
+    assert (row["CPU%"], row["GPU%"]) == ("100%", "n/a")

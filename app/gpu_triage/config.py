@@ -23,6 +23,7 @@ from typing import Any
 
 from gpu_triage.diagnosis.thresholds import DEFAULT_WINDOW_S, Thresholds
 from gpu_triage.errors import UserError, user_path
+from gpu_triage.sources.dumpbudget import DUMPS_PER_MIN, DUMPS_PER_MIN_RANGE, InsideSettings
 from gpu_triage.sources.waiting import WaitBand
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Config:
     inside_enabled: bool = True  # [inside] enabled: py-spy looks inside the processes whose card waits (live)
     inside_enter_pct: float = 45.0  # [inside] waiting_enter_pct: a card below this GPU-Util starts waiting
     inside_leave_pct: float = 55.0  # [inside] waiting_leave_pct: a waiting card above this stops waiting
+    inside_dumps_per_min: int = DUMPS_PER_MIN  # [inside] dumps_per_min: py-spy runs a minute, all processes together
 
     @property
     def window_ticks(self) -> int:
@@ -128,7 +130,7 @@ _SECTIONS = {
     "ui": {"theme", "color_gpu", "color_sm", "color_alert", "panes"},
     "recording": {"directory"},
     "job": {"batch_size", "log_regex"},
-    "inside": {"enabled", "waiting_enter_pct", "waiting_leave_pct"},
+    "inside": {"enabled", "waiting_enter_pct", "waiting_leave_pct", "dumps_per_min"},
 }
 
 
@@ -287,6 +289,12 @@ def _inside(cfg: Config, inside: dict[str, Any], bad: Bad) -> None:
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 100:
                 raise bad(f"inside.{key}", f"must be a GPU-Util percentage, 0 to 100, got {v!r}")
             setattr(cfg, attr, float(v))
+    if "dumps_per_min" in inside:
+        v, (lo, hi) = inside["dumps_per_min"], DUMPS_PER_MIN_RANGE
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise bad("inside.dumps_per_min", f"must be a whole number of py-spy runs a minute, {lo} to {hi}, "
+                      f"got {_shown(v)}")
+        cfg.inside_dumps_per_min = v
     if cfg.inside_enter_pct > cfg.inside_leave_pct:
         raise bad("inside.waiting_enter_pct", f"must not be above waiting_leave_pct ({cfg.inside_leave_pct:g}), "
                   f"got {cfg.inside_enter_pct:g}")
@@ -298,8 +306,13 @@ def stacks_wanted(config: Config, no_stacks: bool) -> bool:
 
 
 def wait_band(config: Config) -> WaitBand:
-    """The configured hysteresis band of "a card waits" (sources/waiting.py), for the stack sampler."""
+    """The configured hysteresis band of "a card waits" (sources/waiting.py): the stack sampler's and the screen's."""
     return WaitBand(config.inside_enter_pct, config.inside_leave_pct)
+
+
+def inside_settings(config: Config) -> InsideSettings:
+    """What the stack sampler is configured with: the waiting band and its dump budget (sources/dumpbudget.py)."""
+    return InsideSettings(wait_band(config), config.inside_dumps_per_min)
 
 
 def _is_colour(value: str) -> bool:

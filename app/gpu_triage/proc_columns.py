@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpu_triage.model import ProcSample
 from gpu_triage.safetext import clean
-from gpu_triage.units import short_bytes
+from gpu_triage.units import fmt_pct, short_bytes
 
 COMMAND = "COMMAND"
 COMMAND_MIN = 20  # the COMMAND heading with the table's state beside it ("COMMAND [by card ↑]")
@@ -160,20 +160,16 @@ def workers_cpu(wcpu: list[float], width: int = 13) -> str:
     return f"avg {sum(wcpu) / len(wcpu):.0f} max {max(wcpu):.0f}"
 
 
-def pct(v: float | None) -> str:
-    return f"{v:.0f}%" if v is not None and v == v else "n/a"
-
-
 def values(p: ProcSample, user: str | None, rss_bytes: int | None, elapsed_s: float | None) -> dict[str, str]:
     """A process's cells by column name (COMMAND aside): None is "n/a", never 0."""
-    out = {"PID": str(p.pid), "USER": user or "n/a", "CPU%": pct(p.cpu_pct),
+    out = {"PID": str(p.pid), "USER": user or "n/a", "CPU%": fmt_pct(p.cpu_pct),
            "RSS": short_bytes(rss_bytes), "TIME": elapsed(elapsed_s)}
     if p.gpu_index >= 0:  # host-only rows have no card, no workers counted (HOST_COLUMNS)
         out.update({
             "OWNER": owner_cell(p), "GPU": str(p.gpu_index), "GPU MEM": short_bytes(p.gpu_mem_bytes),
             # GPU%: the process's own share of its card's time (not the card's SM activity), as the driver
             # samples it; no sample: n/a
-            "GPU%": pct(p.sm_pct), "WORKERS": "n/a" if p.workers is None else str(p.workers),
+            "GPU%": fmt_pct(p.sm_pct), "WORKERS": "n/a" if p.workers is None else str(p.workers),
             WORKERS_CPU: "n/a" if p.workers is None else workers_cpu(p.workers_cpu_pct or []),
         })
     return out

@@ -46,6 +46,14 @@ def fmt_rate(n: float | None, *, signed: bool = False, digits: int = 1) -> str:
     return fmt_bytes(n, per_s=True, signed=signed, digits=digits)
 
 
+def fmt_pct(v: float | None, width: int = 0) -> str:
+    """A percentage as a whole number: 42.4 -> "42%"; None or NaN -> "n/a"; right-aligned in ``width`` cells
+    where given (the panes' columns), as it comes where not (a table that pads its own cells)."""
+    if v is None or _missing(v):
+        return "n/a".rjust(width)
+    return f"{v:.0f}%".rjust(width)
+
+
 def short_bytes(n: float | None, *, suffix: str = "") -> str:
     """The dashboard's compact form of the same binary units: 1.2G, 340M, 12K (two significant figures
     below 10, whole numbers above); None or NaN -> "n/a", 0 -> "0"."""

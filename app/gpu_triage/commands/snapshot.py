@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_triage import proc_columns
-from gpu_triage.config import Config, stacks_wanted, wait_band
+from gpu_triage.config import Config, inside_settings, stacks_wanted
 from gpu_triage.diagnosis.engine import COLLECTING, format_confidence
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.diagnosis.worth import Headroom
@@ -100,7 +100,8 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
         ticks: list[Tick] = []
         # a live reading also looks inside the processes whose card waits, once a tick (a one-shot reading
         # has no screen to keep fluid: the dumps run in line)
-        inside = None if simulated or not stacks else InsideSampler(every_s=interval_s, band=wait_band(config))
+        inside = (None if simulated or not stacks
+                  else InsideSampler(every_s=interval_s, settings=inside_settings(config)))
         for k in range(n):
             if k and not simulated:  # the simulator keeps its own clock: no need to wait for it
                 sleep(interval_s)

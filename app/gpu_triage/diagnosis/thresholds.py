@@ -23,8 +23,11 @@ class Thresholds:
     cpu_saturated_share: float = 0.5  # ... in at least this share of the stall ticks (SageMaker: > half the time)
     core_pegged_pct: float = 90.0  # one core at or above this is pegged (a lone DataLoader worker)
     proc_busy_pct: float = 85.0  # a training process at or above this % of one core computes all the time
-    starved_main_max_pct: float = 70.0  # a training process starved by its DataLoader waits for each batch off
-    # CPU (real starved loaders: 8-53 % of a core); above this its pegged children are not a starved loader
+    starved_main_max_pct: float = 60.0  # a training process starved by its DataLoader waits for each batch off
+    # CPU: for more than half of each step (job_wait_share_pct's line: then the input sets the pace), so its main
+    # thread is on a CPU at most half the time, its helper threads (pin memory, CUDA's) adding a few points; above
+    # this its pegged children are not a starved loader. Real starved loaders 8-53 % of a core, a process that
+    # was not waiting for its children 70-98 %: 60 is 7 points above the one and 10 below the other
     others_quiet_pct: float = 25.0  # the cores that are not pegged are "idle" below this mean busy (and a
     # starting process below this share of a core waits for something else: not a start-up)
     lone_cores_per_core: float = 8.0  # "a few pegged cores": at most max(2, cores / this)
@@ -67,6 +70,8 @@ class Thresholds:
     inside_likely_samples: float = 4.0  # a stack-based reading resting on fewer samples in its phase (in the
     # process with the fewest) is possible, not likely: 2 of 2 happen by chance to a phase taking 30 % of the
     # step 9 % of the time, 4 of 4 under 1 %; at one dump per 2 s tick, 8 s of waiting: longer than hold_s
+    inside_tie_sigmas: float = 2.0  # a phase leads another only by more than this many standard deviations of
+    # the split of their samples (sqrt of their sum; 2: the usual 95 %): 7 against 5, or 5 against 2, is a tie
     job_wait_share_pct: float = 50.0  # job's data-wait share above: more than half of each step without a batch
     job_wait_low_pct: float = 10.0  # ... below: the steps do not wait for data; the loader rules stand aside
     hung_min_s: float = 30.0  # a collective waiting this long with no traffic is hung, not slow

@@ -223,7 +223,7 @@ def verdicts(ticks: list[Tick], interval_s: float, thresholds: Thresholds, windo
     for tick in ticks:
         j = judge.take(tick)
         if j.raw is None or j.shown is None:
-            raise RuntimeError(f"diagnosing the tick at {tick.ts} failed: {j.error}")
+            raise RuntimeError(f"diagnosing the tick at {tick.ts} failed: {j.error}") from j.cause
         out.append((tick, j.raw, j.shown))
         if progress is not None and len(out) % 500 == 0 and len(out) < len(ticks):
             progress(len(out), len(ticks))

@@ -83,7 +83,9 @@ def smoothed_keys(t: list[float], raws: list[Verdict], thresholds: Thresholds,
 
     1. **Back-dating**: a raw verdict that judged a fresh regime (span.judged_span: a step held for
        ``max(regime_min_s, 3 ticks)``) also speaks for the ticks it needed to confirm it, up to that length
-       back, instead of only from the moment it was confirmed. Not further: when a sawtooth stops, its last
+       back, instead of only from the moment it was confirmed; only for the ticks before the regime was first
+       judged alone (the verdicts after that judged it themselves: a reading 20 s into the regime does not
+       relabel the 6 s before it). Not further: when a sawtooth stops, its last
        low phase and the idle after it form one block, and only the data after the last burst may say idle;
        and only over the part of the block longer than the longest earlier run in its band, since the first
        ticks of that block looked exactly like one more low phase of the cycle.
@@ -97,15 +99,22 @@ def smoothed_keys(t: list[float], raws: list[Verdict], thresholds: Thresholds,
     confirm_s = max(thresholds.regime_min_s, 3 * interval_s)
     pat = [r.pattern for r in raws]
     bot = [r.bottleneck for r in raws]
+    confirmed = 0  # the first tick whose verdict judged the regime now judged (its start: t - judged_s)
     for i, r in enumerate(raws):
-        if r.facts.get("regime_fresh") == 1.0 and r.facts.get("judged_s", 0.0) > 0:
-            # only what outlasted the longest earlier run in that band (a cycle's phase) is the new regime
-            distinct_s = r.facts["judged_s"] - r.facts.get("regime_prior_run_s", 0.0)
-            first = t[i] - min(max(distinct_s, 0.0), confirm_s)
-            j = i
-            while j > 0 and t[j - 1] > first + 1e-6:
-                j -= 1
-                pat[j], bot[j] = r.pattern, r.bottleneck
+        fresh = r.facts.get("regime_fresh") == 1.0 and r.facts.get("judged_s", 0.0) > 0
+        if not fresh:
+            continue
+        if not (i and _same_regime(raws[i - 1], t[i - 1], r, t[i], interval_s)):
+            confirmed = i
+        # only what outlasted the longest earlier run in that band (a cycle's phase) is the new regime
+        distinct_s = r.facts["judged_s"] - r.facts.get("regime_prior_run_s", 0.0)
+        first = t[i] - min(max(distinct_s, 0.0), confirm_s)
+        # the ticks before the regime was first judged alone, and only those: from then on each tick's own
+        # verdict judged it, and a later reading of it (a flicker at its end) must not relabel them
+        j = min(i, confirmed)
+        while j > 0 and t[j - 1] > first + 1e-6:
+            j -= 1
+            pat[j], bot[j] = r.pattern, r.bottleneck
     keys: list[tuple[str, str]] = []
     lo = hi = 0
     for i in range(n):
@@ -115,6 +124,14 @@ def smoothed_keys(t: list[float], raws: list[Verdict], thresholds: Thresholds,
             hi += 1
         keys.append((_mode(pat, lo, hi, pat[i]), _mode(bot, lo, hi, bot[i])))
     return _absorb_short(keys, t, hold_s)
+
+
+def _same_regime(a: Verdict, ta: float, b: Verdict, tb: float, interval_s: float) -> bool:
+    """Whether the verdicts at ``ta`` and ``tb`` (consecutive ticks) both judged the same fresh regime: the
+    stretch each judged starts at the same moment, within a tick."""
+    if a.facts.get("regime_fresh") != 1.0:
+        return False
+    return abs((ta - a.facts.get("judged_s", 0.0)) - (tb - b.facts.get("judged_s", 0.0))) <= interval_s + 1e-6
 
 
 def _absorb_short(keys: list[tuple[str, str]], t: list[float], min_s: float) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gpu_triage.config import Config, wait_band
+from gpu_triage.config import Config, inside_settings
 from gpu_triage.sources.base import Source
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def recorded_source(
     from gpu_triage.sources.spec import make_source  # noqa: PLC0415 - NVML or the simulator: lazily
 
     source = make_source(spec, gpus=gpus, seed=seed, interval_s=interval_s, start=start, stacks=stacks,
-                         band=wait_band(config))
+                         inside=inside_settings(config))
     if monitor is None:
         return source
     from gpu_triage.sources.job import WithJob  # noqa: PLC0415

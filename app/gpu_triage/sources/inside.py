@@ -6,8 +6,10 @@ delay a tick nor pace it. Why only while a card waits (sources/waiting.py: a 45/
 that keeps its card busy needs no explanation, and a healthy job is then not touched at all. The pace: a burst of
 BURST_DUMPS dumps BURST_EVERY_S apart when a process's card starts waiting (at most one per BURST_COOLDOWN_S),
 then one per ``every_s`` for KEEP dumps, then one per ``every_s`` x SETTLED_FACTOR while the wait lasts; its
-DataLoader workers one at a time in turn. So the cost is bounded whatever the job: 5-10 ms of py-spy CPU per dump
-on a real H200 job, the job's step time unchanged beyond its spread (docs/performance.md).
+DataLoader workers one at a time in turn. Whatever the paces ask, every py-spy run of every process draws on one
+budget a minute (sources/dumpbudget.py: 24 by default), so the cost is bounded whatever the jobs and however many
+start: 5-10 ms of py-spy CPU per dump on a real H200 job, the job's step time unchanged beyond its spread
+(docs/performance.md).
 
 The reports are kept per (pid, start time), so a pid reused by another process starts afresh, and over the last
 ``keep`` dumps only: the phase shares follow the job as it changes.
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 
 from gpu_triage.model import StackSample, Tick
 from gpu_triage.safetext import clean
+from gpu_triage.sources.dumpbudget import DumpBudget, InsideSettings
 from gpu_triage.sources.phases import (
     Phase,
     PhaseShare,
@@ -42,13 +45,12 @@ from gpu_triage.sources.phases import (
 )
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, StackDump, StackReader, ThreadStack
 from gpu_triage.sources.threads import ThreadInfo, ThreadReader, busy_threads
-from gpu_triage.sources.waiting import WaitBand, WaitingCards
+from gpu_triage.sources.waiting import WaitingCards
 
 log = logging.getLogger(__name__)
 
 EVERY_S = 2.0  # one dump per process per this many seconds at most, past a burst
 KEEP = 15  # dumps kept per process: 30 s at the default pace
-WAITING_UTIL_PCT = 50.0  # the middle of the waiting band (sources/waiting.py): what the screen calls waiting
 # When a card starts waiting its processes are dumped BURST_DUMPS times, BURST_EVERY_S apart, then at the
 # ordinary pace: a verdict that needs the stacks has six within 3 s of the wait beginning instead of one or two.
 # At most one burst per process per BURST_COOLDOWN_S, so a card that comes and goes cannot keep the rate up:
@@ -108,8 +110,9 @@ class InsideReport:
 
 
 class _Followed:
-    def __init__(self, start: int | None) -> None:
+    def __init__(self, start: int | None, since: float) -> None:
         self.start = start
+        self.since = since  # when it was first due: its place in the queue until its first dump
         self.dumps: deque[tuple[StackDump, list[ThreadInfo] | None]] = deque(maxlen=KEEP)
         self.last = 0.0
         self.next_worker = 0
@@ -119,6 +122,11 @@ class _Followed:
         self.said: dict[int, str] = {}  # the error last given as a sample, per pid dumped (the process, a worker)
         self.burst_left = 0  # dumps still to take at the burst's pace
         self.taken = 0  # dumps taken since it started waiting
+
+    @property
+    def waited_since(self) -> float:
+        """Since when it has waited for a dump: its last one, or since it was first due."""
+        return self.last if self.taken else self.since
 
 
 def _stat_field(pid: int, proc_root: str, k: int) -> int | None:
@@ -145,12 +153,15 @@ class InsideSampler:
 
     def __init__(self, stacks: StackReader | None = None, threads: ThreadReader | None = None, *,
                  every_s: float = EVERY_S, proc_root: str = "/proc",
-                 clock: Callable[[], float] = time.monotonic, band: WaitBand | None = None,
+                 clock: Callable[[], float] = time.monotonic, settings: InsideSettings | None = None,
                  burst_dumps: int = BURST_DUMPS, burst_every_s: float = BURST_EVERY_S) -> None:
+        settings = settings or InsideSettings()
         self.stacks = stacks or StackReader()
         self.threads = threads or ThreadReader(proc_root)
         self.every_s = every_s
-        self.cards = WaitingCards(band)
+        self.cards = WaitingCards(settings.band)
+        # every py-spy run of every process counts against one budget a minute (sources/dumpbudget.py)
+        self.budget = DumpBudget(settings.dumps_per_min, clock)
         self.burst_dumps = burst_dumps
         self.burst_every_s = min(burst_every_s, every_s)
         self.settled_s = every_s * SETTLED_FACTOR
@@ -235,7 +246,8 @@ class InsideSampler:
 
     def step(self) -> None:
         """One round: each wanted process not dumped within ``every_s`` is dumped once, with one worker, the
-        least recently dumped first, until ROUND_S has passed: the processes left wait for the next round."""
+        least recently dumped first, until ROUND_S has passed or the minute's dump budget is spent: the processes
+        left wait for a later round (a burst's dumps too: it goes on when the budget allows)."""
         deadline = time.monotonic() + ROUND_S
         with self._lock:
             want = list(self._want)
@@ -246,8 +258,10 @@ class InsideSampler:
             for pid in [p for p in self._followed if p not in live]:
                 del self._followed[pid]
                 self.threads.forget(pid)
-            last = {pid: f.last for pid, f in self._followed.items()}
-        want.sort(key=lambda w: last.get(w[0], float("-inf")))  # a process a slow round left out goes first
+            waited = {pid: f.waited_since for pid, f in self._followed.items()}
+        # the process that has waited longest for a dump goes first (one a slow round or a spent budget left out;
+        # one never dumped counts from when it was first due): a storm of new processes cannot starve an old one
+        want.sort(key=lambda w: waited.get(w[0], now))
         for pid, workers in want:
             if time.monotonic() >= deadline:
                 break
@@ -256,16 +270,18 @@ class InsideSampler:
             with self._lock:
                 f = self._followed.get(pid)
                 if f is None or f.start != start:  # new, or its pid now another process's
-                    f = self._followed[pid] = _Followed(start)
+                    f = self._followed[pid] = _Followed(start, now)
                 if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
                     self._burst_at[pid], f.burst_left = now, self.burst_dumps
                 pace = self.burst_every_s if f.burst_left else self.every_s if f.taken < KEEP else self.settled_s
                 if now - f.last < pace * PACE_SLACK:
                     continue
+                if not self.budget.take():  # the minute's dumps are spent: it keeps its place in the queue
+                    continue
                 f.last = now
                 f.burst_left = max(0, f.burst_left - 1)
                 f.taken += 1
-            dump = self.stacks.dump(pid, deadline)
+            dump = self.stacks.dump(pid, deadline, self.budget.take)
             threads = self.threads.read(pid, self._clock())
             if _start_time(pid, self.proc_root) != start:
                 continue  # the process ended during its dump and its pid is another's: neither is this one
@@ -277,8 +293,8 @@ class InsideSampler:
                 f.next_worker += 1
                 # the worker pids are a tick old and workers re-spawn each epoch: a pid is dumped as this
                 # process's worker only while it is its child, before and after the dump
-                if _parent_of(w, self.proc_root) == pid:
-                    wdump = self.stacks.dump(w, deadline)
+                if _parent_of(w, self.proc_root) == pid and self.budget.take():
+                    wdump = self.stacks.dump(w, deadline, self.budget.take)
                     if _parent_of(w, self.proc_root) == pid:
                         worker_phase = (w, classify(wdump.main))
                         samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))
@@ -350,13 +366,6 @@ def _count(phases: Iterable[Phase]) -> dict[Phase, int]:
     for p in phases:
         out[p] = out.get(p, 0) + 1
     return out
-
-
-def waiting_processes(tick: Tick, band: WaitBand | None = None) -> list[tuple[int, list[int]]]:
-    """The GPU processes of ``tick`` whose card waits with no history (GPU-Util under the band's entry), with
-    their workers; a card whose GPU-Util is not known is not called waiting. A sampler that follows ticks
-    uses :meth:`InsideSampler.follow`, which keeps each card's state between them."""
-    return WaitingCards(band).update(tick)[0]
 
 
 def report_json(r: InsideReport) -> dict[str, object]:

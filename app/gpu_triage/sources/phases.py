@@ -82,7 +82,11 @@ RULES: tuple[Rule, ...] = (
                                        "_MultiProcessingDataLoaderIter._get_data",
                                        "_MultiProcessingDataLoaderIter._try_get_data"),
          bare_in="torch/utils/data/dataloader.py", bare=("_get_data", "_try_get_data")),
-    Rule(Phase.LOADING, files=("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py")),
+    # anywhere under the single-process iterator's _next_data the batch is made in the training process: its
+    # indices drawn (a Python sampler), fetched, collated, pinned; py-spy 0.4.2's bare "_next_data" is also the
+    # workers' iterator's, so only the qualified name (0.4.3) says which
+    Rule(Phase.LOADING, files=("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py"),
+         names=("_SingleProcessDataLoaderIter._next_data",)),
     Rule(Phase.OPTIMIZER, files=("torch/optim/",)),
     Rule(Phase.BACKWARD, files=("torch/autograd/",)),
     Rule(Phase.GPU_SYNC, names=("synchronize",), files=("torch/cuda/streams.py",)),

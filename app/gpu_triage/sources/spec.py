@@ -11,7 +11,7 @@ from typing import Any
 
 from gpu_triage.errors import UserError
 from gpu_triage.sources.base import Source
-from gpu_triage.sources.waiting import WaitBand
+from gpu_triage.sources.dumpbudget import InsideSettings
 
 
 def sim_scenarios() -> tuple[str, ...]:
@@ -24,17 +24,17 @@ def sim_scenarios() -> tuple[str, ...]:
 
 def make_source(
     spec: str, *, gpus: int = 8, seed: int = 0, interval_s: float = 2.0, start: datetime | None = None,
-    stacks: bool = False, band: WaitBand | None = None,
+    stacks: bool = False, inside: InsideSettings | None = None,
 ) -> Source:
     """The source named by ``--source``: ``live`` or ``sim:SCENARIO``; UserError listing what is allowed.
     ``stacks``: the live source reads its waiting processes' stacks (a simulated one has none to read), a card
-    waiting as ``band`` says (sources/waiting.py)."""
+    waiting and its dumps budgeted as ``inside`` says (sources/waiting.py, sources/dumpbudget.py)."""
     allowed = "live, or sim:SCENARIO with SCENARIO one of " + ", ".join(sim_scenarios())  # light: no simulator
     if spec == "live":
         from gpu_triage.sources.inside import InsideSampler  # noqa: PLC0415 - lazy, with the live source
         from gpu_triage.sources.live import LiveSource  # noqa: PLC0415 - lazy: NVML loads only when asked
 
-        return LiveSource(inside=InsideSampler(band=band) if stacks else None)
+        return LiveSource(inside=InsideSampler(settings=inside) if stacks else None)
     if spec.startswith("sim:"):
         scenario = spec[4:]
         if scenario not in sim_scenarios():

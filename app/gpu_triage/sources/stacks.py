@@ -21,7 +21,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpu_triage.safetext import clean
@@ -257,15 +257,18 @@ class StackReader:
             said = self.refused if key == "pyspy_refused" else ACCESS_PROBLEMS.get(key, key)
             log.warning("stacks of pid %d: %s", pid, said)
 
-    def dump(self, pid: int, deadline: float | None = None) -> StackDump:
+    def dump(self, pid: int, deadline: float | None = None, may_retry: Callable[[], bool] | None = None) -> StackDump:
         """One dump of ``pid``, given up at ``deadline`` (``time.monotonic``) where that comes before the dump's
-        own ``timeout_s``: a caller dumping many processes bounds the whole round, not each dump."""
+        own ``timeout_s``: a caller dumping many processes bounds the whole round, not each dump. A read that raced
+        the interpreter is read once more, if ``may_retry`` (asked then: a second py-spy run) allows it."""
         count = thread_count(pid)
         if count is not None and count > PYSPY_MAX_THREADS:
             self._say("threads", pid)
             return StackDump(pid, time.time(), 0.0, (), "threads")
         first = self._dump_once(pid, deadline)
         if first.error != "torn" or (deadline is not None and time.monotonic() >= deadline):
+            return first
+        if may_retry is not None and not may_retry():
             return first
         again = self._dump_once(pid, deadline)  # once more, at once: the race is over in microseconds
         if again.error == "torn":

@@ -14,6 +14,7 @@ idle card): the sampler takes a short burst of dumps of such a process then
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpu_triage.model import Tick
@@ -32,6 +33,23 @@ class WaitBand:
     def __post_init__(self) -> None:
         if not 0.0 <= self.enter_pct <= self.leave_pct <= 100.0:
             raise ValueError(f"a waiting band needs 0 <= enter ({self.enter_pct}) <= leave ({self.leave_pct}) <= 100")
+
+
+def still_waits(waited: bool, util_pct: float | None, band: WaitBand) -> bool:
+    """One step of the band's hysteresis: whether a card that ``waited`` at the last reading waits after one of
+    ``util_pct`` (None: not known, no news: its state is kept)."""
+    if util_pct is None or util_pct != util_pct:  # None, or NaN as a window's column holds a missing reading
+        return waited
+    return util_pct <= band.leave_pct if waited else util_pct < band.enter_pct
+
+
+def waits_after(utils: Iterable[float | None], band: WaitBand) -> bool:
+    """Whether a card whose GPU-Util read ``utils`` (oldest first, from a state of not waiting) waits after the
+    last: the screen reads its window's history as the sampler read the ticks, so both call the same cards waiting."""
+    waited = False
+    for u in utils:
+        waited = still_waits(waited, u, band)
+    return waited
 
 
 class WaitingCards:
@@ -54,14 +72,10 @@ class WaitingCards:
         seen = set()
         for g in tick.gpus:
             seen.add(g.index)
-            u = g.util_pct
-            if u is None:
-                continue
-            if g.index in self._waiting:
-                if u > self.band.leave_pct:
-                    self._waiting.discard(g.index)
-            elif u < self.band.enter_pct:
+            if still_waits(g.index in self._waiting, g.util_pct, self.band):
                 self._waiting.add(g.index)
+            else:
+                self._waiting.discard(g.index)
         self._waiting &= seen
         procs: dict[int, list[int]] = {}
         for p in tick.procs:

@@ -25,7 +25,7 @@ from textual.containers import Vertical
 from textual.filter import Monochrome, NoColor
 from textual.message import Message
 
-from gpu_triage.config import PANES, Config
+from gpu_triage.config import PANES, Config, wait_band
 from gpu_triage.feeds import LiveFeed
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.safetext import clean_lines
@@ -129,7 +129,7 @@ class TriageApp(App[int]):
                              labels=labels or [], state_text=self._state_text)
         self.recording = Recording(self, config, self.host, self.interval_s)
         self.procs = ProcTable(self, source, lambda: self.window.last, lambda: self._status)
-        self.frame = Frame(source, self.colours, self.verdicts, self.procs)
+        self.frame = Frame(source, self.colours, self.verdicts, self.procs, wait_band(config))
         self.publish_metrics: Callable[[Judgement, SourceStatus], object] | None = None  # live --metrics (ui/run.py)
         self.paused = False
         self.selected = 0  # the card selected (the detail screen's, Enter)

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from gpu_triage.config import PANES
 from gpu_triage.sources.base import InsideNotice, JobSource, Source, SourceStatus, Wrapper
+from gpu_triage.sources.waiting import WaitBand
 from gpu_triage.ui import gpu_pane, host_panes, inside_lines, job_pane, verdict_pane
 from gpu_triage.ui.app_procs import ProcTable
 from gpu_triage.ui.app_verdict import ShownVerdict
@@ -22,8 +23,10 @@ Drawn = dict[str, tuple[Text, int]]  # each pane's text and its lines (0: not sh
 class Frame:
     """The panes' texts from the window's view, the shown verdict and the process table."""
 
-    def __init__(self, source: Source | None, colours: Colours, verdicts: ShownVerdict, procs: ProcTable) -> None:
+    def __init__(self, source: Source | None, colours: Colours, verdicts: ShownVerdict, procs: ProcTable,
+                 band: WaitBand) -> None:
         self.source = source
+        self.band = band  # when a card waits, for the "inside" lines: the stack sampler's band
         self.colours = colours
         self.verdicts = verdicts
         self.procs = procs
@@ -94,7 +97,7 @@ class Frame:
         while source is not None and notice is None:
             notice = source.inside_notice() if isinstance(source, InsideNotice) else None
             source = source.inner if isinstance(source, Wrapper) else None
-        return [*self.lines_first(), *inside_lines.pane_lines(view, notice, self._cited_pids())]
+        return [*self.lines_first(), *inside_lines.pane_lines(view, notice, self._cited_pids(), self.band)]
 
     def _cited_pids(self) -> frozenset[int]:
         """The processes whose main thread the shown verdict's evidence already describes (the pid of its

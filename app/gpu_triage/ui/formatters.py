@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpu_triage.model import throttle_names
 from gpu_triage.safetext import clean_lines, is_clean
-from gpu_triage.units import short_bytes  # the dashboard's compact byte formatter (units.py)
+from gpu_triage.units import fmt_pct, short_bytes  # the dashboard's compact formatters (units.py)
 
 
 def ok(v: Any) -> bool:
@@ -21,7 +21,7 @@ def ok(v: Any) -> bool:
 
 
 def pct(v: float | None, width: int = 4) -> str:
-    return f"{v:{width - 1}.0f}%" if ok(v) else "n/a".rjust(width)
+    return fmt_pct(v if ok(v) else None, width)
 
 
 def rate(v: float | None) -> str:

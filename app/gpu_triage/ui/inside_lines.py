@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 from gpu_triage.model import ProcSample, StackSample
 from gpu_triage.safetext import clean
-from gpu_triage.sources.inside import WAITING_UTIL_PCT
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
+from gpu_triage.sources.waiting import WaitBand, waits_after
 from gpu_triage.window import WindowView
 
 RECENT_S = 30.0  # the pane's summary looks at this much recent history (15 dumps at the sampler's pace)
@@ -105,19 +105,23 @@ def detail_text(view: WindowView, pid: int, parent: int | None = None) -> str | 
     return text + (f", {age:.0f} s ago" if age >= 0.5 else "")
 
 
-def _someone_waits(view: WindowView) -> bool:
-    """A process on a card under the sampler's waiting threshold at the newest tick: one it would look inside."""
+def _someone_waits(view: WindowView, band: WaitBand) -> bool:
+    """A process at the newest tick on a card that waits as the sampler judges it (the band's hysteresis over the
+    window's GPU-Util): one it would look inside."""
     if not view.n or not view.procs or "util_pct" not in view.gpu:
         return False
-    util = dict(zip(view.gpu_indexes, view.gpu["util_pct"][-1].tolist(), strict=False))
-    return any(util.get(p.gpu_index, float("nan")) < WAITING_UTIL_PCT for p in view.procs[-1])
+    cards = {p.gpu_index for p in view.procs[-1]}
+    column = view.gpu["util_pct"]
+    return any(waits_after(column[:, k].tolist(), band) for k, i in enumerate(view.gpu_indexes) if i in cards)
 
 
-def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int] = frozenset()) -> list[str]:
+def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int] = frozenset(),
+               band: WaitBand | None = None) -> list[str]:
     """The diagnosis pane's compact look inside: "inside pid 504: optimizer 5/5 samples (Adam.step)" per
     waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else, while a process's card
     waits, the notice that says why none are read (no py-spy, no permission), if any: while every card is
-    busy nothing would be read anyway. Processes in ``cited`` (named by the verdict's own evidence) are left out."""
+    busy nothing would be read anyway (a card waits as ``band``, the configured one, says: sources/waiting.py).
+    Processes in ``cited`` (named by the verdict's own evidence) are left out."""
     if not view.n:
         return []
     since = float(view.t[-1]) - RECENT_S
@@ -146,6 +150,6 @@ def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int
         lines.append(f"inside pid {pid}: {clean(phase)} {n}/{len(read)} samples" + (f" ({fn})" if fn else ""))
     if len(per_pid) > MAX_PROCESSES:
         lines.append(f"inside: +{len(per_pid) - MAX_PROCESSES} more processes (Tab, then select one)")
-    if not lines and notice and _someone_waits(view):
+    if not lines and notice and _someone_waits(view, band or WaitBand()):
         lines.append(f"inside: {clean(notice)}")
     return lines

@@ -86,12 +86,12 @@ def build_app(command: str, args: argparse.Namespace, config: Config) -> Any:
         from gpu_triage.sources.live import LiveSource
 
         monitor = monitor_for(getattr(args, "job_log", None), getattr(args, "batch_size", None), config)
-        from gpu_triage.config import stacks_wanted, wait_band
+        from gpu_triage.config import inside_settings, stacks_wanted
         from gpu_triage.sources.inside import InsideSampler
 
         stacks = stacks_wanted(config, bool(getattr(args, "no_stacks", False)))
         # what the waiting processes are doing
-        live = LiveSource(inside=InsideSampler(band=wait_band(config)) if stacks else None)
+        live = LiveSource(inside=InsideSampler(settings=inside_settings(config)) if stacks else None)
         status = live.status()  # a broken driver is no "no GPU" banner: the header's red fault line says it
         banner = None if status.gpu_available or status.fault() is not None else NO_GPU_BANNER
         watched: Source = live if monitor is None else WithJob(live, monitor, config.interval_s)  # + the job's pulse

@@ -39,12 +39,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """One tick and what the judge says of it: the engine's raw verdict and the verdict shown (after the
-    hysteresis); both None when the diagnosis failed (``error`` says why)."""
+    hysteresis); both None when the diagnosis failed (``error`` says why, ``cause`` is what was raised)."""
 
     tick: Tick
     raw: Verdict | None
     shown: Verdict | None
     error: str | None = None
+    cause: Exception | None = None  # for a caller that raises in turn: its error chained to the engine's
 
     @property
     def t(self) -> float:
@@ -147,7 +148,7 @@ class Judge:
             log.debug("diagnosis failed again at %s (%d ticks without a verdict)", tick.ts, self.failures)
         self._afresh = True
         self._stale = False
-        self.latest = Judgement(tick, None, None, f"{type(exc).__name__}: {exc}")
+        self.latest = Judgement(tick, None, None, f"{type(exc).__name__}: {exc}", exc)
 
     def take(self, tick: Tick, *, fresh: bool = False) -> Judgement:
         """Add ``tick`` and judge it: the readers that judge every tick (a recorder, the exporter)."""
