@@ -80,8 +80,9 @@ def _stop_on_term() -> dict[int, Any]:
     return previous
 
 
-def run_baseline(args: argparse.Namespace, config: Config) -> int:
-    torch = require_torch("baseline")
+def _device_and_gpus(args: argparse.Namespace, torch: Any) -> tuple[str, int]:
+    """The device the runs use and how many cards (ranks on the CPU) the wide run takes; a request this
+    machine cannot meet is the user's error."""
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: PyTorch sees no CUDA device here (a CPU build, or no driver); use --device cpu")
@@ -89,6 +90,29 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
     gpus = args.gpus if args.gpus is not None else (available if device == "cuda" else 2)
     if device == "cuda" and gpus > available:
         raise UserError(f"--gpus {gpus}: PyTorch sees {available} card(s) here (CUDA_VISIBLE_DEVICES?)")
+    return device, gpus
+
+
+def _run_all(report: BaselineReport, cfg: dict[str, Any], tty: bool, stopping: threading.Event) -> None:
+    """One run on one card, then (with more than one) one on all of them, into ``report``; an interrupted run
+    ends the series."""
+    with tempfile.TemporaryDirectory(prefix="gpu-triage-baseline-") as tmp:
+        for world in [1, report.gpus] if report.gpus > 1 else [1]:
+            if stopping.is_set():
+                break
+            if tty:
+                print(f"  running on {world} {'card' if report.device == 'cuda' else 'rank'}(s) ...", flush=True)
+            result = run_once(world, cfg, Path(tmp), stopping)
+            if result is not None:
+                report.runs.append(result)
+            if stopping.is_set() or (result is not None and result.get("interrupted")):
+                report.interrupted = True
+                break
+
+
+def run_baseline(args: argparse.Namespace, config: Config) -> int:
+    torch = require_torch("baseline")
+    device, gpus = _device_and_gpus(args, torch)
     size = args.model_size or ("small" if device == "cuda" else "tiny")
     cfg = {
         "device": device,
@@ -111,18 +135,7 @@ def run_baseline(args: argparse.Namespace, config: Config) -> int:
     tty = sys.stdout.isatty() and not args.json
     previous = _stop_on_term()
     try:
-        with tempfile.TemporaryDirectory(prefix="gpu-triage-baseline-") as tmp:
-            for world in [1, gpus] if gpus > 1 else [1]:
-                if stopping.is_set():
-                    break
-                if tty:
-                    print(f"  running on {world} {'card' if device == 'cuda' else 'rank'}(s) ...", flush=True)
-                result = run_once(world, cfg, Path(tmp), stopping)
-                if result is not None:
-                    report.runs.append(result)
-                if stopping.is_set() or (result is not None and result.get("interrupted")):
-                    report.interrupted = True
-                    break
+        _run_all(report, cfg, tty, stopping)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -26,7 +26,7 @@ from gpu_triage.diagnosis.worth import Headroom
 from gpu_triage.errors import UserError
 from gpu_triage.model import GpuSample, ProcSample, Tick, throttle_names
 from gpu_triage.proc_control import ProcControl
-from gpu_triage.sources.base import HostProcesses
+from gpu_triage.sources.base import HostProcesses, SourceStatus
 from gpu_triage.sources.inside import InsideReport, InsideSampler, report_json
 from gpu_triage.sources.spec import make_source
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS
@@ -85,6 +85,23 @@ def read_here(procs: Sequence[ProcSample], control: ProcControl | None = None,
     return out
 
 
+def _fault_of(status: SourceStatus) -> dict[str, Any] | None:
+    """The cards' fault as the reading carries it, or None when they answer."""
+    fault = status.fault()
+    if fault is None:
+        return None
+    return {"kind": str(fault), "line": status.fault_line(), "lost": sorted(status.lost_gpus),
+            "gpus_expected": status.gpus_expected, "gpus_missing": status.gpus_missing}
+
+
+def _processes(source: object, last: Tick, status: SourceStatus) -> tuple[list[ProcSample], bool]:
+    """The newest tick's GPU processes; with no card to read, the host's busiest (and True)."""
+    procs = list(last.procs)
+    if not procs and not status.gpu_available and isinstance(source, HostProcesses):
+        return list(source.busiest_processes())[:TOP_PROCS], True
+    return procs, False
+
+
 def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, seed: int = 0,
          config: Config | None = None, sleep: Any = time.sleep, stacks: bool = True) -> Reading:
     """Sample ``source_spec`` over ``seconds`` (at least two ticks) and judge the window; ``stacks``: look
@@ -118,17 +135,9 @@ def take(source_spec: str, *, seconds: float, interval_s: float, gpus: int = 8, 
             raise UserError(f"the diagnosis of the reading failed ({judged.error if judged else 'no tick'}); "
                             "the log file says why: please report it")
         verdict = judged.raw
-        procs = list(ticks[-1].procs)
-        host_only = False
-        if not procs and not status.gpu_available and isinstance(source, HostProcesses):
-            procs, host_only = list(source.busiest_processes()), True
-        fault = status.fault()
-        procs = procs[:TOP_PROCS] if host_only else procs
+        procs, host_only = _processes(source, ticks[-1], status)
         return Reading(
-            fault=None if fault is None else {
-                "kind": str(fault), "line": status.fault_line(), "lost": sorted(status.lost_gpus),
-                "gpus_expected": status.gpus_expected, "gpus_missing": status.gpus_missing,
-            },
+            fault=_fault_of(status),
             source=source_spec,
             host=host_to_json(host),
             interval_s=interval_s,
@@ -255,6 +264,12 @@ def _card_line(g: GpuSample) -> str:
 
 
 def to_text(r: Reading) -> str:
+    """The reading as a terminal reads it: what was read, the cards, the host, the processes, the verdict."""
+    return "\n".join([*_head_lines(r), *_host_lines(r.ticks[-1]), *_process_lines(r), *_verdict_lines(r)])
+
+
+def _head_lines(r: Reading) -> list[str]:
+    """What was read (host, source, span), its notes and fault, then the cards' table."""
     last = r.ticks[-1]
     host = r.host.get("hostname") or "this host"
     span = (r.ticks[-1].ts - r.ticks[0].ts).total_seconds()
@@ -269,15 +284,26 @@ def to_text(r: Reading) -> str:
     elif last.gpus:
         lines.append("GPU  UTIL SMACT        MEM  POWER  TEMP    CLOCK  FLAGS")
         lines += [_card_line(g) for g in last.gpus]
+    return lines
+
+
+def _host_lines(last: Tick) -> list[str]:
+    """The CPU line and the three busiest disks."""
     cores = list(last.cpu_pct)
     n = len(cores)
     mem = (f"{short_bytes(last.host_mem_used_bytes)}/{short_bytes(last.host_mem_total_bytes)}"
            if last.host_mem_total_bytes else "n/a")
     hot = sum(1 for c in cores if c is not None and c >= 90)
-    lines.append(f"CPU {n} core{'' if n == 1 else 's'} avg {_pct(_mean(cores), 1).strip()} · {hot} ≥90% · "
-                 f"iowait {_pct(last.iowait_pct, 1).strip()} · mem {mem}")
+    lines = [f"CPU {n} core{'' if n == 1 else 's'} avg {_pct(_mean(cores), 1).strip()} · {hot} ≥90% · "
+             f"iowait {_pct(last.iowait_pct, 1).strip()} · mem {mem}"]
     for d in sorted(last.disks, key=lambda d: -(d.busy_pct or 0.0))[:3]:
         lines.append(f"DISK {d.name} busy {_pct(d.busy_pct, 1).strip()} await {_num(d.await_ms, '.1f')} ms")
+    return lines
+
+
+def _process_lines(r: Reading) -> list[str]:
+    """The processes (the host's busiest when there is no card), and what the waiting ones are doing."""
+    lines = []
     if r.procs:
         if r.host_only:  # no card: the GPU columns would be dashes
             lines.append("PROCESSES (busiest on the host, no GPU)")
@@ -288,15 +314,20 @@ def to_text(r: Reading) -> str:
             lines += [f"{pid:>7} inside: {rep.sentence()}" for pid, rep in r.inside.items()]
     if r.inside_note and any(not rep.share.samples for rep in r.inside.values()):
         lines.append(f"note: {r.inside_note}")
+    return lines
+
+
+def _verdict_lines(r: Reading) -> list[str]:
+    """The verdict (the fault's, while the cards are faulty), its headroom, evidence and advice."""
     v = r.verdict if r.fault is None else _fault_verdict(r.fault)
     conf = f"  {format_confidence(v['confidence'])}" if v["confidence"] is not None else "  (no GPU)"
     gpus = f"  GPU {','.join(map(str, v['gpus']))}" if v["gpus"] else ""
-    lines.append(f"VERDICT {v['pattern']} · {v['bottleneck']}{gpus}{conf}")
+    lines = [f"VERDICT {v['pattern']} · {v['bottleneck']}{gpus}{conf}"]
     if (hr := v.get("headroom")) is not None and hr["kind"] != "none":
         lines.append(f"  = {Headroom(**hr).line()}")
     lines += [f"  • {e}" for e in v["evidence"]]
     lines += [f"  → {a}" for a in v["advice"]]
-    return "\n".join(lines)
+    return lines
 
 
 def _fault_verdict(fault: dict[str, Any]) -> dict[str, Any]:

@@ -57,15 +57,19 @@ def summarise_jobs(jobs: list[dict[str, Any] | None],
     span = [j for j in span if j is not None]
     out: dict[str, Any] = {k: _mean([j.get(k) for j in span]) for k, _ in JOB_METRICS}
     out["source"] = present[-1].get("source")
+    out["cards"] = _job_cards(present, busy_cards)
+    return out
+
+
+def _job_cards(present: list[dict[str, Any]], busy_cards: Callable[[], int | None]) -> int | None:
+    """The job's cards: its world size, else the ranks it names, else the busy cards."""
     world = [r.get("world_size") for j in present for r in (j.get("ranks") or []) if r.get("world_size")]
     ranks = {r.get("rank") for j in present for r in (j.get("ranks") or []) if r.get("rank") is not None}
     if world:
-        out["cards"] = max(world)
-    elif ranks:
-        out["cards"] = len(ranks)
-    else:
-        out["cards"] = busy_cards()
-    return out
+        return max(world)
+    if ranks:
+        return len(ranks)
+    return busy_cards()
 
 
 def _busy_cards(trace: TraceFile, idle_util_pct: float) -> int | None:

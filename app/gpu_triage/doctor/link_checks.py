@@ -67,6 +67,37 @@ def pair_gbps(label: str, a: GpuFacts | None, b: GpuFacts | None) -> float | Non
     return min(links) * (SYS_FACTOR if kind == "SYS" else 1.0)
 
 
+_Pair = tuple[int, int, str]
+
+
+def _slowest_pairs(
+    known: list[_Pair], by_index: dict[int, GpuFacts], worst_rank: int | None
+) -> tuple[list[tuple[int, int]], float | None]:
+    """The pairs of the lowest bandwidth and that bandwidth when every pair's is known; else the pairs of the
+    worst kind of path and no bandwidth."""
+    speeds = {(i, j): pair_gbps(lab, by_index.get(i), by_index.get(j)) for i, j, lab in known}
+    if all(v is not None for v in speeds.values()):
+        slowest_speed = min(speeds.values())  # type: ignore[type-var]
+        return [p for p, v in speeds.items() if v == slowest_speed], slowest_speed
+    return [(i, j) for i, j, lab in known if path_rank(lab) == worst_rank], None
+
+
+def _label_of(known: list[_Pair], pair: tuple[int, int]) -> str:
+    return next(lab for i, j, lab in known if (i, j) == pair)
+
+
+def _links_verdict(known: list[_Pair], kinds_differ: bool) -> str:
+    """all_nvlink, pcie_only, or mixed: NVLink beside PCIe, or paths of different kinds (``kinds_differ``)."""
+    all_nv = all(is_nvlink(lab) for _, _, lab in known)
+    any_nv = any(is_nvlink(lab) for _, _, lab in known)
+    verdict = "all_nvlink" if all_nv else ("mixed" if any_nv else "pcie_only")
+    if verdict == "pcie_only" and kinds_differ:
+        verdict = "mixed"
+    if all_nv and len({lab for _, _, lab in known}) > 1:
+        verdict = "mixed"  # NV18 next to NV4: still a fast road and a slower one
+    return verdict
+
+
 def analyse_topology(facts: Facts) -> TopologyAnalysis:
     matrix = facts.topology
     n = len(matrix)
@@ -82,24 +113,11 @@ def analyse_topology(facts: Facts) -> TopologyAnalysis:
         return TopologyAnalysis("unknown", None, None, None, unjoined, None)
     worst_rank = max(path_rank(lab) for _, _, lab in known)  # type: ignore[type-var]
     best_rank = min(path_rank(lab) for _, _, lab in known)  # type: ignore[type-var]
-    speeds = {(i, j): pair_gbps(lab, by_index.get(i), by_index.get(j)) for i, j, lab in known}
-    if all(v is not None for v in speeds.values()):
-        slowest_speed = min(speeds.values())  # type: ignore[type-var]
-        slowest_pairs = [p for p, v in speeds.items() if v == slowest_speed]
-        bandwidth: float | None = slowest_speed
-    else:
-        slowest_pairs = [(i, j) for i, j, lab in known if path_rank(lab) == worst_rank]
-        bandwidth = None
-    slow_label = next(lab for i, j, lab in known if (i, j) == slowest_pairs[0]) if slowest_pairs else None
+    slowest_pairs, bandwidth = _slowest_pairs(known, by_index, worst_rank)
     worst_label = next(lab for _, _, lab in known if path_rank(lab) == worst_rank)
     best_label = next(lab for _, _, lab in known if path_rank(lab) == best_rank)
-    all_nv = all(is_nvlink(lab) for _, _, lab in known)
-    any_nv = any(is_nvlink(lab) for _, _, lab in known)
-    verdict = "all_nvlink" if all_nv else ("mixed" if any_nv else "pcie_only")
-    if verdict == "pcie_only" and worst_rank != best_rank:
-        verdict = "mixed"
-    if all_nv and len({lab for _, _, lab in known}) > 1:
-        verdict = "mixed"  # NV18 next to NV4: still a fast road and a slower one
+    slow_label = _label_of(known, slowest_pairs[0]) if slowest_pairs else None
+    verdict = _links_verdict(known, worst_rank != best_rank)
     return TopologyAnalysis(verdict, slow_label or worst_label, best_label, nccl_level_for(worst_label),
                             slowest_pairs, bandwidth)
 

@@ -72,6 +72,23 @@ def _wrapped(text: str, indent: int, width: int | None) -> list[str]:
     return textwrap.wrap(text, width - indent, break_on_hyphens=False) or [""]
 
 
+TAG_WIDTH = 6  # "WARN  ": the widest status and its gap
+
+
+def _check_lines(c: Any, paint: _Paint, id_width: int, width: int | None) -> list[str]:
+    """One check: its status, id and summary, then its advice (marked "->" unless it is ok), each wrapped under
+    its own column."""
+    tag = paint(c.status.upper().ljust(TAG_WIDTH), c.status)
+    pad = " " * (2 + TAG_WIDTH + id_width)
+    first, *rest = _wrapped(c.summary, len(pad), width)
+    lines = [f"  {tag}{c.id.ljust(id_width)}{first}", *(pad + line for line in rest)]
+    if c.advice:
+        mark = "-> " if c.status != "ok" else "   "
+        for k, line in enumerate(_wrapped(c.advice, len(pad) + 3, width)):
+            lines.append(pad + paint((mark if k == 0 else "   ") + line, "dim"))
+    return lines
+
+
 def render_text(report: Any, colour: bool = False, width: int | None = None) -> str:
     """The whole report; ``report`` is a :class:`gpu_triage.doctor.run.Report`. With ``width`` (a terminal's
     columns) summaries and advice wrap under their own column instead of running back to the margin."""
@@ -81,7 +98,6 @@ def render_text(report: Any, colour: bool = False, width: int | None = None) -> 
     host = f.host.hostname or "this machine"
     out.append(paint(f"gpu-triage doctor: {host}", "bold"))
     id_width = max(len(c.id) for c in report.checks) + 2
-    tag_width = 6
     for prefix, title in SECTIONS:
         checks = [c for c in report.checks if c.id.startswith(prefix)]
         if not checks:
@@ -89,15 +105,7 @@ def render_text(report: Any, colour: bool = False, width: int | None = None) -> 
         out.append("")
         out.append(paint(title, "bold"))
         for c in checks:
-            tag = paint(c.status.upper().ljust(tag_width), c.status)
-            pad = " " * (2 + tag_width + id_width)
-            first, *rest = _wrapped(c.summary, len(pad), width)
-            out.append(f"  {tag}{c.id.ljust(id_width)}{first}")
-            out.extend(pad + line for line in rest)
-            if c.advice:
-                mark = "-> " if c.status != "ok" else "   "
-                for k, line in enumerate(_wrapped(c.advice, len(pad) + 3, width)):
-                    out.append(pad + paint((mark if k == 0 else "   ") + line, "dim"))
+            out.extend(_check_lines(c, paint, id_width, width))
         if prefix == "topology." and len(f.topology) > 1:
             out.append("")
             numa = [g.numa_node for g in f.gpus] if len(f.gpus) == len(f.topology) else None

@@ -175,10 +175,7 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
         return
     info = InfoMetricFamily(f"{PREFIX}_gpu", "static facts of each card", labels=["gpu"])
     for g in snap.host.gpus:
-        info.add_metric(
-            [str(g.index)],
-            {"name": g.name or "", "uuid": g.uuid or "", "pci_bus_id": g.pci_bus_id or ""},
-        )
+        info.add_metric([str(g.index)], {"name": g.name or "", "uuid": g.uuid or "", "pci_bus_id": g.pci_bus_id or ""})
     yield info
     lost = _g("gpu_lost", "1 when the card fell off the bus (NVML GPU_IS_LOST), else 0", ["gpu"])
     for i in indexes:
@@ -186,19 +183,13 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
     yield lost
     for field_name, suffix, doc, scale in GPU_GAUGES:
         fam = _g(f"gpu_{suffix}", doc, ["gpu"])
-        for i in indexes:
-            s = samples.get(i)
-            v = _num(getattr(s, field_name)) if s is not None and i not in snap.lost_gpus else None
-            if v is not None:
-                fam.add_metric([str(i)], v * scale)
+        for i, v in _live_values(snap, samples, indexes, field_name):
+            fam.add_metric([str(i)], v * scale)
         yield fam
     for field_name, name, doc in GPU_COUNTERS:
         counter = CounterMetricFamily(f"{PREFIX}_gpu_{name}", doc, labels=["gpu"])
-        for i in indexes:
-            s = samples.get(i)
-            v = _num(getattr(s, field_name)) if s is not None and i not in snap.lost_gpus else None
-            if v is not None:
-                counter.add_metric([str(i)], v)
+        for i, v in _live_values(snap, samples, indexes, field_name):
+            counter.add_metric([str(i)], v)
         yield counter
     for key, name, doc in GPU_TOTALS:
         counter = CounterMetricFamily(f"{PREFIX}_gpu_{name}", doc, labels=["gpu"])
@@ -208,6 +199,22 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
             if (total := snap.gpu_totals.get(i, {}).get(key)) is not None:
                 counter.add_metric([str(i)], total)
         yield counter
+    yield _energy(snap, samples, indexes)
+    yield _clock_reasons(snap, samples, indexes)
+
+
+def _live_values(
+    snap: Snapshot, samples: dict[int, GpuSample], indexes: list[int], field_name: str
+) -> Iterator[tuple[int, float]]:
+    """Each card's ``field_name``, where the card is sampled, not lost, and the value known."""
+    for i in indexes:
+        s = samples.get(i)
+        v = _num(getattr(s, field_name)) if s is not None and i not in snap.lost_gpus else None
+        if v is not None:
+            yield i, v
+
+
+def _energy(snap: Snapshot, samples: dict[int, GpuSample], indexes: list[int]) -> Metric:
     energy = CounterMetricFamily(f"{PREFIX}_gpu_energy_joules", ENERGY_DOC, labels=["gpu"])
     for i in indexes:
         if i in snap.lost_gpus:
@@ -218,7 +225,10 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
         total = driver / 1000.0 if driver is not None else snap.gpu_totals.get(i, {}).get("energy_joules")
         if total is not None:
             energy.add_metric([str(i)], total)
-    yield energy
+    return energy
+
+
+def _clock_reasons(snap: Snapshot, samples: dict[int, GpuSample], indexes: list[int]) -> Metric:
     reasons = _g(
         "gpu_clock_event_reason",
         "1 while the named reason holds the card's clocks down (NVML clocks event reasons: power, thermal, "
@@ -232,7 +242,7 @@ def _gpus(snap: Snapshot) -> Iterator[Metric]:
             continue
         for bit, name in CLOCK_EVENT_NAMES.items():
             reasons.add_metric([str(i), name], 1.0 if mask & bit else 0.0)
-    yield reasons
+    return reasons
 
 
 def _host(snap: Snapshot) -> Iterator[Metric]:
@@ -318,24 +328,21 @@ def _procs(snap: Snapshot, pid_labels: bool) -> Iterator[Metric]:
             if v is not None:
                 fam.add_metric(list(key), v)
     yield from (mem, cpu, workers, wcpu)
+    yield _owner_info(owners)
+
+
+OWNER_INFO = ("user", "slurm_job", "pod_namespace", "pod_name", "pod_uid", "container")  # the owner's labels
+
+
+def _owner_info(owners: dict[tuple[str, str], ProcSample]) -> Metric:
     info = InfoMetricFamily(
         f"{PREFIX}_owner",
         "whose job the GPU processes are: one per owner, its user, Slurm job, pod and container",
         labels=["owner_kind", "owner"],
     )
     for (kind, owner), p in sorted(owners.items()):
-        info.add_metric(
-            [kind, owner],
-            {
-                "user": p.user or "",
-                "slurm_job": p.slurm_job or "",
-                "pod_namespace": p.pod_namespace or "",
-                "pod_name": p.pod_name or "",
-                "pod_uid": p.pod_uid or "",
-                "container": p.container or "",
-            },
-        )
-    yield info
+        info.add_metric([kind, owner], {label: getattr(p, label) or "" for label in OWNER_INFO})
+    return info
 
 
 JOB_GAUGES: tuple[tuple[str, str, str, float], ...] = (

@@ -167,27 +167,9 @@ class MetricsServer:
     def _loop(self, selector: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
         stop_by: float | None = None  # set once close() has asked: the end of the grace
         while True:
-            now = time.monotonic()
-            # a scan, not a heap: at most MAX_CONNECTIONS, and a wake-up is rare next to a render
-            wake_at = min((c.deadline for c in conns.values()), default=None)
-            for at in (stop_by, self._paused_until):
-                if at is not None:
-                    wake_at = at if wake_at is None else min(wake_at, at)
-            for key, mask in selector.select(None if wake_at is None else max(0.0, wake_at - now)):
-                if key.fileobj is self._sock:
-                    if stop_by is None:
-                        self._accept(selector, conns)
-                elif key.fileobj == self._wake_r:
-                    try:
-                        os.read(self._wake_r, 64)
-                    except BlockingIOError:
-                        pass
-                else:
-                    conn = key.data
-                    if mask & selectors.EVENT_READ:
-                        self._on_readable(selector, conns, conn)
-                    if mask & selectors.EVENT_WRITE and conn.sock.fileno() in conns:
-                        self._on_writable(selector, conns, conn)
+            wake_at = self._wake_at(conns, stop_by)
+            events = selector.select(None if wake_at is None else max(0.0, wake_at - time.monotonic()))
+            self._dispatch(selector, conns, events, accepting=stop_by is None)
             now = time.monotonic()
             for conn in [c for c in conns.values() if c.deadline <= now]:
                 self._drop(selector, conns, conn)
@@ -196,14 +178,44 @@ class MetricsServer:
                 selector.register(self._sock, selectors.EVENT_READ, None)
             if self._stopping and stop_by is None:
                 stop_by = now + SHUTDOWN_GRACE_S
-                if self._paused_until is None:
-                    selector.unregister(self._sock)
-                self._sock.close()  # stop accepting: a new scrape is refused, not queued
-                for conn in list(conns.values()):
-                    if conn.out is None:  # still sending its request, or answered: nothing owed to it
-                        self._drop(selector, conns, conn)
+                self._stop_accepting(selector, conns)
             if stop_by is not None and (not conns or now >= stop_by):
                 return
+
+    def _wake_at(self, conns: dict[int, _Conn], stop_by: float | None) -> float | None:
+        """The next deadline: a connection's, the end of the grace, or of an accept pause; None: none."""
+        # a scan, not a heap: at most MAX_CONNECTIONS, and a wake-up is rare next to a render
+        wake_at = min((c.deadline for c in conns.values()), default=None)
+        for at in (stop_by, self._paused_until):
+            if at is not None:
+                wake_at = at if wake_at is None else min(wake_at, at)
+        return wake_at
+
+    def _dispatch(self, selector: selectors.BaseSelector, conns: dict[int, _Conn],
+                  events: list[tuple[selectors.SelectorKey, int]], accepting: bool) -> None:
+        for key, mask in events:
+            if key.fileobj is self._sock:
+                if accepting:
+                    self._accept(selector, conns)
+            elif key.fileobj == self._wake_r:
+                try:
+                    os.read(self._wake_r, 64)
+                except BlockingIOError:
+                    pass
+            else:
+                conn = key.data
+                if mask & selectors.EVENT_READ:
+                    self._on_readable(selector, conns, conn)
+                if mask & selectors.EVENT_WRITE and conn.sock.fileno() in conns:
+                    self._on_writable(selector, conns, conn)
+
+    def _stop_accepting(self, selector: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
+        if self._paused_until is None:
+            selector.unregister(self._sock)
+        self._sock.close()  # stop accepting: a new scrape is refused, not queued
+        for conn in list(conns.values()):
+            if conn.out is None:  # still sending its request, or answered: nothing owed to it
+                self._drop(selector, conns, conn)
 
     def _accept(self, selector: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
         for _ in range(ACCEPTS_PER_WAKE):

@@ -205,48 +205,63 @@ def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def build_row(data: HostData) -> HostRow:
-    """One :class:`HostRow` from what one host said (or failed to say)."""
-    address = clip(data.address or data.key)
-    job = clip(data.job)
-    notes = tuple(clip(n) for n in data.notes)
-    ours = [s for s in data.samples if s.name.startswith("gpu_triage_")]
-    down = None
+def _down_reason(data: HostData, ours: Sequence[Sample]) -> str | None:
+    """Why the host cannot be read at all, or None when it answered with our metrics."""
     if data.error is not None:
-        down = clip(data.error)
-    elif data.up == 0:
-        down = "up == 0: Prometheus' last scrape of it failed"
-    elif not ours:
-        down = "no gpu_triage metrics in the answer"
-    if down is not None:
-        return HostRow(key=data.key, host=address, address=address, job=job, state=DOWN, error=down, notes=notes)
-    idx = _Index(data.samples)
-    build = idx.all("build")
-    hostname = clip(build[0].labels.get("hostname", ""), 60) if build else ""
+        return clip(data.error)
+    if data.up == 0:
+        return "up == 0: Prometheus' last scrape of it failed"
+    if not ours:
+        return "no gpu_triage metrics in the answer"
+    return None
+
+
+def _verdict_labels(idx: _Index) -> tuple[str | None, str | None, str | None]:
+    """The host's current verdict (the first in bottleneck, pattern order when several say 1), cleaned: its
+    pattern, bottleneck and cards."""
     verdicts = sorted(
         (s for s in idx.all("verdict") if s.value == 1),
         key=lambda s: (s.labels.get("bottleneck", ""), s.labels.get("pattern", "")),
     )
     v = verdicts[0].labels if verdicts else {}
-    raw_util = idx.per_card("util")
-    util = {i: r for i, x in raw_util.items() if (r := _ratio(x)) is not None}
-    lost = {i for i, x in idx.per_card("lost").items() if x == 1}
+    return (
+        clip(v["pattern"], 40) if "pattern" in v else None,
+        clip(v["bottleneck"], 40) if "bottleneck" in v else None,
+        clip(v["cards"], 60) if "cards" in v else None,
+    )
+
+
+def _card_names(idx: _Index) -> dict[int, str | None]:
     names = {}
     for s in idx.all("gpu_info"):
         i = _card_index(s.labels.get("gpu"))
         if i is not None:
             names[i] = clip(s.labels.get("name", ""), 40) or None
-    mem_total = idx.per_card("mem_total")
-    indexes = sorted(set(raw_util) | lost | set(names) | set(mem_total) | set(idx.per_card("lost")))[:MAX_CARDS]
-    mem_used, power, temp = idx.per_card("mem_used"), idx.per_card("power"), idx.per_card("temp")
-    sm, ecc, xid = idx.per_card("sm_active"), idx.per_card("ecc_uncorrected"), idx.per_card("xid")
+    return names
+
+
+def _card_throttles(idx: _Index) -> dict[int, list[str]]:
     throttles: dict[int, list[str]] = {}
     for s in idx.all("clock_reason"):
         i = _card_index(s.labels.get("gpu"))
         reason = s.labels.get("reason", "")
         if i is not None and s.value == 1 and reason in THROTTLE_REASONS:
             throttles.setdefault(i, []).append(reason)
-    cards = tuple(
+    return throttles
+
+
+def _cards(idx: _Index) -> tuple[Card, ...]:
+    """The host's cards (at most :data:`MAX_CARDS`), a lost card's utilisation unknown."""
+    raw_util = idx.per_card("util")
+    util = {i: r for i, x in raw_util.items() if (r := _ratio(x)) is not None}
+    lost = {i for i, x in idx.per_card("lost").items() if x == 1}
+    names = _card_names(idx)
+    mem_total = idx.per_card("mem_total")
+    indexes = sorted(set(raw_util) | lost | set(names) | set(mem_total) | set(idx.per_card("lost")))[:MAX_CARDS]
+    mem_used, power, temp = idx.per_card("mem_used"), idx.per_card("power"), idx.per_card("temp")
+    sm, ecc, xid = idx.per_card("sm_active"), idx.per_card("ecc_uncorrected"), idx.per_card("xid")
+    throttles = _card_throttles(idx)
+    return tuple(
         Card(
             index=i,
             name=names.get(i),
@@ -263,25 +278,48 @@ def build_row(data: HostData) -> HostRow:
         )
         for i in indexes
     )
-    measured = [c.util for c in cards if c.util is not None]
-    busy = sum(1 for u in measured if u >= BUSY_UTIL_RATIO) if measured else None
+
+
+def _freshness(data: HostData, idx: _Index) -> tuple[str, str | None, float | None]:
+    """The host's state (stale when its newest tick is older than its sampler's pace allows), why, and the
+    newest tick's age."""
     tick_time, interval = idx.one("tick_time"), _amount(idx.one("tick_interval"))
     tick_age = data.time - tick_time if tick_time is not None else None
     stale_after = max(STALE_TICKS * (interval or 0.0), STALE_MIN_S)
-    state = STALE if tick_age is None or tick_age > stale_after else OK
-    error = None
-    if state == STALE:
-        error = "no tick yet" if tick_age is None else f"newest tick is {tick_age:.0f} s old: its sampler stopped"
+    if tick_age is None:
+        return STALE, "no tick yet", None
+    if tick_age > stale_after:
+        return STALE, f"newest tick is {tick_age:.0f} s old: its sampler stopped", tick_age
+    return OK, None, tick_age
+
+
+def build_row(data: HostData) -> HostRow:
+    """One :class:`HostRow` from what one host said (or failed to say)."""
+    address = clip(data.address or data.key)
+    job = clip(data.job)
+    notes = tuple(clip(n) for n in data.notes)
+    ours = [s for s in data.samples if s.name.startswith("gpu_triage_")]
+    down = _down_reason(data, ours)
+    if down is not None:
+        return HostRow(key=data.key, host=address, address=address, job=job, state=DOWN, error=down, notes=notes)
+    idx = _Index(data.samples)
+    build = idx.all("build")
+    hostname = clip(build[0].labels.get("hostname", ""), 60) if build else ""
+    cards = _cards(idx)
+    measured = [c.util for c in cards if c.util is not None]
+    busy = sum(1 for u in measured if u >= BUSY_UTIL_RATIO) if measured else None
+    state, error, tick_age = _freshness(data, idx)
     owners = owners_of(s for s in ours if _may_name_owner(s.name))
     driver = idx.one("driver")
+    pattern, bottleneck, verdict_cards = _verdict_labels(idx)
     return HostRow(
         host=hostname or address,
         hostname=hostname or None,
         state=state,
         error=error,
-        pattern=clip(v["pattern"], 40) if "pattern" in v else None,
-        bottleneck=clip(v["bottleneck"], 40) if "bottleneck" in v else None,
-        verdict_cards=clip(v["cards"], 60) if "cards" in v else None,
+        pattern=pattern,
+        bottleneck=bottleneck,
+        verdict_cards=verdict_cards,
         confidence=_ratio(idx.one("confidence")),
         verdict_age_s=_amount(idx.one("verdict_age")),
         busy=busy,

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.fleetview.client import FleetSnapshot
-from gpu_triage.fleetview.model import OK, HostRow
+from gpu_triage.fleetview.model import OK, Card, HostRow
 from gpu_triage.fleetview.samples import MAX_HOSTS
 from gpu_triage.units import short_bytes
 
@@ -134,25 +134,26 @@ def detail_lines(row: HostRow) -> list[str]:
     if row.cards:
         lines.append("")
         lines.append(f"{'GPU':>3}  {'UTIL':>4}  {'SM':>4}  {'MEMORY':>13}  {'POWER':>6}  {'TEMP':>5}  NAME / NOTES")
-    for c in row.cards:
-        if c.lost:
-            lines.append(f"{c.index:>3}  lost: NVML says the card fell off the bus")
-            continue
-        mem = f"{short_bytes(c.mem_used)}/{short_bytes(c.mem_total)}"
-        power = NA if c.power_w is None else f"{c.power_w:.0f} W"
-        temp = NA if c.temp_c is None else f"{c.temp_c:.0f} °C"
-        notes = []
-        if c.throttles:
-            notes.append("throttled: " + ",".join(c.throttles))
-        if c.ecc_uncorrected:
-            notes.append(f"ECC uncorrected {c.ecc_uncorrected:.0f}")
-        if c.xid:
-            notes.append(f"XID events {c.xid:.0f}")
-        name = (c.name or "") + ("   " + "; ".join(notes) if notes else "")
-        lines.append(
-            f"{c.index:>3}  {pct(c.util):>4}  {pct(c.sm_active):>4}  {mem:>13}  {power:>6}  {temp:>5}  {name}".rstrip()
-        )
+    lines += [_card_line(c) for c in row.cards]
     return lines
+
+
+def _card_line(c: Card) -> str:
+    """One card of the detail: its figures, name and what is wrong with it (throttles, ECC, XIDs)."""
+    if c.lost:
+        return f"{c.index:>3}  lost: NVML says the card fell off the bus"
+    mem = f"{short_bytes(c.mem_used)}/{short_bytes(c.mem_total)}"
+    power = NA if c.power_w is None else f"{c.power_w:.0f} W"
+    temp = NA if c.temp_c is None else f"{c.temp_c:.0f} °C"
+    notes = []
+    if c.throttles:
+        notes.append("throttled: " + ",".join(c.throttles))
+    if c.ecc_uncorrected:
+        notes.append(f"ECC uncorrected {c.ecc_uncorrected:.0f}")
+    if c.xid:
+        notes.append(f"XID events {c.xid:.0f}")
+    name = (c.name or "") + ("   " + "; ".join(notes) if notes else "")
+    return f"{c.index:>3}  {pct(c.util):>4}  {pct(c.sm_active):>4}  {mem:>13}  {power:>6}  {temp:>5}  {name}".rstrip()
 
 
 def to_json(snap: FleetSnapshot) -> dict[str, Any]:

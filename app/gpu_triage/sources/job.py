@@ -91,16 +91,7 @@ class LogTracker:
             self.latest.loss = newest_loss
 
     def sample(self, now: float, interval_s: float) -> JobSample | None:
-        lines = self.follower.poll()
-        partial = self.follower.partial()
-        if partial.rstrip().endswith("]"):  # a tqdm bar drawn and waiting for its next redraw
-            lines.append(partial)
-        self._scan(lines, now)
-        if self.follower.missing and not self._vanished_said:
-            self._vanished_said = True
-            self.messages.append(f"job log {self.follower.path} has vanished: waiting for it to come back")
-        elif not self.follower.missing:
-            self._vanished_said = False
+        self._poll(now)
         r = self.latest
         if r is None:
             return None
@@ -109,10 +100,7 @@ class LogTracker:
         step_time = r.step_time_s or (1.0 / steps_per_s if steps_per_s else None)
         # the job's own counter between two ticks beats an averaged printed rate
         if r.step is not None:
-            if self._prev_step is not None and r.step > self._prev_step[1] and now > self._prev_step[0]:
-                steps_per_s = (r.step - self._prev_step[1]) / (now - self._prev_step[0])
-            if self._prev_step is None or r.step != self._prev_step[1]:
-                self._prev_step = (now, r.step)
+            steps_per_s = self._counter_rate(r.step, now, steps_per_s)
         samples = r.samples_per_s
         if samples is None and steps_per_s is not None and bs:
             samples = steps_per_s * bs
@@ -136,6 +124,28 @@ class LogTracker:
             steps=r.step,
             loss=r.loss,
         )
+
+    def _poll(self, now: float) -> None:
+        """The log's new lines (and a tqdm bar waiting for its redraw) read; its vanishing said once."""
+        lines = self.follower.poll()
+        partial = self.follower.partial()
+        if partial.rstrip().endswith("]"):  # a tqdm bar drawn and waiting for its next redraw
+            lines.append(partial)
+        self._scan(lines, now)
+        if self.follower.missing and not self._vanished_said:
+            self._vanished_said = True
+            self.messages.append(f"job log {self.follower.path} has vanished: waiting for it to come back")
+        elif not self.follower.missing:
+            self._vanished_said = False
+
+    def _counter_rate(self, step: int, now: float, printed: float | None) -> float | None:
+        """Steps/s from the job's step counter since the tick it last moved, else the ``printed`` rate."""
+        rate = printed
+        if self._prev_step is not None and step > self._prev_step[1] and now > self._prev_step[0]:
+            rate = (step - self._prev_step[1]) / (now - self._prev_step[0])
+        if self._prev_step is None or step != self._prev_step[1]:
+            self._prev_step = (now, step)
+        return rate
 
     def _span_means(self, r: Reading) -> tuple[float, float] | None:
         """Mean step time and data-wait share between the previous tick's line and this one, from the job's

@@ -159,19 +159,7 @@ class GpuProcessReader:
 
     def sample(self, lost: Iterable[int] = ()) -> list[ProcSample]:
         self._tick += 1
-        lost_set = set(lost)
-        per_card: list[tuple[int, dict[int, int | None]]] = []
-        sm: dict[tuple[int, int], float] = {}  # (card, pid) -> smUtil
-        for index, handle in self.cards:
-            if index in lost_set or handle is None:
-                continue
-            try:
-                procs = self._gpu_processes(handle)
-                per_card.append((index, procs))
-                if procs:  # every card with a process: each one's own share, as nvitop shows it (_sm_by_pid)
-                    sm.update(((index, pid), v) for pid, v in self._sm_by_pid(index, handle).items())
-            except GpuLost:
-                continue  # the GPU reader marks the card lost on its own next call
+        per_card, sm = self._read_cards(set(lost))
         gpu_pids = {pid for _, procs in per_card for pid in procs}
         now = self._clock()
         family_cache: dict[int, list[int]] = {}
@@ -218,6 +206,24 @@ class GpuProcessReader:
             del self._tracked[pid]
         self._last_wall = self._wall()
         return out
+
+    def _read_cards(
+        self, lost: set[int]
+    ) -> tuple[list[tuple[int, dict[int, int | None]]], dict[tuple[int, int], float]]:
+        """Each readable card's processes (pid -> GPU memory), and each process's smUtil by (card, pid)."""
+        per_card: list[tuple[int, dict[int, int | None]]] = []
+        sm: dict[tuple[int, int], float] = {}  # (card, pid) -> smUtil
+        for index, handle in self.cards:
+            if index in lost or handle is None:
+                continue
+            try:
+                procs = self._gpu_processes(handle)
+                per_card.append((index, procs))
+                if procs:  # every card with a process: each one's own share, as nvitop shows it (_sm_by_pid)
+                    sm.update(((index, pid), v) for pid, v in self._sm_by_pid(index, handle).items())
+            except GpuLost:
+                continue  # the GPU reader marks the card lost on its own next call
+        return per_card, sm
 
     def _sm_by_pid(self, index: int, handle: Any) -> dict[int, float]:
         """pid -> the mean smUtil of the driver's samples within this tick (NVML's per-process utilisation:

@@ -117,16 +117,7 @@ class PulseReader:
             names = os.listdir(dfd)
         except OSError:
             return
-        followed: list[int] = []
-        others: list[int] = []
-        for name in names:  # string tests, not a regex: a flooded directory is 100,000 names a tick
-            if name.startswith("pulse-") and name.endswith(".json"):
-                digits = name[6:-5]
-                # canonical decimal only (no 0-prefix, sign or space): one name per pid
-                if digits.isascii() and digits.isdigit() and digits[0] != "0" and len(digits) <= 7:
-                    pid = int(digits)
-                    if pid <= PID_MAX:
-                        (followed if pid in self._ranks else others).append(pid)
+        followed, others = self._listed_pids(names)
         total = len(followed) + len(others)
         if total > MAX_PULSE_FILES:
             # the processes already followed first, so that a flood of new files cannot push a rank out
@@ -144,21 +135,39 @@ class PulseReader:
             followed = followed[:MAX_PULSE_FILES]
         pids = sorted(followed + others)
         for pid in pids:
-            got = self._read(dfd, f"pulse-{pid}.json", dst.st_uid)
-            if got is None:
-                continue
-            owner, rec = got
-            state = self._ranks.get(pid)
-            ref = rec if rec is not None else (state.last if state is not None else None)
-            if ref is None or not _owned_by(pid, owner, ref):
-                continue
-            if state is None or (rec is not None and state.last is not None
-                                 and rec.get("start_ticks") != state.last.get("start_ticks")):
-                state = self._ranks[pid] = _RankState()  # a new process under a pid seen before
-                self._unranked.pop(pid, None)
-            seen.add(pid)
-            if rec is not None:
-                self._update(state, rec)
+            self._follow(dfd, pid, dst.st_uid, seen)
+
+    def _listed_pids(self, names: list[str]) -> tuple[list[int], list[int]]:
+        """The pids of the pulse files among ``names``: those already followed, and the others."""
+        followed: list[int] = []
+        others: list[int] = []
+        for name in names:  # string tests, not a regex: a flooded directory is 100,000 names a tick
+            if name.startswith("pulse-") and name.endswith(".json"):
+                digits = name[6:-5]
+                # canonical decimal only (no 0-prefix, sign or space): one name per pid
+                if digits.isascii() and digits.isdigit() and digits[0] != "0" and len(digits) <= 7:
+                    pid = int(digits)
+                    if pid <= PID_MAX:
+                        (followed if pid in self._ranks else others).append(pid)
+        return followed, others
+
+    def _follow(self, dfd: int, pid: int, dir_uid: int, seen: set[int]) -> None:
+        """Read ``pid``'s pulse file into its rank's state, when the file is to be trusted and its process's."""
+        got = self._read(dfd, f"pulse-{pid}.json", dir_uid)
+        if got is None:
+            return
+        owner, rec = got
+        state = self._ranks.get(pid)
+        ref = rec if rec is not None else (state.last if state is not None else None)
+        if ref is None or not _owned_by(pid, owner, ref):
+            return
+        if state is None or (rec is not None and state.last is not None
+                             and rec.get("start_ticks") != state.last.get("start_ticks")):
+            state = self._ranks[pid] = _RankState()  # a new process under a pid seen before
+            self._unranked.pop(pid, None)
+        seen.add(pid)
+        if rec is not None:
+            self._update(state, rec)
 
     @staticmethod
     def _read(dfd: int, name: str, dir_uid: int) -> tuple[int, dict[str, Any] | None] | None:

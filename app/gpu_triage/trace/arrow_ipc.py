@@ -269,7 +269,7 @@ def _offsets(lengths: Sequence[int]) -> bytes:
     return out.tobytes()
 
 
-def _encode(col: Col, values: Sequence[Any], body: _Body) -> None:
+def _encode(col: Col, values: Sequence[Any], body: _Body) -> None:  # noqa: C901 - one branch per Arrow kind
     _validity(values, body)
     kind = col.kind
     if kind in _INT_BITS:

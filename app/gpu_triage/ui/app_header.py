@@ -62,27 +62,8 @@ class Header:
         t.append(f" {host[:24] if compact else host} ", "bold reverse")
         t.append(" ")
         self._state_text(t, compact)
-        if recording.recorder is not None:
-            rec = recording.recorder
-            t.append(" · ")
-            rec_txt = (f"● REC {short_bytes(rec.bytes_written)}" if compact
-                       else f"● REC {rec.ticks} ticks {short_bytes(rec.bytes_written)}")
-            t.append(rec_txt, f"bold {self.colours.alert}")
-            if rec.error is not None:
-                t.append(" failed" if compact else f" (failed: {rec.error})", self.colours.alert)
-        elif recording.error:
-            t.append(" · REC failed" if compact else f" · REC failed: {recording.error}", self.colours.alert)
-        # the state already says "live": repeat the source only when it says more (demo, replay file)
-        label = "" if self.source_label in ("", "live") else self.source_label
-        if compact:
-            label = label.removeprefix("demo: ").replace("simulated ", "").replace("-GPU server", " GPU")
-            tail = f"{self.interval_s:g}s/{_dur(window.capacity * self.interval_s)}"
-            tail = f"{label} · {tail}" if label else tail  # no empty field ("● live ·  · 2s/5m")
-        else:
-            tail = f"tick {self.interval_s:g}s · window {_dur(window.capacity * self.interval_s)}"
-            tail = f"{label} · {tail}" if label else tail
-        if self.speed != 1.0 and self.mode == "live":
-            tail += f" · x{self.speed:g}"
+        self._rec_text(t, recording, compact)
+        tail = self._tail(window, compact)
         t.append(" · ", "grey50")
         t.append(tail)
         t.truncate(width)
@@ -102,6 +83,34 @@ class Header:
         if now_playing:
             lines.append(Text(now_playing[:width], "italic", no_wrap=True, end=""))
         return Text("\n", end="").join(lines)
+
+    def _rec_text(self, t: Text, recording: Recording, compact: bool) -> None:
+        """The REC field: ticks and bytes written, or that the recording failed."""
+        if recording.recorder is not None:
+            rec = recording.recorder
+            t.append(" · ")
+            rec_txt = (f"● REC {short_bytes(rec.bytes_written)}" if compact
+                       else f"● REC {rec.ticks} ticks {short_bytes(rec.bytes_written)}")
+            t.append(rec_txt, f"bold {self.colours.alert}")
+            if rec.error is not None:
+                t.append(" failed" if compact else f" (failed: {rec.error})", self.colours.alert)
+        elif recording.error:
+            t.append(" · REC failed" if compact else f" · REC failed: {recording.error}", self.colours.alert)
+
+    def _tail(self, window: RollingWindow, compact: bool) -> str:
+        """The line's end: the source (when it says more than the state), tick and window, replay speed."""
+        # the state already says "live": repeat the source only when it says more (demo, replay file)
+        label = "" if self.source_label in ("", "live") else self.source_label
+        if compact:
+            label = label.removeprefix("demo: ").replace("simulated ", "").replace("-GPU server", " GPU")
+            tail = f"{self.interval_s:g}s/{_dur(window.capacity * self.interval_s)}"
+            tail = f"{label} · {tail}" if label else tail  # no empty field ("● live ·  · 2s/5m")
+        else:
+            tail = f"tick {self.interval_s:g}s · window {_dur(window.capacity * self.interval_s)}"
+            tail = f"{label} · {tail}" if label else tail
+        if self.speed != 1.0 and self.mode == "live":
+            tail += f" · x{self.speed:g}"
+        return tail
 
     def _label_now(self, window: RollingWindow) -> str | None:
         """In the demo, which known case of the recording is on screen now."""

@@ -233,6 +233,20 @@ class FleetApp(App[int]):
         error = self.query_one("#error", Static)
         error.update(Text(snap.error or "", style="bold red"))
         error.display = bool(snap.error)
+        wanted = self._sync_table(table, force)
+        if self.rows:
+            order = {id(self._drawn[r.key]["HOST"]): i for i, r in enumerate(self.rows)}
+            table.sort("HOST", key=lambda cell: order[id(cell)])
+        if keep is not None and keep in wanted:
+            index = next(i for i, r in enumerate(self.rows) if r.key == keep)
+            table.move_cursor(row=index, animate=False)
+        self._draw_selected()
+        if isinstance(self.screen, HostScreen):
+            self.screen.show(snap)
+
+    def _sync_table(self, table: DataTable[Text], force: bool) -> set[str]:
+        """The table made to hold ``self.rows`` by the fewest changes (columns anew only when their widths
+        change, or ``force``); the keys it holds."""
         cols = columns(self.size.width)
         if force or cols != self._columns:
             table.clear(columns=True)
@@ -257,15 +271,7 @@ class FleetApp(App[int]):
                 if before[t].plain != text or str(before[t].style) != style:
                     before[t] = Text(text, style=style)
                     table.update_cell(row.key, t, before[t])
-        if self.rows:
-            order = {id(self._drawn[r.key]["HOST"]): i for i, r in enumerate(self.rows)}
-            table.sort("HOST", key=lambda cell: order[id(cell)])
-        if keep is not None and keep in wanted:
-            index = next(i for i, r in enumerate(self.rows) if r.key == keep)
-            table.move_cursor(row=index, animate=False)
-        self._draw_selected()
-        if isinstance(self.screen, HostScreen):
-            self.screen.show(snap)
+        return wanted
 
     def _draw_selected(self) -> None:
         """Under the table: why the selected host is down, or its notes."""

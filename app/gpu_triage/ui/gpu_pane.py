@@ -76,8 +76,7 @@ def gpu_pane(
         g = {f: a[:, j] for f, a in view.gpu.items()}
         # Silent now after answering earlier in the window = lost. A card that never reported these fields
         # (every value null: no permission, a MIG parent, an old driver) is unsupported, shown n/a, not LOST.
-        last_missing = view.n > 1 and all(math.isnan(g[f][-1]) for f in _LOST_FIELDS)
-        went_silent = last_missing and any(not np.isnan(g[f][:-1]).all() for f in _LOST_FIELDS)
+        went_silent = _went_silent(view.n, g)
         marker = "▶" if selected == j else " "
         head = f"{marker}{idx:>2} "
         if idx in lost or went_silent:
@@ -109,31 +108,47 @@ def gpu_pane(
         # the graph's columns); the power cap alone only colours the watts
         out.append_text(card_tail(g, width, flags=(flags, alarm), alert=colours.alert)[: max(0, width - left - wave_w)])
         if rows_per_card == 2:
-            out.append("\n")
-            out.append(SM_ROW_LABEL.ljust(left), colours.sm)
-            if np.all(np.isnan(g["sm_active_pct"])):
-                out.append(" " + longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
-            else:
-                out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm, newest=newest))
-                occ = last(g["sm_occupancy_pct"])
-                ten = last(g["tensor_active_pct"])
-                dram = last(g["dram_active_pct"])
-                out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - left - wave_w)],
-                           "grey70")
+            _sm_row(out, g, width, colours, newest)
+    return _legend(view, width, rows_per_card, colours, tall_w if tall else None, newest) + out
+
+
+def _went_silent(n: int, g: dict[str, np.ndarray]) -> bool:
+    """Silent now after answering earlier in the window: the card is lost."""
+    last_missing = n > 1 and all(math.isnan(g[f][-1]) for f in _LOST_FIELDS)
+    return last_missing and any(not np.isnan(g[f][:-1]).all() for f in _LOST_FIELDS)
+
+
+def _sm_row(out: Text, g: dict[str, np.ndarray], width: int, colours: Colours, newest: int | None) -> None:
+    """A card's second row: its SM activity on the cards' time axis, then occupancy, tensor and DRAM."""
+    left, wave_w = card_wave_span(width)
+    out.append("\n")
+    out.append(SM_ROW_LABEL.ljust(left), colours.sm)
+    if np.all(np.isnan(g["sm_active_pct"])):
+        out.append(" " + longest_fitting(SM_NA_TEXTS, wave_w - 1), "grey50")
+        return
+    out.append_text(waveform(g["sm_active_pct"], wave_w, colours.sm, newest=newest))
+    occ = last(g["sm_occupancy_pct"])
+    ten = last(g["tensor_active_pct"])
+    dram = last(g["dram_active_pct"])
+    out.append(f" occ{pct(occ)} tensor{pct(ten)} dram{pct(dram)}"[: max(0, width - left - wave_w)], "grey70")
+
+
+def _legend(view: WindowView, width: int, rows_per_card: int, colours: Colours, tall_w: int | None,
+            newest: int | None) -> Text:
+    """The pane's title line, which says what the graphs' columns hold: the tall graphs' (``tall_w``, None
+    for the one-line form) or the one-line graphs'."""
     interval = float(np.median(np.diff(view.t))) if view.n > 1 else 0.0
-    if tall:
+    if rows_per_card >= TALL_MIN_ROWS:
         per_column, shortened = tall_plan(view.n, tall_w) if tall_w else (1, False)
         shown = ""
         if interval > 0 and tall_w:
             shown = (f", last {_short_dur(_span_ticks(tall_w) * interval)} of {_short_dur(view.n * interval)}"
                      if shortened else f", last {_short_dur(view.n * interval)}")
-        out = Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="") + out
-    else:
-        plan = wave_plan(view.n, wave_w)
-        held = shown_ticks(plan, wave_w, newest)
-        legend = Text(_wave_legend(plan, held, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
-        out = legend + out
-    return out
+        return Text(_tall_legend(per_column, width, shown), "bold", no_wrap=True, end="")
+    _, wave_w = card_wave_span(width)
+    plan = wave_plan(view.n, wave_w)
+    held = shown_ticks(plan, wave_w, newest)
+    return Text(_wave_legend(plan, held, interval, rows_per_card, colours, width), "bold", no_wrap=True, end="")
 
 
 HEAD_W = 4  # "▶ 0 ": the selection marker, the card's number, a space

@@ -41,6 +41,19 @@ def _heat(v: float) -> str:
     return "grey50"
 
 
+def _core_bars(out: Text, cores: np.ndarray, per_line: int, bar_lines: int) -> None:
+    """htop-like bars, ``per_line`` cores a line: the core's number, 7 cells, its %."""
+    n = cores.shape[0]
+    for row in range(bar_lines):
+        out.append("\n")
+        for k in range(row * per_line, min(n, (row + 1) * per_line)):
+            v = float(cores[k])
+            filled = 0 if math.isnan(v) else round(v / 100 * 7)
+            out.append(f"{k:>3}", "grey50")
+            out.append("█" * filled + "░" * (7 - filled), _heat(v))
+            out.append(f"{pct(v, 5)} "[:6])  # " 100%": never run into the bar ("███████100%")
+
+
 def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text:
     """Every core: heat cells (compact) or htop-like bars with % (when the budget allows), then a summary."""
     out = Text(no_wrap=True, end="")
@@ -58,14 +71,7 @@ def cpu_pane(view: WindowView, width: int, lines: int, colours: Colours) -> Text
     bar_lines = math.ceil(n / per_line) if n else 0
     if n and lines - 1 >= bar_lines and bar_lines > 1 or (n and lines - 1 >= bar_lines and n <= per_line):
         out.append(summary[:width], "bold")
-        for row in range(bar_lines):
-            out.append("\n")
-            for k in range(row * per_line, min(n, (row + 1) * per_line)):
-                v = float(cores[k])
-                filled = 0 if math.isnan(v) else round(v / 100 * 7)
-                out.append(f"{k:>3}", "grey50")
-                out.append("█" * filled + "░" * (7 - filled), _heat(v))
-                out.append(f"{pct(v, 5)} "[:6])  # " 100%": never run into the bar ("███████100%")
+        _core_bars(out, cores, per_line, bar_lines)
         return out
     out.append(summary[:width], "bold")
     cell_w = core_cells_per_line(width)

@@ -115,15 +115,8 @@ def _someone_waits(view: WindowView, band: WaitBand) -> bool:
     return any(waits_after(column[:, k].tolist(), band) for k, i in enumerate(view.gpu_indexes) if i in cards)
 
 
-def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int] = frozenset(),
-               band: WaitBand | None = None) -> list[str]:
-    """The diagnosis pane's compact look inside: "inside pid 504: optimizer 5/5 samples (Adam.step)" per
-    waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else, while a process's card
-    waits, the notice that says why none are read (no py-spy, no permission), if any: while every card is
-    busy nothing would be read anyway (a card waits as ``band``, the configured one, says: sources/waiting.py).
-    Processes in ``cited`` (named by the verdict's own evidence) are left out."""
-    if not view.n:
-        return []
+def _recent_main_samples(view: WindowView) -> dict[int, list[StackSample]]:
+    """Each process's main-thread samples of the last RECENT_S, from its first tick as the same process."""
     since = float(view.t[-1]) - RECENT_S
     per_pid: dict[int, list[StackSample]] = {}
     firsts: dict[int, int | None] = {}
@@ -135,19 +128,35 @@ def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int
         first = firsts[s.pid]
         if first is not None and i >= first:
             per_pid.setdefault(s.pid, []).append(s)
+    return per_pid
+
+
+def _pid_line(pid: int, samples: list[StackSample]) -> str:
+    """One process's line: its most sampled phase and the function that names it, or why no stack was read."""
+    read = [s for s in samples if s.error is None]
+    if not read:
+        return f"inside pid {pid}: no stack ({_problem(samples[0].error or '')})"
+    phase, n = Counter(s.phase for s in read).most_common(1)[0]
+    fn = next((f for s in read if s.phase == phase and (f := _named_by(s.frames))), None)
+    return f"inside pid {pid}: {clean(phase)} {n}/{len(read)} samples" + (f" ({fn})" if fn else "")
+
+
+def pane_lines(view: WindowView, notice: str | None = None, cited: frozenset[int] = frozenset(),
+               band: WaitBand | None = None) -> list[str]:
+    """The diagnosis pane's compact look inside: "inside pid 504: optimizer 5/5 samples (Adam.step)" per
+    waiting process with samples in the last RECENT_S, at most MAX_PROCESSES; else, while a process's card
+    waits, the notice that says why none are read (no py-spy, no permission), if any: while every card is
+    busy nothing would be read anyway (a card waits as ``band``, the configured one, says: sources/waiting.py).
+    Processes in ``cited`` (named by the verdict's own evidence) are left out."""
+    if not view.n:
+        return []
+    per_pid = _recent_main_samples(view)
     # a process the verdict already cites has its own evidence line, over the judged ticks: a second count of
     # the same samples over another span beside it read as a contradiction
     per_pid = {pid: v for pid, v in per_pid.items() if pid not in cited}
     lines = []
     for pid in sorted(per_pid)[:MAX_PROCESSES]:
-        samples = per_pid[pid]
-        read = [s for s in samples if s.error is None]
-        if not read:
-            lines.append(f"inside pid {pid}: no stack ({_problem(samples[0].error or '')})")
-            continue
-        phase, n = Counter(s.phase for s in read).most_common(1)[0]
-        fn = next((f for s in read if s.phase == phase and (f := _named_by(s.frames))), None)
-        lines.append(f"inside pid {pid}: {clean(phase)} {n}/{len(read)} samples" + (f" ({fn})" if fn else ""))
+        lines.append(_pid_line(pid, per_pid[pid]))
     if len(per_pid) > MAX_PROCESSES:
         lines.append(f"inside: +{len(per_pid) - MAX_PROCESSES} more processes (Tab, then select one)")
     if not lines and notice and _someone_waits(view, band or WaitBand()):

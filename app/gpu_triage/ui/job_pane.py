@@ -82,6 +82,15 @@ def job_pane(view: WindowView, width: int, lines: int, colours: panes.Colours, *
 def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, colours: panes.Colours) -> None:
     """Title, the samples/s line and the ranks, in ``lines`` lines."""
     stopped = last.since_progress_s is not None and last.since_progress_s >= NO_PROGRESS_AFTER_S
+    _title(out, last, width, colours, stopped)
+    if lines < 2:
+        return
+    out.append("\n")
+    _rate_line(out, view, last, width, colours, stopped)
+    _rank_lines(out, view, last, width, lines, colours)
+
+
+def _title(out: Text, last: JobSample, width: int, colours: panes.Colours, stopped: bool) -> None:
     title = f"JOB  samples/s (scaled to the window's peak, same time axis as the cards)  source: {last.source}"
     if last.ranks:
         title += f" · {len(last.ranks)} rank{'s' if len(last.ranks) != 1 else ''}"
@@ -93,10 +102,11 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
         out.append(title.removeprefix("JOB ")[: max(0, width - 4 - len(badge))], "bold")
     else:
         out.append(title[:width], "bold")
-    if lines < 2:
-        return
 
-    out.append("\n")
+
+def _rate_line(out: Text, view: WindowView, last: JobSample, width: int, colours: panes.Colours,
+               stopped: bool) -> None:
+    """The samples/s waveform on the cards' time axis, the latest rate, step time and data wait."""
     left, wave_w = card_wave_span(width)  # the cards' time axis
     sps = np.array([np.nan if j is None or j.samples_per_s is None else j.samples_per_s for j in view.jobs],
                    dtype=float)
@@ -123,6 +133,10 @@ def _body(out: Text, view: WindowView, last: JobSample, width: int, lines: int, 
         room = max(0, width - left - wave_w - len(tail))
         out.append(wtext[:room], f"bold {colours.alert}" if wait > WAIT_ALERT_PCT else "")
 
+
+def _rank_lines(out: Text, view: WindowView, last: JobSample, width: int, lines: int,
+                colours: panes.Colours) -> None:
+    """One line per rank that fits: its card, rate, step time, data wait, and whether it stopped."""
     card_of = {p.pid: p.gpu_index for p in (view.procs[-1] if view.procs else [])}
     for r in last.ranks[: max(0, lines - 2)]:
         out.append("\n")

@@ -93,52 +93,85 @@ def plan_layout(
     if "procs" in hidden:
         n_procs = 0
     left = height - fixed - (0 if "gpu" in hidden else 1 + n_gpus)  # gpu title + one line per card
-    diag = min(max(0, left), core)
+    need = _Need(width=width, n_gpus=0 if "gpu" in hidden else n_gpus, n_cores=n_cores, n_disks=n_disks,
+                 n_procs=n_procs, n_nets=n_nets, core=core, n_evidence=n_evidence, procs_first=procs_first,
+                 hidden=hidden)
+    budget, left = _least(need, left)
+    return _grown(need, budget, left)
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """What the main screen has to show, hidden panes already taken out (see :func:`plan_layout`)."""
+
+    width: int
+    n_gpus: int
+    n_cores: int
+    n_disks: int
+    n_procs: int
+    n_nets: int
+    core: int  # the verdict's headline and first advice, in lines
+    n_evidence: int
+    procs_first: bool
+    hidden: frozenset[str]
+
+
+def _least(need: _Need, left: int) -> tuple[Budget, int]:
+    """The first shares, in the order of need: the verdict's headline, CPU, (the focused process table,) the
+    first evidence, the table's first rows, disks, the rest of the evidence, the NET line. The budget and the
+    lines still free."""
+    n_procs, procs_first = need.n_procs, need.procs_first
+    diag = min(max(0, left), need.core)
     left -= diag
-    cpu_cells = max(1, math.ceil(n_cores / core_cells_per_line(width))) if n_cores else 1
-    cpu = 0 if "cpu" in hidden else min(max(0, left), cpu_cells + 1)
+    cpu_cells = max(1, math.ceil(need.n_cores / core_cells_per_line(need.width))) if need.n_cores else 1
+    cpu = 0 if "cpu" in need.hidden else min(max(0, left), cpu_cells + 1)
     left -= cpu
     procs = 0
     if procs_first and n_procs:
         procs = min(max(0, left), 2 + n_procs)  # heading, every row, the detail line
         procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
         left -= procs
-    evidence = min(max(0, left), n_evidence, VERDICT_EVIDENCE_FIRST)
+    evidence = min(max(0, left), need.n_evidence, VERDICT_EVIDENCE_FIRST)
     diag += evidence
     left -= evidence
     if n_procs and not procs_first:
         procs = min(max(0, left), min(PROCS_MIN_LINES, 1 + n_procs))
         procs = procs if procs >= min(PROCS_MIN_LINES, 1 + n_procs) else 0
         left -= procs
-    disk = min(max(0, left), min(1 + n_disks, 3)) if n_disks else 0
+    disk = min(max(0, left), min(1 + need.n_disks, 3)) if need.n_disks else 0
     disk = disk if disk >= 2 else 0  # a heading alone says nothing
     left -= disk
     if n_procs and procs and not procs_first:
         more_rows = min(max(0, left), 1 + min(n_procs, 4) - procs)
         procs += more_rows
         left -= more_rows
-    more = min(max(0, left), n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
+    more = min(max(0, left), need.n_evidence - evidence + 1)  # the other bullets, then the past-verdicts strip
     diag += more
     left -= more
-    net = 1 if n_nets and left >= 1 else 0
+    net = 1 if need.n_nets and left >= 1 else 0
     left -= net
-    if "gpu" in hidden:
-        n_gpus = 0
+    return Budget(gpu_rows=1, cpu=cpu, disk=disk, procs=procs, diag=diag, net=net), left
+
+
+def _grown(need: _Need, b: Budget, left: int) -> Budget:
+    """What the lines still free add: a second (SM) row per card, then on wide terminals per-core bars, more
+    disks and processes, then tall graphs per card, and more advice."""
+    n_gpus, n_cores, n_disks, n_procs = need.n_gpus, need.n_cores, need.n_disks, need.n_procs
     gpu_rows = 2 if left >= n_gpus + 2 and n_gpus else 1
     if gpu_rows == 2:
         left -= n_gpus
     # wide terminals: per-core bars instead of cells, more disks, processes, evidence
-    bars_per_line = core_bars_per_line(width)
+    bars_per_line = core_bars_per_line(need.width)
     bar_lines = math.ceil(n_cores / bars_per_line) + 1 if n_cores else 0
-    if n_cores and cpu and bar_lines > cpu and left >= bar_lines - cpu:
-        left -= bar_lines - cpu
-        cpu = bar_lines
-    extra = min(max(0, left), max(0, 1 + n_disks - disk)) if n_disks else 0
-    disk += extra
+    if n_cores and b.cpu and bar_lines > b.cpu and left >= bar_lines - b.cpu:
+        left -= bar_lines - b.cpu
+        b.cpu = bar_lines
+    extra = min(max(0, left), max(0, 1 + n_disks - b.disk)) if n_disks else 0
+    b.disk += extra
     left -= extra
-    extra = min(max(0, left), max(0, 1 + n_procs - procs)) if n_procs and not procs_first else 0
-    if procs + extra >= min(PROCS_MIN_LINES, 1 + n_procs):
-        procs += extra
+    extra = min(max(0, left), max(0, 1 + n_procs - b.procs)) if n_procs and not need.procs_first else 0
+    if b.procs + extra >= min(PROCS_MIN_LINES, 1 + n_procs):
+        b.procs += extra
         left -= extra
     # still room (few cards, tall terminal): tall graphs per card, after keeping 4 lines for more advice
     spare = left - 4
@@ -147,5 +180,6 @@ def plan_layout(
         if per_card >= TALL_MIN_ROWS:
             left -= (per_card - gpu_rows) * n_gpus
             gpu_rows = per_card
-    diag += min(max(0, left), 4) if "diag" not in hidden else 0
-    return Budget(gpu_rows=gpu_rows, cpu=cpu, disk=disk, procs=procs, diag=diag, net=net)
+    b.gpu_rows = gpu_rows
+    b.diag += min(max(0, left), 4) if "diag" not in need.hidden else 0
+    return b

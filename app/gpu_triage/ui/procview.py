@@ -204,6 +204,56 @@ def detail_line(row: Row | None, details: Details, local: bool, inside: str | No
     return f"PID {row.pid}{doing} · user {user}{owned} · {cmd}"
 
 
+def _flags(table: list[Row], state: ProcState, host_only: bool) -> list[str]:
+    """What the heading's tag says: host-only, the order, the filter, and when focused the position."""
+    flags = ["no GPU: host processes"] if host_only else []
+    # host-only, the card order is the busiest first: said as what it is
+    flags.append(f"by {'CPU' if host_only and state.sort == 'card' else state.sort} {sort_arrow(state, host_only)}")
+    if state.filter:
+        flags.append(f"/{state.filter}")
+    if state.focused and table:
+        at = [r.pid for r in table].index(state.selected) if state.selected in [r.pid for r in table] else 0
+        flags.append(f"{at + 1}/{len(table)}")
+    return flags
+
+
+def _heading(
+    procs: list[ProcSample], table: list[Row], state: ProcState, width: int, host_only: bool
+) -> tuple[list[proc_columns.Column], str]:
+    """The columns that fit ``width`` and the heading line that names them, the tag after COMMAND."""
+    # whole columns only, heading and values together (proc_columns.choose); the state goes after COMMAND
+    # processes of two jobs or more (or a job beside processes of none): whose is which comes before workers
+    owners = len({proc_columns.owner_cell(p) for p in procs} - {"n/a"}) >= 2
+    cols = proc_columns.choose(proc_columns.HOST_COLUMNS if host_only else proc_columns.GPU_COLUMNS, width,
+                               owners=owners)
+    head = proc_columns.heading(cols) + " " + proc_columns.COMMAND
+    tag_room = max(0, width - len(head))
+    flags = _flags(table, state, host_only)
+    tag = " [" + " · ".join(flags) + "]"
+    if len(tag) > tag_room:  # the short form before a cut one, which would lose the position ("[by card ↑ · 1…")
+        tag = " [" + " ".join(f.removeprefix("by ").removesuffix(": host processes") for f in flags) + "]"
+    return cols, head + proc_columns.fit(tag, tag_room, ellipsis=True).rstrip()
+
+
+def _rows_in_sight(table: list[Row], state: ProcState, room: int) -> list[Row]:
+    """The rows that fit ``room`` lines: focused, the window that keeps the selection in sight (moved as
+    little as it can); unfocused, the first rows and a line for the rest."""
+    if not state.focused:
+        return table if len(table) <= room else table[: max(0, room - 1)]
+    pids = [r.pid for r in table]
+    at = pids.index(state.selected) if state.selected in pids else 0
+    state.offset = min(max(0, state.offset, at - room + 1), at, max(0, len(table) - room))
+    state.offset = max(0, state.offset)
+    return table[state.offset : state.offset + room]
+
+
+def _selected_detail(table: list[Row], state: ProcState, details: Details, local: bool,
+                     inside: Inside | None) -> str:
+    chosen = next((r for r in table if r.pid == state.selected), None)
+    doing = inside(chosen) if inside is not None and chosen is not None else None
+    return detail_line(chosen, details, local, doing)
+
+
 def proc_pane(
     procs: list[ProcSample],
     width: int,
@@ -226,25 +276,8 @@ def proc_pane(
     table = rows(procs, state, details)
     if state.focused and table and state.selected not in [r.pid for r in table]:
         state.selected = table[0].pid
-    flags = ["no GPU: host processes"] if host_only else []
-    # host-only, the card order is the busiest first: said as what it is
-    flags.append(f"by {'CPU' if host_only and state.sort == 'card' else state.sort} {sort_arrow(state, host_only)}")
-    if state.filter:
-        flags.append(f"/{state.filter}")
-    if state.focused and table:
-        at = [r.pid for r in table].index(state.selected) if state.selected in [r.pid for r in table] else 0
-        flags.append(f"{at + 1}/{len(table)}")
-    # whole columns only, heading and values together (proc_columns.choose); the state goes after COMMAND
-    # processes of two jobs or more (or a job beside processes of none): whose is which comes before workers
-    owners = len({proc_columns.owner_cell(p) for p in procs} - {"n/a"}) >= 2
-    cols = proc_columns.choose(proc_columns.HOST_COLUMNS if host_only else proc_columns.GPU_COLUMNS, width,
-                               owners=owners)
-    head = proc_columns.heading(cols) + " " + proc_columns.COMMAND
-    tag_room = max(0, width - len(head))
-    tag = " [" + " · ".join(flags) + "]"
-    if len(tag) > tag_room:  # the short form before a cut one, which would lose the position ("[by card ↑ · 1…")
-        tag = " [" + " ".join(f.removeprefix("by ").removesuffix(": host processes") for f in flags) + "]"
-    out.append(head + proc_columns.fit(tag, tag_room, ellipsis=True).rstrip(), "bold")
+    cols, heading = _heading(procs, table, state, width, host_only)
+    out.append(heading, "bold")
     if not table:
         out.append("\n")
         msg = f"no process matches /{state.filter}" if state.filter and procs else "no process on any GPU"
@@ -252,14 +285,7 @@ def proc_pane(
         return out
     detail = state.focused and lines >= 3
     room = lines - 1 - int(detail)
-    if state.focused:
-        pids = [r.pid for r in table]
-        at = pids.index(state.selected) if state.selected in pids else 0
-        state.offset = min(max(0, state.offset, at - room + 1), at, max(0, len(table) - room))
-        state.offset = max(0, state.offset)
-        shown = table[state.offset : state.offset + room]
-    else:
-        shown = table if len(table) <= room else table[: max(0, room - 1)]
+    shown = _rows_in_sight(table, state, room)
     for row in shown:
         out.append("\n")
         selected = state.focused and row.pid == state.selected
@@ -270,8 +296,6 @@ def proc_pane(
         out.append("\n")
         out.append(f"{'':>8} +{len(table) - len(shown)} more (Tab: scroll, sort, filter)"[:width], "grey50")
     if detail:
-        chosen = next((r for r in table if r.pid == state.selected), None)
         out.append("\n")
-        doing = inside(chosen) if inside is not None and chosen is not None else None
-        out.append(detail_line(chosen, details, local, doing)[:width], "italic")
+        out.append(_selected_detail(table, state, details, local, inside)[:width], "italic")
     return out
