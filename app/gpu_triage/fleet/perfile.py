@@ -260,7 +260,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             aligned: bool = False) -> Any:
     """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick.
     ``aligned``: ``ticks`` are the table's rows in order (stored verdicts), so no join is needed."""
-    from gpu_triage.fleet.owners import owner_ticks
+    from gpu_triage.fleet.owners import owner_ticks, owners_per_row, with_ts
 
     if table is None:
         return None
@@ -274,7 +274,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             return (ticks.with_columns(per_row.alias("owner")).filter(pl.col("owner").is_not_null())
                     .group_by("owner", "bottleneck").agg(pl.col("seconds").sum()))
         else:
-            owners = _with_ts(pl, table, per_row)
+            owners = with_ts(pl, table, per_row)
     except pl.exceptions.PolarsError as exc:
         warnings.append(f"{path}: owners left out of the summary ({_first_line(exc)})")
         return None
@@ -288,93 +288,6 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
         .group_by("owner", "bottleneck")
         .agg(pl.col("seconds").sum())
     )
-
-
-MAX_LABELS = 62  # owners in one file the bit sets below can hold; more: the general path (owners.owner_ticks)
-
-
-def tick_owners(pl: Any, table: Any) -> Any:
-    """(ts, owner) per tick with an owner, as :func:`gpu_triage.fleet.owners.owner_ticks` names them; None:
-    no owner at all; NotImplemented: a file :func:`owners_per_row` does not take."""
-    per_row = owners_per_row(pl, table)
-    if per_row is None or per_row is NotImplemented:
-        return per_row
-    return _with_ts(pl, table, per_row)
-
-
-def _with_ts(pl: Any, table: Any, per_row: Any) -> Any:
-    ts = pl.from_arrow(table.column("ts"))
-    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
-        return None
-    ts = ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts
-    out = pl.DataFrame({"ts": ts.dt.convert_time_zone("UTC").dt.cast_time_unit("us"), "owner": per_row})
-    out = out.filter(pl.col("owner").is_not_null())
-    return out if out.height else None
-
-
-def owners_per_row(pl: Any, table: Any) -> Any:
-    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet.owners.
-    owner_ticks` names them (its GPU processes' owners, sorted, joined by " + "), computed on the processes'
-    dictionary codes: each distinct combination of owner fields is named once by ProcSample.owner(), each
-    tick's set of owners is a bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file
-    this path does not take (owner fields that are not strings, more than MAX_LABELS owners)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from gpu_triage.fleet.owners import OWNER_FIELDS, owner_label
-    from gpu_triage.model import ProcSample
-
-    if "procs" not in table.column_names or "ts" not in table.column_names:
-        return None
-    procs = table.column("procs").combine_chunks()
-    if not pa.types.is_list(procs.type) or not pa.types.is_struct(procs.type.value_type):
-        return NotImplemented
-    struct = procs.type.value_type
-    have = [f for f in OWNER_FIELDS if struct.get_field_index(f) >= 0]
-    if not have:
-        return None
-    values = procs.flatten()
-    if any(not (pa.types.is_string(values.field(f).type) or pa.types.is_large_string(values.field(f).type))
-           for f in have):
-        return NotImplemented
-    key = np.zeros(len(values), dtype=np.int64)
-    dictionaries = []
-    for f in have:  # each field's dictionary code (0: null), mixed into one key per process
-        enc = pc.dictionary_encode(values.field(f))
-        codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
-        key = key * (len(enc.dictionary) + 1) + codes
-        dictionaries.append(enc.dictionary.to_pylist())
-    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
-    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
-    labels: list[str] = []
-    combo_bit = np.zeros(len(combos), dtype=np.int64)
-    for c, k in enumerate(combos):
-        fields: dict[str, str | None] = {}
-        for f, words in zip(reversed(have), reversed(dictionaries), strict=True):
-            k, code = divmod(k, len(words) + 1)
-            fields[f] = words[code - 1] if code else None
-        label = owner_label(ProcSample(0, 0, **fields).owner())  # type: ignore[arg-type]
-        if label is None:
-            continue
-        if label not in labels:
-            labels.append(label)
-        combo_bit[c] = 1 << labels.index(label)
-    if not labels:
-        return None
-    if len(labels) > MAX_LABELS:
-        return NotImplemented
-    bits = np.append(combo_bit[inverse], 0)  # a trailing 0: an empty list at the end reduces over nothing
-    offsets = np.asarray(procs.offsets)
-    starts = np.minimum(offsets[:-1], len(bits) - 1)
-    per_tick = np.bitwise_or.reduceat(bits, starts)
-    per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
-    masks_enc = pc.dictionary_encode(pa.array(per_tick))
-    order = sorted(range(len(labels)), key=lambda i: labels[i])
-    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
-             for m in masks_enc.dictionary.to_pylist()]
-    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
-                     .cast(pa.string()), dtype=pl.String)
 
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
