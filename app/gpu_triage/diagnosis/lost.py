@@ -11,8 +11,8 @@ adds this up tick by tick; the fleet's summary computes the same on a recording'
   (placement: one card busy, the others idle; imbalance: the cards waiting for the straggler or the laggards), and
   where it names none: then every card of the tick.
 - Each covered card loses the share of the tick it did no work, ``1 - GPU-Util``; a hung collective loses the
-  whole tick (its kernels spin and read busy while nothing progresses). A card with no GPU-Util reading counts
-  nothing, so the figure is a floor: GPU-Util counts a kernel waiting on a peer as work.
+  whole tick (its kernels spin and read busy while nothing progresses). A card with no GPU-Util reading (or one
+  outside 0-100 %, as the reader takes it) counts nothing, so the figure is a floor: GPU-Util counts a kernel waiting on a peer as work.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def card_share(bottleneck: str, util_pct: float | None) -> float:
     """The share of one covered card's tick that is lost, 0..1."""
     if bottleneck in WHOLE_TICK:
         return 1.0
-    if util_pct is None or not math.isfinite(util_pct):
+    if util_pct is None or not 0.0 <= util_pct <= 100.0:  # NaN and a value no card reports: no reading
         return 0.0
-    return 1.0 - min(max(util_pct, 0.0), 100.0) / 100.0
+    return 1.0 - util_pct / 100.0
 
 
 def lost_gpu_seconds(bottleneck: str | None, named: Iterable[int], util_pct: Mapping[int, float | None],

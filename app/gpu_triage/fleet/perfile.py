@@ -35,7 +35,7 @@ from gpu_triage.trace.bounds import bound_column, check_footer, host_metadata
 log = logging.getLogger(__name__)
 
 WINDOW = "300s"  # the worst windows' length (summary.WINDOW_S), as polars names it
-GPU_LEAVES = ("util_pct", "mem_used_bytes", "mem_total_bytes")
+GPU_LEAVES = ("index", "util_pct", "mem_used_bytes", "mem_total_bytes")  # index: the cards a verdict names
 MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
 COLLECTING = "collecting"  # diagnosis.vocab.Pattern.COLLECTING: the window is too short for a verdict yet
 
@@ -48,9 +48,9 @@ class FilePart:
     host: str
     stored: bool  # its verdicts were read, not recomputed
     seconds: float  # wall time this file took (the recomputation's cost is said in the summary)
-    bottlenecks: Any  # (bottleneck, seconds)
-    modes: Any  # (ts: the window's start, bottleneck, seconds)
-    owners: Any  # (owner, bottleneck, seconds) or None
+    bottlenecks: Any  # (bottleneck, seconds, lost_s, gpu_s): lost_s GPU-seconds lost (fleet.lost), gpu_s recorded
+    modes: Any  # (ts: the window's start, bottleneck, seconds, lost_s)
+    owners: Any  # (owner, bottleneck, seconds, lost_s) or None
     util: Any  # (ts: the window's start, util_sum, ticks) or None
     warnings: list[str] = field(default_factory=list)  # logged by the caller (a worker's log goes nowhere)
 
@@ -106,6 +106,10 @@ def _leaves(pf: Any, column: str, names: tuple[str, ...] | frozenset[str], *, sk
     return out
 
 
+def _has_leaf(pf: Any, prefix: str) -> bool:
+    return any(pf.schema.column(i).path.startswith(prefix) for i in range(len(pf.schema)))
+
+
 def _holds_nothing(pf: Any, leaf: int) -> bool:
     for g in range(pf.metadata.num_row_groups):
         stats = pf.metadata.row_group(g).column(leaf).statistics
@@ -128,7 +132,7 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
     owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
     cols += _leaves(pf, "gpus", GPU_LEAVES) + owners
     if with_verdicts:
-        cols += ["verdict.pattern", "verdict.bottleneck"]
+        cols += ["verdict.pattern", "verdict.bottleneck"] + (["verdict.gpus"] if _has_leaf(pf, "verdict.gpus.") else [])
     table = pf.read(columns=cols, use_threads=False)
     for i, name in enumerate(table.column_names):  # strings and lists cut to the contract's limits, in Arrow
         table = table.set_column(i, name, bound_column(name, table.column(i)))
@@ -191,13 +195,15 @@ def _span_ticks(pl: Any, spans: list[Any]) -> Any:
              ((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
 
 
-def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart | Skipped:
+def file_part(path: Path, config: Config, use_stored: bool = True,
+              period: tuple[datetime | None, datetime | None] = (None, None)) -> FilePart | Skipped:
     """One file's part of the summary: from its stored verdicts where it has them, judged with ``config``'s
     settings (``use_stored``), else recomputed; Skipped (with the reader's reason) when the file cannot be
-    read at all."""
+    read at all. ``period``: only the ticks in ``[since, until)`` count (a recomputed span by its end)."""
     import polars as pl
     import pyarrow.parquet as pq
 
+    from gpu_triage.fleet.lost import in_period, with_span_lost, with_stored_lost
     from gpu_triage.fleet.onefile import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
@@ -217,6 +223,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         try:
             table, meta = _projected(path, True, pf)
             ticks = _stored_ticks(pl, table, meta)
+            ticks = None if ticks is None else with_stored_lost(pl, table, ticks)
         except Exception as exc:  # read as the recomputation reads it, which names what is wrong
             log.debug("%s: stored verdicts not read (%s)", path, exc)
             ticks = None
@@ -233,12 +240,14 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         except Exception as exc:  # its verdicts were read; its GPU-Util and owners cannot be
             warnings.append(f"{path}: GPU-Util and owners left out of the summary ({_first_line(exc)})")
             table = None
+        ticks = with_span_lost(pl, table, ticks, spans, meta)
+    table, ticks = in_period(pl, table, ticks, *period, aligned=stored)
     # what polars reads: the cards' leaves for GPU-Util (the processes stay Arrow for owners_per_row)
     frame = pl.from_arrow(table.select([c for c in ("ts", "gpus") if c in table.column_names])) if (
         table is not None) else None
     return FilePart(
         str(path), host, stored, time.perf_counter() - began,
-        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds").sum()),
+        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds", "lost_s", "gpu_s").sum()),
         modes=_by_window(pl, ticks),
         owners=_owners(pl, path, table, ticks, warnings, aligned=stored),
         util=_util(pl, path, frame, warnings),
@@ -253,7 +262,7 @@ def _first_line(exc: BaseException) -> str:
 def _by_window(pl: Any, ticks: Any) -> Any:
     """Seconds per bottleneck in each window, keyed by the window its verdict's tick falls in."""
     return (ticks.group_by(pl.col("end").dt.truncate(WINDOW).alias("ts"), "bottleneck")
-            .agg(pl.col("seconds").sum()))
+            .agg(pl.col("seconds", "lost_s").sum()))
 
 
 def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
@@ -272,7 +281,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             return None
         elif aligned:
             return (ticks.with_columns(per_row.alias("owner")).filter(pl.col("owner").is_not_null())
-                    .group_by("owner", "bottleneck").agg(pl.col("seconds").sum()))
+                    .group_by("owner", "bottleneck").agg(pl.col("seconds", "lost_s").sum()))
         else:
             owners = with_ts(pl, table, per_row)
     except pl.exceptions.PolarsError as exc:
@@ -286,7 +295,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
                    tolerance="1ms", check_sortedness=False)
         .filter(pl.col("owner").is_not_null())
         .group_by("owner", "bottleneck")
-        .agg(pl.col("seconds").sum())
+        .agg(pl.col("seconds", "lost_s").sum())
     )
 
 
@@ -323,7 +332,8 @@ POOL_MIN_RECOMPUTED = 4  # fewer files than that, but this many to recompute (se
 
 
 def all_parts(files: list[Path], config: Config, progress: Any = None, use_stored: bool = True,
-              workers: int | None = None) -> list[FilePart | Skipped]:
+              workers: int | None = None,
+              period: tuple[datetime | None, datetime | None] = (None, None)) -> list[FilePart | Skipped]:
     """Every file's part, in the files' order; ``progress(done, total)`` after each file.
 
     The files are read by worker processes (one per core, ``workers`` to choose) when that is worth their
@@ -341,7 +351,7 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
     if n <= 1:
         out: list[FilePart | Skipped] = []
         for i, f in enumerate(files, start=1):
-            out.append(file_part(f, config, use_stored))
+            out.append(file_part(f, config, use_stored, period))
             if progress is not None:
                 progress(i, len(files))
         return out
@@ -350,7 +360,7 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
 
     results: list[FilePart | Skipped | None] = [None] * len(files)
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(file_part, f, config, use_stored): i for i, f in enumerate(files)}
+        futures = {pool.submit(file_part, f, config, use_stored, period): i for i, f in enumerate(files)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[futures[future]] = future.result()
             if progress is not None:
