@@ -8,11 +8,13 @@ adds this up tick by tick; the fleet's summary computes the same on a recording'
 - A tick whose verdict names no bottleneck (``none``, no verdict yet) loses nothing: idle cards no job holds are
   the scheduler's business, not a bottleneck's.
 - The cards it covers: the verdict's own cards, except where the loss is the cards *beside* the ones it names
-  (placement: one card busy, the others idle; imbalance: the cards waiting for the straggler or the laggards), and
-  where it names none: then every card of the tick.
+  (placement: one card busy, the others idle; imbalance: the cards waiting for the straggler or the laggards; a
+  hung collective: the hung rank's card idles beside the ones spinning), and where it names none: then every card
+  of the tick.
 - Each covered card loses the share of the tick it did no work, ``1 - GPU-Util``; a hung collective loses the
   whole tick (its kernels spin and read busy while nothing progresses). A card with no GPU-Util reading (or one
-  outside 0-100 %, as the reader takes it) counts nothing, so the figure is a floor: GPU-Util counts a kernel waiting on a peer as work.
+  outside 0-100 %, as the reader takes it) counts nothing, and GPU-Util counts a kernel waiting on a peer as work
+  (communication, a straggler's peers): the figure is a floor.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from gpu_triage.diagnosis.vocab import Bottleneck, is_healthy
 
 #: Bottlenecks whose loss is on every card of the machine, not only the cards the verdict names.
-MACHINE_WIDE: frozenset[str] = frozenset({Bottleneck.PLACEMENT, Bottleneck.IMBALANCE})
+MACHINE_WIDE: frozenset[str] = frozenset({Bottleneck.PLACEMENT, Bottleneck.IMBALANCE, Bottleneck.HUNG_COLLECTIVE})
 #: Bottlenecks that lose the whole tick on each card they cover, whatever GPU-Util reads.
 WHOLE_TICK: frozenset[str] = frozenset({Bottleneck.HUNG_COLLECTIVE})
 

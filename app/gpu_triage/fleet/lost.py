@@ -105,7 +105,8 @@ def with_span_lost(pl: Any, table: Any, ticks: Any, spans: Sequence[Any], meta: 
     from gpu_triage.trace.batches import as_float, meta_interval
 
     n = len(spans)
-    lost, gpu = np.zeros(n), np.zeros(n)
+    lost: Any = np.zeros(n)
+    gpu: Any = np.zeros(n)
     us = _row_us(pl, table)
     if us is not None and n:
         ends = np.asarray([round(s.end.timestamp() * 1e6) for s in spans], dtype=np.int64)

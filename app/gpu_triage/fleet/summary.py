@@ -62,7 +62,7 @@ MAX_BRACES = 4096  # patterns one brace glob may become ('{a,b}{c,d}' is 4): mor
 def expand_braces(spec: str) -> list[str]:
     """``'host{1,2}/*.parquet'`` as the shell expands it, ``host1/*.parquet`` and ``host2/*.parquet`` (nested
     and several groups too), for a pattern quoted past the shell; braces without a comma stay as they are."""
-    depth, open_at, commas = 0, -1, []
+    depth, open_at, commas = 0, -1, list[int]()
     for i, ch in enumerate(spec):
         if ch == "{":
             depth += 1
