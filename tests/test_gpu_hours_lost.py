@@ -170,3 +170,45 @@ def test_brace_globs_expand_as_the_shell_does() -> None:
     assert expand_braces("h{a,b{1,2}}x") == ["hax", "hb1x", "hb2x"]
     assert expand_braces("{a,b}{c,d}") == ["ac", "ad", "bc", "bd"]
     assert expand_braces("run{1}.parquet") == ["run{1}.parquet"]  # no comma: not a group
+
+
+# -- the exporter's counter -----------------------------------------------------------------------------------
+
+
+def test_the_exporters_counter_adds_up_what_its_recording_summarises(tmp_path: Path) -> None:
+    """`export --record`: the monitor judges each tick once for the metrics and the recording. The counter
+    gpu_triage_gpu_lost_seconds_total{bottleneck} (every bottleneck from the first tick, no pid label) holds the
+    GPU-seconds the summary of that recording counts from its stored verdicts."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpu_triage.export.collector import TriageCollector
+    from gpu_triage.export.lost_metric import LOST_BOTTLENECKS
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.verdicts.settings import with_settings
+
+    config = Config()
+    source = SimulatedSource.from_schedule([("healthy", 240), ("single_card_busy", 600)], gpus=4, seed=2,
+                                           start=START)
+    monitor = Monitor(source.host_info(), config, source.name)
+    host = with_settings(source.host_info(), config.thresholds, config.window_s)
+    writer = DatasetWriter(tmp_path, host, 2.0, hostname="gpu09")
+    for _ in range(420):
+        tick = source.sample()
+        monitor.ingest(tick, source.status(), fresh=writer.opens_file(tick.ts))
+        assert monitor.judged is not None
+        writer.append(monitor.judged.stamped())
+    writer.close()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    counter = {s.labels["bottleneck"]: s.value / 3600
+               for fam in text_string_to_metric_families(generate_latest(registry).decode())
+               for s in fam.samples if s.name == "gpu_triage_gpu_lost_seconds_total"}
+    assert set(counter) == set(LOST_BOTTLENECKS)  # bounded: the vocabulary, each from the first tick
+    summary = summarise(str(tmp_path), config)
+    assert summary["recomputed_files"] == 0  # read from the stored verdicts, as the recording holds them
+    h = summary["hosts"]["gpu09"]
+    assert h["lost_by_bottleneck"]["placement"] > 0.5 * 600 * 3 / 3600  # 3 of 4 cards idle, most of 10 minutes
+    assert sum(counter.values()) == pytest.approx(h["gpu_hours_lost"], abs=1e-3)
+    for b, hours in h["lost_by_bottleneck"].items():
+        assert counter[b] == pytest.approx(hours, abs=1e-3)

@@ -1,7 +1,7 @@
 """GPU-hours lost: what a bottleneck cost, measured tick by tick (docs/diagnosis.md, "GPU-hours lost").
 
 Pure: one judged tick's verdict (its bottleneck and the cards it names), the tick's cards with their GPU-Util,
-and the tick's seconds in; the GPU-seconds lost out. The exporter's counter (``gpu_triage_gpu_hours_lost_total``)
+and the tick's seconds in; the GPU-seconds lost out. The exporter's counter (``gpu_triage_gpu_lost_seconds_total``)
 adds this up tick by tick; the fleet's summary computes the same on a recording's columns
 (:mod:`gpu_triage.fleet.lost`, checked against this one in the tests).
 

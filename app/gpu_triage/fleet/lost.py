@@ -78,20 +78,23 @@ def card_counts(table: Any) -> Any:
 
 def with_stored_lost(pl: Any, table: Any, ticks: Any) -> Any:
     """``ticks`` (one row per table row: the stored verdicts) with each tick's ``lost_s`` (GPU-seconds lost) and
-    ``gpu_s`` (GPU-seconds recorded). A tick still collecting counts with the verdict after it, as its seconds
-    do, on every card (it names none)."""
+    ``gpu_s`` (GPU-seconds recorded). A tick still collecting loses nothing: it has no verdict yet, as the
+    exporter's counter counts it (its seconds count with the verdict after it)."""
     import numpy as np
     import pyarrow.compute as pc
 
     named: list[list[int]] = [[] for _ in range(table.num_rows)]
+    bottleneck: list[str | None] = ticks["bottleneck"].to_list()
     if "verdict" in table.column_names:
         verdict = table.column("verdict").combine_chunks()
-        if verdict.type.get_field_index("gpus") >= 0 and verdict.type.get_field_index("pattern") >= 0:
+        if verdict.type.get_field_index("pattern") >= 0:
             collecting = pc.fill_null(pc.equal(verdict.field("pattern"), "collecting"), False).to_pylist()
-            named = [[] if c or g is None else [int(i) for i in g if i is not None]
-                     for c, g in zip(collecting, verdict.field("gpus").to_pylist(), strict=True)]
+            bottleneck = [None if c else b for c, b in zip(collecting, bottleneck, strict=True)]
+        if verdict.type.get_field_index("gpus") >= 0:
+            named = [[] if g is None else [int(i) for i in g if i is not None]
+                     for g in verdict.field("gpus").to_pylist()]
     seconds = ticks["seconds"].to_numpy()
-    lost = lost_per_row(table, ticks["bottleneck"].to_list(), named, seconds)
+    lost = lost_per_row(table, bottleneck, named, seconds)
     gpu = card_counts(table) * np.where(np.isfinite(seconds), seconds, 0.0)
     return ticks.with_columns(pl.Series("lost_s", lost, dtype=pl.Float64), pl.Series("gpu_s", gpu, dtype=pl.Float64))
 
