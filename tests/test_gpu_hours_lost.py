@@ -212,3 +212,29 @@ def test_the_exporters_counter_adds_up_what_its_recording_summarises(tmp_path: P
     assert sum(counter.values()) == pytest.approx(h["gpu_hours_lost"], abs=1e-3)
     for b, hours in h["lost_by_bottleneck"].items():
         assert counter[b] == pytest.approx(hours, abs=1e-3)
+
+
+# -- the fleet view -------------------------------------------------------------------------------------------
+
+
+def test_the_fleet_view_reads_the_counter_into_a_column_and_sorts_by_it() -> None:
+    from gpu_triage.fleetview.model import SORTS, build_rows
+    from gpu_triage.fleetview.render import cells, detail_lines
+    from gpu_triage.fleetview.samples import HostData, Sample
+
+    def host(name: str, lost: dict[str, float] | None) -> HostData:
+        samples = [Sample("gpu_triage_tick_timestamp_seconds", {}, 1000.0),
+                   Sample("gpu_triage_verdict", {"pattern": "steady_high", "bottleneck": "none", "cards": ""}, 1.0)]
+        samples += [Sample("gpu_triage_gpu_lost_seconds_total", {"bottleneck": b}, v) for b, v in (lost or {}).items()]
+        return HostData(key=name, address=name, time=1001.0, samples=tuple(samples))
+
+    rows = build_rows([host("a", {"data_pipeline": 3600.0, "placement": 7200.0}), host("b", None),
+                       host("c", {"storage_io": 36000.0, "placement": 0.0}), host("d", {"placement": 0.0})])
+    ranked = sorted(rows, key=SORTS["most GPU-hours lost"])
+    assert [r.host for r in ranked] == ["c", "a", "d", "b"]  # most first, the exporter without the counter last
+    a = next(r for r in rows if r.host == "a")
+    assert a.gpu_hours_lost == pytest.approx(3.0) and a.lost_bottleneck == "placement"
+    assert cells(a)["GPU-H LOST"] == "3.00" and cells(ranked[0])["GPU-H LOST"] == "10.0"
+    assert cells(ranked[-1])["GPU-H LOST"] == "n/a" and ranked[2].lost_bottleneck is None
+    assert any(line.startswith("GPU-hours lost since the exporter started: 3.00, most to placement: one card per rank")
+               for line in detail_lines(a))

@@ -49,6 +49,9 @@ METRICS: dict[str, tuple[str, ...]] = {
     "cpu_busy": ("gpu_triage_host_cpu_busy_ratio",),
     "iowait": ("gpu_triage_host_iowait_ratio",),
     "samples_per_s": ("gpu_triage_job_samples_per_second",),
+    # GPU-seconds lost per bottleneck: the exporter's counter since it started; from Prometheus, its increase over
+    # client.LOST_RANGE (the sample then carries a `range` label saying so)
+    "time_lost": ("gpu_triage_gpu_lost_seconds_total",),
     "job_since_progress": ("gpu_triage_job_seconds_since_progress",),
     "owner": ("gpu_triage_owner_info", "gpu_triage_gpu_owner_info", "gpu_triage_process_gpu_memory_bytes"),
     "up": ("up",),
@@ -106,6 +109,9 @@ class HostRow:
     total: int | None = None
     util: float | None = None
     samples_per_s: float | None = None
+    gpu_hours_lost: float | None = None  # None: the exporter does not serve the counter (an older version)
+    lost_bottleneck: str | None = None  # the bottleneck that lost the most of them
+    lost_range: str | None = None  # over what: "since the exporter started", or Prometheus' range ("24h")
     owner: str | None = None
     owners: tuple[str, ...] = ()
     tick_age_s: float | None = None
@@ -274,6 +280,7 @@ def build_row(data: HostData) -> HostRow:
         error = "no tick yet" if tick_age is None else f"newest tick is {tick_age:.0f} s old: its sampler stopped"
     owners = owners_of(s for s in ours if _may_name_owner(s.name))
     driver = idx.one("driver")
+    lost_hours, lost_by, lost_range = _lost(idx)
     return HostRow(
         host=hostname or address,
         hostname=hostname or None,
@@ -288,6 +295,9 @@ def build_row(data: HostData) -> HostRow:
         total=len(cards) if cards else (0 if driver == 0 else None),
         util=sum(measured) / len(measured) if measured else None,
         samples_per_s=_amount(idx.one("samples_per_s")),
+        gpu_hours_lost=lost_hours,
+        lost_bottleneck=lost_by,
+        lost_range=lost_range,
         owner=_owner_text(owners),
         owners=owners,
         tick_age_s=tick_age,
@@ -300,6 +310,23 @@ def build_row(data: HostData) -> HostRow:
         job=job,
         notes=notes,
     )
+
+
+def _lost(idx: _Index) -> tuple[float | None, str | None, str | None]:
+    """GPU-hours lost (every bottleneck's together), the bottleneck that lost the most, and over what range."""
+    per: dict[str, float] = {}
+    span = None
+    for s in idx.all("time_lost"):
+        seconds = _amount(s.value)
+        if seconds is not None:
+            b = clip(s.labels.get("bottleneck", ""), 40)
+            per[b] = per.get(b, 0.0) + seconds
+            span = span or s.labels.get("range")
+    if not per:
+        return None, None, None
+    top = max(sorted(per), key=per.__getitem__)
+    return (sum(per.values()) / 3600.0, top if per[top] > 0 else None,
+            f"over the last {clip(span, 10)}" if span else "since the exporter started")
 
 
 def _owner_text(owners: Sequence[str]) -> str | None:
@@ -357,12 +384,17 @@ def _by_util(row: HostRow) -> tuple[bool, float, str, str]:
     return (row.util is None, row.util or 0.0, row.host, row.key)
 
 
+def _by_lost(row: HostRow) -> tuple[bool, float, str, str]:
+    return (row.gpu_hours_lost is None, -(row.gpu_hours_lost or 0.0), row.host, row.key)
+
+
 #: The screen's orders (``s`` cycles them), the first the view's own (:data:`SORT_ORDER_HELP`): severity, host
-#: name, lowest mean GPU-Util first (n/a last).
+#: name, lowest mean GPU-Util first (n/a last), most GPU-hours lost first (n/a last).
 SORTS: dict[str, Callable[[HostRow], Any]] = {
     "severity": sort_key,
     "host": lambda r: (r.host, r.key),
     "lowest GPU-Util": _by_util,
+    "most GPU-hours lost": _by_lost,
 }
 
 
