@@ -1,5 +1,6 @@
-"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
-it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`).
+"""``gpu-triage diagnose DIR --summary`` (or globs, several): the hosts and owners ranked by GPU-hours lost
+(:mod:`gpu_triage.fleet.ranking`), then per host the share of time in each bottleneck, whose time it was and the
+worst episodes, over a fleet's dataset (see :mod:`gpu_triage.fleet.dataset`), in a period or all of it.
 
 Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
 many), added up here, so memory does not grow with the dataset:
@@ -10,12 +11,14 @@ many), added up here, so memory does not grow with the dataset:
    (:func:`~gpu_triage.offline.judge.judge`), the raw engine gives a verdict every :data:`STRIDE_S` seconds of
    data on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that
    tick, each standing for the ticks since the previous one (a gap in the recording ends a span: it is
-   nobody's time). The summary says how many files it recomputed and how long that took.
+   nobody's time). The summary says how many files it recomputed and how long that took. Each tick's
+   GPU-seconds lost (:mod:`gpu_triage.fleet.lost`) count with its verdict.
 2. **Utilisation**: mean GPU-Util per :data:`WINDOW_S` window while a job held the cards, from the cards'
-   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst windows are
-   the lowest of those, each with the bottleneck the verdicts gave most often inside it. docs/recording.md
-   shows the same query in DuckDB.
-3. **Owners**: each verdict's seconds counted for the owners of the GPU processes at its tick.
+   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst episodes are
+   runs of adjacent windows of one most-given bottleneck, the most GPU-hours lost first. docs/recording.md
+   shows the utilisation query in DuckDB.
+3. **Owners**: each verdict's seconds and GPU-seconds lost counted for the owners of the GPU processes at its
+   tick; an owner across hosts is one row of the ranking.
 
 Why a stride when recomputing: a share of time over hours does not need every tick's verdict, and the
 diagnosis is ~85 % of the cost (profiled); every tick is still in the window, so each verdict sees the whole
