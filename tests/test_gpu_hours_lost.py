@@ -61,7 +61,7 @@ def test_the_summarys_columnar_count_is_the_definition_tick_by_tick_on_real_reco
     what diagnosis/lost.py (the exporter's counter) gives for that tick read as ticks."""
     import polars as pl
 
-    from gpu_triage.fleet.lost import lost_per_row
+    from gpu_triage.fleet.lost import lost_per_row, named_lists
     from gpu_triage.fleet.perfile import _projected
     from gpu_triage.trace.reader import open_trace
 
@@ -72,7 +72,7 @@ def test_the_summarys_columnar_count_is_the_definition_tick_by_tick_on_real_reco
     bottlenecks = [t.verdict.bottleneck if t.verdict else None for t in ticks]
     named = [list(t.verdict.gpus) if t.verdict else [] for t in ticks]
     seconds = np.asarray([t.interval_s or 0.0 for t in ticks])
-    fast = lost_per_row(table, bottlenecks, named, seconds)
+    fast = lost_per_row(table, bottlenecks, named_lists(named), seconds)
     slow = [lost_gpu_seconds(b, n, {g.index: g.util_pct for g in t.gpus}, s)
             for b, n, t, s in zip(bottlenecks, named, ticks, seconds, strict=True)]
     assert fast == pytest.approx(slow, abs=1e-6)
