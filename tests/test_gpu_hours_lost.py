@@ -124,6 +124,9 @@ def test_the_summary_ranks_hosts_and_jobs_across_hosts_by_gpu_hours_lost(
     assert first["bottleneck"] == "data_pipeline" and first["seconds"] >= 600
     starts = [w["start"] for w in result["hosts"]["gpu01"]["worst_windows"]]
     assert len(set(starts)) == len(starts)
+    # its healthy half is no "worst" episode beside the starved one; a host with nothing else shows its own
+    assert all(w["bottleneck"] != "none" for w in result["hosts"]["gpu01"]["worst_windows"])
+    assert result["hosts"]["gpu03"]["worst_windows"][0]["bottleneck"] == "none"
 
     assert main(["diagnose", str(tmp_path), "--summary", "--top", "1"]) == 0
     out = capsys.readouterr().out

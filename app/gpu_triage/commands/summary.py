@@ -147,5 +147,6 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         print("\n".join(host_lines(entry["host"], hosts[entry["host"]], tz)))
     if len(hosts) > top:
         print()
-        print(f"{len(hosts) - top} more hosts not detailed: --top {len(hosts)} for each, --json for all")
+        rest = len(hosts) - top
+        print(f"{rest} more host{'s' * (rest != 1)} not detailed: --top {len(hosts)} for each, --json for all")
     return 0

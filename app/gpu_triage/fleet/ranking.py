@@ -63,7 +63,8 @@ def owner_ranking(pl: Any, owners: Any) -> list[dict[str, Any]]:
 def episodes(pl: Any, modes: Any, util: Any) -> Any:
     """Each host's episodes: runs of adjacent windows whose most-given bottleneck is the same, merged, with their
     GPU-hours lost and mean GPU-Util (over the ticks where a job held the cards), the
-    :data:`WORST` of each host first by GPU-hours lost, then by lowest GPU-Util. ``modes``: (host, ts, bottleneck,
+    :data:`WORST` of each host first by GPU-hours lost, then by lowest GPU-Util; episodes of no bottleneck only
+    on a host that has nothing else. ``modes``: (host, ts, bottleneck,
     seconds, lost_s); ``util``: (host, ts, util_pct, ticks)."""
     per = modes.group_by("host", "ts", "bottleneck").agg(pl.col("seconds", "lost_s").sum())
     windows = (per.sort(["host", "ts", "seconds", "bottleneck"], descending=[False, False, True, False])
@@ -80,6 +81,9 @@ def episodes(pl: Any, modes: Any, util: Any) -> Any:
                 pl.col("lost_s").sum(), pl.col("seconds").sum(),
                 ((pl.col("util_pct") * pl.col("ticks")).sum()
                  / pl.col("ticks").filter(pl.col("util_pct").is_not_null()).sum()).fill_nan(None).alias("util_pct"))
+           # an episode of no bottleneck is worth showing only on a host that has no other (its lowest GPU-Util)
+           .with_columns((pl.col("bottleneck").is_in(["none"]) | pl.col("bottleneck").is_null()).alias("healthy"))
+           .filter(~pl.col("healthy") | pl.col("healthy").all().over("host"))
            .sort(["host", "lost_s", "util_pct", "start"], descending=[False, True, False, False], nulls_last=True)
            .group_by("host", maintain_order=True).head(WORST))
     return eps
