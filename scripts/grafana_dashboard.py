@@ -140,6 +140,32 @@ def table(title: str, targets: list[dict[str, Any]], *, description: str = "") -
     }
 
 
+LOST = f"increase(gpu_triage_gpu_lost_seconds_total{{{FLEET}}}[$__range])"  # GPU-seconds lost over the range
+
+
+def what_to_fix_first() -> dict[str, Any]:
+    """Hosts ranked by GPU-hours lost over the dashboard's range, each with the bottleneck that lost the most and
+    whose job runs there: the summary's ranking (`diagnose DIR --summary`) from the exporters' counters."""
+    panel = table(
+        "What to fix first: GPU-hours lost over the range",
+        [
+            target(f"sum by (instance) ({LOST}) / 3600", "", "A"),
+            target(f"topk by (instance) (1, sum by (instance, bottleneck) ({LOST})) / 3600", "", "B"),
+            target(f"count by (instance, owner_kind, owner) (gpu_triage_owner_info{{{FLEET}}})", "", "C"),
+        ],
+        description="Hosts by GPU-hours lost over the dashboard's time range (the cards each verdict covers x "
+        "the time x their idle share; a hang: all of it: gpu_triage_gpu_lost_seconds_total, docs/diagnosis.md "
+        "\"GPU-hours lost\"), the bottleneck that lost the most of them, and whose job runs there. Fix the top "
+        "row first: `gpu-triage` on that host names the evidence and the knob.",
+    )
+    panel["transformations"][1]["options"]["renameByName"] = {
+        "instance": "host", "bottleneck": "lost most to", "Value #A": "GPU-h lost",
+        "Value #B": "GPU-h lost to it", "owner_kind": "owner kind", "Value #C": "processes' owners"}
+    panel["options"]["sortBy"] = [{"displayName": "GPU-h lost", "desc": True}]
+    panel["fieldConfig"]["defaults"]["decimals"] = 2
+    return panel
+
+
 def verdict_timeline(label: str, description: str | None = None) -> dict[str, Any]:
     """A state timeline of the shown verdict's ``label`` (bottleneck or pattern): one lane per value."""
     panel: dict[str, Any] = {"type": "state-timeline", "title": f"Verdict timeline ({label})"}
@@ -200,6 +226,7 @@ def build() -> dict[str, Any]:
         12,
         6,
     )
+    lay.add(what_to_fix_first(), 24, 8)
 
     lay.row("Verdict")
     lay.add(

@@ -93,6 +93,9 @@ async def fleet_shots(out: Path) -> list[Path]:
     p = out / "fleet-detail-120x40.svg"
     await shoot(fleet_app(), p, (120, 40), ("down", "enter"))  # the first host with cards (a dead one is first)
     shots.append(p)
+    p = out / "fleet-lost-120x40.svg"  # what to fix first: s cycles to the order by GPU-hours lost
+    await shoot(fleet_app(), p, (120, 40), ("s", "s", "s", "home"))
+    shots.append(p)
     os.environ["NO_COLOR"] = "1"  # the state and the bottleneck must read without colour
     try:
         app = fleet_app()

@@ -65,7 +65,7 @@ def test_promtool_checks_the_rules() -> None:
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 11 rules found" in out.stdout
+    assert "SUCCESS: 12 rules found" in out.stdout
 
 
 @pytest.mark.slow
@@ -122,8 +122,15 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
             assert "bytes_per_second" not in t["expr"] or "disk" in t["expr"], f"{t['expr']}: links are counters"
     exprs = " ".join(t["expr"] for p in panels for t in p.get("targets", []))
     for counter in ("pcie_rx_bytes_total", "network_receive_bytes_total", "ecc_uncorrected_errors_total",
-                    "xid_events_total", "clock_event_reason", "job_samples_per_second", "owner_info"):
+                    "xid_events_total", "clock_event_reason", "job_samples_per_second", "owner_info",
+                    "gpu_lost_seconds_total"):
         assert counter in exprs, counter
+    # what to fix first: the hosts ranked by GPU-hours lost over the dashboard's range, with the bottleneck
+    fix = next(p for p in panels if p["title"].startswith("What to fix first"))
+    verdict_row = min(p["gridPos"]["y"] for p in panels if p["title"] == "Verdict")
+    assert fix["type"] == "table" and fix["gridPos"]["y"] < verdict_row  # in the fleet's row, at the top
+    assert any("[$__range]" in t["expr"] and "bottleneck" in t["expr"] for t in fix["targets"])
+    assert fix["options"]["sortBy"] == [{"displayName": "GPU-h lost", "desc": True}]
     assert "up{" in exprs  # the fleet overview counts the exporters that are down
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))

@@ -182,6 +182,7 @@ def test_every_grafana_query_is_valid_promql_with_data(prometheus: str) -> None:
             .replace("$gpu", "3")
             .replace("$job", "gpu-triage")
             .replace("$__rate_interval", "1m")
+            .replace("$__range", "1h")
         )
         answer = _query(base, promql)
         assert answer or expr in no_job, f"no data for {expr}"

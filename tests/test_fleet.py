@@ -254,7 +254,8 @@ def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.
     _write(tmp_path, "storage_io", LATE, 1200, hostname="gpu07")
     assert main(["diagnose", str(tmp_path), "--summary"]) == 0
     out = capsys.readouterr().out
-    assert "gpu07: 0:20:00 of data in 1 files" in out and "storage_io" in out and "worst 5-minute windows" in out
+    assert "gpu07: 0:20:00 of data in 1 files" in out and "storage_io" in out and "worst episodes" in out
+    assert out.index("what to fix first") < out.index("gpu07: 0:20:00")  # the ranking first, then the host
     assert main(["diagnose", str(tmp_path), "--json"]) == 0  # a directory implies --summary
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
 

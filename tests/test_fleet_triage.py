@@ -175,6 +175,11 @@ async def test_slash_filters_the_rows_esc_clears_it_and_s_cycles_the_order() -> 
         utils = [r.util for r in app.rows]
         assert utils[-1] is None and utils[:-1] == sorted(u for u in utils if u is not None)
         assert "order: lowest GPU-Util" in str(app.query_one("#summary").render())
+        await pilot.press("s")  # most GPU-hours lost first, n/a (an exporter without the counter) last
+        await pilot.pause()
+        lost = [r.gpu_hours_lost for r in app.rows]
+        known = [v for v in lost if v is not None]
+        assert lost[: len(known)] == sorted(known, reverse=True) and app.sort_name == "most GPU-hours lost"
         await pilot.press("s")  # back to the view's own order
         await pilot.pause()
         assert app.rows[0].key == "gpu99" and app.rows[1].key == "train"

@@ -173,11 +173,17 @@ def test_cli_once_and_json_over_the_exporters(pool, tmp_path: Path, capsys) -> N
     doc = json.loads(capsys.readouterr().out)
     assert [h["key"] for h in doc["hosts"]] == [dead, pool["single_card_busy"], pool["storage_io"], pool["healthy"]]
     assert doc["hosts"][0]["state"] == "down" and doc["hosts"][0]["util"] is None
+    # GPU-hours lost, from each exporter's counter: every rank on one card loses the seven idle ones' time
+    placement, healthy = doc["hosts"][1], doc["hosts"][3]
+    assert placement["gpu_hours_lost"] > 0 and placement["lost_bottleneck"] == "placement"
+    assert placement["lost_range"] == "since the exporter started"
+    assert healthy["gpu_hours_lost"] < placement["gpu_hours_lost"]
     assert main(["fleet", "--exporters", f"{dead},{pool['storage_io']}", "--once"]) == 3
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("2 exporters: 2 hosts, 2 need a look, 1 down or stale")
-    assert lines[1].split() == ["HOST", "STATE", "BOTTLENECK", "PATTERN", "CONF", "BUSY", "UTIL", "SAMPLES/S", "OWNER"]
+    assert lines[1].split() == ["HOST", "STATE", "BOTTLENECK", "PATTERN", "CONF", "BUSY", "UTIL", "GPU-H", "LOST",
+                                "SAMPLES/S", "OWNER"]
     assert lines[2].split()[:2] == [dead, "down"] and "connection refused" in lines[3]
     assert lines[4].split()[:3] == ["sim-h200x8", "ok", "storage_io"]  # one host of that name: its name
     # every host answers (a bottleneck is a verdict, not a failure): exit 0
@@ -477,6 +483,13 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
             assert snap.rows[0].state == DOWN and "up == 0" in snap.rows[0].error
             # federated too, each host is its own (job, instance), not the federating server
             assert all(r.job == "gpu-triage" and r.key == f"gpu-triage/{r.address}" for r in snap.rows)
+
+        # the GPU-hours lost column from Prometheus: the counter's increase over the last 24 h
+        lost = _wait("the placement host's GPU-hours lost", direct.once,
+                     lambda s: any(r.address == pool["single_card_busy"] and r.gpu_hours_lost  # type: ignore[attr-defined]
+                                   for r in s.rows))  # type: ignore[attr-defined]
+        row = next(r for r in lost.rows if r.address == pool["single_card_busy"])
+        assert row.lost_bottleneck == "placement" and row.lost_range == "over the last 24h"
 
         stop(victim)  # the next scrape fails: up == 0, and its series go stale
         rest = [pool["single_card_busy"], pool["storage_io"], pool["healthy"]]

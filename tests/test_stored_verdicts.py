@@ -237,8 +237,8 @@ def test_owners_from_dictionary_codes_are_the_general_paths_owners(tmp_path: Pat
     exactly as owners.owner_ticks does: several jobs at once, pods, containers, users, ticks without any."""
     import polars as pl
 
-    from gpu_triage.fleet.owners import owner_ticks
-    from gpu_triage.fleet.perfile import _projected, tick_owners
+    from gpu_triage.fleet.owners import owner_ticks, tick_owners
+    from gpu_triage.fleet.perfile import _projected
     from gpu_triage.model import ProcSample
     from gpu_triage.trace.writer import TraceWriter
 

@@ -107,18 +107,23 @@ def check_file_args(args: argparse.Namespace) -> None:
     alike: as a path it would be "." (the current directory) or a ValueError further on. So is a
     ``~NAME/`` whose user does not exist (Path.expanduser raises RuntimeError for it)."""
     for attr, shown in _FILE_ARGS:
-        value = getattr(args, attr, None)
-        if isinstance(value, str) and not value.strip():
-            example = _EXAMPLES.get(attr, "run.parquet")
-            kind = "directory" if attr == "dir" else "file"
-            raise UserError(f"{shown}: the {kind} name is empty: give a {kind} such as {example}")
-        if isinstance(value, str) and value.startswith("~"):
-            user_path(value, shown)
-        if isinstance(value, str) and not _utf8(value):
-            # pyarrow takes paths as UTF-8: `record -o` recorded, then could neither convert its stream nor
-            # `recover` it, and reading such a file said it was "not a gpu-triage recording"
-            raise UserError(f"{shown} {value.encode('utf-8', 'surrogateescape')!r}: the name is not valid UTF-8, "
-                            "which pyarrow (it reads and writes recordings) needs: rename it")
+        given = getattr(args, attr, None)
+        for value in given if isinstance(given, list) else [given]:  # diagnose --summary takes several
+            _check_file_arg(attr, shown, value)
+
+
+def _check_file_arg(attr: str, shown: str, value: object) -> None:
+    if isinstance(value, str) and not value.strip():
+        example = _EXAMPLES.get(attr, "run.parquet")
+        kind = "directory" if attr == "dir" else "file"
+        raise UserError(f"{shown}: the {kind} name is empty: give a {kind} such as {example}")
+    if isinstance(value, str) and value.startswith("~"):
+        user_path(value, shown)
+    if isinstance(value, str) and not _utf8(value):
+        # pyarrow takes paths as UTF-8: `record -o` recorded, then could neither convert its stream nor
+        # `recover` it, and reading such a file said it was "not a gpu-triage recording"
+        raise UserError(f"{shown} {value.encode('utf-8', 'surrogateescape')!r}: the name is not valid UTF-8, "
+                        "which pyarrow (it reads and writes recordings) needs: rename it")
 
 
 def _utf8(text: str) -> bool:

@@ -1,4 +1,5 @@
-"""``gpu-triage diagnose DIR --summary``: per host, the time in each bottleneck and the worst windows."""
+"""``gpu-triage diagnose DIR --summary``: the fleet-wide ranking by GPU-hours lost (hosts, then jobs and owners
+across hosts), then the top hosts' time in each bottleneck, owners and worst episodes."""
 
 from __future__ import annotations
 
@@ -47,10 +48,77 @@ def recomputed_line(recomputed: int, files: int, seconds: float, compact: bool |
     return line + "; `gpu-triage record` stores them in recordings made from now on (trace v3)"
 
 
+TOP = 10  # hosts and owners the text ranks, and hosts it details, unless --top says otherwise
+OWNERS_PER_HOST = 3  # owners a host's detail names (--json has them all)
+
+
+def _gpu_h(hours: float) -> str:
+    return f"{hours:,.2f} GPU-h"
+
+
+def _duration(seconds: float) -> str:
+    m = round(seconds / 60)
+    return f"{m} min" if m < 120 else f"{m // 60} h {m % 60:02d} min"
+
+
+def _share_of(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole > 0 else "n/a"
+
+
+def ranking_lines(result: dict[str, Any], top: int) -> list[str]:
+    """The fleet-wide ranking first: hosts, then owners across hosts, most GPU-hours lost first (the top ``top``)."""
+    hosts, owners = result["ranking"]["hosts"], result["ranking"]["owners"]
+    lines = [f"what to fix first: hosts by GPU-hours lost (top {min(top, len(hosts))} of {len(hosts)})"]
+    for n, r in enumerate(hosts[:top], start=1):
+        share = f"{100 * r['share_of_lost']:3.0f} %" if r["gpu_hours_lost"] else "    "
+        lines.append(f"  {n:>3}  {clean(r['host'][:30]):<30} {_gpu_h(r['gpu_hours_lost']):>13}  "
+                     f"{clean(r['bottleneck'])[:18]:<18} {share}  {r['knob']}".rstrip())
+    if owners:
+        lines.append(f"jobs and owners by GPU-hours lost, each across its hosts (top {min(top, len(owners))} of "
+                     f"{len(owners)})")
+        for n, r in enumerate(owners[:top], start=1):
+            where = f" ({len(r['hosts'])} hosts)" if len(r["hosts"]) > 1 else f" ({clean(r['hosts'][0][:20])})"
+            name = clean(r["owner"][:40]) + where
+            share = f"{100 * r['share_of_lost']:3.0f} %" if r["gpu_hours_lost"] else "    "
+            lines.append(f"  {n:>3}  {name[:30]:<30} {_gpu_h(r['gpu_hours_lost']):>13}  "
+                         f"{clean(r['bottleneck'])[:18]:<18} {share}  {r['knob']}".rstrip())
+    return lines
+
+
+def host_lines(host: str, h: dict[str, Any], tz: Any) -> list[str]:
+    """One host's detail, only what matters: its time in each bottleneck on one line, its top owners, its worst
+    episodes."""
+    lines = [f"{host}: {_hms(h['seconds'])} of data in {h['files']} files, {_gpu_h(h['gpu_hours_lost'])} lost of "
+             f"{h['gpu_hours']:,.2f} recorded ({_share_of(h['gpu_hours_lost'], h['gpu_hours'])})"]
+    lines.append("  time: " + ", ".join(f"{clean(b)} {100 * v:.1f} %" for b, v in h["bottlenecks"].items()))
+    owners = sorted(h.get("owners", {}).items(), key=lambda kv: (-kv[1].get("gpu_hours_lost", 0.0), -kv[1]["seconds"]))
+    if owners:
+        shown = ", ".join(f"{clean(o[:40])} {_hms(v['seconds'])} ({v.get('gpu_hours_lost', 0.0):,.2f} GPU-h lost)"
+                          for o, v in owners[:OWNERS_PER_HOST])
+        more = f" +{len(owners) - OWNERS_PER_HOST} more" if len(owners) > OWNERS_PER_HOST else ""
+        lines.append(f"  whose time: {shown}{more}")
+    if h["worst_windows"]:
+        lines.append(f"  worst episodes ({WINDOW_S / 60:g}-minute windows of one bottleneck, merged; most lost first):")
+        for w in h["worst_windows"]:
+            # local time like the rest of diagnose (--utc: UTC); the JSON stays ISO 8601 UTC
+            start = datetime.fromisoformat(w["start"]).astimezone(tz)
+            zone = start.tzname() or start.strftime("%z")
+            util = "n/a" if w["gpu_util_pct"] is None else f"{w['gpu_util_pct']:5.1f} %"
+            lines.append(f"    {start:%Y-%m-%d %H:%M} {zone}  GPU-Util {util:>7}  for {_duration(w['seconds']):<10}"
+                         f"{_gpu_h(w['gpu_hours_lost']):>13} lost  {clean(w['bottleneck'] or '-')}")
+    return lines
+
+
 def run_summary(args: argparse.Namespace, config: Config) -> int:
-    spec = args.file
+    from gpu_triage.commands.period import period
+
+    specs = args.file if isinstance(args.file, list) else [args.file]
+    since, until = period(getattr(args, "since", None), getattr(args, "until", None),
+                          utc=getattr(args, "utc", False))
+    top = getattr(args, "top", None) or TOP
     progress = progress_reporter("summarising", force=getattr(args, "progress", False), unit="files")
-    result = clean_tree(summarise(spec, config, progress))  # host names, bottlenecks, owners: from the files
+    # host names, bottlenecks, owners: from the files
+    result = clean_tree(summarise(specs, config, progress, since=since, until=until))
     for p in result["leftovers"]:
         print(f"gpu-triage: not read: {unfinished_line(Path(p))}", file=sys.stderr)
     if getattr(args, "json", False):
@@ -58,24 +126,27 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         return 0
     tz = UTC if getattr(args, "utc", False) else None  # None: this machine's zone (TZ)
     hosts = result["hosts"]
-    print(f"{result['source']}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files")
+    when = ""
+    if since is not None or until is not None:
+        def at(t: datetime) -> str:
+            local = t.astimezone(tz)
+            return f"{local:%Y-%m-%d %H:%M} {local.tzname() or local.strftime('%z')}"
+        when = (f", {at(since)} to {at(until)}" if since and until else f", since {at(since)}" if since
+                else f", before {at(until)}" if until else "")
+    print(f"{result['source']}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files{when}")
+    print(f"  GPU-hours lost: {result['gpu_hours_lost']:,.2f} of {result['gpu_hours']:,.2f} recorded "
+          f"({_share_of(result['gpu_hours_lost'], result['gpu_hours'])}; docs/diagnosis.md, \"GPU-hours lost\")")
     if result["recomputed_files"]:
         print(f"  {recomputed_line(result['recomputed_files'], result['files'], result['recompute_s'])}")
     for skip in result["skipped"]:
         print(f"  left out (unreadable): {skip['path']}: {skip['reason']}")
-    for host, h in hosts.items():
+    print()
+    print("\n".join(ranking_lines(result, top)))
+    for entry in result["ranking"]["hosts"][:top]:
         print()
-        print(f"{host}: {_hms(h['seconds'])} of data in {h['files']} files")
-        for bottleneck, share in h["bottlenecks"].items():
-            print(f"  {bottleneck:<18} {100 * share:5.1f} %")
-        if h.get("owners"):
-            print("\n".join(owner_lines(h["owners"], indent="  ")))
-        if h["worst_windows"]:
-            print(f"  worst {WINDOW_S / 60:g}-minute windows (lowest GPU-Util while a job held the cards):")
-            for w in h["worst_windows"]:
-                # local time like the rest of diagnose (--utc: UTC); the JSON stays ISO 8601 UTC
-                start = datetime.fromisoformat(w["start"]).astimezone(tz)
-                zone = start.tzname() or start.strftime("%z")
-                util, bottleneck = w["gpu_util_pct"], w["bottleneck"] or "-"
-                print(f"    {start:%Y-%m-%d %H:%M} {zone}  GPU-Util {util:5.1f} %  {bottleneck}")
+        print("\n".join(host_lines(entry["host"], hosts[entry["host"]], tz)))
+    if len(hosts) > top:
+        print()
+        rest = len(hosts) - top
+        print(f"{rest} more host{'s' * (rest != 1)} not detailed: --top {len(hosts)} for each, --json for all")
     return 0

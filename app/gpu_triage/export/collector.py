@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from gpu_triage import __version__
 from gpu_triage.diagnosis.vocab import GPU_FAULT, GpuFault
+from gpu_triage.export.lost_metric import lost as _lost
 from gpu_triage.export.monitor import Snapshot
 from gpu_triage.model import CLOCK_EVENT_NAMES, GpuSample, ProcSample
 from gpu_triage.safetext import clean, is_clean
@@ -112,7 +113,7 @@ class TriageCollector(Collector):
         if snap is None:
             return  # live --metrics before the dashboard's source is attached
         procs = functools.partial(_procs, pid_labels=self._pid_labels)
-        for part in (_meta, _gpus, _host, procs, _job, _verdict):
+        for part in (_meta, _gpus, _host, procs, _job, _verdict, _lost):
             yield from map(_clean_labels, part(snap))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import Verdict
+from gpu_triage.diagnosis.lost import lost_gpu_seconds
 from gpu_triage.model import HostInfo, Tick
 from gpu_triage.sources.base import GpuFault, SourceStatus
 from gpu_triage.verdicts.judge import Judge, Judgement
@@ -45,6 +46,8 @@ class Snapshot:
     # counters since the monitor started: each tick adds its rate x its interval (see _Totals)
     gpu_totals: dict[int, dict[str, float]] = field(default_factory=dict)
     net_totals: dict[str, dict[str, float]] = field(default_factory=dict)
+    # GPU-seconds lost per bottleneck since the monitor started, each judged tick's (diagnosis/lost.py)
+    lost_gpu_s: dict[str, float] = field(default_factory=dict)
 
 
 #: Per card: what accumulates into a counter, (tick field, counter key). The link rates are the deltas of
@@ -106,6 +109,7 @@ class Monitor:
         self.judged: Judgement | None = None  # of the newest tick ingested
         self._lock = threading.RLock()  # ingest publishes under it
         self._totals = _Totals()
+        self._lost: dict[str, float] = {}
         self.snapshot = Snapshot(host=host, source=source_name)
 
     def ingest(self, tick: Tick, status: SourceStatus | None = None, *, fresh: bool = False) -> Snapshot:
@@ -130,6 +134,12 @@ class Monitor:
             status = status or SourceStatus()
             lost = frozenset(status.lost_gpus)
             gpu_totals, net_totals = self._totals.add(tick, lost)
+            raw = judged.raw  # the raw verdict, as a recording stores it and the summary counts it
+            if raw is not None:
+                util = {g.index: g.util_pct for g in tick.gpus if g.index not in lost}
+                gone = lost_gpu_seconds(str(raw.bottleneck), raw.gpus, util, tick.interval_s)
+                if gone > 0:
+                    self._lost[str(raw.bottleneck)] = self._lost.get(str(raw.bottleneck), 0.0) + gone
             fault = status.fault()
             fault_since = None if fault is None else prev.fault_since if fault == prev.fault else t
             self.snapshot = Snapshot(
@@ -148,5 +158,6 @@ class Monitor:
                 tick_time=t,
                 gpu_totals=gpu_totals,
                 net_totals=net_totals,
+                lost_gpu_s=dict(self._lost),
             )
             return self.snapshot

@@ -35,6 +35,7 @@ class Span:
     end: datetime
     pattern: str
     bottleneck: str
+    gpus: tuple[int, ...] = ()  # the cards the verdict names (what its GPU-hours lost are counted on)
 
 
 def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
@@ -62,7 +63,7 @@ def file_verdicts(path: Path, config: Config) -> tuple[str, list[Span]]:
             group = g
             start = first_start(src, jd, jd.starts[g])
         end = datetime.fromtimestamp(float(src.t[p]), UTC)
-        spans.append(Span(host, start, end, v.pattern, v.bottleneck))
+        spans.append(Span(host, start, end, v.pattern, v.bottleneck, tuple(int(g) for g in v.gpus)))
         start = end
     return host, spans
 

@@ -85,22 +85,27 @@ def owner_ticks(path: Path, host: str, lf: Any = None, file: BinaryIO | None = N
 
 
 def owner_shares(table: Any) -> dict[str, dict[str, Any]]:
-    """host -> owner -> {"seconds", "bottlenecks": {bottleneck: share}} from the seconds each file's verdicts
-    counted for the owners of their ticks (host, owner, bottleneck, seconds: :mod:`gpu_triage.fleet.perfile`);
+    """host -> owner -> {"seconds", "gpu_hours_lost", "bottlenecks": {bottleneck: share}} from the seconds (and
+    GPU-seconds lost) each file's verdicts counted for the owners of their ticks (host, owner, bottleneck, seconds,
+    lost_s: :mod:`gpu_triage.fleet.perfile`);
     ticks with no owner are not in it."""
     import polars as pl
 
     if table.height == 0:
         return {}
+    if "lost_s" not in table.columns:
+        table = table.with_columns(pl.lit(0.0).alias("lost_s"))
     table = (
         table.group_by("host", "owner", "bottleneck")
-        .agg(pl.col("seconds").sum())
-        .with_columns(pl.col("seconds").sum().over("host", "owner").alias("total"))
+        .agg(pl.col("seconds", "lost_s").sum())
+        .with_columns(pl.col("seconds").sum().over("host", "owner").alias("total"),
+                      pl.col("lost_s").sum().over("host", "owner").alias("lost"))
         .sort(["host", "total", "seconds", "owner", "bottleneck"], descending=[False, True, True, False, False])
     )
     out: dict[str, dict[str, Any]] = {}
     for r in table.iter_rows(named=True):
-        entry = out.setdefault(r["host"], {}).setdefault(r["owner"], {"seconds": r["total"], "bottlenecks": {}})
+        entry = out.setdefault(r["host"], {}).setdefault(
+            r["owner"], {"seconds": r["total"], "gpu_hours_lost": round(r["lost"] / 3600, 4), "bottlenecks": {}})
         entry["bottlenecks"][r["bottleneck"]] = round(r["seconds"] / r["total"], 4) if r["total"] else 0.0
     return out
 
@@ -143,3 +148,90 @@ def owner_time(path: Path, segments: list[Any], interval_s: float, file: BinaryI
         entry = out.setdefault(r["owner"], {"seconds": float(r["total"]), "bottlenecks": {}})
         entry["bottlenecks"][r["bottleneck"]] = round(r["seconds"] / r["total"], 4) if r["total"] else 0.0
     return out
+
+
+MAX_LABELS = 62  # owners in one file the bit sets below can hold; more: the general path (owner_ticks)
+
+
+def tick_owners(pl: Any, table: Any) -> Any:
+    """(ts, owner) per tick with an owner, as :func:`owner_ticks` names them; None:
+    no owner at all; NotImplemented: a file :func:`owners_per_row` does not take."""
+    per_row = owners_per_row(pl, table)
+    if per_row is None or per_row is NotImplemented:
+        return per_row
+    return with_ts(pl, table, per_row)
+
+
+def with_ts(pl: Any, table: Any, per_row: Any) -> Any:
+    """(ts, owner) from a table's ``ts`` and each row's owners, the rows with none left out; None: none at all."""
+    ts = pl.from_arrow(table.column("ts"))
+    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
+        return None
+    ts = ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts
+    out = pl.DataFrame({"ts": ts.dt.convert_time_zone("UTC").dt.cast_time_unit("us"), "owner": per_row})
+    out = out.filter(pl.col("owner").is_not_null())
+    return out if out.height else None
+
+
+def owners_per_row(pl: Any, table: Any) -> Any:
+    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet.owners.
+    owner_ticks` names them (its GPU processes' owners, sorted, joined by " + "), computed on the processes'
+    dictionary codes: each distinct combination of owner fields is named once by ProcSample.owner(), each
+    tick's set of owners is a bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file
+    this path does not take (owner fields that are not strings, more than MAX_LABELS owners)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from gpu_triage.model import ProcSample
+
+    if "procs" not in table.column_names or "ts" not in table.column_names:
+        return None
+    procs = table.column("procs").combine_chunks()
+    if not pa.types.is_list(procs.type) or not pa.types.is_struct(procs.type.value_type):
+        return NotImplemented
+    struct = procs.type.value_type
+    have = [f for f in OWNER_FIELDS if struct.get_field_index(f) >= 0]
+    if not have:
+        return None
+    values = procs.flatten()
+    if any(not (pa.types.is_string(values.field(f).type) or pa.types.is_large_string(values.field(f).type))
+           for f in have):
+        return NotImplemented
+    key = np.zeros(len(values), dtype=np.int64)
+    dictionaries = []
+    for f in have:  # each field's dictionary code (0: null), mixed into one key per process
+        enc = pc.dictionary_encode(values.field(f))
+        codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
+        key = key * (len(enc.dictionary) + 1) + codes
+        dictionaries.append(enc.dictionary.to_pylist())
+    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
+    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
+    labels: list[str] = []
+    combo_bit = np.zeros(len(combos), dtype=np.int64)
+    for c, k in enumerate(combos):
+        fields: dict[str, str | None] = {}
+        for f, words in zip(reversed(have), reversed(dictionaries), strict=True):
+            k, code = divmod(k, len(words) + 1)
+            fields[f] = words[code - 1] if code else None
+        label = owner_label(ProcSample(0, 0, **fields).owner())  # type: ignore[arg-type]
+        if label is None:
+            continue
+        if label not in labels:
+            labels.append(label)
+        combo_bit[c] = 1 << labels.index(label)
+    if not labels:
+        return None
+    if len(labels) > MAX_LABELS:
+        return NotImplemented
+    bits = np.append(combo_bit[inverse], 0)  # a trailing 0: an empty list at the end reduces over nothing
+    offsets = np.asarray(procs.offsets)
+    starts = np.minimum(offsets[:-1], len(bits) - 1)
+    per_tick = np.bitwise_or.reduceat(bits, starts)
+    per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
+    masks_enc = pc.dictionary_encode(pa.array(per_tick))
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
+             for m in masks_enc.dictionary.to_pylist()]
+    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
+                     .cast(pa.string()), dtype=pl.String)

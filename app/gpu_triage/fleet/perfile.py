@@ -35,7 +35,7 @@ from gpu_triage.trace.bounds import bound_column, check_footer, host_metadata
 log = logging.getLogger(__name__)
 
 WINDOW = "300s"  # the worst windows' length (summary.WINDOW_S), as polars names it
-GPU_LEAVES = ("util_pct", "mem_used_bytes", "mem_total_bytes")
+GPU_LEAVES = ("index", "util_pct", "mem_used_bytes", "mem_total_bytes")  # index: the cards a verdict names
 MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
 COLLECTING = "collecting"  # diagnosis.vocab.Pattern.COLLECTING: the window is too short for a verdict yet
 
@@ -48,9 +48,9 @@ class FilePart:
     host: str
     stored: bool  # its verdicts were read, not recomputed
     seconds: float  # wall time this file took (the recomputation's cost is said in the summary)
-    bottlenecks: Any  # (bottleneck, seconds)
-    modes: Any  # (ts: the window's start, bottleneck, seconds)
-    owners: Any  # (owner, bottleneck, seconds) or None
+    bottlenecks: Any  # (bottleneck, seconds, lost_s, gpu_s): lost_s GPU-seconds lost (fleet.lost), gpu_s recorded
+    modes: Any  # (ts: the window's start, bottleneck, seconds, lost_s)
+    owners: Any  # (owner, bottleneck, seconds, lost_s) or None
     util: Any  # (ts: the window's start, util_sum, ticks) or None
     warnings: list[str] = field(default_factory=list)  # logged by the caller (a worker's log goes nowhere)
 
@@ -106,6 +106,10 @@ def _leaves(pf: Any, column: str, names: tuple[str, ...] | frozenset[str], *, sk
     return out
 
 
+def _has_leaf(pf: Any, prefix: str) -> bool:
+    return any(pf.schema.column(i).path.startswith(prefix) for i in range(len(pf.schema)))
+
+
 def _holds_nothing(pf: Any, leaf: int) -> bool:
     for g in range(pf.metadata.num_row_groups):
         stats = pf.metadata.row_group(g).column(leaf).statistics
@@ -128,7 +132,7 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
     owners = _leaves(pf, "procs", OWNER_FIELDS, skip_empty=True) or _leaves(pf, "procs", ("pid",))
     cols += _leaves(pf, "gpus", GPU_LEAVES) + owners
     if with_verdicts:
-        cols += ["verdict.pattern", "verdict.bottleneck"]
+        cols += ["verdict.pattern", "verdict.bottleneck"] + (["verdict.gpus"] if _has_leaf(pf, "verdict.gpus.") else [])
     table = pf.read(columns=cols, use_threads=False)
     for i, name in enumerate(table.column_names):  # strings and lists cut to the contract's limits, in Arrow
         table = table.set_column(i, name, bound_column(name, table.column(i)))
@@ -191,13 +195,15 @@ def _span_ticks(pl: Any, spans: list[Any]) -> Any:
              ((pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000).alias("seconds"))
 
 
-def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart | Skipped:
+def file_part(path: Path, config: Config, use_stored: bool = True,
+              period: tuple[datetime | None, datetime | None] = (None, None)) -> FilePart | Skipped:
     """One file's part of the summary: from its stored verdicts where it has them, judged with ``config``'s
     settings (``use_stored``), else recomputed; Skipped (with the reader's reason) when the file cannot be
-    read at all."""
+    read at all. ``period``: only the ticks in ``[since, until)`` count (a recomputed span by its end)."""
     import polars as pl
     import pyarrow.parquet as pq
 
+    from gpu_triage.fleet.lost import in_period, with_span_lost, with_stored_lost
     from gpu_triage.fleet.onefile import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
@@ -217,6 +223,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         try:
             table, meta = _projected(path, True, pf)
             ticks = _stored_ticks(pl, table, meta)
+            ticks = None if ticks is None else with_stored_lost(pl, table, ticks)
         except Exception as exc:  # read as the recomputation reads it, which names what is wrong
             log.debug("%s: stored verdicts not read (%s)", path, exc)
             ticks = None
@@ -233,12 +240,14 @@ def file_part(path: Path, config: Config, use_stored: bool = True) -> FilePart |
         except Exception as exc:  # its verdicts were read; its GPU-Util and owners cannot be
             warnings.append(f"{path}: GPU-Util and owners left out of the summary ({_first_line(exc)})")
             table = None
+        ticks = with_span_lost(pl, table, ticks, spans, meta)
+    table, ticks = in_period(pl, table, ticks, *period, aligned=stored)
     # what polars reads: the cards' leaves for GPU-Util (the processes stay Arrow for owners_per_row)
     frame = pl.from_arrow(table.select([c for c in ("ts", "gpus") if c in table.column_names])) if (
         table is not None) else None
     return FilePart(
         str(path), host, stored, time.perf_counter() - began,
-        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds").sum()),
+        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds", "lost_s", "gpu_s").sum()),
         modes=_by_window(pl, ticks),
         owners=_owners(pl, path, table, ticks, warnings, aligned=stored),
         util=_util(pl, path, frame, warnings),
@@ -253,14 +262,14 @@ def _first_line(exc: BaseException) -> str:
 def _by_window(pl: Any, ticks: Any) -> Any:
     """Seconds per bottleneck in each window, keyed by the window its verdict's tick falls in."""
     return (ticks.group_by(pl.col("end").dt.truncate(WINDOW).alias("ts"), "bottleneck")
-            .agg(pl.col("seconds").sum()))
+            .agg(pl.col("seconds", "lost_s").sum()))
 
 
 def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             aligned: bool = False) -> Any:
     """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick.
     ``aligned``: ``ticks`` are the table's rows in order (stored verdicts), so no join is needed."""
-    from gpu_triage.fleet.owners import owner_ticks
+    from gpu_triage.fleet.owners import owner_ticks, owners_per_row, with_ts
 
     if table is None:
         return None
@@ -272,9 +281,9 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             return None
         elif aligned:
             return (ticks.with_columns(per_row.alias("owner")).filter(pl.col("owner").is_not_null())
-                    .group_by("owner", "bottleneck").agg(pl.col("seconds").sum()))
+                    .group_by("owner", "bottleneck").agg(pl.col("seconds", "lost_s").sum()))
         else:
-            owners = _with_ts(pl, table, per_row)
+            owners = with_ts(pl, table, per_row)
     except pl.exceptions.PolarsError as exc:
         warnings.append(f"{path}: owners left out of the summary ({_first_line(exc)})")
         return None
@@ -286,95 +295,8 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
                    tolerance="1ms", check_sortedness=False)
         .filter(pl.col("owner").is_not_null())
         .group_by("owner", "bottleneck")
-        .agg(pl.col("seconds").sum())
+        .agg(pl.col("seconds", "lost_s").sum())
     )
-
-
-MAX_LABELS = 62  # owners in one file the bit sets below can hold; more: the general path (owners.owner_ticks)
-
-
-def tick_owners(pl: Any, table: Any) -> Any:
-    """(ts, owner) per tick with an owner, as :func:`gpu_triage.fleet.owners.owner_ticks` names them; None:
-    no owner at all; NotImplemented: a file :func:`owners_per_row` does not take."""
-    per_row = owners_per_row(pl, table)
-    if per_row is None or per_row is NotImplemented:
-        return per_row
-    return _with_ts(pl, table, per_row)
-
-
-def _with_ts(pl: Any, table: Any, per_row: Any) -> Any:
-    ts = pl.from_arrow(table.column("ts"))
-    if not isinstance(ts, pl.Series) or not isinstance(ts.dtype, pl.Datetime):
-        return None
-    ts = ts.dt.replace_time_zone("UTC") if ts.dtype.time_zone is None else ts
-    out = pl.DataFrame({"ts": ts.dt.convert_time_zone("UTC").dt.cast_time_unit("us"), "owner": per_row})
-    out = out.filter(pl.col("owner").is_not_null())
-    return out if out.height else None
-
-
-def owners_per_row(pl: Any, table: Any) -> Any:
-    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet.owners.
-    owner_ticks` names them (its GPU processes' owners, sorted, joined by " + "), computed on the processes'
-    dictionary codes: each distinct combination of owner fields is named once by ProcSample.owner(), each
-    tick's set of owners is a bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file
-    this path does not take (owner fields that are not strings, more than MAX_LABELS owners)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from gpu_triage.fleet.owners import OWNER_FIELDS, owner_label
-    from gpu_triage.model import ProcSample
-
-    if "procs" not in table.column_names or "ts" not in table.column_names:
-        return None
-    procs = table.column("procs").combine_chunks()
-    if not pa.types.is_list(procs.type) or not pa.types.is_struct(procs.type.value_type):
-        return NotImplemented
-    struct = procs.type.value_type
-    have = [f for f in OWNER_FIELDS if struct.get_field_index(f) >= 0]
-    if not have:
-        return None
-    values = procs.flatten()
-    if any(not (pa.types.is_string(values.field(f).type) or pa.types.is_large_string(values.field(f).type))
-           for f in have):
-        return NotImplemented
-    key = np.zeros(len(values), dtype=np.int64)
-    dictionaries = []
-    for f in have:  # each field's dictionary code (0: null), mixed into one key per process
-        enc = pc.dictionary_encode(values.field(f))
-        codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
-        key = key * (len(enc.dictionary) + 1) + codes
-        dictionaries.append(enc.dictionary.to_pylist())
-    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
-    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
-    labels: list[str] = []
-    combo_bit = np.zeros(len(combos), dtype=np.int64)
-    for c, k in enumerate(combos):
-        fields: dict[str, str | None] = {}
-        for f, words in zip(reversed(have), reversed(dictionaries), strict=True):
-            k, code = divmod(k, len(words) + 1)
-            fields[f] = words[code - 1] if code else None
-        label = owner_label(ProcSample(0, 0, **fields).owner())  # type: ignore[arg-type]
-        if label is None:
-            continue
-        if label not in labels:
-            labels.append(label)
-        combo_bit[c] = 1 << labels.index(label)
-    if not labels:
-        return None
-    if len(labels) > MAX_LABELS:
-        return NotImplemented
-    bits = np.append(combo_bit[inverse], 0)  # a trailing 0: an empty list at the end reduces over nothing
-    offsets = np.asarray(procs.offsets)
-    starts = np.minimum(offsets[:-1], len(bits) - 1)
-    per_tick = np.bitwise_or.reduceat(bits, starts)
-    per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
-    masks_enc = pc.dictionary_encode(pa.array(per_tick))
-    order = sorted(range(len(labels)), key=lambda i: labels[i])
-    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
-             for m in masks_enc.dictionary.to_pylist()]
-    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
-                     .cast(pa.string()), dtype=pl.String)
 
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
@@ -410,7 +332,8 @@ POOL_MIN_RECOMPUTED = 4  # fewer files than that, but this many to recompute (se
 
 
 def all_parts(files: list[Path], config: Config, progress: Any = None, use_stored: bool = True,
-              workers: int | None = None) -> list[FilePart | Skipped]:
+              workers: int | None = None,
+              period: tuple[datetime | None, datetime | None] = (None, None)) -> list[FilePart | Skipped]:
     """Every file's part, in the files' order; ``progress(done, total)`` after each file.
 
     The files are read by worker processes (one per core, ``workers`` to choose) when that is worth their
@@ -428,7 +351,7 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
     if n <= 1:
         out: list[FilePart | Skipped] = []
         for i, f in enumerate(files, start=1):
-            out.append(file_part(f, config, use_stored))
+            out.append(file_part(f, config, use_stored, period))
             if progress is not None:
                 progress(i, len(files))
         return out
@@ -437,7 +360,7 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
 
     results: list[FilePart | Skipped | None] = [None] * len(files)
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(file_part, f, config, use_stored): i for i, f in enumerate(files)}
+        futures = {pool.submit(file_part, f, config, use_stored, period): i for i, f in enumerate(files)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[futures[future]] = future.result()
             if progress is not None:

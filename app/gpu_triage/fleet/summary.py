@@ -1,5 +1,6 @@
-"""``gpu-triage diagnose DIR --summary`` (or a glob): per host, the share of time in each bottleneck, whose time
-it was and the worst windows, over a fleet's dataset (see :mod:`gpu_triage.storage.dataset`).
+"""``gpu-triage diagnose DIR --summary`` (or globs, several): the hosts and owners ranked by GPU-hours lost
+(:mod:`gpu_triage.fleet.ranking`), then per host the share of time in each bottleneck, whose time it was and the
+worst episodes, over a fleet's dataset (see :mod:`gpu_triage.storage.dataset`), in a period or all of it.
 
 Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
 many), added up here, so memory does not grow with the dataset:
@@ -10,12 +11,14 @@ many), added up here, so memory does not grow with the dataset:
    (:func:`~gpu_triage.offline.judge.judge`), the raw engine gives a verdict every :data:`STRIDE_S` seconds of
    data on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that
    tick, each standing for the ticks since the previous one (a gap in the recording ends a span: it is
-   nobody's time). The summary says how many files it recomputed and how long that took.
+   nobody's time). The summary says how many files it recomputed and how long that took. Each tick's
+   GPU-seconds lost (:mod:`gpu_triage.fleet.lost`) count with its verdict.
 2. **Utilisation**: mean GPU-Util per :data:`WINDOW_S` window while a job held the cards, from the cards'
-   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst windows are
-   the lowest of those, each with the bottleneck the verdicts gave most often inside it. docs/recording.md
-   shows the same query in DuckDB.
-3. **Owners**: each verdict's seconds counted for the owners of the GPU processes at its tick.
+   ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst episodes are
+   runs of adjacent windows of one most-given bottleneck, the most GPU-hours lost first. docs/recording.md
+   shows the utilisation query in DuckDB.
+3. **Owners**: each verdict's seconds and GPU-seconds lost counted for the owners of the GPU processes at its
+   tick; an owner across hosts is one row of the ranking.
 
 Why a stride when recomputing: a share of time over hours does not need every tick's verdict, and the
 diagnosis is ~85 % of the cost (profiled); every tick is still in the window, so each verdict sees the whole
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import UTC
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,7 @@ from gpu_triage.storage.dataset import is_directory, is_recording_path
 
 log = logging.getLogger(__name__)
 
-WINDOW_S = 300.0  # the worst windows are this long: the dashboard's default window
-WORST = 3  # worst windows shown per host
+WINDOW_S = 300.0  # the worst episodes are made of windows this long: the dashboard's default window
 MEM_HELD_FRAC = 0.10  # a job holds the cards: the diagnosis' own mem_held_frac
 GLOB_CHARS = frozenset("*?[")
 
@@ -53,17 +56,67 @@ def is_dataset_spec(spec: str) -> bool:
         return True
     if os.path.exists(os.path.expanduser(spec)):  # os.path: False, not an error, for a name too long
         return False
-    return bool(GLOB_CHARS & set(spec))
+    return bool(GLOB_CHARS & set(spec)) or len(expand_braces(spec)) > 1
+
+
+MAX_BRACES = 4096  # patterns one brace glob may become ('{a,b}{c,d}' is 4): more is a typo, not a dataset
+
+
+def expand_braces(spec: str) -> list[str]:
+    """``'host{1,2}/*.parquet'`` as the shell expands it, ``host1/*.parquet`` and ``host2/*.parquet`` (nested
+    and several groups too), for a pattern quoted past the shell; braces without a comma stay as they are."""
+    depth, open_at, commas = 0, -1, list[int]()
+    for i, ch in enumerate(spec):
+        if ch == "{":
+            depth += 1
+            if depth == 1:
+                open_at, commas = i, []
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0 and commas:
+                head, tail = spec[:open_at], spec[i + 1:]
+                bounds = [open_at, *commas, i]
+                out: list[str] = []
+                for a, b in zip(bounds, bounds[1:], strict=False):
+                    out.extend(expand_braces(head + spec[a + 1:b] + tail))
+                    if len(out) > MAX_BRACES:
+                        raise UserError(f"{spec}: the braces make more than {MAX_BRACES} patterns; narrow them")
+                return out
+        elif ch == "," and depth == 1:
+            commas.append(i)
+    return [spec]
 
 
 FOREIGN = "not a gpu-triage recording"  # the words trace/reader.py's errors use for another program's file
 
 
-def dataset_files(spec: str) -> list[Path]:
-    """The finished Parquet files of a dataset directory or a glob (files, or directories to walk).
+def dataset_files(specs: str | Sequence[str]) -> list[Path]:
+    """The finished Parquet files of one or several dataset directories or globs (brace globs expanded here:
+    :func:`expand_braces`), each file once.
 
     Crash leftovers (``*.partial.arrows``) and temporary files are not read: ``gpu-triage recover`` them
     first (the summary says how many it saw)."""
+    files: set[Path] = set()
+    for spec in [specs] if isinstance(specs, str) else specs:
+        for one in expand_braces(spec):
+            files.update(_files_of(one))
+    return sorted(files)
+
+
+def in_days(path: Path, since: datetime | None, until: datetime | None) -> bool:
+    """Whether a file's ``date=YYYY-MM-DD`` partition (a UTC day) can hold a tick in ``[since, until)``; a file
+    outside any partition can."""
+    part = next((p[5:] for p in reversed(path.parts[:-1]) if p.startswith("date=")), None)
+    if part is None or (since is None and until is None):
+        return True
+    try:
+        day = datetime.strptime(part, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return True
+    return (since is None or day + timedelta(days=1) > since) and (until is None or day < until)
+
+
+def _files_of(spec: str) -> list[Path]:
     root = Path(spec).expanduser()
     if root.is_dir():
         matches = [root]
@@ -93,7 +146,7 @@ def dataset_files(spec: str) -> list[Path]:
                 "(`gpu-triage record -o DIR/`)"
             )
         raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
-    return sorted(set(files))
+    return files
 
 
 def none_of(n: int) -> str:
@@ -101,11 +154,16 @@ def none_of(n: int) -> str:
     return "its one file cannot be read" if n == 1 else f"none of its {n} files can be read"
 
 
-def leftovers(spec: str) -> list[Path]:
-    root = Path(spec).expanduser()
-    if root.is_dir():
-        return sorted(root.rglob("*.partial.arrows"))
-    return [m for m in expand_glob(root) if m.name.endswith(".partial.arrows")]
+def leftovers(specs: str | Sequence[str]) -> list[Path]:
+    out: set[Path] = set()
+    for spec in [specs] if isinstance(specs, str) else specs:
+        for one in expand_braces(spec):
+            root = Path(one).expanduser()
+            if root.is_dir():
+                out.update(root.rglob("*.partial.arrows"))
+            else:
+                out.update(m for m in expand_glob(root) if m.name.endswith(".partial.arrows"))
+    return sorted(out)
 
 
 def expand_glob(pattern: Path) -> list[Path]:
@@ -123,20 +181,29 @@ def expand_glob(pattern: Path) -> list[Path]:
         return []
 
 
-def summarise(spec: str, config: Config, progress: Any = None, *, use_stored: bool = True,
-              workers: int | None = None) -> dict[str, Any]:
-    """Per host: the share of time in each bottleneck, whose time it was, the worst windows (see the module
-    docstring). ``use_stored`` False recomputes every file's verdicts (the agreement test compares both);
-    ``workers``: processes for the files (default: one per core when the work is worth starting them)."""
+def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *, use_stored: bool = True,
+              workers: int | None = None, since: datetime | None = None,
+              until: datetime | None = None) -> dict[str, Any]:
+    """The fleet-wide ranking by GPU-hours lost (hosts, then owners across hosts), then per host: the share of
+    time in each bottleneck, whose time it was, the worst episodes (see the module docstring). ``spec``: one or
+    several directories or globs; ``since``/``until``: only the ticks in ``[since, until)``. ``use_stored``
+    False recomputes every file's verdicts (the agreement test compares both); ``workers``: processes for the
+    files (default: one per core when the work is worth starting them)."""
     import polars as pl
 
     from gpu_triage.fleet.perfile import FilePart, all_parts
+    from gpu_triage.fleet.ranking import episode_rows, episodes, host_ranking, owner_ranking
 
-    files = dataset_files(spec)
+    specs = [spec] if isinstance(spec, str) else list(spec)
+    source = ", ".join(specs)
+    found = dataset_files(specs)
+    files = [f for f in found if in_days(f, since, until)]
+    if not files:
+        raise UserError(f"{source}: none of its {len(found)} files is from {period_words(since, until)}")
     skipped: list[dict[str, str]] = []
     foreign: list[Path] = []
     parts: list[FilePart] = []
-    for f, part in zip(files, all_parts(files, config, progress, use_stored, workers), strict=True):
+    for f, part in zip(files, all_parts(files, config, progress, use_stored, workers, (since, until)), strict=True):
         if not isinstance(part, FilePart):  # one damaged or foreign file does not sink a fleet's summary
             skipped.append({"path": clean(str(f)), "reason": clean(part.reason)})
             if FOREIGN in part.reason:
@@ -151,89 +218,96 @@ def summarise(spec: str, config: Config, progress: Any = None, *, use_stored: bo
         parts.append(part)
     if foreign and parts:
         log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
-                    "" if len(foreign) == 1 else "s", spec, "is" if len(foreign) == 1 else "are", foreign[0])
+                    "" if len(foreign) == 1 else "s", source, "is" if len(foreign) == 1 else "are", foreign[0])
     if not parts:
         if len(foreign) == len(files) and len(files) > 1:
-            raise UserError(f"{spec}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
+            raise UserError(f"{source}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
                             f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
-        raise UserError(f"{spec}: {none_of(len(files))} ({skipped[0]['path']}: "
+        raise UserError(f"{source}: {none_of(len(files))} ({skipped[0]['path']}: "
                         f"{skipped[0]['reason']})")
-    shares = (
+    per_bottleneck = (
         _tagged(pl, parts, "bottlenecks")
         .group_by("host", "bottleneck")
-        .agg(pl.col("seconds").sum())
+        .agg(pl.col("seconds", "lost_s", "gpu_s").sum())
+    )
+    shares = (
+        per_bottleneck.filter(pl.col("seconds") > 0)
         .with_columns((pl.col("seconds") / pl.col("seconds").sum().over("host")).alias("share"))
         .sort(["host", "share", "bottleneck"], descending=[False, True, False])
     )
     if shares.height == 0:
-        raise UserError(f"{spec}: the recordings hold no ticks")
-    per_owner = owner_shares(_tagged(pl, parts, "owners"))
+        if since is not None or until is not None:
+            raise UserError(f"{source}: the recordings hold no ticks from {period_words(since, until)}")
+        raise UserError(f"{source}: the recordings hold no ticks")
+    owners = _tagged(pl, parts, "owners")
+    per_owner = owner_shares(owners)
     util = (
         _tagged(pl, parts, "util")
         .group_by("host", "ts")
         .agg((pl.col("util_sum").sum() / pl.col("ticks").sum()).alias("util_pct"), pl.col("ticks").sum())
     )
-    # the bottleneck most often given inside each window (verdicts keyed by the window their end falls in)
-    modes = (
-        _tagged(pl, parts, "modes")
-        .group_by("host", "ts", "bottleneck")
-        .agg(pl.col("seconds").sum())
-        .sort(["seconds", "bottleneck"], descending=[True, False])
-        .group_by("host", "ts", maintain_order=True)
-        .first()
-        .select("host", "ts", "bottleneck")
-    )
-    worst = (
-        util.lazy()
-        .join(modes.lazy(), on=["host", "ts"], how="left")
-        # a window counts when a job held the cards for at least half of it (not a job's last seconds)
-        .filter(pl.col("ticks") >= pl.col("ticks").max().over("host") // 2)
-        .sort("util_pct", "ts")
-        .group_by("host", maintain_order=True)
-        .head(WORST)
-        .collect()
-    )
+    worst = episodes(pl, _tagged(pl, parts, "modes"), util)
     hosts_files: dict[str, int] = {}
     for part in parts:
         hosts_files[part.host] = hosts_files.get(part.host, 0) + 1
     recomputed = [p for p in parts if not p.stored]
+    ranking = host_ranking(pl, per_bottleneck)
     out: dict[str, Any] = {
-        "source": spec,
+        "source": source,
+        "period": {"since": _iso(since), "until": _iso(until)},  # null: open
         "files": len(parts),
         "skipped": skipped,  # [{path, reason}]: unreadable files left out (also warned on stderr)
-        "leftovers": [str(p) for p in leftovers(spec)],
+        "leftovers": [str(p) for p in leftovers(specs)],
         # files whose verdicts were recomputed (no stored verdict on every tick), and the seconds that took
         "recomputed_files": len(recomputed),
         "recompute_s": round(sum(p.seconds for p in recomputed), 1),
+        # GPU-hours recorded and lost in the period (docs/diagnosis.md, "GPU-hours lost")
+        "gpu_hours": round(sum(r["gpu_hours"] for r in ranking), 4),
+        "gpu_hours_lost": round(sum(r["gpu_hours_lost"] for r in ranking), 4),
+        # what to fix first: every host, then every owner across hosts, most GPU-hours lost first
+        "ranking": {"hosts": ranking, "owners": owner_ranking(pl, owners)},
         "hosts": {},
     }
-    for host in sorted(shares["host"].unique().to_list()):
+    for entry in ranking:
+        host = entry["host"]
         mine = shares.filter(pl.col("host") == host)
-        seconds = float(mine["seconds"].sum())
         out["hosts"][host] = {
-            "seconds": seconds,
+            "seconds": float(mine["seconds"].sum()),
             "files": hosts_files.get(host, 0),
+            "gpu_hours": entry["gpu_hours"],
+            "gpu_hours_lost": entry["gpu_hours_lost"],
             "bottlenecks": {r["bottleneck"]: round(r["share"], 4) for r in mine.iter_rows(named=True)},
+            "lost_by_bottleneck": {r["bottleneck"]: round(r["lost_s"] / 3600, 4)
+                                   for r in mine.sort("lost_s", descending=True).iter_rows(named=True)
+                                   if r["lost_s"] > 0},
             # whose time it was: per owner of the GPU processes, its seconds and the share of them in each
             # bottleneck (empty for recordings without owners)
             "owners": per_owner.get(host, {}),
-            "worst_windows": [
-                {
-                    "start": r["ts"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
-                    "seconds": WINDOW_S,
-                    "gpu_util_pct": round(float(r["util_pct"]), 1),
-                    "bottleneck": r["bottleneck"],
-                }
-                for r in worst.filter(pl.col("host") == host).iter_rows(named=True)
-            ],
+            # the worst episodes: adjacent 5-minute windows of one bottleneck merged, most GPU-hours lost first
+            "worst_windows": episode_rows(pl, worst, host),
         }
     return out
 
 
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def period_words(since: datetime | None, until: datetime | None) -> str:
+    """``2026-01-05 00:00 UTC to 2026-01-12 00:00 UTC``, ``since …``, ``before …``, or ``any time``."""
+    def at(when: datetime) -> str:
+        return f"{when.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if since is not None and until is not None:
+        return f"{at(since)} to {at(until)}"
+    if since is not None:
+        return f"since {at(since)}"
+    return f"before {at(until)}" if until is not None else "any time"
+
+
 _EMPTY = {
-    "bottlenecks": {"bottleneck": "str", "seconds": "f64"},
-    "modes": {"ts": "ts", "bottleneck": "str", "seconds": "f64"},
-    "owners": {"owner": "str", "bottleneck": "str", "seconds": "f64"},
+    "bottlenecks": {"bottleneck": "str", "seconds": "f64", "lost_s": "f64", "gpu_s": "f64"},
+    "modes": {"ts": "ts", "bottleneck": "str", "seconds": "f64", "lost_s": "f64"},
+    "owners": {"owner": "str", "bottleneck": "str", "seconds": "f64", "lost_s": "f64"},
     "util": {"ts": "ts", "util_sum": "f64", "ticks": "u32"},
 }
 

@@ -25,6 +25,6 @@ SORT_ORDER_HELP = (
 KEYS_HELP = (
     "Enter opens a host's detail (each card's utilisation, memory, power), Esc goes back, Home/End go to the "
     "first/last host, / filters (host, state, bottleneck, pattern, owner), s cycles the order (severity, host "
-    "name, lowest GPU-Util), r refreshes now, q quits."
+    "name, lowest GPU-Util, most GPU-hours lost: the GPU-H LOST column), r refreshes now, q quits."
 )
 EXIT_HELP = "--once/--json exit 1 when the source failed, 3 when a host is down, stale or has a GPU fault."

@@ -43,6 +43,7 @@ EXPORTER_CAP_BYTES = 8 * 1024 * 1024  # a scrape of 8 busy H200s is ~40 KB: 200 
 PROMETHEUS_CAP_BYTES = 64 * 1024 * 1024  # an instant vector of ~1,000 8-card hosts is ~25 MB of JSON
 MAX_EXPORTERS = 4096  # the pool mode is for a small pool; a fleet has a Prometheus
 PUBLISH_EVERY_S = 0.25  # at most this often is a new snapshot made while answers come in
+LOST_RANGE = "24h"  # from Prometheus the GPU-hours lost column is the counter's increase over this range
 UP_LOOKBACK = "1h"  # without --match, every target of a scrape job that exported gpu_triage_build_info in this window
 
 
@@ -135,7 +136,7 @@ class ExporterTarget:
 
 
 class PrometheusTarget:
-    """Every host Prometheus holds our metrics of, from three instant queries per round."""
+    """Every host Prometheus holds our metrics of, from four instant queries per round."""
 
     def __init__(self, base: str, *, match: str = "", timeout_s: float) -> None:
         self.base = prometheus_url(base)
@@ -143,7 +144,8 @@ class PrometheusTarget:
         self.match = label_matchers(match)
         self.timeout_s = timeout_s
         self.left_out = 0  # hosts of the last answer past samples.MAX_HOSTS: counted, not shown
-        names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason") for n in accepted]
+        names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason", "time_lost")
+                 for n in accepted]
         regex = "|".join(names) + "|gpu_triage_.*owner.*"  # an owner metric under any future name
         sep = "," if self.match else ""
         self.queries = {
@@ -156,6 +158,9 @@ class PrometheusTarget:
             else "up and on(job, exported_job) group by (job, exported_job) "
             f"(last_over_time(gpu_triage_build_info[{UP_LOOKBACK}]))",
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
+            # the GPU-hours lost over the last LOST_RANGE, not since each exporter started (restarts reset that)
+            "lost": f"sum by (job, instance, exported_job, exported_instance, bottleneck) "
+            f"(increase({METRICS['time_lost'][0]}{{{self.match}}}[{LOST_RANGE}]))",
         }
 
     def query(
@@ -175,15 +180,17 @@ class PrometheusTarget:
                 raise FetchError(str(err)) from None
 
     def fetch(self) -> list[HostRow]:
-        deadline = time.monotonic() + self.timeout_s  # the three queries of a round share one --timeout
+        deadline = time.monotonic() + self.timeout_s  # the queries of a round share one --timeout
         cap = HostCap()
-        with COLLECTOR_PAUSED:  # the three answers and their rows: see fetch.COLLECTOR_PAUSED
+        with COLLECTOR_PAUSED:  # the answers and their rows: see fetch.COLLECTOR_PAUSED
             samples, when = self.query(self.queries["metrics"], deadline, cap)
             up, _ = self.query(self.queries["up"], deadline, cap)
             reasons, _ = self.query(self.queries["reasons"], deadline, cap)
+            lost, _ = self.query(self.queries["lost"], deadline, cap)
             self.left_out = len(cap.left_out)
             name = METRICS["clock_reason"][0]
             samples += [Sample(name, s.labels, s.value) for s in reasons]  # `== 1` may or may not keep the name
+            samples += [Sample(METRICS["time_lost"][0], {**s.labels, "range": LOST_RANGE}, s.value) for s in lost]
             up = [Sample("up", s.labels, s.value) for s in up]
             return [build_row(h) for h in group_by_host(samples, up, when if when is not None else time.time())]
 

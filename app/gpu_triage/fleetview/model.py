@@ -15,13 +15,15 @@ whose ``up`` is 0 is *down*, never a host of idle cards.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, is_healthy, severity
 from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
+from gpu_triage.fleetview.owners import owner_of as owner_of
+from gpu_triage.fleetview.owners import owner_text, owners_of
 from gpu_triage.fleetview.samples import HostData, Sample
 from gpu_triage.safetext import clip
 
@@ -49,14 +51,13 @@ METRICS: dict[str, tuple[str, ...]] = {
     "cpu_busy": ("gpu_triage_host_cpu_busy_ratio",),
     "iowait": ("gpu_triage_host_iowait_ratio",),
     "samples_per_s": ("gpu_triage_job_samples_per_second",),
+    # GPU-seconds lost per bottleneck: the exporter's counter since it started; from Prometheus, its increase over
+    # client.LOST_RANGE (the sample then carries a `range` label saying so)
+    "time_lost": ("gpu_triage_gpu_lost_seconds_total",),
     "job_since_progress": ("gpu_triage_job_seconds_since_progress",),
     "owner": ("gpu_triage_owner_info", "gpu_triage_gpu_owner_info", "gpu_triage_process_gpu_memory_bytes"),
     "up": ("up",),
 }
-# Labels that name whose work a card runs, on any series that carries them (an owner info metric, the
-# GPU processes): the exporter's own `owner` and the parts of one (a container, a Kubernetes pod, a Slurm
-# job, a user); `owner_*` labels count too. Prometheus' `job` is the scrape job, never an owner.
-OWNER_LABELS: tuple[str, ...] = ("owner", "pod", "k8s_pod", "slurm_job", "container", "user")
 # Throttling clock reasons (those that slow a card down; idle and app-clocks do not): docs/metrics.md.
 THROTTLE_REASONS = frozenset({"power", "thermal", "hw-slowdown", "hw-thermal", "power-brake"})
 
@@ -106,6 +107,9 @@ class HostRow:
     total: int | None = None
     util: float | None = None
     samples_per_s: float | None = None
+    gpu_hours_lost: float | None = None  # None: the exporter does not serve the counter (an older version)
+    lost_bottleneck: str | None = None  # the bottleneck that lost the most of them
+    lost_range: str | None = None  # over what: "since the exporter started", or Prometheus' range ("24h")
     owner: str | None = None
     owners: tuple[str, ...] = ()
     tick_age_s: float | None = None
@@ -172,37 +176,9 @@ def _amount(v: float | None) -> float | None:
     return v if v is not None and v >= 0 else None
 
 
-def owner_of(labels: Mapping[str, str]) -> str | None:
-    """The owner a series names. gpu-triage's exporter labels its process and owner series with
-    ``owner_kind`` and ``owner`` (``slurm``/``1392969``, ``pod``/``ml/train-0``): those two give
-    ``slurm 1392969``, and ``unknown`` with an empty owner names nobody. Otherwise its ``owner`` label,
-    else the first of :data:`OWNER_LABELS` it has, else its ``owner_*`` labels in name order, joined
-    (``owner_kind="pod", owner_name="ns/x"`` → ``pod ns/x``)."""
-    if "owner_kind" in labels and "owner" in labels:
-        kind, owner = labels["owner_kind"], labels["owner"]
-        return f"{kind} {owner}" if kind and owner else None
-    for label in OWNER_LABELS:
-        if labels.get(label):
-            return labels[label]
-    parts = [labels[k] for k in sorted(labels) if k.startswith("owner_") and labels[k]]
-    return " ".join(parts) if parts else None
-
-
 def _may_name_owner(name: str) -> bool:
     """The series that carry whose work it is: the GPU processes' and any owner metric."""
     return name.startswith("gpu_triage_process_") or "owner" in name or name in METRICS["owner"]
-
-
-def owners_of(samples: Iterable[Sample]) -> tuple[str, ...]:
-    """Every owner named by the host's series, cleaned, sorted (at most 64 kept)."""
-    found: set[str] = set()
-    for s in samples:
-        owner = owner_of(s.labels)
-        if owner:
-            found.add(clip(owner, 60))
-            if len(found) >= 64:
-                break
-    return tuple(sorted(found))
 
 
 def _down_reason(data: HostData, ours: Sequence[Sample]) -> str | None:
@@ -312,6 +288,7 @@ def build_row(data: HostData) -> HostRow:
     owners = owners_of(s for s in ours if _may_name_owner(s.name))
     driver = idx.one("driver")
     pattern, bottleneck, verdict_cards = _verdict_labels(idx)
+    lost_hours, lost_by, lost_range = _lost(idx)
     return HostRow(
         host=hostname or address,
         hostname=hostname or None,
@@ -326,7 +303,10 @@ def build_row(data: HostData) -> HostRow:
         total=len(cards) if cards else (0 if driver == 0 else None),
         util=sum(measured) / len(measured) if measured else None,
         samples_per_s=_amount(idx.one("samples_per_s")),
-        owner=_owner_text(owners),
+        gpu_hours_lost=lost_hours,
+        lost_bottleneck=lost_by,
+        lost_range=lost_range,
+        owner=owner_text(owners),
         owners=owners,
         tick_age_s=tick_age,
         cpu_busy=_ratio(idx.one("cpu_busy")),
@@ -340,12 +320,21 @@ def build_row(data: HostData) -> HostRow:
     )
 
 
-def _owner_text(owners: Sequence[str]) -> str | None:
-    if not owners:
-        return None
-    if len(owners) <= 2:
-        return ", ".join(owners)
-    return f"{owners[0]}, {owners[1]} +{len(owners) - 2}"
+def _lost(idx: _Index) -> tuple[float | None, str | None, str | None]:
+    """GPU-hours lost (every bottleneck's together), the bottleneck that lost the most, and over what range."""
+    per: dict[str, float] = {}
+    span = None
+    for s in idx.all("time_lost"):
+        seconds = _amount(s.value)
+        if seconds is not None:
+            b = clip(s.labels.get("bottleneck", ""), 40)
+            per[b] = per.get(b, 0.0) + seconds
+            span = span or s.labels.get("range")
+    if not per:
+        return None, None, None
+    top = max(sorted(per), key=per.__getitem__)
+    return (sum(per.values()) / 3600.0, top if per[top] > 0 else None,
+            f"over the last {clip(span, 10)}" if span else "since the exporter started")
 
 
 def _unique_names(rows: list[HostRow]) -> list[HostRow]:
@@ -395,12 +384,17 @@ def _by_util(row: HostRow) -> tuple[bool, float, str, str]:
     return (row.util is None, row.util or 0.0, row.host, row.key)
 
 
+def _by_lost(row: HostRow) -> tuple[bool, float, str, str]:
+    return (row.gpu_hours_lost is None, -(row.gpu_hours_lost or 0.0), row.host, row.key)
+
+
 #: The screen's orders (``s`` cycles them), the first the view's own (:data:`SORT_ORDER_HELP`): severity, host
-#: name, lowest mean GPU-Util first (n/a last).
+#: name, lowest mean GPU-Util first (n/a last), most GPU-hours lost first (n/a last).
 SORTS: dict[str, Callable[[HostRow], Any]] = {
     "severity": sort_key,
     "host": lambda r: (r.host, r.key),
     "lowest GPU-Util": _by_util,
+    "most GPU-hours lost": _by_lost,
 }
 
 

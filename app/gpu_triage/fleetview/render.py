@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from gpu_triage.diagnosis.knobs import knob
 from gpu_triage.diagnosis.verdict import confidence_word
 from gpu_triage.fleetview.client import FleetSnapshot
 from gpu_triage.fleetview.model import OK, Card, HostRow
@@ -23,10 +24,11 @@ COLUMNS: tuple[tuple[str, int], ...] = (
     ("CONF", 8),
     ("BUSY", 5),
     ("UTIL", 4),
+    ("GPU-H LOST", 10),
     ("SAMPLES/S", 9),
     ("OWNER", 8),
 )
-NARROW_DROPS = ("PATTERN",)  # left out under WIDE_COLUMNS terminal columns
+NARROW_DROPS = ("PATTERN", "SAMPLES/S")  # left out under WIDE_COLUMNS terminal columns (the ranking's figure stays)
 WIDE_COLUMNS = 110
 OWNER_MAX = 40
 
@@ -53,6 +55,12 @@ def rate(v: float | None) -> str:
     return f"{v:.1f}"
 
 
+def hours(v: float | None) -> str:
+    if v is None:
+        return NA
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
 def cells(row: HostRow) -> dict[str, str]:
     """Each column's text for one row (already clean: every outside string went through safetext.clip)."""
     down = row.state != OK
@@ -64,6 +72,7 @@ def cells(row: HostRow) -> dict[str, str]:
         "CONF": "—" if down else confidence_word(row.confidence),
         "BUSY": "—" if down else (NA if row.busy is None else f"{row.busy}/{row.total}"),
         "UTIL": "—" if down else pct(row.util),
+        "GPU-H LOST": "—" if down else hours(row.gpu_hours_lost),
         "SAMPLES/S": "—" if down else rate(row.samples_per_s),
         "OWNER": row.owner or "—",
     }
@@ -127,6 +136,9 @@ def detail_lines(row: HostRow) -> list[str]:
         f"newest tick {age(row.tick_age_s)} old"
         + ("" if row.driver is not False else ", no GPU driver (host only)")
     )
+    if row.gpu_hours_lost is not None:
+        top = f", most to {row.lost_bottleneck}: {knob(row.lost_bottleneck)}" if row.lost_bottleneck else ""
+        lines.append(f"GPU-hours lost {row.lost_range}: {hours(row.gpu_hours_lost)}{top}")
     if row.owners:
         lines.append("owner: " + ", ".join(row.owners))
     for note in row.notes:

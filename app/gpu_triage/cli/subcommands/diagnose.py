@@ -9,7 +9,9 @@ from gpu_triage.cli.command import Command, Invocation
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", nargs="+",
+                   help="a recording; or for --summary one or more dataset directories or globs, quoted globs and "
+                   "brace globs ('host{1,2}/**/*.parquet') expanded by gpu-triage")
     p.add_argument("--json", action="store_true", help="print JSON ({'segments': [...], 'gaps': [...]}) for scripts; "
                    "its times are always ISO 8601 UTC")
     p.add_argument("--utc", action="store_true",
@@ -30,19 +32,33 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--summary",
         action="store_true",
         help="for a dataset (a directory from `record -o DIR/` or `export --record DIR`, or a glob of its "
-        "files): per host the share of time in each bottleneck, per owner (Slurm job, pod, container, user), "
-        "and the worst 5-minute windows, from a verdict "
+        "files): hosts and owners (Slurm job, pod, container, user; a job across hosts as one) ranked by "
+        "GPU-hours lost with the bottleneck and its knob, then per host the share of time in each bottleneck "
+        "and the worst episodes, from a verdict "
         "every 30 s of data (--resolution is for one recording); implied when FILE is a directory or a glob",
     )
+    p.add_argument("--since", metavar="WHEN", help="--summary: only the ticks from WHEN on: a date (2026-01-05), a "
+                   "date and time ('2026-01-05 09:00', local unless it names a zone or --utc), or an age (7d, 12h)")
+    p.add_argument("--until", metavar="WHEN", help="--summary: only the ticks before WHEN (as --since)")
+    p.add_argument("--top", type=values.positive_int, metavar="N",
+                   help="--summary: rank and detail the N hosts and owners that lost the most GPU-hours (default "
+                   "10; --json has them all)")
 
 
 def _run(call: Invocation) -> int:
     from gpu_triage.fleet.summary import is_dataset_spec
 
-    if call.args.summary or is_dataset_spec(call.args.file):
+    paths = call.args.file
+    if call.args.summary or len(paths) > 1 or is_dataset_spec(paths[0]):
         from gpu_triage.commands.summary import run_summary
 
         return run_summary(call.args, call.config)
+    for option in ("since", "until", "top"):
+        if getattr(call.args, option) is not None:
+            from gpu_triage.errors import UserError
+
+            raise UserError(f"--{option} is for a dataset's summary: give a directory or a glob, or --summary")
+    call.args.file = paths[0]
     from gpu_triage.commands.diagnose import run_diagnose
 
     return run_diagnose(call.args, call.config)
