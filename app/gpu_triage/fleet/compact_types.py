@@ -32,6 +32,7 @@ class Options:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     thresholds: Thresholds = field(default_factory=Thresholds)
     window_s: float = 300.0
+    workers: int | None = None  # worker processes for the host-days; None: one per usable core
 
 
 @dataclass(slots=True)
@@ -41,8 +42,7 @@ class Result:
     days: int = 0  # host-days compacted
     files_merged: int = 0
     bytes_before: int = 0
-    bytes_after: int = 0  # the daily files written (the flat table beside them counted apart)
-    flat_bytes: int = 0
+    bytes_after: int = 0  # the daily files written
     ticks: int = 0
     duplicates: int = 0
     recomputed: int = 0  # verdicts computed by the engine for ticks recorded without one
@@ -64,6 +64,16 @@ class Result:
         line = clean(line)
         if line not in self.failed:
             self.failed.append(line)
+
+    def add(self, other: Result) -> None:
+        """Count in what one host-day (done in a worker process, or here) did."""
+        for name in ("days", "files_merged", "bytes_before", "bytes_after", "ticks", "duplicates", "recomputed",
+                     "days_removed", "files_removed", "bytes_removed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for line in other.lines:
+            self.say(line)
+        for line in other.failed:
+            self.fail(line)
 
 
 @dataclass(slots=True)
@@ -125,3 +135,23 @@ def parse_staging(name: str) -> tuple[date, str, bool] | None:
 
 def new_token() -> str:
     return os.urandom(4).hex()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: a container's or taskset's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """A worker's first step: be killed when the run that started it dies (Linux PR_SET_PDEATHSIG), so that
+    no worker goes on writing once the run's lock on DIR is gone; exit at once if it is gone already."""
+    import ctypes  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError) as exc:  # not Linux: the worker ends when its task queue closes
+        log.warning("cannot tie compact's worker to its run (%s): a killed run's workers finish their day", exc)
+    if os.getppid() != parent_pid:
+        os._exit(1)

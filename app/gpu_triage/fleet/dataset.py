@@ -10,7 +10,7 @@ file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s i
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
 pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
 pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.fleet.compact`) merges a finished day into
-one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
+one file per host, the day's one stored copy.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def host_partition(name: str | None) -> str:
     return clean or "unknown"
 
 
-#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (fleet/compact.py): Parquet, but no recording
+#: DIR/flat/ holds per-card tables of an older layout of `gpu-triage compact` (a copy of the daily files' card
+#: figures, which compact no longer writes): Parquet, but no recording; walkers skip it, --keep-days expires it
 FLAT_DIR = "flat"
 
 
