@@ -592,3 +592,81 @@ def test_a_partition_compact_cannot_open_is_named_and_the_rest_is_done(
         assert not (root / f"host={host}" / f"date={old:%Y-%m-%d}").exists()
     assert len(os.listdir(shut)) == 2  # left as it was
     shutil.rmtree(warm)
+
+
+def _disk_bytes(root: Path) -> int:
+    """Every regular file under the dataset: what it costs on disk, whatever the layout keeps."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_a_recorded_day_reads_the_same_after_compaction_and_is_stored_once(tmp_path: Path) -> None:
+    """A dataset as `record -o DIR/` writes it (files rotated every 10 minutes, each tick with its stored
+    verdict): the fleet summary says the same before and after compaction but for the count of files, every
+    tick is in the daily file once with the figures and verdict it was recorded with, and the dataset on
+    disk is no larger than 1.2 times what was recorded (one copy: smaller, as one file's footer replaces
+    three)."""
+    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.recorder import record_source
+
+    root = tmp_path / "fleet"
+    source = SimulatedSource("data_pipeline", gpus=2, seed=3, interval_s=INTERVAL,
+                             start=DAY + timedelta(hours=22, minutes=50))
+    record_source(source, f"{root}/", INTERVAL, duration_s=1800, fast=True, describe_machine=False, out=None,
+                  rotate_s=600)
+    hourly = sorted(root.glob("host=*/date=*/*.parquet"))
+    assert len(hourly) == 3
+    recorded = pa.concat_tables([open_trace(p).table for p in hourly])
+    before_bytes = _disk_bytes(root)
+    before = summarise(str(root), Config())
+
+    res = run(root, _opts())
+
+    assert res.days == 1 and res.files_merged == 3 and not res.failed
+    (daily,) = root.glob("host=*/date=*/*.parquet")
+    assert daily.name == "day.parquet"
+    assert open_trace(daily).table.to_pylist() == recorded.to_pylist()  # every tick, figure and verdict, once
+    after = summarise(str(root), Config())
+    assert (before.pop("files"), after.pop("files")) == (3, 1)
+    for host in before["hosts"]:
+        assert (before["hosts"][host].pop("files"), after["hosts"][host].pop("files")) == (3, 1)
+    assert after == before
+    assert _disk_bytes(root) <= 1.2 * before_bytes
+    assert _disk_bytes(root) == res.bytes_after < res.bytes_before == before_bytes
+
+
+def test_compaction_stores_a_day_once_and_less_than_its_hourly_files(tmp_path: Path) -> None:
+    """The bytes on disk after compaction, counted over every file under DIR: the daily file only, smaller
+    than the hourly files it replaced (an older layout kept a per-card copy beside it: 1.65x the input)."""
+    _day(tmp_path, hours=4, per_hour=60)
+    _day(tmp_path, host="gpu02", hours=4, per_hour=60, version="2")  # verdicts computed and stored
+    before = _disk_bytes(tmp_path)
+    res = run(tmp_path, _opts())
+    assert res.days == 2
+    after = _disk_bytes(tmp_path)
+    assert after == res.bytes_after and res.bytes_before == before
+    assert after <= 1.2 * before
+    assert after < before
+
+
+@pytest.mark.slow
+def test_worker_processes_compact_as_one_process_does(tmp_path: Path) -> None:
+    """Host-days handed to worker processes: the same daily files (ticks, figures, verdicts, recomputed ones
+    included) and the same counts as one process gives; a host-day a worker cannot do is said and left."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        for host in ("w1", "w2", "w3"):
+            _day(root, host=host, hours=2)
+        _day(root, host="w4", hours=2, version="2")
+        _day(root, host="w5", hours=1, per_hour=1)
+        (root / "host=w5" / "date=2026-01-05" / "010000-bad.parquet").write_bytes(b"PAR1 not really")
+    one = run(a, _opts(workers=1))
+    many = run(b, _opts(workers=2))
+    for field in ("days", "files_merged", "bytes_before", "ticks", "duplicates", "recomputed"):
+        assert getattr(one, field) == getattr(many, field), field
+    assert many.days == 5 and many.recomputed == many.ticks == 321  # no verdict stored: each computed once
+    assert sorted(one.lines) == sorted(line.replace(str(b), str(a)) for line in many.lines)
+    for path in sorted(a.glob("host=*/date=*/day.parquet")):
+        twin = b / path.relative_to(a)
+        assert open_trace(twin).table.to_pylist() == open_trace(path).table.to_pylist()
+    assert (b / "host=w5" / "date=2026-01-05" / "010000-bad.parquet").exists()

@@ -176,14 +176,18 @@ def _where(hd: HostDay) -> str:
 #: below this many host-days one process does them: a worker costs about a second to start (the interpreter,
 #: pyarrow and the engine imported again), a host-day about one CPU second
 POOL_MIN_DAYS = 4
+#: workers when --workers is not given, at most: each holds a host-day in memory (a few hundred MB for 8
+#: cards), and past a few the disk, not the cores, sets the pace
+DEFAULT_WORKERS_MAX = 4
 
 
 def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, progress: Progress | None) -> None:
-    """Every host-day of ``todo``, in one worker process per core (``opts.workers``) when there are enough of
-    them, else here; ``progress`` after each, in the order they finish."""
+    """Every host-day of ``todo``, in ``opts.workers`` worker processes (default: one per usable core, at most
+    DEFAULT_WORKERS_MAX) when there are enough of them, else here; ``progress`` after each, in the order they
+    finish."""
     from gpu_triage.fleet.compact_day import compact_one
 
-    n = min(opts.workers or usable_cores(), len(todo))
+    n = min(opts.workers or min(usable_cores(), DEFAULT_WORKERS_MAX), len(todo))
     if n <= 1 or len(todo) < POOL_MIN_DAYS:
         for i, hd in enumerate(todo, 1):
             line, got = compact_one(root, hd, opts)

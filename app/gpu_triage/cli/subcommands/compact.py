@@ -15,8 +15,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    "on 2026-12-02 keeps 2026-11-25 onwards")
     p.add_argument("--dry-run", action="store_true", help="print what would be merged and removed; change nothing")
     p.add_argument("--workers", type=values.positive_int, metavar="N",
-                   help="worker processes, each compacting one host-day at a time (default: one per usable core; "
-                   "each holds a day of one host in memory, a few hundred MB for 8 cards)")
+                   help="worker processes, each compacting one host-day at a time (default: one per usable core, at "
+                   "most 4; each holds a day of one host in memory, a few hundred MB for 8 cards)")
     p.add_argument("--progress", action="store_true",
                    help="a line per host-day on stderr even when it is not a terminal (a log, a journal)")
 
