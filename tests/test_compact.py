@@ -670,3 +670,31 @@ def test_worker_processes_compact_as_one_process_does(tmp_path: Path) -> None:
         twin = b / path.relative_to(a)
         assert open_trace(twin).table.to_pylist() == open_trace(path).table.to_pylist()
     assert (b / "host=w5" / "date=2026-01-05" / "010000-bad.parquet").exists()
+
+
+@pytest.mark.slow
+def test_a_workers_lines_and_log_reach_the_terminal_cleaned_through_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Host-days done in worker processes: what a worker says and logs (a file it could not read, moved back)
+    comes back to the run and reaches stderr and the log through the run's cleaning, never raw from the
+    worker's own stderr."""
+    import subprocess
+    import sys
+
+    day = _days_ago(2)
+    for i in range(4):
+        host = f"gpu\x1b[31m{i}"
+        _day(tmp_path, host=host, day=day, hours=1, per_hour=5)
+        (tmp_path / f"host={host}" / f"date={day:%Y-%m-%d}" / "\x1b]0;PWN\x07x.parquet").write_bytes(b"not a trace")
+    out = subprocess.run([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path), "--workers", "2",
+                          "--progress", "--log-level", "info"], capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not _RAW.search(out.stdout) and not _RAW.search(out.stderr), (out.stdout, out.stderr)
+    assert out.stderr.count("\u241b]0;PWN\u2407x.parquet") >= 4  # left out, named: one line a host-day
+    assert out.stderr.count("was not merged: moved back") == 4  # each worker's log, through the run's handler
+    assert "4 host-days compacted" in out.stdout
+    assert sorted(os.listdir(tmp_path / "host=gpu\x1b[31m0" / f"date={day:%Y-%m-%d}")) == [
+        "\x1b]0;PWN\x07x.parquet", "day.parquet"]

@@ -36,10 +36,10 @@ from gpu_triage.fleet.compact_fs import DAILY_NAME, FLAT_DIR
 from gpu_triage.fleet.compact_types import (
     HostDay,
     day_stamp,
-    die_with_parent,
     fs_bytes,
     unreadable_line,
     usable_cores,
+    worker_init,
 )
 from gpu_triage.fleet.compact_types import (
     Options as Options,
@@ -200,9 +200,9 @@ def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, pr
 
     # spawned, never forked from this process, whose Arrow thread pools a fork would copy mid-use; each worker
     # dies with this process (compact_types.die_with_parent): DIR's lock goes with it, and no orphan may go on
-    # writing while a next run holds it
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+    # writing while a next run holds it; its log comes back with each result, to this process's handlers
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init,
+                             initargs=(os.getpid(), logging.getLogger().getEffectiveLevel())) as pool:
         futures = {pool.submit(compact_one, root, hd, opts, True): hd for hd in todo}
         for i, future in enumerate(as_completed(futures), 1):
             hd = futures[future]

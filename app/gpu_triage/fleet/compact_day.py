@@ -15,6 +15,7 @@ from gpu_triage.errors import UserError
 from gpu_triage.fleet import compact_fs as fs
 from gpu_triage.fleet.compact_fs import DAILY_NAME
 from gpu_triage.fleet.compact_types import (
+    KEPT,
     META_MERGED,
     META_RECOMPUTED,
     META_TOKEN,
@@ -164,8 +165,8 @@ def compact_one(root: Path, hd: HostDay, opts: Options, quiet_arrow: bool = Fals
     """One host-day, its host partition opened here (as :func:`gpu_triage.fleet.compact.run` opens it:
     without following a link): the line saying what was done and what it adds to the run's result. A
     host-day that cannot be done (a partition of another user's, a full disk) is a line in ``failed`` and
-    is left as it was. What a worker process runs; ``quiet_arrow``: Arrow on this thread only, as the
-    workers are one per core already."""
+    is left as it was. What a worker process runs; ``quiet_arrow`` (in a worker): Arrow on this thread only,
+    as the workers are one per core already, and the worker's log records returned in the result."""
     if quiet_arrow:
         import pyarrow as pa  # noqa: PLC0415
 
@@ -182,6 +183,8 @@ def compact_one(root: Path, hd: HostDay, opts: Options, quiet_arrow: bool = Fals
                  f"compacting {host_dir / f'date={hd.day.isoformat()}'} failed ({describe_os_error(exc)}): "
                  "left as it was")
         line = "failed, left as it was"
+    if quiet_arrow:
+        out.records = KEPT.take()
     return line, out
 
 

@@ -51,6 +51,7 @@ class Result:
     bytes_removed: int = 0
     lines: list[str] = field(default_factory=list)  # what was skipped or would be done, said once each
     failed: list[str] = field(default_factory=list)  # host-days that could not be compacted (left as they were)
+    records: list[logging.LogRecord] = field(default_factory=list)  # a worker's log, for the run to log
 
     def say(self, line: str) -> None:
         """Add a line for the terminal: the names in it are the dataset's, which others choose, so its control
@@ -74,6 +75,8 @@ class Result:
             self.say(line)
         for line in other.failed:
             self.fail(line)
+        for record in other.records:  # through this process's handlers: the journal, --log-file, cleaned there
+            logging.getLogger(record.name).handle(record)
 
 
 @dataclass(slots=True)
@@ -140,6 +143,44 @@ def new_token() -> str:
 def usable_cores() -> int:
     """The cores this process may run on (its affinity: a container's or taskset's share, not the host's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class KeptLog(logging.Handler):
+    """A worker's log records, kept to go back to the run with the host-day's result: a spawned worker has
+    none of the run's handlers, and Python's last resort would print the dataset's names (which others choose)
+    raw on stderr. Arguments stay separate (each is cleaned by the run's formatter), made plain values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if isinstance(record.args, tuple):
+            record.args = tuple(a if isinstance(a, str | int | float | Path | None) else str(a) for a in record.args)
+        elif record.args:
+            record.msg, record.args = record.getMessage(), None
+        self.records.append(record)
+
+    def take(self) -> list[logging.LogRecord]:
+        out, self.records = self.records, []
+        return out
+
+
+KEPT = KeptLog()
+
+
+def worker_init(parent_pid: int, level: int) -> None:
+    """A worker process's set-up: its log kept for the run (:class:`KeptLog`, at the run's level), and
+    :func:`die_with_parent`."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(KEPT)
+    root.setLevel(level)
+    die_with_parent(parent_pid)
 
 
 def die_with_parent(parent_pid: int) -> None:
