@@ -698,3 +698,34 @@ def test_a_workers_lines_and_log_reach_the_terminal_cleaned_through_the_run(
     assert "4 host-days compacted" in out.stdout
     assert sorted(os.listdir(tmp_path / "host=gpu\x1b[31m0" / f"date={day:%Y-%m-%d}")) == [
         "\x1b]0;PWN\x07x.parquet", "day.parquet"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_run_with_workers_after_the_host_days_in_hand(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the run and its workers (one process group): the workers leave it to the
+    run, which starts no further host-day, lets those in hand finish whole, and exits 130; the next run does
+    the rest. (Before, the workers took the interrupt as one host-day's result and the run waited for all.)"""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hosts = [f"h{i:02d}" for i in range(12)]
+    for host in hosts:
+        _day(tmp_path, host=host, hours=3, per_hour=120)
+    want = _readable(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path), "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not any(tmp_path.glob("host=*/date=*/day.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    done = len(list(tmp_path.glob("host=*/date=*/day.parquet")))
+    assert 1 <= done < len(hosts)
+    assert not [p for p in tmp_path.rglob(".*")]  # the host-days in hand were finished whole
+    assert _readable(tmp_path) == want
+    assert main(["compact", str(tmp_path)]) == 0
+    assert len(list(tmp_path.glob("host=*/date=*/day.parquet"))) == len(hosts)
+    assert _readable(tmp_path) == want

@@ -196,13 +196,15 @@ def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, pr
                 progress(i, len(todo), clean(f"{_where(hd)}: {line}"))
         return
     import multiprocessing  # noqa: PLC0415
-    from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: PLC0415
+    from concurrent.futures import Future, ProcessPoolExecutor, as_completed  # noqa: PLC0415
 
     # spawned, never forked from this process, whose Arrow thread pools a fork would copy mid-use; each worker
     # dies with this process (compact_types.die_with_parent): DIR's lock goes with it, and no orphan may go on
     # writing while a next run holds it; its log comes back with each result, to this process's handlers
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init,
-                             initargs=(os.getpid(), logging.getLogger().getEffectiveLevel())) as pool:
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init,
+                               initargs=(os.getpid(), logging.getLogger().getEffectiveLevel()))
+    futures: dict[Future[tuple[str, Result]], HostDay] = {}
+    try:
         futures = {pool.submit(compact_one, root, hd, opts, True): hd for hd in todo}
         for i, future in enumerate(as_completed(futures), 1):
             hd = futures[future]
@@ -218,6 +220,15 @@ def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, pr
             out.add(got)
             if progress is not None:
                 progress(i, len(todo), clean(f"{_where(hd)}: {line}"))
+    except BaseException:
+        # Ctrl-C (the workers ignore it: the run decides): no new host-day starts; those in hand are finished
+        # while this process exits (a few seconds each), whole, never half. Each future is cancelled here:
+        # shutdown's cancel_futures does nothing once the pool is collected, which unwinding this frame does
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _one_run_at_a_time(rfd: int, root: Path) -> None:

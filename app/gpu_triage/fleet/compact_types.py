@@ -173,13 +173,16 @@ KEPT = KeptLog()
 
 
 def worker_init(parent_pid: int, level: int) -> None:
-    """A worker process's set-up: its log kept for the run (:class:`KeptLog`, at the run's level), and
-    :func:`die_with_parent`."""
+    """A worker process's set-up: its log kept for the run (:class:`KeptLog`, at the run's level), SIGINT
+    left to the run, and :func:`die_with_parent`."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
     root.addHandler(KEPT)
     root.setLevel(level)
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the whole group: the run decides
     die_with_parent(parent_pid)
 
 
