@@ -65,13 +65,13 @@ def host_partition(name: str | None) -> str:
 
 
 #: DIR/flat/ holds per-card tables of an older layout of `gpu-triage compact` (a copy of the daily files' card
-#: figures, which compact no longer writes): Parquet, but no recording; walkers skip it, --keep-days expires it
+#: figures; compact writes none): Parquet, but no recording; walkers skip it, --keep-days expires it
 FLAT_DIR = "flat"
 
 
 def is_recording_path(path: Path, root: Path) -> bool:
-    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not the
-    flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
+    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not an
+    older layout's flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
     a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare DIR``) skip the rest."""
     try:
         parts = path.relative_to(root).parts
