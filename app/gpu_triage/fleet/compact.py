@@ -222,11 +222,11 @@ def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, pr
                 progress(i, len(todo), clean(f"{_where(hd)}: {line}"))
     except BaseException:
         # Ctrl-C (the workers ignore it: the run decides): no new host-day starts; those in hand are finished
-        # while this process exits (a few seconds each), whole, never half. Each future is cancelled here:
-        # shutdown's cancel_futures does nothing once the pool is collected, which unwinding this frame does
+        # (a few seconds each), whole, never half, before DIR's lock goes with this frame. Each future is
+        # cancelled here: shutdown's cancel_futures does nothing once the pool is collected
         for future in futures:
             future.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
 

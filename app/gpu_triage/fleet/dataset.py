@@ -71,8 +71,9 @@ FLAT_DIR = "flat"
 
 def is_recording_path(path: Path, root: Path) -> bool:
     """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not an
-    older layout's flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
-    a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare DIR``) skip the rest."""
+    older layout's flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging
+    ``.compact-…``), not a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare
+    DIR``) skip the rest."""
     try:
         parts = path.relative_to(root).parts
     except ValueError:
