@@ -1,25 +1,36 @@
-"""`gpu-triage compact` and the fleet's commonest question on what it leaves.
+"""`gpu-triage compact`: its CPU, wall time, memory and the storage it leaves, and the per-card question on
+what it leaves.
 
-    .venv/bin/python benchmarks/bench_compact.py [--hosts 10] [--days 10] [--gpus 8] [--dir /tmp/x] [--keep]
+    .venv/bin/python benchmarks/bench_compact.py [--hosts 10] [--days 10] [--gpus 8] [--data noise|fleet]
+        [--workers N] [--tree OTHER/app] [--dir /tmp/x] [--keep] [--reuse] [--no-queries] [--recompute]
 
-Generates HOSTS x DAYS host-days of hourly trace files (2 s ticks, GPUS cards, 32 cores, each tick with a
-stored verdict) with vectorised pyarrow (no Tick objects: a day of 8 cards is written in about a second),
-as the recorder lays them out; then
+Generates HOSTS x DAYS host-days of hourly trace files (2 s ticks, GPUS cards, each tick with a stored verdict)
+with vectorised pyarrow (no Tick objects), as the recorder lays them out:
 
-1. per-GPU utilisation over every host-day (mean GPU-Util per host and card) on the nested layout, the
-   hourly files, in DuckDB and polars;
-2. `gpu-triage compact DIR` in its own process (wall, CPU, peak RSS; getrusage of that process alone);
-3. the same question on the daily files (nested) and on the flat table, in DuckDB and polars.
+- ``--data noise`` (the default): every numeric field of every card filled with uniform noise, 32 cores: the
+  worst case for compression, a day of 8 cards ~27 MiB;
+- ``--data fleet``: ``bench_fleet_stored.py``'s host-day: GPU-Util in whole per cent shaped by runs of
+  bottlenecks, one process per card with its Slurm job and user, every other field null (~1 MiB a host-day).
+
+Then
+
+1. per-GPU utilisation over every host-day (mean GPU-Util per host and card) on the hourly files, in DuckDB
+   and polars;
+2. `gpu-triage compact DIR [--workers N]` in its own process: wall, CPU of the process *and of its worker
+   processes* (getrusage of self and children), peak RSS of each; the bytes on disk before and after (every
+   file under DIR) and their ratio; with ``--tree``, first the same compact from another checkout's app/
+   directory on a copy of the same files (before/after);
+3. the per-GPU question again, on the daily files.
 
 Each query runs in a fresh process (no cache of the previous run but the OS page cache, warmed by one
-untimed run first); printed: the best wall time of --repeat runs and the answer's row count. The target:
-the flat table under 1 s in both engines for 100 host-days on the 2-core box (docs/performance.md).
-With --recompute, also the cost of computing verdicts that files lack: one host-hour written without them.
+untimed run first); printed: the best wall time of --repeat runs and the answer's row count. With
+--recompute, also the cost of computing verdicts that files lack: one host-hour written without them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -110,31 +121,33 @@ for h in range(hosts):
 
 QUERY = r"""
 import sys, time
-engine, layout, root = sys.argv[1], sys.argv[2], sys.argv[3]
+engine, root = sys.argv[1], sys.argv[2]
 if engine == "duckdb":
     import duckdb
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # it writes to stdout, where the figure goes
-    if layout == "flat":
-        sql = f"SELECT host, gpu, avg(util_pct) AS util FROM read_parquet('{root}/flat/*/*.parquet') GROUP BY ALL"
-    else:
-        sql = (f"SELECT host, g.index AS gpu, avg(g.util_pct) AS util FROM (SELECT host, unnest(gpus) AS g "
-               f"FROM read_parquet('{root}/host=*/date=*/*.parquet', hive_partitioning = true)) GROUP BY ALL")
+    sql = (f"SELECT host, g.index AS gpu, avg(g.util_pct) AS util FROM (SELECT host, unnest(gpus) AS g "
+           f"FROM read_parquet('{root}/host=*/date=*/*.parquet', hive_partitioning = true)) GROUP BY ALL")
     run = lambda: con.sql(sql).fetchall()
 else:
     import polars as pl
-    if layout == "flat":
-        q = (pl.scan_parquet(f"{root}/flat/*/*.parquet").group_by("host", "gpu")
-             .agg(pl.col("util_pct").mean().alias("util")))
-    else:
-        q = (pl.scan_parquet(f"{root}/host=*/date=*/*.parquet", hive_partitioning=True).select("host", "gpus")
-             .explode("gpus").select("host", pl.col("gpus").struct.field("index").alias("gpu"),
-                                     pl.col("gpus").struct.field("util_pct"))
-             .group_by("host", "gpu").agg(pl.col("util_pct").mean().alias("util")))
+    q = (pl.scan_parquet(f"{root}/host=*/date=*/*.parquet", hive_partitioning=True).select("host", "gpus")
+         .explode("gpus").select("host", pl.col("gpus").struct.field("index").alias("gpu"),
+                                 pl.col("gpus").struct.field("util_pct"))
+         .group_by("host", "gpu").agg(pl.col("util_pct").mean().alias("util")))
     run = lambda: q.collect()
 t0 = time.perf_counter()
 rows = len(run())
 print(f"{time.perf_counter() - t0:.3f} {rows}")
+"""
+
+FLEET = r"""
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+sys.path.insert(0, sys.argv[5])
+from bench_fleet_stored import generate
+generate(Path(sys.argv[1]), int(sys.argv[2]) * int(sys.argv[3]), int(sys.argv[3]), int(sys.argv[4]), True)
 """
 
 RUN = r"""
@@ -143,21 +156,23 @@ from gpu_triage.cli import main
 t0 = time.perf_counter()
 rc = main(sys.argv[1:])
 wall = time.perf_counter() - t0
-ru = resource.getrusage(resource.RUSAGE_SELF)
-print(f"BENCH rc={rc} wall={wall:.1f}s cpu={ru.ru_utime + ru.ru_stime:.1f}s peak_rss={ru.ru_maxrss / 1024:.0f}MB",
-      file=sys.stderr)
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"BENCH rc={rc} wall={wall:.1f}s cpu={me.ru_utime + me.ru_stime:.1f}s "
+      f"workers_cpu={kids.ru_utime + kids.ru_stime:.1f}s peak_rss={me.ru_maxrss / 1024:.0f}MB "
+      f"worker_peak_rss={kids.ru_maxrss / 1024:.0f}MB", file=sys.stderr)
 """
 
 
-def size_of(root: Path, pattern: str) -> tuple[int, int]:
-    files = list(root.glob(pattern))
+def disk_bytes(root: Path) -> tuple[int, int]:
+    """Every regular file under ``root`` (the daily files, and anything else a layout keeps beside them)."""
+    files = [f for f in root.rglob("*") if f.is_file()]
     return len(files), sum(f.stat().st_size for f in files)
 
 
-def query(engine: str, layout: str, root: Path, repeat: int) -> str:
+def query(engine: str, root: Path, repeat: int) -> str:
     best, rows = float("inf"), "?"
     for i in range(repeat + 1):  # the first run warms the page cache and is not counted
-        out = subprocess.run([sys.executable, "-c", QUERY, engine, layout, str(root)], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", QUERY, engine, str(root)], capture_output=True,
                              text=True, check=False)
         if out.returncode:
             return f"failed: {out.stderr.strip().splitlines()[-1:]}"
@@ -167,12 +182,33 @@ def query(engine: str, layout: str, root: Path, repeat: int) -> str:
     return f"{best:.2f} s ({rows} rows)"
 
 
+def compact(root: Path, workers: int | None, env: dict[str, str], label: str, host_days: int) -> None:
+    cmd = [sys.executable, "-c", RUN, "compact", str(root)] + (["--workers", str(workers)] if workers else [])
+    n0, before = disk_bytes(root)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    bench = next((x for x in out.stderr.splitlines() if x.startswith("BENCH")), out.stderr[-500:])
+    n1, after = disk_bytes(root)
+    fields = dict(kv.split("=", 1) for kv in bench.removeprefix("BENCH ").split())
+    try:
+        cpu = float(fields["cpu"].rstrip("s")) + float(fields.get("workers_cpu", "0s").rstrip("s"))
+        per_day = f"; {cpu:.1f} CPU s in all, {cpu / host_days:.2f} CPU s a host-day"
+    except (KeyError, ValueError):
+        per_day = ""
+    print(f"compact ({label}): {bench.removeprefix('BENCH ')}{per_day}\n  {out.stdout.strip()}\n"
+          f"  on disk: {n0} files {before / 2**20:.1f} MiB -> {n1} files {after / 2**20:.1f} MiB "
+          f"({after / before:.2f}x the input)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=10)
     ap.add_argument("--days", type=int, default=10)
     ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--data", choices=("noise", "fleet"), default="noise")
+    ap.add_argument("--workers", type=int, help="compact's --workers (default: its own, one per usable core)")
+    ap.add_argument("--tree", help="another checkout's app/ directory: its compact first, on a copy of the files")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each query (the best is printed)")
+    ap.add_argument("--no-queries", action="store_true", help="time compact only")
     ap.add_argument("--dir", help="where to generate (default: a temporary directory, removed after)")
     ap.add_argument("--keep", action="store_true", help="keep --dir afterwards")
     ap.add_argument("--reuse", action="store_true",
@@ -181,33 +217,38 @@ def main() -> int:
     args = ap.parse_args()
     tmp = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-compact-"))
     root = tmp / "fleet"
+    host_days = args.hosts * args.days
     try:
         t0 = time.perf_counter()
         if not (args.reuse and root.is_dir()):
-            subprocess.run([sys.executable, "-c", GEN, str(root), str(args.hosts), str(args.days), str(args.gpus),
-                            "1"], check=True)
-        n, size = size_of(root, "host=*/date=*/*.parquet")
-        print(f"generated {args.hosts * args.days} host-days, {n} hourly files, {size / 2**20:.0f} MiB "
+            if args.data == "fleet":
+                subprocess.run([sys.executable, "-c", FLEET, str(root), str(args.hosts), str(args.days),
+                                str(args.gpus), str(Path(__file__).parent)], check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+            else:
+                subprocess.run([sys.executable, "-c", GEN, str(root), str(args.hosts), str(args.days),
+                                str(args.gpus), "1"], check=True)
+        n, size = disk_bytes(root)
+        print(f"generated {host_days} host-days ({args.data}), {n} hourly files, {size / 2**20:.0f} MiB "
               f"in {time.perf_counter() - t0:.0f} s")
-        for engine in ("duckdb", "polars"):
-            print(f"nested, hourly files  {engine:7s} {query(engine, 'nested', root, args.repeat)}")
-        out = subprocess.run([sys.executable, "-c", RUN, "compact", str(root)], capture_output=True, text=True,
-                             check=False)
-        bench = next((x for x in out.stderr.splitlines() if x.startswith("BENCH")), out.stderr[-500:])
-        print(f"compact: {bench.removeprefix('BENCH ')}\n  {out.stdout.strip()}")
-        n, size = size_of(root, "host=*/date=*/*.parquet")
-        nf, fsize = size_of(root, "flat/*/*.parquet")
-        print(f"after: {n} daily files {size / 2**20:.0f} MiB, flat table {nf} files {fsize / 2**20:.0f} MiB")
-        for engine in ("duckdb", "polars"):
-            print(f"nested, daily files   {engine:7s} {query(engine, 'nested', root, args.repeat)}")
-            print(f"flat table            {engine:7s} {query(engine, 'flat', root, args.repeat)}")
+        if not args.no_queries:
+            for engine in ("duckdb", "polars"):
+                print(f"per-GPU util, hourly files  {engine:7s} {query(engine, root, args.repeat)}")
+        if args.tree:
+            other = tmp / "fleet-tree"
+            shutil.rmtree(other, ignore_errors=True)
+            shutil.copytree(root, other)
+            env = dict(os.environ, PYTHONPATH=str(Path(args.tree).resolve()))
+            compact(other, None, env, f"--tree {args.tree}", host_days)
+            shutil.rmtree(other, ignore_errors=True)
+        compact(root, args.workers, dict(os.environ), "this tree", host_days)
+        if not args.no_queries:
+            for engine in ("duckdb", "polars"):
+                print(f"per-GPU util, daily files   {engine:7s} {query(engine, root, args.repeat)}")
         if args.recompute:
             small = tmp / "recompute"
             subprocess.run([sys.executable, "-c", GEN, str(small), "1", "1", str(args.gpus), "0", "1"], check=True)
-            out = subprocess.run([sys.executable, "-c", RUN, "compact", str(small)], capture_output=True, text=True,
-                                 check=False)
-            bench = next((x for x in out.stderr.splitlines() if x.startswith("BENCH")), out.stderr[-500:])
-            print(f"compact, one host-hour without verdicts: {bench.removeprefix('BENCH ')}\n  {out.stdout.strip()}")
+            compact(small, 1, dict(os.environ), "one host-hour without verdicts", 1)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

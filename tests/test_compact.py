@@ -1,7 +1,7 @@
 """`gpu-triage compact DIR`: a host's finished days of hourly files become one daily trace file (each tick
-once, in order, each with a verdict) and a flat per-card table that DuckDB, polars and pyarrow read with the
-same types; a killed run leaves every tick readable exactly once and the next run finishes it;
-`--keep-days` removes what is older; anything dangerous is one line and exit 2."""
+once, in order, each with a verdict), the day's one stored copy, which DuckDB and polars query per card; a
+killed run leaves every tick readable exactly once and the next run finishes it; `--keep-days` removes what
+is older; anything dangerous is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,7 +27,6 @@ from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.storage import compact_day
 from gpu_triage.storage import compact_fs as fs
 from gpu_triage.storage.compact import Options, run
-from gpu_triage.storage.flat import FLAT_SCHEMA
 from gpu_triage.trace.layout import META_SCHEMA, trace_metadata
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import ticks_to_batch
@@ -89,7 +89,7 @@ def _opts(**kw: object) -> Options:
     return Options(now=NOW, **kw)  # type: ignore[arg-type]
 
 
-def test_a_finished_day_becomes_one_daily_file_and_a_flat_table(tmp_path: Path) -> None:
+def test_a_finished_day_becomes_one_daily_file_and_nothing_beside_it(tmp_path: Path) -> None:
     ts = _day(tmp_path)
     # the same tick in two files (a recovered leftover beside its hour): kept once
     repeat = _ticks(DAY + timedelta(hours=2, seconds=INTERVAL), 1)
@@ -106,14 +106,8 @@ def test_a_finished_day_becomes_one_daily_file_and_a_flat_table(tmp_path: Path) 
     assert (res.days, res.files_merged, res.ticks, res.duplicates) == (1, 4, 120, 1)
     assert res.bytes_before == before and res.bytes_after == (part / "day.parquet").stat().st_size
     assert pq.read_schema(part / "day.parquet").metadata[META_SCHEMA] == b"4"
-    flat = pq.read_table(tmp_path / "flat" / "2026-01-05" / "gpu01.parquet")
-    assert flat.schema.remove_metadata() == FLAT_SCHEMA
-    assert flat.num_rows == 120 * 2
-    assert set(flat.column("host").to_pylist()) == {"gpu01"}
-    assert set(flat.column("date").to_pylist()) == {DAY.date()}
-    assert flat.column("gpu").to_pylist()[:4] == [0, 1, 0, 1]
-    util = daily.table.column("gpus").combine_chunks()
-    assert flat.column("util_pct").to_pylist() == pc.list_flatten(util).field("util_pct").to_pylist()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.parquet")) == [
+        "host=gpu01/date=2026-01-05/day.parquet"]  # the day's one copy: no flat table beside it
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]  # no staging left
 
     again = run(tmp_path, _opts())  # compacted days are left alone
@@ -164,8 +158,6 @@ def test_verdicts_missing_from_older_files_are_computed_once_and_kept(tmp_path: 
     assert json.loads(pq.read_schema(got.path).metadata[b"gpu_triage.verdicts_recomputed"]) == 60
     kept = open_trace(tmp_path / "host=gpu02" / "date=2026-01-05" / "day.parquet").table.column("verdict")
     assert {r["mechanism"] for r in kept.to_pylist()} == {"sentinel"}  # a stored verdict is never recomputed
-    flat = pq.read_table(tmp_path / "flat" / "2026-01-05" / "gpu01.parquet")
-    assert flat.column("bottleneck").to_pylist()[::2] == [r["bottleneck"] for r in rows]
 
 
 class Crash(BaseException):
@@ -187,8 +179,7 @@ def _crash_on_call(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, ca
 
 CRASH_POINTS = [
     (compact_day, "write_parquet_atomic", 1),  # writing the daily file
-    (compact_day, "_write_flat_file", 1),  # the daily file written, not the flat table
-    (fs, "exchange", 1),  # both written, not exchanged
+    (fs, "exchange", 1),  # the daily file written, not exchanged
     (compact_day, "_clear_old", 1),  # exchanged, the merged files not removed
     (fs, "remove_file", 2),  # one merged file removed, the others not
 ]
@@ -258,31 +249,37 @@ def test_a_file_that_arrives_during_the_run_or_cannot_be_read_is_never_lost(
     assert res.files_merged == 2 and open_trace(part / "day.parquet").n == 80
 
 
-def test_the_flat_table_reads_alike_in_duckdb_polars_and_pyarrow(tmp_path: Path) -> None:
+def test_per_card_queries_over_the_daily_files_agree_in_duckdb_and_polars(tmp_path: Path) -> None:
+    """The per-card questions docs/recording.md answers over the daily files (no flat copy beside them): mean
+    GPU-Util per host, day and card, in DuckDB and polars, as the cards' own figures say."""
     import duckdb
     import polars as pl
-    import pyarrow.dataset as ds
 
     _day(tmp_path, hours=2)
     _day(tmp_path, host="gpu02", day=DAY + timedelta(days=1), hours=1)
     run(tmp_path, _opts())
-    flat = str(tmp_path / "flat")
+    files = f"{tmp_path}/host=*/date=*/*.parquet"
     con = duckdb.connect()
-    rel = con.sql(f"SELECT * FROM read_parquet('{flat}/**/*.parquet')")  # hive_partitioning auto-detected
-    duck_types = dict(zip(rel.columns, [str(t) for t in rel.types], strict=True))
-    assert duck_types["host"] == "VARCHAR" and duck_types["date"] == "DATE" and duck_types["gpu"] == "USMALLINT"
-    frame = pl.scan_parquet(f"{flat}/", hive_partitioning=True).collect()
-    assert frame.schema["host"] == pl.String and frame.schema["date"] == pl.Date
-    table = ds.dataset(flat, format="parquet", partitioning="hive").to_table()
-    assert table.schema.field("host").type == pa.string() and table.schema.field("date").type == pa.date32()
-    rows = 80 * 2 + 40 * 2
-    assert con.sql(f"SELECT count(*) FROM read_parquet('{flat}/**/*.parquet')").fetchall() == [(rows,)]
-    assert frame.height == table.num_rows == rows
-    by_duck = con.sql(f"SELECT host, date, gpu, avg(util_pct) FROM read_parquet('{flat}/**/*.parquet') "
-                      "GROUP BY ALL ORDER BY ALL").fetchall()
-    by_polars = frame.group_by("host", "date", "gpu").agg(pl.col("util_pct").mean()).sort("host", "date", "gpu")
-    assert [r[:3] for r in by_duck] == [tuple(r[:3]) for r in by_polars.rows()]
-    assert np.allclose([r[3] for r in by_duck], by_polars["util_pct"].to_numpy())
+    by_duck = con.sql(
+        "SELECT host, date, g.index AS gpu, avg(g.util_pct) AS util, count(*) AS ticks "
+        f"FROM (SELECT host, date, unnest(gpus) AS g FROM read_parquet('{files}', hive_partitioning = true)) "
+        "GROUP BY ALL ORDER BY ALL").fetchall()
+    by_polars = (pl.scan_parquet(files, hive_partitioning=True).select("host", "date", "gpus").explode("gpus")
+                 .select("host", "date", pl.col("gpus").struct.field("index").alias("gpu"),
+                         pl.col("gpus").struct.field("util_pct").alias("util"))
+                 .group_by("host", "date", "gpu").agg(pl.col("util").mean(), pl.len().alias("ticks"))
+                 .sort("host", "date", "gpu").collect())
+    assert [(h, str(d), g, n) for h, d, g, _, n in by_duck] == [
+        (h, str(d), g, n) for h, d, g, _, n in by_polars.rows()]
+    assert [n for *_, n in by_duck] == [80, 80, 40, 40]
+    want = {}
+    for path in sorted(tmp_path.glob("host=*/date=*/day.parquet")):
+        cards = pc.list_flatten(open_trace(path).table.column("gpus").combine_chunks())
+        for i in (0, 1):
+            util = cards.field("util_pct").to_numpy(zero_copy_only=False)[cards.field("index").to_numpy() == i]
+            want[(path.parent.parent.name[5:], i)] = float(np.nanmean(util))
+    assert np.allclose([u for *_, u, _ in by_duck], [want[(h, g)] for h, _, g, _, _ in by_duck])
+    assert np.allclose(by_polars["util"].to_numpy(), [u for *_, u, _ in by_duck])
 
 
 def test_a_day_to_be_removed_is_not_merged_first(tmp_path: Path) -> None:
@@ -313,12 +310,15 @@ def test_keep_days_removes_older_partitions_and_dry_run_changes_nothing(
         f"would remove {tmp_path / 'host=gpu01' / 'date=2025-12-26'}"]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == listing  # nothing changed
 
-    assert run(tmp_path, Options(now=then)).days == 2  # both finished days, each with its flat table
-    assert sorted(os.listdir(tmp_path / "flat")) == ["2025-12-26", "2026-01-05"]
+    assert run(tmp_path, Options(now=then)).days == 2  # both finished days
+    for day in ("2025-12-26", "2026-01-05"):  # what an older layout left beside the daily files
+        (tmp_path / "flat" / day).mkdir(parents=True)
+        (tmp_path / "flat" / day / "gpu01.parquet").write_bytes(b"PAR1")
     res = run(tmp_path, Options(keep_days=3, now=then))
     assert sorted(os.listdir(tmp_path / "host=gpu01")) == ["date=2025-12-25", "date=2026-01-05"]
-    assert os.listdir(tmp_path / "flat") == ["2026-01-05"]  # the old day's flat table went with it
-    assert res.days_removed == 1 and res.files_removed == 2  # its daily file and its flat table
+    assert os.listdir(tmp_path / "flat") == ["2026-01-05"]  # the old layout's day went with its recordings
+    assert res.days_removed == 1 and res.files_removed == 2  # its daily file and the old layout's flat file
+    assert any(f"rm -r {tmp_path / 'flat'}" in line for line in res.lines)  # the way to drop the rest at once
     assert len(os.listdir(kept)) == 2  # a stream not recovered yet is never removed
     assert any(str(kept) in line and "recover" in line for line in res.lines)
     assert outside.read_bytes() == b"not ours"
@@ -444,29 +444,36 @@ def test_a_second_compact_on_the_same_dataset_is_refused(tmp_path: Path, capsys:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["staging", "flat"])
-def test_a_real_kill_during_the_run_loses_and_doubles_nothing(tmp_path: Path, when: str) -> None:
+@pytest.mark.parametrize(("when", "workers"), [("staging", 1), ("daily", 1), ("staging", 2)])
+def test_a_real_kill_during_the_run_loses_and_doubles_nothing(tmp_path: Path, when: str, workers: int) -> None:
+    """Killed with SIGKILL (as the OOM killer or a timeout would), in one process or with worker processes,
+    which die with the run (a worker left writing would race the next run, which then holds the lock)."""
     import signal
     import subprocess
     import sys
     import time
 
-    for host in ("a", "b", "c"):
+    hosts = ("a", "b", "c") if workers == 1 else ("a", "b", "c", "d", "e", "f")
+    for host in hosts:
         _day(tmp_path, host=host, hours=3, per_hour=120)
     want = _readable(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path), "--workers",
+                             str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     probe = {"staging": lambda: any(tmp_path.glob("host=*/.compact-*")),
-             "flat": lambda: any(tmp_path.glob("flat/*/*.parquet"))}[when]
+             "daily": lambda: any(tmp_path.glob("host=*/date=*/day.parquet"))}[when]
     deadline = time.monotonic() + 120
     while proc.poll() is None and not probe() and time.monotonic() < deadline:
         time.sleep(0.001)
+    kids = psutil.Process(proc.pid).children()
+    assert len(kids) >= (workers if workers > 1 else 0)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL  # killed mid-run, not finished
+    gone, alive = psutil.wait_procs(kids, timeout=30)  # the workers die with it, unasked
+    assert not alive
     assert _readable(tmp_path) == want  # whatever step it died in
     assert main(["compact", str(tmp_path)]) == 0
     assert _readable(tmp_path) == want
-    assert sorted(p.name for p in tmp_path.glob("host=*/date=*/*")) == ["day.parquet"] * 3
+    assert sorted(p.name for p in tmp_path.glob("host=*/date=*/*")) == ["day.parquet"] * len(hosts)
     assert not [p for p in tmp_path.rglob(".*")]
 
 
@@ -587,3 +594,140 @@ def test_a_partition_compact_cannot_open_is_named_and_the_rest_is_done(
         assert not (root / f"host={host}" / f"date={old:%Y-%m-%d}").exists()
     assert len(os.listdir(shut)) == 2  # left as it was
     shutil.rmtree(warm)
+
+
+def _disk_bytes(root: Path) -> int:
+    """Every regular file under the dataset: what it costs on disk, whatever the layout keeps."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_a_recorded_day_reads_the_same_after_compaction_and_is_stored_once(tmp_path: Path) -> None:
+    """A dataset as `record -o DIR/` writes it (files rotated every 10 minutes, each tick with its stored
+    verdict): the fleet summary says the same before and after compaction but for the count of files, every
+    tick is in the daily file once with the figures and verdict it was recorded with, and the dataset on
+    disk is no larger than 1.2 times what was recorded (one copy: smaller, as one file's footer replaces
+    three)."""
+    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.recording.headless import record_source
+
+    root = tmp_path / "fleet"
+    source = SimulatedSource("data_pipeline", gpus=2, seed=3, interval_s=INTERVAL,
+                             start=DAY + timedelta(hours=22, minutes=50))
+    record_source(source, f"{root}/", INTERVAL, duration_s=1800, fast=True, describe_machine=False, out=None,
+                  rotate_s=600)
+    hourly = sorted(root.glob("host=*/date=*/*.parquet"))
+    assert len(hourly) == 3
+    recorded = pa.concat_tables([open_trace(p).table for p in hourly])
+    before_bytes = _disk_bytes(root)
+    before = summarise(str(root), Config())
+
+    res = run(root, _opts())
+
+    assert res.days == 1 and res.files_merged == 3 and not res.failed
+    (daily,) = root.glob("host=*/date=*/*.parquet")
+    assert daily.name == "day.parquet"
+    assert open_trace(daily).table.to_pylist() == recorded.to_pylist()  # every tick, figure and verdict, once
+    after = summarise(str(root), Config())
+    assert (before.pop("files"), after.pop("files")) == (3, 1)
+    for host in before["hosts"]:
+        assert (before["hosts"][host].pop("files"), after["hosts"][host].pop("files")) == (3, 1)
+    assert after == before
+    assert _disk_bytes(root) <= 1.2 * before_bytes
+    assert _disk_bytes(root) == res.bytes_after < res.bytes_before == before_bytes
+
+
+def test_compaction_stores_a_day_once_and_less_than_its_hourly_files(tmp_path: Path) -> None:
+    """The bytes on disk after compaction, counted over every file under DIR: the daily file only, smaller
+    than the hourly files it replaced (an older layout kept a per-card copy beside it: 1.65x the input)."""
+    _day(tmp_path, hours=4, per_hour=60)
+    _day(tmp_path, host="gpu02", hours=4, per_hour=60, version="2")  # verdicts computed and stored
+    before = _disk_bytes(tmp_path)
+    res = run(tmp_path, _opts())
+    assert res.days == 2
+    after = _disk_bytes(tmp_path)
+    assert after == res.bytes_after and res.bytes_before == before
+    assert after <= 1.2 * before
+    assert after < before
+
+
+@pytest.mark.slow
+def test_worker_processes_compact_as_one_process_does(tmp_path: Path) -> None:
+    """Host-days handed to worker processes: the same daily files (ticks, figures, verdicts, recomputed ones
+    included) and the same counts as one process gives; a host-day a worker cannot do is said and left."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        for host in ("w1", "w2", "w3"):
+            _day(root, host=host, hours=2)
+        _day(root, host="w4", hours=2, version="2")
+        _day(root, host="w5", hours=1, per_hour=1)
+        (root / "host=w5" / "date=2026-01-05" / "010000-bad.parquet").write_bytes(b"PAR1 not really")
+    one = run(a, _opts(workers=1))
+    many = run(b, _opts(workers=2))
+    for field in ("days", "files_merged", "bytes_before", "ticks", "duplicates", "recomputed"):
+        assert getattr(one, field) == getattr(many, field), field
+    assert many.days == 5 and many.recomputed == many.ticks == 321  # no verdict stored: each computed once
+    assert sorted(one.lines) == sorted(line.replace(str(b), str(a)) for line in many.lines)
+    for path in sorted(a.glob("host=*/date=*/day.parquet")):
+        twin = b / path.relative_to(a)
+        assert open_trace(twin).table.to_pylist() == open_trace(path).table.to_pylist()
+    assert (b / "host=w5" / "date=2026-01-05" / "010000-bad.parquet").exists()
+
+
+@pytest.mark.slow
+def test_a_workers_lines_and_log_reach_the_terminal_cleaned_through_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Host-days done in worker processes: what a worker says and logs (a file it could not read, moved back)
+    comes back to the run and reaches stderr and the log through the run's cleaning, never raw from the
+    worker's own stderr."""
+    import subprocess
+    import sys
+
+    day = _days_ago(2)
+    for i in range(4):
+        host = f"gpu\x1b[31m{i}"
+        _day(tmp_path, host=host, day=day, hours=1, per_hour=5)
+        (tmp_path / f"host={host}" / f"date={day:%Y-%m-%d}" / "\x1b]0;PWN\x07x.parquet").write_bytes(b"not a trace")
+    out = subprocess.run([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path), "--workers", "2",
+                          "--progress", "--log-level", "info"], capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not _RAW.search(out.stdout) and not _RAW.search(out.stderr), (out.stdout, out.stderr)
+    assert out.stderr.count("\u241b]0;PWN\u2407x.parquet") >= 4  # left out, named: one line a host-day
+    assert out.stderr.count("was not merged: moved back") == 4  # each worker's log, through the run's handler
+    assert "4 host-days compacted" in out.stdout
+    assert sorted(os.listdir(tmp_path / "host=gpu\x1b[31m0" / f"date={day:%Y-%m-%d}")) == [
+        "\x1b]0;PWN\x07x.parquet", "day.parquet"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_run_with_workers_after_the_host_days_in_hand(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the run and its workers (one process group): the workers leave it to the
+    run, which starts no further host-day, lets those in hand finish whole, and exits 130; the next run does
+    the rest. (Before, the workers took the interrupt as one host-day's result and the run waited for all.)"""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hosts = [f"h{i:02d}" for i in range(12)]
+    for host in hosts:
+        _day(tmp_path, host=host, hours=3, per_hour=120)
+    want = _readable(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_triage", "compact", str(tmp_path), "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not any(tmp_path.glob("host=*/date=*/day.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    done = len(list(tmp_path.glob("host=*/date=*/day.parquet")))
+    assert 1 <= done < len(hosts)
+    assert not [p for p in tmp_path.rglob(".*")]  # the host-days in hand were finished whole
+    assert _readable(tmp_path) == want
+    assert main(["compact", str(tmp_path)]) == 0
+    assert len(list(tmp_path.glob("host=*/date=*/day.parquet"))) == len(hosts)
+    assert _readable(tmp_path) == want

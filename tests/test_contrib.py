@@ -325,9 +325,107 @@ def test_systemd_unit_and_the_job_agree_on_a_pulse_directory_the_unit_can_see() 
     assert int(mode, 8) & 0o022 == 0, "the pulse directory must be writable by its owner (the job's user) only"
     assert user != "root"
     assert "CAP_DAC_READ_SEARCH" in service["AmbientCapabilities"].split()
-    assert service["CapabilityBoundingSet"].split() == ["CAP_DAC_READ_SEARCH"]
+    assert "CAP_DAC_READ_SEARCH" in service["CapabilityBoundingSet"].split()
     docs = (ROOT / "docs/metrics.md").read_text()
     assert f"GPU_TRIAGE_PULSE_DIR={where}" in docs and "gpu-triage-pulse.conf" in docs
+
+
+def _service_lines(unit: Path) -> tuple[dict[str, list[str]], str]:
+    """Every ``Key=Value`` of the unit's [Service] section (a key given twice keeps both values, as systemd
+    does for SystemCallFilter=), and the comment text of the section, on one line."""
+    keys: dict[str, list[str]] = {}
+    comments: list[str] = []
+    section = ""
+    for line in unit.read_text().splitlines():
+        if line.startswith("["):
+            section = line.strip()
+        elif section == "[Service]" and line.startswith("#"):
+            comments.append(line.lstrip("# "))
+        elif section == "[Service]" and "=" in line:
+            key, value = line.split("=", 1)
+            keys.setdefault(key.strip(), []).append(value.strip())
+    return keys, " ".join(comments)
+
+
+#: the unit's capabilities and what each is for, in the words its comments must use
+UNIT_CAPABILITIES = {
+    "CAP_DAC_READ_SEARCH": ("pulse files", "py-spy"),
+    "CAP_SYS_PTRACE": ("/proc/PID/environ", "SLURM_JOB_ID", "pods show as UIDs", "py-spy", "process_vm_readv"),
+}
+
+
+def test_the_units_capabilities_are_what_owners_and_stacks_need_and_what_else_they_grant_is_taken_back() -> None:
+    """Another user's /proc/PID/environ (the pod's name, a Slurm job known only from its environment) and
+    their process memory (py-spy's stacks) are what the kernel guards with CAP_SYS_PTRACE; their pulse files
+    and the interpreter py-spy reads are files, CAP_DAC_READ_SEARCH. Nothing else is granted, the unit says
+    why each is there, and the writes CAP_SYS_PTRACE would allow are closed: no ptrace() (only in @debug),
+    no process_vm_writev, /proc read-only. The hardening that still works with ambient capabilities stays."""
+    keys, comments = _service_lines(UNIT)
+    assert set(keys["CapabilityBoundingSet"][-1].split()) == set(UNIT_CAPABILITIES)
+    assert set(keys["AmbientCapabilities"][-1].split()) == set(UNIT_CAPABILITIES)
+    for cap, reasons in UNIT_CAPABILITIES.items():
+        assert cap in comments
+        for reason in reasons:
+            assert reason in comments, f"the unit's comments say why it keeps {cap}: {reason!r} is missing"
+    assert keys["NoNewPrivileges"] == ["yes"] and keys["ProtectSystem"] == ["strict"]
+    assert keys["DynamicUser"] == ["yes"] and "User" not in keys  # no root, and no fixed user to share
+    assert "/proc" in " ".join(keys["ReadOnlyPaths"]).split()
+    filters = keys["SystemCallFilter"]
+    assert filters[0] == "@system-service" and "~process_vm_writev" in " ".join(filters[1:]).split()
+    allowed = [w for f in filters if not f.startswith("~") for w in f.split()]
+    assert "@debug" not in allowed and "ptrace" not in allowed
+    readme = (ROOT / "README.md").read_text()
+    metrics = (ROOT / "docs/metrics.md").read_text()
+    for cap in UNIT_CAPABILITIES:
+        assert cap in readme and cap in metrics, f"README.md and docs/metrics.md say the unit keeps {cap}"
+
+
+@pytest.mark.slow
+def test_another_users_slurm_job_and_stacks_are_read_with_the_units_capabilities_and_not_without() -> None:
+    """Real users and the real kernel: a job of one user, known as a Slurm job only from its environment;
+    a reader as a third uid (what DynamicUser gives) with the unit's ambient capabilities names the job and
+    dumps its Python stack with py-spy; with CAP_DAC_READ_SEARCH alone (the unit's old set) it names only the
+    user and py-spy is refused."""
+    import os
+    import pwd
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make users and grant a capability")
+    setpriv = shutil.which("setpriv")
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if setpriv is None or not Path(pyspy).exists():
+        pytest.skip("setpriv (util-linux) or py-spy is not installed")
+    subprocess.run(["useradd", "--no-create-home", "gtpulse"], capture_output=True, check=False)
+    job_user = pwd.getpwnam("gtpulse")
+    job_env = {"PATH": os.environ.get("PATH", ""), "SLURM_JOB_ID": "424242"}
+    job_code = "import time\ndef training_step():\n    time.sleep(60)\nprint('x', flush=True)\ntraining_step()\n"
+    job = subprocess.Popen(
+        [setpriv, f"--reuid={job_user.pw_uid}", f"--regid={job_user.pw_gid}", "--clear-groups", "--",
+         sys.executable, "-c", job_code],
+        stdout=subprocess.PIPE, text=True, env=job_env, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    owner_code = ("import sys; from gpu_triage.sources.owner import OwnerReader; "
+                  "o = OwnerReader().owner(int(sys.argv[1]), None); print(o.user, o.slurm_job)")
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
+    ambient = _service_lines(UNIT)[0]["AmbientCapabilities"][-1].split()  # what the shipped unit grants
+    unit_caps = ",".join("+" + c.removeprefix("CAP_").lower() for c in ambient)
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "x"
+        seen = {}
+        for caps in (unit_caps, "+dac_read_search"):
+            drop = ["--reuid=65534", "--regid=65534", "--clear-groups", f"--inh-caps={caps}", f"--ambient-caps={caps}",
+                    f"--bounding-set=-all,{caps}", "--"]
+            owner = subprocess.run([setpriv, *drop, sys.executable, "-c", owner_code, str(job.pid)],
+                                   capture_output=True, text=True, timeout=60, env=env, check=False)
+            assert owner.returncode == 0, owner.stderr
+            dump = subprocess.run([setpriv, *drop, pyspy, "dump", "--pid", str(job.pid), "--nonblocking"],
+                                  capture_output=True, text=True, timeout=60, env=env, check=False)
+            seen[caps] = (owner.stdout.split(), dump.returncode == 0 and "training_step" in dump.stdout)
+        assert seen == {unit_caps: (["gtpulse", "424242"], True), "+dac_read_search": (["gtpulse", "None"], False)}
+    finally:
+        job.kill()
+        job.wait()
 
 
 @pytest.mark.slow

@@ -17,9 +17,9 @@ from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.diagnosis.knobs import KNOBS
 from gpu_triage.diagnosis.lost import lost_gpu_seconds
 from gpu_triage.diagnosis.vocab import Bottleneck
-from gpu_triage.storage.dataset import DatasetWriter
 from gpu_triage.fleet.summary import expand_braces, summarise
 from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.storage.dataset import DatasetWriter
 
 DATA = Path(__file__).parent / "data"
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)

@@ -36,7 +36,7 @@ examples:
   gpu-triage replay run.parquet --speed 4
   gpu-triage diagnose run.parquet --json
   gpu-triage diagnose fleet/ --summary  per host: time in each bottleneck, worst windows
-  gpu-triage compact fleet/ --keep-days 90   daily files and a flat table for queries; 90 days kept
+  gpu-triage compact fleet/ --keep-days 90   one daily file per host and day; 90 days kept
   gpu-triage compare before.parquet after.parquet
   gpu-triage doctor
   gpu-triage baseline --gpus 2 --seconds 20

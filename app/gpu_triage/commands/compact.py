@@ -22,8 +22,7 @@ def summary_line(root: Path, res: Result, dry_run: bool) -> str:
         return (f"{root}: dry run, nothing changed: would compact {res.days} host-days ({res.files_merged} files, "
                 f"{fs_bytes(res.bytes_before)}) and remove {res.files_removed} files ({fs_bytes(res.bytes_removed)})")
     parts = [f"{res.days} host-days compacted: {res.files_merged} files merged, "
-             f"{fs_bytes(res.bytes_before)} -> {fs_bytes(res.bytes_after)} (+ {fs_bytes(res.flat_bytes)} flat table), "
-             f"{res.ticks} ticks"]
+             f"{fs_bytes(res.bytes_before)} -> {fs_bytes(res.bytes_after)}, {res.ticks} ticks"]
     if res.duplicates:
         parts.append(f"{res.duplicates} repeated ticks dropped")
     parts.append(f"{res.recomputed} verdicts recomputed and kept")
@@ -43,7 +42,8 @@ def run_compact(args: argparse.Namespace, config: Config) -> int:
         if show:
             print(f"[{done}/{total}] {clean(line)}", file=sys.stdout if dry else err, flush=True)
 
-    opts = Options(keep_days=args.keep_days, dry_run=dry, thresholds=config.thresholds, window_s=config.window_s)
+    opts = Options(keep_days=args.keep_days, dry_run=dry, thresholds=config.thresholds, window_s=config.window_s,
+                   workers=args.workers)
     res = run(root, opts, progress)
     # cleaned where they were made (they name the dataset's files, which others choose); again here, once more
     for line in map(clean, res.lines):

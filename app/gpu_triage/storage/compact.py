@@ -1,10 +1,17 @@
-"""``gpu-triage compact DIR``: each host's finished UTC days of hourly files become one daily trace file and
-a flat per-card table for queries; ``--keep-days N`` then removes what is older.
+"""``gpu-triage compact DIR``: each host's finished UTC days of hourly files become one daily trace file;
+``--keep-days N`` then removes what is older.
 
 Layout after compaction (docs/recording.md)::
 
     DIR/host=gpu01/date=2026-11-30/day.parquet     # the day's ticks, in order, each once, each with its verdict
-    DIR/flat/2026-11-30/gpu01.parquet               # one row per (host, ts, gpu), the card's figures
+
+The daily file is the day's one stored copy: every reader (``diagnose DIR --summary``, ``compare DIR``,
+``replay``, DuckDB and polars over ``host=*/date=*/*.parquet``) reads it, and nothing is kept beside it. A
+``DIR/flat/`` an older layout left (a per-card copy of the same figures) is read by nothing; ``--keep-days``
+expires its days with the rest, and the run says once how to remove it at once.
+
+Host-days are independent (each its own partition and staging directory), so a run hands them to one worker
+process per core; DIR's lock is the run's, held by this process until every worker is done.
 
 Crash safety: the daily file is written into a staging directory beside the partition (``.compact-D-TOKEN``,
 which no ``date=*`` glob matches) and fsynced; the staging directory and the partition are then exchanged
@@ -18,6 +25,7 @@ is moved back), any other staging directory is an unfinished daily file (removed
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -31,6 +39,8 @@ from gpu_triage.storage.compact_types import (
     day_stamp,
     fs_bytes,
     unreadable_line,
+    usable_cores,
+    worker_init,
 )
 from gpu_triage.storage.compact_types import (
     Options as Options,
@@ -114,7 +124,7 @@ def _readable(parent_fd: int, name: str, shown: Path, out: Result) -> bool:
 
 def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     """Compact every finished host-day of ``root``, then apply ``opts.keep_days``."""
-    from gpu_triage.storage.compact_day import compact_day, finish_staging, write_flat
+    from gpu_triage.storage.compact_day import finish_staging
 
     if opts.keep_days is not None and opts.keep_days <= 0:
         raise UserError(f"--keep-days {opts.keep_days}: give 1 or more days (0 or fewer would remove today's data)")
@@ -125,45 +135,100 @@ def run(root: Path, opts: Options, progress: Progress | None = None) -> Result:
     with fs.opened(str(root), None, root) as rfd:
         if not opts.dry_run:
             _one_run_at_a_time(rfd, root)
-        todo: list[tuple[HostDay, bool]] = []  # (host-day, only its flat table is missing)
+        if any(e.name == FLAT_DIR and e.directory for e in fs.entries(rfd)):
+            out.say(f"{root / FLAT_DIR} holds per-card tables of an older layout, which nothing reads (the daily "
+                    f"files hold the same figures): `rm -r {root / FLAT_DIR}` frees their space, or let "
+                    "--keep-days expire them")
+        todo: list[HostDay] = []
         for hname in host_names:
             with fs.opened(hname, rfd, root / hname) as hfd:
                 finish_staging(root, hfd, hname, opts.dry_run, out)
                 for dname in dates[hname]:
                     try:
-                        item = _plan(root, rfd, hfd, hname, dname, opts, today, out)
+                        item = _plan(root, hfd, hname, dname, opts, today, out)
                     except (fs.Unreadable, OSError) as exc:  # made unreadable since the scan
                         out.fail(unreadable_line(root / hname / dname, exc))
                         continue
                     if item is not None:
                         todo.append(item)
-        for i, (hd, flat_only) in enumerate(todo, 1):
-            where = f"host={hd.host} date={day_stamp(hd.day)}"
-            if opts.dry_run:
+        if opts.dry_run:
+            for i, hd in enumerate(todo, 1):
                 size = sum(e.size for e in hd.files)
-                what = "would write its flat table" if flat_only else (
-                    f"would merge {len(hd.files)} files ({fs_bytes(size)}) into {DAILY_NAME} and its flat table")
-                if not flat_only:
-                    out.days += 1
-                    out.files_merged += len(hd.files)
-                    out.bytes_before += size
+                out.days += 1
+                out.files_merged += len(hd.files)
+                out.bytes_before += size
                 if progress is not None:
-                    progress(i, len(todo), clean(f"{where}: {what}"))
-                continue
-            try:  # one host-day that cannot be done (a partition of another user's) does not stop the rest
-                with fs.opened(f"host={hd.host}", rfd, root / f"host={hd.host}") as hfd:
-                    line = (write_flat(root, rfd, hfd, hd, out) if flat_only
-                            else compact_day(root, rfd, hfd, hd, opts, out))
-            except UserError as exc:
-                out.fail(str(exc))
-                line = "failed, left as it was"
-            if progress is not None:
-                progress(i, len(todo), clean(f"{where}: {line}"))
+                    progress(i, len(todo), clean(f"{_where(hd)}: would merge {len(hd.files)} files "
+                                                 f"({fs_bytes(size)}) into {DAILY_NAME}"))
+        else:
+            _compact_all(root, todo, opts, out, progress)
         if opts.keep_days is not None:
             from gpu_triage.storage.retention import expire
 
             expire(root, rfd, host_names, dates, today - timedelta(days=opts.keep_days), opts.dry_run, out)
     return out
+
+
+def _where(hd: HostDay) -> str:
+    return f"host={hd.host} date={day_stamp(hd.day)}"
+
+
+#: below this many host-days one process does them: a worker costs about a second to start (the interpreter,
+#: pyarrow and the engine imported again), a host-day about one CPU second
+POOL_MIN_DAYS = 4
+#: workers when --workers is not given, at most: each holds a host-day in memory (a few hundred MB for 8
+#: cards), and past a few the disk, not the cores, sets the pace
+DEFAULT_WORKERS_MAX = 4
+
+
+def _compact_all(root: Path, todo: list[HostDay], opts: Options, out: Result, progress: Progress | None) -> None:
+    """Every host-day of ``todo``, in ``opts.workers`` worker processes (default: one per usable core, at most
+    DEFAULT_WORKERS_MAX) when there are enough of them, else here; ``progress`` after each, in the order they
+    finish."""
+    from gpu_triage.storage.compact_day import compact_one
+
+    n = min(opts.workers or min(usable_cores(), DEFAULT_WORKERS_MAX), len(todo))
+    if n <= 1 or len(todo) < POOL_MIN_DAYS:
+        for i, hd in enumerate(todo, 1):
+            line, got = compact_one(root, hd, opts)
+            out.add(got)
+            if progress is not None:
+                progress(i, len(todo), clean(f"{_where(hd)}: {line}"))
+        return
+    import multiprocessing  # noqa: PLC0415
+    from concurrent.futures import Future, ProcessPoolExecutor, as_completed  # noqa: PLC0415
+
+    # spawned, never forked from this process, whose Arrow thread pools a fork would copy mid-use; each worker
+    # dies with this process (compact_types.die_with_parent): DIR's lock goes with it, and no orphan may go on
+    # writing while a next run holds it; its log comes back with each result, to this process's handlers
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init,
+                               initargs=(os.getpid(), logging.getLogger().getEffectiveLevel()))
+    futures: dict[Future[tuple[str, Result]], HostDay] = {}
+    try:
+        futures = {pool.submit(compact_one, root, hd, opts, True): hd for hd in todo}
+        for i, future in enumerate(as_completed(futures), 1):
+            hd = futures[future]
+            try:
+                line, got = future.result()
+            except Exception as exc:  # a worker killed (for memory): that host-day is left as it was
+                log.exception("compacting %s failed in its worker", _where(hd))
+                got = Result()
+                got.fail(f"{root / f'host={hd.host}' / f'date={day_stamp(hd.day)}'}: its worker process failed "
+                         f"({type(exc).__name__}: {exc}): left as it was; run compact again (--workers 1 needs "
+                         "less memory)")
+                line = "failed, left as it was"
+            out.add(got)
+            if progress is not None:
+                progress(i, len(todo), clean(f"{_where(hd)}: {line}"))
+    except BaseException:
+        # Ctrl-C (the workers ignore it: the run decides): no new host-day starts; those in hand are finished
+        # (a few seconds each), whole, never half, before DIR's lock goes with this frame. Each future is
+        # cancelled here: shutdown's cancel_futures does nothing once the pool is collected
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _one_run_at_a_time(rfd: int, root: Path) -> None:
@@ -179,8 +244,8 @@ def _one_run_at_a_time(rfd: int, root: Path) -> None:
         log.warning("cannot lock %s (%s): make sure no other compact runs on it at the same time", root, exc)
 
 
-def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options, today: date,
-          out: Result) -> tuple[HostDay, bool] | None:
+def _plan(root: Path, hfd: int, hname: str, dname: str, opts: Options, today: date,
+          out: Result) -> HostDay | None:
     """The host-day to compact in ``dname``, or None (today's, too fresh, being recorded, already done)."""
     day = fs.parse_date(dname[5:])
     assert day is not None
@@ -189,7 +254,6 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
         return None
     if opts.keep_days is not None and day < today - timedelta(days=opts.keep_days):
         return None  # removed below: not worth merging first
-    host = hname[5:]
     shown = root / hname / dname
     with fs.opened(dname, hfd, shown) as dfd:
         found = fs.entries(dfd)
@@ -201,16 +265,6 @@ def _plan(root: Path, rfd: int, hfd: int, hname: str, dname: str, opts: Options,
         out.say(f"skipped {shown}: {why}")
         return None
     files = [e for e in found if e.regular and e.name.endswith(".parquet") and not e.name.startswith(".")]
-    if not files:
-        return None
-    hd = HostDay(host, day, files)
-    if [e.name for e in files] == [DAILY_NAME]:
-        flat = root / FLAT_DIR / day_stamp(day) / f"{host}.parquet"
-        try:
-            present = fs.stat.S_ISREG(flat.lstat().st_mode)
-        except OSError:
-            present = False
-        return None if present else (hd, True)
-    return hd, False
-
-
+    if not files or [e.name for e in files] == [DAILY_NAME]:
+        return None  # nothing, or compacted already
+    return HostDay(hname[5:], day, files)

@@ -1,5 +1,5 @@
-"""One host-day compacted (:func:`compact_day`), its flat table (:func:`write_flat`), and what a killed run
-left finished (:func:`finish_staging`). The order of the steps and why it is safe: see
+"""One host-day compacted (:func:`compact_day`, or :func:`compact_one` in a worker process) and what a
+killed run left finished (:func:`finish_staging`). The order of the steps and why it is safe: see
 :mod:`gpu_triage.storage.compact`."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from gpu_triage.errors import UserError
 from gpu_triage.storage import compact_fs as fs
-from gpu_triage.storage.compact_fs import DAILY_NAME, FLAT_DIR
+from gpu_triage.storage.compact_fs import DAILY_NAME
 from gpu_triage.storage.compact_types import (
+    KEPT,
     META_MERGED,
     META_RECOMPUTED,
     META_TOKEN,
@@ -100,10 +101,13 @@ def _judged(table: pa.Table, host: object, interval_s: float, opts: Options) -> 
     return [verdict_sample(v) for v in jd.raws]
 
 
-def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out: Result) -> str:
-    """Merge one host-day into its daily file and flat table; returns the line saying what it did."""
+def compact_day(root: Path, hfd: int, hd: HostDay, opts: Options, out: Result) -> str:
+    """Merge one host-day into its daily file; returns the line saying what it did."""
     from gpu_triage.model import SCHEMA_VERSION  # noqa: PLC0415
-    from gpu_triage.storage.flat import fill_verdicts, flat_table, merge  # noqa: PLC0415
+    from gpu_triage.storage.flat import (  # noqa: PLC0415
+        fill_verdicts,
+        merge,
+    )
     from gpu_triage.trace.layout import META_SCHEMA  # noqa: PLC0415
     from gpu_triage.verdicts.settings import merged_settings, settings  # noqa: PLC0415
 
@@ -125,17 +129,15 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
                  META_MERGED: json.dumps([[e.name, e.size] for e in merged]).encode(),
                  META_RECOMPUTED: str(recomputed).encode()})
     table = table.replace_schema_metadata(meta)
+    ticks = table.num_rows
     staging = staging_name(hd.day, token)
     try:
         os.mkdir(staging, 0o755, dir_fd=hfd)
         write_parquet_atomic(table, root / f"host={hd.host}" / staging / DAILY_NAME)
+        del table  # the day's largest object: not held while the old files are removed
         with fs.opened(staging, hfd, root / f"host={hd.host}" / staging) as sfd:
             fs.fsync_dir(sfd)
-        flat_size = _write_flat_file(root, rfd, hd, flat_table(table, hd.host))
         done = fs.exchange(hfd, partition, staging)
-    except UserError:  # a link planted where the flat table goes
-        _drop_staging(folder.parent, hfd, staging)
-        raise
     except OSError as exc:
         _drop_staging(folder.parent, hfd, staging)
         raise UserError(f"compacting {folder} failed ({describe_os_error(exc)}): its files are left as they were; "
@@ -153,52 +155,40 @@ def compact_day(root: Path, rfd: int, hfd: int, hd: HostDay, opts: Options, out:
     out.files_merged += len(merged)
     out.bytes_before += before
     out.bytes_after += size
-    out.flat_bytes += flat_size
-    out.ticks += table.num_rows
+    out.ticks += ticks
     out.duplicates += dups
     out.recomputed += recomputed
     log.info("compacted %s: %d files (%d bytes) into %s (%d bytes), %d ticks, %d verdicts recomputed",
-             folder, len(merged), before, DAILY_NAME, size, table.num_rows, recomputed)
+             folder, len(merged), before, DAILY_NAME, size, ticks, recomputed)
     said = f", {recomputed} verdicts recomputed" if recomputed else ""
-    return f"{len(merged)} files ({fs_bytes(before)}) -> {DAILY_NAME} ({fs_bytes(size)}), {table.num_rows} ticks{said}"
+    return f"{len(merged)} files ({fs_bytes(before)}) -> {DAILY_NAME} ({fs_bytes(size)}), {ticks} ticks{said}"
 
 
-def write_flat(root: Path, rfd: int, hfd: int, hd: HostDay, out: Result) -> str:
-    """The flat table of a day compacted already (its flat file was removed, or a run died before it)."""
-    from gpu_triage.storage.flat import flat_table  # noqa: PLC0415
-    from gpu_triage.trace.reader import open_trace  # noqa: PLC0415
+def compact_one(root: Path, hd: HostDay, opts: Options, quiet_arrow: bool = False) -> tuple[str, Result]:
+    """One host-day, its host partition opened here (as :func:`gpu_triage.storage.compact.run` opens it:
+    without following a link): the line saying what was done and what it adds to the run's result. A
+    host-day that cannot be done (a partition of another user's, a full disk) is a line in ``failed`` and
+    is left as it was. What a worker process runs; ``quiet_arrow`` (in a worker): Arrow on this thread only,
+    as the workers are one per core already, and the worker's log records returned in the result."""
+    if quiet_arrow:
+        import pyarrow as pa  # noqa: PLC0415
 
-    path = root / f"host={hd.host}" / f"date={hd.day.isoformat()}" / DAILY_NAME
+        pa.set_cpu_count(1)
+        pa.set_io_thread_count(1)
+    out = Result()
+    host_dir = root / f"host={hd.host}"
     try:
-        tf = open_trace(path)
-    except UserError as exc:
-        out.say(f"left out {path}: {exc}")
-        return "unreadable"
-    try:
-        size = _write_flat_file(root, rfd, hd, flat_table(tf.table, hd.host))
-    except OSError as exc:
-        raise UserError(f"writing the flat table of {path} failed ({describe_os_error(exc)})") from None
-    out.flat_bytes += size
-    return f"flat table written ({fs_bytes(size)})"
-
-
-def _write_flat_file(root: Path, rfd: int, hd: HostDay, table: pa.Table) -> int:
-    """DIR/flat/DATE/HOST.parquet, written atomically; each level made here and opened without following."""
-    day = hd.day.isoformat()
-    for parent, name in ((None, FLAT_DIR), (FLAT_DIR, day)):
-        at = root / FLAT_DIR if parent else root
-        with fs.opened(str(at), None, at) as pfd:
-            try:
-                os.mkdir(name, 0o755, dir_fd=pfd)
-            except FileExistsError:
-                pass
-            with fs.opened(name, pfd, at / name):  # a link planted there is refused here
-                pass
-    target = root / FLAT_DIR / day / f"{hd.host}.parquet"
-    write_parquet_atomic(table, target)
-    with fs.opened(str(target.parent), None, target.parent) as dfd:
-        fs.fsync_dir(dfd)
-    return target.stat().st_size
+        # DIR opened again, without following a link: one swapped for a link since the run checked it is refused
+        with fs.opened(str(root), None, root) as rfd, fs.opened(f"host={hd.host}", rfd, host_dir) as hfd:
+            line = compact_day(root, hfd, hd, opts, out)
+    except (UserError, OSError) as exc:
+        out.fail(str(exc) if isinstance(exc, UserError) else
+                 f"compacting {host_dir / f'date={hd.day.isoformat()}'} failed ({describe_os_error(exc)}): "
+                 "left as it was")
+        line = "failed, left as it was"
+    if quiet_arrow:
+        out.records = KEPT.take()
+    return line, out
 
 
 def _clear_old(host_dir: Path, hfd: int, partition: str, old: str, merged: dict[str, int]) -> None:

@@ -10,7 +10,7 @@ file's stream is read back, once, when it is closed (an hour of 8 cards at 2 s i
 The partition names are what polars (``hive_partitioning=True``), DuckDB (``hive_partitioning = true``),
 pyarrow datasets and Spark read as columns ``host`` and ``date`` (DuckDB types ``date`` as DATE, polars and
 pyarrow as a string). ``gpu-triage compact`` (:mod:`gpu_triage.storage.compact`) merges a finished day into
-one file per host and writes ``DIR/flat/``, whose files carry ``host`` and ``date`` as typed columns.
+one file per host, the day's one stored copy.
 """
 
 from __future__ import annotations
@@ -64,14 +64,16 @@ def host_partition(name: str | None) -> str:
     return clean or "unknown"
 
 
-#: DIR/flat/ holds the flat per-card table `gpu-triage compact` writes (storage/compact.py): Parquet, but no recording
+#: DIR/flat/ holds per-card tables of an older layout of `gpu-triage compact` (a copy of the daily files' card
+#: figures; compact writes none): Parquet, but no recording; walkers skip it, --keep-days expires it
 FLAT_DIR = "flat"
 
 
 def is_recording_path(path: Path, root: Path) -> bool:
-    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not the
-    flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging ``.compact-…``), not
-    a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare DIR``) skip the rest."""
+    """Whether ``path``, a ``*.parquet`` found under the dataset directory ``root``, is a recording: not an
+    older layout's flat table (``root/flat/…``), not inside a hidden directory (a compaction's staging
+    ``.compact-…``), not a hidden temporary file. Walkers of a dataset (``diagnose DIR --summary``, ``compare
+    DIR``) skip the rest."""
     try:
         parts = path.relative_to(root).parts
     except ValueError:

@@ -1,11 +1,6 @@
-"""A day of one host as tables: the hourly files merged into one trace table (ticks in order, each once,
-every tick's verdict), and the flat per-card table the fleet's queries read.
-
-The flat table is one row per (host, ts, gpu): ``host`` (string) and ``date`` (Date, the tick's UTC day)
-are columns inside the file, not only directory names, so that DuckDB, polars and pyarrow read the same
-types from the same files (a ``date=`` directory is a DATE to DuckDB and a string to the other two). Then
-every numeric field of the card (``GpuSample``, docs/trace-v2.md) and the tick's verdict: its pattern,
-bottleneck and mechanism.
+"""A day of one host as one table: the hourly files merged into one trace table (ticks in order, each once,
+every tick with its verdict), all of it in Arrow (no row becomes a Python object but the verdicts the engine
+computes for ticks recorded without one).
 """
 
 from __future__ import annotations
@@ -14,25 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_triage.model import GpuSample, VerdictSample, trace_fields
+from gpu_triage.model import VerdictSample
 from gpu_triage.trace.schema import TRACE_SCHEMA
 
 VERDICT_TYPE = TRACE_SCHEMA.field("verdict").type
-GPU_FIELDS = tuple(f.name for f in trace_fields(GpuSample) if f.numeric and f.name != "index")
-VERDICT_FIELDS = ("pattern", "bottleneck", "mechanism")
-_GPU_TYPE = TRACE_SCHEMA.field("gpus").type.value_type
-
-
-def flat_schema() -> pa.Schema:
-    """The flat table's columns, in order (the card's index is ``gpu``)."""
-    fields = [pa.field("host", pa.string()), pa.field("date", pa.date32()),
-              TRACE_SCHEMA.field("ts"), pa.field("gpu", pa.uint16())]
-    fields += [_GPU_TYPE.field(name) for name in GPU_FIELDS]
-    fields += [pa.field(name, pa.string()) for name in VERDICT_FIELDS]
-    return pa.schema(fields)
-
-
-FLAT_SCHEMA = flat_schema()
 
 
 def conform(arr: pa.Array, want: pa.DataType) -> pa.Array:
@@ -57,16 +37,20 @@ def conform(arr: pa.Array, want: pa.DataType) -> pa.Array:
 
 
 def conform_table(table: pa.Table) -> pa.Table:
-    """A reader's table (trace columns in order) with exactly TRACE_SCHEMA's types, one chunk a column."""
+    """A reader's table (trace columns in order) with exactly TRACE_SCHEMA's types. A table that has them
+    already (every file this version's recorder writes) is returned as it is, not copied: combining the
+    chunks of a day's nested columns cost as much as reading the files."""
+    if table.schema.remove_metadata() == TRACE_SCHEMA:
+        return table.replace_schema_metadata(None)
     cols = [conform(table.column(f.name).combine_chunks(), f.type) for f in TRACE_SCHEMA]
     return pa.Table.from_arrays(cols, schema=TRACE_SCHEMA)
 
 
 def merge(tables: list[pa.Table]) -> tuple[pa.Table, int]:
-    """Tables of one host's day as one: in time order, each timestamp once (where two files hold the same
-    tick, the row that carries a verdict wins). Returns the table and how many repeated ticks were dropped;
-    ``tables`` is emptied (its memory is the caller's largest)."""
-    table = pa.concat_tables([conform_table(t) for t in tables])
+    """Tables of one host's day (each through :func:`conform_table`) as one: in time order, each timestamp
+    once (where two files hold the same tick, the row that carries a verdict wins). Returns the table and how
+    many repeated ticks were dropped; ``tables`` is emptied (its memory is the caller's largest)."""
+    table = pa.concat_tables(tables)  # no copy: the chunks stay where the reader put them
     tables.clear()  # each file's table is in the concatenation now: a day of 8 cards is hundreds of MB
     if table.num_rows == 0:
         return table, 0
@@ -83,35 +67,22 @@ def merge(tables: list[pa.Table]) -> tuple[pa.Table, int]:
 
 def fill_verdicts(table: pa.Table, computed: list[VerdictSample]) -> tuple[pa.Table, int]:
     """``table`` with each tick lacking a verdict given the computed one of that tick (one per row, in
-    order); the verdicts a file carried are kept. Returns the table and how many were filled."""
+    order); the verdicts a file carried are kept. Returns the table and how many were filled. Only the
+    missing rows are built; the column is then one ``take`` over the stored and the built verdicts."""
     have = table.column("verdict").combine_chunks()
     missing = np.flatnonzero(~have.is_valid().to_numpy(zero_copy_only=False))
     if missing.size == 0:
         return table, 0
-    rows = have.to_pylist()
-    for i in missing:
-        v = computed[int(i)]
-        rows[int(i)] = {**{f.name: getattr(v, f.name) for f in trace_fields(VerdictSample)}, "gpus": list(v.gpus)}
-    column = pa.array(rows, type=VERDICT_TYPE)
+    picked = [computed[int(i)] for i in missing]
+    gpus_t = VERDICT_TYPE.field("gpus").type
+    lengths = np.fromiter((len(v.gpus) for v in picked), dtype=np.int32, count=len(picked))
+    offsets = np.concatenate(([0], np.cumsum(lengths, dtype=np.int32)))
+    cards = pa.array([g for v in picked for g in v.gpus], gpus_t.value_type)
+    built = pa.StructArray.from_arrays(
+        [pa.ListArray.from_arrays(pa.array(offsets), cards, type=gpus_t) if f.name == "gpus"
+         else pa.array([getattr(v, f.name) for v in picked], f.type) for f in VERDICT_TYPE],
+        fields=list(VERDICT_TYPE))
+    where = np.arange(len(have), dtype=np.int64)
+    where[missing] = len(have) + np.arange(missing.size)
+    column = pa.concat_arrays([have, built]).take(pa.array(where))
     return table.set_column(table.schema.get_field_index("verdict"), "verdict", column), int(missing.size)
-
-
-def flat_table(table: pa.Table, host: str) -> pa.Table:
-    """One row per card and tick of a merged day (:func:`merge`), with FLAT_SCHEMA's columns."""
-    gpus = table.column("gpus").combine_chunks()
-    cards = pc.list_flatten(gpus)
-    rows = pc.list_parent_indices(gpus)
-    n = len(cards)
-    ts = table.column("ts").combine_chunks().take(rows)
-    verdict = table.column("verdict").combine_chunks()
-    cols: dict[str, pa.Array] = {
-        "host": pa.repeat(pa.scalar(host, pa.string()), n),
-        "date": pc.cast(ts, pa.date32()),  # the tick's own UTC day (the partition's, for a recorder's file)
-        "ts": ts,
-        "gpu": cards.field("index"),
-    }
-    for name in GPU_FIELDS:
-        cols[name] = cards.field(name)
-    for name in VERDICT_FIELDS:
-        cols[name] = verdict.field(name).take(rows)
-    return pa.Table.from_arrays([cols[f.name] for f in FLAT_SCHEMA], schema=FLAT_SCHEMA)

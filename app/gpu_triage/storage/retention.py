@@ -1,4 +1,5 @@
-"""``compact --keep-days N``: the date partitions (recordings and flat table) older than N days removed.
+"""``compact --keep-days N``: the date partitions older than N days removed (the recordings, and the days of
+a ``DIR/flat/`` per-card table that an older layout left).
 
 A partition's age is its name's UTC date: with N = 7 on 2026-12-02, every ``date=`` partition and flat
 day before 2026-11-25 goes. Only regular files a gpu-triage dataset holds there are removed (``*.parquet``
@@ -78,7 +79,7 @@ def _expire_or_say(parent_fd: int, name: str, shown: Path, dry_run: bool, out: R
 
 def expire(root: Path, rfd: int, hosts: list[str], dates: dict[str, list[str]], cutoff: date, dry_run: bool,
            out: Result) -> None:
-    """Remove every partition dated before ``cutoff`` (recordings per host, and the flat table's days)."""
+    """Remove every partition dated before ``cutoff`` (recordings per host, and an older layout's flat days)."""
     removed_days: set[tuple[str, str]] = set()
     for hname in hosts:
         with fs.opened(hname, rfd, root / hname) as hfd:
