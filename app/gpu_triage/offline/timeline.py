@@ -282,45 +282,65 @@ def diagnose_trace(src: TraceSource, thresholds: Thresholds, window_s: float,
         if sel.size == 0:
             continue
         g_raws = [raws[i] for i in sel]
-        g_t = [float(x) for x in pt[sel]]
-        keys = smoothed_keys(g_t, g_raws, thresholds, nominal * stride)
+        keys = smoothed_keys([float(x) for x in pt[sel]], g_raws, thresholds, nominal * stride)
         begin = first_start(src, jd, a)
         if segs:
             gaps.append(Gap(segs[-1].end, max(begin, segs[-1].end)))
-        group_segs: list[Segment] = []
-        members: list[list[Verdict]] = []
-        kept: list[list[Headroom | None]] = []  # the headroom the file stored at each member's tick
-        prev = a - 1
-        for j, (raw, key) in enumerate(zip(g_raws, keys, strict=True)):
-            p = int(points[sel[j]])
-            covered = p - prev
-            prev = p
-            end = _dt(src.t[p])
-            if group_segs and (group_segs[-1].pattern, group_segs[-1].bottleneck) == key:
-                group_segs[-1].end = end
-                group_segs[-1].ticks += covered
-                members[-1].append(raw)
-                kept[-1].append(stored[sel[j]] if stored else None)
-                continue
-            start = group_segs[-1].end if group_segs else begin  # contiguous inside a stretch
-            group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
-            members.append([raw])
-            kept.append([stored[sel[j]] if stored else None])
+        g_stored = [stored[i] for i in sel] if stored else None
+        group_segs, members, kept = _stretch_runs(src, [int(points[i]) for i in sel], g_raws, keys, g_stored,
+                                                  begin, a)
         for seg, group, recorded in zip(group_segs, members, kept, strict=True):
-            at, b = _basis(group, (seg.pattern, seg.bottleneck))
-            seg.recorded_headroom = recorded[at]
-            agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
-            seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
-            seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
-            seg.evidence_facts, seg.headroom = list(b.evidence_facts), b.headroom
-            # kill/free/restart only when the segment is confident and lasted the live tracker's hold
-            if (b.destructive_advice and seg.confidence >= thresholds.destructive_min_conf
-                    and (seg.end - seg.start).total_seconds() >= thresholds.hold_s):
-                seg.advice += b.destructive_advice
-            seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
+            _fill_segment(seg, group, recorded, thresholds)
         segs.extend(group_segs)
     bounds = [(str(r.bottleneck), r.headroom) for r in raws if r.headroom is not None and r.headroom.kind == "bound"]
     return Timeline(segs, gaps, nominal, n, stride, warn, bounds)
+
+
+def _stretch_runs(src: TraceSource, pts: list[int], g_raws: list[Verdict], keys: list[tuple[str, str]],
+                  g_stored: list[Headroom | None] | None, begin: datetime, a: int,
+                  ) -> tuple[list[Segment], list[list[Verdict]], list[list[Headroom | None]]]:
+    """One stretch's runs of equal smoothed keys, as bare segments with their raw verdicts and the headroom the
+    file stored at each member's tick: kept apart from the filling (:func:`_fill_segment`) because a segment's
+    evidence is chosen only once all its members are known. Segments are contiguous inside a stretch, and
+    each counts the ticks since the previous point (the first, since the stretch's start ``a``)."""
+    group_segs: list[Segment] = []
+    members: list[list[Verdict]] = []
+    kept: list[list[Headroom | None]] = []
+    prev = a - 1
+    for j, (raw, key) in enumerate(zip(g_raws, keys, strict=True)):
+        p = pts[j]
+        covered = p - prev
+        prev = p
+        end = _dt(src.t[p])
+        recorded = g_stored[j] if g_stored else None
+        if group_segs and (group_segs[-1].pattern, group_segs[-1].bottleneck) == key:
+            group_segs[-1].end = end
+            group_segs[-1].ticks += covered
+            members[-1].append(raw)
+            kept[-1].append(recorded)
+            continue
+        start = group_segs[-1].end if group_segs else begin  # contiguous inside a stretch
+        group_segs.append(Segment(key[0], key[1], [], 0.0, [], [], start=start, end=end, ticks=covered))
+        members.append([raw])
+        kept.append([recorded])
+    return group_segs, members, kept
+
+
+def _fill_segment(seg: Segment, group: list[Verdict], recorded: list[Headroom | None],
+                  thresholds: Thresholds) -> None:
+    """Give a bare segment the evidence, advice and confidence of the raw verdict that agrees with it
+    (:func:`_basis`): the segment shows one real verdict's reasons, not a blend of its members'."""
+    at, b = _basis(group, (seg.pattern, seg.bottleneck))
+    seg.recorded_headroom = recorded[at]
+    agree = [r.confidence for r in group if r.key == (seg.pattern, seg.bottleneck)]
+    seg.confidence = float(sorted(agree)[len(agree) // 2]) if agree else b.confidence * 0.5
+    seg.gpus, seg.evidence, seg.advice = list(b.gpus), list(b.evidence), list(b.advice)
+    seg.evidence_facts, seg.headroom = list(b.evidence_facts), b.headroom
+    # kill/free/restart only when the segment is confident and lasted the live tracker's hold
+    if (b.destructive_advice and seg.confidence >= thresholds.destructive_min_conf
+            and (seg.end - seg.start).total_seconds() >= thresholds.hold_s):
+        seg.advice += b.destructive_advice
+    seg.period_s, seg.duty, seg.facts = b.period_s, b.duty, dict(b.facts)
 
 
 def _dt(seconds: float) -> datetime:
