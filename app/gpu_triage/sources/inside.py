@@ -249,6 +249,32 @@ class InsideSampler:
         least recently dumped first, until ROUND_S has passed or the minute's dump budget is spent: the processes
         left wait for a later round (a burst's dumps too: it goes on when the budget allows)."""
         deadline = time.monotonic() + ROUND_S
+        want, burst, waited, now = self._round_start()
+        # the process that has waited longest for a dump goes first (one a slow round or a spent budget left out;
+        # one never dumped counts from when it was first due): a storm of new processes cannot starve an old one
+        want.sort(key=lambda w: waited.get(w[0], now))
+        for pid, workers in want:
+            if time.monotonic() >= deadline:
+                break
+            start = _start_time(pid, self.proc_root)
+            f = self._due(pid, start, burst)
+            if f is None:
+                continue
+            dump = self.stacks.dump(pid, deadline, self.budget.take)
+            threads = self.threads.read(pid, self._clock())
+            if _start_time(pid, self.proc_root) != start:
+                continue  # the process ended during its dump and its pid is another's: neither is this one
+            busy = busy_threads(threads) if threads and any(t.cpu_pct is not None for t in threads) else None
+            samples = [self._main_sample(f, dump, threads, busy)]
+            worker_phase = None
+            if workers and dump.error is None:
+                worker_phase, sample = self._dump_worker(f, pid, workers, deadline)
+                samples.append(sample)
+            self._keep(f, dump, threads, busy, samples, workers, worker_phase)
+
+    def _round_start(self) -> tuple[list[tuple[int, list[int]]], set[int], dict[int, float], float]:
+        """The round's wanted processes, its bursts (taken, so each is asked for once) and when each followed
+        process began waiting; processes no longer wanted are forgotten here, before any dump."""
         with self._lock:
             want = list(self._want)
             burst, self._burst = self._burst, set()
@@ -259,56 +285,56 @@ class InsideSampler:
                 del self._followed[pid]
                 self.threads.forget(pid)
             waited = {pid: f.waited_since for pid, f in self._followed.items()}
-        # the process that has waited longest for a dump goes first (one a slow round or a spent budget left out;
-        # one never dumped counts from when it was first due): a storm of new processes cannot starve an old one
-        want.sort(key=lambda w: waited.get(w[0], now))
-        for pid, workers in want:
-            if time.monotonic() >= deadline:
-                break
-            now = self._clock()
-            start = _start_time(pid, self.proc_root)
-            with self._lock:
-                f = self._followed.get(pid)
-                if f is None or f.start != start:  # new, or its pid now another process's
-                    f = self._followed[pid] = _Followed(start, now)
-                if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
-                    self._burst_at[pid], f.burst_left = now, self.burst_dumps
-                pace = self.burst_every_s if f.burst_left else self.every_s if f.taken < KEEP else self.settled_s
-                if now - f.last < pace * PACE_SLACK:
-                    continue
-                if not self.budget.take():  # the minute's dumps are spent: it keeps its place in the queue
-                    continue
-                f.last = now
-                f.burst_left = max(0, f.burst_left - 1)
-                f.taken += 1
-            dump = self.stacks.dump(pid, deadline, self.budget.take)
-            threads = self.threads.read(pid, self._clock())
-            if _start_time(pid, self.proc_root) != start:
-                continue  # the process ended during its dump and its pid is another's: neither is this one
-            busy = busy_threads(threads) if threads and any(t.cpu_pct is not None for t in threads) else None
-            samples = [self._main_sample(f, dump, threads, busy)]
-            worker_phase = None
-            if workers and dump.error is None:
-                w = workers[f.next_worker % len(workers)]
-                f.next_worker += 1
-                # the worker pids are a tick old and workers re-spawn each epoch: a pid is dumped as this
-                # process's worker only while it is its child, before and after the dump
-                if _parent_of(w, self.proc_root) == pid and self.budget.take():
-                    wdump = self.stacks.dump(w, deadline, self.budget.take)
-                    if _parent_of(w, self.proc_root) == pid:
-                        worker_phase = (w, classify(wdump.main))
-                        samples.append(self._worker_sample(f, wdump, pid, worker_phase[1]))
-            with self._lock:
-                if dump.error is None:
-                    f.dumps.append((dump, threads))
-                f.error = dump.error
-                if dump.error in MACHINE_PROBLEMS and self.problem is None:
-                    self.problem = dump.error
-                self._pending.extend(x for x in samples if x is not None)
-                f.busy = busy
-                f.workers = {w: p for w, p in f.workers.items() if w in workers}
-                if worker_phase is not None:
-                    f.workers[worker_phase[0]] = worker_phase[1]
+        return want, burst, waited, now
+
+    def _due(self, pid: int, start: int | None, burst: set[int]) -> _Followed | None:
+        """The process's follow state when a dump of it is due now and the minute's budget grants one (counted as
+        taken), else None: it keeps its place in the queue. A pid whose start time changed is a new process."""
+        now = self._clock()
+        with self._lock:
+            f = self._followed.get(pid)
+            if f is None or f.start != start:  # new, or its pid now another process's
+                f = self._followed[pid] = _Followed(start, now)
+            if pid in burst and now - self._burst_at.get(pid, now - BURST_COOLDOWN_S) >= BURST_COOLDOWN_S:
+                self._burst_at[pid], f.burst_left = now, self.burst_dumps
+            pace = self.burst_every_s if f.burst_left else self.every_s if f.taken < KEEP else self.settled_s
+            if now - f.last < pace * PACE_SLACK:
+                return None
+            if not self.budget.take():  # the minute's dumps are spent: it keeps its place in the queue
+                return None
+            f.last = now
+            f.burst_left = max(0, f.burst_left - 1)
+            f.taken += 1
+        return f
+
+    def _dump_worker(self, f: _Followed, pid: int, workers: list[int], deadline: float,
+                     ) -> tuple[tuple[int, Phase] | None, StackSample | None]:
+        """One of the process's workers, in turn, dumped when the budget allows: its (pid, phase) and sample."""
+        w = workers[f.next_worker % len(workers)]
+        f.next_worker += 1
+        # the worker pids are a tick old and workers re-spawn each epoch: a pid is dumped as this
+        # process's worker only while it is its child, before and after the dump
+        if _parent_of(w, self.proc_root) == pid and self.budget.take():
+            wdump = self.stacks.dump(w, deadline, self.budget.take)
+            if _parent_of(w, self.proc_root) == pid:
+                phase = classify(wdump.main)
+                return (w, phase), self._worker_sample(f, wdump, pid, phase)
+        return None, None
+
+    def _keep(self, f: _Followed, dump: StackDump, threads: list[ThreadInfo] | None, busy: int | None,
+              samples: list[StackSample | None], workers: list[int], worker_phase: tuple[int, Phase] | None) -> None:
+        """The round's findings for one process, stored under the lock the reporting side reads with."""
+        with self._lock:
+            if dump.error is None:
+                f.dumps.append((dump, threads))
+            f.error = dump.error
+            if dump.error in MACHINE_PROBLEMS and self.problem is None:
+                self.problem = dump.error
+            self._pending.extend(x for x in samples if x is not None)
+            f.busy = busy
+            f.workers = {w: p for w, p in f.workers.items() if w in workers}
+            if worker_phase is not None:
+                f.workers[worker_phase[0]] = worker_phase[1]
 
     @staticmethod
     def _unsaid(f: _Followed, pid: int, error: str | None) -> bool:
