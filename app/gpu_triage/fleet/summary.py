@@ -191,8 +191,7 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
     files (default: one per core when the work is worth starting them)."""
     import polars as pl
 
-    from gpu_triage.fleet.perfile import FilePart, all_parts
-    from gpu_triage.fleet.ranking import episode_rows, episodes, host_ranking, owner_ranking
+    from gpu_triage.fleet.ranking import episodes, host_ranking, owner_ranking
 
     specs = [spec] if isinstance(spec, str) else list(spec)
     source = ", ".join(specs)
@@ -200,31 +199,7 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
     files = [f for f in found if in_days(f, since, until)]
     if not files:
         raise UserError(f"{source}: none of its {len(found)} files is from {period_words(since, until)}")
-    skipped: list[dict[str, str]] = []
-    foreign: list[Path] = []
-    parts: list[FilePart] = []
-    for f, part in zip(files, all_parts(files, config, progress, use_stored, workers, (since, until)), strict=True):
-        if not isinstance(part, FilePart):  # one damaged or foreign file does not sink a fleet's summary
-            skipped.append({"path": clean(str(f)), "reason": clean(part.reason)})
-            if FOREIGN in part.reason:
-                # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
-                foreign.append(f)
-                log.debug("%s left out of the summary: %s", f, part.reason)
-            else:
-                log.warning("%s left out of the summary: %s", f, part.reason)
-            continue
-        for line in part.warnings:
-            log.warning("%s", line)
-        parts.append(part)
-    if foreign and parts:
-        log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
-                    "" if len(foreign) == 1 else "s", source, "is" if len(foreign) == 1 else "are", foreign[0])
-    if not parts:
-        if len(foreign) == len(files) and len(files) > 1:
-            raise UserError(f"{source}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
-                            f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
-        raise UserError(f"{source}: {none_of(len(files))} ({skipped[0]['path']}: "
-                        f"{skipped[0]['reason']})")
+    parts, skipped = _readable_parts(files, source, config, progress, use_stored, workers, since, until)
     per_bottleneck = (
         _tagged(pl, parts, "bottlenecks")
         .group_by("host", "bottleneck")
@@ -269,24 +244,69 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
         "hosts": {},
     }
     for entry in ranking:
-        host = entry["host"]
-        mine = shares.filter(pl.col("host") == host)
-        out["hosts"][host] = {
-            "seconds": float(mine["seconds"].sum()),
-            "files": hosts_files.get(host, 0),
-            "gpu_hours": entry["gpu_hours"],
-            "gpu_hours_lost": entry["gpu_hours_lost"],
-            "bottlenecks": {r["bottleneck"]: round(r["share"], 4) for r in mine.iter_rows(named=True)},
-            "lost_by_bottleneck": {r["bottleneck"]: round(r["lost_s"] / 3600, 4)
-                                   for r in mine.sort("lost_s", descending=True).iter_rows(named=True)
-                                   if r["lost_s"] > 0},
-            # whose time it was: per owner of the GPU processes, its seconds and the share of them in each
-            # bottleneck (empty for recordings without owners)
-            "owners": per_owner.get(host, {}),
-            # the worst episodes: adjacent 5-minute windows of one bottleneck merged, most GPU-hours lost first
-            "worst_windows": episode_rows(pl, worst, host),
-        }
+        out["hosts"][entry["host"]] = _host_entry(pl, entry, shares, hosts_files.get(entry["host"], 0),
+                                                  per_owner, worst)
     return out
+
+
+def _readable_parts(files: list[Path], source: str, config: Config, progress: Any, use_stored: bool,
+                    workers: int | None, since: datetime | None, until: datetime | None,
+                    ) -> tuple[list[Any], list[dict[str, str]]]:
+    """The files' parts, and the files left out with why: one damaged or foreign file does not sink a fleet's
+    summary, but a source none of whose files can be read is one clear error (UserError) rather than an empty
+    summary."""
+    from gpu_triage.fleet.perfile import FilePart, all_parts
+
+    skipped: list[dict[str, str]] = []
+    foreign: list[Path] = []
+    parts: list[FilePart] = []
+    for f, part in zip(files, all_parts(files, config, progress, use_stored, workers, (since, until)), strict=True):
+        if not isinstance(part, FilePart):
+            skipped.append({"path": clean(str(f)), "reason": clean(part.reason)})
+            if FOREIGN in part.reason:
+                # another program's Parquet (`diagnose /tmp`): counted in one line below, not one line each
+                foreign.append(f)
+                log.debug("%s left out of the summary: %s", f, part.reason)
+            else:
+                log.warning("%s left out of the summary: %s", f, part.reason)
+            continue
+        for line in part.warnings:
+            log.warning("%s", line)
+        parts.append(part)
+    if foreign and parts:
+        log.warning("%d Parquet file%s under %s %s not gpu-triage recordings, left out (first: %s)", len(foreign),
+                    "" if len(foreign) == 1 else "s", source, "is" if len(foreign) == 1 else "are", foreign[0])
+    if not parts:
+        if len(foreign) == len(files) and len(files) > 1:
+            raise UserError(f"{source}: none of its {len(files)} Parquet files is a gpu-triage recording (first: "
+                            f"{foreign[0]}); give a recording or a dataset directory (`gpu-triage record -o DIR/`)")
+        raise UserError(f"{source}: {none_of(len(files))} ({skipped[0]['path']}: "
+                        f"{skipped[0]['reason']})")
+    return parts, skipped
+
+
+def _host_entry(pl: Any, entry: dict[str, Any], shares: Any, files: int, per_owner: dict[str, Any],
+                worst: Any) -> dict[str, Any]:
+    """One host's part of the summary, from its row of the ranking and its rows of the fleet's frames."""
+    from gpu_triage.fleet.ranking import episode_rows
+
+    host = entry["host"]
+    mine = shares.filter(pl.col("host") == host)
+    return {
+        "seconds": float(mine["seconds"].sum()),
+        "files": files,
+        "gpu_hours": entry["gpu_hours"],
+        "gpu_hours_lost": entry["gpu_hours_lost"],
+        "bottlenecks": {r["bottleneck"]: round(r["share"], 4) for r in mine.iter_rows(named=True)},
+        "lost_by_bottleneck": {r["bottleneck"]: round(r["lost_s"] / 3600, 4)
+                               for r in mine.sort("lost_s", descending=True).iter_rows(named=True)
+                               if r["lost_s"] > 0},
+        # whose time it was: per owner of the GPU processes, its seconds and the share of them in each
+        # bottleneck (empty for recordings without owners)
+        "owners": per_owner.get(host, {}),
+        # the worst episodes: adjacent 5-minute windows of one bottleneck merged, most GPU-hours lost first
+        "worst_windows": episode_rows(pl, worst, host),
+    }
 
 
 def _iso(when: datetime | None) -> str | None:
