@@ -62,6 +62,25 @@ def scan(root: Path, out: Result) -> tuple[list[str], dict[str, list[str]]]:
     """Host partitions and their date partitions, refused with one line where anything in the dataset's
     tree is a link or DIR is no gpu-triage dataset; nothing is changed before this passed. A partition that
     cannot be read (another user's) is left out with a line in ``out.failed``: the rest is done."""
+    _check_root(root)
+    hosts: dict[str, list[str]] = {}
+    with fs.opened(str(root), None, root) as rfd:
+        top = fs.entries(rfd)
+        for name in _host_partitions(root, top):
+            try:
+                hosts[name] = _date_partitions(root, rfd, name, out)
+            except (fs.Unreadable, OSError) as exc:
+                out.fail(unreadable_line(root / name, exc))
+        if any(e.name == FLAT_DIR for e in top):
+            try:
+                _check_flat(root, rfd, out)
+            except (fs.Unreadable, OSError) as exc:
+                out.fail(unreadable_line(root / FLAT_DIR, exc))
+    return sorted(hosts), hosts
+
+
+def _check_root(root: Path) -> None:
+    """DIR itself must be a real directory (not a link): one clear line otherwise, before anything is opened."""
     try:
         st = root.lstat()
     except OSError as exc:
@@ -71,34 +90,38 @@ def scan(root: Path, out: Result) -> tuple[list[str], dict[str, list[str]]]:
         raise UserError(f"{root} is a symbolic link: give the dataset directory itself (compact never follows links)")
     if not fs.stat.S_ISDIR(st.st_mode):
         raise UserError(f"{root} is not a directory: give a dataset directory (`gpu-triage record -o DIR/`)")
-    hosts: dict[str, list[str]] = {}
-    with fs.opened(str(root), None, root) as rfd:
-        top = fs.entries(rfd)
-        for e in top:
-            if e.link and (e.name.startswith("host=") or e.name == FLAT_DIR):
-                raise UserError(f"{root / e.name} is a symbolic link: compact never follows links in a dataset; "
-                                "remove it (someone else may have planted it)")
-        names = [e.name for e in top if e.directory and e.name.startswith("host=")]
-        if not names and not any(e.name == FLAT_DIR and e.directory for e in top):
-            raise UserError(f"{root} is not a gpu-triage dataset: no host=NAME partition in it (a dataset is what "
-                            "`gpu-triage record -o DIR/` or `export --record DIR` writes)")
-        for name in names:
-            try:
-                with fs.opened(name, rfd, root / name) as hfd:
-                    hosts[name] = [e.name for e in _entries_no_links(hfd, root / name)
-                                   if e.directory and e.name.startswith("date=") and fs.parse_date(e.name[5:])
-                                   and _readable(hfd, e.name, root / name / e.name, out)]
-            except (fs.Unreadable, OSError) as exc:
-                out.fail(unreadable_line(root / name, exc))
-        if any(e.name == FLAT_DIR for e in top):
-            try:
-                with fs.opened(FLAT_DIR, rfd, root / FLAT_DIR) as ffd:
-                    for e in _entries_no_links(ffd, root / FLAT_DIR):
-                        if e.directory:
-                            _readable(ffd, e.name, root / FLAT_DIR / e.name, out)
-            except (fs.Unreadable, OSError) as exc:
-                out.fail(unreadable_line(root / FLAT_DIR, exc))
-    return sorted(hosts), hosts
+
+
+def _host_partitions(root: Path, top: list[fs.Entry]) -> list[str]:
+    """The host=NAME partitions among DIR's entries; a link where a partition would be, or a DIR without any
+    partition (not a dataset), is refused with one line."""
+    for e in top:
+        if e.link and (e.name.startswith("host=") or e.name == FLAT_DIR):
+            raise UserError(f"{root / e.name} is a symbolic link: compact never follows links in a dataset; "
+                            "remove it (someone else may have planted it)")
+    names = [e.name for e in top if e.directory and e.name.startswith("host=")]
+    if not names and not any(e.name == FLAT_DIR and e.directory for e in top):
+        raise UserError(f"{root} is not a gpu-triage dataset: no host=NAME partition in it (a dataset is what "
+                        "`gpu-triage record -o DIR/` or `export --record DIR` writes)")
+    return names
+
+
+def _date_partitions(root: Path, rfd: int, name: str, out: Result) -> list[str]:
+    """A host partition's readable date=YYYY-MM-DD partitions (a link in it is refused; an unreadable date
+    partition is left out with a line in ``out.failed``)."""
+    with fs.opened(name, rfd, root / name) as hfd:
+        return [e.name for e in _entries_no_links(hfd, root / name)
+                if e.directory and e.name.startswith("date=") and fs.parse_date(e.name[5:])
+                and _readable(hfd, e.name, root / name / e.name, out)]
+
+
+def _check_flat(root: Path, rfd: int, out: Result) -> None:
+    """The older layout's per-card tables are not compacted, but a link in them is refused as anywhere else in
+    the dataset, and an unreadable one is said in ``out.failed``."""
+    with fs.opened(FLAT_DIR, rfd, root / FLAT_DIR) as ffd:
+        for e in _entries_no_links(ffd, root / FLAT_DIR):
+            if e.directory:
+                _readable(ffd, e.name, root / FLAT_DIR / e.name, out)
 
 
 def _entries_no_links(fd: int, shown: Path) -> list[fs.Entry]:
