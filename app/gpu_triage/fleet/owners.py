@@ -183,8 +183,6 @@ def owners_per_row(pl: Any, table: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from gpu_triage.model import ProcSample
-
     if "procs" not in table.column_names or "ts" not in table.column_names:
         return None
     procs = table.column("procs").combine_chunks()
@@ -198,15 +196,47 @@ def owners_per_row(pl: Any, table: Any) -> Any:
     if any(not (pa.types.is_string(values.field(f).type) or pa.types.is_large_string(values.field(f).type))
            for f in have):
         return NotImplemented
+    key, dictionaries = _process_keys(values, have)
+    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
+    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
+    labels, combo_bit = _combo_bits(combos, have, dictionaries)
+    if not labels:
+        return None
+    if len(labels) > MAX_LABELS:
+        return NotImplemented
+    per_tick = _tick_masks(procs, combo_bit[inverse])
+    masks_enc = pc.dictionary_encode(pa.array(per_tick))
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
+             for m in masks_enc.dictionary.to_pylist()]
+    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
+                     .cast(pa.string()), dtype=pl.String)
+
+
+def _process_keys(values: Any, have: list[str]) -> tuple[Any, list[list[str]]]:
+    """One int64 key per process row mixing its owner fields' dictionary codes (0: null), and each field's
+    dictionary: the distinct combinations are then found by hashing the keys, not by comparing strings."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     key = np.zeros(len(values), dtype=np.int64)
     dictionaries = []
-    for f in have:  # each field's dictionary code (0: null), mixed into one key per process
+    for f in have:
         enc = pc.dictionary_encode(values.field(f))
         codes = np.asarray(pc.fill_null(pc.add(enc.indices.cast(pa.int64()), 1), 0))
         key = key * (len(enc.dictionary) + 1) + codes
         dictionaries.append(enc.dictionary.to_pylist())
-    combos_enc = pc.dictionary_encode(pa.array(key))  # hashed: no sort of every process row
-    combos, inverse = combos_enc.dictionary.to_pylist(), np.asarray(combos_enc.indices)
+    return key, dictionaries
+
+
+def _combo_bits(combos: list[int], have: list[str], dictionaries: list[list[str]]) -> tuple[list[str], Any]:
+    """The owners' labels, in order of first sight, and each combination's bit (0: no owner): each
+    combination is decoded back to its fields and named once by ProcSample.owner(), as owner_ticks names it."""
+    import numpy as np
+
+    from gpu_triage.model import ProcSample
+
     labels: list[str] = []
     combo_bit = np.zeros(len(combos), dtype=np.int64)
     for c, k in enumerate(combos):
@@ -220,18 +250,16 @@ def owners_per_row(pl: Any, table: Any) -> Any:
         if label not in labels:
             labels.append(label)
         combo_bit[c] = 1 << labels.index(label)
-    if not labels:
-        return None
-    if len(labels) > MAX_LABELS:
-        return NotImplemented
-    bits = np.append(combo_bit[inverse], 0)  # a trailing 0: an empty list at the end reduces over nothing
+    return labels, combo_bit
+
+
+def _tick_masks(procs: Any, proc_bits: Any) -> Any:
+    """Each tick's owners as a bit set: its processes' bits OR-ed together (0 for a tick without processes)."""
+    import numpy as np
+
+    bits = np.append(proc_bits, 0)  # a trailing 0: an empty list at the end reduces over nothing
     offsets = np.asarray(procs.offsets)
     starts = np.minimum(offsets[:-1], len(bits) - 1)
     per_tick = np.bitwise_or.reduceat(bits, starts)
     per_tick[offsets[1:] == offsets[:-1]] = 0  # reduceat gives an empty list its next element: none here
-    masks_enc = pc.dictionary_encode(pa.array(per_tick))
-    order = sorted(range(len(labels)), key=lambda i: labels[i])
-    named = [None if m == 0 else " + ".join(labels[i] for i in order if m >> i & 1)
-             for m in masks_enc.dictionary.to_pylist()]
-    return pl.Series("owner", pa.DictionaryArray.from_arrays(masks_enc.indices, pa.array(named, pa.string()))
-                     .cast(pa.string()), dtype=pl.String)
+    return per_tick
