@@ -66,6 +66,13 @@ def replay(path: Path) -> tuple[float, list[Any]]:
 
 
 @shared
+def segments_of(path: Path) -> list[Any]:
+    """Any recording's offline segments (offline.timeline.segments), with the default settings."""
+    cfg, tr = Config(), load_trace(path)
+    return segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+
+
+@shared
 def simulated(scenario: str, gpus: int = 8) -> list[Any]:
     """A minute of a simulated scenario (2 s ticks, 32 cores, seed 3) replayed as the dashboard judges it."""
     cfg = Config()
