@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 
 import pytest
+
+from tests.shared_cache import ENV as SHARED_ENV
 
 # Tests never touch the user's own configuration.
 os.environ.pop("GPU_TRIAGE_CONFIG", None)
@@ -34,3 +38,18 @@ def _fresh_gpu_triage_logger():
     for h in list(root.handlers):
         if h not in root_handlers:
             root.removeHandler(h)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's directory for results computed once and shared by every test process
+    (tests/shared_cache.py): made by the controlling process before xdist starts its workers, which inherit
+    the variable; a worker (``workerinput``) uses its controller's."""
+    if not hasattr(config, "workerinput"):
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="gpu-triage-tests-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        where = os.environ.pop(SHARED_ENV, None)
+        if where:
+            shutil.rmtree(where, ignore_errors=True)

@@ -1,7 +1,7 @@
 """What the engine reads on the real labelled recordings in tests/data, shared by the tests that judge it:
 each recording (optionally read without its stack samples), its raw verdict at every tick, the offline
 segment holding each tick, and the ticks a label judges. Cached: a recording is read and diagnosed once per
-test process, whichever test asks first.
+test session, whichever test asks first (tests/shared_cache.py: in the process, and shared by xdist's workers).
 
 A recording is named by its file's stem in tests/data ("h200-inside-c-2s"); ``stripped`` reads it as the
 outside alone sees it (trace v3's ``stacks`` emptied, everything else as recorded).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,14 @@ from gpu_triage.data import judged_ticks, labels_for
 from gpu_triage.model import Tick
 from gpu_triage.offline.judge import load_trace, verdicts
 from gpu_triage.offline.timeline import segments
+from gpu_triage.sources.sim import SimulatedSource
+from tests.shared_cache import shared
 
 DATA = Path(__file__).parent / "data"
 #: The held-out family of trace v4 (issue 34), recorded with the stacks at 2 s; each has a "-0.5s" twin recorded
 #: with --no-stacks (tests/test_diagnosis_inside_f.py)
 HELD_OUT_V4 = ("h200-inside-f-2s", "h200-inside-g-2s")
+SIM_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @cache
@@ -38,19 +42,42 @@ def ticks(stem: str, stripped: bool = False) -> list[Tick]:
     return [replace(t, stacks=[]) for t in got] if stripped else got
 
 
-@cache
+@shared
 def raw(stem: str, stripped: bool = False) -> list[Any]:
     """(tick, raw verdict, shown verdict) at every tick, fed one by one as the dashboard would."""
     cfg, tr = Config(), trace(stem)
     return verdicts(ticks(stem, stripped), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
 
 
-@cache
+@shared
 def per_tick_segments(stem: str, stripped: bool = False) -> list[Any]:
     """The offline segment holding each tick, in tick order."""
     cfg, tr = Config(), trace(stem)
     segs = segments(ticks(stem, stripped), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
     return [s for s in segs for _ in range(s.ticks)]
+
+
+@shared
+def replay(path: Path) -> tuple[float, list[Any]]:
+    """Any recording (tests/data's or the bundled ones, gpu_triage.data) replayed as the dashboard judges it:
+    its interval and (tick, raw verdict, shown verdict) at every tick."""
+    cfg, tr = Config(), load_trace(path)
+    return tr.interval_s, verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+
+
+@shared
+def segments_of(path: Path) -> list[Any]:
+    """Any recording's offline segments (offline.timeline.segments), with the default settings."""
+    cfg, tr = Config(), load_trace(path)
+    return segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+
+
+@shared
+def simulated(scenario: str, gpus: int = 8) -> list[Any]:
+    """A minute of a simulated scenario (2 s ticks, 32 cores, seed 3) replayed as the dashboard judges it."""
+    cfg = Config()
+    src = SimulatedSource(scenario, gpus=gpus, cores=32, seed=3, interval_s=2.0, start=SIM_T0)
+    return verdicts([src.sample() for _ in range(60)], 2.0, cfg.thresholds, cfg.window_s, 32)
 
 
 def labels(stem: str) -> list[dict[str, Any]]:

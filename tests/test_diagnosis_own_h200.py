@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
-from gpu_triage.offline.timeline import Segment, segments
+from gpu_triage.offline.judge import load_trace
+from gpu_triage.offline.timeline import Segment
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 OWN = {"own-2s": DATA / "h200-own-2s.parquet", "own-0.5s": DATA / "h200-own-0.5s.parquet"}
@@ -37,16 +37,12 @@ def _trace(name: str):  # type: ignore[no-untyped-def]
     return load_trace(ALL[name])
 
 
-@cache
 def _raw(name: str):  # type: ignore[no-untyped-def]
-    cfg, tr = Config(), _trace(name)
-    return verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+    return rr.replay(ALL[name])[1]
 
 
-@cache
 def _segments(name: str) -> list[Segment]:
-    cfg, tr = Config(), _trace(name)
-    return segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+    return rr.segments_of(ALL[name])
 
 
 def _labels(name: str) -> list[dict]:

@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from functools import cache
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
+from tests import real_readings as rr
 
 TRACES = {"2s": H200_TRACE_2S, "0.5s": H200_TRACE_05S}
 
 
-@cache
 def _run(name: str):  # type: ignore[no-untyped-def]
-    path = TRACES[name]
-    cfg = Config()
-    trace = load_trace(path)
-    return verdicts(trace.ticks, trace.interval_s, cfg.thresholds, cfg.window_s, trace.host.cpu_count)
+    return rr.replay(TRACES[name])[1]
 
 
 def _labels(name: str) -> list[dict]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -21,10 +20,11 @@ from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict, format_confidence
 from gpu_triage.diagnosis.present import CHANGING
-from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.judge import verdicts
 from gpu_triage.offline.timeline import segments
 from gpu_triage.scenarios import REGISTRY, SCENARIOS
 from gpu_triage.sources.sim import SimulatedSource
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 REAL = {p.name: p for p in [H200_TRACE_2S, H200_TRACE_05S, *sorted(DATA.glob("*.parquet"))]}
@@ -33,16 +33,12 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DESTRUCTIVE = re.compile(r"\b(kill|restart|empty_cache)\b")
 
 
-@cache
 def _real(name: str) -> tuple[float, list]:
-    trace = load_trace(REAL[name])
-    return trace.interval_s, verdicts(trace.ticks, trace.interval_s, TH, Config().window_s, trace.host.cpu_count)
+    return rr.replay(REAL[name])
 
 
-@cache
 def _sim(scenario: str, gpus: int = 8) -> list:
-    src = SimulatedSource(scenario, gpus=gpus, cores=32, seed=3, interval_s=2.0, start=T0)
-    return verdicts([src.sample() for _ in range(60)], 2.0, TH, Config().window_s, 32)
+    return rr.simulated(scenario, gpus)
 
 
 def _fact(v: Verdict, metric: str) -> float | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S, judged_ticks, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.judge import load_trace
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 TRACES = {"2s": H200_TRACE_2S, "0.5s": H200_TRACE_05S,
@@ -24,8 +24,7 @@ REC = re.compile(r"num_workers=(\d+)\) \(now (\d+)\)")
 
 @cache
 def _run(name: str):  # type: ignore[no-untyped-def]
-    cfg, tr = Config(), load_trace(TRACES[name])
-    return tr, verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+    return load_trace(TRACES[name]), rr.replay(TRACES[name])[1]
 
 
 def _advice(name: str, scenario: str) -> list[list[str]]:

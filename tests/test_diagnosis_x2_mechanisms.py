@@ -16,7 +16,7 @@ import pytest
 
 from gpu_triage.config import Config
 from gpu_triage.data import judged_ticks, labels_for
-from gpu_triage.offline.judge import load_trace, verdicts
+from tests import real_readings as rr
 from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"
@@ -135,8 +135,7 @@ def test_a_launch_bound_baseline_is_named_launch_overhead() -> None:
     Not the data, not a pause of the job (no sawtooth, the process never sleeps): the host thread launching
     the step is the limit. From 6 s into each run (warm-up and a regime's length) every tick says so."""
     path = DATA / "h200x2-baseline-small-1s.parquet"
-    tr = load_trace(path)
-    res = verdicts(tr.ticks, tr.interval_s, Config().thresholds, Config().window_s, tr.host.cpu_count)
+    res = rr.replay(path)[1]
     checked = 0
     for world in (1, 2):
         run = [(t, r) for t, r, _s in res if t.job and t.job.samples_per_s and len(t.job.ranks) == world]

@@ -124,7 +124,7 @@ def _wait_for(base: str, promql: str, ok: Callable[[list[dict]], bool]) -> list[
         result = _query(base, promql)
         if ok(result):
             return result
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError(f"{promql} never satisfied the test within {WAIT_S:g} s; last answer: {result}")
 
 

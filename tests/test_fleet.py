@@ -176,8 +176,8 @@ def test_a_failed_write_pauses_the_recording_until_a_retry_works(
 @pytest.mark.slow
 def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     start = datetime(2026, 1, 5, 9, tzinfo=UTC)
-    _write(tmp_path, "data_pipeline", start, 3600, hostname="gpu01")
-    _write(tmp_path, "healthy", start, 3600, hostname="gpu02")
+    _write(tmp_path, "data_pipeline", start, 1200, hostname="gpu01")
+    _write(tmp_path, "healthy", start, 1200, hostname="gpu02")
     result = summarise(str(tmp_path), Config())
     hosts = result["hosts"]
     assert set(hosts) == {"gpu01", "gpu02"}
@@ -185,7 +185,7 @@ def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     assert hosts["gpu02"]["bottlenecks"]["none"] > 0.8
     for h in hosts.values():
         assert sum(h["bottlenecks"].values()) == pytest.approx(1.0)
-        assert h["seconds"] == pytest.approx(3600, abs=2)
+        assert h["seconds"] == pytest.approx(1200, abs=2)
         assert 1 <= len(h["worst_windows"]) <= 3
         utils = [w["gpu_util_pct"] for w in h["worst_windows"]]
         assert utils == sorted(utils)
@@ -296,7 +296,7 @@ def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
 
 @pytest.mark.slow
 def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    writer = _write(tmp_path, "storage_io", LATE, 2 * 3600, hostname="gpu07")
+    writer = _write(tmp_path, "storage_io", LATE, 1800, rotate_s=600, hostname="gpu07")  # 3 files of 10 min
     data = bytearray(writer.files[1].read_bytes())
     data[len(data) // 2 : len(data) // 2 + 2000] = bytes(2000)  # a bad block in the middle
     bad = writer.files[1].with_name("damaged.parquet")
@@ -304,7 +304,7 @@ def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: 
     assert main(["diagnose", str(tmp_path), "--summary"]) == 0
     captured = capsys.readouterr()
     assert f"{bad} left out of the summary" in captured.err and "Traceback" not in captured.err
-    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 2:00:00 of data in 3 files" in captured.out
+    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 0:30:00 of data in 3 files" in captured.out
     only_bad = tmp_path / "only"
     only_bad.mkdir()
     bad.rename(only_bad / bad.name)
@@ -392,15 +392,15 @@ def test_diagnose_one_recording_says_whose_time_each_bottleneck_was(
     import json
 
     start = datetime(2026, 1, 5, 9, tzinfo=UTC)
-    source = SimulatedSource.from_schedule([("data_pipeline", 1200), ("healthy", 1200)], gpus=2, seed=1, start=start)
+    source = SimulatedSource.from_schedule([("data_pipeline", 600), ("healthy", 600)], gpus=2, seed=1, start=start)
     writer = TraceWriter(tmp_path / "run.parquet", source.host_info(), 2.0)
-    for _ in range(1200):
+    for _ in range(600):
         writer.append(source.sample())
     path = writer.close()
     assert main(["diagnose", str(path), "--json"]) == 0
     owners = json.loads(capsys.readouterr().out)["owners"]
     assert set(owners) == {"slurm 100", "slurm 101"}
-    assert owners["slurm 100"]["seconds"] == pytest.approx(1200, abs=4)
+    assert owners["slurm 100"]["seconds"] == pytest.approx(600, abs=4)
     assert owners["slurm 100"]["bottlenecks"]["data_pipeline"] > 0.7
     assert owners["slurm 101"]["bottlenecks"].get("none", 0) > 0.7
     assert main(["diagnose", str(path)]) == 0

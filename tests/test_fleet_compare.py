@@ -48,9 +48,9 @@ def _damage(path: Path) -> Path:
 
 @pytest.mark.slow
 def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    late = T0 + timedelta(minutes=80)  # 23:20
-    before = _dataset(tmp_path / "before", "data_pipeline", late, 3600, "gpu01", rotate_s=1800)
-    _dataset(tmp_path / "after", "healthy", late + timedelta(days=1), 3600, "gpu01", rotate_s=1800)
+    late = T0 + timedelta(minutes=105)  # 23:45: files 23:45-23:50, 23:50-00:00, 00:00-00:05
+    before = _dataset(tmp_path / "before", "data_pipeline", late, 1200, "gpu01", rotate_s=600)
+    _dataset(tmp_path / "after", "healthy", late + timedelta(days=1), 1200, "gpu01", rotate_s=600)
     assert len(before) == 3  # files across midnight: one side is several files and two dates
     assert main(["compare", str(tmp_path / "before"), f"{tmp_path / 'after'}/", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -58,7 +58,7 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert "hosts" not in result  # one host a side: cards by index, as for two files
     for side in ("before", "after"):
         assert result[side]["files"] == 3 and result[side]["hosts"] == ["gpu01"] and result[side]["skipped"] == []
-        assert result[side]["ticks"] == 1800 and result[side]["duration_s"] == pytest.approx(3600)
+        assert result[side]["ticks"] == 600 and result[side]["duration_s"] == pytest.approx(1200)
     util = result["overall"]["util_mean_pct"]
     assert util["before"] < 50 and util["change"] > 40
     assert set(result["cards"]) == {"0", "1"}
@@ -68,7 +68,7 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
 
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     text = capsys.readouterr().out
-    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 1800 ticks, 1 h at 2 s)" in text
+    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 600 ticks, 20 min at 2 s)" in text
     # both cards changed alike: one line for them (two files give the same)
     assert "cards 0, 1: as all cards" in text and "diagnosis: share of time %" in text
 
@@ -122,9 +122,9 @@ def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet"
-    _dataset(fleet, "data_pipeline", T0, 2400, "a", rotate_s=1200)
-    _dataset(fleet, "healthy", T0, 2400, "b", rotate_s=1200)
-    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 1200, "a")
+    _dataset(fleet, "data_pipeline", T0, 1200, "a", rotate_s=600)
+    _dataset(fleet, "healthy", T0, 1200, "b", rotate_s=600)
+    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 600, "a")
     result = compare_datasets(str(tmp_path / "before"), str(fleet / "host=*" / "date=2026-11-29"), Config())
     assert result["after"]["hosts"] == ["a", "b"] and result["after"]["files"] == 4
     assert set(result["cards"]) == {"a:0", "a:1", "b:0", "b:1"}
@@ -141,16 +141,16 @@ def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Pat
 
 @pytest.mark.slow
 def test_a_damaged_file_among_many_is_left_out_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = _dataset(tmp_path / "before", "data_pipeline", T0, 3600, "gpu01", rotate_s=1200)
+    files = _dataset(tmp_path / "before", "data_pipeline", T0, 1800, "gpu01", rotate_s=600)
     bad = _damage(files[1])
     foreign = files[0].with_name("notes.parquet")
     pl.DataFrame({"a": [1, 2]}).write_parquet(foreign)  # a Parquet file that is no recording
-    _dataset(tmp_path / "after", "healthy", T0, 1200, "gpu01")
+    _dataset(tmp_path / "after", "healthy", T0, 600, "gpu01")
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     captured = capsys.readouterr()
     assert f"{bad} left out of the comparison" in captured.err and f"{foreign} left out" in captured.err
     assert "Traceback" not in captured.err
-    assert "(3 files from gpu01, 1800 ticks" in captured.out  # the three good files still count
+    assert "(3 files from gpu01, 900 ticks" in captured.out  # the three good files still count
     assert f"left out (unreadable): {bad}:" in captured.out and f"left out (unreadable): {foreign}:" in captured.out
 
     assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json"]) == 0

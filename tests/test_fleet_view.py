@@ -65,7 +65,7 @@ def _wait(what: str, get: Callable[[], object], ok: Callable[[object], bool]) ->
         last = get()
         if ok(last):
             return last
-        time.sleep(0.5)
+        time.sleep(0.1)  # a round's answer is in a snapshot at once: asking again soon costs little
     raise AssertionError(f"{what} within {WAIT_S:g} s; last: {last}")
 
 

@@ -313,7 +313,7 @@ def test_a_fifo_swapped_in_after_the_check_never_holds_diagnose(tmp_path: Path) 
     shared.mkdir()
     shared.chmod(0o777)
     run, fifo = shared / "run.parquet", shared / "swap"
-    shutil.copy(DATA / "h200-inside-a-2s-stacks.parquet", run)
+    shutil.copy(DATA / "h200-inside-f-2s.parquet", run)  # the shortest recording with stacks and processes
     os.mkfifo(fifo)
     stop = threading.Event()
     swaps = [0]

@@ -26,9 +26,10 @@ from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
 from gpu_triage.diagnosis.engine import COLLECTING, Verdict
 from gpu_triage.diagnosis.present import CHANGING
 from gpu_triage.model import Tick
-from gpu_triage.offline.judge import load_trace, verdicts
+from gpu_triage.offline.judge import verdicts
 from gpu_triage.scenarios import SCENARIOS
 from gpu_triage.sources.sim import SimulatedSource
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 REAL = {p.name: p for p in [H200_TRACE_2S, H200_TRACE_05S, *sorted(DATA.glob("*.parquet"))]}
@@ -37,16 +38,12 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Run = list[tuple[Tick, Verdict, Verdict]]
 
 
-@cache
 def _real(name: str) -> tuple[float, Run]:
-    trace = load_trace(REAL[name])
-    return trace.interval_s, verdicts(trace.ticks, trace.interval_s, TH, Config().window_s, trace.host.cpu_count)
+    return rr.replay(REAL[name])
 
 
-@cache
 def _sim(scenario: str) -> Run:
-    src = SimulatedSource(scenario, gpus=8, cores=32, seed=3, interval_s=2.0, start=T0)
-    return verdicts([src.sample() for _ in range(60)], 2.0, TH, Config().window_s, 32)
+    return rr.simulated(scenario)
 
 
 @cache

@@ -7,16 +7,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.config import Config
-from gpu_triage.offline.judge import load_trace, verdicts
-from gpu_triage.offline.timeline import segments
+from gpu_triage.offline.judge import load_trace
+from tests import real_readings as rr
 
 
 @cache
 def lab_run(path: Path) -> tuple[Any, list[Any], list[Any]]:
     """(trace, [(tick, raw, shown)], [segment of each tick]) with the default config."""
-    cfg = Config()
-    tr = load_trace(path)
-    res = verdicts(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    segs = segments(tr.ticks, tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
-    return tr, res, [s for s in segs for _ in range(s.ticks)]
+    return load_trace(path), rr.replay(path)[1], [s for s in rr.segments_of(path) for _ in range(s.ticks)]
