@@ -210,7 +210,7 @@ def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 5) 
         dump = reader.dump(pid)
         assert dump.error is None, dump.error
         seen[process_phase(dump, threads.read(pid, time.monotonic()))] += 1
-        time.sleep(0.1)
+        time.sleep(0.1)  # dumps spread over time, as the sampler takes them: a phase is what most of them show
     return seen
 
 
