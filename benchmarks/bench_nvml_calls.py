@@ -5,7 +5,7 @@ a buffer allocated once. Printed figures (median and p90 over --reps calls), no 
     python benchmarks/bench_nvml_calls.py [--reps 200] [--card 0]
 
 Needs a real driver (it says so and stops without one). Used to choose how the sampler reads each tick
-(docs/performance.md, "changes after the real-driver profile").
+(docs/performance.md, "The real-driver profile").
 """
 
 from __future__ import annotations

@@ -33,9 +33,20 @@ def reuse(pid: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "61"])
 
 
+def _killed(pid: int) -> bool:
+    """Whether ``pid`` was sent SIGKILL: it is gone, a zombie, or SIGKILL is pending on it. Read at once, with no
+    wait: the kernel marks a SIGKILL pending before kill() returns, and it stays so until the process is dead."""
+    try:
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except FileNotFoundError:
+        return True
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return status["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8))  # bit 8: signal 9
+
+
 def control_mode(mode: str) -> dict[str, object]:
     a = subprocess.Popen(["sleep", "60"])
-    time.sleep(0.05)
+    time.sleep(0.05)  # A lives past a clock tick, the start time's resolution, as a process picked from the table does
     if mode == "pidfd":
         control = ProcControl()
     elif mode == "proc_dir":
@@ -51,8 +62,7 @@ def control_mode(mode: str) -> dict[str, object]:
     b = reuse(a.pid)
     error = control.send(pinned, "SIGKILL")
     pinned.close()
-    time.sleep(0.2)
-    alive = b.poll() is None
+    alive = not _killed(b.pid)
     after = control.details(b.pid).cmdline  # the cache is keyed by (pid, start): B's own command line
     b.kill()
     return {"error": error, "reused": b.pid == a.pid, "b_alive": alive, "shown": shown, "after": after,
@@ -64,7 +74,7 @@ async def ui_mode() -> dict[str, object]:
     from tests.ui_ticks import TickListSource, make_tick
 
     a = subprocess.Popen(["sleep", "60"])
-    time.sleep(0.05)
+    time.sleep(0.05)  # A lives past a clock tick, the start time's resolution, as a process picked from the table does
     procs = [ProcSample(pid=a.pid, gpu_index=0, name="sleep", gpu_mem_bytes=1 << 30, cpu_pct=0.0, workers=0)]
     prefill = [dataclasses.replace(make_tick(i, gpus=2, cores=2), procs=procs) for i in range(3)]
     app = TriageApp(Config(), source=TickListSource(2, 2), source_label="test", prefill=prefill, autostart=False)
@@ -79,8 +89,7 @@ async def ui_mode() -> dict[str, object]:
         await pilot.press("K")
         await pilot.pause()
         told = [str(n.message) for n in app._notifications]
-    time.sleep(0.2)
-    alive = b.poll() is None
+    alive = not _killed(b.pid)
     b.kill()
     return {"error": " | ".join(told), "reused": b.pid == a.pid, "b_alive": alive, "shown": dialog}
 

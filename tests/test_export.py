@@ -35,7 +35,7 @@ from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.base import SourceStatus
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.window import RollingWindow
-from tests.waits import wait_for
+from tests.waits import wait_for, wait_until
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -284,6 +284,16 @@ def test_serves_metrics_only() -> None:
         socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
 
 
+def _stack(thread: threading.Thread) -> list[str]:
+    """The names of the functions ``thread`` is in now, innermost first."""
+    frame = sys._current_frames().get(thread.ident or 0)  # noqa: SLF001 - where that thread is, read, not changed
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
+
+
 def test_a_scrape_in_flight_during_shutdown_gets_a_whole_answer() -> None:
     entered, release = threading.Event(), threading.Event()
 
@@ -304,7 +314,8 @@ def test_a_scrape_in_flight_during_shutdown_gets_a_whole_answer() -> None:
     assert entered.wait(10)
     closer = threading.Thread(target=server.close)
     closer.start()
-    time.sleep(0.3)  # close() has begun; the scrape is still inside collect()
+    # close() has begun and waits on the loop's thread, which is still inside collect()
+    wait_until(lambda: "join" in _stack(closer), "close() waiting on the loop's thread")
     assert closer.is_alive(), "close() must wait for the scrape in flight"
     release.set()
     closer.join(10)
@@ -488,6 +499,16 @@ def test_export_never_maps_arrow_even_to_record(record: bool, tmp_path: Path) ->
         assert open_trace(written).n >= 2
 
 
+def _idle_in_select(thread: threading.Thread) -> bool:
+    """The accept loop sits in select() and holds no connection (the scrape's socket is closed and dropped)."""
+    frame = sys._current_frames().get(thread.ident or 0)  # noqa: SLF001 - where that thread is, read, not changed
+    if frame is None or frame.f_code.co_name != "select":
+        return False
+    while frame is not None and frame.f_code.co_name != "_loop":
+        frame = frame.f_back
+    return frame is not None and not frame.f_locals["conns"]
+
+
 def _wakeups(native_id: int) -> int:
     with open(f"/proc/self/task/{native_id}/status") as status:
         text = status.read()
@@ -505,9 +526,9 @@ def test_an_idle_server_sleeps_until_a_scrape_or_close() -> None:
         assert _get(server.url)[0] == 200  # the loop has run
         thread = server._thread  # noqa: SLF001 - the accept loop's thread, to read its kernel counters
         assert thread is not None and thread.native_id is not None
-        time.sleep(0.3)  # the scrape's thread start and GIL hand-offs settle; the loop sits in select()
+        wait_until(lambda: _idle_in_select(thread), "the loop asleep in select() with no connection open")
         before = _wakeups(thread.native_id)
-        time.sleep(1.2)  # a 0.2 s poll (the previous loop) would have woken 6 times
+        time.sleep(1.2)  # the idle time under test: a 0.2 s poll would have woken 6 times in it
         assert _wakeups(thread.native_id) - before <= 2
         assert _get(server.url)[0] == 200  # and it still answers
     finally:

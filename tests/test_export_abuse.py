@@ -104,9 +104,10 @@ def test_slow_clients_take_no_thread_and_a_scrape_still_answers(server: MetricsS
     before = _threads()
     slow = _slow_clients(server.port, 300)
     try:
-        time.sleep(0.3)  # whatever the server would start for them has started
-        assert _threads() <= before  # one loop thread, already counted in `before`
+        # a scrape queued behind the 300 is answered only once they are accepted: whatever the server would
+        # start for them has started by then
         status, took, body = _timed_get(server.port)
+        assert _threads() <= before  # one loop thread, already counted in `before`
         assert status == 200 and b"gpu_triage_ticks_total" in body
         assert took < 2.0
     finally:
@@ -159,7 +160,7 @@ def test_the_deadline_is_per_request_not_per_read(monkeypatch: pytest.MonkeyPatc
             if not _is_open(sock):
                 closed_after = time.monotonic() - t0
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # the client under test trickles its head: a header line every 0.2 s
     finally:
         sock.close()
     assert closed_after is not None, "the drip-feeding client was never cut"
@@ -348,7 +349,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 @pytest.mark.slow
 def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(tmp_path: Path) -> None:
     proc, port = _start_export("--source", "sim:healthy", "--gpus", "1", "--record", str(tmp_path / "ds"))
-    dripping = threading.Event()
+    dripping, dripped = threading.Event(), threading.Event()
     slow: list[socket.socket] = []
     try:
         _wait_ticks(port, 3)
@@ -363,10 +364,11 @@ def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(t
                         sock.sendall(f"X-{i}: {i}\r\n".encode())
                     except OSError:
                         pass
+                dripped.set()
 
         dripper = threading.Thread(target=drip, daemon=True)
         dripper.start()
-        time.sleep(0.5)
+        assert dripped.wait(30), "the slow clients never sent a header line"
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
@@ -570,6 +572,16 @@ def test_recording_up_is_absent_without_a_recording() -> None:
         assert got == (None if recording is None else float(recording))
 
 
+def _backlog(port: int) -> int | None:
+    """Connections waiting in the accept queue of the socket listening on ``port`` (/proc/net/tcp's
+    rx_queue of a LISTEN socket); None when no socket listens there."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":
+            return int(fields[4].split(":")[1], 16)
+    return None
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -596,18 +608,31 @@ def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> No
         m = re.search(r"on http://127\.0\.0\.1:(\d+)/metrics", proc.stdout.readline())
         assert m
         port = int(m.group(1))
+        errors: list[str] = []
+
+        def read_errors() -> None:  # the daemon's stderr, a line at a time, as it comes
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                errors.append(line)
+
+        reader = threading.Thread(target=read_errors, daemon=True)
+        reader.start()
         _wait_ticks(port, 1)
         for _ in range(150):
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
             sock.sendall(b"GET /metrics HTTP/1.1\r\n")
             idle.append(sock)
-        time.sleep(1.0)  # the burst settles
+        # the burst is over once the daemon has run out of descriptors and its backlog is empty
+        wait_until(lambda: "could not accept a scrape" in "".join(errors), "the daemon out of descriptors")
+        wait_until(lambda: _backlog(port) == 0, "every waiting client accepted or closed")
         cpu0 = _cpu_s(proc.pid)
-        time.sleep(2.0)
+        time.sleep(2.0)  # the idle time under test: what the daemon spends in it
         spent = _cpu_s(proc.pid) - cpu0
         status, took, _ = _timed_get(port)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(10)
+        err = "".join(errors)
     finally:
         for sock in idle:
             sock.close()

@@ -288,7 +288,7 @@ def test_a_flood_of_wrong_passwords_does_not_stall_a_scraper_already_let_in(
                 t0 = time.monotonic()
                 assert _get(url, auth=("prometheus", "s3cret"))[0] == 200
                 waits.append(time.monotonic() - t0)
-                time.sleep(0.2)
+                time.sleep(0.2)  # scrapes spread through the flood, as a scraper's are: the pacing under test
         finally:
             stop.set()
             for t in threads:

@@ -383,8 +383,12 @@ def test_concurrency_is_bounded(hostile: str) -> None:
     fleet.start()
     try:
         _wait("three requests hanging at the server", lambda: _Hostile.hanging, lambda n: n == 3)
-        time.sleep(1.5)  # rounds go on meanwhile: none of them adds a fourth
-        assert _Hostile.most_hanging == 3
+        queued = fleet._pool._queue  # noqa: SLF001 - the workers' queue, read: the three not yet asked wait there
+        _wait("the other three queued behind them", queued.qsize, lambda n: n == 3)
+        for _ in range(2):  # rounds go on meanwhile (the second asked for starts after the first has ended)
+            fleet.refresh_now()
+            _wait("a round", fleet._refresh.is_set, lambda s: not s)  # noqa: SLF001 - cleared as a round starts
+        assert _Hostile.most_hanging == 3 and _Hostile.hanging == 3 and queued.qsize() == 3  # none adds a fourth
         _Hostile.release.set()  # the three get an empty answer: the other three are asked, three at a time
         _wait("every host answered (down: an empty answer)", lambda: fleet.snapshot,
               lambda s: len(s.rows) == 6 and all(r.state == DOWN for r in s.rows))

@@ -210,7 +210,7 @@ def test_a_non_utf8_nic_or_process_name_does_not_break_the_scrape() -> None:
                     procs=[ProcSample(pid=7, gpu_index=0, name=bad_proc, gpu_mem_bytes=1 << 20, cpu_pct=5.0,
                                       user="u\udcff\x1b")])
         monitor.ingest(tick, SourceStatus())
-        time.sleep(0.01 * i)
+        time.sleep(0.01 * i)  # ticks stamped at distinct times, as a sampler's are
     from prometheus_client import CollectorRegistry
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -91,6 +91,7 @@ def test_a_busy_card_is_never_dumped(job: subprocess.Popen[bytes]) -> None:
     inside = InsideSampler(every_s=0.1)
     source = _source(job.pid, 97.0, inside)
     try:
+        # six ticks 0.2 s apart, past the sampler's 0.1 s: time in which a dump would have been taken
         ticks = [source.sample() for _ in range(6) if time.sleep(0.2) is None]
     finally:
         source.close()

@@ -210,7 +210,7 @@ def _phase_of(pid: int, reader: StackReader, threads: ThreadReader, n: int = 5) 
         dump = reader.dump(pid)
         assert dump.error is None, dump.error
         seen[process_phase(dump, threads.read(pid, time.monotonic()))] += 1
-        time.sleep(0.1)
+        time.sleep(0.1)  # dumps spread over time, as the sampler takes them: a phase is what most of them show
     return seen
 
 
@@ -231,6 +231,12 @@ def test_a_live_process_is_dumped_without_pausing_it_and_read_right(
     assert job.poll() is None  # still running: a dump neither stops nor kills it
 
 
+def _cpu_ticks(tid: int) -> int:
+    """Clock ticks of CPU a thread has used (utime + stime of /proc/<tid>/task/<tid>/stat)."""
+    fields = Path(f"/proc/{tid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 @pytest.mark.slow
 @needs_pyspy
 @needs_root
@@ -239,7 +245,8 @@ def test_threads_from_proc_count_one_busy_thread_for_a_python_loop(job: subproce
     reader = ThreadReader()
     first = reader.read(job.pid, time.monotonic())
     assert first is not None and all(t.cpu_pct is None for t in first)  # no share before a second look
-    time.sleep(1.0)
+    start = _cpu_ticks(job.pid)
+    wait_until(lambda: _cpu_ticks(job.pid) >= start + 3, "the spinner running a few clock ticks")
     later = reader.read(job.pid, time.monotonic())
     # a low bound: a loaded test machine gives the spinner a small share of a core, never none
     assert later is not None and busy_threads(later, min_pct=1.0) == 1

@@ -162,7 +162,7 @@ async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> No
         # the sleep is idle: among the host's processes it is not one of the busiest 10 shown
         async with app.run_test(size=(width, 40)) as pilot:
             app.ingest(source.sample())
-            await pilot.pause(0.3)
+            await pilot.pause(0.3)  # time between two samples: the second has CPU shares to rank processes by
             app.ingest(source.sample())
             await pilot.pause()
             head = _procs_text(app).split("\n")

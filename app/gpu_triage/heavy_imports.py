@@ -48,7 +48,7 @@ def import_asyncio_without_tls() -> None:
     asyncio imports ``ssl`` only if it can (``try: import ssl`` in base_events, selector_events and
     sslproto) and needs it only for TLS connections, which the dashboard never opens. Loading ``ssl`` maps
     libssl and libcrypto and starts OpenSSL: 4.4 MB of the dashboard's RSS on the CI box (asyncio alone:
-    19.4 MB with it, 15.0 without; docs/performance.md, round 6). ``ssl`` is hidden only while asyncio
+    19.4 MB with it, 15.0 without; docs/performance.md, "Measured on one H200"). ``ssl`` is hidden only while asyncio
     loads: a later ``import ssl`` works as usual (prometheus_client's, for ``--metrics``), and only
     asyncio's own TLS (``ssl=`` in ``loop.create_connection``) stays unavailable in this process.
     """
