@@ -8,6 +8,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 # Profile (py-spy, 0.25 s tick, 8 simulated cards): 58 % of the CPU was Textual turning pane text into terminal
@@ -41,14 +42,15 @@ class FramePacer:
         self._turn += 1
         loop = self.loop()
         wait = self._last_at + self.min_s - self.clock() if throttle else 0.0
+        frame = partial(self._now, self._turn)
         self._held = wait > 0 and loop is not None
         if self._held:
             assert loop is not None
             # asyncio's timer, not Textual's: this runs in a callback from the sampler thread, outside the
             # app's context, where a Textual timer would never fire
-            loop.call_later(wait, self.call_later, self._now, self._turn)
+            loop.call_later(wait, self.call_later, frame)
         else:
-            self.call_later(self._now, self._turn)
+            self.call_later(frame)
 
     def _now(self, turn: int) -> None:
         if turn != self._turn:
