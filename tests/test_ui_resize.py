@@ -5,6 +5,7 @@ started at 80x24 shows; live (simulated) and replay alike, and even while a pace
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from gpu_triage.config import Config
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.app_pacing import FramePacer
 from gpu_triage.ui.pane_widget import Pane
 from gpu_triage.ui.replay import ReplayApp
 from gpu_triage.ui.run import build_app
@@ -90,8 +92,7 @@ async def test_a_paused_replay_is_laid_out_again_when_resized(tmp_path: Path) ->
 
 
 async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
-    """Ticks faster than the frame cap hold their frame back; a resize draws at once, and the held frame
-    is then not drawn a second time."""
+    """Ticks faster than the frame cap hold their frame back; a resize draws at once, in its place."""
     want = await _fresh(_sim_app(), LARGE)
     app = _sim_app(held=1)
     app.pacer.clock = lambda: 1000.0  # the wall clock is the outside world: frozen here
@@ -105,3 +106,32 @@ async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
         await pilot.resize_terminal(*LARGE)
         await wait_for(pilot, lambda: _screen(app) == want, "the 120x40 layout after the resize")
         assert not app.pacer.pending
+
+
+class _Loop:
+    """asyncio's ``call_later``, kept by hand: the held frame's timer fires when the test says."""
+
+    def __init__(self) -> None:
+        self.timers: list[Callable[[], object]] = []
+
+    def call_later(self, _wait: float, fn: Callable[..., object], *args: object) -> None:
+        self.timers.append(lambda: fn(*args))
+
+
+def test_a_frame_wanted_at_once_overtakes_the_held_one_which_then_draws_nothing() -> None:
+    drawn: list[int] = []
+    posted: list[Callable[[], object]] = []  # Textual's call_later: run when the test says
+    loop = _Loop()
+    pacer = FramePacer(lambda: drawn.append(1), posted.append, lambda: loop)  # type: ignore[arg-type,return-value]
+    pacer.clock = lambda: 1000.0
+    pacer.drawing()  # a frame at t=1000
+    pacer.schedule(throttle=True)  # a tick: its frame is held for min_s
+    assert pacer.pending and loop.timers and not posted
+    pacer.schedule(throttle=True)  # another tick joins the held frame
+    assert len(loop.timers) == 1
+    pacer.schedule()  # a resize: a frame at once
+    posted.pop()()
+    assert drawn == [1] and not pacer.pending
+    loop.timers.pop()()  # the held frame's timer fires
+    posted.pop()()
+    assert drawn == [1]  # overtaken: nothing is drawn twice
