@@ -247,7 +247,9 @@ class TriageApp(App[int]):
         return modes is None or self.mode in modes
 
     def on_resize(self) -> None:
-        self.redraw()
+        # a frame after this event, not in it: Textual calls this handler before App's own, which records the
+        # new size, so a frame drawn here was laid out for the old size and stayed until the next tick
+        self.pacer.schedule()
 
     def on_unmount(self) -> None:
         self._mounted = False
@@ -333,7 +335,10 @@ class TriageApp(App[int]):
         self._order_panes()
         for name, (text, lines) in drawn.items():
             pane = self.query_one(f"#{name}", Pane)
-            if pane.styles.height is None or pane.styles.height.value != lines:
+            height = pane.styles.height
+            # "auto" is a Scalar of value 1 too: a one-line pane left "auto" was measured from the text Static
+            # last laid out, so a key line written at 120 columns took two rows once the screen was 80 wide
+            if height is None or height.is_auto or height.value != lines:
                 pane.styles.height = lines
                 pane.display = lines > 0
             pane.show(text)

@@ -8,6 +8,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 # Profile (py-spy, 0.25 s tick, 8 simulated cards): 58 % of the CPU was Textual turning pane text into terminal
@@ -28,24 +29,33 @@ class FramePacer:
         self.min_s = REDRAW_MIN_S
         self.clock = time.monotonic  # replaceable in tests (the outside world's clock)
         self.pending = False  # a frame is on its way
+        self._held = False  # ... and it waits for ``min_s`` to pass
+        self._turn = 0  # the frame on its way: a held one overtaken by one at once is not drawn again
         self._last_at = -math.inf
 
     def schedule(self, *, throttle: bool = False) -> None:
-        """A frame soon: at once, or with ``throttle`` no sooner than ``min_s`` after the last one."""
-        if self.pending:
+        """A frame soon: at once, or with ``throttle`` no sooner than ``min_s`` after the last one. A frame
+        wanted at once (a resize) does not wait behind a held one: it is drawn now, in its place."""
+        if self.pending and (throttle or not self._held):
             return  # several ticks before one frame: draw only the newest state
         self.pending = True
+        self._turn += 1
         loop = self.loop()
         wait = self._last_at + self.min_s - self.clock() if throttle else 0.0
-        if wait > 0 and loop is not None:
+        frame = partial(self._now, self._turn)
+        self._held = wait > 0 and loop is not None
+        if self._held:
+            assert loop is not None
             # asyncio's timer, not Textual's: this runs in a callback from the sampler thread, outside the
             # app's context, where a Textual timer would never fire
-            loop.call_later(wait, self.call_later, self._now)
+            loop.call_later(wait, self.call_later, frame)
         else:
-            self.call_later(self._now)
+            self.call_later(frame)
 
-    def _now(self) -> None:
-        self.pending = False
+    def _now(self, turn: int) -> None:
+        if turn != self._turn:
+            return  # overtaken: the frame this one was for is drawn already
+        self.pending = self._held = False
         self.draw()
 
     def drawing(self) -> None:
