@@ -70,7 +70,7 @@ def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callab
     """Convert in place, run by run, the rows a..b-1 still holding the ``missing`` marker: each row is converted
     once, and a run of neighbours in one call (one ``to_pylist`` per run, not per row). The next marker is
     found by ``list.index`` (a C loop): a window read again each tick is converted already, and a Python walk
-    over its rows was most of the cost of reading it."""
+    over its rows would be most of the cost of reading it."""
     i = a
     while i < b:
         try:
@@ -403,6 +403,6 @@ class _LazyRows(Sequence[Any]):
         return self._fetch(self._lo + i, self._lo + i + 1)[0]
 
     def __iter__(self) -> Iterator[Any]:
-        # the rows fetched once: Sequence's own __iter__ fetches them one index at a time, and a walk over the
-        # window's stacks that way was a fifth of a tick's diagnosis
+        # the rows fetched once: Sequence's own __iter__ fetches them one index at a time, a fetch per row, which
+        # for a walk over the window's stacks costs a fifth of a tick's diagnosis
         return iter(self._fetch(self._lo, self._hi)) if self._hi > self._lo else iter(())
