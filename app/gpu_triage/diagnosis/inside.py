@@ -150,9 +150,13 @@ def not_loaders(view: WindowView) -> frozenset[int]:
     inductor's compile workers, a forked service, a logger. From outside every child of a GPU process counts as
     a DataLoader worker, and one pegged at 100 % reads as a starved loader (real H200: torch.compile's compile
     worker beside a recompiling job); its stack says what it is. A child never read stays a worker."""
-    out = {s.pid for tick in view.stacks for s in tick
-           if s.role == "worker" and s.error is None and s.phase != UNKNOWN and s.phase not in LOADER_WORKER_PHASES}
-    return frozenset(out)
+    # the window's rows read once, as a slice (an offline view's rows are lazy, converted per read); a tick
+    # without samples (every tick of a recording before trace v3) is skipped before its samples are walked
+    ticks = [tick for tick in view.stacks[:] if tick]
+    if not ticks:
+        return frozenset()
+    return frozenset(s.pid for tick in ticks for s in tick if s.role == "worker" and s.error is None
+                     and s.phase != UNKNOWN and s.phase not in LOADER_WORKER_PHASES)
 
 
 def _cards(procs: list[list[ProcSample]]) -> dict[int, set[int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast, overload
 
 import numpy as np
@@ -68,13 +68,19 @@ def _pylist(arr: pa.Array) -> list[Any]:
 
 def _fill_runs(rows: list[Any], a: int, b: int, missing: object, convert: Callable[[int, int], list[Any]]) -> None:
     """Convert in place, run by run, the rows a..b-1 still holding the ``missing`` marker: each row is converted
-    once, and a run of neighbours in one call (one ``to_pylist`` per run, not per row)."""
+    once, and a run of neighbours in one call (one ``to_pylist`` per run, not per row). The next marker is
+    found by ``list.index`` (a C loop): a window read again each tick is converted already, and a Python walk
+    over its rows would be most of the cost of reading it."""
     i = a
     while i < b:
-        if rows[i] is not missing:
+        try:
+            i = rows.index(missing, i, b)
+        except ValueError:
+            return
+        if rows[i] is not missing:  # equal to the marker, not it: a converted row
             i += 1
             continue
-        j = i
+        j = i + 1
         while j < b and rows[j] is missing:
             j += 1
         rows[i:j] = convert(i, j)
@@ -115,7 +121,7 @@ class _ArrowRows:
             return [self.missing] * (b - a)
         rows = self.rows
         _fill_runs(rows, a, b, False, lambda i, j: self.convert(arr.slice(i, j - i)))
-        return [r if r is not False else self.missing for r in rows[a:b]]
+        return rows[a:b]  # every one converted by now
 
 
 def _jobs_of(arr: pa.Array) -> list[JobSample | None]:
@@ -395,3 +401,8 @@ class _LazyRows(Sequence[Any]):
         if not 0 <= i < len(self):
             raise IndexError(i)
         return self._fetch(self._lo + i, self._lo + i + 1)[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        # the rows fetched once: Sequence's own __iter__ fetches them one index at a time, a fetch per row, which
+        # for a walk over the window's stacks costs a fifth of a tick's diagnosis
+        return iter(self._fetch(self._lo, self._hi)) if self._hi > self._lo else iter(())
