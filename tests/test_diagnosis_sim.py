@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from gpu_triage.config import Config
 from gpu_triage.diagnosis.engine import diagnose
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
@@ -15,6 +16,7 @@ from gpu_triage.offline.judge import verdicts
 from gpu_triage.offline.timeline import segments
 from gpu_triage.sources.sim import EXPECTED, SCENARIOS, SimulatedSource
 from gpu_triage.window import RollingWindow
+from tests import real_readings as rr
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MULTI_CARD = {"communication", "single_card_busy", "imbalanced", "checkpoint_stall", "hung_collective"}
@@ -27,8 +29,16 @@ def _ticks(src: SimulatedSource, seconds: float) -> list:
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize(("gpus", "cores", "interval_s"), [(8, 32, 2.0), (4, 64, 0.5)])
 def test_each_scenario_is_diagnosed_as_expected(scenario: str, gpus: int, cores: int, interval_s: float) -> None:
-    src = SimulatedSource(scenario, gpus=gpus, cores=cores, seed=3, interval_s=interval_s, start=T0)
-    res = verdicts(_ticks(src, 90.0), interval_s, Thresholds(), 300.0, cores)
+    n = round(90.0 / interval_s)
+    if (gpus, cores, interval_s) == (8, 32, 2.0):
+        # the session's shared replay (the same source, seed and settings, a minute long; other files judge it
+        # too): a tick's verdicts depend only on the ticks before it, so its first 90 s are this run's
+        res = rr.simulated(scenario, gpus)[:n]
+        assert rr.SIM_T0 == T0 and Config().window_s == 300.0 and Config().thresholds == Thresholds()
+    else:
+        src = SimulatedSource(scenario, gpus=gpus, cores=cores, seed=3, interval_s=interval_s, start=T0)
+        res = verdicts([src.sample() for _ in range(n)], interval_s, Thresholds(), 300.0, cores)
+    assert len(res) == n
     settled = [shown for tick, _raw, shown in res if (tick.ts - T0).total_seconds() >= 30.0]
     wrong = [(s.pattern, s.bottleneck) for s in settled if (s.pattern, s.bottleneck) != EXPECTED[scenario]]
     assert not wrong, f"{scenario}: expected {EXPECTED[scenario]}, got {wrong[:3]}"

@@ -7,6 +7,7 @@ project's writer would refuse most of these values."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tracemalloc
@@ -28,7 +29,6 @@ from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.batches import iter_batches
 from gpu_triage.trace.layout import META_INTERVAL
 from gpu_triage.trace.reader import open_trace
-from gpu_triage.trace.row_codec import tick_from_row
 from gpu_triage.trace.schema import schema_with_metadata, ticks_to_batch
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -51,12 +51,9 @@ def _write(path: Path, ticks: list[Tick], *, meta_interval: str = "2.0", row_gro
 
 
 def _shifted(ticks: list[Tick], seconds: float) -> list[Tick]:
-    out = []
-    for t in ticks:
-        c = tick_from_row(ticks_to_batch([t]).to_pylist()[0])
-        c.ts = t.ts + timedelta(seconds=seconds)
-        out.append(c)
-    return out
+    """``ticks`` moved ``seconds`` later, as shallow copies: each caller's ticks are fresh from the simulator and
+    used only through the copies, and the file they are written to stores them as float32 either way."""
+    return [dataclasses.replace(t, ts=t.ts + timedelta(seconds=seconds)) for t in ticks]
 
 
 # -- item 4: the metadata's interval is not believed over the timestamps ------------------------------------

@@ -58,6 +58,24 @@ class _Skipping:
         return tick
 
 
+@pytest.fixture(scope="module")
+def phased_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """200 s of the phased source recorded to one file with the defaults: read, never written, by the tests
+    that take it (each writes its variants into its own tmp_path)."""
+    path, _ = record_source(_phased(), tmp_path_factory.mktemp("run") / "run.parquet", 2.0, duration_s=200,
+                            fast=True, describe_machine=False, out=None, config=Config())
+    return Path(path)
+
+
+@pytest.fixture(scope="module")
+def phased_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """600 s of the phased source recorded as a dataset with the defaults: read, never written (a test that adds
+    to it copies it first)."""
+    root, _ = record_source(_phased(), f"{tmp_path_factory.mktemp('dataset')}/fleet/", 2.0, duration_s=600,
+                            fast=True, describe_machine=False, out=None, config=Config())
+    return Path(root)
+
+
 def _stored(path: Path) -> list[tuple[str, str] | None]:
     rows = pq.read_table(path, columns=["verdict"]).column("verdict").to_pylist()
     return [None if v is None else (v["pattern"], v["bottleneck"]) for v in rows]
@@ -88,9 +106,9 @@ def test_record_stores_every_ticks_raw_verdict_as_diagnose_recomputes_it(tmp_pat
 @pytest.mark.slow
 def test_a_dataset_starts_each_files_window_afresh_as_diagnose_file_does(tmp_path: Path) -> None:
     config = Config()
-    start = datetime(2026, 1, 5, 8, 55, tzinfo=UTC)  # a rotation every 10 minutes: 3 files' worth of edges
-    root, ticks = record_source(_phased(start=start), f"{tmp_path}/fleet/", 2.0, duration_s=1000, fast=True,
-                                describe_machine=False, out=None, config=config, rotate_s=600)
+    start = datetime(2026, 1, 5, 8, 56, tzinfo=UTC)  # a rotation every 5 minutes: 3 files' worth of edges
+    root, ticks = record_source(_phased(start=start), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
+                                describe_machine=False, out=None, config=config, rotate_s=300)
     files = sorted(Path(root).rglob("*.parquet"))
     assert len(files) >= 3
     for f in files:
@@ -195,14 +213,16 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
         assert o["seconds"] == pytest.approx(b["owners"][owner]["seconds"], abs=STRIDE_S * len(files))
 
 
-def test_the_summary_says_which_files_it_recomputed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_summary_says_which_files_it_recomputed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], phased_dataset: Path
+) -> None:
+    import shutil
+
     from gpu_triage.cli import main
     from gpu_triage.commands.summary import recomputed_line
     from gpu_triage.storage.dataset import DatasetWriter
 
-    config = Config()
-    record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True, describe_machine=False,
-                  out=None, config=config)
+    shutil.copytree(phased_dataset, tmp_path / "fleet")
     assert main(["diagnose", f"{tmp_path}/fleet", "--summary"]) == 0
     assert "no stored verdicts" not in capsys.readouterr().out  # every file has its verdicts
     source = SimulatedSource("storage_io", gpus=2, seed=1, start=START)
@@ -271,8 +291,8 @@ def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> No
     from gpu_triage.fleet.summary import summarise
 
     source = SimulatedSource("data_pipeline", gpus=2, seed=4, start=datetime(2026, 1, 5, 8, 50, tzinfo=UTC))
-    root, _ = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=1800, fast=True,
-                            describe_machine=False, out=None, config=Config(), rotate_s=600)
+    root, _ = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=900, fast=True,
+                            describe_machine=False, out=None, config=Config(), rotate_s=300)
     files = sorted(Path(root).rglob("*.parquet"))
     assert len(files) >= 3 and all(_stored(f)[0] == ("collecting", "none") for f in files)
     (host,) = summarise(str(root), Config())["hosts"].values()
@@ -280,7 +300,7 @@ def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> No
 
 
 def test_a_stored_verdict_from_anyone_is_cleaned_and_a_misshapen_one_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], phased_run: Path
 ) -> None:
     """A recording is outside input: a bottleneck holding a terminal escape reaches the summary cleaned, and a
     verdict column of the wrong type is not taken as stored verdicts: the reader's one line, never a
@@ -290,9 +310,7 @@ def test_a_stored_verdict_from_anyone_is_cleaned_and_a_misshapen_one_is_one_line
     from gpu_triage.cli import main
     from gpu_triage.fleet.summary import summarise
 
-    path, _ = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=200, fast=True,
-                            describe_machine=False, out=None, config=Config())
-    table = pq.read_table(path)
+    table = pq.read_table(phased_run)
     meta = table.schema.metadata
     verdict = table.column("verdict").combine_chunks()
     evil = pa.array(["none\x1b]0;owned\x07"] * len(verdict))
@@ -329,14 +347,15 @@ def _tuned() -> Config:
     return Config(thresholds=dataclasses.replace(Thresholds(), idle_util_pct=7.5))
 
 
-def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(tmp_path: Path) -> None:
+def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(
+    tmp_path: Path, phased_dataset: Path
+) -> None:
     """`diagnose DIR --summary --window 600` or `--config tuned.toml` reads every file with its own settings:
     a file whose verdicts were judged with others is recomputed, as one without verdicts is."""
     from gpu_triage.fleet.summary import summarise
     from gpu_triage.verdicts.settings import settings, thresholds_digest
 
-    root, _ = record_source(_phased(), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
-                            describe_machine=False, out=None, config=Config())
+    root = phased_dataset
     files = sorted(Path(root).rglob("*.parquet"))
     for f in files:
         assert _host_meta(f)["verdicts"] == {"window_s": 300.0, "thresholds": thresholds_digest(Config().thresholds)}
@@ -354,16 +373,14 @@ def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(tmp_p
     assert summarise(str(tuned), Config())["recomputed_files"] == 1
 
 
-def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path: Path) -> None:
+def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path: Path, phased_run: Path) -> None:
     """A file recorded before the settings were written down (verdicts, no "verdicts" key): its settings are
     unknown, so its verdicts count only for a reader with the default ones."""
     import json
 
     from gpu_triage.fleet.summary import summarise
 
-    path, _ = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=200, fast=True,
-                            describe_machine=False, out=None, config=Config())
-    table = pq.read_table(path)
+    table = pq.read_table(phased_run)
     meta = dict(table.schema.metadata)
     host = json.loads(meta[b"gpu_triage.host"])
     del host["verdicts"]
