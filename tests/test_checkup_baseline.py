@@ -42,6 +42,17 @@ def test_one_card_only_has_no_efficiency() -> None:
 
 
 @pytest.mark.slow
+def _children() -> set[tuple[int, float]]:
+    """This process's live descendants, each as (pid, start time): a reused pid is another process."""
+    found = set()
+    for c in psutil.Process().children(recursive=True):
+        try:
+            found.add((c.pid, c.create_time()))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,6 +60,8 @@ def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
     monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))  # this test's ranks only
     rec = tmp_path / "baseline.parquet"
     argv = ["baseline", "--device", "cpu", "--gpus", "2", "--seconds", "1", "--json"]
+    # an xdist worker runs other files' tests too: a child one of them left behind is not this run's rank
+    before = _children()
     code = main([*argv, "--record", str(rec), "--interval", "0.25"])
     out = json.loads(capsys.readouterr().out)
     assert code == (1 if out["flagged"] else 0)
@@ -60,7 +73,7 @@ def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
         assert r["samples_per_s"] == pytest.approx(r["world_size"] * 64 * r["steps"] / r["elapsed_s"])
     assert out["scaling_efficiency"] == pytest.approx(two["samples_per_s"] / (2 * one["samples_per_s"]))
     assert out["flagged"] is (out["scaling_efficiency"] < 0.5)
-    assert psutil.Process().children(recursive=True) == []  # every rank ended
+    assert _children() - before == set()  # every rank ended
     # the recording: the ordinary trace, with the check-up's settings and the results beside it
     trace = open_trace(rec)
     assert trace.host.extra["checkup"]["step"] == "baseline"
