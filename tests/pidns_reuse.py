@@ -30,7 +30,13 @@ def reuse(pid: int) -> subprocess.Popen[bytes]:
     """A new process on ``pid``: the next pid the kernel gives in this namespace is ns_last_pid + 1."""
     with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
         fh.write(str(pid - 1))
-    return subprocess.Popen(["sleep", "61"])
+    b = subprocess.Popen(["sleep", "61"])
+    # Popen returns once exec began (its close-on-exec pipe closed); the new image's command line is set a moment
+    # later, and until then /proc/PID/cmdline reads empty: wait for it, bounded, so B's details are B's
+    deadline = time.monotonic() + 10.0
+    while not Path(f"/proc/{b.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return b
 
 
 def _killed(pid: int) -> bool:

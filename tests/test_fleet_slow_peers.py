@@ -210,7 +210,8 @@ def test_a_prometheus_answering_40000_hosts_is_cut_at_the_host_cap(crowded_prome
     text = run_cli(["fleet", "--prometheus", crowded_prometheus, "--once", "--timeout", "60"], limit_s=240)
     assert f"{HOSTS - MAX_HOSTS} more hosts left out" in text.out.splitlines()[0]
     assert len(text.out.splitlines()) < 2 * MAX_HOSTS + 10  # a row and its "└ why" line a host at most
-    # three 4.5 MB answers parsed, 5,000 rows built: 3-7 s and ~103 MiB on the shared 2-core box (without the
-    # cap: 18 s and ~185 MiB for --json, 4 s and ~177 MiB for the table)
-    assert max(ran.seconds, text.seconds) < 15 and max(ran.peak_mib, text.peak_mib) < 145, (
+    # the counts above prove the cap; this only bounds the child against a blow-up. Three 4.5 MB answers parsed,
+    # 5,000 rows built: 2-7 s and 103-264 MiB on the 2-core box (the higher in a clean-clone CI run), so memory
+    # does not tell the cap apart from none at this size (without it: 18 s and ~185 MiB for --json)
+    assert max(ran.seconds, text.seconds) < 60 and max(ran.peak_mib, text.peak_mib) < 400, (
         ran.seconds, ran.peak_mib, text.seconds, text.peak_mib)
