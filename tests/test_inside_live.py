@@ -145,14 +145,11 @@ def test_a_process_py_spy_may_not_read_gives_one_sample_saying_why(tmp_path: Pat
 def test_record_writes_the_stacks_and_reads_them_back(job: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path, flags: list[str]) -> None:
     from gpu_triage.cli import main
-    from gpu_triage.sources import spec as specs
     from gpu_triage.trace.reader import open_trace
 
-    def make(spec: str, *, stacks: bool, **_: object) -> LiveSource:
-        assert spec == "live"
-        return _source(job.pid, 0.0, InsideSampler(every_s=0.2) if stacks else None)
-
-    monkeypatch.setattr(specs, "make_source", make)
+    # the driver is faked (the job on a waiting card); the source, its sampler and py-spy are the real ones
+    card = fake_nvml.FakeCard(util=0.0, processes=[fake_nvml.FakeProcess(job.pid, usedGpuMemory=2 << 30)])
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.FakeNvml([card]))
     monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))
     out = tmp_path / "run.parquet"
     assert main(["record", "-o", str(out), "--interval", "0.5", "--duration", "4", *flags]) == 0
