@@ -160,6 +160,7 @@ def test_the_summary_takes_a_period_several_paths_and_brace_globs(
         (["--since", "last tuesday"], "--since 'last tuesday': not a time: give a date"),
         (["--since", "2026-01-06", "--until", "2026-01-05"], "is not before --until"),
         (["--since", "2027-01-01"], "none of its 3 files is from since 2027-01-01"),
+        (["--since", "999999w"], "--since '999999w': reaches before 1970"),  # past year 1: no OverflowError
     ):
         assert main(["diagnose", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -173,6 +174,15 @@ def test_brace_globs_expand_as_the_shell_does() -> None:
     assert expand_braces("h{a,b{1,2}}x") == ["hax", "hb1x", "hb2x"]
     assert expand_braces("{a,b}{c,d}") == ["ac", "ad", "bc", "bd"]
     assert expand_braces("run{1}.parquet") == ["run{1}.parquet"]  # no comma: not a group
+
+
+def test_a_brace_glob_past_its_bounds_is_one_short_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A spec of a thousand groups (a recursion a level deep for each) or of a path's length is refused before
+    it is expanded, and the line names it cut short."""
+    for spec in ("{a,b}" * 1100, "{a,b}" * 12 + "x" * 5000):
+        assert main(["diagnose", spec, "--summary"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and len(err[0]) < 300 and "narrow it" in err[0], err
 
 
 # -- the exporter's counter -----------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+# characters of any string a tick holds (a name, an id, a word of the verdict): the trace contract's limit, which
+# the reader cuts to (trace/bounds.py) and the judge cuts the headroom's sentences to before they are recorded
+TEXT_LIMIT = 256
+
 #: Key of a dataclass field's metadata naming its trace storage width.
 TRACE_TYPE = "trace_type"
 #: The widths a field may have: unsigned integers, floats, text, lists of those, and two lists of structs

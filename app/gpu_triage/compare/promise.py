@@ -45,10 +45,9 @@ def promised(segments: list[Any], bounds: list[tuple[str, Any]]) -> dict[str, An
             "verdicts": len(own)}
 
 
-def _rate_spread(jobs: list[dict[str, Any] | None]) -> float | None:
+def _rate_spread(per_tick: list[float | None]) -> float | None:
     """The BEFORE run's own spread of samples/s over the ticks it progressed: interquartile range / median."""
-    rates = [float(j["samples_per_s"]) for j in jobs if j and j.get("samples_per_s")
-             and math.isfinite(j["samples_per_s"]) and j["samples_per_s"] > 0]
+    rates = [float(r) for r in per_tick if r is not None and math.isfinite(r) and r > 0]
     if len(rates) < 4:
         return None
     q1, q2, q3 = statistics.quantiles(rates, n=4)
@@ -71,14 +70,14 @@ def measured(job: dict[str, Any] | None, overall: dict[str, dict[str, Any]]) -> 
 
 
 def check(timeline: Any, job: dict[str, Any] | None, overall: dict[str, dict[str, Any]],
-          before_jobs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+          before_rates: list[float | None]) -> dict[str, Any] | None:
     """The ``prediction`` block of a comparison: what BEFORE promised, what was measured, and whether the
     measured gain beat the bound (with the BEFORE run's own spread of samples/s)."""
     p = promised(timeline.segments, timeline.bounds)
     if p is None:
         return None
     m = measured(job, overall)
-    spread = _rate_spread(before_jobs) if m is not None and m["unit"] == "samples/s" else None
+    spread = _rate_spread(before_rates) if m is not None and m["unit"] == "samples/s" else None
     beaten = within = None
     if m is not None and p["factor"] is not None:
         beaten = m["gain"] > p["factor"] * (1.0 + _ROUNDING)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpu_triage.compare import promise
 from gpu_triage.compare.changes import describe
@@ -286,7 +288,7 @@ def compare_traces(before: TraceFile, after: TraceFile, config: Config,
         "after": {**_file_info(after, tlb), "trimmed": trim_b.to_json() if trim_b else None},
         "job": job,
         # what BEFORE's verdict promised fixing it would give, beside the gain measured
-        "prediction": promise.check(tla, job, overall, before.table.column("job").to_pylist()),
+        "prediction": promise.check(tla, job, overall, _job_rates(before)),
         "overall": overall,
         "cards": {
             c: {
@@ -314,3 +316,12 @@ def _file_info(trace: TraceFile, timeline: Any) -> dict[str, Any]:
         "recovered": trace.recovered,
         "warnings": list(timeline.warnings),  # also printed on stderr by the command
     }
+
+
+def _job_rates(trace: TraceFile) -> list[float | None]:
+    """Each tick's samples/s from the job's clock (None where it had none): the one field of the ``job`` column
+    the promise's noise reads, not the whole column turned into Python once more."""
+    col = trace.table.column("job")
+    if not pa.types.is_struct(col.type) or col.type.get_field_index("samples_per_s") < 0:
+        return []
+    return list(pc.struct_field(col, "samples_per_s").to_pylist())

@@ -39,7 +39,7 @@ from gpu_triage.config import Config
 from gpu_triage.errors import UserError
 from gpu_triage.fleet.onefile import STRIDE_S as STRIDE_S
 from gpu_triage.fleet.owners import owner_shares
-from gpu_triage.safetext import clean
+from gpu_triage.safetext import clean, clip
 from gpu_triage.storage.dataset import is_directory, is_recording_path
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,16 @@ def is_dataset_spec(spec: str) -> bool:
 
 
 MAX_BRACES = 4096  # patterns one brace glob may become ('{a,b}{c,d}' is 4): more is a typo, not a dataset
+MAX_SPEC = 4096  # characters of one path argument: PATH_MAX
+MAX_GROUPS = 64  # brace groups in one path argument
 
 
 def expand_braces(spec: str) -> list[str]:
     """``'host{1,2}/*.parquet'`` as the shell expands it, ``host1/*.parquet`` and ``host2/*.parquet`` (nested
     and several groups too), for a pattern quoted past the shell; braces without a comma stay as they are."""
+    if len(spec) > MAX_SPEC or spec.count("{") > MAX_GROUPS:  # bounds the recursion and the rescans below
+        raise UserError(f"{clip(spec, 80)}: a path longer than {MAX_SPEC} characters or with more than "
+                        f"{MAX_GROUPS} brace groups; narrow it")
     depth, open_at, commas = 0, -1, list[int]()
     for i, ch in enumerate(spec):
         if ch == "{":
@@ -80,7 +85,8 @@ def expand_braces(spec: str) -> list[str]:
                 for a, b in zip(bounds, bounds[1:], strict=False):
                     out.extend(expand_braces(head + spec[a + 1:b] + tail))
                     if len(out) > MAX_BRACES:
-                        raise UserError(f"{spec}: the braces make more than {MAX_BRACES} patterns; narrow them")
+                        raise UserError(f"{clip(spec, 80)}: the braces make more than {MAX_BRACES} patterns; "
+                                        "narrow them")
                 return out
         elif ch == "," and depth == 1:
             commas.append(i)
@@ -124,7 +130,7 @@ def _files_of(spec: str) -> list[Path]:
         matches = expand_glob(root)
         if not matches:
             raise UserError(
-                f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files"
+                f"{clip(spec, 80)}: no file or directory matches; give a dataset directory or a glob of Parquet files"
             )
     files: list[Path] = []
     for m in matches:
@@ -138,14 +144,14 @@ def _files_of(spec: str) -> list[Path]:
             from gpu_triage.trace.stream import unfinished_line  # noqa: PLC0415
 
             more = f" ({len(unfinished) - 1} more beside it)" if len(unfinished) > 1 else ""
-            raise UserError(f"{spec} holds no finished recording, only unfinished ones: "
+            raise UserError(f"{clip(spec, 80)} holds no finished recording, only unfinished ones: "
                             f"{unfinished_line(unfinished[0])}{more}")
         if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
             raise UserError(
-                f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "
-                "(`gpu-triage record -o DIR/`)"
+                f"{clip(spec, 80)} is a directory with no recording in it: give a recording file, or a dataset "
+                "directory (`gpu-triage record -o DIR/`)"
             )
-        raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
+        raise UserError(f"{clip(spec, 80)}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
     return files
 
 

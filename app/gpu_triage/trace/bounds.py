@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_triage.errors import UserError
+from gpu_triage.tracefields import TEXT_LIMIT as TEXT_LIMIT  # every string a tick holds ...
 
-TEXT_LIMIT = 256  # characters of any string a tick holds (a name, an id, a word of the verdict) ...
 TEXT_LIMITS = {"stacks.frames": 300, "stacks.error": 300, "stacks.thread_list.frames": 300,
                "stacks.thread_list.name": 48}  # ... but these, as the recorder bounds them
 #: Entries of each list a tick holds at most (a list not named here: DEFAULT_LIST_LIMIT).

@@ -30,6 +30,7 @@ from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.tracker import VerdictTracker
 from gpu_triage.diagnosis.worth import BOUND, LOST, NONE, Headroom
 from gpu_triage.model import Tick, VerdictSample
+from gpu_triage.tracefields import TEXT_LIMIT
 from gpu_triage.verdicts.gaps import gap_limit
 from gpu_triage.window import RollingWindow, WindowView, window_capacity
 
@@ -55,9 +56,6 @@ class Judgement:
         """The tick with its raw verdict as a recording keeps it (trace v3's ``verdict`` column); as it came
         when the diagnosis failed."""
         return self.tick if self.raw is None else dataclasses.replace(self.tick, verdict=verdict_sample(self.raw))
-
-
-TEXT_LIMIT = 256  # characters of a string a tick holds: the contract's limit (trace/bounds.py, which needs pyarrow)
 
 
 def verdict_sample(v: Verdict) -> VerdictSample:
