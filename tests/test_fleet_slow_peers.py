@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,3 +216,47 @@ def test_a_prometheus_answering_40000_hosts_is_cut_at_the_host_cap(crowded_prome
     # does not tell the cap apart from none at this size (without it: 18 s and ~185 MiB for --json)
     assert max(ran.seconds, text.seconds) < 60 and max(ran.peak_mib, text.peak_mib) < 400, (
         ran.seconds, ran.peak_mib, text.seconds, text.peak_mib)
+
+
+def test_a_prometheus_refusing_the_lost_query_costs_that_column_not_the_round() -> None:
+    """The day's GPU-hours lost is the heaviest query of a round; a server that refuses it (its
+    --query.max-samples on a large fleet) leaves the column n/a and every host's verdict shown."""
+    from gpu_triage.fleetview.client import PrometheusTarget
+
+    now = time.time()
+    one = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "gpu_triage_gpu_utilization_ratio", "job": "gpu", "instance": "h1:9839", "gpu": "0"},
+         "value": [now, "0.5"]}]}}
+    refused = {"status": "error", "errorType": "execution",
+               "error": "query processing would load too many samples into memory in query execution"}
+    asked: list[str] = []
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["query"][0]
+            asked.append(query)
+            lost = "increase(" in query
+            body = json.dumps(refused if lost else one).encode()
+            self.send_response(422 if lost else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        target = PrometheusTarget(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=5.0)
+        first = target.fetch()
+        second = target.fetch()
+    finally:
+        server.shutdown()
+        server.server_close()
+    for rows in (first, second):
+        row, = rows
+        assert row.host.startswith("h1") and row.util == 0.5 and row.gpu_hours_lost is None
+    # refused once, not asked again in the next round: the heavy query waits its turn
+    assert sum("increase(" in q for q in asked) == 1

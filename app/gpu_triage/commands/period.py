@@ -22,13 +22,13 @@ def parse_when(option: str, text: str, now: datetime, zone: tzinfo | None) -> da
     age = _AGE.match(raw.lower())
     if age:
         try:
-            when = now - timedelta(seconds=float(age.group(1)) * _UNITS[age.group(2)])
+            then = now - timedelta(seconds=float(age.group(1)) * _UNITS[age.group(2)])
         except OverflowError:  # an age reaching before year 1
-            when = datetime(1, 1, 1, tzinfo=UTC)
-        if when.year < 1970:
+            then = datetime(1, 1, 1, tzinfo=UTC)
+        if then.year < 1970:
             raise UserError(f"{option} {clip(text, 40)!r}: reaches before 1970, when no recording was made: "
                             "give a shorter age")
-        return when
+        return then
     try:
         when = datetime.fromisoformat(raw.replace("z", "Z")) if raw else None
     except ValueError:
