@@ -165,8 +165,8 @@ def test_a_tls_host_dripping_its_headers_is_down_at_the_deadline(pki: Path) -> N
     assert ran.seconds < 12
 
 
-# eight times the cap: the counts say which hosts were left out (uncapped, 40,000 hosts cost ~180 MiB and 13 s
-# of CPU for --json, capped ~103-264 MiB and 3 s: memory alone does not tell them apart at this size)
+# eight times the cap: the counts say which hosts were left out (uncapped, 40,000 hosts cost 13 s of CPU for
+# --json against 3 s capped)
 HOSTS = 40_000
 
 
@@ -211,11 +211,10 @@ def test_a_prometheus_answering_40000_hosts_is_cut_at_the_host_cap(crowded_prome
     text = run_cli(["fleet", "--prometheus", crowded_prometheus, "--once", "--timeout", "60"], limit_s=240)
     assert f"{HOSTS - MAX_HOSTS} more hosts left out" in text.out.splitlines()[0]
     assert len(text.out.splitlines()) < 2 * MAX_HOSTS + 10  # a row and its "└ why" line a host at most
-    # the counts above prove the cap; this only bounds the child against a blow-up. Three 4.5 MB answers parsed,
-    # 5,000 rows built: 2-7 s and 103-264 MiB on the 2-core box (the higher in a clean-clone CI run), so memory
-    # does not tell the cap apart from none at this size (without it: 18 s and ~185 MiB for --json)
-    assert max(ran.seconds, text.seconds) < 60 and max(ran.peak_mib, text.peak_mib) < 400, (
-        ran.seconds, ran.peak_mib, text.seconds, text.peak_mib)
+    # the counts above prove the cap; the time only bounds the child against a blow-up (2-7 s on the 2-core box;
+    # without the cap 18 s for --json). Its peak memory is not asserted: ru_maxrss survives exec, so a child
+    # forked by a large xdist worker reports the worker's size (264-945 MiB seen in CI runs)
+    assert max(ran.seconds, text.seconds) < 60, (ran.seconds, text.seconds)
 
 
 def test_a_prometheus_refusing_the_lost_query_costs_that_column_not_the_round() -> None:

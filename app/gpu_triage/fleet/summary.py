@@ -67,7 +67,7 @@ MAX_GROUPS = 64  # brace groups in one path argument
 def expand_braces(spec: str) -> list[str]:
     """``'host{1,2}/*.parquet'`` as the shell expands it, ``host1/*.parquet`` and ``host2/*.parquet`` (nested
     and several groups too), for a pattern quoted past the shell; braces without a comma stay as they are."""
-    if len(spec) > MAX_SPEC or spec.count("{") > MAX_GROUPS:  # bounds the recursion and the rescans below
+    if "{" in spec and (len(spec) > MAX_SPEC or spec.count("{") > MAX_GROUPS):  # bounds the recursion and rescans
         raise UserError(f"{clip(spec, 80)}: a path longer than {MAX_SPEC} characters or with more than "
                         f"{MAX_GROUPS} brace groups; narrow it")
     depth, open_at, commas = 0, -1, list[int]()
@@ -130,7 +130,7 @@ def _files_of(spec: str) -> list[Path]:
         matches = expand_glob(root)
         if not matches:
             raise UserError(
-                f"{clip(spec, 80)}: no file or directory matches; give a dataset directory or a glob of Parquet files"
+                f"{spec}: no file or directory matches; give a dataset directory or a glob of Parquet files"
             )
     files: list[Path] = []
     for m in matches:
@@ -144,14 +144,14 @@ def _files_of(spec: str) -> list[Path]:
             from gpu_triage.trace.stream import unfinished_line  # noqa: PLC0415
 
             more = f" ({len(unfinished) - 1} more beside it)" if len(unfinished) > 1 else ""
-            raise UserError(f"{clip(spec, 80)} holds no finished recording, only unfinished ones: "
+            raise UserError(f"{spec} holds no finished recording, only unfinished ones: "
                             f"{unfinished_line(unfinished[0])}{more}")
         if root.is_dir():  # `diagnose` of a directory that is not a dataset: say what it is, as for a file
             raise UserError(
-                f"{clip(spec, 80)} is a directory with no recording in it: give a recording file, or a dataset "
-                "directory (`gpu-triage record -o DIR/`)"
+                f"{spec} is a directory with no recording in it: give a recording file, or a dataset directory "
+                "(`gpu-triage record -o DIR/`)"
             )
-        raise UserError(f"{clip(spec, 80)}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
+        raise UserError(f"{spec}: no Parquet recording matches (record one with `gpu-triage record -o DIR/`)")
     return files
 
 

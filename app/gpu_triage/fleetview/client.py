@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import queue
 import threading
 import time
@@ -45,9 +44,9 @@ PROMETHEUS_CAP_BYTES = 64 * 1024 * 1024  # an instant vector of ~1,000 8-card ho
 MAX_EXPORTERS = 4096  # the pool mode is for a small pool; a fleet has a Prometheus
 PUBLISH_EVERY_S = 0.25  # at most this often is a new snapshot made while answers come in
 LOST_RANGE = "24h"  # from Prometheus the GPU-hours lost column is the counter's increase over this range
-# how often that increase is asked for: over a day of every host's 14 series it is the heaviest query of a round
-# by far (about 80,000 samples a host at a 15 s scrape), and a day's figure moves little in a few minutes
-LOST_EVERY_S = 300.0
+# after a server refused that increase (the heaviest query of a round: about 80,000 samples a host at a 15 s
+# scrape), how long the column stays n/a before it is asked again
+LOST_RETRY_S = 300.0
 UP_LOOKBACK = "1h"  # without --match, every target of a scrape job that exported gpu_triage_build_info in this window
 
 
@@ -148,8 +147,7 @@ class PrometheusTarget:
         self.match = label_matchers(match)
         self.timeout_s = timeout_s
         self.left_out = 0  # hosts of the last answer past samples.MAX_HOSTS: counted, not shown
-        self._lost: list[Sample] = []  # the last answer to the "lost" query, and when it was asked
-        self._lost_at = -math.inf
+        self._lost_retry_at = 0.0  # a refused "lost" query is asked again from then on
         names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason", "time_lost")
                  for n in accepted]
         regex = "|".join(names) + "|gpu_triage_.*owner.*"  # an owner metric under any future name
@@ -201,19 +199,17 @@ class PrometheusTarget:
             return [build_row(h) for h in group_by_host(samples, up, when if when is not None else time.time())]
 
     def _lost_now(self, deadline: float, cap: HostCap) -> list[Sample]:
-        """The GPU-hours lost per host and bottleneck, asked every LOST_EVERY_S. A server that refuses it (its
-        --query.max-samples on a large fleet) costs the column, read n/a, not the round."""
-        now = time.monotonic()
-        if now - self._lost_at >= LOST_EVERY_S:
-            self._lost_at = now
-            try:
-                self._lost, _ = self.query(self.queries["lost"], deadline, cap)
-                if not self._lost:  # no counter has two points yet (a fleet just started): ask next round
-                    self._lost_at = -math.inf
-            except FetchError as err:
-                log.warning("the GPU-hours lost query failed, its column reads n/a: %s", err)
-                self._lost = []
-        return self._lost
+        """The GPU-hours lost per host and bottleneck. A server that refuses that query (its
+        --query.max-samples on a large fleet) costs the column, read n/a, not the round, and is not asked it
+        again for LOST_RETRY_S."""
+        if time.monotonic() < self._lost_retry_at:
+            return []
+        try:
+            return self.query(self.queries["lost"], deadline, cap)[0]
+        except FetchError as err:
+            log.warning("the GPU-hours lost query failed, its column reads n/a: %s", err)
+            self._lost_retry_at = time.monotonic() + LOST_RETRY_S
+            return []
 
 
 # -- the refresher --------------------------------------------------------------------------------------------
