@@ -80,7 +80,7 @@ def main() -> int:
             import pstats
 
             from gpu_triage.config import Config
-            from gpu_triage.fleet.compare import compare_datasets
+            from gpu_triage.fleet_history.compare import compare_datasets
 
             prof = cProfile.Profile()
             prof.runcall(compare_datasets, str(many_a), str(many_b), Config())

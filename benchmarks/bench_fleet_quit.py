@@ -31,8 +31,8 @@ def serve(hosts: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_fleet_view import host_text
 
-    from gpu_triage.fleetview.client import PrometheusTarget
-    from gpu_triage.fleetview.samples import parse_exposition
+    from gpu_triage.fleet_live.client import PrometheusTarget
+    from gpu_triage.fleet_live.samples import parse_exposition
 
     samples, _ = parse_exposition(host_text())
     query = PrometheusTarget("http://x:9090", timeout_s=1).queries["metrics"]

@@ -47,9 +47,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     ns = parser.parse_args()
 
-    from gpu_triage.fleetview.client import FleetSnapshot, PrometheusTarget
-    from gpu_triage.fleetview.model import build_row, order_rows
-    from gpu_triage.fleetview.samples import HostData, group_by_host, parse_exposition, parse_vector
+    from gpu_triage.fleet_live.client import FleetSnapshot, PrometheusTarget
+    from gpu_triage.fleet_live.model import build_row, order_rows
+    from gpu_triage.fleet_live.samples import HostData, group_by_host, parse_exposition, parse_vector
 
     text = host_text()
     samples, _ = parse_exposition(text)
@@ -84,7 +84,7 @@ def main() -> None:
     print(f"prometheus, {ns.hosts} hosts: {len(result)} series, {len(body) / 2**20:.1f} MiB of JSON; "
           f"parse + rows + order {statistics.median(times):.2f} s median")
 
-    from gpu_triage.fleetview.client import Fleet
+    from gpu_triage.fleet_live.client import Fleet
     from gpu_triage.ui.fleet_app import FleetApp
 
     fleet = Fleet([], source="bench", interval_s=5)

@@ -59,9 +59,9 @@ def fleet_app() -> Any:
 
     from gpu_triage.export.collector import TriageCollector
     from gpu_triage.export.monitor import Monitor
-    from gpu_triage.fleetview.client import Fleet, FleetSnapshot
-    from gpu_triage.fleetview.model import build_rows
-    from gpu_triage.fleetview.samples import HostData, parse_exposition
+    from gpu_triage.fleet_live.client import Fleet, FleetSnapshot
+    from gpu_triage.fleet_live.model import build_rows
+    from gpu_triage.fleet_live.samples import HostData, parse_exposition
     from gpu_triage.ui.fleet_app import FleetApp
 
     hosts = []

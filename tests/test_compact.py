@@ -395,7 +395,7 @@ def test_a_dataset_walker_tells_recordings_from_the_flat_table_and_staging(tmp_p
 
 
 def test_the_summary_and_compare_read_no_flat_table_as_a_recording(tmp_path: Path) -> None:
-    from gpu_triage.fleet.summary import dataset_files
+    from gpu_triage.fleet_history.summary import dataset_files
 
     _day(tmp_path, hours=1)
     run(tmp_path, _opts())
@@ -608,7 +608,7 @@ def test_a_recorded_day_reads_the_same_after_compaction_and_is_stored_once(tmp_p
     tick is in the daily file once with the figures and verdict it was recorded with, and the dataset on
     disk is no larger than 1.2 times what was recorded (one copy: smaller, as one file's footer replaces
     three)."""
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
     from gpu_triage.recording.headless import record_source
 
     root = tmp_path / "fleet"

@@ -125,7 +125,7 @@ def test_a_file_against_itself_says_no_change(capsys: pytest.CaptureFixture[str]
 
 
 def test_datasets_say_it_the_same_way(tmp_path: Path) -> None:
-    from gpu_triage.fleet.compare import compare_datasets
+    from gpu_triage.fleet_history.compare import compare_datasets
 
     for name, f in (("before", STARVED), ("after", FIXED)):
         (tmp_path / name).mkdir()

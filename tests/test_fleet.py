@@ -16,7 +16,7 @@ import pytest
 from gpu_triage.cli import main
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.summary import summarise
+from gpu_triage.fleet_history.summary import summarise
 from gpu_triage.model import HostInfo
 from gpu_triage.recording.resilient import RetryingRecording
 from gpu_triage.sources.sim import SimulatedSource
@@ -202,7 +202,7 @@ def test_summary_verdicts_are_the_dashboards_raw_verdicts_every_30_s(tmp_path: P
     """The summary streams each file in columns (offline.judge) instead of feeding ticks to a RollingWindow:
     the spans must be exactly what the window and the engine give tick by tick, as before that change."""
     from gpu_triage.diagnosis.engine import diagnose
-    from gpu_triage.fleet.onefile import STRIDE_S, file_verdicts
+    from gpu_triage.fleet_history.onefile import STRIDE_S, file_verdicts
     from gpu_triage.window import RollingWindow, window_capacity
 
     # one recorder that sees three regimes in turn: the spans change verdict, across a rotation

@@ -16,7 +16,7 @@ from gpu_triage.cli import main
 from gpu_triage.compare.runs import compare_traces
 from gpu_triage.compare.text import render_text
 from gpu_triage.config import Config
-from gpu_triage.fleet.compare import compare_datasets
+from gpu_triage.fleet_history.compare import compare_datasets
 from gpu_triage.model import GpuSample, HostInfo, JobRank, JobSample, Tick
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.storage.dataset import DatasetWriter
@@ -189,7 +189,7 @@ def test_a_recording_whose_name_holds_glob_characters_is_one_file_not_a_glob(
 ) -> None:
     """`run[1].parquet` exists: compare and diagnose read it as the file it is (as before datasets came)."""
     from gpu_triage.data import H200_TRACE_2S
-    from gpu_triage.fleet.summary import is_dataset_spec
+    from gpu_triage.fleet_history.summary import is_dataset_spec
 
     odd = tmp_path / "run[1].parquet"
     shutil.copy(H200_TRACE_2S, odd)

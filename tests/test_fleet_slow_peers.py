@@ -201,7 +201,7 @@ def crowded_prometheus() -> Iterator[str]:
 
 
 def test_a_prometheus_answering_40000_hosts_is_cut_at_the_host_cap(crowded_prometheus: str) -> None:
-    from gpu_triage.fleetview.samples import MAX_HOSTS
+    from gpu_triage.fleet_live.samples import MAX_HOSTS
 
     ran = run_cli(["fleet", "--prometheus", crowded_prometheus, "--once", "--json", "--timeout", "60"], limit_s=240)
     # exit 3: some of the crowd read down or stale (the exit status says a host needs a human); not judged here
@@ -220,7 +220,7 @@ def test_a_prometheus_answering_40000_hosts_is_cut_at_the_host_cap(crowded_prome
 def test_a_prometheus_refusing_the_lost_query_costs_that_column_not_the_round() -> None:
     """The day's GPU-hours lost is the heaviest query of a round; a server that refuses it (its
     --query.max-samples on a large fleet) leaves the column n/a and every host's verdict shown."""
-    from gpu_triage.fleetview.client import PrometheusTarget
+    from gpu_triage.fleet_live.client import PrometheusTarget
 
     now = time.time()
     one = {"status": "success", "data": {"resultType": "vector", "result": [

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, Bottleneck, severity
-from gpu_triage.fleetview import SORT_ORDER_HELP
-from gpu_triage.fleetview.client import PrometheusTarget
-from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow, order_rows
+from gpu_triage.fleet_live import SORT_ORDER_HELP
+from gpu_triage.fleet_live.client import PrometheusTarget
+from gpu_triage.fleet_live.model import DOWN, OK, STALE, HostRow, order_rows
 
 
 def host(name: str, bottleneck: str = "none", *, state: str = OK, cards: str = "", confidence: float = 0.5,
@@ -122,7 +122,7 @@ def test_turning_a_large_answer_into_rows_runs_no_cyclic_collection(big_promethe
 def _screen_fleet() -> object:
     import time
 
-    from gpu_triage.fleetview.client import Fleet, FleetSnapshot
+    from gpu_triage.fleet_live.client import Fleet, FleetSnapshot
 
     rows = order_rows([*(host(f"gpu{i:02d}", util=(i * 37 % 100) / 100) for i in range(30)),
                        host("gpu99", state=DOWN, util=None),

@@ -26,9 +26,9 @@ import pytest
 
 from gpu_triage import safetext
 from gpu_triage.cli import main
-from gpu_triage.fleetview.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
-from gpu_triage.fleetview.model import DOWN, OK, STALE, HostRow
-from gpu_triage.fleetview.render import cells, detail_lines
+from gpu_triage.fleet_live.client import ExporterTarget, FetchError, Fleet, PrometheusTarget, http_get
+from gpu_triage.fleet_live.model import DOWN, OK, STALE, HostRow
+from gpu_triage.fleet_live.render import cells, detail_lines
 from promtools import free_port, require, stop
 from tests.waits import wait_for
 
@@ -706,8 +706,8 @@ def _shown_order(table: object) -> list[str]:
 async def test_a_new_round_reorders_updates_adds_and_removes_rows_and_the_cursor_follows_its_host() -> None:
     from textual.widgets import DataTable
 
-    from gpu_triage.fleetview.client import FleetSnapshot
-    from gpu_triage.fleetview.model import order_rows
+    from gpu_triage.fleet_live.client import FleetSnapshot
+    from gpu_triage.fleet_live.model import order_rows
     from gpu_triage.ui.fleet_app import FleetApp
 
     def host(name: str, util: float | None, bottleneck: str = "none", state: str = OK) -> HostRow:
@@ -761,9 +761,9 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
     from gpu_triage.config import Config
     from gpu_triage.export.collector import TriageCollector
     from gpu_triage.export.monitor import Monitor
-    from gpu_triage.fleetview.client import FleetSnapshot
-    from gpu_triage.fleetview.model import build_rows
-    from gpu_triage.fleetview.samples import HostData, parse_exposition
+    from gpu_triage.fleet_live.client import FleetSnapshot
+    from gpu_triage.fleet_live.model import build_rows
+    from gpu_triage.fleet_live.samples import HostData, parse_exposition
     from gpu_triage.sources.sim import SimulatedSource
     from gpu_triage.ui.fleet_app import FleetApp, HostScreen
 
@@ -793,7 +793,7 @@ async def test_the_detail_of_a_16_card_host_scrolls_on_a_short_terminal() -> Non
 
 
 def test_a_body_of_millions_of_tiny_series_is_cut_at_the_sample_cap() -> None:
-    from gpu_triage.fleetview.samples import MAX_SERIES_PER_HOST, parse_exposition
+    from gpu_triage.fleet_live.samples import MAX_SERIES_PER_HOST, parse_exposition
 
     body = "".join(f"a{i} 1\n" for i in range(500_000))  # 4.5 MB, under the size cap
     started = time.monotonic()
@@ -807,7 +807,7 @@ def test_a_body_of_millions_of_tiny_series_is_cut_at_the_sample_cap() -> None:
 
 
 def test_exporter_addresses_as_written() -> None:
-    from gpu_triage.fleetview.client import exporter_url
+    from gpu_triage.fleet_live.client import exporter_url
 
     assert exporter_url("gpu01:9839") == "http://gpu01:9839/metrics"
     assert exporter_url("[::1]:9839") == "http://[::1]:9839/metrics"
@@ -820,7 +820,7 @@ def test_exporter_addresses_as_written() -> None:
 
 
 def test_the_owner_label_wins_then_its_parts_in_a_fixed_order() -> None:
-    from gpu_triage.fleetview.model import owner_of
+    from gpu_triage.fleet_live.model import owner_of
 
     assert owner_of({"gpu": "0", "user": "ana", "owner": "pod ml/train-1"}) == "pod ml/train-1"
     assert owner_of({"user": "ana", "slurm_job": "4711"}) == "4711"  # the job before its user
@@ -848,7 +848,7 @@ async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.Monk
     """NO_COLOR takes the cursor's background away: the selected host must still be told from the others."""
     from textual.widgets import DataTable
 
-    from gpu_triage.fleetview.client import FleetSnapshot
+    from gpu_triage.fleet_live.client import FleetSnapshot
     from gpu_triage.ui.fleet_app import FleetApp
 
     monkeypatch.setenv("NO_COLOR", "1")
@@ -871,8 +871,8 @@ async def test_with_no_color_the_cursor_row_is_reversed(monkeypatch: pytest.Monk
 
 
 def test_confidence_is_a_word_in_the_table_and_the_detail_and_json_keeps_the_number() -> None:
-    from gpu_triage.fleetview.client import FleetSnapshot
-    from gpu_triage.fleetview.render import to_json
+    from gpu_triage.fleet_live.client import FleetSnapshot
+    from gpu_triage.fleet_live.render import to_json
 
     rows = [HostRow(key=k, host=k, address=k, job="j", state=OK, bottleneck="data_pipeline", pattern="steady_low",
                     confidence=c, busy=8, total=8, util=0.3) for k, c in (("a", 0.85), ("b", 0.5), ("c", 0.3))]

@@ -17,7 +17,7 @@ from gpu_triage.data import H200_TRACE_2S
 from gpu_triage.diagnosis.knobs import KNOBS
 from gpu_triage.diagnosis.lost import lost_gpu_seconds
 from gpu_triage.diagnosis.vocab import Bottleneck
-from gpu_triage.fleet.summary import expand_braces, summarise
+from gpu_triage.fleet_history.summary import expand_braces, summarise
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.storage.dataset import DatasetWriter
 
@@ -61,8 +61,8 @@ def test_the_summarys_columnar_count_is_the_definition_tick_by_tick_on_real_reco
     what diagnosis/lost.py (the exporter's counter) gives for that tick read as ticks."""
     import polars as pl
 
-    from gpu_triage.fleet.lost import lost_per_row, named_lists
-    from gpu_triage.fleet.perfile import _projected
+    from gpu_triage.fleet_history.lost import lost_per_row, named_lists
+    from gpu_triage.fleet_history.perfile import _projected
     from gpu_triage.trace.reader import open_trace
 
     path = DATA / name
@@ -231,9 +231,9 @@ def test_the_exporters_counter_adds_up_what_its_recording_summarises(tmp_path: P
 
 
 def test_the_fleet_view_reads_the_counter_into_a_column_and_sorts_by_it() -> None:
-    from gpu_triage.fleetview.model import SORTS, build_rows
-    from gpu_triage.fleetview.render import cells, detail_lines
-    from gpu_triage.fleetview.samples import HostData, Sample
+    from gpu_triage.fleet_live.model import SORTS, build_rows
+    from gpu_triage.fleet_live.render import cells, detail_lines
+    from gpu_triage.fleet_live.samples import HostData, Sample
 
     def host(name: str, lost: dict[str, float] | None) -> HostData:
         samples = [Sample("gpu_triage_tick_timestamp_seconds", {}, 1000.0),

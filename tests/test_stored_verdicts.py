@@ -184,7 +184,7 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
     verdict at its last tick. The two differ only in the spans where the verdict changed: each change moves at
     most one span (STRIDE_S) from one bottleneck to another, so a bottleneck's share differs by at most
     changes x 30 s / the recorded time (plus the shares' rounding to 4 decimals, twice)."""
-    from gpu_triage.fleet.summary import STRIDE_S, summarise
+    from gpu_triage.fleet_history.summary import STRIDE_S, summarise
 
     config = Config()
     schedule = [("healthy", 1200.0), ("data_pipeline", 1500.0), ("storage_io", 900.0)]
@@ -242,7 +242,7 @@ def test_the_summary_says_which_files_it_recomputed(
 
 
 def test_a_v1_recording_is_recomputed_and_summarised_as_before() -> None:
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
 
     path = Path(__file__).parent / "data" / "h200-gen-2s.parquet"
     result = summarise(str(path), Config())
@@ -257,8 +257,8 @@ def test_owners_from_dictionary_codes_are_the_general_paths_owners(tmp_path: Pat
     exactly as owners.owner_ticks does: several jobs at once, pods, containers, users, ticks without any."""
     import polars as pl
 
-    from gpu_triage.fleet.owners import owner_ticks, tick_owners
-    from gpu_triage.fleet.perfile import _projected
+    from gpu_triage.fleet_history.owners import owner_ticks, tick_owners
+    from gpu_triage.fleet_history.perfile import _projected
     from gpu_triage.model import ProcSample
     from gpu_triage.trace.writer import TraceWriter
 
@@ -288,7 +288,7 @@ def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> No
     """The first ticks of each file read "collecting" (no verdict before the window holds warmup_s): they are
     no verdict, and count for the first one after them, as the recomputation counts them; a steady regime is
     then all its own bottleneck, not a sliver of "none" per file."""
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
 
     source = SimulatedSource("data_pipeline", gpus=2, seed=4, start=datetime(2026, 1, 5, 8, 50, tzinfo=UTC))
     root, _ = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=900, fast=True,
@@ -308,7 +308,7 @@ def test_a_stored_verdict_from_anyone_is_cleaned_and_a_misshapen_one_is_one_line
     import pyarrow as pa
 
     from gpu_triage.cli import main
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
 
     table = pq.read_table(phased_run)
     meta = table.schema.metadata
@@ -352,7 +352,7 @@ def test_stored_verdicts_are_read_only_under_the_settings_that_judged_them(
 ) -> None:
     """`diagnose DIR --summary --window 600` or `--config tuned.toml` reads every file with its own settings:
     a file whose verdicts were judged with others is recomputed, as one without verdicts is."""
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
     from gpu_triage.verdicts.settings import settings, thresholds_digest
 
     root = phased_dataset
@@ -378,7 +378,7 @@ def test_verdicts_of_unknown_settings_are_read_only_under_the_defaults(tmp_path:
     unknown, so its verdicts count only for a reader with the default ones."""
     import json
 
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
 
     table = pq.read_table(phased_run)
     meta = dict(table.schema.metadata)
@@ -423,7 +423,7 @@ def _compact_day(root: Path) -> Path:
 
 
 def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
     from gpu_triage.verdicts.settings import settings
 
     root = tmp_path / "fleet"
@@ -441,7 +441,7 @@ def test_compact_of_files_judged_with_different_settings_keeps_their_verdicts_an
 ) -> None:
     """One hour judged with the defaults, the next with tuned thresholds: the day keeps every verdict, and its
     metadata says they are mixed, so the summary judges the day again whatever its settings."""
-    from gpu_triage.fleet.summary import summarise
+    from gpu_triage.fleet_history.summary import summarise
 
     root = tmp_path / "fleet"
     for hour, config in ((0, Config()), (1, _tuned())):

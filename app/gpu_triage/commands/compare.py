@@ -16,7 +16,7 @@ from gpu_triage.trace.reader import open_trace
 
 
 def run_compare(args: argparse.Namespace, config: Config) -> int:
-    from gpu_triage.fleet.summary import is_dataset_spec
+    from gpu_triage.fleet_history.summary import is_dataset_spec
 
     if is_dataset_spec(args.before) or is_dataset_spec(args.after):
         return _run_datasets(args, config)
@@ -31,8 +31,8 @@ def run_compare(args: argparse.Namespace, config: Config) -> int:
 
 
 def _run_datasets(args: argparse.Namespace, config: Config) -> int:
-    """Either side a directory or a glob: each side read as one recording (gpu_triage.fleet.compare)."""
-    from gpu_triage.fleet.compare import compare_datasets
+    """Either side a directory or a glob: each side read as one recording (gpu_triage.fleet_history.compare)."""
+    from gpu_triage.fleet_history.compare import compare_datasets
 
     force = getattr(args, "progress", False)
     result = compare_datasets(args.before, args.after, config, lambda label: progress_reporter(label, force=force))

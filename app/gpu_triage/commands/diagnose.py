@@ -28,7 +28,7 @@ def run_diagnose(args: argparse.Namespace, config: Any) -> int:
     tl = diagnose_trace(src, config.thresholds, config.window_s, progress, getattr(args, "resolution", None))
     for w in tl.warnings:
         print(f"gpu-triage: {clean(str(path))}: {clean(w)}", file=sys.stderr)
-    from gpu_triage.fleet.owners import owner_time
+    from gpu_triage.fleet_history.owners import owner_time
 
     owners = owner_time(path, tl.segments, tl.interval_s, src.file)  # whose time each bottleneck was, where recorded
     if getattr(args, "json", False):

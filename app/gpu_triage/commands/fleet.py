@@ -16,9 +16,9 @@ from collections.abc import Callable
 from gpu_triage.config import Config
 from gpu_triage.diagnosis.vocab import GPU_FAULT
 from gpu_triage.errors import UserError
-from gpu_triage.fleetview.client import MAX_EXPORTERS, ExporterTarget, Fleet, PrometheusTarget, Target
-from gpu_triage.fleetview.model import OK, HostRow
-from gpu_triage.fleetview.render import table, to_json
+from gpu_triage.fleet_live.client import MAX_EXPORTERS, ExporterTarget, Fleet, PrometheusTarget, Target
+from gpu_triage.fleet_live.model import OK, HostRow
+from gpu_triage.fleet_live.render import table, to_json
 from gpu_triage.openfiles import open_input
 from gpu_triage.safetext import clip
 

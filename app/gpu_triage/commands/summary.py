@@ -12,7 +12,7 @@ from typing import Any
 
 from gpu_triage.commands.progress import progress_reporter
 from gpu_triage.config import Config
-from gpu_triage.fleet.summary import WINDOW_S, summarise
+from gpu_triage.fleet_history.summary import WINDOW_S, summarise
 from gpu_triage.safetext import clean, clean_tree
 from gpu_triage.trace.stream import unfinished_line
 

@@ -51,7 +51,7 @@ def render_text(result: dict[str, Any], show_all: bool = False) -> str:  # noqa:
         if f.get("repeated_ticks"):  # a dataset side whose files repeat ticks (copies): each counted once
             gaps += f", {f['repeated_ticks']} repeated ticks left out"
         files = ""
-        if "files" in f:  # a dataset side (gpu_triage.fleet.compare)
+        if "files" in f:  # a dataset side (gpu_triage.fleet_history.compare)
             hosts = f["hosts"]
             files = (f"{f['files']} file{'s' * (f['files'] != 1)} from "
                      f"{hosts[0] if len(hosts) == 1 else f'{len(hosts)} hosts'}, ")

@@ -3,7 +3,7 @@
 Pure: one judged tick's verdict (its bottleneck and the cards it names), the tick's cards with their GPU-Util,
 and the tick's seconds in; the GPU-seconds lost out. The exporter's counter (``gpu_triage_gpu_lost_seconds_total``)
 adds this up tick by tick; the fleet's summary computes the same on a recording's columns
-(:mod:`gpu_triage.fleet.lost`, checked against this one in the tests).
+(:mod:`gpu_triage.fleet_history.lost`, checked against this one in the tests).
 
 - A tick whose verdict names no bottleneck (``none``, no verdict yet) loses nothing: idle cards no job holds are
   the scheduler's business, not a bottleneck's.

@@ -5,5 +5,5 @@
   :mod:`.compact_types` what its steps share, :mod:`.compact_day` one day, :mod:`.flat` the tables,
   :mod:`.compact_fs` the link-proof file steps; :mod:`.retention` what ``--keep`` removes.
 
-What the stored history says (``diagnose DIR --summary``, ``compare DIR``) is :mod:`gpu_triage.fleet`.
+What the stored history says (``diagnose DIR --summary``, ``compare DIR``) is :mod:`gpu_triage.fleet_history`.
 """

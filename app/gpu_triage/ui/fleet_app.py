@@ -1,6 +1,6 @@
 """``gpu-triage fleet``'s screen: one row per host, what needs a human first; Enter opens a host.
 
-The screen never touches the network: :class:`~gpu_triage.fleetview.client.Fleet` fetches in its own
+The screen never touches the network: :class:`~gpu_triage.fleet_live.client.Fleet` fetches in its own
 threads and publishes a snapshot, which this app reads on a timer and draws when it changed. Every string
 drawn came through ``safetext.clip`` and is drawn as plain text (rich ``Text``, never markup), so a
 label holding ``[bold]`` or an escape sequence is shown as the characters it is.
@@ -20,9 +20,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from gpu_triage.diagnosis.vocab import GPU_FAULT
-from gpu_triage.fleetview.client import Fleet, FleetSnapshot
-from gpu_triage.fleetview.model import DOWN, OK, SORTS, STALE, HostRow, matches
-from gpu_triage.fleetview.render import cells, columns, detail_lines, fit, summary_line
+from gpu_triage.fleet_live.client import Fleet, FleetSnapshot
+from gpu_triage.fleet_live.model import DOWN, OK, SORTS, STALE, HostRow, matches
+from gpu_triage.fleet_live.render import cells, columns, detail_lines, fit, summary_line
 from gpu_triage.ui import palette
 
 POLL_S = 0.5  # how often the screen looks for a new snapshot (a dict read: no network here)

@@ -46,7 +46,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(call: Invocation) -> int:
-    from gpu_triage.fleet.summary import is_dataset_spec
+    from gpu_triage.fleet_history.summary import is_dataset_spec
 
     paths = call.args.file
     if call.args.summary or len(paths) > 1 or is_dataset_spec(paths[0]):

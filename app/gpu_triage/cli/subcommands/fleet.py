@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from gpu_triage.cli import values
 from gpu_triage.cli.command import Command, Invocation
-from gpu_triage.fleetview import EXIT_HELP, KEYS_HELP, SORT_ORDER_HELP
+from gpu_triage.fleet_live import EXIT_HELP, KEYS_HELP, SORT_ORDER_HELP
 
 if TYPE_CHECKING:
-    from gpu_triage.fleetview.client import Fleet
+    from gpu_triage.fleet_live.client import Fleet
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:

@@ -58,8 +58,8 @@ from gpu_triage.compare.runs import (
 )
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.onefile import host_of, skip_reason
-from gpu_triage.fleet.summary import dataset_files, leftovers, none_of
+from gpu_triage.fleet_history.onefile import host_of, skip_reason
+from gpu_triage.fleet_history.summary import dataset_files, leftovers, none_of
 from gpu_triage.offline.judge import MAX_POINTS
 from gpu_triage.offline.timeline import Timeline, diagnose_trace
 from gpu_triage.safetext import clean

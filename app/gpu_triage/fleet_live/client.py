@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpu_triage.fleetview.fetch import COLLECTOR_PAUSED
-from gpu_triage.fleetview.fetch import FetchError as FetchError
-from gpu_triage.fleetview.fetch import http_get as http_get
-from gpu_triage.fleetview.model import METRICS, HostRow, build_row, order_rows
-from gpu_triage.fleetview.samples import (
+from gpu_triage.fleet_live.fetch import COLLECTOR_PAUSED
+from gpu_triage.fleet_live.fetch import FetchError as FetchError
+from gpu_triage.fleet_live.fetch import http_get as http_get
+from gpu_triage.fleet_live.model import METRICS, HostRow, build_row, order_rows
+from gpu_triage.fleet_live.samples import (
     HostCap,
     HostData,
     PrometheusError,

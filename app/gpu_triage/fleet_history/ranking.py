@@ -1,8 +1,8 @@
 """What to fix first: the summary's hosts and owners ranked by GPU-hours lost, each with the bottleneck that lost
 the most and its knob, and each host's worst episodes (adjacent 5-minute windows of one bottleneck, merged).
 
-Pure polars over the frames the files' parts add up to (:mod:`gpu_triage.fleet.summary`); GPU-seconds lost are
-:mod:`gpu_triage.diagnosis.lost`'s, counted per tick by :mod:`gpu_triage.fleet.lost`.
+Pure polars over the frames the files' parts add up to (:mod:`gpu_triage.fleet_history.summary`); GPU-seconds lost are
+:mod:`gpu_triage.diagnosis.lost`'s, counted per tick by :mod:`gpu_triage.fleet_history.lost`.
 """
 
 from __future__ import annotations

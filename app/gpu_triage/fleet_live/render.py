@@ -9,9 +9,9 @@ from typing import Any
 
 from gpu_triage.diagnosis.knobs import knob
 from gpu_triage.diagnosis.verdict import confidence_word
-from gpu_triage.fleetview.client import FleetSnapshot
-from gpu_triage.fleetview.model import OK, Card, HostRow
-from gpu_triage.fleetview.samples import MAX_HOSTS
+from gpu_triage.fleet_live.client import FleetSnapshot
+from gpu_triage.fleet_live.model import OK, Card, HostRow
+from gpu_triage.fleet_live.samples import MAX_HOSTS
 from gpu_triage.units import short_bytes
 
 NA = "n/a"

@@ -1,7 +1,7 @@
 """GPU-seconds lost per tick of one recording, on its columns: :func:`gpu_triage.diagnosis.lost.lost_gpu_seconds`
 (the one definition, which the exporter's counter adds up tick by tick) over a file's Arrow table at once.
 
-The table holds the cards' ``index`` and ``util_pct`` leaves (:mod:`gpu_triage.fleet.perfile` reads only those);
+The table holds the cards' ``index`` and ``util_pct`` leaves (:mod:`gpu_triage.fleet_history.perfile` reads only those);
 each row's verdict is given as its bottleneck, the cards it names and the tick's seconds.
 """
 

@@ -1,8 +1,8 @@
 """``gpu-triage diagnose DIR --summary`` (or globs, several): the hosts and owners ranked by GPU-hours lost
-(:mod:`gpu_triage.fleet.ranking`), then per host the share of time in each bottleneck, whose time it was and the
+(:mod:`gpu_triage.fleet_history.ranking`), then per host the share of time in each bottleneck, whose time it was and the
 worst episodes, over a fleet's dataset (see :mod:`gpu_triage.storage.dataset`), in a period or all of it.
 
-Each file gives its share as small sums (:mod:`gpu_triage.fleet.perfile`, in worker processes when there are
+Each file gives its share as small sums (:mod:`gpu_triage.fleet_history.perfile`, in worker processes when there are
 many), added up here, so memory does not grow with the dataset:
 
 1. **Verdicts.** Where the recorder stored them (trace v3's ``verdict`` on every tick), read in columns,
@@ -12,7 +12,7 @@ many), added up here, so memory does not grow with the dataset:
    data on exactly the window the dashboard's :class:`~gpu_triage.window.RollingWindow` would hold at that
    tick, each standing for the ticks since the previous one (a gap in the recording ends a span: it is
    nobody's time). The summary says how many files it recomputed and how long that took. Each tick's
-   GPU-seconds lost (:mod:`gpu_triage.fleet.lost`) count with its verdict.
+   GPU-seconds lost (:mod:`gpu_triage.fleet_history.lost`) count with its verdict.
 2. **Utilisation**: mean GPU-Util per :data:`WINDOW_S` window while a job held the cards, from the cards'
    ``util_pct``, ``mem_used_bytes`` and ``mem_total_bytes`` alone (:func:`util_rows`). The worst episodes are
    runs of adjacent windows of one most-given bottleneck, the most GPU-hours lost first. docs/recording.md
@@ -37,8 +37,8 @@ from typing import Any
 
 from gpu_triage.config import Config
 from gpu_triage.errors import UserError
-from gpu_triage.fleet.onefile import STRIDE_S as STRIDE_S
-from gpu_triage.fleet.owners import owner_shares
+from gpu_triage.fleet_history.onefile import STRIDE_S as STRIDE_S
+from gpu_triage.fleet_history.owners import owner_shares
 from gpu_triage.safetext import clean, clip
 from gpu_triage.storage.dataset import is_directory, is_recording_path
 
@@ -197,7 +197,7 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
     files (default: one per core when the work is worth starting them)."""
     import polars as pl
 
-    from gpu_triage.fleet.ranking import episodes, host_ranking, owner_ranking
+    from gpu_triage.fleet_history.ranking import episodes, host_ranking, owner_ranking
 
     specs = [spec] if isinstance(spec, str) else list(spec)
     source = ", ".join(specs)
@@ -261,7 +261,7 @@ def _readable_parts(files: list[Path], source: str, config: Config, progress: An
     """The files' parts, and the files left out with why: one damaged or foreign file does not sink a fleet's
     summary, but a source none of whose files can be read is one clear error (UserError) rather than an empty
     summary."""
-    from gpu_triage.fleet.perfile import FilePart, all_parts
+    from gpu_triage.fleet_history.perfile import FilePart, all_parts
 
     skipped: list[dict[str, str]] = []
     foreign: list[Path] = []
@@ -294,7 +294,7 @@ def _readable_parts(files: list[Path], source: str, config: Config, progress: An
 def _host_entry(pl: Any, entry: dict[str, Any], shares: Any, files: int, per_owner: dict[str, Any],
                 worst: Any) -> dict[str, Any]:
     """One host's part of the summary, from its row of the ranking and its rows of the fleet's frames."""
-    from gpu_triage.fleet.ranking import episode_rows
+    from gpu_triage.fleet_history.ranking import episode_rows
 
     host = entry["host"]
     mine = shares.filter(pl.col("host") == host)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from gpu_triage.fleetview.samples import Sample
+from gpu_triage.fleet_live.samples import Sample
 from gpu_triage.safetext import clip
 
 # Labels that name whose work a card runs, on any series that carries them (an owner info metric, the

@@ -87,7 +87,7 @@ def owner_ticks(path: Path, host: str, lf: Any = None, file: BinaryIO | None = N
 def owner_shares(table: Any) -> dict[str, dict[str, Any]]:
     """host -> owner -> {"seconds", "gpu_hours_lost", "bottlenecks": {bottleneck: share}} from the seconds (and
     GPU-seconds lost) each file's verdicts counted for the owners of their ticks (host, owner, bottleneck, seconds,
-    lost_s: :mod:`gpu_triage.fleet.perfile`);
+    lost_s: :mod:`gpu_triage.fleet_history.perfile`);
     ticks with no owner are not in it."""
     import polars as pl
 
@@ -174,7 +174,7 @@ def with_ts(pl: Any, table: Any, per_row: Any) -> Any:
 
 
 def owners_per_row(pl: Any, table: Any) -> Any:
-    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet.owners.
+    """Each row's owners (a String Series, null where none), named as :func:`gpu_triage.fleet_history.owners.
     owner_ticks` names them (its GPU processes' owners, sorted, joined by " + "), computed on the processes'
     dictionary codes: each distinct combination of owner fields is named once by ProcSample.owner(), each
     tick's set of owners is a bit set OR-ed over its processes. None: no owner at all; NotImplemented: a file

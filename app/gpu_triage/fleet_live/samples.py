@@ -1,7 +1,7 @@
 """The fleet view's samples, pure: what a scrape of an exporter (:func:`parse_exposition`) or a Prometheus
 instant query (:func:`parse_vector`) becomes, a name, its labels and a value each, grouped by host
 (:func:`group_by_host`). Both inputs are someone else's text: numbers that are not finite are None, and a
-host's series are capped. :mod:`gpu_triage.fleetview.model` reads them into rows.
+host's series are capped. :mod:`gpu_triage.fleet_live.model` reads them into rows.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
+from gpu_triage.fleet_live import SORT_ORDER_HELP as SORT_ORDER_HELP
 from gpu_triage.safetext import clip
 
 MAX_SERIES_PER_HOST = 20_000  # samples kept per host; the rest are dropped and said

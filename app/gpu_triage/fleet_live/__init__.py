@@ -1,5 +1,5 @@
 """The fleet, live: the data side of ``gpu-triage fleet`` (without its screen), scraping many hosts' exporters or
-a Prometheus now. Its other half, the stored history analysed after the fact, is :mod:`gpu_triage.fleet`.
+a Prometheus now. Its other half, the stored history analysed after the fact, is :mod:`gpu_triage.fleet_history`.
 
 * :mod:`.samples` is pure: what a scrape or a Prometheus answer becomes (samples, grouped by host).
 * :mod:`.model` is pure: the metric names it reads (one table), one row per host (verdict, cards busy,

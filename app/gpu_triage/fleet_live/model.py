@@ -1,7 +1,7 @@
 """The fleet view's model, pure: samples in, one sorted row per host out.
 
 A host's samples come from a scrape of its exporter or from a Prometheus instant query
-(:mod:`gpu_triage.fleetview.samples`); either way a sample is a name, its labels and a value, and
+(:mod:`gpu_triage.fleet_live.samples`); either way a sample is a name, its labels and a value, and
 :func:`build_row` reads them through :data:`METRICS`, the one table of the names the view understands.
 Each field lists the names it accepts, preferred first, so a metric renamed in the exporter (a gauge
 that becomes a ``_total`` counter) is read under its old and its new name, and following a rename is a
@@ -21,10 +21,10 @@ from typing import Any
 
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, is_healthy, severity
-from gpu_triage.fleetview import SORT_ORDER_HELP as SORT_ORDER_HELP
-from gpu_triage.fleetview.owners import owner_of as owner_of
-from gpu_triage.fleetview.owners import owner_text, owners_of
-from gpu_triage.fleetview.samples import HostData, Sample
+from gpu_triage.fleet_live import SORT_ORDER_HELP as SORT_ORDER_HELP
+from gpu_triage.fleet_live.owners import owner_of as owner_of
+from gpu_triage.fleet_live.owners import owner_text, owners_of
+from gpu_triage.fleet_live.samples import HostData, Sample
 from gpu_triage.safetext import clip
 
 # field -> accepted metric names, preferred first. Sample names as Prometheus stores them (a counter's

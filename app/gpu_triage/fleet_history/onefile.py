@@ -78,7 +78,8 @@ def _interval_of(src: Any) -> float:
 def util_rows(pl: Any, lf: Any, host: str, lo: datetime, hi: datetime) -> Any:
     """One file's (host, ts, util, mem_frac) rows, or None when its cards carry no GPU-Util or memory.
 
-    ``lf`` holds at least the file's ``ts`` and ``gpus`` (only the leaves read: :mod:`gpu_triage.fleet.perfile`).
+    ``lf`` holds at least the file's ``ts`` and ``gpus`` (only the leaves read:
+    :mod:`gpu_triage.fleet_history.perfile`).
     Read as the reader reads it: a value outside its range (GPU-Util past 100 %, a tick in year 9999) is no
     reading, a string or null-typed column is cast or left out. One scan of the whole dataset raised on the
     first file whose types differed from the others (a polars SchemaError traceback), and a year-9999 tick

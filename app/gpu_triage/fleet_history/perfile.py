@@ -12,7 +12,7 @@ metadata's ``verdicts``: the window and a digest of the thresholds, :func:`gpu_t
 settings_fit`; a file recorded before that key existed: only under the default settings), so that
 ``--window`` and ``--config`` change every file's reading, not only the recomputed ones'.
 A file without them on every tick (v1/v2, a writer that does not diagnose, a tick whose diagnosis failed),
-or with verdicts judged with other settings, is recomputed as before (:func:`gpu_triage.fleet.summary.
+or with verdicts judged with other settings, is recomputed as before (:func:`gpu_triage.fleet_history.summary.
 file_verdicts`: a verdict every 30 s of data). GPU-Util and the owners are read in the same pass, only the
 Parquet leaves they need (``gpus``' ``util_pct``, ``mem_used_bytes``, ``mem_total_bytes``; ``procs``' owner
 fields), not whole list columns.
@@ -123,7 +123,7 @@ def _projected(path: Path, with_verdicts: bool, pf: Any = None) -> tuple[Any, di
     file already opened (its footer parsed once: a few milliseconds for the trace's 86 leaves)."""
     import pyarrow.parquet as pq
 
-    from gpu_triage.fleet.owners import OWNER_FIELDS
+    from gpu_triage.fleet_history.owners import OWNER_FIELDS
 
     pf = pf or pq.ParquetFile(open_input(path), pre_buffer=False)
     check_footer(pf, str(path))  # lists past the contract's limits: refused before anything is decoded
@@ -203,8 +203,8 @@ def file_part(path: Path, config: Config, use_stored: bool = True,
     import polars as pl
     import pyarrow.parquet as pq
 
-    from gpu_triage.fleet.lost import in_period, with_span_lost, with_stored_lost
-    from gpu_triage.fleet.onefile import file_verdicts, host_of, skip_reason
+    from gpu_triage.fleet_history.lost import in_period, with_span_lost, with_stored_lost
+    from gpu_triage.fleet_history.onefile import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
     pf = None
@@ -269,7 +269,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             aligned: bool = False) -> Any:
     """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick.
     ``aligned``: ``ticks`` are the table's rows in order (stored verdicts), so no join is needed."""
-    from gpu_triage.fleet.owners import owner_ticks, owners_per_row, with_ts
+    from gpu_triage.fleet_history.owners import owner_ticks, owners_per_row, with_ts
 
     if table is None:
         return None
@@ -301,7 +301,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
 
 def _util(pl: Any, path: Path, frame: Any, warnings: list[str]) -> Any:
     """GPU-Util summed per window over the ticks where a job held the cards, and their count."""
-    from gpu_triage.fleet.onefile import util_rows
+    from gpu_triage.fleet_history.onefile import util_rows
 
     if frame is None:
         return None
