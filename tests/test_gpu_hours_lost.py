@@ -42,12 +42,27 @@ def test_a_tick_loses_the_idle_share_of_the_cards_its_verdict_covers() -> None:
     assert lost_gpu_seconds(None, [], util, 2.0) == 0.0  # no verdict yet
     assert lost_gpu_seconds("data_pipeline", [1], util, 2.0) == pytest.approx(2.0 * 0.8)  # its own cards only
     assert lost_gpu_seconds("data_pipeline", [], util, 2.0) == pytest.approx(2.0 * (0.8 + 1.0))  # none named: all
-    # placement: the verdict names the busy card; the loss is the idle ones beside it (a card with no reading: 0)
+    # placement: the verdict names the busy card; the loss is the idle ones beside it (a card with no reading adds
+    # nothing: the sum over the cards that read, a floor)
     assert lost_gpu_seconds("placement", [0], util, 2.0) == pytest.approx(2.0 * (0.0 + 0.8 + 1.0))
     # a hang loses the whole tick on every card, whatever GPU-Util reads (its kernels spin)
     assert lost_gpu_seconds("hung_collective", [0], util, 2.0) == pytest.approx(2.0 * 4)
-    assert lost_gpu_seconds("data_pipeline", [1], {1: 250.0}, 2.0) == 0.0  # no card reads 250 %: no reading
-    assert lost_gpu_seconds("data_pipeline", [1], util, None) == 0.0
+    assert lost_gpu_seconds("data_pipeline", [1], util, None) == 0.0  # no time, nothing lost
+
+
+def test_a_tick_none_of_whose_covered_cards_reads_has_no_figure_not_zero() -> None:
+    """Unsupported GPU-Util (MIG, vGPU: None), NaN or a value no card reports: the tick's loss is unknown (None,
+    shown n/a), not 0; nothing lost where no bottleneck is named stays 0; a sum of figures is n/a only where it
+    knows of nothing lost beside an unknown."""
+    from gpu_triage.diagnosis.lost import total
+
+    assert lost_gpu_seconds("data_pipeline", [1], {1: 250.0}, 2.0) is None  # no card reads 250 %: no reading
+    assert lost_gpu_seconds("data_pipeline", [], {0: None, 1: float("nan")}, 2.0) is None
+    assert lost_gpu_seconds("placement", [0], {0: None, 1: None}, 2.0) is None
+    assert lost_gpu_seconds("data_pipeline", [3], {0: 10.0}, 2.0) is None  # it covers no card of the tick
+    assert lost_gpu_seconds("none", [0], {0: None}, 2.0) == 0.0 and lost_gpu_seconds(None, [], {0: None}, 2.0) == 0.0
+    assert lost_gpu_seconds("hung_collective", [0], {0: None}, 2.0) == pytest.approx(2.0)  # the whole tick
+    assert total([None, 0.0]) is None and total([None, 3.0]) == 3.0 and total([0.0, 0.0]) == 0.0
 
 
 def test_every_bottleneck_has_a_knob() -> None:
@@ -75,8 +90,8 @@ def test_the_summarys_columnar_count_is_the_definition_tick_by_tick_on_real_reco
     fast = lost_per_row(table, bottlenecks, named_lists(named), seconds)
     slow = [lost_gpu_seconds(b, n, {g.index: g.util_pct for g in t.gpus}, s)
             for b, n, t, s in zip(bottlenecks, named, ticks, seconds, strict=True)]
-    assert fast == pytest.approx(slow, abs=1e-6)
-    assert sum(slow) > 0 and pl.Series(bottlenecks).n_unique() > 2  # real losses under several verdicts
+    assert fast == pytest.approx([np.nan if v is None else v for v in slow], abs=1e-6, nan_ok=True)
+    assert sum(v or 0.0 for v in slow) > 0 and pl.Series(bottlenecks).n_unique() > 2  # real losses, several verdicts
 
 
 def test_real_recordings_lose_what_their_mechanism_says() -> None:

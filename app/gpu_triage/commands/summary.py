@@ -52,8 +52,13 @@ TOP = 10  # hosts and owners the text ranks, and hosts it details, unless --top 
 OWNERS_PER_HOST = 3  # owners a host's detail names (--json has them all)
 
 
-def _gpu_h(hours: float) -> str:
-    return f"{hours:,.2f} GPU-h"
+def _hours(hours: float | None) -> str:
+    """GPU-hours lost, or n/a where there is no figure (no covered card read GPU-Util: docs/diagnosis.md)."""
+    return "n/a" if hours is None else f"{hours:,.2f}"
+
+
+def _gpu_h(hours: float | None) -> str:
+    return f"{_hours(hours)} GPU-h"
 
 
 def _duration(seconds: float) -> str:
@@ -61,8 +66,8 @@ def _duration(seconds: float) -> str:
     return f"{m} min" if m < 120 else f"{m // 60} h {m % 60:02d} min"
 
 
-def _share_of(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.1f} %" if whole > 0 else "n/a"
+def _share_of(part: float | None, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if part is not None and whole > 0 else "n/a"
 
 
 def ranking_lines(result: dict[str, Any], top: int) -> list[str]:
@@ -85,15 +90,21 @@ def ranking_lines(result: dict[str, Any], top: int) -> list[str]:
     return lines
 
 
+def _owner_order(kv: tuple[str, dict[str, Any]]) -> tuple[bool, float, float]:
+    """Most GPU-hours lost first, an owner of no figure after every figure, then the most time."""
+    lost = kv[1].get("gpu_hours_lost", 0.0)
+    return lost is None, -(lost or 0.0), -kv[1]["seconds"]
+
+
 def host_lines(host: str, h: dict[str, Any], tz: Any) -> list[str]:
     """One host's detail, only what matters: its time in each bottleneck on one line, its top owners, its worst
     episodes."""
     lines = [f"{host}: {_hms(h['seconds'])} of data in {h['files']} files, {_gpu_h(h['gpu_hours_lost'])} lost of "
              f"{h['gpu_hours']:,.2f} recorded ({_share_of(h['gpu_hours_lost'], h['gpu_hours'])})"]
     lines.append("  time: " + ", ".join(f"{clean(b)} {100 * v:.1f} %" for b, v in h["bottlenecks"].items()))
-    owners = sorted(h.get("owners", {}).items(), key=lambda kv: (-kv[1].get("gpu_hours_lost", 0.0), -kv[1]["seconds"]))
+    owners = sorted(h.get("owners", {}).items(), key=_owner_order)
     if owners:
-        shown = ", ".join(f"{clean(o[:40])} {_hms(v['seconds'])} ({v.get('gpu_hours_lost', 0.0):,.2f} GPU-h lost)"
+        shown = ", ".join(f"{clean(o[:40])} {_hms(v['seconds'])} ({_gpu_h(v.get('gpu_hours_lost', 0.0))} lost)"
                           for o, v in owners[:OWNERS_PER_HOST])
         more = f" +{len(owners) - OWNERS_PER_HOST} more" if len(owners) > OWNERS_PER_HOST else ""
         lines.append(f"  whose time: {shown}{more}")
@@ -134,7 +145,7 @@ def run_summary(args: argparse.Namespace, config: Config) -> int:
         when = (f", {at(since)} to {at(until)}" if since and until else f", since {at(since)}" if since
                 else f", before {at(until)}" if until else "")
     print(f"{result['source']}: {len(hosts)} host{'s' * (len(hosts) != 1)}, {result['files']} files{when}")
-    print(f"  GPU-hours lost: {result['gpu_hours_lost']:,.2f} of {result['gpu_hours']:,.2f} recorded "
+    print(f"  GPU-hours lost: {_hours(result['gpu_hours_lost'])} of {result['gpu_hours']:,.2f} recorded "
           f"({_share_of(result['gpu_hours_lost'], result['gpu_hours'])}; docs/diagnosis.md, \"GPU-hours lost\")")
     if result["recomputed_files"]:
         print(f"  {recomputed_line(result['recomputed_files'], result['files'], result['recompute_s'])}")

@@ -1,7 +1,8 @@
 """``gpu_triage_gpu_lost_seconds_total{bottleneck}``: the GPU-seconds each bottleneck lost since the exporter started
 (in base units, as promtool wants: /3600 for GPU-hours),
 added up by the monitor from each judged tick (:func:`gpu_triage.diagnosis.lost.lost_gpu_seconds`, the summary's
-definition too). Its own module: the collector's page is at the file-length cap."""
+definition too); a tick of no figure adds nothing there and its seconds to
+``gpu_triage_gpu_lost_unmeasured_seconds_total``. Its own module: the collector's page is at the file-length cap."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ LOST_DOC = ("GPU-seconds lost since the exporter started, per bottleneck: each j
 #: Every bottleneck a verdict can lose time to: each series exists from the first tick (at 0), so increase()
 #: counts a bottleneck's first loss too; a bounded set (the vocabulary), never a pid or a name.
 LOST_BOTTLENECKS = tuple(b for b in SEVERITY if b not in (GPU_FAULT, Bottleneck.NONE))
+UNMEASURED_DOC = ("Seconds of judged ticks whose verdict named a bottleneck but none of the cards it covers reads "
+                  "GPU-Util: their GPU-seconds lost are unknown, not added to gpu_triage_gpu_lost_seconds_total "
+                  "(a total still at 0 beside this is n/a, not 0)")
 
 
 def lost(snap: Snapshot) -> Iterator[Metric]:
@@ -28,3 +32,6 @@ def lost(snap: Snapshot) -> Iterator[Metric]:
     for b in (*LOST_BOTTLENECKS, *sorted(set(snap.lost_gpu_s) - set(LOST_BOTTLENECKS))):
         counter.add_metric([str(b)], snap.lost_gpu_s.get(b, 0.0))
     yield counter
+    unmeasured = CounterMetricFamily(f"{PREFIX}_gpu_lost_unmeasured_seconds", UNMEASURED_DOC)
+    unmeasured.add_metric([], snap.unmeasured_s)
+    yield unmeasured

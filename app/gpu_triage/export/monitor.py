@@ -48,6 +48,9 @@ class Snapshot:
     net_totals: dict[str, dict[str, float]] = field(default_factory=dict)
     # GPU-seconds lost per bottleneck since the monitor started, each judged tick's (diagnosis/lost.py)
     lost_gpu_s: dict[str, float] = field(default_factory=dict)
+    # seconds of the ticks whose loss has no figure (a bottleneck, and no covered card reads GPU-Util): not
+    # added to lost_gpu_s as a 0, counted here so that a reader can tell "lost nothing" from "cannot say"
+    unmeasured_s: float = 0.0
 
 
 #: Per card: what accumulates into a counter, (tick field, counter key). The link rates are the deltas of
@@ -110,6 +113,7 @@ class Monitor:
         self._lock = threading.RLock()  # ingest publishes under it
         self._totals = _Totals()
         self._lost: dict[str, float] = {}
+        self._unmeasured = 0.0
         self.snapshot = Snapshot(host=host, source=source_name)
 
     def ingest(self, tick: Tick, status: SourceStatus | None = None, *, fresh: bool = False) -> Snapshot:
@@ -138,7 +142,9 @@ class Monitor:
             if raw is not None:
                 util = {g.index: g.util_pct for g in tick.gpus if g.index not in lost}
                 gone = lost_gpu_seconds(str(raw.bottleneck), raw.gpus, util, tick.interval_s)
-                if gone > 0:
+                if gone is None:
+                    self._unmeasured += tick.interval_s or 0.0  # None only where the tick has seconds
+                elif gone > 0:
                     self._lost[str(raw.bottleneck)] = self._lost.get(str(raw.bottleneck), 0.0) + gone
             fault = status.fault()
             fault_since = None if fault is None else prev.fault_since if fault == prev.fault else t
@@ -159,5 +165,6 @@ class Monitor:
                 gpu_totals=gpu_totals,
                 net_totals=net_totals,
                 lost_gpu_s=dict(self._lost),
+                unmeasured_s=self._unmeasured,
             )
             return self.snapshot

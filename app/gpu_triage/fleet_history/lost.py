@@ -2,7 +2,9 @@
 (the one definition, which the exporter's counter adds up tick by tick) over a file's Arrow table at once.
 
 The table holds the cards' ``index`` and ``util_pct`` leaves (:mod:`gpu_triage.fleet_history.perfile` reads only those);
-each row's verdict is given as its bottleneck, the cards it names and the tick's seconds.
+each row's verdict is given as its bottleneck, the cards it names and the tick's seconds. A tick of no figure
+(the definition's None) is NaN in numpy and null in polars; :func:`lost_sum` adds them up as the definition's
+``total`` does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_triage.diagnosis.lost import MACHINE_WIDE, WHOLE_TICK
-from gpu_triage.diagnosis.vocab import Bottleneck
+from gpu_triage.diagnosis.vocab import Bottleneck, is_healthy
 
 _HEALTHY = (str(Bottleneck.NONE),)  # vocab.is_healthy's words, as a column test
 _KEY = 1 << 17  # a card index fits 16 bits (the trace's u16): row * _KEY + index is one key per (row, card)
@@ -43,17 +45,16 @@ def cards_of(table: Any) -> tuple[Any, Any, Any] | None:
 
 def lost_per_row(table: Any, bottleneck: Any, named: Named, seconds: Any) -> Any:
     """Each row's GPU-seconds lost (a float64 array of the table's length), from its verdict's ``bottleneck`` (one
-    per row, None where there is no verdict), the cards it names (:class:`Named`) and the tick's ``seconds``;
-    zeros when the table has no cards' GPU-Util. Vectorised: a day of 2 s ticks is 43,200 rows per file."""
+    per row, None where there is no verdict), the cards it names (:class:`Named`) and the tick's ``seconds``; NaN
+    where the verdict names a bottleneck and none of the cards it covers reads GPU-Util (the definition's None: a
+    table without the cards' GPU-Util too). Vectorised: a day of 2 s ticks is 43,200 rows per file."""
     import numpy as np
     import polars as pl
     import pyarrow.compute as pc
 
     n = table.num_rows
-    cards = cards_of(table)
-    if cards is None or n == 0:
-        return np.zeros(n)
-    rows, index, util = cards
+    secs = np.asarray(seconds, dtype=np.float64)
+    secs = np.where(np.isfinite(secs) & (secs > 0), secs, 0.0)
     # each distinct word judged once, then looked up by its dictionary code (a day's rows hold a handful)
     enc = pc.dictionary_encode(pl.Series("b", bottleneck, dtype=pl.String).to_arrow())
     code = np.asarray(pc.fill_null(enc.indices, -1), dtype=np.int64)
@@ -62,16 +63,20 @@ def lost_per_row(table: Any, bottleneck: Any, named: Named, seconds: Any) -> Any
     def flag(test: Any) -> Any:
         return np.asarray([test(w) for w in words], dtype=bool)[code]
 
-    healthy = flag(lambda w: not w or w in _HEALTHY)
+    healthy = flag(lambda w: not w or w in _HEALTHY) | (secs == 0)  # nothing judged lost, or no time to lose
+    cards = cards_of(table) if n else None
+    if cards is None:
+        return np.where(healthy, 0.0, np.nan)
+    rows, index, util = cards
     machine = flag(lambda w: w in MACHINE_WIDE)
     whole = flag(lambda w: w in WHOLE_TICK)
     every = machine[rows] | ~named.any[rows]
     cover = every | _named_card(named, rows, index)
+    reads = cover & (whole[rows] | ~np.isnan(util))  # a covered card whose share is known
     share = np.where(whole[rows], 1.0, np.where(np.isnan(util), 0.0, 1.0 - util / 100.0))
-    per_row = np.bincount(rows, weights=np.where(cover, share, 0.0), minlength=n)
-    secs = np.asarray(seconds, dtype=np.float64)
-    secs = np.where(np.isfinite(secs) & (secs > 0), secs, 0.0)
-    return np.where(healthy, 0.0, per_row * secs)
+    per_row = np.bincount(rows, weights=np.where(reads, share, 0.0), minlength=n)
+    read = np.bincount(rows, weights=reads, minlength=n) > 0
+    return np.where(healthy, 0.0, np.where(read, per_row * secs, np.nan))
 
 
 def _named_card(named: Named, rows: Any, index: Any) -> Any:
@@ -152,7 +157,8 @@ def with_stored_lost(pl: Any, table: Any, ticks: Any) -> Any:
     seconds = ticks["seconds"].to_numpy()
     lost = lost_per_row(table, bottleneck, named, seconds)
     gpu = card_counts(table) * np.where(np.isfinite(seconds), seconds, 0.0)
-    return ticks.with_columns(pl.Series("lost_s", lost, dtype=pl.Float64), pl.Series("gpu_s", gpu, dtype=pl.Float64))
+    return ticks.with_columns(pl.Series("lost_s", lost, dtype=pl.Float64, nan_to_null=True),
+                              pl.Series("gpu_s", gpu, dtype=pl.Float64))
 
 
 def with_span_lost(pl: Any, table: Any, ticks: Any, spans: Sequence[Any], meta: dict[bytes, bytes]) -> Any:
@@ -164,7 +170,8 @@ def with_span_lost(pl: Any, table: Any, ticks: Any, spans: Sequence[Any], meta: 
     from gpu_triage.trace.batches import as_float, meta_interval
 
     n = len(spans)
-    lost: Any = np.zeros(n)
+    # no table (its GPU-Util unreadable): a span judged under a bottleneck has no figure
+    lost: Any = np.asarray([0.0 if is_healthy(s.bottleneck) else np.nan for s in spans], dtype=np.float64)
     gpu: Any = np.zeros(n)
     us = _row_us(pl, table)
     if us is not None and n:
@@ -182,9 +189,22 @@ def with_span_lost(pl: Any, table: Any, ticks: Any, spans: Sequence[Any], meta: 
         names = np.asarray([bool(s.gpus) for s in spans], dtype=bool)[span]
         per_row = lost_per_row(table, pl.Series(words, dtype=pl.String).scatter(np.flatnonzero(~inside), None),
                                Named(span, ids, cards, names), secs)
-        lost = np.bincount(at[inside], weights=per_row[inside], minlength=n)[:n]
+        known = inside & ~np.isnan(per_row)
+        lost = np.bincount(at[known], weights=per_row[known], minlength=n)[:n]
+        unknown = np.bincount(at[inside & np.isnan(per_row)], minlength=n)[:n] > 0
+        lost = np.where(unknown & (lost <= 0), np.nan, lost)  # diagnosis.lost.total, per span
         gpu = np.bincount(at[inside], weights=(card_counts(table) * secs)[inside], minlength=n)[:n]
-    return ticks.with_columns(pl.Series("lost_s", lost, dtype=pl.Float64), pl.Series("gpu_s", gpu, dtype=pl.Float64))
+    return ticks.with_columns(pl.Series("lost_s", lost, dtype=pl.Float64, nan_to_null=True),
+                              pl.Series("gpu_s", gpu, dtype=pl.Float64))
+
+
+def lost_sum(pl: Any, col: str = "lost_s") -> Any:
+    """The polars aggregation of GPU-seconds lost that :func:`gpu_triage.diagnosis.lost.total` is: the sum of
+    the known figures (null: unknown), null where one is unknown and the known ones lost nothing. It composes:
+    the sums of groups summed again give the sum over all."""
+    lost = pl.col(col)
+    return (pl.when(lost.is_null().any() & (lost.fill_null(0.0).sum() <= 0))
+            .then(pl.lit(None, dtype=pl.Float64)).otherwise(lost.sum()).alias(col))
 
 
 def _row_us(pl: Any, table: Any) -> Any:

@@ -85,27 +85,29 @@ def owner_ticks(path: Path, host: str, lf: Any = None, file: BinaryIO | None = N
 
 
 def owner_shares(table: Any) -> dict[str, dict[str, Any]]:
-    """host -> owner -> {"seconds", "gpu_hours_lost", "bottlenecks": {bottleneck: share}} from the seconds (and
-    GPU-seconds lost) each file's verdicts counted for the owners of their ticks (host, owner, bottleneck, seconds,
-    lost_s: :mod:`gpu_triage.fleet_history.perfile`);
-    ticks with no owner are not in it."""
+    """host -> owner -> {"seconds", "gpu_hours_lost" (None: no figure), "bottlenecks": {bottleneck: share}} from
+    the seconds (and GPU-seconds lost) each file's verdicts counted for the owners of their ticks (host, owner,
+    bottleneck, seconds, lost_s: :mod:`gpu_triage.fleet_history.perfile`); ticks with no owner are not in it."""
     import polars as pl
+
+    from gpu_triage.fleet_history.lost import lost_sum
 
     if table.height == 0:
         return {}
     if "lost_s" not in table.columns:
         table = table.with_columns(pl.lit(0.0).alias("lost_s"))
+    table = table.group_by("host", "owner", "bottleneck").agg(pl.col("seconds").sum(), lost_sum(pl))
+    totals = table.group_by("host", "owner").agg(pl.col("seconds").sum().alias("total"),
+                                                 lost_sum(pl).alias("lost"))
     table = (
-        table.group_by("host", "owner", "bottleneck")
-        .agg(pl.col("seconds", "lost_s").sum())
-        .with_columns(pl.col("seconds").sum().over("host", "owner").alias("total"),
-                      pl.col("lost_s").sum().over("host", "owner").alias("lost"))
+        table.join(totals, on=["host", "owner"])
         .sort(["host", "total", "seconds", "owner", "bottleneck"], descending=[False, True, True, False, False])
     )
     out: dict[str, dict[str, Any]] = {}
     for r in table.iter_rows(named=True):
+        lost = None if r["lost"] is None else round(r["lost"] / 3600, 4)  # None: no figure ("n/a")
         entry = out.setdefault(r["host"], {}).setdefault(
-            r["owner"], {"seconds": r["total"], "gpu_hours_lost": round(r["lost"] / 3600, 4), "bottlenecks": {}})
+            r["owner"], {"seconds": r["total"], "gpu_hours_lost": lost, "bottlenecks": {}})
         entry["bottlenecks"][r["bottleneck"]] = round(r["seconds"] / r["total"], 4) if r["total"] else 0.0
     return out
 

@@ -48,7 +48,9 @@ class FilePart:
     host: str
     stored: bool  # its verdicts were read, not recomputed
     seconds: float  # wall time this file took (the recomputation's cost is said in the summary)
-    bottlenecks: Any  # (bottleneck, seconds, lost_s, gpu_s): lost_s GPU-seconds lost (fleet.lost), gpu_s recorded
+    # (bottleneck, seconds, lost_s, gpu_s): lost_s GPU-seconds lost (fleet_history.lost; null: no figure), gpu_s
+    # recorded
+    bottlenecks: Any
     modes: Any  # (ts: the window's start, bottleneck, seconds, lost_s)
     owners: Any  # (owner, bottleneck, seconds, lost_s) or None
     util: Any  # (ts: the window's start, util_sum, ticks) or None
@@ -203,7 +205,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True,
     import polars as pl
     import pyarrow.parquet as pq
 
-    from gpu_triage.fleet_history.lost import in_period, with_span_lost, with_stored_lost
+    from gpu_triage.fleet_history.lost import in_period, lost_sum, with_span_lost, with_stored_lost
     from gpu_triage.fleet_history.onefile import file_verdicts, host_of, skip_reason
 
     began = time.perf_counter()
@@ -247,7 +249,7 @@ def file_part(path: Path, config: Config, use_stored: bool = True,
         table is not None) else None
     return FilePart(
         str(path), host, stored, time.perf_counter() - began,
-        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds", "lost_s", "gpu_s").sum()),
+        bottlenecks=ticks.group_by("bottleneck").agg(pl.col("seconds", "gpu_s").sum(), lost_sum(pl)),
         modes=_by_window(pl, ticks),
         owners=_owners(pl, path, table, ticks, warnings, aligned=stored),
         util=_util(pl, path, frame, warnings),
@@ -261,14 +263,17 @@ def _first_line(exc: BaseException) -> str:
 
 def _by_window(pl: Any, ticks: Any) -> Any:
     """Seconds per bottleneck in each window, keyed by the window its verdict's tick falls in."""
+    from gpu_triage.fleet_history.lost import lost_sum
+
     return (ticks.group_by(pl.col("end").dt.truncate(WINDOW).alias("ts"), "bottleneck")
-            .agg(pl.col("seconds", "lost_s").sum()))
+            .agg(pl.col("seconds").sum(), lost_sum(pl)))
 
 
 def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             aligned: bool = False) -> Any:
     """Seconds per (owner, bottleneck): each verdict's seconds counted for the owners of its tick.
     ``aligned``: ``ticks`` are the table's rows in order (stored verdicts), so no join is needed."""
+    from gpu_triage.fleet_history.lost import lost_sum
     from gpu_triage.fleet_history.owners import owner_ticks, owners_per_row, with_ts
 
     if table is None:
@@ -281,7 +286,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
             return None
         elif aligned:
             return (ticks.with_columns(per_row.alias("owner")).filter(pl.col("owner").is_not_null())
-                    .group_by("owner", "bottleneck").agg(pl.col("seconds", "lost_s").sum()))
+                    .group_by("owner", "bottleneck").agg(pl.col("seconds").sum(), lost_sum(pl)))
         else:
             owners = with_ts(pl, table, per_row)
     except pl.exceptions.PolarsError as exc:
@@ -295,7 +300,7 @@ def _owners(pl: Any, path: Path, table: Any, ticks: Any, warnings: list[str], *,
                    tolerance="1ms", check_sortedness=False)
         .filter(pl.col("owner").is_not_null())
         .group_by("owner", "bottleneck")
-        .agg(pl.col("seconds", "lost_s").sum())
+        .agg(pl.col("seconds").sum(), lost_sum(pl))
     )
 
 

@@ -16,60 +16,77 @@ WORST = 3  # worst episodes kept per host
 WINDOW_US = 300_000_000  # the windows' length (perfile.WINDOW), in microseconds
 
 
-def _h(seconds: float) -> float:
-    return round(seconds / 3600.0, 4)
+def _h(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 3600.0, 4)
 
 
 def _ranked(pl: Any, table: Any, key: str) -> Any:
-    """Per ``key``: GPU-seconds lost and seconds in all, the bottleneck that lost the most (by time where none
-    lost anything) and its share of the loss, worst first."""
-    per = table.group_by(key, "bottleneck").agg(pl.col("seconds", "lost_s").sum())
-    top = (per.sort(["lost_s", "seconds", "bottleneck"], descending=[True, True, False])
+    """Per ``key``: GPU-seconds lost (null: no figure, :func:`~gpu_triage.fleet_history.lost.lost_sum`) and
+    seconds in all, the bottleneck that lost the most (where none lost anything: the one of no figure, else by
+    time) and its share of the loss, worst first and those of no figure after every figure."""
+    from gpu_triage.fleet_history.lost import lost_sum
+
+    per = table.group_by(key, "bottleneck").agg(pl.col("seconds").sum(), lost_sum(pl))
+    top = (per.sort([pl.col("lost_s").fill_null(0.0), pl.col("lost_s").is_null(), "seconds", "bottleneck"],
+                    descending=[True, True, True, False])
            .group_by(key, maintain_order=True).first()
            .select(key, "bottleneck", pl.col("lost_s").alias("top_lost")))
-    totals = per.group_by(key).agg(pl.col("lost_s").sum(), pl.col("seconds").sum())
-    return (totals.join(top, on=key).sort(["lost_s", key], descending=[True, False]))
+    totals = per.group_by(key).agg(lost_sum(pl), pl.col("seconds").sum())
+    return totals.join(top, on=key)
+
+
+def _worst_first(pl: Any, table: Any, key: str) -> Any:
+    return table.sort(["lost_s", key], descending=[True, False], nulls_last=True)
+
+
+def _top(r: dict[str, Any]) -> tuple[str, float | None]:
+    """The row's bottleneck (``none`` where nothing was lost; the one of no figure where there is none) and its
+    share of the loss (None: no figure)."""
+    lost = r["lost_s"]
+    if lost is None:
+        return r["bottleneck"], None
+    return (r["bottleneck"] if lost > 0 else "none"), (round(r["top_lost"] / lost, 4) if lost > 0 else 0.0)
 
 
 def host_ranking(pl: Any, bottlenecks: Any) -> list[dict[str, Any]]:
-    """Every host, most GPU-hours lost first: ``bottlenecks`` is (host, bottleneck, seconds, lost_s, gpu_s)."""
+    """Every host, most GPU-hours lost first, those of no figure (None) last: ``bottlenecks`` is (host,
+    bottleneck, seconds, lost_s, gpu_s)."""
     gpu = bottlenecks.group_by("host").agg(pl.col("gpu_s").sum())
     out = []
-    for r in _ranked(pl, bottlenecks, "host").join(gpu, on="host").sort(
-            ["lost_s", "host"], descending=[True, False]).iter_rows(named=True):
-        b = r["bottleneck"] if r["lost_s"] > 0 else "none"
+    for r in _worst_first(pl, _ranked(pl, bottlenecks, "host").join(gpu, on="host"), "host").iter_rows(named=True):
+        b, share = _top(r)
         out.append({"host": r["host"], "gpu_hours_lost": _h(r["lost_s"]), "gpu_hours": _h(r["gpu_s"]),
-                    "bottleneck": b, "share_of_lost": round(r["top_lost"] / r["lost_s"], 4) if r["lost_s"] else 0.0,
-                    "knob": knob(b)})
+                    "bottleneck": b, "share_of_lost": share, "knob": knob(b)})
     return out
 
 
 def owner_ranking(pl: Any, owners: Any) -> list[dict[str, Any]]:
-    """Every owner (a Slurm job, a pod, a container, a user) across hosts, most GPU-hours lost first: a job spread
-    over several hosts is one row, with its hosts. ``owners`` is (host, owner, bottleneck, seconds, lost_s)."""
+    """Every owner (a Slurm job, a pod, a container, a user) across hosts, most GPU-hours lost first, those of no
+    figure last: a job spread over several hosts is one row, with its hosts. ``owners`` is (host, owner,
+    bottleneck, seconds, lost_s)."""
     if owners.height == 0:
         return []
     hosts = owners.group_by("owner").agg(pl.col("host").unique().sort())
     out = []
-    for r in _ranked(pl, owners, "owner").join(hosts, on="owner").sort(
-            ["lost_s", "owner"], descending=[True, False]).iter_rows(named=True):
-        b = r["bottleneck"] if r["lost_s"] > 0 else "none"
+    for r in _worst_first(pl, _ranked(pl, owners, "owner").join(hosts, on="owner"), "owner").iter_rows(named=True):
+        b, share = _top(r)
         out.append({"owner": r["owner"], "hosts": r["host"], "gpu_hours_lost": _h(r["lost_s"]),
-                    "seconds": r["seconds"], "bottleneck": b,
-                    "share_of_lost": round(r["top_lost"] / r["lost_s"], 4) if r["lost_s"] else 0.0, "knob": knob(b)})
+                    "seconds": r["seconds"], "bottleneck": b, "share_of_lost": share, "knob": knob(b)})
     return out
 
 
 def episodes(pl: Any, modes: Any, util: Any) -> Any:
     """Each host's episodes: runs of adjacent windows whose most-given bottleneck is the same, merged, with their
-    GPU-hours lost and mean GPU-Util (over the ticks where a job held the cards), the
-    :data:`WORST` of each host first by GPU-hours lost, then by lowest GPU-Util; episodes of no bottleneck only
-    on a host that has nothing else. ``modes``: (host, ts, bottleneck,
-    seconds, lost_s); ``util``: (host, ts, util_pct, ticks)."""
-    per = modes.group_by("host", "ts", "bottleneck").agg(pl.col("seconds", "lost_s").sum())
+    GPU-hours lost (null: no figure) and mean GPU-Util (over the ticks where a job held the cards), the
+    :data:`WORST` of each host first by GPU-hours lost (no figure after every figure), then by lowest GPU-Util;
+    episodes of no bottleneck only on a host that has nothing else. ``modes``: (host, ts, bottleneck, seconds,
+    lost_s); ``util``: (host, ts, util_pct, ticks)."""
+    from gpu_triage.fleet_history.lost import lost_sum
+
+    per = modes.group_by("host", "ts", "bottleneck").agg(pl.col("seconds").sum(), lost_sum(pl))
     windows = (per.sort(["host", "ts", "seconds", "bottleneck"], descending=[False, False, True, False])
                .group_by("host", "ts", maintain_order=True)
-               .agg(pl.col("bottleneck").first(), pl.col("lost_s").sum(), pl.col("seconds").sum()))
+               .agg(pl.col("bottleneck").first(), lost_sum(pl), pl.col("seconds").sum()))
     windows = windows.join(util.select("host", "ts", "util_pct", "ticks"), on=["host", "ts"], how="left")
     us = pl.col("ts").dt.epoch("us")
     eps = (windows.sort("host", "ts")
@@ -78,7 +95,7 @@ def episodes(pl: Any, modes: Any, util: Any) -> Any:
            .with_columns(pl.col("new").cum_sum().over("host").alias("episode"))
            .group_by("host", "episode")
            .agg(pl.col("ts").min().alias("start"), pl.col("ts").max().alias("last"), pl.col("bottleneck").first(),
-                pl.col("lost_s").sum(), pl.col("seconds").sum(),
+                lost_sum(pl), pl.col("seconds").sum(),
                 ((pl.col("util_pct") * pl.col("ticks")).sum()
                  / pl.col("ticks").filter(pl.col("util_pct").is_not_null()).sum()).fill_nan(None).alias("util_pct"))
            # an episode of no bottleneck is worth showing only on a host that has no other (its lowest GPU-Util)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.config import Config
+from gpu_triage.diagnosis.lost import total
 from gpu_triage.errors import UserError
 from gpu_triage.fleet_history.onefile import STRIDE_S as STRIDE_S
 from gpu_triage.fleet_history.owners import owner_shares
@@ -197,6 +198,7 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
     files (default: one per core when the work is worth starting them)."""
     import polars as pl
 
+    from gpu_triage.fleet_history.lost import lost_sum
     from gpu_triage.fleet_history.ranking import episodes, host_ranking, owner_ranking
 
     specs = [spec] if isinstance(spec, str) else list(spec)
@@ -209,7 +211,7 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
     per_bottleneck = (
         _tagged(pl, parts, "bottlenecks")
         .group_by("host", "bottleneck")
-        .agg(pl.col("seconds", "lost_s", "gpu_s").sum())
+        .agg(pl.col("seconds", "gpu_s").sum(), lost_sum(pl))
     )
     shares = (
         per_bottleneck.filter(pl.col("seconds") > 0)
@@ -244,7 +246,8 @@ def summarise(spec: str | Sequence[str], config: Config, progress: Any = None, *
         "recompute_s": round(sum(p.seconds for p in recomputed), 1),
         # GPU-hours recorded and lost in the period (docs/diagnosis.md, "GPU-hours lost")
         "gpu_hours": round(sum(r["gpu_hours"] for r in ranking), 4),
-        "gpu_hours_lost": round(sum(r["gpu_hours_lost"] for r in ranking), 4),
+        # null: no figure (a tick none of whose covered cards reads GPU-Util, and nothing known lost: "n/a")
+        "gpu_hours_lost": _hours(total(r["gpu_hours_lost"] for r in ranking)),
         # what to fix first: every host, then every owner across hosts, most GPU-hours lost first
         "ranking": {"hosts": ranking, "owners": owner_ranking(pl, owners)},
         "hosts": {},
@@ -304,15 +307,20 @@ def _host_entry(pl: Any, entry: dict[str, Any], shares: Any, files: int, per_own
         "gpu_hours": entry["gpu_hours"],
         "gpu_hours_lost": entry["gpu_hours_lost"],
         "bottlenecks": {r["bottleneck"]: round(r["share"], 4) for r in mine.iter_rows(named=True)},
-        "lost_by_bottleneck": {r["bottleneck"]: round(r["lost_s"] / 3600, 4)
-                               for r in mine.sort("lost_s", descending=True).iter_rows(named=True)
-                               if r["lost_s"] > 0},
+        # each bottleneck that lost time, most first; null: one judged where no covered card reads GPU-Util
+        "lost_by_bottleneck": {r["bottleneck"]: None if r["lost_s"] is None else round(r["lost_s"] / 3600, 4)
+                               for r in mine.sort("lost_s", descending=True, nulls_last=True).iter_rows(named=True)
+                               if r["lost_s"] is None or r["lost_s"] > 0},
         # whose time it was: per owner of the GPU processes, its seconds and the share of them in each
         # bottleneck (empty for recordings without owners)
         "owners": per_owner.get(host, {}),
         # the worst episodes: adjacent 5-minute windows of one bottleneck merged, most GPU-hours lost first
         "worst_windows": episode_rows(pl, worst, host),
     }
+
+
+def _hours(h: float | None) -> float | None:
+    return None if h is None else round(h, 4)
 
 
 def _iso(when: datetime | None) -> str | None:

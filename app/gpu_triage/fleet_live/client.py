@@ -47,6 +47,7 @@ LOST_RANGE = "24h"  # from Prometheus the GPU-hours lost column is the counter's
 # after a server refused that increase (the heaviest query of a round: about 80,000 samples a host at a 15 s
 # scrape), how long the column stays n/a before it is asked again
 LOST_RETRY_S = 300.0
+UNMEASURED = ":unmeasured"  # the "lost" answer's bottleneck for the seconds of no figure: no bottleneck's word
 UP_LOOKBACK = "1h"  # without --match, every target of a scrape job that exported gpu_triage_build_info in this window
 
 
@@ -148,10 +149,11 @@ class PrometheusTarget:
         self.timeout_s = timeout_s
         self.left_out = 0  # hosts of the last answer past samples.MAX_HOSTS: counted, not shown
         self._lost_retry_at = 0.0  # a refused "lost" query is asked again from then on
-        names = [n for fld, accepted in METRICS.items() if fld not in ("up", "clock_reason", "time_lost")
-                 for n in accepted]
+        names = [n for fld, accepted in METRICS.items()
+                 if fld not in ("up", "clock_reason", "time_lost", "time_unmeasured") for n in accepted]
         regex = "|".join(names) + "|gpu_triage_.*owner.*"  # an owner metric under any future name
         sep = "," if self.match else ""
+        by = "job, instance, exported_job, exported_instance"
         self.queries = {
             "metrics": f'{{__name__=~"{regex}"{sep}{self.match}}}',
             "up": f"up{{{self.match}}}"
@@ -162,9 +164,11 @@ class PrometheusTarget:
             else "up and on(job, exported_job) group by (job, exported_job) "
             f"(last_over_time(gpu_triage_build_info[{UP_LOOKBACK}]))",
             "reasons": f"{METRICS['clock_reason'][0]}{{{self.match}}} == 1",
-            # the GPU-hours lost over the last LOST_RANGE, not since each exporter started (restarts reset that)
-            "lost": f"sum by (job, instance, exported_job, exported_instance, bottleneck) "
-            f"(increase({METRICS['time_lost'][0]}{{{self.match}}}[{LOST_RANGE}]))",
+            # the GPU-hours lost over the last LOST_RANGE, not since each exporter started (restarts reset that),
+            # and in the same answer the seconds of no figure over it, under a bottleneck no verdict names
+            "lost": f"sum by ({by}, bottleneck) (increase({METRICS['time_lost'][0]}{{{self.match}}}[{LOST_RANGE}]))"
+            f" or label_replace(sum by ({by}) (increase({METRICS['time_unmeasured'][0]}{{{self.match}}}"
+            f"[{LOST_RANGE}])), \"bottleneck\", \"{UNMEASURED}\", \"\", \"\")",
         }
 
     def query(
@@ -194,7 +198,7 @@ class PrometheusTarget:
             self.left_out = len(cap.left_out)
             name = METRICS["clock_reason"][0]
             samples += [Sample(name, s.labels, s.value) for s in reasons]  # `== 1` may or may not keep the name
-            samples += [Sample(METRICS["time_lost"][0], {**s.labels, "range": LOST_RANGE}, s.value) for s in lost]
+            samples += [_lost_sample(s) for s in lost]
             up = [Sample("up", s.labels, s.value) for s in up]
             return [build_row(h) for h in group_by_host(samples, up, when if when is not None else time.time())]
 
@@ -210,6 +214,15 @@ class PrometheusTarget:
             log.warning("the GPU-hours lost query failed, its column reads n/a: %s", err)
             self._lost_retry_at = time.monotonic() + LOST_RETRY_S
             return []
+
+
+def _lost_sample(s: Sample) -> Sample:
+    """One answer of the "lost" query as the exporter's own series: the counter's increase over LOST_RANGE, or
+    (its bottleneck UNMEASURED) the seconds of no figure over it."""
+    if s.labels.get("bottleneck") == UNMEASURED:
+        labels = {k: v for k, v in s.labels.items() if k != "bottleneck"}
+        return Sample(METRICS["time_unmeasured"][0], {**labels, "range": LOST_RANGE}, s.value)
+    return Sample(METRICS["time_lost"][0], {**s.labels, "range": LOST_RANGE}, s.value)
 
 
 # -- the refresher --------------------------------------------------------------------------------------------

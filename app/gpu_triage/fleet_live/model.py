@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_triage.diagnosis.lost import total
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.diagnosis.vocab import GPU_FAULT, SEVERITY, is_healthy, severity
 from gpu_triage.fleet_live import SORT_ORDER_HELP as SORT_ORDER_HELP
@@ -54,6 +55,8 @@ METRICS: dict[str, tuple[str, ...]] = {
     # GPU-seconds lost per bottleneck: the exporter's counter since it started; from Prometheus, its increase over
     # client.LOST_RANGE (the sample then carries a `range` label saying so)
     "time_lost": ("gpu_triage_gpu_lost_seconds_total",),
+    # seconds of ticks whose loss has no figure (no covered card reads GPU-Util): a loss still 0 beside them is n/a
+    "time_unmeasured": ("gpu_triage_gpu_lost_unmeasured_seconds_total",),
     "job_since_progress": ("gpu_triage_job_seconds_since_progress",),
     "owner": ("gpu_triage_owner_info", "gpu_triage_gpu_owner_info", "gpu_triage_process_gpu_memory_bytes"),
     "up": ("up",),
@@ -107,7 +110,9 @@ class HostRow:
     total: int | None = None
     util: float | None = None
     samples_per_s: float | None = None
-    gpu_hours_lost: float | None = None  # None: the exporter does not serve the counter (an older version)
+    # None: the exporter does not serve the counter (an older version), or it could measure nothing it counts (its
+    # covered cards read no GPU-Util) and knows of nothing lost: then lost_range says over what
+    gpu_hours_lost: float | None = None
     lost_bottleneck: str | None = None  # the bottleneck that lost the most of them
     lost_range: str | None = None  # over what: "since the exporter started", or Prometheus' range ("24h")
     owner: str | None = None
@@ -333,8 +338,10 @@ def _lost(idx: _Index) -> tuple[float | None, str | None, str | None]:
     if not per:
         return None, None, None
     top = max(sorted(per), key=per.__getitem__)
-    return (sum(per.values()) / 3600.0, top if per[top] > 0 else None,
-            f"over the last {clip(span, 10)}" if span else "since the exporter started")
+    where = f"over the last {clip(span, 10)}" if span else "since the exporter started"
+    unmeasured = sum(v for s in idx.all("time_unmeasured") if (v := _amount(s.value)) is not None)
+    lost = total([sum(per.values()), *([None] if unmeasured > 0 else [])])  # diagnosis.lost's rule: n/a, not 0
+    return None if lost is None else lost / 3600.0, top if per[top] > 0 else None, where
 
 
 def _unique_names(rows: list[HostRow]) -> list[HostRow]:

@@ -139,6 +139,8 @@ def detail_lines(row: HostRow) -> list[str]:
     if row.gpu_hours_lost is not None:
         top = f", most to {row.lost_bottleneck}: {knob(row.lost_bottleneck)}" if row.lost_bottleneck else ""
         lines.append(f"GPU-hours lost {row.lost_range}: {hours(row.gpu_hours_lost)}{top}")
+    elif row.lost_range is not None:  # the counter is served, and no covered card read GPU-Util
+        lines.append(f"GPU-hours lost {row.lost_range}: {NA} (the cards its verdicts covered read no GPU-Util)")
     if row.owners:
         lines.append("owner: " + ", ".join(row.owners))
     for note in row.notes:
