@@ -524,6 +524,71 @@ def test_prometheus_mode_orders_the_fleet_and_a_killed_exporter_is_down(pool, tm
             stop(prom)
 
 
+@pytest.mark.slow
+def test_prometheus_mode_says_na_for_a_host_whose_cards_read_no_gpu_util(tmp_path: Path) -> None:
+    """A real exporter page (the monitor and its collector) whose cards stop answering GPU-Util while the verdict
+    still names data_pipeline, scraped by a real Prometheus: over the last 24 h its counter does not grow and its
+    seconds of no figure do, so the GPU-H LOST column says n/a, not 0.00; read directly, the loss it measured
+    before is shown (a floor)."""
+    import dataclasses
+    from datetime import UTC, datetime, timedelta
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpu_triage.config import Config
+    from gpu_triage.export.collector import TriageCollector
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.sources.sim import SimulatedSource
+
+    config = Config()
+    source = SimulatedSource.from_schedule([("data_pipeline", 900)], gpus=2, seed=1,
+                                           start=datetime.now(UTC) - timedelta(seconds=300))
+    monitor = Monitor(source.host_info(), config, source.name)
+    for _ in range(150):  # 5 minutes with GPU-Util: the window's verdict is data_pipeline
+        monitor.ingest(source.sample(), source.status())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+
+    class Exporter(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            tick = source.sample()  # each scrape a tick whose GPU-Util answers NOT_SUPPORTED, as NVML reads it
+            monitor.ingest(dataclasses.replace(tick, gpus=[dataclasses.replace(g, util_pct=None) for g in tick.gpus]),
+                           source.status())
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    prom = None
+    try:
+        prom, base = _start_prometheus(tmp_path, _scrape_config([address]))
+        fleet = Fleet([PrometheusTarget(base, timeout_s=10)], source="prometheus", interval_s=5)
+
+        def judged(snap: object) -> bool:
+            rows = [r for r in snap.rows if r.address == address]  # type: ignore[attr-defined]
+            return bool(rows) and rows[0].lost_range == "over the last 24h" and rows[0].bottleneck == "data_pipeline"
+
+        row = next(r for r in _wait("the blind host's row", fleet.once, judged).rows  # type: ignore[attr-defined]
+                   if r.address == address)
+        assert row.gpu_hours_lost is None and cells(row)["GPU-H LOST"] == "n/a"
+        assert any("GPU-hours lost over the last 24h: n/a" in line for line in detail_lines(row))
+        direct = ExporterTarget(address, timeout_s=5).fetch()[0]
+        assert direct.gpu_hours_lost is not None and direct.gpu_hours_lost > 0  # measured before: its floor
+    finally:
+        if prom is not None:
+            stop(prom)
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_prometheus_that_is_not_there_or_not_prometheus_is_one_line(capsys, hostile: str) -> None:
     assert main(["fleet", "--prometheus", f"http://{_closed_port()}", "--once"]) == 1
     captured = capsys.readouterr()

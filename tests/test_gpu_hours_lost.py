@@ -4,9 +4,11 @@ first, a period, several paths and brace globs, jobs across hosts as one, episod
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from gpu_triage.diagnosis.knobs import KNOBS
 from gpu_triage.diagnosis.lost import lost_gpu_seconds
 from gpu_triage.diagnosis.vocab import Bottleneck
 from gpu_triage.fleet_history.summary import expand_braces, summarise
+from gpu_triage.model import Tick
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.storage.dataset import DatasetWriter
 
@@ -54,14 +57,14 @@ def test_a_tick_none_of_whose_covered_cards_reads_has_no_figure_not_zero() -> No
     """Unsupported GPU-Util (MIG, vGPU: None), NaN or a value no card reports: the tick's loss is unknown (None,
     shown n/a), not 0; nothing lost where no bottleneck is named stays 0; a sum of figures is n/a only where it
     knows of nothing lost beside an unknown."""
-    from gpu_triage.diagnosis.lost import total
-
     assert lost_gpu_seconds("data_pipeline", [1], {1: 250.0}, 2.0) is None  # no card reads 250 %: no reading
     assert lost_gpu_seconds("data_pipeline", [], {0: None, 1: float("nan")}, 2.0) is None
     assert lost_gpu_seconds("placement", [0], {0: None, 1: None}, 2.0) is None
     assert lost_gpu_seconds("data_pipeline", [3], {0: 10.0}, 2.0) is None  # it covers no card of the tick
     assert lost_gpu_seconds("none", [0], {0: None}, 2.0) == 0.0 and lost_gpu_seconds(None, [], {0: None}, 2.0) == 0.0
     assert lost_gpu_seconds("hung_collective", [0], {0: None}, 2.0) == pytest.approx(2.0)  # the whole tick
+    from gpu_triage.diagnosis.lost import total
+
     assert total([None, 0.0]) is None and total([None, 3.0]) == 3.0 and total([0.0, 0.0]) == 0.0
 
 
@@ -242,6 +245,84 @@ def test_the_exporters_counter_adds_up_what_its_recording_summarises(tmp_path: P
         assert counter[b] == pytest.approx(hours, abs=1e-3)
 
 
+def _no_gpu_util(tick: Tick) -> Tick:
+    """The tick the NVML reader gives once the cards' GPU-Util answers NOT_SUPPORTED (MIG turned on, a vGPU):
+    every other field as it was, GPU-Util None."""
+    return dataclasses.replace(tick, gpus=[dataclasses.replace(g, util_pct=None) for g in tick.gpus])
+
+
+def _lost_counters(monitor: Any) -> dict[str, float]:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpu_triage.export.collector import TriageCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TriageCollector(lambda: monitor.snapshot))
+    return {s.labels.get("bottleneck", s.name): s.value
+            for fam in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in fam.samples if s.name.startswith("gpu_triage_gpu_lost_")}
+
+
+def test_a_host_whose_cards_read_no_gpu_util_loses_na_not_zero_and_ranks_after_a_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two starved hosts under `export --record`; gpu02's cards stop answering GPU-Util halfway, and its verdict,
+    judged over the window, still names data_pipeline. From then on the exporter's counter does not grow (the
+    seconds of no figure do), and the summary of that half says n/a (text) and null (JSON) for the host, its
+    owner there and its episode, and ranks it after gpu01, whose cards read, in both of its ways."""
+    from gpu_triage.export.monitor import Monitor
+    from gpu_triage.verdicts.settings import with_settings
+
+    config = Config()
+    half = 150  # ticks of 2 s: the cards stop reading at 5 min, inside the 5-minute window of data_pipeline
+    counters: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+    for name, stops in (("gpu01", None), ("gpu02", half)):
+        source = SimulatedSource.from_schedule([("data_pipeline", 600)], gpus=2, seed=1, start=START)
+        monitor = Monitor(source.host_info(), config, source.name)
+        writer = DatasetWriter(tmp_path, with_settings(source.host_info(), config.thresholds, config.window_s),
+                               2.0, hostname=name)
+        before: dict[str, float] = {}
+        for i in range(2 * half):
+            tick = source.sample()
+            if i == half:
+                before = _lost_counters(monitor)
+            if stops is not None and i >= stops:
+                tick = _no_gpu_util(tick)
+            monitor.ingest(tick, source.status(), fresh=writer.opens_file(tick.ts))
+            assert monitor.judged is not None
+            writer.append(monitor.judged.stamped())
+        writer.close()
+        counters[name] = (before, _lost_counters(monitor))
+    (b1, a1), (b2, a2) = counters["gpu01"], counters["gpu02"]
+    assert a1["data_pipeline"] > b1["data_pipeline"] > 0 and a1["gpu_triage_gpu_lost_unmeasured_seconds_total"] == 0
+    assert a2["data_pipeline"] == b2["data_pipeline"] > 0  # not a 0 added as if measured: nothing added
+    assert a2["gpu_triage_gpu_lost_unmeasured_seconds_total"] >= 0.8 * half * 2.0  # its ticks of no figure
+
+    since = START + timedelta(seconds=2 * half + 10)
+    for use_stored in (True, False):
+        result = summarise(str(tmp_path), config, since=since, use_stored=use_stored)
+        hosts = result["ranking"]["hosts"]
+        assert [h["host"] for h in hosts] == ["gpu01", "gpu02"] and hosts[0]["gpu_hours_lost"] > 0.05
+        assert hosts[1]["gpu_hours_lost"] is None and hosts[1]["share_of_lost"] is None
+        assert hosts[1]["bottleneck"] == "data_pipeline"  # what it could not measure, with its knob
+        gpu02 = result["hosts"]["gpu02"]
+        assert gpu02["gpu_hours_lost"] is None and gpu02["lost_by_bottleneck"] == {"data_pipeline": None}
+        assert gpu02["owners"]["slurm 100"]["gpu_hours_lost"] is None
+        assert [w["gpu_hours_lost"] for w in gpu02["worst_windows"]] == [None]
+        assert result["gpu_hours_lost"] == hosts[0]["gpu_hours_lost"]  # the fleet's: a floor, gpu01's figure
+
+    assert main(["diagnose", str(tmp_path), "--summary", "--since", "2026-01-05T09:05:10Z", "--utc"]) == 0
+    out = capsys.readouterr().out
+    ranked = [line.split() for line in out.splitlines() if line.startswith(("    1 ", "    2 "))][:2]
+    assert ranked[0][1] == "gpu01" and ranked[1][1:4] == ["gpu02", "n/a", "GPU-h"], out
+    assert "gpu02: 0:04:52 of data in 1 files, n/a GPU-h lost of" in out and "(n/a GPU-h lost)" in out
+    assert "0.00 GPU-h" not in out
+    assert main(["diagnose", str(tmp_path), "--summary", "--since", "2026-01-05T09:05:10Z", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hosts"]["gpu02"]["gpu_hours_lost"] is None and doc["ranking"]["hosts"][1]["gpu_hours_lost"] is None
+
+
 # -- the fleet view -------------------------------------------------------------------------------------------
 
 
@@ -266,3 +347,30 @@ def test_the_fleet_view_reads_the_counter_into_a_column_and_sorts_by_it() -> Non
     assert cells(ranked[-1])["GPU-H LOST"] == "n/a" and ranked[2].lost_bottleneck is None
     assert any(line.startswith("GPU-hours lost since the exporter started: 3.00, most to placement: one card per rank")
                for line in detail_lines(a))
+
+
+def test_the_fleet_view_says_na_for_an_exporter_that_measured_nothing_and_sorts_it_after_every_figure() -> None:
+    """An exporter whose covered cards read no GPU-Util: its counter at 0 beside seconds of no figure is n/a in
+    the GPU-H LOST column and the detail, not 0.00, and `s` puts it after the hosts with a figure (a real 0
+    included); one that measured some loss beside them shows that floor."""
+    from gpu_triage.fleet_live.model import SORTS, build_rows
+    from gpu_triage.fleet_live.render import cells, detail_lines
+    from gpu_triage.fleet_live.samples import HostData, Sample
+
+    def host(name: str, lost: float, unmeasured: float) -> HostData:
+        samples = (Sample("gpu_triage_tick_timestamp_seconds", {}, 1000.0),
+                   Sample("gpu_triage_verdict", {"pattern": "steady_low", "bottleneck": "data_pipeline", "cards": ""},
+                          1.0),
+                   *(Sample("gpu_triage_gpu_lost_seconds_total", {"bottleneck": b}, lost if b == "data_pipeline"
+                            else 0.0) for b in ("data_pipeline", "placement")),
+                   Sample("gpu_triage_gpu_lost_unmeasured_seconds_total", {}, unmeasured))
+        return HostData(key=name, address=name, time=1001.0, samples=samples)
+
+    rows = build_rows([host("blind", 0.0, 600.0), host("zero", 0.0, 0.0), host("floor", 7200.0, 600.0),
+                       host("real", 3600.0, 0.0)])
+    by = {r.host: r for r in rows}
+    assert by["blind"].gpu_hours_lost is None and cells(by["blind"])["GPU-H LOST"] == "n/a"
+    assert cells(by["zero"])["GPU-H LOST"] == "0.00" and cells(by["floor"])["GPU-H LOST"] == "2.00"
+    assert [r.host for r in sorted(rows, key=SORTS["most GPU-hours lost"])] == ["floor", "real", "zero", "blind"]
+    assert ("GPU-hours lost since the exporter started: n/a (the cards its verdicts covered read no GPU-Util)"
+            in detail_lines(by["blind"]))
