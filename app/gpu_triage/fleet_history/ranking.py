@@ -22,8 +22,8 @@ def _h(seconds: float | None) -> float | None:
 
 def _ranked(pl: Any, table: Any, key: str) -> Any:
     """Per ``key``: GPU-seconds lost (null: no figure, :func:`~gpu_triage.fleet_history.lost.lost_sum`) and
-    seconds in all, the bottleneck that lost the most (where none lost anything: the one of no figure, else by
-    time) and its share of the loss, worst first and those of no figure after every figure."""
+    seconds in all, and the bottleneck that lost the most (where none lost anything: the one of no figure, else
+    by time) with its loss (``top_lost``); unordered (:func:`_worst_first`)."""
     from gpu_triage.fleet_history.lost import lost_sum
 
     per = table.group_by(key, "bottleneck").agg(pl.col("seconds").sum(), lost_sum(pl))
@@ -35,7 +35,8 @@ def _ranked(pl: Any, table: Any, key: str) -> Any:
     return totals.join(top, on=key)
 
 
-def _worst_first(pl: Any, table: Any, key: str) -> Any:
+def _worst_first(table: Any, key: str) -> Any:
+    """Most lost first; no figure (null) after every figure, a real 0 included."""
     return table.sort(["lost_s", key], descending=[True, False], nulls_last=True)
 
 
@@ -53,7 +54,7 @@ def host_ranking(pl: Any, bottlenecks: Any) -> list[dict[str, Any]]:
     bottleneck, seconds, lost_s, gpu_s)."""
     gpu = bottlenecks.group_by("host").agg(pl.col("gpu_s").sum())
     out = []
-    for r in _worst_first(pl, _ranked(pl, bottlenecks, "host").join(gpu, on="host"), "host").iter_rows(named=True):
+    for r in _worst_first(_ranked(pl, bottlenecks, "host").join(gpu, on="host"), "host").iter_rows(named=True):
         b, share = _top(r)
         out.append({"host": r["host"], "gpu_hours_lost": _h(r["lost_s"]), "gpu_hours": _h(r["gpu_s"]),
                     "bottleneck": b, "share_of_lost": share, "knob": knob(b)})
@@ -68,7 +69,7 @@ def owner_ranking(pl: Any, owners: Any) -> list[dict[str, Any]]:
         return []
     hosts = owners.group_by("owner").agg(pl.col("host").unique().sort())
     out = []
-    for r in _worst_first(pl, _ranked(pl, owners, "owner").join(hosts, on="owner"), "owner").iter_rows(named=True):
+    for r in _worst_first(_ranked(pl, owners, "owner").join(hosts, on="owner"), "owner").iter_rows(named=True):
         b, share = _top(r)
         out.append({"owner": r["owner"], "hosts": r["host"], "gpu_hours_lost": _h(r["lost_s"]),
                     "seconds": r["seconds"], "bottleneck": b, "share_of_lost": share, "knob": knob(b)})
