@@ -548,13 +548,15 @@ def test_prometheus_mode_says_na_for_a_host_whose_cards_read_no_gpu_util(tmp_pat
         monitor.ingest(source.sample(), source.status())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TriageCollector(lambda: monitor.snapshot))
+    one_at_a_time = threading.Lock()  # Prometheus and the direct read may scrape at once; the source is one sampler
 
     class Exporter(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            tick = source.sample()  # each scrape a tick whose GPU-Util answers NOT_SUPPORTED, as NVML reads it
-            monitor.ingest(dataclasses.replace(tick, gpus=[dataclasses.replace(g, util_pct=None) for g in tick.gpus]),
-                           source.status())
-            body = generate_latest(registry)
+            with one_at_a_time:
+                tick = source.sample()  # each scrape a tick whose GPU-Util answers NOT_SUPPORTED, as NVML reads it
+                monitor.ingest(dataclasses.replace(tick, gpus=[dataclasses.replace(g, util_pct=None)
+                                                               for g in tick.gpus]), source.status())
+                body = generate_latest(registry)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
