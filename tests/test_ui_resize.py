@@ -1,6 +1,7 @@
 """A resized terminal is laid out again at once, with no new tick: widening from 80x24 to 120x40 shows what a
 dashboard started at 120x40 shows (more evidence, the net line, more processes), shrinking shows what one
-started at 80x24 shows; live (simulated) and replay alike, and even while a paced frame is held back."""
+started at 80x24 shows; live (simulated) and replay alike, paused or not, and even while a paced frame is held
+back. A paused live dashboard is laid out again on the frame it froze: the ticks sampled since are not shown."""
 
 from __future__ import annotations
 
@@ -106,6 +107,39 @@ async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
         await pilot.resize_terminal(*LARGE)
         await wait_for(pilot, lambda: _screen(app) == want, "the 120x40 layout after the resize")
         assert not app.pacer.pending
+
+
+def _below_header(screen: Screen) -> Screen:
+    """The panes under the header (the header says "PAUSED" and counts the ticks sampled meanwhile)."""
+    return {name: pane for name, pane in screen.items() if name != "header"}
+
+
+async def _paused_resized(start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Paused at ``start``, two ticks sampled, resized to ``end``: the frozen frame, laid out as a dashboard
+    started at ``end`` on the same ticks lays it out."""
+    want = _below_header(await _fresh(_sim_app(held=2), end))
+    app = _sim_app(held=2)
+    async with app.run_test(size=start) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        for tick in app.held:  # type: ignore[attr-defined]  # sampling goes on while the display is paused
+            app.ingest(tick)
+        await pilot.pause()
+        assert _below_header(_screen(app)) != want  # the two sizes do differ
+        ticks = app.ticks_ingested
+        await pilot.resize_terminal(*end)
+        await wait_for(pilot, lambda: _below_header(_screen(app)) == want,
+                       f"the frozen frame's {end[0]}x{end[1]} layout after the resize")
+        assert app.ticks_ingested == ticks and app.paused
+        assert "PAUSED" in app.query_one("#header", Pane).shown_plain
+
+
+async def test_a_paused_dashboard_widened_shows_its_frozen_frame_in_the_full_layout() -> None:
+    await _paused_resized(SMALL, LARGE)
+
+
+async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_layout() -> None:
+    await _paused_resized(LARGE, SMALL)
 
 
 class _Loop:
