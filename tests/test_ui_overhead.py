@@ -4,7 +4,6 @@ text did not change is not repainted; the waveform draws one span per run of a c
 
 from __future__ import annotations
 
-import asyncio
 from itertools import pairwise
 
 import numpy as np
@@ -34,16 +33,9 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
     app.pacer.clock = lambda: now[0]  # the wall clock is the outside world: frozen here
     app.pacer.min_s = 0.05
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        # the start-up's own frames (mount, the first resize) can come late on a busy box: wait until they
-        # stop, so that only what the streamed ticks cause is counted (a CI run once counted a late one)
-        settled = -1
-        for _ in range(40):
-            if app.redraws == settled:
-                break
-            settled = app.redraws
-            await asyncio.sleep(0.05)
-            await pilot.pause()
+        # the start-up's own frames (mount, the first resize) can come late on a busy box: wait until the
+        # screen is drawn at its size with no frame on its way, so that only the streamed ticks' are counted
+        await wait_for(pilot, lambda: app.settled, "the start-up's frames")
         app.redraw()  # a frame at t=1000: the next may come no sooner than 1000.05
         frames, verdicts = app.redraws, len(app.verdicts.history)
         for i in range(20, 30):

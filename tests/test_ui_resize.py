@@ -142,6 +142,17 @@ async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_lay
     await _paused_resized(LARGE, SMALL)
 
 
+async def test_a_resize_to_the_size_drawn_already_draws_nothing() -> None:
+    """Textual's start-up says the screen's size twice, the second time whenever it gets to it: a frame of
+    nothing new, which a test counting frames took for its own."""
+    app = _sim_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: app.settled, "the start-up's frames")
+        frames = app.redraws
+        await pilot.resize_terminal(*SMALL)
+        assert app.settled and app.redraws == frames
+
+
 class _Loop:
     """asyncio's ``call_later``, kept by hand: the held frame's timer fires when the test says."""
 

@@ -22,7 +22,9 @@ from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.events import Resize
 from textual.filter import Monochrome, NoColor
+from textual.geometry import Size
 from textual.message import Message
 
 from gpu_triage.config import PANES, Config, wait_band
@@ -31,7 +33,7 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.safetext import clean_lines
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import palette
-from gpu_triage.ui.app_frame import Frame, Still
+from gpu_triage.ui.app_frame import Frame, Still, put_on_screen
 from gpu_triage.ui.app_header import Header
 from gpu_triage.ui.app_pacing import FramePacer
 from gpu_triage.ui.app_procs import ProcTable
@@ -148,6 +150,7 @@ class TriageApp(App[int]):
         self.source_error: str | None = None  # the last source error, shown under the header
         self._mounted = False
         self.redraws = 0
+        self.laid_out: Size | None = None  # the screen's size when the last frame was drawn
         self.theme = config.theme
 
     @property
@@ -247,10 +250,12 @@ class TriageApp(App[int]):
         modes = ACTION_MODES.get(action)
         return modes is None or self.mode in modes
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Resize) -> None:
         # a frame after this event, not in it: Textual calls this handler before App's own, which records the
-        # new size, so a frame drawn here was laid out for the old size and stayed until the next tick
-        self.pacer.schedule()
+        # new size, so a frame drawn here was laid out for the old size and stayed until the next tick. None for
+        # the size drawn already: Textual's start-up says its size twice, the second time when it gets to it.
+        if event.size != self.laid_out:
+            self.pacer.schedule()
 
     def on_unmount(self) -> None:
         self._mounted = False
@@ -338,30 +343,19 @@ class TriageApp(App[int]):
         still = self._still
         width = max(20, self.size.width)
         self.selected = min(self.selected, max(0, still.view.n_gpus - 1))
+        self.laid_out = self.size
         drawn = self.frame.panes(still, width, max(5, self.size.height), header=self._header_text(width),
                                  bar=self._bar_text(width), keys=self.header.keys(width),
                                  selected=self.selected, order=self.pane_order)
-        self._order_panes()
-        for name, (text, lines) in drawn.items():
-            pane = self.query_one(f"#{name}", Pane)
-            height = pane.styles.height
-            # "auto" is a Scalar of value 1 too: a one-line pane left "auto" was measured from the text Static
-            # last laid out, so a key line written at 120 columns took two rows once the screen was 80 wide
-            if height is None or height.is_auto or height.value != lines:
-                pane.styles.height = lines
-                pane.display = lines > 0
-            pane.show(text)
+        put_on_screen(self, drawn, self.pane_order)
         if isinstance(self.screen, FollowsWindow):
             self.screen.refresh_data(still.view)
 
-    def _order_panes(self) -> None:
-        """The body's panes in the user's order (the header first, hidden ones last, with no lines)."""
-        wanted = ["header", *self.pane_order, *(p for p in PANES if p not in self.pane_order)]
-        body = self.query_one("#body", Vertical)
-        if [w.id for w in body.children] == wanted:
-            return
-        for before, after in zip(wanted, wanted[1:], strict=False):
-            body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+    @property
+    def settled(self) -> bool:
+        """The last frame was laid out for the screen's size and no other is on its way: what a test waits on
+        before it counts frames (the start-up's come when Textual delivers its events)."""
+        return self.laid_out == self.size and not self.pacer.pending
 
     # -- keys ---------------------------------------------------------------------------------------
     def action_pause(self) -> None:

@@ -1,6 +1,6 @@
 """One frame of the dashboard, laid out by :class:`Frame`: how many lines each pane gets on this screen
-(:func:`~gpu_triage.ui.layout.plan_layout`) and the text each one shows, from the data of a :class:`Still`.
-The app puts them on its widgets."""
+(:func:`~gpu_triage.ui.layout.plan_layout`) and the text each one shows, from the data of a :class:`Still`;
+:func:`put_on_screen` puts them on the app's pane widgets."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.containers import Vertical
+from textual.dom import DOMNode
 
 from gpu_triage.config import PANES
 from gpu_triage.model import Tick
@@ -16,6 +18,7 @@ from gpu_triage.sources.waiting import WaitBand
 from gpu_triage.ui import gpu_pane, host_panes, inside_lines, job_pane, verdict_pane
 from gpu_triage.ui.app_procs import ProcTable
 from gpu_triage.ui.layout import plan_layout
+from gpu_triage.ui.pane_widget import Pane
 from gpu_triage.ui.panes import Colours
 from gpu_triage.ui.verdict_pane import Shown
 from gpu_triage.window import WindowView
@@ -119,3 +122,22 @@ def _cited_pids(shown: Shown) -> frozenset[int]:
     facts = getattr(shown, "evidence_facts", None) or []
     return frozenset(f["pid"] for f in facts
                      if f.get("metric") == "main_thread_phase_share" and isinstance(f.get("pid"), int))
+
+
+def put_on_screen(screen: DOMNode, drawn: Drawn, order: list[str]) -> None:
+    """Each pane of ``screen`` (the app) gets its text and lines; the body's panes come in the user's ``order``
+    (the header first, hidden ones last, with no lines)."""
+    wanted = ["header", *order, *(p for p in PANES if p not in order)]
+    body = screen.query_one("#body", Vertical)
+    if [w.id for w in body.children] != wanted:
+        for before, after in zip(wanted, wanted[1:], strict=False):
+            body.move_child(screen.query_one(f"#{after}", Pane), after=screen.query_one(f"#{before}", Pane))
+    for name, (text, lines) in drawn.items():
+        pane = screen.query_one(f"#{name}", Pane)
+        height = pane.styles.height
+        # "auto" is a Scalar of value 1 too: a one-line pane left "auto" was measured from the text Static
+        # last laid out, so a key line written at 120 columns took two rows once the screen was 80 wide
+        if height is None or height.is_auto or height.value != lines:
+            pane.styles.height = lines
+            pane.display = lines > 0
+        pane.show(text)
