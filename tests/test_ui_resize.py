@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from gpu_triage.config import Config
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.writer import TraceWriter
@@ -114,15 +116,15 @@ def _below_header(screen: Screen) -> Screen:
     return {name: pane for name, pane in screen.items() if name != "header"}
 
 
-async def _paused_resized(start: tuple[int, int], end: tuple[int, int]) -> None:
-    """Paused at ``start``, two ticks sampled, resized to ``end``: the frozen frame, laid out as a dashboard
-    started at ``end`` on the same ticks lays it out."""
-    want = _below_header(await _fresh(_sim_app(held=2), end))
-    app = _sim_app(held=2)
+async def _paused_resized(make: Callable[[], TriageApp], start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Paused by its key at ``start``, the ticks ``app.held`` sampled meanwhile, resized to ``end``: the frozen
+    frame, laid out as a dashboard started at ``end`` on the same ticks lays it out."""
+    want = _below_header(await _fresh(make(), end))
+    app = make()
     async with app.run_test(size=start) as pilot:
         await pilot.pause()
         await pilot.press("p")
-        for tick in app.held:  # type: ignore[attr-defined]  # sampling goes on while the display is paused
+        for tick in getattr(app, "held", []):  # sampling goes on while the display is paused
             app.ingest(tick)
         await pilot.pause()
         assert _below_header(_screen(app)) != want  # the two sizes do differ
@@ -130,16 +132,29 @@ async def _paused_resized(start: tuple[int, int], end: tuple[int, int]) -> None:
         await pilot.resize_terminal(*end)
         await wait_for(pilot, lambda: _below_header(_screen(app)) == want,
                        f"the frozen frame's {end[0]}x{end[1]} layout after the resize")
-        assert app.ticks_ingested == ticks and app.paused
-        assert "PAUSED" in app.query_one("#header", Pane).shown_plain
+        assert app.ticks_ingested == ticks
+        assert "PAUSED" in app.query_one("#header", Pane).shown_plain.upper()
 
 
 async def test_a_paused_dashboard_widened_shows_its_frozen_frame_in_the_full_layout() -> None:
-    await _paused_resized(SMALL, LARGE)
+    await _paused_resized(lambda: _sim_app(held=2), SMALL, LARGE)
 
 
 async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_layout() -> None:
-    await _paused_resized(LARGE, SMALL)
+    await _paused_resized(lambda: _sim_app(held=2), LARGE, SMALL)
+
+
+@pytest.mark.slow  # the replay's paused state is laid out above already; this one comes there by the key
+async def test_a_replay_paused_by_its_key_is_laid_out_again_when_resized(tmp_path: Path) -> None:
+    path = _recording(tmp_path)
+
+    def playing() -> TriageApp:  # playing, a tick every 2,000 s: none comes before the key pauses it
+        app = build_app("replay", argparse.Namespace(file=str(path), speed=0.001, record=None), Config())
+        assert isinstance(app, ReplayApp) and app.replay.playing
+        return app
+
+    await _paused_resized(playing, SMALL, LARGE)
+    await _paused_resized(playing, LARGE, SMALL)
 
 
 async def test_a_resize_to_the_size_drawn_already_draws_nothing() -> None:
