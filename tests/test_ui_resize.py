@@ -10,8 +10,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from gpu_triage.config import Config
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.writer import TraceWriter
@@ -144,7 +142,6 @@ async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_lay
     await _paused_resized(lambda: _sim_app(held=2), LARGE, SMALL)
 
 
-@pytest.mark.slow  # the replay's paused state is laid out above already; this one comes there by the key
 async def test_a_replay_paused_by_its_key_is_laid_out_again_when_resized(tmp_path: Path) -> None:
     path = _recording(tmp_path)
 
