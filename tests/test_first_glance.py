@@ -36,7 +36,8 @@ async def test_replay_of_a_recording_shorter_than_the_window_plays_from_its_star
     for i in range(78):
         recorder.append(make_tick(i, gpus=2, cores=4))
     recorder.close()
-    app = build_app("replay", argparse.Namespace(file=str(path), speed=1.0, record=None), Config())
+    # a beat every 2,000 s: only the test's own beat below moves it (a loaded box once let a 2 s one fire first)
+    app = build_app("replay", argparse.Namespace(file=str(path), speed=0.001, record=None), Config())
     assert app.replay.n == 78
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

@@ -4,7 +4,7 @@ text did not change is not repainted; the waveform draws one span per run of a c
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from itertools import pairwise
 
 import numpy as np
@@ -28,22 +28,27 @@ def _app() -> TriageApp:
     return TriageApp(Config(), source=TickListSource(2, 4), source_label="test", prefill=prefill, autostart=False)
 
 
+class _Timers:
+    """asyncio's ``call_later``, kept by hand: a held frame's timer fires when the test says, not when the
+    loaded box gets to it (a real 50 ms timer fired before the test looked, under load)."""
+
+    def __init__(self) -> None:
+        self.held: list[Callable[[], object]] = []
+
+    def call_later(self, _wait: float, fn: Callable[..., object], *args: object) -> None:
+        self.held.append(lambda: fn(*args))
+
+
 async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> None:
     app = _app()
-    now = [1000.0]
-    app.pacer.clock = lambda: now[0]  # the wall clock is the outside world: frozen here
+    timers = _Timers()
+    app.pacer.clock = lambda: 1000.0  # the wall clock is the outside world: frozen here
     app.pacer.min_s = 0.05
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        # the start-up's own frames (mount, the first resize) can come late on a busy box: wait until they
-        # stop, so that only what the streamed ticks cause is counted (a CI run once counted a late one)
-        settled = -1
-        for _ in range(40):
-            if app.redraws == settled:
-                break
-            settled = app.redraws
-            await asyncio.sleep(0.05)
-            await pilot.pause()
+        # the start-up's own frames (mount, the first resize) can come late on a busy box: wait until the
+        # screen is drawn at its size with no frame on its way, so that only the streamed ticks' are counted
+        await wait_for(pilot, lambda: app.settled, "the start-up's frames")
+        app.pacer.loop = lambda: timers  # type: ignore[assignment,return-value]
         app.redraw()  # a frame at t=1000: the next may come no sooner than 1000.05
         frames, verdicts = app.redraws, len(app.verdicts.history)
         for i in range(20, 30):
@@ -51,9 +56,10 @@ async def test_streamed_ticks_coalesce_into_one_frame_and_one_diagnosis() -> Non
         await pilot.pause()
         assert app.window.last.ts == make_tick(29).ts and app.ticks_ingested == 30  # every tick is kept
         assert app.redraws == frames  # but not drawn yet: too soon after the last frame
-        # the throttled frame's timer fires once: wait for it (bounded), however busy the box
+        assert len(timers.held) == 1  # ten ticks, one frame held for them
+        timers.held.pop()()  # its timer fires
         await wait_for(pilot, lambda: app.redraws > frames, "the throttled frame")
-        assert not app.pacer.pending  # and no second frame is scheduled behind it
+        assert not app.pacer.pending and not timers.held  # and no second frame is scheduled behind it
         assert app.redraws == frames + 1  # ten ticks, one frame
         assert len(app.verdicts.history) == verdicts + 1  # and one diagnosis, of the newest window
         assert app.verdicts.history[-1][0] == make_tick(29).ts.timestamp()

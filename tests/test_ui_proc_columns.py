@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,10 +15,11 @@ from gpu_triage import proc_columns
 from gpu_triage.config import Config
 from gpu_triage.model import ProcSample
 from gpu_triage.proc_control import ProcControl
-from gpu_triage.ui import procview
+from gpu_triage.ui import app_procs, procview
 from gpu_triage.ui.app import TriageApp
 from tests.test_proc_control import FakeKill, FakePsutil
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J"
 ARGV = {
@@ -92,6 +94,29 @@ async def test_live_table_shows_command_owner_rss_and_time(width: int) -> None:
         assert re.fullmatch(r"1:0[2-9]:\d\d", _cell(head, alice, "TIME"))  # 1:02:03 when it was read
     for name in names:  # a heading never stands without its values, nor values without their heading
         assert all(_cell(head, row, name) for row in rows.values()), name
+
+
+async def test_a_paused_table_keeps_the_run_times_of_its_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paused, a resize lays the table out again: its run times stay those of the frozen tick, not the clock's."""
+    now = [time.time()]
+    monkeypatch.setattr(app_procs, "time", SimpleNamespace(time=lambda: now[0]))  # the wall clock: outside
+    app = _app(_control(now[0] - 3723), _procs())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        head, rows = _table(app)
+        assert _cell(head, rows[1000], "TIME") == "1:02:03"
+        now[0] += 3600  # an hour later
+        await pilot.resize_terminal(160, 40)
+        # carol's 5,000-character command line is cut at the edge: it shows more of it at 160 columns
+        await wait_for(pilot, lambda: _table(app)[1][1002] != rows[1002], "the table laid out for 160 columns")
+        head, rows = _table(app)
+        assert _cell(head, rows[1000], "TIME") == "1:02:03"
+        await pilot.press("p")
+        app.ingest(make_tick(5, gpus=8, cores=8))
+        await pilot.pause()
+        head, rows = _table(app)
+        assert _cell(head, rows[1000], "TIME") == "2:02:03"
 
 
 @pytest.mark.slow

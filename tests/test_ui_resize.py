@@ -1,6 +1,7 @@
 """A resized terminal is laid out again at once, with no new tick: widening from 80x24 to 120x40 shows what a
 dashboard started at 120x40 shows (more evidence, the net line, more processes), shrinking shows what one
-started at 80x24 shows; live (simulated) and replay alike, and even while a paced frame is held back."""
+started at 80x24 shows; live (simulated) and replay alike, paused or not, and even while a paced frame is held
+back. A paused live dashboard is laid out again on the frame it froze: the ticks sampled since are not shown."""
 
 from __future__ import annotations
 
@@ -106,6 +107,62 @@ async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
         await pilot.resize_terminal(*LARGE)
         await wait_for(pilot, lambda: _screen(app) == want, "the 120x40 layout after the resize")
         assert not app.pacer.pending
+
+
+def _below_header(screen: Screen) -> Screen:
+    """The panes under the header (the header says "PAUSED" and counts the ticks sampled meanwhile)."""
+    return {name: pane for name, pane in screen.items() if name != "header"}
+
+
+async def _paused_resized(make: Callable[[], TriageApp], start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Paused by its key at ``start``, the ticks ``app.held`` sampled meanwhile, resized to ``end``: the frozen
+    frame, laid out as a dashboard started at ``end`` on the same ticks lays it out."""
+    want = _below_header(await _fresh(make(), end))
+    app = make()
+    async with app.run_test(size=start) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        for tick in getattr(app, "held", []):  # sampling goes on while the display is paused
+            app.ingest(tick)
+        await pilot.pause()
+        assert _below_header(_screen(app)) != want  # the two sizes do differ
+        ticks = app.ticks_ingested
+        await pilot.resize_terminal(*end)
+        await wait_for(pilot, lambda: _below_header(_screen(app)) == want,
+                       f"the frozen frame's {end[0]}x{end[1]} layout after the resize")
+        assert app.ticks_ingested == ticks
+        assert "PAUSED" in app.query_one("#header", Pane).shown_plain.upper()
+
+
+async def test_a_paused_dashboard_widened_shows_its_frozen_frame_in_the_full_layout() -> None:
+    await _paused_resized(lambda: _sim_app(held=2), SMALL, LARGE)
+
+
+async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_layout() -> None:
+    await _paused_resized(lambda: _sim_app(held=2), LARGE, SMALL)
+
+
+async def test_a_replay_paused_by_its_key_is_laid_out_again_when_resized(tmp_path: Path) -> None:
+    path = _recording(tmp_path)
+
+    def playing() -> TriageApp:  # playing, a tick every 2,000 s: none comes before the key pauses it
+        app = build_app("replay", argparse.Namespace(file=str(path), speed=0.001, record=None), Config())
+        assert isinstance(app, ReplayApp) and app.replay.playing
+        return app
+
+    await _paused_resized(playing, SMALL, LARGE)
+    await _paused_resized(playing, LARGE, SMALL)
+
+
+async def test_a_resize_to_the_size_drawn_already_draws_nothing() -> None:
+    """Textual's start-up says the screen's size twice, the second time whenever it gets to it: a frame of
+    nothing new, which a test counting frames took for its own."""
+    app = _sim_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: app.settled, "the start-up's frames")
+        frames = app.redraws
+        await pilot.resize_terminal(*SMALL)
+        assert app.settled and app.redraws == frames
 
 
 class _Loop:

@@ -22,7 +22,9 @@ from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.events import Resize
 from textual.filter import Monochrome, NoColor
+from textual.geometry import Size
 from textual.message import Message
 
 from gpu_triage.config import PANES, Config, wait_band
@@ -31,7 +33,7 @@ from gpu_triage.model import HostInfo, Tick
 from gpu_triage.safetext import clean_lines
 from gpu_triage.sources.base import Source, SourceStatus
 from gpu_triage.ui import palette
-from gpu_triage.ui.app_frame import Frame
+from gpu_triage.ui.app_frame import Frame, Still, put_on_screen
 from gpu_triage.ui.app_header import Header
 from gpu_triage.ui.app_pacing import FramePacer
 from gpu_triage.ui.app_procs import ProcTable
@@ -128,10 +130,11 @@ class TriageApp(App[int]):
                              source_label=source_label, speed=speed, banner=banner, window_notice=judge.notice,
                              labels=labels or [], state_text=self._state_text)
         self.recording = Recording(self, config, self.host, self.interval_s)
-        self.procs = ProcTable(self, source, lambda: self.window.last, lambda: self._status)
-        self.frame = Frame(source, self.colours, self.verdicts, self.procs, wait_band(config))
+        self.procs = ProcTable(self, source, self._newest, self._status_shown)
+        self.frame = Frame(source, self.colours, self.procs, wait_band(config))
         self.publish_metrics: Callable[[Judgement, SourceStatus], object] | None = None  # live --metrics (ui/run.py)
         self.paused = False
+        self._still: Still | None = None  # the data of the last frame drawn: what a paused screen keeps showing
         self.selected = 0  # the card selected (the detail screen's, Enter)
         # the panes under the header, shown in this order; the others hidden ([ui] panes, the `o` key)
         self.pane_order: list[str] = list(config.panes)
@@ -147,6 +150,7 @@ class TriageApp(App[int]):
         self.source_error: str | None = None  # the last source error, shown under the header
         self._mounted = False
         self.redraws = 0
+        self.laid_out: Size | None = None  # the screen's size when the last frame was drawn
         self.theme = config.theme
 
     @property
@@ -246,10 +250,12 @@ class TriageApp(App[int]):
         modes = ACTION_MODES.get(action)
         return modes is None or self.mode in modes
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Resize) -> None:
         # a frame after this event, not in it: Textual calls this handler before App's own, which records the
-        # new size, so a frame drawn here was laid out for the old size and stayed until the next tick
-        self.pacer.schedule()
+        # new size, so a frame drawn here was laid out for the old size and stayed until the next tick. None for
+        # the size drawn already: Textual's start-up says its size twice, the second time when it gets to it.
+        if event.size != self.laid_out:
+            self.pacer.schedule()
 
     def on_unmount(self) -> None:
         self._mounted = False
@@ -316,43 +322,40 @@ class TriageApp(App[int]):
         """The shown verdict for the newest tick (diagnosing now if ticks came in since the last frame)."""
         return self.verdicts.now(self._status, view)
 
+    def _newest(self) -> Tick | None:  # the process table's: while paused, the frozen frame's
+        return self._still.newest if self.paused and self._still else self.window.last
+
+    def _status_shown(self) -> SourceStatus:
+        return self._still.status if self.paused and self._still else self._status
+
     # -- drawing ------------------------------------------------------------------------------------
     def redraw(self) -> None:
+        """A frame of the newest data; while paused, the frozen frame again (at the screen's size now: a resize
+        or a key lays it out afresh), under a header that goes on counting the ticks sampled."""
         if not self._mounted:
-            return
-        if self.paused:
-            self.query_one("#header", Pane).show(self._header_text(self.size.width))
             return
         self.redraws += 1
         self.pacer.drawing()
-        view = self.window.view()
-        self.verdict_now(view)
+        if not self.paused or self._still is None:
+            view = self.window.view()
+            self._still = Still(view, self.verdict_now(view), list(self.verdicts.history), self.window.last,
+                                self._status)
+        still = self._still
         width = max(20, self.size.width)
-        self.selected = min(self.selected, max(0, view.n_gpus - 1))
-        drawn = self.frame.panes(view, width, max(5, self.size.height), header=self._header_text(width),
-                                 bar=self._bar_text(width), keys=self.header.keys(width), status=self._status,
+        self.selected = min(self.selected, max(0, still.view.n_gpus - 1))
+        self.laid_out = self.size
+        drawn = self.frame.panes(still, width, max(5, self.size.height), header=self._header_text(width),
+                                 bar=self._bar_text(width), keys=self.header.keys(width),
                                  selected=self.selected, order=self.pane_order)
-        self._order_panes()
-        for name, (text, lines) in drawn.items():
-            pane = self.query_one(f"#{name}", Pane)
-            height = pane.styles.height
-            # "auto" is a Scalar of value 1 too: a one-line pane left "auto" was measured from the text Static
-            # last laid out, so a key line written at 120 columns took two rows once the screen was 80 wide
-            if height is None or height.is_auto or height.value != lines:
-                pane.styles.height = lines
-                pane.display = lines > 0
-            pane.show(text)
+        put_on_screen(self, drawn, self.pane_order)
         if isinstance(self.screen, FollowsWindow):
-            self.screen.refresh_data(view)
+            self.screen.refresh_data(still.view)
 
-    def _order_panes(self) -> None:
-        """The body's panes in the user's order (the header first, hidden ones last, with no lines)."""
-        wanted = ["header", *self.pane_order, *(p for p in PANES if p not in self.pane_order)]
-        body = self.query_one("#body", Vertical)
-        if [w.id for w in body.children] == wanted:
-            return
-        for before, after in zip(wanted, wanted[1:], strict=False):
-            body.move_child(self.query_one(f"#{after}", Pane), after=self.query_one(f"#{before}", Pane))
+    @property
+    def settled(self) -> bool:
+        """The last frame was laid out for the screen's size and no other is on its way: what a test waits on
+        before it counts frames (the start-up's come when Textual delivers its events)."""
+        return self.laid_out == self.size and not self.pacer.pending
 
     # -- keys ---------------------------------------------------------------------------------------
     def action_pause(self) -> None:

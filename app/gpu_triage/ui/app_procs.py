@@ -35,6 +35,7 @@ class ProcTable:
         self.page = 1  # the rows a page key moves by: the table's height at the last frame
         self._rss_tick: datetime | None = None  # the tick whose RSS reads _rss_read holds
         self._rss_read: dict[int, int | None] = {}
+        self._rss_at = 0.0  # the wall clock when that tick's reads began
 
     def details(self, pid: int) -> ProcDetails | None:
         return self.control.details(pid) if self.control is not None else None
@@ -44,11 +45,12 @@ class ProcTable:
         control = self.control
         if control is None:
             return None
-        # read once per tick, not at every frame (a key press redraws the table)
+        # read once per tick, not at every frame (a key press redraws the table), and the run times counted to
+        # that moment: a paused screen, whose newest tick stays, keeps its table as it was
         last = self.newest()
         tick = last.ts if last is not None else None
         if self._rss_tick != tick:
-            self._rss_tick, self._rss_read = tick, {}
+            self._rss_tick, self._rss_read, self._rss_at = tick, {}, time.time()
         read = self._rss_read
 
         def rss(pid: int) -> int | None:
@@ -56,7 +58,7 @@ class ProcTable:
                 read[pid] = control.rss(pid)
             return read[pid]
 
-        return procview.Local(rss, time.time())
+        return procview.Local(rss, self._rss_at)
 
     def now(self) -> tuple[list[ProcSample], bool]:
         """The GPU processes of the newest tick; with none and no GPU (host-only), every process of the host,
