@@ -1,10 +1,14 @@
 """``gpu-triage doctor`` through cli.main: the NVML module (pynvml) is the only thing swapped, for a fake
-8-card machine or a machine without a driver; psutil, sysfs and the torch probe are this box's own."""
+8-card machine or a machine without a driver; psutil, sysfs and the torch probe are this box's own (the torch
+probe's child finds a torch that will not import where a test checks no torch figure: importing the real one
+costs seconds of CPU each time)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +28,14 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch):
     return install
 
 
+@pytest.fixture
+def torch_unimportable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The doctor's torch probe (a child python, which inherits this environment) meets a torch that will not
+    import, and answers at once."""
+    (tmp_path / "torch.py").write_text("raise ImportError('not imported in this test')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+
+
 @pytest.mark.slow
 def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
     fake_pynvml(h200_box(8))
@@ -39,7 +51,8 @@ def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFix
 
 
 @pytest.mark.slow
-def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, torch_unimportable,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     fake = h200_box(8)
     fake.cards[2].pcie_width = 8
     fake_pynvml(fake)
@@ -52,7 +65,8 @@ def test_text_draws_the_matrix_and_exit_1_on_a_failing_card(fake_pynvml, capsys:
 
 
 @pytest.mark.slow
-def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_driver_runs_host_and_software_checks_and_exits_1(fake_pynvml, torch_unimportable,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     fake_pynvml(FakeNvml([], init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     code = main(["doctor", "--json"])
     obj = json.loads(capsys.readouterr().out)

@@ -387,10 +387,24 @@ def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(t
     assert not list((tmp_path / "ds").rglob("*.partial.arrows"))
 
 
-@pytest.mark.slow
-def test_a_burst_waits_in_the_backlog_and_is_answered() -> None:
-    """50 clients connect while the daemon cannot accept (SIGSTOP): the kernel's queue must hold them all."""
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """One real daemon for the tests that abuse it and then check it still answers, and stays small."""
     proc, port = _start_export("--source", "sim:healthy", "--gpus", "1")
+    try:
+        yield proc, port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=20)
+        finally:
+            _stop(proc)
+
+
+@pytest.mark.slow
+def test_a_burst_waits_in_the_backlog_and_is_answered(daemon: tuple[subprocess.Popen[str], int]) -> None:
+    """50 clients connect while the daemon cannot accept (SIGSTOP): the kernel's queue must hold them all."""
+    proc, port = daemon
     socks: list[socket.socket] = []
     try:
         _wait_ticks(port, 1)
@@ -421,48 +435,36 @@ def test_a_burst_waits_in_the_backlog_and_is_answered() -> None:
     finally:
         for sock in socks:
             sock.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        finally:
-            _stop(proc)
 
 
 @pytest.mark.slow
-def test_huge_headers_from_many_clients_keep_memory_flat() -> None:
+def test_huge_headers_from_many_clients_keep_memory_flat(daemon: tuple[subprocess.Popen[str], int]) -> None:
     """40 clients each sending 99 headers of 65,000 bytes (6.4 MB a request, each line under http.server's
     64 KiB limit): the daemon's peak RSS stays flat."""
-    proc, port = _start_export("--source", "sim:healthy", "--gpus", "1")
-    try:
-        _wait_ticks(port, 2)
-        before = _status(proc.pid, "VmHWM")
-        line = b"X-Big: " + b"a" * 65000 + b"\r\n"
+    proc, port = daemon
+    _wait_ticks(port, 2)
+    before = _status(proc.pid, "VmHWM")
+    line = b"X-Big: " + b"a" * 65000 + b"\r\n"
 
-        def abuse() -> None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                    sock.sendall(b"GET /metrics HTTP/1.1\r\n")
-                    for _ in range(99):
-                        sock.sendall(line)
-                    sock.sendall(b"\r\n")
-                    sock.recv(100)
-            except OSError:
-                pass  # cut by the server: what it should do
-
-        clients = [threading.Thread(target=abuse) for _ in range(40)]
-        for t in clients:
-            t.start()
-        for t in clients:
-            t.join(60)
-        assert _timed_get(port)[0] == 200
-        grown = _status(proc.pid, "VmHWM") - before
-        threads = _threads(proc.pid)
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    def abuse() -> None:
         try:
-            proc.communicate(timeout=20)
-        finally:
-            _stop(proc)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+                for _ in range(99):
+                    sock.sendall(line)
+                sock.sendall(b"\r\n")
+                sock.recv(100)
+        except OSError:
+            pass  # cut by the server: what it should do
+
+    clients = [threading.Thread(target=abuse) for _ in range(40)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join(60)
+    assert _timed_get(port)[0] == 200
+    grown = _status(proc.pid, "VmHWM") - before
+    threads = _threads(proc.pid)
     assert grown < 32 << 20, f"peak RSS grew {grown >> 20} MB"
     assert threads < 10
 

@@ -31,8 +31,9 @@ INTERVAL_S = 0.5
 SCENARIO = "data_pipeline"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """One exporter for the module: the tests only read what Prometheus scraped of it."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -65,10 +66,12 @@ def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
         stop(proc)
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, exporter: tuple[subprocess.Popen[str], str]) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: tuple[subprocess.Popen[str], str]) -> Iterator[str]:
+    """One Prometheus scraping the exporter, for the module's tests, which only query it."""
     binary = require("prometheus")
     _, target = exporter
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
@@ -132,6 +135,7 @@ def test_prometheus_scrapes_the_verdict_and_the_simulators_numbers(prometheus: s
     base = prometheus
     verdict = f'gpu_triage_verdict{{bottleneck="{SCENARIO}"}}'
     found = _wait_for(base, verdict, lambda r: any(s["value"][1] == "1" for s in r))
+    _wait_for(base, "count_over_time(gpu_triage_ticks_total[5m])", lambda r: bool(r) and float(r[0]["value"][1]) >= 5)
     labels = found[0]["metric"]
     assert labels["job"] == "gpu-triage" and labels["pattern"] and labels["cards"]
     assert _query(base, 'up{job="gpu-triage"}')[0]["value"][1] == "1"

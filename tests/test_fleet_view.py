@@ -65,7 +65,7 @@ def _wait(what: str, get: Callable[[], object], ok: Callable[[object], bool]) ->
         last = get()
         if ok(last):
             return last
-        time.sleep(0.1)  # a round's answer is in a snapshot at once: asking again soon costs little
+        time.sleep(0.25)  # half a scrape or tick interval: a new answer is seen soon after it exists
     raise AssertionError(f"{what} within {WAIT_S:g} s; last: {last}")
 
 
@@ -432,7 +432,7 @@ def _start_prometheus(tmp_path: Path, jobs: str) -> tuple[subprocess.Popen[str],
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = tmp_path / "prometheus.yml"
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        "global:\n  scrape_interval: 500ms\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
         "scrape_configs:\n" + jobs
     )
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind

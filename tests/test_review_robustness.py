@@ -64,10 +64,14 @@ def test_record_with_stdout_closed_still_writes_the_file(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_doctor_with_stdout_closed_gives_no_traceback() -> None:
+def test_doctor_with_stdout_closed_gives_no_traceback(tmp_path: Path) -> None:
+    # a torch that will not import, first on the path: the doctor's torch probe (a child python) answers at
+    # once instead of spending seconds importing the real one, which is not what this test is about
+    (tmp_path / "torch.py").write_text("raise ImportError('not imported in this test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
         [sys.executable, "-m", "gpu_triage", "doctor", "--json"],
-        stderr=subprocess.PIPE, text=True, preexec_fn=_close_stdout,
+        stderr=subprocess.PIPE, text=True, preexec_fn=_close_stdout, env=env,
     )
     assert proc.returncode in (0, 1)  # the check-up's own verdict; 2 would be an error
     assert "Traceback" not in proc.stderr, proc.stderr
