@@ -63,6 +63,18 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
             warnings.simplefilter("ignore", category=RuntimeWarning)
             mean: np.ndarray | float = np.nanmean(a, axis=axis)
             return mean
+    if a.flags.c_contiguous and a.size:
+        # most arrays hold no NaN: their plain sum is the sum of numpy's NaN-zeroed copy (a C-contiguous array
+        # of the same shape, added in the same order), so sum / count is its mean, bit for bit. A NaN in the
+        # sum (a NaN in the values, or inf - inf) sends it the whole way below.
+        tot = np.add.reduce(a, axis=axis)
+        if axis is None or a.ndim == 1:
+            if tot == tot:
+                one: float = tot / a.size
+                return one
+        elif not np.isnan(np.add.reduce(tot, axis=None)):
+            fast: np.ndarray = tot / a.shape[axis]
+            return fast
     mask = np.isnan(a)
     arr = np.where(mask, 0.0, a)  # numpy's copy + copyto(0, where=NaN) in one call: the same array
     cnt = np.add.reduce(~mask, axis=axis, dtype=np.intp)
