@@ -1,7 +1,9 @@
 """Time of one diagnose() call on a full window: 8 cards x 150 ticks (300 s at 2 s), 32 cores, per scenario,
 on the dashboard's window (RollingWindow) and on the offline engine's view of the same ticks read from Arrow
 (offline.columns: its rows are converted lazily, as `diagnose FILE` reads them).
-Target: under 5 ms per tick on the 2-core CI machine. Usage: python benchmarks/bench_diagnosis.py"""
+Target: under 5 ms per tick on the 2-core CI machine. Usage: python benchmarks/bench_diagnosis.py
+Figures (CPU median of all calls, dashboard / offline, on the shared 2-core box, two runs): 1.35-1.95 /
+1.42-2.05 ms with the engine's numpy shortcuts, 1.78-2.83 / 1.74-2.92 ms without them (docs/performance.md)."""
 
 from __future__ import annotations
 

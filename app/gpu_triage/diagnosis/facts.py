@@ -304,9 +304,14 @@ def host_facts(
     disk_names: list[str],
     th: Thresholds,
     cpu_count: int | None,
+    stall: np.ndarray | None = None,
+    link: np.ndarray | None = None,
 ) -> HostFacts:
+    """``stall`` (:func:`stall_ticks` of ``gpu``) and ``link`` (:func:`link_traffic` of ``gpu``): where the
+    caller has them already."""
     util = gpu["util_pct"]
-    stall = stall_ticks(util, th)
+    if stall is None:
+        stall = stall_ticks(util, th)
     vals = util[~np.isnan(util)]
     gpu_mean = float(vals.mean()) if vals.size else float("nan")
     # one sort for both percentiles (same values as two calls)
@@ -320,7 +325,8 @@ def host_facts(
     iow = f(nanmean(iowait[stall])) if iowait.size else float("nan")
     disk_busy, disk_name, await_ms = _busiest_disk(disk, disk_names, stall)
     disk_write, write_peak, await_peak = _disk_writes(disk, stall)
-    link = link_traffic(gpu)
+    if link is None:
+        link = link_traffic(gpu)
     h2d, h2d_cards = _h2d(gpu, gpu_indexes, stall, th)
     mem_frac, mem_card = _memory(gpu, gpu_indexes)
     return HostFacts(

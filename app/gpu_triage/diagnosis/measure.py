@@ -194,19 +194,22 @@ class Measurements:
         gpu = {k: v[start:] for k, v in view.gpu.items()}
         shape = _shape(view, gpu, judged, th, dt)
         # one card busy and the rest idle: the busy card's own waits are what to explain
+        link = link_traffic(gpu)  # per element: a card's columns of it are its own traffic
         if shape.pattern == Pattern.SINGLE_CARD_BUSY:
             cols = [view.gpu_indexes.index(i) for i in shape.cards]
             focus, focus_idx = {k: v[:, cols] for k, v in gpu.items()}, list(shape.cards)
+            focus_link = link[:, cols]
         else:
-            focus, focus_idx = gpu, view.gpu_indexes
+            focus, focus_idx, focus_link = gpu, view.gpu_indexes, link
         sl = slice(start, view.n)
+        stall = stall_ticks(focus["util_pct"], th)
         hf = host_facts(focus, focus_idx, view.cpu[sl], view.iowait[sl], {k: v[sl] for k, v in view.disk.items()},
-                        view.disk_names, th, cpu_count)
-        pf = _proc_facts(view, th, judged, focus, shape, dt)
+                        view.disk_names, th, cpu_count, stall, focus_link)
+        pf = _proc_facts(view, th, judged, focus, shape, dt, stall)
         all_sm = dict(zip(view.gpu_indexes, column_nanmeans(gpu["sm_active_pct"]).tolist(), strict=True))
         all_util = {idx: s.mean for idx, s in shape.shapes.items() if not math.isnan(s.mean)}
         stall_util, stall_sm, stall_d2h = _parting(view, gpu, th)
-        link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link_traffic(gpu)).tolist(), strict=True))
+        link_per_card = dict(zip(view.gpu_indexes, column_nanmeans(link).tolist(), strict=True))
         util = {i: u for i, u in all_util.items() if i in focus_idx}
         # the span named: a card's graph beside it says its mean over the whole window, which may hold more
         gpu_line = Fact(f"GPU-Util mean {pct(hf.gpu_mean)}, p5 {pct(hf.gpu_p5)}, p95 {pct(hf.gpu_p95)} "
@@ -265,11 +268,11 @@ def _window_periods(view: WindowView, shapes: dict[int, CardShape], th: Threshol
 
 
 def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[str, np.ndarray], shape: Shape,
-                dt: float) -> ProcFacts:
+                dt: float, stall: np.ndarray) -> ProcFacts:
+    """``stall``: :func:`~facts.stall_ticks` of the focus cards."""
     n, start, span = view.n, judged.start, judged.span
     others_busy = len([s for s in shape.shapes.values() if s.pattern != "idle"]) > 1
     procs = view.procs[start:] if len(view.procs) == n else view.procs[-(n - start):]
-    stall = stall_ticks(focus["util_pct"], th)
     # ticks since the job's first kernel: before it the job starts up, it does not wait for input
     if span.appeared is None:
         running = np.ones(n - start, dtype=bool)

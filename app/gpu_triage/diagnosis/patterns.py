@@ -63,6 +63,18 @@ def nanmean(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
             warnings.simplefilter("ignore", category=RuntimeWarning)
             mean: np.ndarray | float = np.nanmean(a, axis=axis)
             return mean
+    if a.flags.c_contiguous and a.size:
+        # most arrays hold no NaN: their plain sum is the sum of numpy's NaN-zeroed copy (a C-contiguous array
+        # of the same shape, added in the same order), so sum / count is its mean, bit for bit. A NaN in the
+        # sum (a NaN in the values, or inf - inf) sends it the whole way below.
+        tot = np.add.reduce(a, axis=axis)
+        if axis is None or a.ndim == 1:
+            if tot == tot:
+                one: float = tot / a.size
+                return one
+        elif not np.isnan(np.add.reduce(tot, axis=None)):
+            fast: np.ndarray = tot / a.shape[axis]
+            return fast
     mask = np.isnan(a)
     arr = np.where(mask, 0.0, a)  # numpy's copy + copyto(0, where=NaN) in one call: the same array
     cnt = np.add.reduce(~mask, axis=axis, dtype=np.intp)
@@ -238,7 +250,8 @@ def card_shapes(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresh
     have_minmax = ~(np.isnan(umin).all(axis=0) | np.isnan(umax).all(axis=0))
     lo = np.where(np.isnan(umin), util, umin)
     hi = np.where(np.isnan(umax), util, umax)
-    mean = util.mean(axis=0)
+    n_ticks = util.shape[0]
+    mean = np.add.reduce(util, axis=0) / n_ticks  # ndarray.mean's steps without its Python layers
     # one call for the three (numpy's percentile costs ~70 us of Python a call; each column's value is
     # computed on its own, so stacking changes none)
     q = percentiles(np.stack([util, hi, lo]), [5, 95], axis=1)
@@ -247,7 +260,7 @@ def card_shapes(util: np.ndarray, umin: np.ndarray, umax: np.ndarray, th: Thresh
     top = np.where(have_minmax, hi95, p95)
     # a tick swings when its own min is a stall and its max a burst: a cycle shorter than the tick
     wide = (lo <= th.stall_util_pct) & (hi - lo >= th.sawtooth_min_swing_pct) & (hi >= th.burst_util_pct)
-    fast = have_minmax & (wide.mean(axis=0) >= 0.5) & (mean >= th.stall_util_pct)
+    fast = have_minmax & (np.add.reduce(wide, axis=0, dtype=np.float64) / n_ticks >= 0.5) & (mean >= th.stall_util_pct)
     # bursts and stalls: the ticks swing, or (a 2 s tick blurs a short cycle) the ticks' min/max swing
     # around ticks that themselves reach stalls
     tick_swing = (top >= th.burst_util_pct) & (

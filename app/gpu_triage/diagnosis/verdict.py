@@ -145,7 +145,8 @@ def confidence(m: Measurements, cause: Cause) -> float:
         conf *= th.conf_tiny_factor
     elif judged_ticks * m.dt < th.short_judged_s:
         conf *= th.conf_short_factor
-    return float(np.clip(conf, 0.0, 1.0))
+    # np.clip's Python layers only where it clips
+    return float(conf) if 0.0 < conf < 1.0 else float(np.clip(conf, 0.0, 1.0))
 
 
 def cards(m: Measurements, cause: Cause) -> list[int]:
