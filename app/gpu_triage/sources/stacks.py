@@ -246,6 +246,7 @@ class StackReader:
         self._said: set[str] = set()
         self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
         self.bytes_read = 0  # py-spy's output read over every dump (at most MAX_OUTPUT + a chunk a dump)
+        self.runs = 0  # py-spy runs started, a torn dump's second read too, for the cost figures
 
     @property
     def available(self) -> bool:
@@ -284,6 +285,7 @@ class StackReader:
         until = time.monotonic() + self.timeout_s
         until = until if deadline is None else min(until, deadline)
         before = os.times()
+        self.runs += 1
         try:
             code, out, err, stopped = _run_capped([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
                                                   until)
