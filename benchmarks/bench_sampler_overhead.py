@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "app"))
+sys.path.insert(1, os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or str(ROOT / "app"))
 
 JOB = r"""
 import os, queue, sys, threading, time
@@ -284,6 +284,8 @@ def child(a: argparse.Namespace) -> dict[str, object]:
         stats = pstats.Stats(main_prof)
         for p in profiles:
             stats.add(p)
+        stats.dump_stats(tmp / "profile.pstats")
+        res["profile_file"] = str(tmp / "profile.pstats")  # for a closer look: python -m pstats FILE
         for key, only in (("tottime", ()), ("cumulative", ("gpu_triage",))):
             buf = io.StringIO()
             stats.stream = buf  # type: ignore[attr-defined]
@@ -303,6 +305,7 @@ def main() -> None:
     p.add_argument("--mode", choices=("both", "stacks", "control"), default="both")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--pyspy", default=str(Path(sys.executable).parent / "py-spy"))
+    p.add_argument("--app", default=str(ROOT / "app"), help="the gpu_triage tree to measure (a before/after pair)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
@@ -314,7 +317,7 @@ def main() -> None:
         argv = [sys.executable, __file__, "--child", "--mode", mode, "--secs", str(a.secs), "--warm", str(a.warm),
                 "--every", str(a.every), "--lasts", str(a.lasts), "--threads", str(a.threads),
                 "--interval", str(a.interval), "--pyspy", a.pyspy] + (["--profile"] if a.profile else [])
-        done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "app")))
+        done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=a.app))
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if line is None:
             print(f"{mode}: no result (rc {done.returncode})\n{done.stderr[-3000:]}", file=sys.stderr)
@@ -329,7 +332,7 @@ def main() -> None:
         runs = int(s["pyspy_runs"])  # type: ignore[call-overload]
         extra = (float(s["own_cpu_s"]) - float(c["own_cpu_s"]) * float(s["measured_s"])  # type: ignore[arg-type]
                  / float(c["measured_s"]))  # type: ignore[arg-type]
-        print(f"py-spy runs {runs} ({s['runs_per_min']}/min), samples {s['samples']}; "
+        print(f"py-spy runs {runs} ({s['runs_per_min']}/min), samples {s['samples_recorded']}; "
               f"py-spy {s['pyspy_ms_per_run']} ms CPU a run ({s['pyspy_pct_of_core']} % of a core); "
               f"own CPU with stacks {s['own_pct_of_core']} % vs control {c['own_pct_of_core']} %: "
               f"+{100 * extra / float(s['measured_s']):.3f} % of a core, "  # type: ignore[arg-type]
