@@ -183,13 +183,18 @@ class Meter:
         self.storm: Storm | None = None
         self.launcher: subprocess.Popen[str] | None = None
         self.result: dict[str, float] = {}
+        self.threads: dict[str, float] = {}
         self.thread = threading.Thread(target=self._run, name="bench-storm", daemon=True)
 
-    def _snapshot(self) -> tuple[float, float, float, int, float]:
+    def _snapshot(self) -> tuple[float, float, float, int, float, dict[str, float]]:
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         bench = _cpu_of(self.thread) + (_cpu_of(self.storm.thread) if self.storm is not None else 0.0)
         runs = sum(int(getattr(r, "runs", 0)) for r in self.readers)
-        return time.monotonic(), s.ru_utime + s.ru_stime - bench, c.ru_utime + c.ru_stime, runs, bench
+        # each thread's own CPU by name (the tick's thread, the stack sampler's, the main thread...), and the
+        # kernel's share of the whole process
+        threads = {t.name: _cpu_of(t) for t in threading.enumerate() if not t.name.startswith("bench-")}
+        threads["(system time, all threads)"] = s.ru_stime
+        return time.monotonic(), s.ru_utime + s.ru_stime - bench, c.ru_utime + c.ru_stime, runs, bench, threads
 
     def _run(self) -> None:
         from gpu_triage.sources.stacks import StackReader  # noqa: PLC0415
@@ -205,11 +210,12 @@ class Meter:
         self.storm = Storm(self.fake, self.cards, self.launcher)
         self.storm.thread.start()
         time.sleep(a.warm)
-        t0, own0, kids0, runs0, _ = self._snapshot()
+        t0, own0, kids0, runs0, _, th0 = self._snapshot()
         time.sleep(a.secs)
-        t1, own1, kids1, runs1, bench = self._snapshot()
+        t1, own1, kids1, runs1, bench, th1 = self._snapshot()
         self.result = {"wall_s": t1 - t0, "own_cpu_s": own1 - own0, "pyspy_cpu_s": kids1 - kids0,
                        "pyspy_runs": runs1 - runs0, "bench_cpu_s": bench}
+        self.threads = {k: round(v - th0.get(k, 0.0), 3) for k, v in th1.items()}
 
 
 def _profile_threads() -> list[cProfile.Profile]:
@@ -278,7 +284,7 @@ def child(a: argparse.Namespace) -> dict[str, object]:
         "pyspy_runs": runs, "runs_per_min": round(60 * runs / wall, 1),
         "pyspy_ms_per_run": round(1000 * kids / runs, 2) if runs else None,
         "samples_recorded": len(stacks), "samples_with_threads": sum(1 for s in stacks if s.thread_list),
-        "bench_cpu_s": round(m["bench_cpu_s"], 3),
+        "bench_cpu_s": round(m["bench_cpu_s"], 3), "cpu_s_by_thread": meter.threads,
     }
     if main_prof is not None:
         stats = pstats.Stats(main_prof)
