@@ -66,7 +66,7 @@ def matmul():
         time.sleep(0.05)
 
 def sleeper():
-    parent = os.getppid()
+    parent = int(sys.argv[2])  # the launcher's pid, given: a job orphaned while it imported must go too
     while os.getppid() == parent:  # the launcher gone (killed with the benchmark): this job goes too
         time.sleep(0.2)
     os._exit(0)
@@ -102,7 +102,7 @@ try:
     if now >= total:
         break
     if now >= k * every:
-        p = subprocess.Popen([sys.executable, "-c", job, threads], env=env, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen([sys.executable, "-c", job, threads, str(os.getpid())], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         running.append((now + lasts, p))
         print("+", p.pid, flush=True)
