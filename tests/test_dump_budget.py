@@ -152,6 +152,23 @@ def test_the_budget_gives_a_burst_at_once_then_the_rest_of_the_minute_paced() ->
         DumpBudget(1, clock)
 
 
+def test_the_sampler_sleeps_until_the_budget_allows_a_run_not_a_burst_s_pace(pyspy: tuple[Path, Path, Path]) -> None:
+    """While the minute's runs are spent a round dumps nothing: the sampler's thread sleeps until the next run is
+    allowed, not a burst's 0.5 s (a round for each, reading /proc to be refused); with runs left, the burst's pace."""
+    exe, _, _ = pyspy
+    clock = _Clock()
+    sampler = InsideSampler(StackReader(str(exe)), every_s=2.0, clock=clock, proc_root="/nonexistent")
+    sampler.want([(NO_PROCESS, [])], burst=[NO_PROCESS])
+    assert sampler._pace() == 0.5  # a burst asked for, the budget full
+    while sampler.budget.take():
+        pass
+    assert sampler._pace() == pytest.approx(60.0 / (DUMPS_PER_MIN - AT_ONCE))  # the next token: 4 s
+    clock.t += 3.0
+    assert sampler._pace() == pytest.approx(1.0)
+    clock.t += 1.0
+    assert sampler._pace() == 0.5
+
+
 def test_the_budget_is_read_from_the_configuration(tmp_path: Path) -> None:
     from gpu_triage.config import inside_settings, load_config
     from gpu_triage.errors import UserError

@@ -81,6 +81,11 @@ class DumpBudget:
         self._refresh()
         return int(self._tokens)
 
+    def wait_s(self) -> float:
+        """Seconds until a run may start: 0 while one may now."""
+        self._refresh()
+        return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self._per_s
+
     def take(self) -> bool:
         """One run may start now (and is counted), or not (False: wait for a later round)."""
         self._refresh()

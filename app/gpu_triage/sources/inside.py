@@ -224,10 +224,14 @@ class InsideSampler:
         self._wake.set()
 
     def _pace(self) -> float:
-        """How long the thread may sleep before a dump is due: the burst's pace while one is on."""
+        """How long the thread may sleep before a dump is due: the burst's pace while one is on, and no less than
+        the time until the budget allows a run. A round while the budget is spent dumps nothing: in a storm of new
+        jobs a burst waiting on the budget would otherwise wake the thread every BURST_EVERY_S for a round that
+        reads every wanted process's /proc entry and is refused. Each tick's want() still wakes it at once (a
+        new process, a burst asked for, one no longer wanted)."""
         with self._lock:
             bursting = bool(self._burst) or any(f.burst_left for f in self._followed.values())
-        return self.burst_every_s if bursting else self.every_s
+        return max(self.burst_every_s if bursting else self.every_s, self.budget.wait_s())
 
     def reports(self) -> dict[int, InsideReport]:
         with self._lock:

@@ -173,6 +173,28 @@ def _text(value: object) -> str:
     return clean(value[:MAX_TEXT]) if isinstance(value, str) else ""
 
 
+# A job's frames repeat from dump to dump (the same loop, the same lines): each (function, file, line) py-spy gives
+# is made a Frame once, its text cleaned once, and kept; another user's program may name frames without end, so the
+# table is emptied when full. Only str names and files and int (or absent) lines are kept: a key of other JSON
+# types could be unhashable, or equal to another that reads differently (True == 1, 1.0 == 1).
+_FRAMES: dict[tuple[str, str, int | None], Frame] = {}
+MAX_KEPT_FRAMES = 16384
+
+
+def _frame(fr: dict[str, object]) -> Frame:
+    name, file, line = fr.get("name"), fr.get("short_filename") or fr.get("filename"), fr.get("line")
+    if type(name) is not str or type(file) is not str or not (line is None or type(line) is int):
+        return Frame(_text(name), _text(file), line if isinstance(line, int) and not isinstance(line, bool) else None)
+    key = (name, file, line)
+    made = _FRAMES.get(key)
+    if made is None:
+        made = Frame(_text(name), _text(file), line)
+        if len(_FRAMES) >= MAX_KEPT_FRAMES:
+            _FRAMES.clear()
+        _FRAMES[key] = made
+    return made
+
+
 def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
     """py-spy's ``dump --json`` output (a list of threads, each with frames innermost first) as a StackDump;
     anything else in it is ignored, never raised on."""
@@ -190,12 +212,7 @@ def parse_dump(pid: int, t: float, took_s: float, payload: str) -> StackDump:
         frames = th.get("frames")
         if not isinstance(tid, int) or isinstance(tid, bool) or not isinstance(frames, list):
             continue
-        kept = []
-        for fr in frames[:MAX_FRAMES]:
-            if isinstance(fr, dict):
-                line = fr.get("line")
-                kept.append(Frame(_text(fr.get("name")), _text(fr.get("short_filename") or fr.get("filename")),
-                                  line if isinstance(line, int) and not isinstance(line, bool) else None))
+        kept = [_frame(fr) for fr in frames[:MAX_FRAMES] if isinstance(fr, dict)]
         name = th.get("thread_name")
         gil = th.get("owns_gil")
         threads.append(ThreadStack(tid, _text(name) if isinstance(name, str) else None, th.get("active") is True,
@@ -246,6 +263,7 @@ class StackReader:
         self._said: set[str] = set()
         self.cpu_s = 0.0  # py-spy's own CPU over every dump, for the cost figures
         self.bytes_read = 0  # py-spy's output read over every dump (at most MAX_OUTPUT + a chunk a dump)
+        self.runs = 0  # py-spy runs started, a torn dump's second read too, for the cost figures
 
     @property
     def available(self) -> bool:
@@ -284,6 +302,7 @@ class StackReader:
         until = time.monotonic() + self.timeout_s
         until = until if deadline is None else min(until, deadline)
         before = os.times()
+        self.runs += 1
         try:
             code, out, err, stopped = _run_capped([self.pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
                                                   until)
