@@ -42,11 +42,16 @@ def ticks(stem: str, stripped: bool = False) -> list[Tick]:
     return [replace(t, stacks=[]) for t in got] if stripped else got
 
 
-@shared
 def raw(stem: str, stripped: bool = False) -> list[Any]:
-    """(tick, raw verdict, shown verdict) at every tick, fed one by one as the dashboard would."""
+    """(tick, raw verdict, shown verdict) at every tick, fed one by one as the dashboard would. As recorded, it
+    is :func:`replay`'s (one replay per session whichever name asks: test_diagnosis_trust replays every file)."""
+    return _stripped_raw(stem) if stripped else replay(DATA / f"{stem}.parquet")[1]
+
+
+@shared
+def _stripped_raw(stem: str) -> list[Any]:
     cfg, tr = Config(), trace(stem)
-    return verdicts(ticks(stem, stripped), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
+    return verdicts(ticks(stem, True), tr.interval_s, cfg.thresholds, cfg.window_s, tr.host.cpu_count)
 
 
 @shared

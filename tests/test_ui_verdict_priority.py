@@ -4,6 +4,10 @@ For every simulated scenario at 80x24 (8 cards), 120x40 (8 cards) and 200x60 (16
 evidence that fits and the whole first advice line ("→ …", wrapped) are on screen, inside the terminal. The
 8-card dashboard is started at 80x24 and then widened to 120x40 (a resize lays the screen out afresh:
 tests/test_ui_resize.py), so one app per card count.
+
+The window holds a full window of the scenario, of which only the newest ticks are judged one by one (as a
+replay's seek judges the newest of its window, ui/replay.py), enough for the hold to settle: a tenth of the
+engine's work, and for every scenario here the verdict that judging every tick of the window shows.
 """
 
 from __future__ import annotations
@@ -21,13 +25,19 @@ from tests.waits import wait_for
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CARDS = [(8, [(80, 24), (120, 40)]), (16, [(200, 60)])]  # the sizes one app of this many cards is shown at
+TH = Config().thresholds
+JUDGED = round(4 * TH.hold_s / Config().interval_s)  # the newest ticks judged: four holds (destructive advice's too)
 
 
 def _sim_app(scenario: str, gpus: int) -> TriageApp:
     config = Config()
     source = sim.SimulatedSource(scenario, gpus=gpus, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    prefill = [source.sample() for _ in range(config.window_ticks)]
-    return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
+    ticks = [source.sample() for _ in range(config.window_ticks)]
+    app = TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=ticks[-JUDGED:],
+                    autostart=False)
+    for tick in ticks[:-JUDGED]:
+        app.verdicts.add(tick)  # into the window unjudged; the prefill's ticks follow it, each judged
+    return app
 
 
 def _on_screen(app: TriageApp, pane: str) -> list[str]:
@@ -49,6 +59,7 @@ def _laid_out(app: TriageApp, frames: int, w: int, h: int) -> Callable[[], bool]
 def _check(app: TriageApp, size: tuple[int, int]) -> None:
     shown = app.verdicts.shown
     lines = _on_screen(app, "diag")
+    assert len(app.window) == Config().window_ticks
     assert lines and lines[0].startswith(f"VERDICT {shown.pattern} · {shown.bottleneck}")
     bullets = [ln for ln in lines if ln.startswith("• ")]
     want = len(shown.evidence) if size != (80, 24) else min(2, len(shown.evidence))
