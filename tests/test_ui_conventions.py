@@ -242,22 +242,16 @@ def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits() -> None:
 
 
 # -- sizes: nothing cut at 80x24, the process table kept, the graph's shape kept at every width ----------------
-from datetime import UTC, datetime  # noqa: E402
-
 import numpy as np  # noqa: E402
 
-from gpu_triage.sources import sim  # noqa: E402
 from gpu_triage.ui import glyphs  # noqa: E402
 from gpu_triage.ui.keys import footer_line  # noqa: E402
-
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+from tests.ui_prefill import prefilled, sim  # noqa: E402
 
 
 def _sim_app(scenario: str = "data_pipeline", gpus: int = 8) -> TriageApp:
-    config = Config()
-    source = sim.SimulatedSource(scenario, gpus=gpus, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    prefill = [source.sample() for _ in range(config.window_ticks)]
-    return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
+    """The simulated server (seed 0) on a full window, judged once for every test that starts on it."""
+    return prefilled(sim, scenario, gpus, source_label=f"demo: {scenario}")
 
 
 def test_the_key_line_keeps_help_at_any_width() -> None:
@@ -374,10 +368,7 @@ def test_the_legend_says_what_a_cell_is_and_what_part_of_the_window_is_shown() -
     from gpu_triage.ui.gpu_pane import gpu_pane
     from gpu_triage.ui.panes import Colours
 
-    app = _sim_app(gpus=2)
-    for tick in app._prefill:
-        app.window.append(tick)
-    view = app.window.view()
+    view = _sim_app(gpus=2).window.view()
     narrow = gpu_pane(view, 80, 1, Colours()).plain.split("\n")[0]
     assert "ticks (braille)" in narrow and "last " in narrow and "of 5m" in narrow, narrow
     wide = gpu_pane(view, 400, 1, Colours()).plain.split("\n")[0]
@@ -629,9 +620,7 @@ async def test_the_config_file_sets_the_panes(tmp_path) -> None:
     path.write_text('[ui]\npanes = ["diag", "gpu", "procs"]\n')
     config = load_config(str(path))
     assert config.panes == ("diag", "gpu", "procs")
-    source = sim.SimulatedSource("data_pipeline", gpus=8, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    app = TriageApp(config, source=source, source_label="demo", autostart=False,
-                    prefill=[source.sample() for _ in range(150)])
+    app = prefilled(sim, "data_pipeline", 8, config=config, source_label="demo")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert _body_order(app) == ["header", "diag", "gpu", "procs"]
