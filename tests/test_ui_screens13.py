@@ -13,14 +13,14 @@ from gpu_triage.ui.formatters import wall_clock
 from gpu_triage.ui.gpu_pane import gpu_pane
 from gpu_triage.ui.host_panes import cpu_pane
 from gpu_triage.ui.panes import Colours
-from tests.ui_ticks import TickListSource, make_tick
+from tests.ui_prefill import listed, prefilled
+from tests.ui_ticks import make_tick
 from tests.waits import wait_for
 
 
 def _app(gpus: int = 4, cores: int = 8, label: str = "test") -> TriageApp:
-    source = TickListSource(gpus, cores)
-    prefill = [make_tick(i, gpus=gpus, cores=cores) for i in range(40)]
-    return TriageApp(Config(), source=source, source_label=label, prefill=prefill, autostart=False)
+    """40 ticks of tests/ui_ticks.py's server, judged once for every test that starts on them."""
+    return prefilled(listed, gpus, cores, 40, source_label=label)
 
 
 @pytest.mark.slow

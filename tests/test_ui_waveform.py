@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import UTC, datetime
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.model import Tick
-from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.sources.base import Source
 from gpu_triage.ui.app import TriageApp
+from tests.ui_prefill import prefilled, sim
 
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 BRAILLE = range(0x2800, 0x2900)
 GLYPHS = set(" ▁▂▃▄▅▆▇█·░")
 
@@ -31,13 +29,16 @@ def _alarm(tick: Tick, card: int) -> Tick:
     return dataclasses.replace(tick, gpus=gpus)
 
 
-def _app(alarm_card: int | None = None) -> TriageApp:
-    config = Config()
-    source = SimulatedSource("shared_box", gpus=4, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    prefill = [source.sample() for _ in range(config.window_ticks)]
+def _shared_box(alarm_card: int | None) -> tuple[Source, list[Tick]]:
+    source, ticks = sim("shared_box", 4)
     if alarm_card is not None:
-        prefill[-1] = _alarm(prefill[-1], alarm_card)
-    return TriageApp(config, source=source, source_label="shared box", prefill=prefill, autostart=False)
+        ticks[-1] = _alarm(ticks[-1], alarm_card)
+    return source, ticks
+
+
+def _app(alarm_card: int | None = None) -> TriageApp:
+    """The shared box on a full window (judged once for every test that starts on it: tests/ui_prefill.py)."""
+    return prefilled(_shared_box, alarm_card, source_label="shared box")
 
 
 async def _screen(app: TriageApp, size: tuple[int, int]) -> list[str]:
