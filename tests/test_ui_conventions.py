@@ -246,7 +246,7 @@ import numpy as np  # noqa: E402
 
 from gpu_triage.ui import glyphs  # noqa: E402
 from gpu_triage.ui.keys import footer_line  # noqa: E402
-from tests.ui_prefill import prefilled, sim  # noqa: E402
+from tests.ui_prefill import prefilled, resize_to, sim  # noqa: E402
 
 
 def _sim_app(scenario: str = "data_pipeline", gpus: int = 8) -> TriageApp:
@@ -319,17 +319,19 @@ async def test_8_cards_at_120x40_tab_shows_every_process() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("size", "gpus"), [((80, 24), 8), ((120, 40), 8), ((200, 60), 8), ((200, 60), 16)])
-async def test_a_full_window_fills_the_graph(size: tuple[int, int], gpus: int) -> None:
+@pytest.mark.parametrize(("gpus", "sizes"), [(8, [(80, 24), (120, 40), (200, 60)]), (16, [(200, 60)])])
+async def test_a_full_window_fills_the_graph(gpus: int, sizes: list[tuple[int, int]]) -> None:
     """No long run of empty columns left of a card's graph once the window is full (at 200x60 ~50 were): the
-    ticks a braille dot holds are whole, so the window fills at least three quarters of the graph."""
+    ticks a braille dot holds are whole, so the window fills at least three quarters of the graph. One app
+    through the sizes."""
     app = _sim_app(gpus=gpus)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        lines = app.query_one("#gpu").shown_plain.split("\n")
-        card = next(ln for ln in lines if ln.startswith("▶ 0"))
-        graph = card[4:].split("%")[0].rsplit(" ", 1)[0]  # up to the GPU-Util figure
-        assert len(graph) - len(graph.lstrip()) <= len(graph) // 4, card
+    async with app.run_test(size=sizes[0]) as pilot:
+        for size in sizes:
+            await resize_to(pilot, app, size)
+            lines = app.query_one("#gpu").shown_plain.split("\n")
+            card = next(ln for ln in lines if ln.startswith("▶ 0"))
+            graph = card[4:].split("%")[0].rsplit(" ", 1)[0]  # up to the GPU-Util figure
+            assert len(graph) - len(graph.lstrip()) <= len(graph) // 4, (size, card)
         legend = lines[0]
         assert "cell = " in legend and "tick" in legend, legend
         assert len(legend) <= size[0]
@@ -494,26 +496,34 @@ def _y_labels(lines: list[str], side: str = "left") -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
-async def test_the_card_detail_charts(size: tuple[int, int]) -> None:
+async def test_the_card_detail_charts() -> None:
+    """At 80x24, 120x40 and 200x60: one app, its detail open through the sizes."""
     app = _sim_app("data_pipeline", gpus=8)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "DetailScreen", "the card's detail")
-        util = _chart(app, "util")
-        assert set(_y_labels(util)) <= {"0", "25", "50", "75", "100"} and "100" in _y_labels(util)
-        link = _chart(app, "link")
-        assert "GiB/s" in link[0] and "MiB/s" not in "\n".join(link)  # NVLink at ~17 GiB/s
-        assert all(float(v) < 1000 for v in _y_labels(link))
-        power = _chart(app, "power")
-        assert _y_labels(power, "right") and all(float(v) >= 100 or float(v) == 0 for v in _y_labels(power))
-        for name in ("util", "sm", "mem", "link", "power", "clock"):
-            title = _chart(app, name)[0].strip()
-            assert title and not title.endswith("…"), (name, title)  # a whole form of the title
-        clock = _chart(app, "clock")[0]
-        assert "never slowed" not in clock
-        if size[0] >= 120:
-            assert "no slowdown reason reported, clock" in clock
+        for size in ((80, 24), (120, 40), (200, 60)):
+            await pilot.resize_terminal(*size)
+            half = size[0] // 2  # two charts side by side
+            await wait_for(pilot, lambda w=half: app.screen.query_one("#p_util").size.width == w, f"charts at {size}")
+            _the_card_detail_charts(app, size)
+
+
+def _the_card_detail_charts(app: TriageApp, size: tuple[int, int]) -> None:
+    util = _chart(app, "util")
+    assert set(_y_labels(util)) <= {"0", "25", "50", "75", "100"} and "100" in _y_labels(util)
+    link = _chart(app, "link")
+    assert "GiB/s" in link[0] and "MiB/s" not in "\n".join(link)  # NVLink at ~17 GiB/s
+    assert all(float(v) < 1000 for v in _y_labels(link))
+    power = _chart(app, "power")
+    assert _y_labels(power, "right") and all(float(v) >= 100 or float(v) == 0 for v in _y_labels(power))
+    for name in ("util", "sm", "mem", "link", "power", "clock"):
+        title = _chart(app, name)[0].strip()
+        assert title and not title.endswith("…"), (name, title)  # a whole form of the title
+    clock = _chart(app, "clock")[0]
+    assert "never slowed" not in clock
+    if size[0] >= 120:
+        assert "no slowdown reason reported, clock" in clock
 
 
 # -- the job pane, small words ---------------------------------------------------------------------------------

@@ -65,3 +65,15 @@ def prefilled(make: Make, *args: Hashable, config: Config | None = None, **app: 
     source, judged = pickle.loads(_judged(make.__module__, make.__qualname__, tuple(args)))
     app.setdefault("source_label", "test")
     return TriageApp(config, source=source, judged=judged, autostart=False, **app)
+
+
+async def resize_to(pilot: Any, app: TriageApp, size: tuple[int, int]) -> None:
+    """The terminal resized to ``size``, and the dashboard's frame laid out for it drawn: one app through several
+    sizes, each asserting its own screen, instead of an app started for each."""
+    from tests.waits import wait_for
+
+    await pilot.pause()  # a frame still due from before is drawn before the count below
+    drawn = app.redraws
+    await pilot.resize_terminal(*size)
+    await wait_for(pilot, lambda: app.redraws > drawn and tuple(app.size) == size, f"a frame at {size}")
+    await pilot.pause()
