@@ -201,41 +201,19 @@ def _read_for(fd: int, seconds: float, until: bytes | None = None) -> bytes:
     return got
 
 
+@pytest.fixture(scope="module")
+def no_color_pty() -> tuple[bytes, int | None]:
+    """`demo healthy` in a real pty with NO_COLOR=1 for 6 s, then the Ctrl-C byte: what it drew and its exit
+    status, read by two tests (one start of the dashboard in a terminal for both)."""
+    return _pty_screen({"TERM": "xterm-256color", "NO_COLOR": "1"}, quit=b"\x03")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
-def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits() -> None:
+def test_in_a_real_terminal_the_mouse_is_left_alone_and_ctrl_c_quits(no_color_pty: tuple[bytes, int | None]) -> None:
     """Mouse tracking off (the terminal's own selection copies a PID without Shift), and the Ctrl-C byte of a
     real pty ends the dashboard with status 0."""
-    import pty
-    import sys
-    import time
-    from pathlib import Path
-
-    app_dir = Path(__file__).resolve().parents[1] / "app"
-    argv = [sys.executable, "-m", "gpu_triage", "--interval", "0.5", "demo", "healthy"]
-    env = {**os.environ, "PYTHONPATH": str(app_dir), "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execvpe(argv[0], argv, env)
-    status = None
-    try:
-        drawn = _read_for(fd, 40, until=b"GPU")
-        drawn += _read_for(fd, 1.0)
-        assert b"GPU" in drawn, "the dashboard never drew"
-        os.write(fd, b"\x03")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            drawn += _read_for(fd, 0.1)
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-    finally:
-        os.close(fd)
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+    drawn, status = no_color_pty
     for mode in (b"1000", b"1002", b"1003", b"1006"):
         assert b"\x1b[?" + mode + b"h" not in drawn, f"mouse mode {mode.decode()} turned on"
     assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -394,9 +372,13 @@ def test_the_colour_depth_is_the_terminal_s(monkeypatch: pytest.MonkeyPatch, ter
     assert palette.color_system() == "truecolor"
 
 
-def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0) -> bytes:
+def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0, quit: bytes = b"q") -> tuple[bytes, int | None]:
+    """`gpu-triage --interval 0.5 demo healthy` in a real pty at 120x30: what it drew from its start to
+    ``seconds`` after its first frame and until it ended on the ``quit`` key, and its exit status (None: it did
+    not end within 20 s of the key)."""
     import pty
     import sys
+    import time
     from pathlib import Path
 
     app_dir = Path(__file__).resolve().parents[1] / "app"
@@ -406,11 +388,18 @@ def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0) -> bytes:
     pid, fd = pty.fork()
     if pid == 0:
         os.execvpe(argv[0], argv, env)
+    status = None
     try:
         drawn = _read_for(fd, 40, until=b"SMact")
+        assert b"SMact" in drawn, "the dashboard never drew"
         drawn += _read_for(fd, seconds)
-        os.write(fd, b"q")
-        drawn += _read_for(fd, 3)
+        os.write(fd, quit)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            drawn += _read_for(fd, 0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
     finally:
         os.close(fd)
         try:
@@ -418,7 +407,7 @@ def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0) -> bytes:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-    return drawn
+    return drawn, status
 
 
 def _sgr_before(drawn: bytes, text: bytes) -> list[bytes]:
@@ -438,7 +427,7 @@ def _sgr_before(drawn: bytes, text: bytes) -> list[bytes]:
 def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
     import re
 
-    drawn = _pty_screen({"TERM": "xterm"}, seconds=1.0)  # the capped watts are in the first frame
+    drawn, _ = _pty_screen({"TERM": "xterm"}, seconds=1.0)  # the capped watts are in the first frame
     # a healthy busy card sits at its power cap: its watts (6xxW) are drawn in the terminal's yellow
     styles = [s for m in sorted({m.group() for m in re.finditer(rb" 6[0-9][0-9]W", drawn)})
               for s in _sgr_before(drawn, m)]
@@ -450,10 +439,10 @@ def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="pty semantics of Linux")
-def test_no_color_keeps_weight_and_drops_every_colour() -> None:
+def test_no_color_keeps_weight_and_drops_every_colour(no_color_pty: tuple[bytes, int | None]) -> None:
     import re
 
-    drawn = _pty_screen({"TERM": "xterm-256color", "NO_COLOR": "1"})
+    drawn, _ = no_color_pty
     params = {p for sgr in re.findall(rb"\x1b\[([0-9;]*)m", drawn) for p in sgr.split(b";")}
     assert b"1" in params  # bold survives (the busiest cores, the verdict's headline)
     colours = {p for p in params if re.fullmatch(rb"3[0-7]|9[0-7]|4[0-7]|10[0-7]|38|48", p)}
