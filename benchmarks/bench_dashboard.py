@@ -7,7 +7,8 @@
    the CPU time of the process, and its RSS. The first 3 s (start-up, first full paint) are excluded.
    Before those, the CPU of one frame headless at one tick per frame (--frames, 2 and 8 cards, at --size
    and at 160x50), split into redraw() (ingest, diagnosis, the panes' text and changed strips) and Textual's
-   paint; --frames-only stops there, --profile tottime adds a cProfile of those frames.
+   paint; then the CPU of opening the card detail (Enter) and of a tick with it open; --frames-only stops
+   there, --profile tottime adds a cProfile of the frames.
 2. Startup: seconds from exec to the first frame on the terminal (the key line painted).
 3. Feeds ticks (default 302,400 = 7 days at 2 s) through the app's streaming ingest path headless (window,
    status, one diagnosis + redraw per frame, a frame per 100 ticks) and prints the RSS growth after warm-up;
@@ -204,6 +205,39 @@ async def frame_cost(cards: int, cols: int, rows: int, frames: int, profile: str
         [a + b for a, b in zip(redraw_s, paint_s, strict=True)]) * 1e3}
 
 
+async def detail_cost(cols: int, rows: int, opens: int = 5) -> dict[str, float]:
+    """CPU of the card detail (Enter), headless, 8 cards: opening it until its six charts are painted, and a frame
+    with it open (one tick: every chart drawn again over the new window); medians over ``opens``."""
+    from gpu_triage.config import Config
+    from gpu_triage.sources.sim import SimulatedSource
+    from gpu_triage.ui.app import TriageApp
+
+    config = Config()
+    source = SimulatedSource("data_pipeline", gpus=8, cores=32, seed=0, interval_s=2.0)
+    ticks = [source.sample() for _ in range(config.window_ticks + opens)]
+    app = TriageApp(config, source=source, source_label="bench", autostart=False)
+    open_s, tick_s = [], []
+    async with app.run_test(size=(cols, rows)) as pilot:
+        for t in ticks[: config.window_ticks]:
+            app.ingest(t, draw=False)
+        app.redraw()
+        await pilot.pause()
+        for t in ticks[config.window_ticks :]:
+            c0 = time.process_time()
+            await pilot.press("enter")
+            await pilot.pause()
+            c1 = time.process_time()
+            app.ingest(t, draw=False)
+            app.redraw()
+            await pilot.pause()
+            c2 = time.process_time()
+            await pilot.press("escape")
+            await pilot.pause()
+            open_s.append(c1 - c0)
+            tick_s.append(c2 - c1)
+    return {"open_ms": statistics.median(open_s) * 1e3, "tick_ms": statistics.median(tick_s) * 1e3}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -224,6 +258,10 @@ def main() -> None:
                     f"frame CPU, {cards} cards {fc}x{fr}: {f['frame_ms']:6.2f} ms median (redraw() "
                     f"{f['redraw_ms']:5.2f} ms: ingest + diagnosis + panes; Textual's paint {f['paint_ms']:5.2f} ms)"
                 )
+        for fc, fr in ((cols, rows), (200, 60)):
+            d = asyncio.run(detail_cost(fc, fr))
+            print(f"card detail, 8 cards {fc}x{fr}: opening it {d['open_ms']:6.1f} ms CPU median, a tick with it "
+                  f"open {d['tick_ms']:6.1f} ms")
         if args.frames_only:
             return
     if not args.skip_pty:

@@ -13,10 +13,14 @@ from gpu_triage.model import ProcSample
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.ui.app import TriageApp
 from gpu_triage.ui.run import NO_GPU_BANNER, build_app
+from tests.ui_prefill import listed, prefilled
 from tests.ui_ticks import TickListSource, make_tick
+from tests.waits import wait_for
 
 
 def _app(gpus: int = 8, cores: int = 32, n: int = 40, **kw) -> TriageApp:
+    if not {"prefill", "gpu_available", "lost"} & kw.keys():  # the plain server: its window judged once
+        return prefilled(listed, gpus, cores, n, **kw)
     source = TickListSource(gpus, cores, **{k: kw.pop(k) for k in ("gpu_available", "lost") if k in kw})
     prefill = kw.pop("prefill", None) or [make_tick(i, gpus=gpus, cores=cores) for i in range(n)]
     return TriageApp(Config(), source=source, source_label="test", prefill=prefill, autostart=False, **kw)
@@ -66,11 +70,13 @@ async def test_few_cards_on_a_big_terminal_get_tall_graphs_with_a_y_axis() -> No
         top = lines[1][8:]
         assert "▅▅░░▅▅░░" in top
         assert _visible_lines(app, "diag") and _visible_lines(app, "procs")
-    # the same card at 80x24 stays on the compact form
-    app = _app(1, 16)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        assert not any("100┤" in ln for ln in _visible_lines(app, "gpu"))
+        # the same card at 80x24 stays on the compact form
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: max(map(len, app.query_one("#gpu").shown_plain.split("\n"))) <= 80,
+                       "the frame laid out for 80x24")
+        lines = _visible_lines(app, "gpu")
+        assert [ln[1:3] for ln in lines[1:] if ln[1:3].strip().isdigit()] == [" 0"]
+        assert not any("100┤" in ln for ln in lines)
 
 
 @pytest.mark.parametrize(("size", "gpus"), [((160, 48), 2), ((200, 60), 4)])
@@ -306,15 +312,13 @@ async def test_replay_of_the_h200_trace_shows_the_sawtooth() -> None:
         assert any("on grey30" in str(span.style) for span in pane._shown.spans)
         card = next(ln for ln in pane.shown_plain.split("\n") if ln[1:3] == " 0")
         assert "█" in card and "·" in card  # bursts and zeros on one fixed scale
-    # 120x40: one card gets the tall graph; the burst peaks above the mean bar are drawn as ░
-    app = _replay_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("space")
-        app.replay.position = trace.index_at(end)
-        app._rebuild_from_replay()
+        # 120x40: one card gets the tall graph; the burst peaks above the mean bar are drawn as ░
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
         app.redraw()
         await pilot.pause()
         lines = _visible_lines(app, "gpu")
+        assert any("┤" in ln for ln in lines), lines  # the tall form
         assert any("░" in ln for ln in lines[1:]) and any("·" in ln for ln in lines[1:])
 
 

@@ -8,16 +8,19 @@ from textual.containers import VerticalScroll
 
 from gpu_triage.config import Config
 from gpu_triage.ui.app import TriageApp
+from gpu_triage.ui.detail_screen import Chart
+from gpu_triage.ui.formatters import wall_clock
 from gpu_triage.ui.gpu_pane import gpu_pane
 from gpu_triage.ui.host_panes import cpu_pane
 from gpu_triage.ui.panes import Colours
-from tests.ui_ticks import TickListSource, make_tick
+from tests.ui_prefill import listed, prefilled
+from tests.ui_ticks import make_tick
+from tests.waits import wait_for
 
 
 def _app(gpus: int = 4, cores: int = 8, label: str = "test") -> TriageApp:
-    source = TickListSource(gpus, cores)
-    prefill = [make_tick(i, gpus=gpus, cores=cores) for i in range(40)]
-    return TriageApp(Config(), source=source, source_label=label, prefill=prefill, autostart=False)
+    """40 ticks of tests/ui_ticks.py's server, judged once for every test that starts on them."""
+    return prefilled(listed, gpus, cores, 40, source_label=label)
 
 
 @pytest.mark.slow
@@ -47,6 +50,8 @@ async def test_arrows_in_the_detail_view_switch_its_charts() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert app.screen.column == 0
+        charts = list(app.screen.query(Chart))
+        assert [c.builds for c in charts] == [1] * 6  # each chart built once, though its layout asked again
         await pilot.press("down")
         await pilot.pause()
         assert app.screen.column == 1 and app.selected == 1  # the charts and the selection behind them agree
@@ -54,6 +59,12 @@ async def test_arrows_in_the_detail_view_switch_its_charts() -> None:
         await pilot.press("up", "up")
         await pilot.pause()
         assert app.screen.column == 3 and app.selected == 3
+        # a new tick: every chart is drawn again over the new window (the x axis moved), the title says so
+        built = [c.builds for c in charts]
+        app.ingest(make_tick(40, gpus=4, cores=8))
+        await wait_for(pilot, lambda: all(c.builds > b for c, b in zip(charts, built, strict=True)), "the new tick")
+        end = wall_clock(make_tick(40).ts.timestamp()).strftime("to %H:%M:%S")  # local time, as the title
+        assert end in str(app.screen.query_one("#title").render())
         await pilot.press("escape")
         await pilot.pause()
         assert "▶ 3" in app.query_one("#gpu").shown_plain

@@ -9,23 +9,17 @@ Update after an intended visual change: pytest tests/test_ui_snapshots.py --snap
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from gpu_triage.config import Config
-from gpu_triage.sources import sim
 from gpu_triage.ui.app import TriageApp
+from tests.ui_prefill import prefilled, sim
 
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 TERMINALS = {"truecolor": {}, "16colours": {"TEXTUAL_COLOR_SYSTEM": "standard"}, "nocolor": {"NO_COLOR": "1"}}
 
 
 def _sim_app(scenario: str, gpus: int = 8) -> TriageApp:
-    config = Config()
-    source = sim.SimulatedSource(scenario, gpus=gpus, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    prefill = [source.sample() for _ in range(config.window_ticks)]
-    return TriageApp(config, source=source, source_label=f"demo: {scenario}", prefill=prefill, autostart=False)
+    """The simulated server (seed 0) on a full window, judged once for every test that starts on it."""
+    return prefilled(sim, scenario, gpus, source_label=f"demo: {scenario}")
 
 
 @pytest.mark.slow

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import UTC, datetime
 
 import pytest
 
-from gpu_triage.config import Config
 from gpu_triage.model import Tick
-from gpu_triage.sources.sim import SimulatedSource
+from gpu_triage.sources.base import Source
 from gpu_triage.ui.app import TriageApp
+from tests.ui_prefill import prefilled, resize_to, sim
 
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 BRAILLE = range(0x2800, 0x2900)
 GLYPHS = set(" ▁▂▃▄▅▆▇█·░")
 
@@ -31,20 +29,27 @@ def _alarm(tick: Tick, card: int) -> Tick:
     return dataclasses.replace(tick, gpus=gpus)
 
 
-def _app(alarm_card: int | None = None) -> TriageApp:
-    config = Config()
-    source = SimulatedSource("shared_box", gpus=4, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    prefill = [source.sample() for _ in range(config.window_ticks)]
+def _shared_box(alarm_card: int | None) -> tuple[Source, list[Tick]]:
+    source, ticks = sim("shared_box", 4)
     if alarm_card is not None:
-        prefill[-1] = _alarm(prefill[-1], alarm_card)
-    return TriageApp(config, source=source, source_label="shared box", prefill=prefill, autostart=False)
+        ticks[-1] = _alarm(ticks[-1], alarm_card)
+    return source, ticks
+
+
+def _app(alarm_card: int | None = None) -> TriageApp:
+    """The shared box on a full window (judged once for every test that starts on it: tests/ui_prefill.py)."""
+    return prefilled(_shared_box, alarm_card, source_label="shared box")
+
+
+def _composed(app: TriageApp) -> list[str]:
+    """The screen as composed for the terminal: every widget's lines where they land."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
 async def _screen(app: TriageApp, size: tuple[int, int]) -> list[str]:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        # the screen as composed for the terminal: every widget's lines where they land
-        return [strip.text for strip in app.screen._compositor.render_strips()]
+        return _composed(app)
 
 
 def _gpu_rows(screen: list[str]) -> tuple[str, list[str]]:
@@ -96,11 +101,21 @@ async def test_at_80x24_a_sawtooth_a_busy_card_and_idle_cards_read_apart_over_mi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
-async def test_every_row_of_every_card_shares_one_time_axis(size: tuple[int, int]) -> None:
+async def test_every_row_of_every_card_shares_one_time_axis() -> None:
     """Card 2 flags "THR power,thermal XID 79 ×3" (at 80 columns a badge before the graph took 10 of its
-    18 columns and moved its start): its graph starts and ends where every other row's does."""
-    title, rows = _gpu_rows(await _screen(_app(alarm_card=2), size))
+    18 columns and moved its start): its graph starts and ends where every other row's does. At 80x24, 120x40
+    and 200x50, one app through the sizes."""
+    app = _app(alarm_card=2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for size in ((80, 24), (120, 40), (200, 50)):
+            await resize_to(pilot, app, size)
+            screen = _composed(app)
+            assert (len(screen[0]), len(screen)) == size
+            _rows_share_one_time_axis(screen)
+
+
+def _rows_share_one_time_axis(screen: list[str]) -> None:
+    title, rows = _gpu_rows(screen)
     assert "XID 79" in "\n".join(rows)
     if "┤" in "".join(rows):  # the tall form: the y-axis, then the graph, then the card's figures
         axis = {r.index("┤") for r in rows if "┤" in r}

@@ -100,6 +100,7 @@ class TriageApp(App[int]):
         banner: str | None = None,
         record_path: Path | None = None,
         prefill: list[Tick] | None = None,
+        judged: ShownVerdict | None = None,
         autostart: bool = True,
         labels: list[dict[str, Any]] | None = None,
         speed: float = 1.0,
@@ -119,10 +120,13 @@ class TriageApp(App[int]):
         # the simulated demo is not this machine: its header must not say "live", its doctor has nothing to check
         self.simulated = self.host.extra.get("source") == "simulated"
         self.interval_s = self._interval()
-        # the one judge of these ticks: its window is the one the panes draw
-        judge = Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count,
-                      capacity=self._window_ticks())
-        self.verdicts = ShownVerdict(judge)
+        # the one judge of these ticks: its window is the one the panes draw. ``judged``: a window already filled
+        # and judged with this configuration, as ``prefill`` leaves it (tests judge a shared prefill once)
+        if judged is None:
+            judged = ShownVerdict(Judge(config.thresholds, config.window_s, self.interval_s, self.host.cpu_count,
+                                        capacity=self._window_ticks()))
+        self.verdicts = judged
+        judge = judged.judge
         if judge.notice:
             log.info("%s", judge.notice)
             self.exit_notes.append(judge.notice)

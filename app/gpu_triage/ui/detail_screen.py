@@ -4,6 +4,7 @@ labels, following new ticks while open."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -14,6 +15,7 @@ from textual.containers import Grid
 from textual.screen import Screen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from gpu_triage.ui.follow import FollowsWindow
 from gpu_triage.ui.formatters import (
@@ -28,6 +30,43 @@ from gpu_triage.ui.formatters import (
 )
 from gpu_triage.ui.layout import DETAIL_MIN_SIZE, too_small
 from gpu_triage.window import WindowView
+
+
+class Chart(PlotextPlot):
+    """A plotext chart drawn from what it was last given, at its size when drawn, and built once for each: plotext
+    takes tens of milliseconds a chart and Rich as long again to read its colours, and the screen's first
+    layout, its resize and a redraw of the screen behind it asked again for what was drawn already."""
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        self._given: object = None
+        self._draw: Callable[[Plot, int, int], None] | None = None
+        self._built: tuple[object, Text] | None = None
+        self.builds = 0  # charts built by plotext
+
+    def show(self, given: object, draw: Callable[[Plot, int, int], None]) -> None:
+        """Draw the chart with ``draw(plt, width, height)`` from now on; ``given``: what it draws (the same as
+        last time: nothing to do)."""
+        if given == self._given:
+            return
+        self._given, self._draw = given, draw
+        self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.size
+        if not width or not height:
+            return Text("")  # not laid out yet
+        key = (self._given, width, height, self.app.theme, self.theme)
+        if self._built is None or self._built[0] != key:
+            self.plt.clear_data()
+            self.plt.clear_figure()
+            if self._draw is not None:
+                self._draw(self.plt, width, height)
+            self.builds += 1
+            built = super().render()
+            assert isinstance(built, Text)  # textual-plotext's own: its build read in by Rich
+            self._built = (key, built)
+        return self._built[1]
 
 
 @runtime_checkable
@@ -54,7 +93,7 @@ class DetailScreen(FollowsWindow, Screen[None]):
     DEFAULT_CSS = """
     DetailScreen Grid { grid-size: 2 3; height: 1fr; }
     DetailScreen #title { height: 1; background: $panel; }
-    DetailScreen PlotextPlot { height: 1fr; }
+    DetailScreen Chart { height: 1fr; }
     DetailScreen #too-small { height: 1fr; content-align: center middle; }
     """
 
@@ -68,7 +107,7 @@ class DetailScreen(FollowsWindow, Screen[None]):
         yield Static(id="title")
         with Grid():
             for name in ("util", "sm", "mem", "link", "power", "clock"):
-                yield PlotextPlot(id=f"p_{name}")
+                yield Chart(id=f"p_{name}")
 
     def on_mount(self) -> None:
         self._ready = True
@@ -121,6 +160,8 @@ class DetailScreen(FollowsWindow, Screen[None]):
         gpu_colour = getattr(colours, "gpu", "green")
         sm_colour = getattr(colours, "sm", "cyan")
 
+        axis = (view.t.tobytes(), tuple(xticks), tuple(labels))  # the x axis every chart shares
+
         def series(
             plot_id: str,
             title: str | tuple[str, ...],
@@ -134,45 +175,45 @@ class DetailScreen(FollowsWindow, Screen[None]):
             (the longest of its forms that fits). Lines are drawn in the given order, so the main line goes
             last and stays on top. ``right``: a line of another unit on its own axis at the right (°C beside W
             on one axis made both unreadable). The y ticks are round numbers (plotext's own: 16.7 / 83.3)."""
-            widget = self.query_one(f"#{plot_id}", PlotextPlot)
-            plt = widget.plt
-            plt.clear_data()
-            plt.clear_figure()
-            drawn = False
-            # a tick every other row at most: on a short chart more labels ran into each other ("1540┤1520")
-            rows = (widget.size.height or max(1, (self.app.size.height - 1) // 3)) - 4
-            count = max(2, min(5, rows // 2 + 1))
-            for values, colour, marker in lines:
-                ok = ~np.isnan(values)
-                if ok.any():
+
+            def draw(plt: Plot, full: int, height: int) -> None:
+                drawn = False
+                # a tick every other row at most: on a short chart more labels ran into each other ("1540┤1520")
+                count = max(2, min(5, (height - 4) // 2 + 1))
+                for values, colour, marker in lines:
+                    ok = ~np.isnan(values)
+                    if ok.any():
+                        plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
+                                 marker=marker)
+                        drawn = True
+                if right is not None and not np.all(np.isnan(right[0])):
+                    values, colour, marker = right
+                    ok = ~np.isnan(values)
                     plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
-                             marker=marker)
+                             marker=marker, yside="right")
+                    lo, hi = _padded(values)
+                    # plotext's hint says float; it reads "right"
+                    plt.ylim(lo, hi, yside="right")  # type: ignore[arg-type]
+                    ticks = nice_ticks(lo, hi, count)
+                    plt.yticks(ticks, [tick_label(v) + right_label for v in ticks],
+                               yside="right")  # type: ignore[arg-type]  # as ylim above
                     drawn = True
-            if right is not None and not np.all(np.isnan(right[0])):
-                values, colour, marker = right
-                ok = ~np.isnan(values)
-                plt.plot([xv for xv, k in zip(x, ok, strict=True) if k], values[ok].tolist(), color=colour,
-                         marker=marker, yside="right")
-                lo, hi = _padded(values)
-                plt.ylim(lo, hi, yside="right")  # type: ignore[arg-type]  # plotext's hint says float; it reads "right"
+                # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
+                width = full - (0 if not drawn else Y_LABELS_W)
+                if right is not None and drawn:
+                    width -= Y_LABELS_W
+                plt.title(fit_title(title, width, missing=not drawn))
+                main = [v for v, _, _ in lines if not np.all(np.isnan(v))]
+                lo, hi = ylim if ylim is not None else _padded(np.concatenate(main)) if main else (0.0, 1.0)
+                plt.ylim(lo, hi)
                 ticks = nice_ticks(lo, hi, count)
-                plt.yticks(ticks, [tick_label(v) + right_label for v in ticks],
-                           yside="right")  # type: ignore[arg-type]  # as ylim above
-                drawn = True
-            # before the first layout the widget has no size yet: half the screen is what the 2-column grid gives;
-            # with data, plotext centres the title over the canvas right of the y-axis labels ("14482.3┤")
-            width = (widget.size.width or self.app.size.width // 2) - (0 if not drawn else Y_LABELS_W)
-            if right is not None and drawn:
-                width -= Y_LABELS_W
-            plt.title(fit_title(title, width, missing=not drawn))
-            main = [v for v, _, _ in lines if not np.all(np.isnan(v))]
-            lo, hi = ylim if ylim is not None else _padded(np.concatenate(main)) if main else (0.0, 1.0)
-            plt.ylim(lo, hi)
-            ticks = nice_ticks(lo, hi, count)
-            plt.yticks(ticks, [tick_label(v) for v in ticks])
-            plt.xticks(xticks, labels)
-            plt.ylabel(ylabel)
-            widget.refresh()
+                plt.yticks(ticks, [tick_label(v) for v in ticks])
+                plt.xticks(xticks, labels)
+                plt.ylabel(ylabel)
+
+            given = (axis, title, [(v.tobytes(), c, m) for v, c, m in lines], ylim, ylabel, right_label,
+                     None if right is None else (right[0].tobytes(), *right[1:]))
+            self.query_one(f"#{plot_id}", Chart).show(given, draw)
 
         series(
             "p_util",
