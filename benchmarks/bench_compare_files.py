@@ -1,6 +1,7 @@
 """What `compare` pays per file: two datasets of many small files against the same ticks in one file a side.
 
     .venv/bin/python benchmarks/bench_compare_files.py [--files 1000] [--ticks 5] [--gpus 8] [--profile]
+    .venv/bin/python benchmarks/bench_compare_files.py --copies 1000 [--ticks 5] [--gpus 8]
 
 Each side is one simulated recording of files x ticks ticks at 2 s (side A data_pipeline, side B healthy),
 written once as a single file and once cut into --files Parquet files of --ticks rows each (the rows and
@@ -8,6 +9,10 @@ the schema metadata of the single file, so both layouts hold exactly the same ti
 --json` runs in its own process for each layout: wall time, CPU time, peak RSS (getrusage of that
 process alone). The difference between the two is what the files cost. --profile prints the top of a
 cProfile of the many-files comparison, in process.
+
+--copies N: a directory of N byte-for-byte copies of one file of --ticks ticks (a copy tool run twice, a
+hostile user filling a shared dataset) against the one file, then the one file against itself: what the
+copies cost.
 """
 
 from __future__ import annotations
@@ -64,9 +69,21 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=5)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--copies", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if args.copies:
+            import shutil
+
+            one, _ = make_side(root, "healthy", 1, args.ticks, args.gpus)
+            copies = root / "copies"
+            copies.mkdir()
+            for i in range(args.copies):
+                shutil.copyfile(one, copies / f"run-{i:06d}.parquet")
+            print(f"one file against itself: {run(['compare', str(one), str(one), '--json'])}")
+            print(f"{args.copies} copies of it against it: {run(['compare', str(copies), str(one), '--json'])}")
+            return 0
         one_a, many_a = make_side(root, "data_pipeline", args.files, args.ticks, args.gpus)
         one_b, many_b = make_side(root, "healthy", args.files, args.ticks, args.gpus)
         n = args.files * args.ticks

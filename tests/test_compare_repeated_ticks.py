@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.cli import main
+from gpu_triage.config import Config
+from gpu_triage.fleet_history.compare import compare_datasets
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.writer import TraceWriter
 from rusage_run import run_cli
@@ -65,3 +67,25 @@ def test_files_that_overlap_in_part_keep_each_tick_once(tmp_path: Path) -> None:
     assert ran.rc == 0, ran.err[-2000:]
     before = json.loads(ran.out)["before"]
     assert before["ticks"] == 35 and before["repeated_ticks"] == 5
+
+
+def test_a_copy_in_another_hosts_partition_is_that_hosts_time(tmp_path: Path) -> None:
+    """The same bytes under two hosts' partitions (a file read once, its copies sharing its rows): each copy is
+    its own host's, named by its own path, and nothing is counted as repeated across hosts."""
+    fleet = tmp_path / "fleet"
+    first = fleet / "host=a" / "date=2026-01-05" / "120000-x.parquet"
+    first.parent.mkdir(parents=True)
+    _recording(first, 4)
+    for host in ("b", "c"):
+        (fleet / f"host={host}" / "date=2026-01-05").mkdir(parents=True)
+        shutil.copyfile(first, fleet / f"host={host}" / "date=2026-01-05" / first.name)
+    (fleet / "host=c" / "date=2026-01-05" / "damaged.parquet").write_bytes(first.read_bytes()[:-300])
+    other = _recording(tmp_path / "after.parquet", 4, scenario="data_pipeline")
+    result = compare_datasets(str(fleet), str(other), Config())
+    before = result["before"]
+    assert before["hosts"] == ["a", "b", "c"] and before["files"] == 3
+    assert before["ticks"] == 12 and before["repeated_ticks"] == 0
+    assert {f"{h}:{i}" for h in "abc" for i in (0, 1)} <= set(result["cards"])  # and the after side's host's
+    assert all(result["hosts"][h]["util_mean_pct"]["before"] == result["hosts"]["a"]["util_mean_pct"]["before"]
+               for h in "bc")  # the same rows, each host's own
+    assert [s["path"] for s in before["skipped"]] == [str(fleet / "host=c" / "date=2026-01-05" / "damaged.parquet")]

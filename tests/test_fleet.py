@@ -46,9 +46,28 @@ def _write(
     return writer
 
 
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 minutes of gpu01 in a data-pipeline stall and of gpu02 healthy, recorded without verdicts (the summary
+    recomputes them): read, never written, by the tests that take it."""
+    root = tmp_path_factory.mktemp("two-hosts")
+    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    _write(root, "data_pipeline", start, 1200, hostname="gpu01")
+    _write(root, "healthy", start, 1200, hostname="gpu02")
+    return root
+
+
+@pytest.fixture(scope="module")
+def storage_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 minutes of gpu07 waiting on storage: read, never written, by the tests that take it."""
+    root = tmp_path_factory.mktemp("storage-host")
+    _write(root, "storage_io", LATE, 1200, hostname="gpu07")
+    return root
+
+
 @pytest.mark.slow
 def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path: Path) -> None:
-    writer = _write(tmp_path, "healthy", LATE, 2.5 * 3600)
+    writer = _write(tmp_path, "healthy", LATE, 2.5 * 3600, interval_s=20.0)  # the rotation is on the clock
     files = sorted(tmp_path.rglob("*.parquet"))
     assert [f.relative_to(tmp_path).parent.as_posix() for f in files] == [
         "host=sim-h200x2/date=2026-01-05",
@@ -65,9 +84,9 @@ def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path
         assert trace.timestamps.max() <= end.timestamp()
         assert trace.timestamps.min() > end.timestamp() - 3600
         ticks += trace.n
-    assert ticks == writer.ticks == 4500
+    assert ticks == writer.ticks == 450
     every = np.concatenate([open_trace(f).timestamps for f in files])
-    assert np.allclose(np.diff(every), 2.0)  # nothing lost or doubled at a rotation
+    assert np.allclose(np.diff(every), 20.0)  # nothing lost or doubled at a rotation
 
 
 def test_a_rotation_that_does_not_divide_the_day_still_ends_at_midnight() -> None:
@@ -85,14 +104,14 @@ def test_host_partition_is_path_safe() -> None:
 
 
 def test_a_killed_recorder_leaves_the_open_files_stream(tmp_path: Path) -> None:
-    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
-    writer = DatasetWriter(tmp_path, source.host_info(), 2.0)
-    for _ in range(1000):  # past the 23:00 rotation
+    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE, interval_s=20.0)
+    writer = DatasetWriter(tmp_path, source.host_info(), 20.0)
+    for _ in range(100):  # past the 23:00 rotation
         writer.append(source.sample())
     writer.abort()  # what a kill leaves: the closed file and the open one's stream
     assert len(list(tmp_path.rglob("*.parquet"))) == 1
     (stream,) = tmp_path.rglob("*.partial.arrows")
-    assert open_trace(stream).n == 1000 - 900  # readable in place, `gpu-triage recover` finishes it
+    assert open_trace(stream).n == 100 - 90  # readable in place, `gpu-triage recover` finishes it
     result = summarise(str(tmp_path), Config())
     assert result["leftovers"] == [str(stream)]
 
@@ -150,15 +169,15 @@ def test_an_unwritable_directory_is_one_line_and_exit_2(
 def test_a_failed_write_pauses_the_recording_until_a_retry_works(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE)
-    recording = RetryingRecording(str(tmp_path / "fleet"), source, 2.0, None)
+    source = SimulatedSource("healthy", gpus=2, seed=1, start=LATE, interval_s=20.0)
+    recording = RetryingRecording(str(tmp_path / "fleet"), source, 20.0, None)
     for _ in range(10):
         recording.append(source.sample())
     # the disk goes away under the open file's partition: the next rotation cannot create its folder
     part = tmp_path / "fleet" / "host=sim-h200x2"
     blocker = part / "date=2026-01-06"
     blocker.write_text("in the way")
-    for _ in range(3700):  # crosses 23:00 and midnight
+    for _ in range(370):  # crosses 23:00 and midnight
         recording.append(source.sample())
     assert not recording.up
     err = capsys.readouterr().err
@@ -174,11 +193,8 @@ def test_a_failed_write_pauses_the_recording_until_a_retry_works(
 
 
 @pytest.mark.slow
-def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
-    start = datetime(2026, 1, 5, 9, tzinfo=UTC)
-    _write(tmp_path, "data_pipeline", start, 1200, hostname="gpu01")
-    _write(tmp_path, "healthy", start, 1200, hostname="gpu02")
-    result = summarise(str(tmp_path), Config())
+def test_summary_per_host_shares_and_worst_windows(two_hosts: Path) -> None:
+    result = summarise(str(two_hosts), Config())
     hosts = result["hosts"]
     assert set(hosts) == {"gpu01", "gpu02"}
     assert hosts["gpu01"]["bottlenecks"]["data_pipeline"] > 0.8
@@ -193,8 +209,18 @@ def test_summary_per_host_shares_and_worst_windows(tmp_path: Path) -> None:
     assert worst_a["gpu_util_pct"] < min(w["gpu_util_pct"] for w in hosts["gpu02"]["worst_windows"])
     assert worst_a["bottleneck"] == "data_pipeline"
 
-    only = summarise(str(tmp_path / "host=gpu02" / "**" / "*.parquet"), Config())  # a glob narrows it
+    only = summarise(str(two_hosts / "host=gpu02" / "**" / "*.parquet"), Config())  # a glob narrows it
     assert set(only["hosts"]) == {"gpu02"}
+
+
+@pytest.mark.slow
+def test_worker_processes_summarise_as_one_process_does(two_hosts: Path) -> None:
+    """The files read by spawned worker processes (what many files, or many ticks to recompute, get) give the
+    summary one process gives, but for the seconds the recomputation took."""
+    one = summarise(str(two_hosts), Config(), workers=1)
+    many = summarise(str(two_hosts), Config(), workers=2)
+    assert one["recomputed_files"] == many["recomputed_files"] == 2
+    assert {k: v for k, v in one.items() if k != "recompute_s"} == {k: v for k, v in many.items() if k != "recompute_s"}
 
 
 @pytest.mark.slow
@@ -205,12 +231,13 @@ def test_summary_verdicts_are_the_dashboards_raw_verdicts_every_30_s(tmp_path: P
     from gpu_triage.fleet_history.onefile import STRIDE_S, file_verdicts
     from gpu_triage.window import RollingWindow, window_capacity
 
-    # one recorder that sees three regimes in turn: the spans change verdict, across a rotation
+    # one recorder that sees three regimes in turn: the spans change verdict, across a rotation (23:00, in the
+    # middle of the second regime)
     writer = None
     for n, scenario in enumerate(("healthy", "data_pipeline", "storage_io")):
-        source = SimulatedSource(scenario, gpus=4, seed=n, start=LATE + timedelta(seconds=900 * n))
+        source = SimulatedSource(scenario, gpus=4, seed=n, start=LATE + timedelta(seconds=1200 + 450 * n))
         writer = writer or DatasetWriter(tmp_path, source.host_info(), 2.0, hostname="gpu03")
-        for _ in range(450):
+        for _ in range(225):
             writer.append(source.sample())
     assert writer is not None
     writer.close()
@@ -234,6 +261,7 @@ def test_summary_verdicts_are_the_dashboards_raw_verdicts_every_30_s(tmp_path: P
         assert host == "gpu03"
         assert [(s.start, s.end, s.pattern, s.bottleneck) for s in spans] == expected
     assert len(seen) > 2, seen  # the comparison covers changing verdicts, not one steady state
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2
 
 
 def test_summary_of_plain_recordings_takes_the_host_from_their_metadata(tmp_path: Path) -> None:
@@ -250,44 +278,44 @@ def test_summary_of_plain_recordings_takes_the_host_from_their_metadata(tmp_path
     assert result["hosts"]["box0"]["bottlenecks"].get("launch_overhead", 0) > 0.5
 
 
-def test_diagnose_a_directory_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _write(tmp_path, "storage_io", LATE, 1200, hostname="gpu07")
-    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+def test_diagnose_a_directory_prints_the_summary(storage_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(storage_host), "--summary"]) == 0
     out = capsys.readouterr().out
     assert "gpu07: 0:20:00 of data in 1 files" in out and "storage_io" in out and "worst episodes" in out
     assert out.index("what to fix first") < out.index("gpu07: 0:20:00")  # the ranking first, then the host
-    assert main(["diagnose", str(tmp_path), "--json"]) == 0  # a directory implies --summary
+    assert main(["diagnose", str(storage_host), "--json"]) == 0  # a directory implies --summary
     assert json.loads(capsys.readouterr().out)["hosts"]["gpu07"]["files"] == 1
 
 
-def test_summary_progress_counts_files_and_follows_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_progress_counts_files_and_follows_the_flag(
+    storage_host: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`diagnose DIR --summary --progress` reports on a pipe as `diagnose FILE --progress` does, in files."""
-    _write(tmp_path, "storage_io", LATE, 1200, hostname="gpu07")
-    assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+    assert main(["diagnose", str(storage_host), "--summary"]) == 0
     assert "summarising" not in capsys.readouterr().err  # not a terminal, no --progress: quiet
-    assert main(["diagnose", str(tmp_path), "--summary", "--progress"]) == 0
+    assert main(["diagnose", str(storage_host), "--summary", "--progress"]) == 0
     assert "summarising: 1/1 files (100 %)" in capsys.readouterr().err
 
 
 def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    two_hosts: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import time
 
-    _write(tmp_path, "data_pipeline", datetime(2026, 1, 5, 9, tzinfo=UTC), 1200, hostname="gpu07")
+    data = str(two_hosts / "host=gpu01")  # gpu01's data-pipeline stall, from 09:00 UTC
     monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
     time.tzset()
     try:
-        assert main(["diagnose", str(tmp_path), "--summary"]) == 0
+        assert main(["diagnose", data, "--summary"]) == 0
         local = capsys.readouterr().out
-        assert main(["diagnose", str(tmp_path), "--summary", "--utc"]) == 0
+        assert main(["diagnose", data, "--summary", "--utc"]) == 0
         utc = capsys.readouterr().out
-        assert main(["diagnose", str(tmp_path), "--summary", "--json"]) == 0
+        assert main(["diagnose", data, "--summary", "--json"]) == 0
         as_json = json.loads(capsys.readouterr().out)
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
-    windows = as_json["hosts"]["gpu07"]["worst_windows"]
+    windows = as_json["hosts"]["gpu01"]["worst_windows"]
     assert windows and all(w["start"].startswith("2026-01-05T09:") and w["start"].endswith("Z") for w in windows)
     first = datetime.fromisoformat(windows[0]["start"])
     assert f"{first + timedelta(hours=9):%Y-%m-%d %H:%M} JST  GPU-Util" in local and " UTC " not in local
@@ -296,7 +324,7 @@ def test_summary_prints_local_time_like_diagnose_and_utc_with_the_flag(
 
 @pytest.mark.slow
 def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    writer = _write(tmp_path, "storage_io", LATE, 1800, rotate_s=600, hostname="gpu07")  # 3 files of 10 min
+    writer = _write(tmp_path, "storage_io", LATE, 360, rotate_s=120, hostname="gpu07")  # 3 files of 2 min
     data = bytearray(writer.files[1].read_bytes())
     data[len(data) // 2 : len(data) // 2 + 2000] = bytes(2000)  # a bad block in the middle
     bad = writer.files[1].with_name("damaged.parquet")
@@ -304,7 +332,7 @@ def test_summary_leaves_out_a_damaged_file_and_names_it(tmp_path: Path, capsys: 
     assert main(["diagnose", str(tmp_path), "--summary"]) == 0
     captured = capsys.readouterr()
     assert f"{bad} left out of the summary" in captured.err and "Traceback" not in captured.err
-    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 0:30:00 of data in 3 files" in captured.out
+    assert f"left out (unreadable): {bad}:" in captured.out and "gpu07: 0:06:00 of data in 3 files" in captured.out
     only_bad = tmp_path / "only"
     only_bad.mkdir()
     bad.rename(only_bad / bad.name)
@@ -339,10 +367,10 @@ def test_rotation_keeps_one_file_open() -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        source = SimulatedSource("healthy", gpus=1, seed=1, start=LATE - timedelta(hours=3))
-        writer = DatasetWriter(d, source.host_info(), 2.0, rotate_s=600)
+        source = SimulatedSource("healthy", gpus=1, seed=1, start=LATE - timedelta(hours=3), interval_s=20.0)
+        writer = DatasetWriter(d, source.host_info(), 20.0, rotate_s=600)
         opened = set()
-        for _ in range(3000):
+        for _ in range(300):  # 100 minutes
             writer.append(source.sample())
             opened.add(writer.current)
         assert len(writer.files) == len(opened) - 1 == 9
@@ -360,16 +388,16 @@ def test_summary_says_whose_time_each_bottleneck_was(tmp_path: Path, capsys: pyt
     from gpu_triage.data import H200_TRACE_2S
 
     start = datetime(2026, 1, 5, 9, tzinfo=UTC)
-    source = SimulatedSource.from_schedule([("data_pipeline", 1800), ("healthy", 1800)], gpus=2, seed=1, start=start)
+    source = SimulatedSource.from_schedule([("data_pipeline", 600), ("healthy", 600)], gpus=2, seed=1, start=start)
     writer = DatasetWriter(tmp_path / "fleet", source.host_info(), 2.0, hostname="gpu01")
-    for _ in range(1800):
+    for _ in range(600):
         writer.append(source.sample())
     writer.close()
     host = summarise(str(tmp_path / "fleet"), Config())["hosts"]["gpu01"]
     owners = host["owners"]
     assert list(owners) == ["slurm 100", "slurm 101"] or list(owners) == ["slurm 101", "slurm 100"]
     first, second = owners["slurm 100"], owners["slurm 101"]
-    assert first["seconds"] == pytest.approx(1800, abs=60) and second["seconds"] == pytest.approx(1800, abs=60)
+    assert first["seconds"] == pytest.approx(600, abs=60) and second["seconds"] == pytest.approx(600, abs=60)
     assert first["seconds"] + second["seconds"] == pytest.approx(host["seconds"], abs=2)
     assert first["bottlenecks"]["data_pipeline"] > 0.7
     assert second["bottlenecks"].get("none", 0) > 0.7
@@ -392,15 +420,15 @@ def test_diagnose_one_recording_says_whose_time_each_bottleneck_was(
     import json
 
     start = datetime(2026, 1, 5, 9, tzinfo=UTC)
-    source = SimulatedSource.from_schedule([("data_pipeline", 600), ("healthy", 600)], gpus=2, seed=1, start=start)
+    source = SimulatedSource.from_schedule([("data_pipeline", 300), ("healthy", 300)], gpus=2, seed=1, start=start)
     writer = TraceWriter(tmp_path / "run.parquet", source.host_info(), 2.0)
-    for _ in range(600):
+    for _ in range(300):
         writer.append(source.sample())
     path = writer.close()
     assert main(["diagnose", str(path), "--json"]) == 0
     owners = json.loads(capsys.readouterr().out)["owners"]
     assert set(owners) == {"slurm 100", "slurm 101"}
-    assert owners["slurm 100"]["seconds"] == pytest.approx(600, abs=4)
+    assert owners["slurm 100"]["seconds"] == pytest.approx(300, abs=4)
     assert owners["slurm 100"]["bottlenecks"]["data_pipeline"] > 0.7
     assert owners["slurm 101"]["bottlenecks"].get("none", 0) > 0.7
     assert main(["diagnose", str(path)]) == 0

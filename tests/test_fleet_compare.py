@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from gpu_triage.cli import main
@@ -24,6 +25,7 @@ from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.writer import TraceWriter
 
 T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
+LATE = T0 + timedelta(minutes=116)  # 23:56: 2-minute files 23:56-23:58, 23:58-00:00, 00:00-00:02
 
 
 def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: str, gpus: int = 2,
@@ -36,29 +38,42 @@ def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: s
     return writer.files
 
 
-def _damage(path: Path) -> Path:
-    """A copy of ``path`` beside it with its middle overwritten (a bad disk block)."""
+@pytest.fixture(scope="module")
+def midnight(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six minutes of gpu01 across midnight in three 2-minute files on two dates: ``before`` a data-pipeline
+    stall, ``after`` healthy a day later. Read, never written, by the tests that take it (one that adds files
+    to a side copies it first)."""
+    root = tmp_path_factory.mktemp("midnight")
+    before = _dataset(root / "before", "data_pipeline", LATE, 360, "gpu01", rotate_s=120)
+    after = _dataset(root / "after", "healthy", LATE + timedelta(days=1), 360, "gpu01", rotate_s=120)
+    assert len(before) == len(after) == 3  # files across midnight: one side is several files and two dates
+    assert len({f.parent for f in before}) == 2
+    return root
+
+
+def _files(side: Path) -> list[Path]:
+    return sorted(side.rglob("*.parquet"))
+
+
+def _damage(path: Path, bad: Path | None = None) -> Path:
+    """A copy of ``path`` (beside it, or at ``bad``) with its middle overwritten (a bad disk block)."""
     data = bytearray(path.read_bytes())
     mid = len(data) // 2
     data[mid : mid + 2000] = bytes(2000)
-    bad = path.with_name(f"damaged-{path.name}")
+    bad = bad or path.with_name(f"damaged-{path.name}")
     bad.write_bytes(bytes(data))
     return bad
 
 
 @pytest.mark.slow
-def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    late = T0 + timedelta(minutes=105)  # 23:45: files 23:45-23:50, 23:50-00:00, 00:00-00:05
-    before = _dataset(tmp_path / "before", "data_pipeline", late, 1200, "gpu01", rotate_s=600)
-    _dataset(tmp_path / "after", "healthy", late + timedelta(days=1), 1200, "gpu01", rotate_s=600)
-    assert len(before) == 3  # files across midnight: one side is several files and two dates
-    assert main(["compare", str(tmp_path / "before"), f"{tmp_path / 'after'}/", "--json"]) == 0
+def test_two_dataset_directories_compare_as_two_recordings(midnight: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(midnight / "before"), f"{midnight / 'after'}/", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {"before", "after", "job", "overall", "cards", "host", "diagnosis", "metadata_differences"} <= set(result)
     assert "hosts" not in result  # one host a side: cards by index, as for two files
     for side in ("before", "after"):
         assert result[side]["files"] == 3 and result[side]["hosts"] == ["gpu01"] and result[side]["skipped"] == []
-        assert result[side]["ticks"] == 600 and result[side]["duration_s"] == pytest.approx(1200)
+        assert result[side]["ticks"] == 180 and result[side]["duration_s"] == pytest.approx(360)
     util = result["overall"]["util_mean_pct"]
     assert util["before"] < 50 and util["change"] > 40
     assert set(result["cards"]) == {"0", "1"}
@@ -66,21 +81,23 @@ def test_two_dataset_directories_compare_as_two_recordings(tmp_path: Path, capsy
     assert result["diagnosis"]["sawtooth/data_pipeline"]["after"] == 0.0
     assert result["metadata_differences"] == {}
 
-    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    assert main(["compare", str(midnight / "before"), str(midnight / "after")]) == 0
     text = capsys.readouterr().out
-    assert f"before  {tmp_path / 'before'}  (3 files from gpu01, 600 ticks, 20 min at 2 s)" in text
+    assert f"before  {midnight / 'before'}  (3 files from gpu01, 180 ticks, 6 min at 2 s)" in text
     # both cards changed alike: one line for them (two files give the same)
     assert "cards 0, 1: as all cards" in text and "diagnosis: share of time %" in text
 
 
 @pytest.mark.slow
-def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(tmp_path: Path) -> None:
+def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(
+    tmp_path: Path, midnight: Path
+) -> None:
     """What differs between the runs (cards, interval, host facts) is taken from the rows each side's reading
     began with, not from a second whole read of its first file, and says what comparing those files says."""
-    before = _dataset(tmp_path / "before", "healthy", T0, 1200, "gpu01", gpus=2, rotate_s=600)
-    after = _dataset(tmp_path / "after", "healthy", T0 + timedelta(days=1), 1200, "gpu01", gpus=4, rotate_s=600)
-    assert len(before) == len(after) == 2
-    result = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())
+    before = _files(midnight / "after")  # healthy on 2 cards, 3 files
+    after = _dataset(tmp_path / "after", "healthy", T0 + timedelta(days=1), 230, "gpu01", gpus=4, rotate_s=120)
+    assert len(before) == 3 and len(after) == 2
+    result = compare_datasets(str(midnight / "after"), str(tmp_path / "after"), Config())
     direct = compare_traces(open_trace(before[0]), open_trace(after[0]), Config())["metadata_differences"]
     # the one expected difference: a dataset side is named by the host its recorder was given
     assert direct.pop("hostname") == {"before": "sim-h200x2", "after": "sim-h200x4"}
@@ -91,8 +108,8 @@ def test_a_dataset_side_reports_its_run_as_a_comparison_of_its_first_files_does(
 def _job_recording(path: Path, rate: float) -> Path:
     """Two cards and a job pulse: the job figures come from the trace-v2 job column."""
     w = TraceWriter(path, HostInfo(hostname="h"), 2.0)
-    for i in range(400):
-        moving = 20 <= i < 380
+    for i in range(100):
+        moving = 5 <= i < 95
         ranks = [JobRank(r, r, 2, 100 + r, rate / 2, rate / 128, 64 / rate, 10.0, 0.1) for r in range(2)]
         job = JobSample(source="pulse", samples_per_s=rate * moving, steps_per_s=rate / 128 * moving,
                         step_time_s=128 / rate, data_wait_pct=10.0, ranks=ranks)
@@ -116,15 +133,15 @@ def test_a_one_file_dataset_gives_the_figures_of_the_file(tmp_path: Path) -> Non
     for key in ("job", "overall", "cards", "host", "diagnosis"):
         assert dirs[key] == files[key], key  # the same rows through the same code: equal, not close
     assert dirs["job"]["metrics"]["samples_per_s"]["after"] == pytest.approx(1500.0)
-    assert dirs["before"]["ticks"] == files["before"]["ticks"] == 400
+    assert dirs["before"]["ticks"] == files["before"]["ticks"] == 100
 
 
 @pytest.mark.slow
 def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet"
-    _dataset(fleet, "data_pipeline", T0, 1200, "a", rotate_s=600)
-    _dataset(fleet, "healthy", T0, 1200, "b", rotate_s=600)
-    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 600, "a")
+    assert len(_dataset(fleet, "data_pipeline", T0, 300, "a", rotate_s=180)) == 2  # 22:00-22:03, 22:03-22:06
+    _dataset(fleet, "healthy", T0, 300, "b", rotate_s=180)
+    _dataset(tmp_path / "before", "data_pipeline", T0 - timedelta(days=1), 300, "a")
     result = compare_datasets(str(tmp_path / "before"), str(fleet / "host=*" / "date=2026-11-29"), Config())
     assert result["after"]["hosts"] == ["a", "b"] and result["after"]["files"] == 4
     assert set(result["cards"]) == {"a:0", "a:1", "b:0", "b:1"}
@@ -140,29 +157,31 @@ def test_a_glob_over_hosts_gives_each_host_and_names_cards_by_host(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_a_damaged_file_among_many_is_left_out_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = _dataset(tmp_path / "before", "data_pipeline", T0, 1800, "gpu01", rotate_s=600)
+def test_a_damaged_file_among_many_is_left_out_and_named(
+    tmp_path: Path, midnight: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(midnight / "before", tmp_path / "before")
+    files = _files(tmp_path / "before")
     bad = _damage(files[1])
     foreign = files[0].with_name("notes.parquet")
     pl.DataFrame({"a": [1, 2]}).write_parquet(foreign)  # a Parquet file that is no recording
-    _dataset(tmp_path / "after", "healthy", T0, 600, "gpu01")
-    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    assert main(["compare", str(tmp_path / "before"), str(midnight / "after")]) == 0
     captured = capsys.readouterr()
     assert f"{bad} left out of the comparison" in captured.err and f"{foreign} left out" in captured.err
     assert "Traceback" not in captured.err
-    assert "(3 files from gpu01, 900 ticks" in captured.out  # the three good files still count
+    assert "(3 files from gpu01, 180 ticks" in captured.out  # the three good files still count
     assert f"left out (unreadable): {bad}:" in captured.out and f"left out (unreadable): {foreign}:" in captured.out
 
-    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json"]) == 0
+    assert main(["compare", str(tmp_path / "before"), str(midnight / "after"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {s["path"] for s in result["before"]["skipped"]} == {str(bad), str(foreign)}
 
 
 @pytest.mark.parametrize("case", ["empty", "no-match", "only-damaged", "only-foreign"])
 def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
-    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, midnight: Path, case: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = _dataset(tmp_path / "good", "healthy", T0, 600, "gpu01")
+    good = midnight / "after"
     side = tmp_path / "side"
     side.mkdir()
     spec = str(side)
@@ -171,10 +190,10 @@ def test_a_side_with_nothing_readable_is_one_line_and_exit_2(
     elif case == "no-match":
         spec = str(tmp_path / "fleet" / "host=*" / "date=2026-11-2*")
     elif case == "only-damaged":
-        shutil.move(_damage(good[0]), side / "x.parquet")
+        _damage(_files(good)[0], side / "x.parquet")
     else:
         pl.DataFrame({"a": [1]}).write_parquet(side / "x.parquet")
-    assert main(["compare", spec, str(tmp_path / "good")]) == 2  # the bad side first: nothing else is read
+    assert main(["compare", spec, str(good)]) == 2  # the bad side first: nothing else is read
     err = capsys.readouterr().err
     assert err.startswith("gpu-triage") and err.count("\n") <= 1 + (case.startswith("only")), err
     assert "Traceback" not in err
@@ -205,12 +224,12 @@ def test_many_small_files_give_the_figures_of_the_same_ticks_in_one_file(tmp_pat
     """Files of 5 ticks (read whole, projected across files) against the very same ticks in one file each."""
     sides = {}
     for name, scenario in (("before", "data_pipeline"), ("after", "healthy")):
-        files = _dataset(tmp_path / name, scenario, T0, 300, "gpu01", rotate_s=10)
-        assert len(files) >= 25 and max(open_trace(f).n for f in files) <= 5
+        files = _dataset(tmp_path / name, scenario, T0, 250, "gpu01", rotate_s=10)
+        assert len(files) >= 25 and max(pq.read_metadata(f).num_rows for f in files) <= 5
         source = SimulatedSource(scenario, gpus=2, seed=1, interval_s=2.0, start=T0)
         one = tmp_path / f"{name}.parquet"
         writer = TraceWriter(one, source.host_info(), 2.0)
-        for _ in range(150):
+        for _ in range(125):
             writer.append(source.sample())
         writer.close()
         sides[name] = one
@@ -218,8 +237,8 @@ def test_many_small_files_give_the_figures_of_the_same_ticks_in_one_file(tmp_pat
     many = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())
     whole = compare_datasets(str(sides["before"]), str(sides["after"]), Config())
     assert many["after"]["skipped"][0]["path"] == str(bad)
-    assert many["before"]["ticks"] == whole["before"]["ticks"] == 150
-    assert many["after"]["ticks"] == whole["after"]["ticks"] == 150
+    assert many["before"]["ticks"] == whole["before"]["ticks"] == 125
+    assert many["after"]["ticks"] == whole["after"]["ticks"] == 125
     for key in ("overall", "cards", "host"):
         assert _flat(many[key]).keys() == _flat(whole[key]).keys()
         for where, value in _flat(whole[key]).items():

@@ -60,19 +60,20 @@ class _Skipping:
 
 @pytest.fixture(scope="module")
 def phased_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """200 s of the phased source recorded to one file with the defaults: read, never written, by the tests
-    that take it (each writes its variants into its own tmp_path)."""
-    path, _ = record_source(_phased(), tmp_path_factory.mktemp("run") / "run.parquet", 2.0, duration_s=200,
+    """The whole phased source (1000 s, three regimes) recorded to one file with the defaults: read, never
+    written, by the tests that take it (each writes its variants into its own tmp_path)."""
+    path, _ = record_source(_phased(), tmp_path_factory.mktemp("run") / "run.parquet", 2.0, duration_s=1000,
                             fast=True, describe_machine=False, out=None, config=Config())
     return Path(path)
 
 
 @pytest.fixture(scope="module")
 def phased_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """600 s of the phased source recorded as a dataset with the defaults: read, never written (a test that adds
-    to it copies it first)."""
-    root, _ = record_source(_phased(), f"{tmp_path_factory.mktemp('dataset')}/fleet/", 2.0, duration_s=600,
-                            fast=True, describe_machine=False, out=None, config=Config())
+    """600 s of the phased source recorded as a dataset with the defaults, from 08:56 with a rotation every 5
+    minutes (3 files' worth of edges): read, never written (a test that adds to it copies it first)."""
+    start = datetime(2026, 1, 5, 8, 56, tzinfo=UTC)
+    root, _ = record_source(_phased(start=start), f"{tmp_path_factory.mktemp('dataset')}/fleet/", 2.0,
+                            duration_s=600, fast=True, describe_machine=False, out=None, config=Config(), rotate_s=300)
     return Path(root)
 
 
@@ -88,12 +89,11 @@ def _recomputed(path: Path, config: Config) -> list[tuple[str, str]]:
     return [(v.pattern, v.bottleneck) for v in jd.raws]
 
 
-def test_record_stores_every_ticks_raw_verdict_as_diagnose_recomputes_it(tmp_path: Path) -> None:
+def test_record_stores_every_ticks_raw_verdict_as_diagnose_recomputes_it(phased_run: Path) -> None:
     config = Config()
-    path, ticks = record_source(_phased(), tmp_path / "run.parquet", 2.0, duration_s=1000, fast=True,
-                                describe_machine=False, out=None, config=config)
+    path = phased_run  # record_source of the phased source, 1000 s with the defaults
     stored = _stored(path)
-    assert len(stored) == ticks == 500 and None not in stored
+    assert len(stored) == open_trace(path).n == 500 and None not in stored
     assert stored == _recomputed(path, config)
     assert {b for _, b in stored} >= {"none", "data_pipeline", "storage_io"}  # it saw the regimes change
     first = open_trace(path).tick(0).verdict
@@ -104,11 +104,9 @@ def test_record_stores_every_ticks_raw_verdict_as_diagnose_recomputes_it(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_dataset_starts_each_files_window_afresh_as_diagnose_file_does(tmp_path: Path) -> None:
+def test_a_dataset_starts_each_files_window_afresh_as_diagnose_file_does(phased_dataset: Path) -> None:
     config = Config()
-    start = datetime(2026, 1, 5, 8, 56, tzinfo=UTC)  # a rotation every 5 minutes: 3 files' worth of edges
-    root, ticks = record_source(_phased(start=start), f"{tmp_path}/fleet/", 2.0, duration_s=600, fast=True,
-                                describe_machine=False, out=None, config=config, rotate_s=300)
+    root, ticks = phased_dataset, 300  # 600 s from 08:56, a rotation every 5 minutes
     files = sorted(Path(root).rglob("*.parquet"))
     assert len(files) >= 3
     for f in files:
@@ -188,9 +186,11 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
 
     config = Config()
     schedule = [("healthy", 1200.0), ("data_pipeline", 1500.0), ("storage_io", 900.0)]
-    source = SimulatedSource(gpus=4, cores=8, seed=5, start=datetime(2026, 1, 5, 8, 40, tzinfo=UTC),
+    # 5 s ticks: the hour (and so the bound below) of 2 s ticks for 40 % of the recorder's cost; the 30 s stride
+    # is 6 ticks
+    source = SimulatedSource(gpus=4, cores=8, seed=5, interval_s=5.0, start=datetime(2026, 1, 5, 8, 40, tzinfo=UTC),
                              schedule=schedule)
-    root, ticks = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=3600, fast=True,
+    root, ticks = record_source(source, f"{tmp_path}/fleet/", 5.0, duration_s=3600, fast=True,
                                 describe_machine=False, out=None, config=config, rotate_s=900)
     files = sorted(Path(root).rglob("*.parquet"))
     stored = summarise(str(root), config)
@@ -198,7 +198,7 @@ def test_the_summary_read_from_stored_verdicts_agrees_with_the_recomputed_one(tm
     assert stored["recomputed_files"] == 0 and recomputed["recomputed_files"] == len(files) >= 4
     (host,) = stored["hosts"]
     a, b = stored["hosts"][host], recomputed["hosts"][host]
-    assert a["seconds"] == pytest.approx(b["seconds"], abs=1e-3) == pytest.approx(ticks * 2.0, abs=1e-3)
+    assert a["seconds"] == pytest.approx(b["seconds"], abs=1e-3) == pytest.approx(ticks * 5.0, abs=1e-3)
     assert a["files"] == b["files"] == len(files)
     bound = _changes(root) * STRIDE_S / a["seconds"] + 2e-4
     assert bound < 0.05  # regimes of minutes: the comparison is a tight one
@@ -232,7 +232,9 @@ def test_the_summary_says_which_files_it_recomputed(
     writer.close()
     assert main(["diagnose", f"{tmp_path}/fleet", "--summary"]) == 0
     out = capsys.readouterr().out
-    assert "1 of 2 files has no stored verdicts, or verdicts judged with other settings: recomputed (" in out
+    files = len(list((tmp_path / "fleet").rglob("*.parquet")))
+    assert files == 4  # the phased dataset's three and old01's
+    assert f"1 of {files} files has no stored verdicts, or verdicts judged with other settings: recomputed (" in out
     assert "old01: 0:06:40 of data in 1 files" in out and "storage_io" in out
     hint = recomputed_line(1, 2, 3.04, compact=True)
     assert hint.endswith("(3.0 s); `gpu-triage compact DIR` stores them for finished days")
@@ -290,8 +292,9 @@ def test_collecting_ticks_count_for_the_verdict_after_them(tmp_path: Path) -> No
     then all its own bottleneck, not a sliver of "none" per file."""
     from gpu_triage.fleet_history.summary import summarise
 
-    source = SimulatedSource("data_pipeline", gpus=2, seed=4, start=datetime(2026, 1, 5, 8, 50, tzinfo=UTC))
-    root, _ = record_source(source, f"{tmp_path}/fleet/", 2.0, duration_s=900, fast=True,
+    source = SimulatedSource("data_pipeline", gpus=2, seed=4, interval_s=5.0,  # 15 minutes in 180 ticks
+                             start=datetime(2026, 1, 5, 8, 50, tzinfo=UTC))
+    root, _ = record_source(source, f"{tmp_path}/fleet/", 5.0, duration_s=900, fast=True,
                             describe_machine=False, out=None, config=Config(), rotate_s=300)
     files = sorted(Path(root).rglob("*.parquet"))
     assert len(files) >= 3 and all(_stored(f)[0] == ("collecting", "none") for f in files)

@@ -29,6 +29,7 @@ schema) rather than once per file, where polars' fixed cost per call was most of
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 import stat
@@ -107,9 +108,10 @@ def read_side(spec: str, config: Config, progress: Progress = None) -> Side:
     skipped: list[tuple[Path, str]] = []
     sources: list[TraceSource] = []
     held = 0  # rows of the small files read whole so far
+    parsed: dict[bytes, Any] = {}  # digest of a small file's bytes -> its TraceFile, read once for all its copies
     for f in files:
         try:
-            src, whole = _open(f, whole=held < WHOLE_BUDGET_ROWS)
+            src, whole = _open(f, whole=held < WHOLE_BUDGET_ROWS, parsed=parsed)
         except UserError as exc:
             _skip(f, str(exc), skipped)
             continue
@@ -214,7 +216,7 @@ def _only(src: TraceSource, keep: np.ndarray) -> TraceSource:
     return dataclasses.replace(src, n=int(keep.sum()), t=src.t[keep], interval=src.interval[keep], batches=batches)
 
 
-def _open(path: Path, *, whole: bool) -> tuple[TraceSource, bool]:
+def _open(path: Path, *, whole: bool, parsed: dict[bytes, Any]) -> tuple[TraceSource, bool]:
     """A file to stream, and whether it was read whole: a small one (``whole`` allowed, a regular file of
     at most WHOLE_BYTES) is, through the reader, which sorts it and applies the checks and normalisation
     that :func:`iter_batches` applies batch by batch."""
@@ -224,10 +226,34 @@ def _open(path: Path, *, whole: bool) -> tuple[TraceSource, bool]:
         except OSError:
             st = None  # iter_batches says what is wrong, in one line
         if st is not None and stat.S_ISREG(st.st_mode) and 0 < st.st_size <= WHOLE_BYTES:
-            from gpu_triage.trace.reader import open_trace
-
-            return batches_of(open_trace(path)), True
+            return _small(path, parsed), True
     return iter_batches(path), False
+
+
+def _small(path: Path, parsed: dict[bytes, Any]) -> TraceSource:
+    """A small file read whole. One whose bytes are those of a file read before (``parsed``: digest ->
+    TraceFile) is not parsed again: the same bytes give the same rows, so the copies of one file (a copy tool
+    run twice, a hostile user filling a shared dataset) cost a read and a digest each and share one table;
+    each keeps its own path (its host partition, its name in what is said of it)."""
+    from gpu_triage.trace.reader import open_trace
+    from gpu_triage.trace.stream import checked_open, shown
+
+    fh = checked_open(path)  # no link followed, a FIFO swapped in meanwhile refused: the reader's own checks
+    try:
+        key = hashlib.blake2b(fh.read(WHOLE_BYTES + 1), digest_size=20).digest()
+        known = parsed.get(key)
+        if known is not None:
+            fh.close()
+            return dataclasses.replace(batches_of(known), path=path, file=None)
+        tf = open_trace(path, fh)  # read again from its start, through the same descriptor
+    except OSError as exc:
+        fh.close()
+        raise UserError(f"{shown(path)}: cannot read ({exc.strerror or exc})") from exc
+    except BaseException:
+        fh.close()
+        raise
+    parsed[key] = tf
+    return batches_of(tf)
 
 
 class _Projector:

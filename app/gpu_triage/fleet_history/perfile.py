@@ -333,7 +333,27 @@ def _ts_bounds() -> tuple[datetime, datetime]:
 
 
 POOL_MIN_FILES = 64  # this many files or more: read in worker processes whatever they hold
-POOL_MIN_RECOMPUTED = 4  # fewer files than that, but this many to recompute (seconds each): workers too
+#: fewer files than that, but this many ticks to diagnose again: workers too. A worker's start costs ~1 CPU s
+#: (the interpreter, polars, pyarrow, numpy and the engine imported again): 7,200 ticks of 8 cards recomputed
+#: took longer with two workers than in one process, even in wall time; 28,800 less wall time, more CPU
+#: (benchmarks/bench_summary_workers.py, docs/performance.md "Stored verdicts")
+POOL_MIN_RECOMPUTED_TICKS = 20_000
+
+
+def _ticks_to_recompute(files: list[Path], config: Config, use_stored: bool) -> int:
+    """The rows (footers only) of the files whose verdicts are not read as stored; an unreadable file counts
+    none (its reader fails at once)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for f in files:
+        try:
+            pf = pq.ParquetFile(open_input(f), pre_buffer=False)
+            if not (use_stored and has_stored_verdicts(f, config, pf)):
+                total += pf.metadata.num_rows
+        except Exception as exc:  # a damaged or foreign file: its own read says what is wrong with it
+            log.debug("%s: no row count read (%s)", f, exc)
+    return total
 
 
 def all_parts(files: list[Path], config: Config, progress: Any = None, use_stored: bool = True,
@@ -342,17 +362,15 @@ def all_parts(files: list[Path], config: Config, progress: Any = None, use_store
     """Every file's part, in the files' order; ``progress(done, total)`` after each file.
 
     The files are read by worker processes (one per core, ``workers`` to choose) when that is worth their
-    start (~1 s each: the interpreter, polars, pyarrow, numpy and the engine imported again): many files,
-    or a few to recompute (seconds each). A worker is spawned, never forked from this process, whose polars
-    and Arrow thread pools a fork would copy mid-use."""
+    start: many files, or many ticks to recompute. A worker is spawned, never forked from this process, whose
+    polars and Arrow thread pools a fork would copy mid-use."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     n = min(workers or cores, len(files))
-    if workers is None and n > 1 and len(files) < POOL_MIN_FILES:
-        to_recompute = sum(1 for f in files if not (use_stored and has_stored_verdicts(f, config)))
-        if to_recompute < POOL_MIN_RECOMPUTED:
-            n = 1
+    if (workers is None and n > 1 and len(files) < POOL_MIN_FILES
+            and _ticks_to_recompute(files, config, use_stored) < POOL_MIN_RECOMPUTED_TICKS):
+        n = 1
     if n <= 1:
         out: list[FilePart | Skipped] = []
         for i, f in enumerate(files, start=1):
