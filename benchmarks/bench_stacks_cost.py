@@ -112,6 +112,17 @@ def main() -> None:
     neutral = recorder(a.out, f"{a.prefix}-0.5s", 0.5, False)
     control = recorder(a.out, "control-2s", 2.0, False)
     time.sleep(6)  # the three have opened their files and taken their first ticks
+    # a recorder that refused to start (an output file left by an earlier run, say) would read as 0 % CPU, a
+    # cost of nothing: the run stops here instead, naming its log
+    gone = [(n, r) for n, r in ((f"{a.prefix}-2s", sampler), (f"{a.prefix}-0.5s", neutral), ("control-2s", control))
+            if r.poll() is not None]
+    if gone:
+        for rec in (sampler, neutral, control):
+            if rec.poll() is None:
+                rec.send_signal(signal.SIGINT)
+                rec.wait(timeout=60)
+        said = ", ".join(f"{n} (exit {r.returncode}, see {a.out / (n + '.log')})" for n, r in gone)
+        sys.exit(f"bench_stacks_cost: recorder(s) {said} ended before the runs: nothing measured")
     os.kill(sampler.pid, signal.SIGSTOP)
     results = []
     try:

@@ -155,7 +155,9 @@ def _pair_run(res: Path, env: dict[str, str], mech: str, phase: str, tag: str, s
 def run(plan: str, secs: float | None, budget_s: float, only: str | None) -> int:
     out = Path(os.environ.get("OUT", "/tmp/out"))
     res = Path(f"/tmp/{plan}")
-    res.mkdir(parents=True, exist_ok=True)
+    if res.exists():  # a second call on a warm machine: its recorders refuse the first call's files
+        shutil.rmtree(res)
+    res.mkdir(parents=True)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     env = _setup(res)
