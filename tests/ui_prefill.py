@@ -73,7 +73,8 @@ async def resize_to(pilot: Any, app: TriageApp, size: tuple[int, int]) -> None:
     from tests.waits import wait_for
 
     await pilot.pause()  # a frame still due from before is drawn before the count below
-    drawn = app.redraws
     await pilot.resize_terminal(*size)
-    await wait_for(pilot, lambda: app.redraws > drawn and tuple(app.size) == size, f"a frame at {size}")
+    # settled: the last frame was laid out for this size and none is on its way (a resize to the size already
+    # drawn draws nothing, so a count of frames would wait for one that never comes)
+    await wait_for(pilot, lambda: tuple(app.size) == size and app.settled, f"a frame at {size}")
     await pilot.pause()
