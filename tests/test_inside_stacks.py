@@ -225,7 +225,8 @@ def test_a_live_process_is_dumped_without_pausing_it_and_read_right(
         job: subprocess.Popen[bytes], want: Phase, frame: str) -> None:
     reader = StackReader()
     dump = reader.dump(job.pid)
-    assert dump.main is not None and any(f.name == frame for f in dump.main.frames)
+    # inside the function or a scope of its own (py-spy may catch the loop in its generator, read alone)
+    assert dump.main is not None and any(f.name == frame or f.name.startswith(frame + ".") for f in dump.main.frames)
     assert dump.took_s < 3
     assert _phase_of(job.pid, reader, ThreadReader()).most_common(1)[0][0] is want
     assert job.poll() is None  # still running: a dump neither stops nor kills it

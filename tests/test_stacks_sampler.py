@@ -290,3 +290,26 @@ def test_a_foreign_files_threads_are_read_with_care() -> None:
     assert [t.tid for t in s.thread_list] == [10, 11]
     assert s.thread_list[0].cpu_pct is None and s.thread_list[1].cpu_pct is None
     assert "\x1b" not in (s.thread_list[0].name or "")
+
+
+def test_frames_named_without_end_are_cut_and_never_kept_whole() -> None:
+    """Another user's program may name its functions and files at any length (py-spy passes up to megabytes):
+    each frame reads cut to MAX_TEXT, and the table of frames kept from dump to dump holds no name longer than
+    that, so a job making a new 1 MB name each dump cannot grow the monitor by a megabyte a dump."""
+    import json
+
+    from gpu_triage.sources import stacks
+
+    stacks._FRAMES.clear()
+    for k in range(20):
+        huge = f"f{k}" + "x" * 1_000_000
+        payload = json.dumps([{"os_thread_id": 1, "thread_name": "MainThread", "active": True, "owns_gil": True,
+                               "frames": [{"name": huge, "filename": "/" + huge, "short_filename": huge + ".py",
+                                           "line": 3},
+                                          {"name": "main", "filename": "/t/train.py", "short_filename": "train.py",
+                                           "line": 9}]}])
+        dump = stacks.parse_dump(7, float(k), 0.01, payload)
+        top = dump.threads[0].frames[0]
+        assert top.name.startswith(f"f{k}x") and len(top.name) <= stacks.MAX_TEXT
+    assert max(len(n) + len(f) for n, f, _ in stacks._FRAMES) <= 2 * stacks.MAX_TEXT
+    assert any(n == "main" for n, _, _ in stacks._FRAMES)  # what is short is still kept

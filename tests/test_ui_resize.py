@@ -192,3 +192,21 @@ def test_a_frame_wanted_at_once_overtakes_the_held_one_which_then_draws_nothing(
     loop.timers.pop()()  # the held frame's timer fires
     posted.pop()()
     assert drawn == [1]  # overtaken: nothing is drawn twice
+
+
+
+async def test_a_paused_frame_keeps_the_cards_as_they_were_when_it_froze() -> None:
+    """A live source keeps one status and changes it in place each tick (a card falls off the bus): the frozen
+    frame, laid out again by a resize, still shows the cards as they were when it froze; unpaused, the lost card
+    shows."""
+    app = _sim_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        app._status.lost_gpus.add(3)  # the source's own object, as a live source hands it out each tick
+        await pilot.resize_terminal(*LARGE)
+        await wait_for(pilot, lambda: tuple(app.size) == LARGE and app.settled, "the frame laid out at 120x40")
+        assert "LOST" not in app.query_one("#gpu", Pane).shown_plain
+        await pilot.press("p")
+        await wait_for(pilot, lambda: "LOST" in app.query_one("#gpu", Pane).shown_plain, "the lost card, unpaused")

@@ -240,8 +240,10 @@ def _small(path: Path, parsed: dict[bytes, Any]) -> TraceSource:
 
     fh = checked_open(path)  # no link followed, a FIFO swapped in meanwhile refused: the reader's own checks
     try:
-        key = hashlib.blake2b(fh.read(WHOLE_BYTES + 1), digest_size=20).digest()
-        known = parsed.get(key)
+        head = fh.read(WHOLE_BYTES + 1)
+        # a file grown past the small size since it was sized is read on, not known by its first bytes
+        key = hashlib.blake2b(head, digest_size=20).digest() if len(head) <= WHOLE_BYTES else None
+        known = parsed.get(key) if key is not None else None
         if known is not None:
             fh.close()
             return dataclasses.replace(batches_of(known), path=path, file=None)
@@ -252,7 +254,8 @@ def _small(path: Path, parsed: dict[bytes, Any]) -> TraceSource:
     except BaseException:
         fh.close()
         raise
-    parsed[key] = tf
+    if key is not None:
+        parsed[key] = tf
     return batches_of(tf)
 
 

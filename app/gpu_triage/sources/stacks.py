@@ -183,7 +183,8 @@ MAX_KEPT_FRAMES = 16384
 
 def _frame(fr: dict[str, object]) -> Frame:
     name, file, line = fr.get("name"), fr.get("short_filename") or fr.get("filename"), fr.get("line")
-    if type(name) is not str or type(file) is not str or not (line is None or type(line) is int):
+    if (type(name) is not str or type(file) is not str or not (line is None or type(line) is int)
+            or len(name) > MAX_TEXT or len(file) > MAX_TEXT):  # a key holds the text whole: only what is kept whole
         return Frame(_text(name), _text(file), line if isinstance(line, int) and not isinstance(line, bool) else None)
     key = (name, file, line)
     made = _FRAMES.get(key)

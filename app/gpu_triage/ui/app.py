@@ -342,8 +342,7 @@ class TriageApp(App[int]):
         self.pacer.drawing()
         if not self.paused or self._still is None:
             view = self.window.view()
-            self._still = Still(view, self.verdict_now(view), list(self.verdicts.history), self.window.last,
-                                self._status)
+            self._still = Still.of(view, self.verdict_now(view), self.verdicts.history, self.window.last, self._status)
         still = self._still
         width = max(20, self.size.width)
         self.selected = min(self.selected, max(0, still.view.n_gpus - 1))

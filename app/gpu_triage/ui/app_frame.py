@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual.containers import Vertical
@@ -35,7 +35,14 @@ class Still:
     shown: Shown
     history: list[tuple[float, str, str]]  # a copy: the strip must not move on while the frame is kept
     newest: Tick | None
-    status: SourceStatus
+    status: SourceStatus  # a copy too: a live source keeps one status and changes it in place each tick
+
+    @classmethod
+    def of(cls, view: WindowView, shown: Shown, history: list[tuple[float, str, str]], newest: Tick | None,
+           status: SourceStatus) -> Still:
+        """The frame's data kept apart from what goes on changing while it is shown."""
+        return cls(view, shown, list(history), newest,
+                   replace(status, lost_gpus=set(status.lost_gpus), messages=list(status.messages)))
 
 
 class Frame:
