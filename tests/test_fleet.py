@@ -89,6 +89,21 @@ def test_files_rotate_on_the_hour_and_at_midnight_each_a_complete_trace(tmp_path
     assert np.allclose(np.diff(every), 20.0)  # nothing lost or doubled at a rotation
 
 
+def test_a_sub_second_interval_rotates_on_the_hour_into_a_file_of_its_own_name(tmp_path: Path) -> None:
+    """At 0.2 s a tick, a file opened within the second before the hour (named from its first tick's interval,
+    22:59:59) and the next file (its first tick's interval also begins at 22:59:59) would share a name: the
+    next is named from the hour it begins at, and every tick is kept."""
+    source = SimulatedSource("healthy", gpus=1, seed=0, interval_s=0.2,
+                             start=datetime(2026, 1, 5, 22, 59, 59, 500000, tzinfo=UTC))
+    writer = DatasetWriter(tmp_path, source.host_info(), 0.2, hostname="gpu01")
+    for _ in range(6):
+        writer.append(source.sample())
+    writer.close()
+    files = sorted(tmp_path.rglob("*.parquet"))
+    assert [f.name[:6] for f in files] == ["225959", "230000"]
+    assert sum(open_trace(f).n for f in files) == 6 and not list(tmp_path.rglob("*.arrows"))
+
+
 def test_a_rotation_that_does_not_divide_the_day_still_ends_at_midnight() -> None:
     # multiples of 7 h since the epoch fall at 23:00 and 06:00 around this midnight
     assert file_end(datetime(2026, 1, 5, 22, 0, 1, tzinfo=UTC), 7 * 3600) == datetime(2026, 1, 5, 23, tzinfo=UTC)

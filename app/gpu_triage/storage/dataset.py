@@ -230,14 +230,17 @@ class DatasetWriter:
                                 "not recording into it; remove it or record elsewhere")
         return folder
 
-    def _new_writer(self, ts: datetime, folder: Path) -> TraceWriter:
-        """The writer of the file a tick at ``ts`` opens in ``folder`` (checked by :meth:`_partition`)."""
+    def _new_writer(self, ts: datetime, folder: Path, boundary: datetime | None = None) -> TraceWriter:
+        """The writer of the file a tick at ``ts`` opens in ``folder`` (checked by :meth:`_partition`); at a
+        rotation, ``boundary`` is the one crossed: the file is named from it at the earliest, so a file opened
+        within a second before it (a sub-second interval) never shares its name with the next."""
         from gpu_triage.trace.writer import TraceWriter
 
         day = ts.astimezone(UTC)
         checked = _identities(self.root, folder)
         start = day - timedelta(seconds=self.interval_s)  # the first tick's interval begins here
-        name = f"{max(start, datetime(day.year, day.month, day.day, tzinfo=UTC)):%H%M%S}-{self._token}.parquet"
+        begins = max(start, datetime(day.year, day.month, day.day, tzinfo=UTC), boundary or start)
+        name = f"{begins:%H%M%S}-{self._token}.parquet"
         writer = TraceWriter(folder / name, self.host, self.interval_s)
         if _identities(self.root, folder) != checked:  # swapped for a link between the check and the open
             _discard(writer)
@@ -267,7 +270,7 @@ class DatasetWriter:
         """Append one tick to the file of its hour (opening and closing files as the clock says)."""
         if self._writer is not None and self._until is not None and tick.ts > self._until:
             try:  # the next file opens before this one closes: where it cannot, this one goes on
-                new = self._new_writer(tick.ts, self._partition(tick.ts))
+                new = self._new_writer(tick.ts, self._partition(tick.ts), self._until)
             except PartitionRefused as exc:
                 # the ticks stay in the open file (its partition was ours): nothing is lost, and the next
                 # boundary tries again
