@@ -348,10 +348,11 @@ def _ticks_to_recompute(files: list[Path], config: Config, use_stored: bool) -> 
     total = 0
     for f in files:
         try:
-            pf = pq.ParquetFile(open_input(f), pre_buffer=False)
-            if not (use_stored and has_stored_verdicts(f, config, pf)):
-                total += pf.metadata.num_rows
-        except Exception as exc:  # a damaged or foreign file: its own read says what is wrong with it
+            with open_input(f) as fh:  # one descriptor a file, closed here: a glob may name thousands
+                pf = pq.ParquetFile(fh, pre_buffer=False)
+                if not (use_stored and has_stored_verdicts(f, config, pf)):
+                    total += pf.metadata.num_rows
+        except Exception as exc:  # pyarrow raises many types for a damaged footer; the file's own read names it
             log.debug("%s: no row count read (%s)", f, exc)
     return total
 
