@@ -86,18 +86,23 @@ def test_each_sample_keeps_every_python_thread_with_its_state_gil_and_phase(job:
         samples += [s for s in sampler.drain() if s.error is None]
         clock.t += 2.0
     assert samples
-    hog_seen = 0
+    hog_seen = hog_on_cpu = 0
     for s in samples:
         assert s.thread_list[0].tid == job.pid  # the main thread first
         assert s.thread_list[0].name == "MainThread"
         others = [t for t in s.thread_list if t.tid != job.pid]
         (hog,) = others
-        assert hog.name == "metrics-hook" and hog.phase == "python" and hog.state == "active"
+        assert hog.name == "metrics-hook"
+        # on a CPU its own Python; a dump that finds it off one (waiting for the GIL the main thread took, or
+        # not scheduled on a loaded box) reads that moment honestly: idle, and no rule names its stack
+        assert (hog.state, hog.phase) in {("active", "python"), ("idle", "waiting")}, (hog.state, hog.phase)
+        hog_on_cpu += hog.state == "active"
         assert hog.frames is not None and "hog_the_interpreter" in hog.frames
         assert hog.cpu_pct is None or hog.cpu_pct >= 0
         hog_seen += hog.holds_gil == 1
         assert s.thread_list[0].holds_gil in (0, 1)
     assert hog_seen >= 1, [(t.name, t.state, t.holds_gil) for s in samples for t in s.thread_list]
+    assert hog_on_cpu > len(samples) // 2, [(t.name, t.state, t.phase) for s in samples for t in s.thread_list]
     # from the second read on, /proc gives each thread's CPU share (over the sampler's clock, faked here)
     assert all(t.cpu_pct is not None for s in samples[1:] for t in s.thread_list)
     # and the process's report (snapshot, the process table) names the thread that starves the main one
