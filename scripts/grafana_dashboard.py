@@ -141,6 +141,8 @@ def table(title: str, targets: list[dict[str, Any]], *, description: str = "") -
 
 
 LOST = f"increase(gpu_triage_gpu_lost_seconds_total{{{FLEET}}}[$__range])"  # GPU-seconds lost over the range
+# seconds judged with no figure (the covered cards read no GPU-Util): beside a GPU-h lost of 0 they say "cannot say"
+UNMEASURED = f"increase(gpu_triage_gpu_lost_unmeasured_seconds_total{{{FLEET}}}[$__range])"
 
 
 def what_to_fix_first() -> dict[str, Any]:
@@ -152,15 +154,19 @@ def what_to_fix_first() -> dict[str, Any]:
             target(f"sum by (instance) ({LOST}) / 3600", "", "A"),
             target(f"topk by (instance) (1, sum by (instance, bottleneck) ({LOST})) / 3600", "", "B"),
             target(f"count by (instance, owner_kind, owner) (gpu_triage_owner_info{{{FLEET}}})", "", "C"),
+            target(f"sum by (instance) ({UNMEASURED}) / 3600", "", "D"),
         ],
         description="Hosts by GPU-hours lost over the dashboard's time range (the cards each verdict covers x "
         "the time x their idle share; a hang: all of it: gpu_triage_gpu_lost_seconds_total, docs/diagnosis.md "
         "\"GPU-hours lost\"), the bottleneck that lost the most of them, and whose job runs there. Fix the top "
-        "row first: `gpu-triage` on that host names the evidence and the knob.",
+        "row first: `gpu-triage` on that host names the evidence and the knob. \"h of no figure\": hours judged "
+        "while the cards read no GPU-Util (gpu_triage_gpu_lost_unmeasured_seconds_total): a host with those and 0 "
+        "GPU-h lost cannot say what it lost, which is not nothing lost.",
     )
     panel["transformations"][1]["options"]["renameByName"] = {
         "instance": "host", "bottleneck": "lost most to", "Value #A": "GPU-h lost",
-        "Value #B": "GPU-h lost to it", "owner_kind": "owner kind", "Value #C": "processes' owners"}
+        "Value #B": "GPU-h lost to it", "owner_kind": "owner kind", "Value #C": "processes' owners",
+        "Value #D": "h of no figure"}
     panel["options"]["sortBy"] = [{"displayName": "GPU-h lost", "desc": True}]
     panel["fieldConfig"]["defaults"]["decimals"] = 2
     return panel

@@ -65,7 +65,7 @@ def test_promtool_checks_the_rules() -> None:
         [require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 12 rules found" in out.stdout
+    assert "SUCCESS: 13 rules found" in out.stdout
 
 
 @pytest.mark.slow
@@ -131,6 +131,8 @@ def test_dashboard_is_the_generators_output_with_its_variables() -> None:
     assert fix["type"] == "table" and fix["gridPos"]["y"] < verdict_row  # in the fleet's row, at the top
     assert any("[$__range]" in t["expr"] and "bottleneck" in t["expr"] for t in fix["targets"])
     assert fix["options"]["sortBy"] == [{"displayName": "GPU-h lost", "desc": True}]
+    # beside each host's figure, the hours it could not measure: a 0 there with hours of no figure is "cannot say"
+    assert any("gpu_lost_unmeasured_seconds_total" in t["expr"] and "[$__range]" in t["expr"] for t in fix["targets"])
     assert "up{" in exprs  # the fleet overview counts the exporters that are down
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
