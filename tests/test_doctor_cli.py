@@ -5,6 +5,7 @@ costs seconds of CPU each time)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import sys
@@ -48,6 +49,15 @@ def test_json_on_a_healthy_8_card_machine(fake_pynvml, capsys: pytest.CaptureFix
     assert traffic["data"]["seconds_fp32"] == pytest.approx(56e9 / 450e9)
     failed = [c["id"] for c in obj["checks"] if c["status"] == "fail"]
     assert code == (1 if failed else 0)  # this box's host checks are real; no GPU check fails
+    # the one doctor run whose probe's child imports this box's own torch (seconds of CPU): it reads its version
+    assert obj["software"]["torch_version"] == _installed("torch")
+
+
+def _installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @pytest.mark.slow
