@@ -5,9 +5,11 @@ Only the outside is faked: the files, the programs and the FIFOs the commands ar
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -215,10 +217,19 @@ def test_a_job_log_replaced_by_a_fifo_while_followed_is_not_opened(tmp_path: Pat
 # -- recordings another tool (or damage) shaped differently --------------------------------------------
 
 
+@functools.cache
+def _recorded() -> bytes:
+    """A minute of the simulated server recorded by ``record``, made once for the module's readers."""
+    with tempfile.TemporaryDirectory() as where:
+        out = Path(where) / "sim.parquet"
+        assert main(["record", "-o", str(out), "--source", "sim:data_pipeline", "--gpus", "2", "--fast",
+                     "--duration", "60"]) == 0
+        return out.read_bytes()
+
+
 def _sim_recording(tmp_path: Path, name: str = "before.parquet") -> Path:
     out = tmp_path / name
-    assert main(["record", "-o", str(out), "--source", "sim:data_pipeline", "--gpus", "2", "--fast",
-                 "--duration", "60"]) == 0
+    out.write_bytes(_recorded())
     return out
 
 

@@ -26,19 +26,22 @@ LABELS = json.loads(TRACE.with_name("h200-gen-2s.labels.json").read_text())
 async def _to_case(app: ReplayApp, pilot: Any, at: float) -> None:
     """From the recording's start to the tick at ``at`` as a user gets there: +30 s seeks, then tick by tick."""
     ts = app.replay.trace.timestamps
-    await pilot.press("g")
-    # +30 s seeks (`]`) until the case is less than 30 s ahead. Only the last one shapes the screen (a seek
-    # rebuilds from the position alone): the feed makes the earlier ones (the key's seek, without its rebuild
-    # and frame), the key the last
+    # to the start (`g`), then +30 s seeks (`]`) until the case is less than 30 s ahead. Only the last seek
+    # shapes the screen (a seek rebuilds from the position alone): the feed makes the earlier ones (the key's
+    # seek, without its rebuild and frame), the key the last
     walk = copy.copy(app.replay)
+    walk.seek_start()
     seeks = 0
     while ts[walk.position] + 30 < at:
         walk.jump(30)
         seeks += 1
-    for _ in range(seeks - 1):
-        app.replay.jump(30)
     if seeks:
+        app.replay.seek_start()
+        for _ in range(seeks - 1):
+            app.replay.jump(30)
         await pilot.press("right_square_bracket")
+    else:
+        await pilot.press("g")
     assert app.replay.position == walk.position
     # then tick by tick, as playback feeds them, each judged as it comes (the frames between left out: a frame
     # judges only the newest tick, which is judged already); the key steps the last one and draws it

@@ -9,8 +9,13 @@ import argparse
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gpu_triage.config import Config
+from gpu_triage.model import Tick
+from gpu_triage.sources.base import Source
 from gpu_triage.sources.sim import SimulatedSource
 from gpu_triage.trace.writer import TraceWriter
 from gpu_triage.ui.app import TriageApp
@@ -18,6 +23,7 @@ from gpu_triage.ui.app_pacing import FramePacer
 from gpu_triage.ui.pane_widget import Pane
 from gpu_triage.ui.replay import ReplayApp
 from gpu_triage.ui.run import build_app
+from tests.ui_prefill import prefilled, sim
 from tests.waits import wait_for
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -27,14 +33,21 @@ SCENARIO = "data_pipeline"  # five evidence lines, of which 80x24 shows two: a s
 Screen = dict[str, tuple[str, bool, int]]
 
 
-def _sim_app(held: int = 0) -> TriageApp:
-    """A simulated server's full window, but for its last ``held`` ticks (in ``app.held``, to stream)."""
+def _sim_but(held: int) -> tuple[Source, list[Tick]]:
+    """tests/ui_prefill.py's simulated server and its full window but for the last ``held`` ticks, which its
+    source samples next."""
     config = Config()
     source = SimulatedSource(SCENARIO, gpus=8, cores=32, seed=0, interval_s=config.interval_s, start=START)
-    ticks = [source.sample() for _ in range(config.window_ticks)]
-    app = TriageApp(config, source=source, source_label="demo", prefill=ticks[: len(ticks) - held],
-                    autostart=False)
-    app.held = ticks[len(ticks) - held :]  # type: ignore[attr-defined]
+    return source, [source.sample() for _ in range(config.window_ticks - held)]
+
+
+def _sim_app(held: int = 0) -> TriageApp:
+    """A simulated server's full window, but for its last ``held`` ticks (in ``app.held``, to stream); judged
+    once per session (tests/ui_prefill.py)."""
+    app = prefilled(sim, SCENARIO, 8, source_label="demo") if not held else prefilled(_sim_but, held,
+                                                                                      source_label="demo")
+    assert app.source is not None
+    app.held = [app.source.sample() for _ in range(held)]  # type: ignore[attr-defined]
     return app
 
 
@@ -45,9 +58,11 @@ def _replay_app(path: Path) -> ReplayApp:
     return app
 
 
-def _recording(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A recording of the simulated server, written once for the module's replays."""
     source = SimulatedSource(SCENARIO, gpus=8, cores=32, seed=0, interval_s=2.0, start=START)
-    writer = TraceWriter(tmp_path / "rec.parquet", source.host_info(), 2.0)
+    writer = TraceWriter(tmp_path_factory.mktemp("resize") / "rec.parquet", source.host_info(), 2.0)
     for _ in range(200):
         writer.append(source.sample())
     return writer.close()
@@ -58,38 +73,55 @@ def _screen(app: TriageApp) -> Screen:
     return {p.id or "": (p.shown_plain, p.display, p.region.height) for p in app.query(Pane)}
 
 
+def _below_header(screen: Screen) -> Screen:
+    """The panes under the header (the header says "PAUSED" and counts the ticks sampled meanwhile)."""
+    return {name: pane for name, pane in screen.items() if name != "header"}
+
+
 async def _fresh(app: TriageApp, size: tuple[int, int]) -> Screen:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         return _screen(app)
 
 
-async def _resized(app: TriageApp, start: tuple[int, int], end: tuple[int, int], want: Screen) -> None:
-    async with app.run_test(size=start) as pilot:
+async def _resized(app: TriageApp, pilot: Any, end: tuple[int, int], want: Screen, paused: bool) -> None:
+    """``app`` resized to ``end`` shows ``want`` at once, with no new tick. ``paused``: paused by its key first,
+    the ticks ``app.held`` sampled meanwhile, it shows the frozen frame (below the header) laid out as ``want``."""
+    seen: Callable[[Screen], Screen] = _below_header if paused else (lambda screen: screen)
+    if paused:
+        await pilot.press("p")
+        for tick in getattr(app, "held", []):  # sampling goes on while the display is paused
+            app.ingest(tick)
         await pilot.pause()
-        assert _screen(app) != want  # the two sizes do differ
-        ticks = app.ticks_ingested
-        await pilot.resize_terminal(*end)
-        await wait_for(pilot, lambda: _screen(app) == want, f"the {end[0]}x{end[1]} layout after the resize")
-        assert app.ticks_ingested == ticks
+    assert seen(_screen(app)) != seen(want)  # the two sizes do differ
+    ticks = app.ticks_ingested
+    await pilot.resize_terminal(*end)
+    await wait_for(pilot, lambda: seen(_screen(app)) == seen(want), f"the {end[0]}x{end[1]} layout after the resize")
+    assert app.ticks_ingested == ticks
+    if paused:
+        assert "PAUSED" in app.query_one("#header", Pane).shown_plain.upper()
 
 
-async def test_widening_shows_the_full_layout_at_once() -> None:
-    want = await _fresh(_sim_app(), LARGE)
-    await _resized(_sim_app(), SMALL, LARGE, want)
+async def _both_ways(make: Callable[[], TriageApp], *, paused: bool = False) -> None:
+    """A dashboard started at 80x24 and one started at 120x40, side by side: the second shrunk shows what the
+    first showed at its start, the first widened what the second showed at its start (see :func:`_resized`)."""
+    small, large = make(), make()
+    async with small.run_test(size=SMALL) as small_pilot:
+        await small_pilot.pause()
+        want_small = _screen(small)
+        async with large.run_test(size=LARGE) as large_pilot:
+            await large_pilot.pause()
+            want_large = _screen(large)
+            await _resized(large, large_pilot, SMALL, want_small, paused)
+        await _resized(small, small_pilot, LARGE, want_large, paused)
 
 
-async def test_shrinking_shows_the_small_layout_at_once() -> None:
-    want = await _fresh(_sim_app(), SMALL)
-    await _resized(_sim_app(), LARGE, SMALL, want)
+async def test_widening_and_shrinking_show_the_layout_of_a_dashboard_started_at_that_size() -> None:
+    await _both_ways(_sim_app)
 
 
-async def test_a_paused_replay_is_laid_out_again_when_resized(tmp_path: Path) -> None:
-    path = _recording(tmp_path)
-    want = await _fresh(_replay_app(path), LARGE)
-    await _resized(_replay_app(path), SMALL, LARGE, want)
-    want = await _fresh(_replay_app(path), SMALL)
-    await _resized(_replay_app(path), LARGE, SMALL, want)
+async def test_a_paused_replay_is_laid_out_again_when_resized(recording: Path) -> None:
+    await _both_ways(lambda: _replay_app(recording))
 
 
 async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
@@ -109,49 +141,17 @@ async def test_a_resize_is_not_held_back_behind_a_paced_frame() -> None:
         assert not app.pacer.pending
 
 
-def _below_header(screen: Screen) -> Screen:
-    """The panes under the header (the header says "PAUSED" and counts the ticks sampled meanwhile)."""
-    return {name: pane for name, pane in screen.items() if name != "header"}
+async def test_a_paused_dashboard_resized_shows_its_frozen_frame_in_the_new_layout() -> None:
+    await _both_ways(lambda: _sim_app(held=2), paused=True)
 
 
-async def _paused_resized(make: Callable[[], TriageApp], start: tuple[int, int], end: tuple[int, int]) -> None:
-    """Paused by its key at ``start``, the ticks ``app.held`` sampled meanwhile, resized to ``end``: the frozen
-    frame, laid out as a dashboard started at ``end`` on the same ticks lays it out."""
-    want = _below_header(await _fresh(make(), end))
-    app = make()
-    async with app.run_test(size=start) as pilot:
-        await pilot.pause()
-        await pilot.press("p")
-        for tick in getattr(app, "held", []):  # sampling goes on while the display is paused
-            app.ingest(tick)
-        await pilot.pause()
-        assert _below_header(_screen(app)) != want  # the two sizes do differ
-        ticks = app.ticks_ingested
-        await pilot.resize_terminal(*end)
-        await wait_for(pilot, lambda: _below_header(_screen(app)) == want,
-                       f"the frozen frame's {end[0]}x{end[1]} layout after the resize")
-        assert app.ticks_ingested == ticks
-        assert "PAUSED" in app.query_one("#header", Pane).shown_plain.upper()
-
-
-async def test_a_paused_dashboard_widened_shows_its_frozen_frame_in_the_full_layout() -> None:
-    await _paused_resized(lambda: _sim_app(held=2), SMALL, LARGE)
-
-
-async def test_a_paused_dashboard_shrunk_shows_its_frozen_frame_in_the_small_layout() -> None:
-    await _paused_resized(lambda: _sim_app(held=2), LARGE, SMALL)
-
-
-async def test_a_replay_paused_by_its_key_is_laid_out_again_when_resized(tmp_path: Path) -> None:
-    path = _recording(tmp_path)
-
+async def test_a_replay_paused_by_its_key_is_laid_out_again_when_resized(recording: Path) -> None:
     def playing() -> TriageApp:  # playing, a tick every 2,000 s: none comes before the key pauses it
-        app = build_app("replay", argparse.Namespace(file=str(path), speed=0.001, record=None), Config())
+        app = build_app("replay", argparse.Namespace(file=str(recording), speed=0.001, record=None), Config())
         assert isinstance(app, ReplayApp) and app.replay.playing
         return app
 
-    await _paused_resized(playing, SMALL, LARGE)
-    await _paused_resized(playing, LARGE, SMALL)
+    await _both_ways(playing, paused=True)
 
 
 async def test_a_resize_to_the_size_drawn_already_draws_nothing() -> None:
