@@ -18,6 +18,8 @@ from gpu_triage.fleet_live import SORT_ORDER_HELP
 from gpu_triage.fleet_live.client import PrometheusTarget
 from gpu_triage.fleet_live.model import DOWN, OK, STALE, HostRow, order_rows
 
+POLL_S = 0.05  # a server thread looks for its stop this often: shutting it down waits that long
+
 
 def host(name: str, bottleneck: str = "none", *, state: str = OK, cards: str = "", confidence: float = 0.5,
          util: float | None = 0.9, total: int = 8) -> HostRow:
@@ -79,7 +81,7 @@ def big_prometheus() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
