@@ -124,7 +124,8 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         for scenario, address in addresses.items():
             target = ExporterTarget(address, timeout_s=5)
             _wait(f"{scenario}'s exporter showing {POOL[scenario]}", lambda t=target: t.fetch()[0],
-                  lambda row, s=scenario: _settled(row, s))  # type: ignore[misc]
+                  lambda row, s=scenario: _settled(row, s)  # type: ignore[misc]
+                  and (s != "healthy" or row.samples_per_s is not None))  # its job's rate, once measured
         yield addresses
     finally:
         done.set()
