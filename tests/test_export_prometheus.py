@@ -29,52 +29,30 @@ pytestmark = pytest.mark.slow  # real subprocesses, each seconds long: outside t
 WAIT_S = 60.0  # bound on every wait: a hung Prometheus or exporter fails the test, it never hangs CI
 INTERVAL_S = 0.5
 SCENARIO = "data_pipeline"
+# the verdict as Prometheus stores it, not its warm-up or hold: the same verdict, sooner (the file says why)
+QUICK_VERDICT = Path(__file__).parent / "data" / "quick-verdict.toml"
 
 
-@pytest.fixture(scope="module")
-def exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """One exporter for the module: the tests only read what Prometheus scraped of it."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpu_triage",
-            "export",
-            "--source",
-            f"sim:{SCENARIO}",
-            "--interval",
-            str(INTERVAL_S),
-            "--listen",
-            "127.0.0.1:0",
-        ],
+def _spawn_exporter(port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpu_triage", "export", "--source", f"sim:{SCENARIO}", "--interval", str(INTERVAL_S),
+         "--listen", f"127.0.0.1:{port}", "--config", str(QUICK_VERDICT)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _serves(proc: subprocess.Popen[str]) -> bool:
+    """Whether the exporter says it serves; False when it ended first (its port taken meanwhile, say)."""
     assert proc.stdout is not None
-    target = None
-    for line in proc.stdout:
-        m = re.search(r"on http://(127\.0\.0\.1:\d+)/metrics", line)
-        if m:
-            target = m.group(1)
-            break
-    if target is None:
-        raise AssertionError(f"export did not start: {stop(proc)}")
-    try:
-        yield proc, target
-    finally:
-        stop(proc)
+    return any(re.search(r"on http://127\.0\.0\.1:\d+/metrics", line) for line in proc.stdout)
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: tuple[subprocess.Popen[str], str]) -> Iterator[str]:
-    """One Prometheus scraping the exporter, for the module's tests, which only query it."""
-    binary = require("prometheus")
-    _, target = exporter
-    tmp_path = tmp_path_factory.mktemp("prometheus")
+def _start_prometheus(binary: str, tmp_path: Path, target: str) -> tuple[subprocess.Popen[str], str]:
     config = tmp_path / "prometheus.yml"
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        "global:\n  scrape_interval: 500ms\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
         f"scrape_configs:\n  - job_name: gpu-triage\n    static_configs:\n      - targets: ['{target}']\n"
     )
     for _attempt in range(3):  # the free port may be taken between our probe and Prometheus' bind
@@ -97,19 +75,41 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: tuple[subproc
             try:
                 with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as resp:
                     if resp.status == 200:
-                        break
+                        return proc, base
             except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
-        if proc.poll() is None:
-            try:
-                yield base
-            finally:
-                stop(proc)
-            return
+                time.sleep(0.05)
         err = stop(proc)
         if "address already in use" not in err:
             raise AssertionError(f"prometheus did not start: {err[-2000:]}")
     raise AssertionError("prometheus found no free port in three attempts")
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One exporter and one Prometheus scraping it, for the module's tests, which only query Prometheus. It
+    scrapes its targets some 5 s after it starts (the pace of its discovery), so both start together: the
+    exporter's port is chosen here, not after the exporter has started."""
+    binary = require("prometheus")
+    for _attempt in range(3):  # the free port may be taken between our probe and the exporter's bind
+        port = free_port()
+        exporter = _spawn_exporter(port)
+        try:
+            prom, base = _start_prometheus(binary, tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{port}")
+        except BaseException:
+            stop(exporter)
+            raise
+        if _serves(exporter):
+            try:
+                yield base
+            finally:
+                stop(prom)
+                stop(exporter)
+            return
+        stop(prom)
+        err = stop(exporter)
+        if "port is in use" not in err:
+            raise AssertionError(f"export did not start: {err[-2000:]}")
+    raise AssertionError("export found no free port in three attempts")
 
 
 def _query(base: str, promql: str) -> list[dict]:

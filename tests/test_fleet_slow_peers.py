@@ -25,6 +25,7 @@ from gpu_triage.cli import main
 
 DRIP_EVERY_S = 0.2
 DRIP_FOR_S = 90.0  # each connection drips at most this long: the server stops by itself
+POLL_S = 0.05  # a server thread looks for its stop this often: shutting it down waits that long
 
 
 class DripServer:
@@ -34,7 +35,7 @@ class DripServer:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
+        self.sock.settimeout(POLL_S)  # how soon the accept loop sees close(): the test waits for it
         self.port = self.sock.getsockname()[1]
         self.stop = threading.Event()
         self.connections = 0
@@ -128,7 +129,7 @@ def good() -> Iterator[str]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Good)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"
@@ -138,21 +139,21 @@ def good() -> Iterator[str]:
 
 
 def test_a_host_dripping_its_headers_is_down_at_the_deadline(drip: DripServer, capsys) -> None:
-    ran = run_cli(capsys, ["fleet", "--exporters", f"127.0.0.1:{drip.port}", "--once", "--timeout", "2", "--json"])
+    ran = run_cli(capsys, ["fleet", "--exporters", f"127.0.0.1:{drip.port}", "--once", "--timeout", "1", "--json"])
     row, = json.loads(ran.out)["hosts"]
-    assert row["state"] == "down" and "2 s" in row["error"], row
-    assert ran.seconds < 12  # the 2 s deadline covers the headers too (the drip goes on for 90 s)
+    assert row["state"] == "down" and "1 s" in row["error"], row
+    assert ran.seconds < 12  # the 1 s deadline covers the headers too (the drip goes on for 90 s)
     assert drip.connections == 1
 
 
 def test_sixteen_dripping_hosts_do_not_starve_a_good_one(drip: DripServer, good: str, capsys) -> None:
     drips = [f"http://127.0.0.1:{drip.port}/metrics?host={i}" for i in range(16)]
-    ran = run_cli(capsys, ["fleet", "--exporters", ",".join([*drips, good]), "--once", "--timeout", "2",
+    ran = run_cli(capsys, ["fleet", "--exporters", ",".join([*drips, good]), "--once", "--timeout", "1",
                            "--concurrency", "16", "--json"])
     rows = {r["key"]: r for r in json.loads(ran.out)["hosts"]}
     assert rows[good]["state"] == "ok", rows[good]
     assert all(rows[d]["state"] == "down" for d in drips)
-    assert ran.seconds < 15  # two rounds of workers at most: the sixteen end at their 2 s deadline together
+    assert ran.seconds < 15  # two rounds of workers at most: the sixteen end at their 1 s deadline together
 
 
 @pytest.fixture(scope="module")
@@ -175,11 +176,11 @@ def test_a_tls_host_dripping_its_headers_is_down_at_the_deadline(pki: Path, caps
     server = DripServer(ctx)
     try:
         ran = run_cli(capsys, ["fleet", "--exporters", f"https://127.0.0.1:{server.port}/metrics", "--once",
-                               "--timeout", "2", "--json"])
+                               "--timeout", "1", "--json"])
     finally:
         server.close()
     row, = json.loads(ran.out)["hosts"]
-    assert row["state"] == "down" and "no answer within 2 s" in row["error"], row  # not a certificate error
+    assert row["state"] == "down" and "no answer within 1 s" in row["error"], row  # not a certificate error
     assert ran.seconds < 12
 
 
@@ -209,7 +210,7 @@ def crowded_prometheus() -> Iterator[str]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Crowded)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
@@ -261,7 +262,7 @@ def test_a_prometheus_refusing_the_lost_query_costs_that_column_not_the_round() 
             self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         target = PrometheusTarget(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=5.0)
         first = target.fetch()

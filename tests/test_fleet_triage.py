@@ -18,6 +18,8 @@ from gpu_triage.fleet_live import SORT_ORDER_HELP
 from gpu_triage.fleet_live.client import PrometheusTarget
 from gpu_triage.fleet_live.model import DOWN, OK, STALE, HostRow, order_rows
 
+POLL_S = 0.05  # a server thread looks for its stop this often: shutting it down waits that long
+
 
 def host(name: str, bottleneck: str = "none", *, state: str = OK, cards: str = "", confidence: float = 0.5,
          util: float | None = 0.9, total: int = 8) -> HostRow:
@@ -79,7 +81,7 @@ def big_prometheus() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -187,3 +189,15 @@ async def test_slash_filters_the_rows_esc_clears_it_and_s_cycles_the_order() -> 
         await pilot.pause()
         assert app.sort_name == "severity" and not app.query_one("#filter").has_class("-open")
         assert "Home End" in KEY_LINE and "/ filter" in KEY_LINE and "s sort" in KEY_LINE and len(KEY_LINE) <= 80
+
+
+async def test_a_poll_tick_while_the_app_shuts_down_draws_nothing() -> None:
+    """Textual closes the screens before it stops the timers: the screen's poll may tick in between, with its
+    widgets gone (seen on a loaded box as NoMatches '#summary' at the end of a test). It draws nothing then."""
+    from gpu_triage.ui.fleet_app import FleetApp
+
+    app = FleetApp(_screen_fleet(), autostart=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+    assert not app.is_running
+    app._poll()  # noqa: SLF001 - the timer's callback, as its last tick calls it

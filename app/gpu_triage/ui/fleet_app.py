@@ -198,6 +198,8 @@ class FleetApp(App[int]):
         return True
 
     def _poll(self) -> None:
+        if not self.is_running:  # shutting down: Textual closes the screens before it stops the timers
+            return
         snap = self.fleet.snapshot
         if snap is not self.shown:
             self._draw(snap)
