@@ -88,11 +88,12 @@ def test_the_live_ticks_carry_what_the_waiting_cards_process_is_doing(job: subpr
 @needs_pyspy
 @needs_root
 def test_a_busy_card_is_never_dumped(job: subprocess.Popen[bytes]) -> None:
-    inside = InsideSampler(every_s=0.1)
+    inside = InsideSampler(every_s=0.05)
     source = _source(job.pid, 97.0, inside)
     try:
-        # six ticks 0.2 s apart, past the sampler's 0.1 s: time in which a dump would have been taken
-        ticks = [source.sample() for _ in range(6) if time.sleep(0.2) is None]
+        # six ticks 0.1 s apart, past the sampler's 0.05 s: time in which a dump would have been taken (and
+        # close() waits for a round under way: a dump started for the busy card would be counted)
+        ticks = [source.sample() for _ in range(6) if time.sleep(0.1) is None]
     finally:
         source.close()
     assert not any(t.stacks for t in ticks)
@@ -152,7 +153,7 @@ def test_record_writes_the_stacks_and_reads_them_back(job: subprocess.Popen[byte
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.FakeNvml([card]))
     monkeypatch.setenv("GPU_TRIAGE_PULSE_DIR", str(tmp_path / "pulse"))
     out = tmp_path / "run.parquet"
-    assert main(["record", "-o", str(out), "--interval", "0.5", "--duration", "4", *flags]) == 0
+    assert main(["record", "-o", str(out), "--interval", "0.25", "--duration", "1.5", *flags]) == 0
     trace = open_trace(out)
     stacks = [s for t in trace.ticks(0, trace.n) for s in t.stacks]
     if flags:
@@ -226,12 +227,12 @@ def test_a_real_dataloader_gives_its_main_thread_and_its_workers_samples() -> No
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SLOW_LOADER)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        source = _source(proc.pid, 0.0, InsideSampler(every_s=0.3))
+        source = _source(proc.pid, 0.0, InsideSampler(every_s=0.15))
         try:
             ticks: list[Tick] = []
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and sum(s.role == "worker" for t in ticks for s in t.stacks) < 2:
-                time.sleep(0.3)
+                time.sleep(0.15)
                 ticks.append(source.sample())
         finally:
             source.close()

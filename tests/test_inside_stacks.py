@@ -187,7 +187,8 @@ SLOW_LOADER = """
         def __getitem__(self, i):
             time.sleep(0.05)  # a remote GET
             return torch.zeros(4)
-    loader = DataLoader(Remote(), batch_size=16, num_workers=2)
+    # a batch takes each worker 0.2 s: the first is soon ready, and the trainer still waits on its loader
+    loader = DataLoader(Remote(), batch_size=4, num_workers=2)
     it = iter(loader); next(it)
     print("ready", flush=True)
     for _ in it:
@@ -501,19 +502,19 @@ def test_a_snapshot_says_what_the_process_of_a_waiting_card_is_doing(
 
     card = fake_nvml.FakeCard(util=0.0, processes=[fake_nvml.FakeProcess(job.pid, usedGpuMemory=2 << 30)])
     monkeypatch.setattr(snapshot, "make_source", lambda spec, **_: live.LiveSource(fake_nvml.FakeNvml([card])))
-    assert main(["snapshot", "--json", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert main(["snapshot", "--json", "--seconds", "0.2", "--interval", "0.1"]) == 0
     data = json.loads(capsys.readouterr().out)
     (rep,) = data["inside"]
     assert rep["pid"] == job.pid and rep["samples"] >= 2 and rep["error"] is None
     assert max(rep["phases"], key=rep["phases"].get) == "sleep"
-    assert main(["snapshot", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert main(["snapshot", "--seconds", "0.2", "--interval", "0.1"]) == 0
     assert f"{job.pid:>7} inside: main thread sleep in" in capsys.readouterr().out
     # an administrator's switch holds for the one-shot reading too: --no-stacks, or [inside] enabled = false
-    assert main(["snapshot", "--json", "--no-stacks", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert main(["snapshot", "--json", "--no-stacks", "--seconds", "0.2", "--interval", "0.1"]) == 0
     assert json.loads(capsys.readouterr().out)["inside"] == []
     off = tmp_path / "off.toml"
     off.write_text("[inside]\nenabled = false\n")
-    assert main(["--config", str(off), "snapshot", "--json", "--seconds", "0.4", "--interval", "0.2"]) == 0
+    assert main(["--config", str(off), "snapshot", "--json", "--seconds", "0.2", "--interval", "0.1"]) == 0
     assert json.loads(capsys.readouterr().out)["inside"] == []
 
 

@@ -105,7 +105,7 @@ def test_sigterm_goes_to_the_jobs_whole_group_and_the_recording_closes(tmp_path:
             time.sleep(0.1)
     """)
     out = tmp_path / "run.parquet"
-    proc = _gpu_triage("run", "--record", str(out), "--interval", "0.5", "--", sys.executable, "-c", job)
+    proc = _gpu_triage("run", "--record", str(out), "--interval", "0.2", "--", sys.executable, "-c", job)
     try:
         _wait_for_line(proc, "ready")
         _wait_for_a_tick(Path(str(out) + ".partial.arrows"))
@@ -155,12 +155,21 @@ def test_doctor_names_the_launcher_where_it_gives_stacks() -> None:
 
 def test_on_a_terminal_the_dashboard_follows_the_job_and_closes_with_it(tmp_path: Path) -> None:
     """Without --record: the dashboard on a real pty, the job's output in its log file, the screen closed when
-    the job ends and gpu-triage's status the job's."""
+    the job ends and gpu-triage's status the job's. The job runs until the dashboard has drawn its first frame
+    (told by a file the test writes then), however long the start takes on a busy box."""
     import pty
+    import re
     import select
 
-    log_file = tmp_path / "job.log"
-    job = "import sys, time; print('hello from the job', flush=True); time.sleep(3); sys.exit(5)"
+    log_file, drawn_file = tmp_path / "job.log", tmp_path / "drawn"
+    job = textwrap.dedent(f"""
+        import os, sys, time
+        print('hello from the job', flush=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists({str(drawn_file)!r}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sys.exit(5)
+    """)
     env = dict(os.environ, PYTHONPATH=APP + os.pathsep + os.environ.get("PYTHONPATH", ""), TERM="xterm-256color",
                COLUMNS="120", LINES="40")
     pid, fd = pty.fork()
@@ -170,14 +179,19 @@ def test_on_a_terminal_the_dashboard_follows_the_job_and_closes_with_it(tmp_path
                                     "--", sys.executable, "-c", job], env)
     deadline = time.monotonic() + 90
     status = None
+    screen = b""
     try:
         while status is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
+            ready, _, _ = select.select([fd], [], [], 0.1)
             if ready:
                 try:
-                    os.read(fd, 65536)  # the screen, drained so that the app never blocks on its terminal
+                    got = os.read(fd, 65536)  # the screen, drained so that the app never blocks on its terminal
                 except OSError:  # the pty closed: gpu-triage has gone
-                    pass
+                    got = b""
+                if not drawn_file.exists():
+                    screen += got
+                    if b"\xe2\x97\x8f live" in re.sub(rb"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]", b"", screen):
+                        drawn_file.touch()  # the dashboard's header: it is on the screen while the job runs
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 status = os.waitstatus_to_exitcode(raw)
@@ -186,6 +200,7 @@ def test_on_a_terminal_the_dashboard_follows_the_job_and_closes_with_it(tmp_path
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
+    assert drawn_file.exists(), "the dashboard never drew its header"
     assert status == 5
     assert log_file.read_text().strip() == "hello from the job"
 
@@ -261,9 +276,9 @@ def test_the_job_is_our_direct_child_and_the_stack_sampler_dumps_it(tmp_path: Pa
         deadline = time.monotonic() + 60
         def dumped():
             return len(open({str(log)!r}).read().splitlines()) if os.path.exists({str(log)!r}) else 0
-        while dumped() < 4 and time.monotonic() < deadline:  # until the sampler has dumped us a few times
-            time.sleep(0.05)
-        sys.exit(0 if dumped() >= 4 else 4)
+        while dumped() < 3 and time.monotonic() < deadline:  # until the sampler has dumped us a few times
+            time.sleep(0.02)
+        sys.exit(0 if dumped() >= 3 else 4)
     """)
 
     def on_the_card() -> None:  # the driver lists the job's process once it has started
@@ -279,7 +294,7 @@ def test_the_job_is_our_direct_child_and_the_stack_sampler_dumps_it(tmp_path: Pa
     out = tmp_path / "run.parquet"
     before = os.environ.get("GPU_TRIAGE_PULSE_DIR")
     try:
-        assert main(["run", "--record", str(out), "--interval", "0.5", "--", sys.executable, "-c", job]) == 0
+        assert main(["run", "--record", str(out), "--interval", "0.25", "--", sys.executable, "-c", job]) == 0
     finally:
         if before is None:
             os.environ.pop("GPU_TRIAGE_PULSE_DIR", None)

@@ -15,11 +15,14 @@ import pytest
 from gpu_triage.sources.stacks import ACCESS_PROBLEMS, PYSPY_MAX_THREADS, StackReader, find_pyspy
 
 THREADS = 8000
+# Python threads started bare (threading.Thread.start waits for each new thread to run first: with 8000 on a
+# busy 2-core box that handshake was seconds); each exists in /proc once start_new_thread returns
 MANY = f"""
-import sys, threading
-stop = threading.Event()
+import _thread, sys
+stop = _thread.allocate_lock()
+stop.acquire()
 for _ in range({THREADS}):
-    threading.Thread(target=stop.wait, args=(120,), daemon=True).start()  # 120 s: it ends by itself
+    _thread.start_new_thread(stop.acquire, (True, 120))  # 120 s: it ends by itself
 print("ready", flush=True)
 sys.stdin.read()  # until the test closes stdin
 """

@@ -8,6 +8,7 @@ import dataclasses
 import os
 import pwd
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -181,7 +182,8 @@ async def test_host_only_filter_finds_an_idle_sleep_by_its_pid(width: int) -> No
         sleeper.wait()
 
 
-def _read_for(fd: int, seconds: float, until: bytes | None = None) -> bytes:
+def _read_for(fd: int, seconds: float, until: Callable[[bytes], object] | None = None) -> bytes:
+    """What the pty gives within ``seconds``, or less: until it closes, or until ``until(all read so far)``."""
     import select
     import time
 
@@ -196,16 +198,28 @@ def _read_for(fd: int, seconds: float, until: bytes | None = None) -> bytes:
             if not chunk:
                 break
             got += chunk
-            if until is not None and until in got:
+            if until is not None and until(got):
                 break
     return got
 
 
+def _screen_text(drawn: bytes) -> bytes:
+    """What a terminal shows of ``drawn``, roughly: its text without the escape sequences between."""
+    import re
+
+    return re.sub(rb"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]|\x1b\][^\x07]*\x07", b"", drawn)
+
+
 @pytest.fixture(scope="module")
-def no_color_pty() -> tuple[bytes, int | None]:
-    """`demo healthy` in a real pty with NO_COLOR=1 for 6 s, then the Ctrl-C byte: what it drew and its exit
-    status, read by two tests (one start of the dashboard in a terminal for both)."""
-    return _pty_screen({"TERM": "xterm-256color", "NO_COLOR": "1"}, quit=b"\x03")
+def no_color_pty(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int | None]:
+    """`demo healthy` in a real pty with NO_COLOR=1 until its verdict is shown, then the Ctrl-C byte: what it drew
+    and its exit status, read by two tests (one start of the dashboard in a terminal for both). Its warm-up and
+    hold are short (neither test is about them): the screen goes through collecting, pending and a shown
+    verdict within a couple of frames instead of 12 s."""
+    config = tmp_path_factory.mktemp("no-color") / "config.toml"
+    config.write_text("[diagnosis]\nwarmup_s = 0.5\nhold_s = 0.5\n")
+    return _pty_screen({"TERM": "xterm-256color", "NO_COLOR": "1", "GPU_TRIAGE_CONFIG": str(config)},
+                       until=lambda drawn: b"steady_high \xc2\xb7 none  GPU 0" in _screen_text(drawn), quit=b"\x03")
 
 
 @pytest.mark.slow
@@ -372,10 +386,11 @@ def test_the_colour_depth_is_the_terminal_s(monkeypatch: pytest.MonkeyPatch, ter
     assert palette.color_system() == "truecolor"
 
 
-def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0, quit: bytes = b"q") -> tuple[bytes, int | None]:
-    """`gpu-triage --interval 0.5 demo healthy` in a real pty at 120x30: what it drew from its start to
-    ``seconds`` after its first frame and until it ended on the ``quit`` key, and its exit status (None: it did
-    not end within 20 s of the key)."""
+def _pty_screen(env_extra: dict[str, str], until: Callable[[bytes], object],
+                quit: bytes = b"q") -> tuple[bytes, int | None]:
+    """`gpu-triage --interval 0.5 demo healthy` in a real pty at 120x30: what it drew from its start until
+    ``until(what it drew)`` held after its first frame (fails if it never does within 40 s), and until it
+    ended on the ``quit`` key, and its exit status (None: it did not end within 20 s of the key)."""
     import pty
     import sys
     import time
@@ -390,9 +405,11 @@ def _pty_screen(env_extra: dict[str, str], seconds: float = 6.0, quit: bytes = b
         os.execvpe(argv[0], argv, env)
     status = None
     try:
-        drawn = _read_for(fd, 40, until=b"SMact")
+        drawn = _read_for(fd, 40, until=lambda got: b"SMact" in got)
         assert b"SMact" in drawn, "the dashboard never drew"
-        drawn += _read_for(fd, seconds)
+        if not until(drawn):
+            drawn += _read_for(fd, 40, until=lambda got: until(drawn + got))
+        assert until(drawn), "the dashboard never drew what the test reads"
         os.write(fd, quit)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -427,9 +444,10 @@ def _sgr_before(drawn: bytes, text: bytes) -> list[bytes]:
 def test_under_term_xterm_the_power_cap_is_yellow_not_bright_red() -> None:
     import re
 
-    drawn, _ = _pty_screen({"TERM": "xterm"}, seconds=1.0)  # the capped watts are in the first frame
+    capped = re.compile(rb" 6[0-9][0-9]W")  # a healthy busy card's watts at its power cap: in the first frame
+    drawn, _ = _pty_screen({"TERM": "xterm"}, until=capped.search)
     # a healthy busy card sits at its power cap: its watts (6xxW) are drawn in the terminal's yellow
-    styles = [s for m in sorted({m.group() for m in re.finditer(rb" 6[0-9][0-9]W", drawn)})
+    styles = [s for m in sorted({m.group() for m in capped.finditer(drawn)})
               for s in _sgr_before(drawn, m)]
     assert styles, "no capped watts drawn"
     for sgr in styles:

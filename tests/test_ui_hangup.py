@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import signal
 import sys
@@ -32,6 +33,11 @@ def _drain(fd: int, seconds: float) -> None:
                     return
             except OSError:
                 return
+
+
+def _text(drawn: bytes) -> bytes:
+    """What a terminal shows of ``drawn``, roughly: its text without the escape sequences between."""
+    return re.sub(rb"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]", b"", drawn)
 
 
 def _ticks_in(stream: Path) -> int:
@@ -108,7 +114,13 @@ def test_a_fast_sampler_with_a_week_long_window_stays_small_and_obeys(ending: st
             if select.select([fd], [], [], 0.1)[0]:
                 seen = (seen + os.read(fd, 65536))[-200_000:]
         assert b"window capped at" in seen, "the screen does not say that the window was capped"
-        _drain(fd, 3.0)  # 60 ticks at 0.05 s
+        # q or the hangup comes while the sampler runs at its pace: once the diagnosis says the window holds a
+        # second (20 ticks at 0.05 s, frames drawn between them), however slowly the box got there
+        held = re.compile(rb"collecting \(([1-9][0-9]*) s of")
+        while time.monotonic() < deadline and not held.search(_text(seen)):
+            if select.select([fd], [], [], 0.1)[0]:
+                seen = (seen + os.read(fd, 65536))[-200_000:]
+        assert held.search(_text(seen)), "the diagnosis never said the window holds a second of ticks"
         if ending == "q":
             os.write(fd, b"q")
         else:
