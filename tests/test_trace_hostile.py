@@ -438,7 +438,7 @@ def test_config_given_a_directory_a_fifo_or_a_long_name_says_so(
 def test_duration_records_duration_over_interval_ticks(fast: bool, tmp_path: Path, capsys) -> None:
     target = tmp_path / "d.parquet"
     args = ["record", "-o", str(target), "--source", "sim:healthy", "--gpus", "1"]
-    args += ["--fast", "--duration", "10", "--interval", "2"] if fast else ["--duration", "0.5", "--interval", "0.1"]
+    args += ["--fast", "--duration", "10", "--interval", "2"] if fast else ["--duration", "1", "--interval", "0.2"]
     assert main(args) == 0
     assert "recorded 5 ticks" in capsys.readouterr().out
     trace = open_trace(target)
