@@ -144,14 +144,14 @@ def _is_open(sock: socket.socket) -> bool:
 
 @pytest.mark.slow
 def test_the_deadline_is_per_request_not_per_read(monkeypatch: pytest.MonkeyPatch, server: MetricsServer) -> None:
-    """A client that sends a header line every 0.2 s is cut at the request's deadline, not kept forever."""
-    monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 1.0)
+    """A client that sends a header line every 0.1 s is cut at the request's deadline, not kept forever."""
+    monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 0.5)
+    t0 = time.monotonic()  # before the connection: the server's deadline cannot start earlier
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-    t0 = time.monotonic()
     closed_after = None
     try:
         sock.sendall(b"GET /metrics HTTP/1.1\r\n")
-        for i in range(40):  # up to 8 s of drip, far past the 1 s deadline
+        for i in range(80):  # up to 8 s of drip, far past the 0.5 s deadline
             try:
                 sock.sendall(f"X-Drip-{i}: {i}\r\n".encode())
             except OSError:
@@ -160,11 +160,11 @@ def test_the_deadline_is_per_request_not_per_read(monkeypatch: pytest.MonkeyPatc
             if not _is_open(sock):
                 closed_after = time.monotonic() - t0
                 break
-            time.sleep(0.2)  # the client under test trickles its head: a header line every 0.2 s
+            time.sleep(0.1)  # the client under test trickles its head: a header line every 0.1 s
     finally:
         sock.close()
     assert closed_after is not None, "the drip-feeding client was never cut"
-    assert 0.8 <= closed_after < 3.0
+    assert 0.4 <= closed_after < 3.0
 
 
 @pytest.mark.parametrize(
@@ -310,7 +310,7 @@ def test_export_on_every_interface_says_so_once_on_stderr() -> None:
 
 def _start_export(*extra: str) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.2", *extra],
+        [sys.executable, "-m", "gpu_triage", "export", "--listen", "127.0.0.1:0", "--interval", "0.1", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -337,7 +337,7 @@ def _wait_ticks(port: int, n: int) -> None:
     deadline = time.monotonic() + 60
     while _ticks(port) < n:
         assert time.monotonic() < deadline, "no ticks"
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -355,16 +355,16 @@ def test_sigterm_with_slow_clients_stops_promptly_and_the_recording_is_parquet(t
         _wait_ticks(port, 3)
         slow = _slow_clients(port, 20)
 
-        def drip() -> None:  # a header line every 0.5 s per client, for at most 30 s
+        def drip() -> None:  # a header line every 0.5 s per client, the first at once, for at most 30 s
             for i in range(60):
-                if dripping.wait(0.5):
-                    return
                 for sock in slow:
                     try:
                         sock.sendall(f"X-{i}: {i}\r\n".encode())
                     except OSError:
                         pass
                 dripped.set()
+                if dripping.wait(0.5):
+                    return
 
         dripper = threading.Thread(target=drip, daemon=True)
         dripper.start()
@@ -488,7 +488,7 @@ def _wait_gauge(port: int, name: str, value: float, within_s: float = 15.0) -> N
     deadline = time.monotonic() + within_s
     while _gauge(port, name) != value:
         assert time.monotonic() < deadline, f"{name} never became {value}"
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -631,7 +631,7 @@ def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> No
         wait_until(lambda: "could not accept a scrape" in "".join(errors), "the daemon out of descriptors")
         wait_until(lambda: _backlog(port) == 0, "every waiting client accepted or closed")
         cpu0 = _cpu_s(proc.pid)
-        time.sleep(2.0)  # the idle time under test: what the daemon spends in it
+        time.sleep(1.0)  # the idle time under test: what the daemon spends in it
         spent = _cpu_s(proc.pid) - cpu0
         status, took, _ = _timed_get(port)
         proc.send_signal(signal.SIGTERM)
@@ -642,7 +642,9 @@ def test_out_of_descriptors_the_server_neither_spins_nor_stops_answering() -> No
         for sock in idle:
             sock.close()
         _stop(proc)
-    assert spent < 0.8, f"the daemon used {spent:.2f} CPU s in 2 s with its descriptors exhausted"
+    # a quarter of a core: a spinning daemon takes what the box gives it, a whole core on a quiet one, half or more
+    # with two test workers on two cores; asleep, it spends under 10 ms on its two ticks
+    assert spent < 0.25, f"the daemon used {spent:.2f} CPU s in 1 s with its descriptors exhausted"
     assert status == 200 and took < 3.0
     assert err.count("could not accept a scrape") == 1, err  # said once, not once per failure
 

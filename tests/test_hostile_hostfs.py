@@ -150,9 +150,12 @@ for _ in range(600):  # a byte every 0.1 s: never done, never silent
 
 ROUND = """\
 import json, resource, sys, time
+from gpu_triage.sources import inside
 from gpu_triage.sources.inside import InsideSampler
 from gpu_triage.sources.stacks import StackReader
-fake, pids = sys.argv[1], [int(p) for p in sys.argv[2:]]
+fake, round_s, pids = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3:]]
+if round_s:
+    inside.ROUND_S = float(round_s)
 reader = StackReader(fake)
 sampler = InsideSampler(reader)
 sampler.want([(p, []) for p in pids])
@@ -166,9 +169,9 @@ print(json.dumps({"grew_kib": after - before, "took_s": took, "bytes_read": geta
 """
 
 
-def _round(tmp_path: Path, script: str, n: int) -> dict:
+def _round(tmp_path: Path, script: str, n: int, round_s: float | None = None) -> dict:
     """One round of the inside sampler over ``n`` real processes, with ``script`` as py-spy, in a process of its
-    own (its peak RSS is then this round's)."""
+    own (its peak RSS is then this round's); ``round_s`` replaces the round's time box (inside.ROUND_S)."""
     import json
     import subprocess
 
@@ -178,7 +181,8 @@ def _round(tmp_path: Path, script: str, n: int) -> dict:
     jobs = [subprocess.Popen(["sleep", "120"]) for _ in range(n)]
     try:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
-        done = subprocess.run([sys.executable, "-c", ROUND, str(fake), *(str(j.pid) for j in jobs)], env=env,
+        done = subprocess.run([sys.executable, "-c", ROUND, str(fake), "" if round_s is None else str(round_s),
+                               *(str(j.pid) for j in jobs)], env=env,
                               capture_output=True, text=True, timeout=120, check=True)
     finally:
         for j in jobs:
@@ -202,9 +206,12 @@ def test_a_py_spy_that_floods_is_stopped_at_the_cap_and_memory_stays_bounded(tmp
 @pytest.mark.slow
 def test_a_round_of_py_spys_that_never_finish_is_time_boxed_as_a_whole(tmp_path: Path) -> None:
     """16 processes whose py-spy each drips output until its own deadline: 48 s for one round (minutes for a
-    snapshot) when only each dump had a deadline. The round has one."""
-    got = _round(tmp_path, DRIPPER, 16)
-    assert got["took_s"] < 8.0, got  # the round's 4 s (inside.ROUND_S) and a loaded box's slack
+    snapshot) when only each dump had a deadline. The round has one: 1 s here, the first dump's own deadline
+    being 3 s (stacks.DUMP_TIMEOUT_S), so the round box is what stops it."""
+    from gpu_triage.sources.stacks import DUMP_TIMEOUT_S
+
+    got = _round(tmp_path, DRIPPER, 16, round_s=1.0)
+    assert got["took_s"] < DUMP_TIMEOUT_S, got  # the round's 1 s and a loaded box's slack, not 3 s per dump
     assert got["errors"] == ["timeout"], got
 
 
@@ -479,12 +486,18 @@ def test_2000_ticks_of_5000_stack_samples_are_refused_from_the_footer(tmp_path: 
 
     def hostile(table: pa.Table) -> pa.Array:
         typ = table.schema.field("stacks").type
-        one = pa.array([{"pid": 7, "role": "main", "phase": "python"}], typ.value_type)
-        values = one.take(pa.array(np.zeros(n * each, np.int32)))
+        # each sample {"pid": 7}, its other fields null (one null array a type, shared): as many entries as whole
+        # samples, for half the CPU of taking one whole sample ten million times and writing its strings
+        fields = list(typ.value_type)
+        nulls = {t: pa.nulls(n * each, t) for t in {f.type for f in fields}}
+        values = pa.StructArray.from_arrays(
+            [pa.array(np.full(n * each, 7, np.uint32)) if f.name == "pid" else nulls[f.type] for f in fields],
+            fields=fields)
         return pa.ListArray.from_arrays(pa.array(np.arange(0, n * each + 1, each, dtype=np.int32)), values).cast(typ)
 
     bad = tmp_path / "many.parquet"
-    pq.write_table(_with_stacks(hostile, rows=n), bad, compression="zstd")
+    # no column statistics: the refusal reads only the footer's entry counts, and writing none saves CPU
+    pq.write_table(_with_stacks(hostile, rows=n), bad, compression="zstd", write_statistics=False)
     base = real_peak
     got, err = _peak(bad)
     assert got["peak_kib"] - base["peak_kib"] < 150 * 1024, (got, base)

@@ -55,7 +55,7 @@ def _one_line_error(capsys) -> str:
 def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_path: Path, capsys) -> None:
     target = tmp_path / "live.parquet"
     stream = stream_path_for(target)
-    proc = start_recorder(target, 0.2)
+    proc = start_recorder(target, 0.1)
     try:
         seen = wait_for_ticks(proc, target, 3)
 
@@ -91,7 +91,7 @@ def test_a_live_stream_is_locked_recover_refuses_it_readers_leave_it_alone(tmp_p
 @pytest.mark.slow
 def test_the_lock_of_a_killed_recorder_is_stale(tmp_path: Path, capsys) -> None:
     target = tmp_path / "killed.parquet"
-    proc = start_recorder(target, 0.2)
+    proc = start_recorder(target, 0.1)
     try:
         n = wait_for_ticks(proc, target, 3)
     finally:
