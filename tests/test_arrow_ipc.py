@@ -26,7 +26,7 @@ from gpu_triage.trace import arrow_ipc
 from gpu_triage.trace.layout import TRACE_COLUMNS, Col, tick_values, trace_metadata
 from gpu_triage.trace.reader import open_trace
 from gpu_triage.trace.schema import TRACE_SCHEMA, schema_with_metadata, ticks_to_batch
-from tests.test_trace_roundtrip import HOST, ticks_strategy
+from tests.test_trace_roundtrip import HOST, assert_round_trips, ticks_strategy
 
 
 def stream_bytes(ticks: list[Tick], *, per_batch: int = 1) -> bytes:
@@ -55,9 +55,12 @@ def assert_same_as_pyarrow(ticks: list[Tick], *, per_batch: int = 1, nan: bool =
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ticks=ticks_strategy)
-def test_generated_ticks_read_back_as_pyarrow_writes_them(ticks: list[Tick]) -> None:
+def test_generated_ticks_read_back_as_pyarrow_writes_them_and_round_trip_through_the_writer(
+    ticks: list[Tick],
+) -> None:
     assert_same_as_pyarrow(ticks)
     assert_same_as_pyarrow(ticks, per_batch=4)  # several rows a batch: offsets across rows
+    assert_round_trips(ticks)  # test_trace_roundtrip.py's property, on the same draws
 
 
 @pytest.mark.parametrize("scenario", sim_scenarios())

@@ -58,6 +58,12 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def two_hosts_summary(two_hosts: Path) -> dict:
+    """The summary of ``two_hosts`` in one process: read, never changed, by the tests that take it."""
+    return summarise(str(two_hosts), Config(), workers=1)
+
+
+@pytest.fixture(scope="module")
 def storage_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """20 minutes of gpu07 waiting on storage: read, never written, by the tests that take it."""
     root = tmp_path_factory.mktemp("storage-host")
@@ -208,8 +214,8 @@ def test_a_failed_write_pauses_the_recording_until_a_retry_works(
 
 
 @pytest.mark.slow
-def test_summary_per_host_shares_and_worst_windows(two_hosts: Path) -> None:
-    result = summarise(str(two_hosts), Config())
+def test_summary_per_host_shares_and_worst_windows(two_hosts: Path, two_hosts_summary: dict) -> None:
+    result = two_hosts_summary
     hosts = result["hosts"]
     assert set(hosts) == {"gpu01", "gpu02"}
     assert hosts["gpu01"]["bottlenecks"]["data_pipeline"] > 0.8
@@ -229,10 +235,10 @@ def test_summary_per_host_shares_and_worst_windows(two_hosts: Path) -> None:
 
 
 @pytest.mark.slow
-def test_worker_processes_summarise_as_one_process_does(two_hosts: Path) -> None:
+def test_worker_processes_summarise_as_one_process_does(two_hosts: Path, two_hosts_summary: dict) -> None:
     """The files read by spawned worker processes (what many files, or many ticks to recompute, get) give the
     summary one process gives, but for the seconds the recomputation took."""
-    one = summarise(str(two_hosts), Config(), workers=1)
+    one = two_hosts_summary
     many = summarise(str(two_hosts), Config(), workers=2)
     assert one["recomputed_files"] == many["recomputed_files"] == 2
     assert {k: v for k, v in one.items() if k != "recompute_s"} == {k: v for k, v in many.items() if k != "recompute_s"}

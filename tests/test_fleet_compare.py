@@ -29,12 +29,19 @@ LATE = T0 + timedelta(minutes=116)  # 23:56: 2-minute files 23:56-23:58, 23:58-0
 
 
 def _dataset(root: Path, scenario: str, start: datetime, seconds: float, host: str, gpus: int = 2,
-             rotate_s: float = 3600) -> list[Path]:
+             rotate_s: float = 3600, also: Path | None = None) -> list[Path]:
+    """The scenario's ticks as a dataset; with ``also``, the very same ticks in that one file too."""
     source = SimulatedSource(scenario, gpus=gpus, seed=1, interval_s=2.0, start=start)
     writer = DatasetWriter(root, source.host_info(), 2.0, rotate_s=rotate_s, hostname=host)
+    one = TraceWriter(also, source.host_info(), 2.0) if also is not None else None
     for _ in range(round(seconds / 2.0)):
-        writer.append(source.sample())
+        tick = source.sample()
+        writer.append(tick)
+        if one is not None:
+            one.append(tick)
     writer.close()
+    if one is not None:
+        one.close()
     return writer.files
 
 
@@ -224,14 +231,10 @@ def test_many_small_files_give_the_figures_of_the_same_ticks_in_one_file(tmp_pat
     """Files of 5 ticks (read whole, projected across files) against the very same ticks in one file each."""
     sides = {}
     for name, scenario in (("before", "data_pipeline"), ("after", "healthy")):
-        files = _dataset(tmp_path / name, scenario, T0, 250, "gpu01", rotate_s=10)
-        assert len(files) >= 25 and max(pq.read_metadata(f).num_rows for f in files) <= 5
-        source = SimulatedSource(scenario, gpus=2, seed=1, interval_s=2.0, start=T0)
         one = tmp_path / f"{name}.parquet"
-        writer = TraceWriter(one, source.host_info(), 2.0)
-        for _ in range(125):
-            writer.append(source.sample())
-        writer.close()
+        files = _dataset(tmp_path / name, scenario, T0, 250, "gpu01", rotate_s=10, also=one)
+        assert len(files) >= 25 and max(pq.read_metadata(f).num_rows for f in files) <= 5
+        assert open_trace(one).n == 125
         sides[name] = one
     bad = _damage(files[3])  # a damaged small file is left out and named, as a large one
     many = compare_datasets(str(tmp_path / "before"), str(tmp_path / "after"), Config())

@@ -28,12 +28,16 @@ DATA = Path(__file__).parent / "data"
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
 
 
-def _write(root: Path, schedule: list[tuple[str, float]], host: str, *, gpus: int = 2, seed: int = 1) -> None:
+def _write(root: Path, schedule: list[tuple[str, float]], *hosts: str, gpus: int = 2, seed: int = 1) -> None:
+    """The schedule's ticks recorded for each of ``hosts``: the same ticks (one seed), simulated once."""
     source = SimulatedSource.from_schedule(schedule, gpus=gpus, seed=seed, start=START)
-    writer = DatasetWriter(root, source.host_info(), 2.0, hostname=host)
+    writers = [DatasetWriter(root, source.host_info(), 2.0, hostname=host) for host in hosts]
     for _ in range(round(sum(s for _, s in schedule) / 2.0)):
-        writer.append(source.sample())
-    writer.close()
+        tick = source.sample()
+        for writer in writers:
+            writer.append(tick)
+    for writer in writers:
+        writer.close()
 
 
 # -- the definition -------------------------------------------------------------------------------------------
@@ -122,8 +126,7 @@ def test_the_summary_ranks_hosts_and_jobs_across_hosts_by_gpu_hours_lost(
 ) -> None:
     """Two hosts run the same Slurm jobs (100 starved, then 101 healthy), a third its job 100 healthy: the ranking
     comes first, the starved hosts on top with data_pipeline and its knob, job 100 one row over its three hosts."""
-    for host in ("gpu01", "gpu02"):
-        _write(tmp_path, [("data_pipeline", 900), ("healthy", 900)], host)
+    _write(tmp_path, [("data_pipeline", 900), ("healthy", 900)], "gpu01", "gpu02")
     _write(tmp_path, [("healthy", 1800)], "gpu03", seed=3)
     result = summarise(str(tmp_path), Config())
     hosts = result["ranking"]["hosts"]
@@ -158,8 +161,7 @@ def test_the_summary_ranks_hosts_and_jobs_across_hosts_by_gpu_hours_lost(
 def test_the_summary_takes_a_period_several_paths_and_brace_globs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for host in ("gpu01", "gpu02", "gpu03"):
-        _write(tmp_path, [("storage_io", 1200)], host)
+    _write(tmp_path, [("storage_io", 1200)], "gpu01", "gpu02", "gpu03")
     config = Config()
     whole = summarise(str(tmp_path), config)["hosts"]["gpu01"]["seconds"]
     half = summarise(str(tmp_path), config, since=START + timedelta(seconds=600))["hosts"]["gpu01"]["seconds"]
@@ -277,14 +279,14 @@ def test_a_host_whose_cards_read_no_gpu_util_loses_na_not_zero_and_ranks_after_a
     config = Config()
     half = 150  # ticks of 2 s: the cards stop reading at 5 min, inside the 5-minute window of data_pipeline
     counters: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+    source = SimulatedSource.from_schedule([("data_pipeline", 600)], gpus=2, seed=1, start=START)
+    simulated = [source.sample() for _ in range(2 * half)]  # both hosts' ticks (one seed), simulated once
     for name, stops in (("gpu01", None), ("gpu02", half)):
-        source = SimulatedSource.from_schedule([("data_pipeline", 600)], gpus=2, seed=1, start=START)
         monitor = Monitor(source.host_info(), config, source.name)
         writer = DatasetWriter(tmp_path, with_settings(source.host_info(), config.thresholds, config.window_s),
                                2.0, hostname=name)
         before: dict[str, float] = {}
-        for i in range(2 * half):
-            tick = source.sample()
+        for i, tick in enumerate(simulated):
             if i == half:
                 before = _lost_counters(monitor)
             if stops is not None and i >= stops:

@@ -11,19 +11,20 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.diagnosis.vocab import Bottleneck
+from tests import real_readings as rr
 from x2_runs import lab_run
 
 DATA = Path(__file__).parent / "data"
 
 
 def _bounds(name: str, bottleneck: str) -> list[float]:
-    _, res, _ = lab_run(DATA / name)
+    res = rr.replay(DATA / name)[1]  # the verdicts only: no offline segments
     return [r[1].headroom.factor for r in res
             if r[1].bottleneck == bottleneck and r[1].headroom is not None and r[1].headroom.kind == "bound"]
 
 
 def _rates(name: str) -> list[float]:
-    _, res, _ = lab_run(DATA / name)
+    res = rr.replay(DATA / name)[1]
     got = [r[1].facts.get("job_samples_per_s", math.nan) for r in res]
     return [x for x in got if not math.isnan(x) and x > 0]
 
@@ -58,18 +59,18 @@ def test_placement_bound_is_cards_over_busy_cards() -> None:
     # every rank on card 0 of two: at most 2x, if the job scales to card 1
     bounds = _bounds("h200x2-cuda0-1s.parquet", Bottleneck.PLACEMENT)
     assert bounds and set(bounds) == {2.0}
-    _, res, _ = lab_run(DATA / "h200x2-cuda0-1s.parquet")
+    res = rr.replay(DATA / "h200x2-cuda0-1s.parquet")[1]
     hr = next(r[1].headroom for r in res if r[1].bottleneck == Bottleneck.PLACEMENT)
     assert "scales to the idle cards" in hr.line()
 
 
 def test_fixed_run_has_no_bound_to_win() -> None:
-    _, res, _ = lab_run(DATA / "h200x2-joblog-1card-fixed-1s.parquet")
+    res = rr.replay(DATA / "h200x2-joblog-1card-fixed-1s.parquet")[1]
     assert all(r[1].headroom is None or r[1].headroom.kind != "bound" for r in res)
 
 
 def test_a_hang_loses_everything_until_fixed() -> None:
-    _, res, _ = lab_run(DATA / "h200x2-stuck-1s.parquet")
+    res = rr.replay(DATA / "h200x2-stuck-1s.parquet")[1]
     hung = [r[1].headroom for r in res if r[1].bottleneck == Bottleneck.HUNG_COLLECTIVE]
     assert hung and all(h.kind == "lost" and h.share == 1.0 and h.factor is None for h in hung)
     assert "until the hang is fixed" in hung[-1].line()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpu_triage.diagnosis.vocab import Bottleneck
-from x2_runs import lab_run
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 BOUNDED = ["host_python", "host_python-rerun", "loader0", "h2d_pageable", "service_wait"]
@@ -36,7 +36,7 @@ def _window(stem: str) -> tuple[float, float]:
 def _judged(stem: str) -> list[Any]:
     """The verdicts of the ticks inside the job's timed loop, through the real engine."""
     lo, hi = _window(stem)
-    _, res, _ = lab_run(DATA / f"{stem}-1s.parquet")
+    res = rr.replay(DATA / f"{stem}-1s.parquet")[1]  # the verdicts only: no offline segments
     return [raw for tick, raw, _ in res if lo <= tick.ts.timestamp() <= hi]
 
 

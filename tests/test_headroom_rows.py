@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpu_triage.diagnosis.vocab import Bottleneck, Mechanism
-from x2_runs import lab_run
+from tests import real_readings as rr
 
 DATA = Path(__file__).parent / "data"
 SAMPLES = re.compile(r"in (\d+) of (\d+) stack samples")
@@ -20,7 +20,7 @@ SAMPLES = re.compile(r"in (\d+) of (\d+) stack samples")
 
 @cache
 def _raws(name: str) -> list[Any]:
-    _, res, _ = lab_run(DATA / name)
+    res = rr.replay(DATA / name)[1]  # the verdicts only: no offline segments
     return [r[1] for r in res]
 
 

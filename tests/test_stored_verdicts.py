@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -425,14 +426,34 @@ def _compact_day(root: Path) -> Path:
     return daily
 
 
-def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def hours(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, int, bool], None]:
+    """Copies into a dataset the 5 minutes of the phased source recorded from ``hour`` with the tuned settings
+    or the defaults; each (hour, settings) is recorded once for the module, as `record -o DIR/` writes it."""
+    made: dict[tuple[int, bool], Path] = {}
+
+    def copy_into(root: Path, hour: int, tuned: bool) -> None:
+        import shutil
+
+        if (hour, tuned) not in made:
+            made[hour, tuned] = tmp_path_factory.mktemp(f"hour{hour}-{'tuned' if tuned else 'defaults'}")
+            record_source(_phased(start=START + timedelta(hours=hour)), f"{made[hour, tuned]}/", 2.0,
+                          duration_s=300, fast=True, describe_machine=False, out=None,
+                          config=_tuned() if tuned else Config())
+        shutil.copytree(made[hour, tuned], root, dirs_exist_ok=True)
+
+    return copy_into
+
+
+def test_compact_keeps_the_settings_its_files_agree_on(
+    tmp_path: Path, hours: Callable[[Path, int, bool], None]
+) -> None:
     from gpu_triage.fleet_history.summary import summarise
     from gpu_triage.verdicts.settings import settings
 
     root = tmp_path / "fleet"
     for hour in (0, 1):
-        record_source(_phased(start=START + timedelta(hours=hour)), f"{root}/", 2.0, duration_s=300, fast=True,
-                      describe_machine=False, out=None, config=_tuned())
+        hours(root, hour, True)
     daily = _compact_day(root)
     assert _host_meta(daily)["verdicts"] == settings(_tuned().thresholds, 300.0)
     assert summarise(str(root), _tuned())["recomputed_files"] == 0
@@ -440,16 +461,15 @@ def test_compact_keeps_the_settings_its_files_agree_on(tmp_path: Path) -> None:
 
 
 def test_compact_of_files_judged_with_different_settings_keeps_their_verdicts_and_fits_no_reader(
-    tmp_path: Path,
+    tmp_path: Path, hours: Callable[[Path, int, bool], None]
 ) -> None:
     """One hour judged with the defaults, the next with tuned thresholds: the day keeps every verdict, and its
     metadata says they are mixed, so the summary judges the day again whatever its settings."""
     from gpu_triage.fleet_history.summary import summarise
 
     root = tmp_path / "fleet"
-    for hour, config in ((0, Config()), (1, _tuned())):
-        record_source(_phased(start=START + timedelta(hours=hour)), f"{root}/", 2.0, duration_s=300, fast=True,
-                      describe_machine=False, out=None, config=config)
+    for hour, tuned in ((0, False), (1, True)):
+        hours(root, hour, tuned)
     carried = [v for f in sorted(root.rglob("*.parquet")) for v in _stored(f)]
     daily = _compact_day(root)
     assert _stored(daily) == carried  # nothing carried is rewritten

@@ -1,5 +1,7 @@
 """Ticks written by TraceWriter read back by open_trace equal the ticks produced: through the final Parquet
-and through the crash-safe stream alone, with None fields, empty lists and unicode names."""
+and through the crash-safe stream alone, with None fields, empty lists and unicode names (generated ones: the
+strategy and the check are here, the test that draws them is test_arrow_ipc.py's, which checks each draw against
+pyarrow too)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_triage.data import H200_TRACE_05S, H200_TRACE_2S
@@ -140,10 +140,11 @@ HOST = HostInfo(
 )
 
 
-@pytest.mark.slow
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ticks=ticks_strategy)
-def test_ticks_round_trip_through_parquet_and_stream(ticks: list[Tick]) -> None:
+def assert_round_trips(ticks: list[Tick]) -> None:
+    """``ticks`` written by TraceWriter read back equal, through the stream alone and through the Parquet.
+
+    Generated ticks (``ticks_strategy``) are checked by test_arrow_ipc.py's generated-ticks test, which runs this
+    and its own check on the same draws: drawing them is most of the cost, so each draw serves both."""
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "run.parquet"
         writer = TraceWriter(target, HOST, 2.0)

@@ -29,8 +29,9 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from typing import Any
 
 from gpu_triage.trace.layout import Col
@@ -213,39 +214,29 @@ def schema_message(columns: Sequence[Col], metadata: dict[bytes, bytes]) -> byte
 
 # --- record batches -------------------------------------------------------------------------------------
 
-
-class _Body:
-    """The buffers of one batch as they are appended, and the field nodes beside them."""
-
-    __slots__ = ("buffers", "chunks", "nodes", "size")
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.buffers: list[int] = []  # offset, length pairs, flat
-        self.nodes: list[int] = []  # length, null count pairs, flat
-        self.size = 0
-
-    def add(self, data: bytes) -> None:
-        self.buffers += (self.size, len(data))
-        pad = -len(data) % 8
-        self.chunks.append(data + bytes(pad) if pad else data)
-        self.size += len(data) + pad
+# An encoder appends one column's field nodes (length, null count pairs, flat) and its buffers (unpadded, in
+# the format's order) for the given values. Each column's encoder is made once per column layout: a tick runs
+# about 120 of them, so the per-kind dispatch is done when they are made, and a list whose rows hold no items
+# (most ticks' processes, stacks, networks) appends its children's fixed empty encoding instead of running them.
+Encoder = Callable[[Sequence[Any], list[int], list[bytes]], None]
 
 
-def _validity(values: Sequence[Any], body: _Body) -> None:
-    """The node of a column and its validity bitmap (empty when nothing is null, as the format allows)."""
+def _validity(values: Sequence[Any]) -> tuple[int, bytes]:
+    """The null count and the validity bitmap (empty when nothing is null, as the format allows)."""
     nulls = 0
-    bits = 0
-    for i, v in enumerate(values):
+    for v in values:
         if v is None:
             nulls += 1
-        else:
+    if not nulls:
+        return 0, b""
+    bits = 0
+    for i, v in enumerate(values):
+        if v is not None:
             bits |= 1 << i
-    body.nodes += (len(values), nulls)
-    body.add(bits.to_bytes((len(values) + 7) // 8, "little") if nulls else b"")
+    return nulls, bits.to_bytes((len(values) + 7) // 8, "little")
 
 
-def _packed(code: str, values: Sequence[Any]) -> bytes:
+def _packed(code: str, values: Iterable[Any]) -> bytes:
     data = array(code, values)
     if _SWAP:
         data.byteswap()
@@ -258,48 +249,139 @@ def _micros(ts: datetime) -> int:
     return (ts - _EPOCH) // _ONE_US
 
 
-def _offsets(lengths: Sequence[int]) -> bytes:
+def _offsets(lengths: Iterable[int]) -> bytes:
     out = array("i", [0])
-    total = 0
-    for n in lengths:
-        total += n
-        out.append(total)
+    out.extend(accumulate(lengths))
     if _SWAP:
         out.byteswap()
     return out.tobytes()
 
 
-def _encode(col: Col, values: Sequence[Any], body: _Body) -> None:  # noqa: C901 - one branch per Arrow kind
-    _validity(values, body)
+def _fixed(encode: Encoder, values: Sequence[Any]) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+    """What ``encode`` appends for ``values``, to append again without running it."""
+    nodes: list[int] = []
+    chunks: list[bytes] = []
+    encode(values, nodes, chunks)
+    return tuple(nodes), tuple(chunks)
+
+
+def _scalar_encoder(col: Col) -> Encoder:
     kind = col.kind
-    if kind in _INT_BITS:
-        body.add(_packed(_TYPECODES[kind], [0 if v is None else int(v) for v in values]))
-    elif kind in _PRECISION:
-        body.add(_packed(_TYPECODES[kind], [0.0 if v is None else v for v in values]))
-    elif kind == "ts_us":
-        body.add(_packed("q", [0 if v is None else _micros(v) for v in values]))
-    elif kind == "str":
-        encoded = [b"" if v is None else str(v).encode("utf-8", "replace") for v in values]
-        body.add(_offsets([len(b) for b in encoded]))
-        body.add(b"".join(encoded))
-    elif kind == "list":
-        body.add(_offsets([0 if v is None else len(v) for v in values]))
-        flat = [item for v in values if v is not None for item in v]
-        _encode(col.children[0], flat, body)
-    elif kind == "struct":
-        for i, child in enumerate(col.children):
-            _encode(child, [None if v is None else v[i] for v in values], body)
-    else:
-        raise ValueError(f"no Arrow encoding for {kind!r} ({col.name})")
+    if kind in _INT_BITS or kind in _PRECISION or kind == "ts_us":
+        code = _TYPECODES[kind]
+        convert: Callable[[Any], Any] | None = int if kind in _INT_BITS else _micros if kind == "ts_us" else None
+        zero = 0.0 if kind in _PRECISION else 0
+
+        def encode(values: Sequence[Any], nodes: list[int], chunks: list[bytes]) -> None:
+            nulls, bitmap = _validity(values)
+            nodes += (len(values), nulls)
+            chunks.append(bitmap)
+            if convert is None:
+                data: Iterable[Any] = [zero if v is None else v for v in values] if nulls else values
+            else:
+                data = [zero if v is None else convert(v) for v in values] if nulls else map(convert, values)
+            chunks.append(_packed(code, data))
+
+        return encode
+    if kind == "str":
+
+        def encode_str(values: Sequence[Any], nodes: list[int], chunks: list[bytes]) -> None:
+            nulls, bitmap = _validity(values)
+            nodes += (len(values), nulls)
+            encoded = [b"" if v is None else str(v).encode("utf-8", "replace") for v in values]
+            chunks += (bitmap, _offsets(map(len, encoded)), b"".join(encoded))
+
+        return encode_str
+    raise ValueError(f"no Arrow encoding for {kind!r} ({col.name})")
+
+
+def _list_encoder(col: Col) -> Encoder:
+    child = _encoder(col.children[0])
+    empty_nodes, empty_chunks = _fixed(child, [])
+
+    def encode(values: Sequence[Any], nodes: list[int], chunks: list[bytes]) -> None:
+        nulls, bitmap = _validity(values)
+        nodes += (len(values), nulls)
+        if nulls:
+            values = [() if v is None else v for v in values]
+        chunks += (bitmap, _offsets(map(len, values)))
+        flat = [item for v in values for item in v]
+        if flat:
+            child(flat, nodes, chunks)
+        else:
+            nodes += empty_nodes
+            chunks += empty_chunks
+
+    return encode
+
+
+def _struct_encoder(col: Col) -> Encoder:
+    children = [_encoder(c) for c in col.children]
+    width = len(children)
+
+    def each_child(values: Sequence[Any], nodes: list[int], chunks: list[bytes]) -> None:
+        for child in children:
+            child(values, nodes, chunks)
+
+    null_nodes, null_chunks = _fixed(each_child, [None])
+
+    def encode(values: Sequence[Any], nodes: list[int], chunks: list[bytes]) -> None:
+        nulls, bitmap = _validity(values)
+        nodes += (len(values), nulls)
+        chunks.append(bitmap)
+        if nulls == 1 == len(values):  # the one row is null: each child holds one null
+            nodes += null_nodes
+            chunks += null_chunks
+            return
+        if nulls:
+            values = [(None,) * width if v is None else v for v in values]
+        fields = list(zip(*values, strict=False)) if values else [()] * width
+        if len(fields) < width:  # a row short of a field: refused, as reading its missing field would be
+            raise IndexError(f"a row of {col.name} has fewer than its {width} fields")
+        for field, child in zip(fields, children, strict=False):
+            child(field, nodes, chunks)
+
+    return encode
+
+
+def _encoder(col: Col) -> Encoder:
+    if col.kind == "list":
+        return _list_encoder(col)
+    if col.kind == "struct":
+        return _struct_encoder(col)
+    return _scalar_encoder(col)
+
+
+_ENCODERS: dict[int, tuple[Sequence[Col], list[Encoder]]] = {}
+
+
+def _encoders(columns: Sequence[Col]) -> list[Encoder]:
+    """The columns' encoders, made on first use (kept by identity: hashing the nested layout costs more than
+    encoding a tick; the entry holds the columns, so their id is not reused while it is cached)."""
+    entry = _ENCODERS.get(id(columns))
+    if entry is None or entry[0] is not columns:
+        if len(_ENCODERS) >= 16:
+            _ENCODERS.clear()
+        entry = _ENCODERS[id(columns)] = (columns, [_encoder(c) for c in columns])
+    return entry[1]
+
+
+_PADDING = [bytes(n) for n in range(8)]
 
 
 def batch_message(columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> bytes:
     """One record batch of ``rows`` (each a tuple in column order), as one encapsulated message."""
-    body = _Body()
-    for i, col in enumerate(columns):
-        _encode(col, [row[i] for row in rows], body)
-    header = _Table((0, "q", len(rows)), (1, "o", _Structs(body.nodes)), (2, "o", _Structs(body.buffers)))
-    return _message(_HEADER_RECORD_BATCH, header, body.size) + b"".join(body.chunks)
+    nodes: list[int] = []
+    chunks: list[bytes] = []
+    for i, encode in enumerate(_encoders(columns)):
+        encode([row[i] for row in rows], nodes, chunks)
+    lengths = [len(data) for data in chunks]
+    ends = list(accumulate([(n + 7) & -8 for n in lengths]))  # each buffer padded to 8 bytes
+    buffers = [x for pair in zip([0, *ends], lengths, strict=False) for x in pair]  # offset, length pairs, flat
+    body = b"".join([data + _PADDING[-n & 7] if n & 7 else data for data, n in zip(chunks, lengths, strict=True)])
+    size = ends[-1] if ends else 0
+    header = _Table((0, "q", len(rows)), (1, "o", _Structs(nodes)), (2, "o", _Structs(buffers)))
+    return _message(_HEADER_RECORD_BATCH, header, size) + body
 
 
 class StreamWriter:
