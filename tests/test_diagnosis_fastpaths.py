@@ -201,6 +201,7 @@ def test_proc_facts_counts_as_written_plainly() -> None:
     th = Thresholds()
     rng = np.random.default_rng(10)
     for _ in range(400):
+        memo: dict = {}
         ticks = int(rng.integers(0, 12))
         procs = []
         for _t in range(ticks):
@@ -218,11 +219,43 @@ def test_proc_facts_counts_as_written_plainly() -> None:
         stall = rng.random(int(rng.integers(0, ticks + 2))) < 0.7
         running = None if rng.random() < 0.5 else rng.random(int(rng.integers(0, ticks + 2))) < 0.7
         busy = bool(rng.random() < 0.3)
-        f = proc_facts(procs, stall, th, busy, running)
-        got = (f.seen, f.workers, f.respawns, f.processes, f.workers_pegged, f.workers_total, f.main_cpu,
-               f.ranks_on_first_card)
         want = _proc_facts_plainly(procs, stall, th.core_pegged_pct, busy, running)
-        assert np.array_equal(np.array(got, dtype=float), np.array(want, dtype=float), equal_nan=True), (got, want)
+        # without a memo, then twice with one (the second reads every tick's tally from the first)
+        for f in (proc_facts(procs, stall, th, busy, running), proc_facts(procs, stall, th, busy, running, memo=memo),
+                  proc_facts(procs, stall, th, busy, running, memo=memo)):
+            got = (f.seen, f.workers, f.respawns, f.processes, f.workers_pegged, f.workers_total, f.main_cpu,
+                   f.ranks_on_first_card)
+            assert np.array_equal(np.array(got, dtype=float), np.array(want, dtype=float), equal_nan=True), (got, want)
+
+
+def test_proc_facts_over_a_sliding_window_with_the_windows_memo_are_those_without() -> None:
+    """Consecutive verdicts share each tick's tally through the window's memo: every stretch, any children
+    ruled out as loaders (a tally of their own), the same facts as computed afresh."""
+    from dataclasses import astuple
+
+    from gpu_triage.diagnosis.facts import proc_facts
+    from gpu_triage.diagnosis.thresholds import Thresholds
+    from gpu_triage.model import ProcSample
+
+    th = Thresholds()
+    rng = np.random.default_rng(13)
+    memo: dict = {}
+    procs: list[list[ProcSample]] = []
+    for k in range(300):
+        procs.append([ProcSample(int(rng.integers(1, 5)), int(rng.integers(0, 3)), "python", None,
+                                 float(rng.integers(0, 200)), 2,
+                                 [float(rng.choice([0.0, 100.0])), 50.0],
+                                 [100 + k // 40, 200 + int(rng.integers(0, 3))])
+                      for _p in range(int(rng.integers(0, 4)))])
+        lo = max(0, len(procs) - int(rng.integers(1, 40)))
+        part = procs[lo:]
+        stall = rng.random(len(part)) < 0.6
+        running = rng.random(len(part)) < 0.8
+        ruled = frozenset() if rng.random() < 0.7 else frozenset({200, 201})
+        fresh = proc_facts(part, stall, th, False, running, ruled)
+        kept = proc_facts(part, stall, th, False, running, ruled, memo)
+        assert np.array_equal(np.array(astuple(kept), dtype=float), np.array(astuple(fresh), dtype=float),
+                              equal_nan=True), k
 
 
 def test_period_refinement_in_python_is_numpys() -> None:
@@ -241,3 +274,91 @@ def test_period_refinement_in_python_is_numpys() -> None:
         peaks = ks[rng.random(ks.size) < 0.4]
         min_acf = float(rng.uniform(-0.5, 0.8))
         assert _refine(peaks.tolist(), sp.tolist(), ac.tolist(), n, min_acf) == _refine_numpy(peaks, sp, ac, n, min_acf)
+
+
+def _wide(seed: int, count: int) -> list[np.ndarray]:
+    """(T, K) arrays as wide as the host's cores or a big box's cards (past numpy's 8-way unrolled sums)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        a = rng.uniform(0, 100, size=(int(rng.integers(1, 12)), int(rng.choice([0, 1, 2, 7, 8, 9, 16, 33, 128]))))
+        if rng.random() < 0.3:
+            a = np.round(a)
+        if rng.random() < 0.5:  # a few holes (a core or card missing on some ticks), some whole rows
+            a[rng.random(a.shape) < rng.random() * 0.3] = np.nan
+            if a.shape[0] > 1:
+                a[int(rng.integers(0, a.shape[0]))] = np.nan
+        out.append(a)
+    return out
+
+
+def test_present_readings_per_tick_are_the_row_by_row_ones() -> None:
+    """The screen's per-tick readings (present.py) computed for all rows at once equal the row-by-row
+    formulas, NaN rows and holes included: whether a shown verdict's figure is contradicted must not move."""
+    from gpu_triage.diagnosis.present import _cores_busy, _cores_pegged, _cpu_mean, _disk, waiting_ticks
+    from gpu_triage.diagnosis.thresholds import Thresholds
+    from gpu_triage.window import DISK_FIELDS, GPU_FIELDS, WindowView
+
+    def rowwise(a: np.ndarray, how) -> np.ndarray:  # the readers' old loop
+        return np.array([how(r[~np.isnan(r)]) if (~np.isnan(r)).any() else np.nan for r in a])
+
+    th = Thresholds()
+    for a in _wide(12, 3000):
+        t = a.shape[0]
+        view = WindowView(t=np.arange(t, dtype=float), interval_s=np.full(t, 2.0),
+                          gpu={f: a for f in GPU_FIELDS}, gpu_indexes=list(range(a.shape[1])), cpu=a,
+                          iowait=np.zeros(t), host_mem_used=np.zeros(t), host_mem_total=np.zeros(t),
+                          disk={f: a for f in DISK_FIELDS}, disk_names=[str(i) for i in range(a.shape[1])],
+                          procs=[[] for _ in range(t)])
+        s = slice(0, t)
+        for got, want in (
+            (_cpu_mean(view, s, [], th), rowwise(a, lambda r: float(r.mean()))),
+            (_cores_busy(view, s, [], th), rowwise(a, lambda r: float(r.sum() / 100.0))),
+            (_cores_pegged(view, s, [], th), rowwise(a, lambda r: float(np.count_nonzero(r >= th.core_pegged_pct)))),
+            (_disk("busy_pct")(view, s, [], th), rowwise(a, lambda r: float(r.max()))),
+        ):
+            assert np.array_equal(got, want, equal_nan=True), a
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            per_tick = np.array([np.nan if np.isnan(r).all() else float(np.nanmean(r)) for r in a])
+        want_mask = np.ones(t, dtype=bool)
+        for limit in (th.stall_util_pct, th.high_util_pct):
+            with np.errstate(invalid="ignore"):
+                if (per_tick < limit).any():
+                    want_mask = per_tick < limit
+                    break
+        assert np.array_equal(waiting_ticks(view, s, th), want_mask), a
+        means = np.asarray(nanmean(a, axis=1)) if a.shape[1] else np.full(t, np.nan)
+        assert np.array_equal(means, per_tick, equal_nan=True), a  # the values themselves, not only the mask
+
+
+def test_tick_features_kept_between_verdicts_are_those_computed_afresh() -> None:
+    """judged_span's per-tick features come from the previous verdict's rows where the window moved on by a
+    few ticks: every row equals the row computed over the whole window at once, holes, strides, a window that
+    steps back and a card added (which changes every row's mean) included."""
+    from gpu_triage.diagnosis.span import _features, _tick_features
+    from gpu_triage.window import DISK_FIELDS, GPU_FIELDS, WindowView
+
+    rng = np.random.default_rng(14)
+    total, cards, cores = 400, 9, 33
+    base = {f: rng.uniform(0, 100, size=(total, cards)) for f in GPU_FIELDS}
+    base["mem_total_bytes"] = np.full((total, cards), 100.0)
+    for a in base.values():
+        a[rng.random(a.shape) < 0.05] = np.nan
+    cpu = rng.uniform(0, 100, size=(total, cores))
+    cpu[rng.random(cpu.shape) < 0.02] = np.nan
+    disk = rng.uniform(0, 100, size=(total, 2))
+    iowait = rng.uniform(0, 10, size=total)
+    memo: dict = {}
+    hi = 5
+    for _ in range(300):
+        hi = int(np.clip(hi + rng.choice([1, 1, 1, 3, 40, -7]), 5, total))
+        lo = max(0, hi - int(rng.choice([150, 150, 60])))
+        g = cards - 1 if hi < 200 else cards  # a card that appears at tick 200
+        view = WindowView(t=np.arange(lo, hi, dtype=float), interval_s=np.full(hi - lo, 2.0),
+                          gpu={f: np.ascontiguousarray(a[lo:hi, :g]) for f, a in base.items()},
+                          gpu_indexes=list(range(g)), cpu=cpu[lo:hi], iowait=iowait[lo:hi],
+                          host_mem_used=np.zeros(hi - lo), host_mem_total=np.zeros(hi - lo),
+                          disk={f: disk[lo:hi] for f in DISK_FIELDS}, disk_names=["a", "b"],
+                          procs=[[] for _ in range(hi - lo)], ticks_ever=hi, memo=memo)
+        assert np.array_equal(_features(view), _tick_features(view), equal_nan=True), (lo, hi)

@@ -80,6 +80,11 @@ class WindowView:
     nets: list[list[NetSample]] = field(default_factory=list)  # per tick (v2): one entry per interface
     stacks: list[list[StackSample]] = field(default_factory=list)  # per tick (v3): the dumps finished in it
     ticks_ever: int = 0  # ticks appended to the window since it started: the newest is number ticks_ever - 1
+    # what the diagnosis derives from one tick's Python objects (its process list), shared by the views of one
+    # window so that a tick is read once, not at every verdict while it stays in the window: name -> id of
+    # the tick's list -> (that list, its value). The list is kept beside its value, so an id reused by a later
+    # list never finds a stale value (diagnosis/tickmemo.py). A tick's lists are not changed once appended.
+    memo: dict[object, dict[int, tuple[object, object]]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n(self) -> int:
@@ -116,6 +121,7 @@ class RollingWindow:
         self._nets: deque[list[NetSample]] = deque(maxlen=capacity)
         self._stacks: deque[list[StackSample]] = deque(maxlen=capacity)
         self._last: Tick | None = None
+        self._memo: dict[object, dict[int, tuple[object, object]]] = {}  # WindowView.memo, for all views
 
     @property
     def allocated_rows(self) -> int:
@@ -243,6 +249,7 @@ class RollingWindow:
             nets=list(self._nets),
             stacks=list(self._stacks),
             ticks_ever=self._count,
+            memo=self._memo,
         )
 
 

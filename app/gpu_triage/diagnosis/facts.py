@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_triage.diagnosis import tickmemo
 from gpu_triage.diagnosis.patterns import nanmax, nanmean, percentiles
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.model import ProcSample
@@ -81,10 +82,12 @@ def median_of(xs: list[float] | list[int]) -> float:
 
 
 def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds, other_cards_busy: bool,
-               running: np.ndarray | None = None, not_loaders: frozenset[int] = frozenset()) -> ProcFacts:
+               running: np.ndarray | None = None, not_loaders: frozenset[int] = frozenset(),
+               memo: dict[Any, dict[int, tuple[Any, Any]]] | None = None) -> ProcFacts:
     """``stall``: per tick of ``procs``, whether the GPUs waited (the main process's CPU is read there);
     ``running``: per tick, whether the job had run its first kernel (None: all ticks); ``not_loaders``: child
-    pids whose own stack showed they are no DataLoader worker (diagnosis/inside.py), not counted as workers."""
+    pids whose own stack showed they are no DataLoader worker (diagnosis/inside.py), not counted as workers;
+    ``memo``: the window's (tickmemo.py), where each tick's tally is kept for the next verdicts."""
     facts = ProcFacts()
     pegged_per_tick: list[int] = []
     total_per_tick: list[int] = []
@@ -95,14 +98,26 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     workers_max = facts.workers
     n_stall = stall.size
     n_running = running.size if running is not None else 0
+    peg = th.core_pegged_pct
+    tab = {} if memo is None else tickmemo.table(memo, ("tally", peg, not_loaders))
     for k, tick in enumerate(procs):
         if not tick:
             continue
-        if not_loaders:
-            tick = [_loaders_only(p, not_loaders) for p in tick]
-        pegged, total, busiest, n_pids, most = _tally(tick, pids_by_card, th.core_pegged_pct)
+        hit = tab.get(id(tick))
+        if hit is not None and hit[0] is tick:
+            tallied: _Tallied = hit[1]
+        else:
+            tallied = _tally(tick if not not_loaders else [_loaders_only(p, not_loaders) for p in tick], peg)
+            tickmemo.store(tab, tick, tallied)
+        pegged, total, busiest, n_pids, most, by_card, seen = tallied
+        for card, pids in by_card:
+            have = pids_by_card.get(card)
+            if have is None:
+                pids_by_card[card] = set(pids)
+            else:
+                have.update(pids)
         workers_max = max(workers_max, most)
-        respawns.see(tick)
+        respawns.see(seen)
         pegged_per_tick.append(pegged)
         total_per_tick.append(total)
         procs_per_tick.append(n_pids)
@@ -131,16 +146,20 @@ def _loaders_only(p: ProcSample, not_loaders: frozenset[int]) -> ProcSample:
     return replace(p, workers=len(kept), worker_pids=[w for w, _ in kept], workers_cpu_pct=[c for _, c in kept])
 
 
-def _tally(tick: list[ProcSample], pids_by_card: dict[int, set[int]],
-           peg: float) -> tuple[int, int, float, int, int]:
-    """One tick's (pegged workers, workers, busiest process's CPU %, processes, most workers of one process);
-    each process's pid added to ``pids_by_card``.
+# a tick's (pegged workers, workers, busiest process's CPU %, processes, most workers of one process,
+# (card, its pids) pairs, the tick as counted: without the children that are no DataLoader worker)
+_Tallied = tuple[int, int, float, int, int, tuple[tuple[int, frozenset[int]], ...], list[ProcSample]]
+
+
+def _tally(tick: list[ProcSample], peg: float) -> _Tallied:
+    """One tick's counts (see :data:`_Tallied`).
 
     Attributes are read once each and there is no per-process generator: this loop was ~12 % of
     `diagnose DIR --summary` (8 processes x 10 ticks a verdict); the same counts as written plainly."""
     pegged = total = most = 0
     busiest = float("nan")
     tick_pids: set[int] = set()
+    pids_by_card: dict[int, set[int]] = {}
     for p in tick:
         pid = p.pid
         tick_pids.add(pid)
@@ -161,7 +180,8 @@ def _tally(tick: list[ProcSample], pids_by_card: dict[int, set[int]],
         cpu = p.cpu_pct
         if cpu is not None and not cpu <= busiest:
             busiest = float(cpu)
-    return pegged, total, busiest, len(tick_pids), most
+    by_card = tuple((card, frozenset(pids)) for card, pids in pids_by_card.items())
+    return pegged, total, busiest, len(tick_pids), most, by_card, tick
 
 
 class _Respawns:

@@ -279,7 +279,7 @@ def _proc_facts(view: WindowView, th: Thresholds, judged: Judged, focus: dict[st
     else:
         # strictly after: the tick that holds the first kernel is still part start-up
         running = np.arange(start, n) > (span.running_from if span.running_from is not None else n)
-    pf = proc_facts(procs, stall, th, others_busy, running, not_loaders(view))
+    pf = proc_facts(procs, stall, th, others_busy, running, not_loaders(view), view.memo)
     waits = stall & running
     pf.running_waits = int(waits.sum())
     pf.running_ticks = int(running.sum())

@@ -15,6 +15,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from gpu_triage.diagnosis import tickmemo
 from gpu_triage.diagnosis.patterns import nanmean
 from gpu_triage.diagnosis.thresholds import Thresholds
 from gpu_triage.window import WindowView
@@ -41,9 +42,13 @@ def tick_seconds(view: WindowView) -> float:
     return 2.0
 
 
-def _tick_features(view: WindowView) -> np.ndarray:
-    """Per tick (T, 7): GPU-Util, min, max inside tick (card means), memory share, CPU mean, busiest disk, iowait."""
-    g = view.gpu
+def _tick_features(view: WindowView, lo: int = 0) -> np.ndarray:
+    """Per tick from ``lo`` on (T - lo, 7): GPU-Util, min, max inside tick (card means), memory share, CPU mean,
+    busiest disk, iowait. Each row is its tick's alone (numpy adds each row of a C-contiguous array as the 1-D
+    row), so rows computed at different verdicts are the rows computed together."""
+    g = {k: view.gpu[k][lo:] for k in ("util_pct", "util_min_pct", "util_max_pct", "mem_used_bytes",
+                                       "mem_total_bytes")}
+    n = view.n - lo
     util = nanmean(g["util_pct"], axis=1)
     umin = nanmean(g["util_min_pct"], axis=1)
     umax = nanmean(g["util_max_pct"], axis=1)
@@ -51,12 +56,36 @@ def _tick_features(view: WindowView) -> np.ndarray:
     umax = np.where(np.isnan(umax), util, umax)
     with np.errstate(invalid="ignore", divide="ignore"):
         mem = nanmean(g["mem_used_bytes"] / g["mem_total_bytes"], axis=1) * 100.0
-    cpu = nanmean(view.cpu, axis=1) if view.cpu.shape[1] else np.full(view.n, np.nan)
-    busy = view.disk["busy_pct"]
+    cpu = nanmean(view.cpu[lo:], axis=1) if view.cpu.shape[1] else np.full(n, np.nan)
+    busy = view.disk["busy_pct"][lo:]
     # no NaN left to skip: np.nanmax is the plain maximum here, without its Python layers
-    disk = np.maximum.reduce(np.where(np.isnan(busy), -1.0, busy), axis=1) if busy.shape[1] else np.full(view.n, np.nan)
+    disk = np.maximum.reduce(np.where(np.isnan(busy), -1.0, busy), axis=1) if busy.shape[1] else np.full(n, np.nan)
     disk = np.where(disk < 0, np.nan, disk)
-    return np.column_stack([util, umin, umax, mem, cpu, disk, view.iowait])
+    return np.column_stack([util, umin, umax, mem, cpu, disk, view.iowait[lo:]])
+
+
+def _features(view: WindowView) -> np.ndarray:
+    """:func:`_tick_features` of the whole window, the rows of ticks seen at the previous verdict taken from it.
+
+    Ticks are numbered by ``view.ticks_ever`` (a window's rows are never rewritten); the rows are reused only
+    for the same columns (cards in the same order, as many cores and disks): a card added changes every
+    row's mean. Otherwise (a first verdict, another shape, a window that moved back) all rows are computed."""
+    first, n = view.ticks_ever - view.n, view.n
+    shape = (tuple(view.gpu_indexes), view.cpu.shape[1], view.disk["busy_pct"].shape[1])
+    tab = tickmemo.table(view.memo, "tick features")
+    last = tab.get(0)
+    feat: np.ndarray
+    if view.ticks_ever and last is not None and last[0] == shape:
+        was_first, was = last[1]
+        keep = was_first + was.shape[0] - first  # rows of the previous verdict from this view's first tick on
+        if 0 <= first - was_first and 0 < keep <= n:
+            feat = np.concatenate([was[first - was_first:], _tick_features(view, keep)]) if keep < n else \
+                was[first - was_first:]
+            tab[0] = (shape, (first, feat))
+            return feat
+    feat = _tick_features(view)
+    tab[0] = (shape, (first, feat))
+    return feat
 
 
 # how far a tick may sit from the regime's median and still belong to it, per feature (percentage points)
@@ -163,20 +192,26 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
     lo = max(0, n - reach)
     procs = view.procs[-(n - lo):] if len(view.procs) >= n - lo else list(view.procs)
     off = n - len(procs)  # procs are aligned to the newest tick
-    current: set[int] = set()
+    current: frozenset[int] = frozenset()
     cards: set[int] = set()
     start = 0
     appeared: int | None = None
+    tab = tickmemo.table(view.memo, "pids, cards")  # each tick's sets, made once while it is in the window
     for k in range(len(procs) - 1, -1, -1):
         tick = procs[k]
         if not tick:
             continue
-        pids = set(map(_PID, tick))  # map in C: this walk over the look-back's ticks was 6 % of a verdict
+        hit = tab.get(id(tick))
+        if hit is None or hit[0] is not tick:
+            # map in C: this walk over the look-back's ticks was 6 % of a verdict
+            hit = (tick, (frozenset(map(_PID, tick)), frozenset(map(_CARD, tick))))
+            tickmemo.store(tab, tick, hit[1])
+        pids, on_cards = hit[1]
         if current and pids.isdisjoint(current):
             start = off + k + 1  # the newest tick of another job: the current one begins after it
             break
         current = pids
-        cards.update(map(_CARD, tick))
+        cards.update(on_cards)
         appeared = off + k
     if appeared is None:
         return JobSpan(start)
@@ -231,7 +266,7 @@ def judged_span(view: WindowView, th: Thresholds, dt: float, floor: int = 0,
     m_min = max(3, int(math.ceil(th.regime_min_s / dt)))
     if n - start <= m_min:
         return start, False, 0
-    feat = _tick_features(view)
+    feat = _features(view)
     tail = feat[n - m_min :]
     if np.isnan(tail).all():
         return start, False, 0

@@ -183,6 +183,7 @@ class RecordingColumns:
         self.disk_first: list[int] = []
         self.procs: pa.Array | None = None
         self._proc_rows: list[list[ProcSample] | None] = []  # converted on demand, aligned with the rows
+        self._memo: dict[object, dict[int, tuple[object, object]]] = {}  # WindowView.memo, for all views
         self.job = _ArrowRows(_jobs_of, None)  # trace v2
         self.nets = _ArrowRows(_nets_of, [])
         self.stacks = _ArrowRows(_stacks_of, [])
@@ -363,6 +364,8 @@ class RecordingColumns:
             swap=cast("list[tuple[int | None, int | None]]", _LazyRows(self._rows_of(self.swap), lo, hi)),
             nets=cast("list[list[NetSample]]", _LazyRows(self._rows_of(self.nets), lo, hi)),
             stacks=cast("list[list[StackSample]]", _LazyRows(self._rows_of(self.stacks), lo, hi)),
+            ticks_ever=hi,  # the global row count: a row's number never changes, as in a RollingWindow
+            memo=self._memo,
         )
 
     def _rows_of(self, col: _ArrowRows) -> Callable[[int, int], list[Any]]:
