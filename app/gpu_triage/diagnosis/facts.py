@@ -103,13 +103,7 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     for k, tick in enumerate(procs):
         if not tick:
             continue
-        hit = tab.get(id(tick))
-        if hit is not None and hit[0] is tick:
-            tallied: _Tallied = hit[1]
-        else:
-            tallied = _tally(tick if not not_loaders else [_loaders_only(p, not_loaders) for p in tick], peg)
-            tickmemo.store(tab, tick, tallied)
-        pegged, total, busiest, n_pids, most, by_card, seen = tallied
+        pegged, total, busiest, n_pids, most, by_card, seen = _tally_kept(tab, tick, peg, not_loaders)
         for card, pids in by_card:
             have = pids_by_card.get(card)
             if have is None:
@@ -136,6 +130,18 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
     if len(pids_by_card) == 1 and not other_cards_busy:
         facts.ranks_on_first_card = len(next(iter(pids_by_card.values())))
     return facts
+
+
+def _tally_kept(tab: dict[int, tuple[Any, Any]], tick: list[ProcSample], peg: float,
+                not_loaders: frozenset[int]) -> _Tallied:
+    """``tick``'s tally, from ``tab`` (the window's memo) when this very list was tallied there before."""
+    hit = tab.get(id(tick))
+    if hit is not None and hit[0] is tick:
+        kept: _Tallied = hit[1]
+        return kept
+    tallied = _tally(tick if not not_loaders else [_loaders_only(p, not_loaders) for p in tick], peg)
+    tickmemo.store(tab, tick, tallied)
+    return tallied
 
 
 def _loaders_only(p: ProcSample, not_loaders: frozenset[int]) -> ProcSample:
