@@ -362,3 +362,34 @@ def test_tick_features_kept_between_verdicts_are_those_computed_afresh() -> None
                           disk={f: disk[lo:hi] for f in DISK_FIELDS}, disk_names=["a", "b"],
                           procs=[[] for _ in range(hi - lo)], ticks_ever=hi, memo=memo)
         assert np.array_equal(_features(view), _tick_features(view), equal_nan=True), (lo, hi)
+
+
+def test_the_windows_memo_lets_go_of_ticks_that_left_it_and_of_old_settings() -> None:
+    """A dashboard or exporter runs for days: what the memo keeps is bounded by the window (the lists of the
+    ticks in it, twice over at most plus a slack), never by the ticks seen since the start; and each new set of
+    children ruled out as loaders (a table of its own) lets the least recently used table go."""
+    from gpu_triage.diagnosis import tickmemo
+    from gpu_triage.diagnosis.facts import proc_facts
+    from gpu_triage.diagnosis.thresholds import Thresholds
+    from gpu_triage.sources.spec import make_source
+    from gpu_triage.verdicts.judge import Judge
+
+    th = Thresholds()
+    judge = Judge(th, window_s=60.0, interval_s=2.0, cpu_count=32)  # 30 ticks
+    capacity = judge.window.capacity
+    source = make_source("sim:data_pipeline", gpus=2, interval_s=2.0)
+    for _ in range(8 * capacity):
+        judge.add(source.sample())
+        judge.judge()
+    memo = judge.window.view().memo
+    sizes = {name: len(tab) for name, tab in memo.items()}
+    assert sizes.get("pids, cards", 0) > 0, sizes  # the job's processes were read through it
+    assert all(n <= 2 * capacity + tickmemo.SLACK + 1 for n in sizes.values()), (capacity, sizes)
+
+    procs = list(judge.window.view().procs)
+    stall = np.ones(len(procs), dtype=bool)
+    for k in range(3 * tickmemo.MAX_TABLES):
+        proc_facts(procs, stall, th, False, None, frozenset({10_000 + k}), memo)
+        assert len(memo) <= tickmemo.MAX_TABLES
+    proc_facts(procs, stall, th, False, None, frozenset(), memo)
+    assert ("tally", th.core_pegged_pct, frozenset()) in memo and len(memo) <= tickmemo.MAX_TABLES

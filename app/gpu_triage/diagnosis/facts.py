@@ -118,6 +118,7 @@ def proc_facts(procs: list[list[ProcSample]], stall: np.ndarray, th: Thresholds,
         if ((k >= n_stall or stall[k]) and (running is None or k >= n_running or running[k])
                 and not math.isnan(busiest)):
             main_cpu.append(busiest)
+    tickmemo.prune(tab, procs)
     facts.workers = workers_max
     facts.respawns = respawns.count
     facts.seen = bool(procs_per_tick)

@@ -213,6 +213,7 @@ def job_span(view: WindowView, th: Thresholds, reach: int) -> JobSpan:
         current = pids
         cards.update(on_cards)
         appeared = off + k
+    tickmemo.prune(tab, procs)
     if appeared is None:
         return JobSpan(start)
     sm = view.gpu["sm_active_pct"][appeared:]
