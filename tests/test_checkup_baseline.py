@@ -69,7 +69,7 @@ def test_a_real_cpu_baseline_on_one_and_two_ranks_with_a_recording(
     argv = ["baseline", "--device", "cpu", "--gpus", "2", "--seconds", "0.5", "--json"]
     # an xdist worker runs other files' tests too: a child one of them left behind is not this run's rank
     before = _children()
-    code = main([*argv, "--record", str(rec), "--interval", "0.25"])
+    code = main([*argv, "--record", str(rec), "--interval", "0.1"])
     out = json.loads(capsys.readouterr().out)
     assert code == (1 if out["flagged"] else 0)
     assert [r["world_size"] for r in out["runs"]] == [1, 2]

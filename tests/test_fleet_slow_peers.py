@@ -148,12 +148,14 @@ def test_a_host_dripping_its_headers_is_down_at_the_deadline(drip: DripServer, c
 
 def test_sixteen_dripping_hosts_do_not_starve_a_good_one(drip: DripServer, good: str, capsys) -> None:
     drips = [f"http://127.0.0.1:{drip.port}/metrics?host={i}" for i in range(16)]
-    ran = run_cli(capsys, ["fleet", "--exporters", ",".join([*drips, good]), "--once", "--timeout", "1",
+    # 2 s, not the 1 s of the tests above: the good host answers while sixteen drips and their workers share
+    # this process's GIL, which is the point here, on a box that may be loaded
+    ran = run_cli(capsys, ["fleet", "--exporters", ",".join([*drips, good]), "--once", "--timeout", "2",
                            "--concurrency", "16", "--json"])
     rows = {r["key"]: r for r in json.loads(ran.out)["hosts"]}
     assert rows[good]["state"] == "ok", rows[good]
     assert all(rows[d]["state"] == "down" for d in drips)
-    assert ran.seconds < 15  # two rounds of workers at most: the sixteen end at their 1 s deadline together
+    assert ran.seconds < 15  # two rounds of workers at most: the sixteen end at their 2 s deadline together
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ print(rc, "numpy" in sys.modules, "pyarrow" in sys.modules)
 
 def _record(tmp_path: Path, source: str) -> list[str]:
     out = tmp_path / f"{source.replace(':', '-')}.parquet"
-    argv = ["record", "-o", str(out), "--source", source, "--duration", "0.6", "--interval", "0.3"]
+    argv = ["record", "-o", str(out), "--source", source, "--duration", "1", "--interval", "0.5"]
     if source != "live":
         argv += ["--fast", "--gpus", "2"]
     run = subprocess.run([sys.executable, "-c", RECORD_PROBE, *argv], capture_output=True, text=True, check=True)
