@@ -112,6 +112,19 @@ def test_a_lone_surrogate_in_a_name_is_replaced_not_fatal() -> None:
     assert table.to_pylist()[0]["procs"][0]["name"] == "a?b"
 
 
+def test_columns_changed_in_place_are_encoded_as_they_are_now() -> None:
+    """The encoders are kept per layout by identity: a list of columns changed in place (same identity, another
+    layout) is encoded by its columns of the moment, never by encoders kept for what it held before."""
+    row = tick_values(Tick(ts=datetime(2026, 3, 1, tzinfo=UTC), interval_s=2.0))
+    gpus = next(i for i, c in enumerate(TRACE_COLUMNS) if c.name == "gpus")
+    columns = [TRACE_COLUMNS[1]]
+    first = arrow_ipc.batch_message(columns, [(row[1],)])
+    assert first == arrow_ipc.batch_message((TRACE_COLUMNS[1],), [(row[1],)])
+    columns[0] = TRACE_COLUMNS[gpus]  # a list of structs where a float was
+    assert arrow_ipc.batch_message(columns, [(row[gpus],)]) == arrow_ipc.batch_message((TRACE_COLUMNS[gpus],),
+                                                                                        [(row[gpus],)])
+
+
 def test_an_unsigned_column_refuses_a_negative_value() -> None:
     tick = Tick(ts=datetime(2026, 3, 1, tzinfo=UTC), interval_s=2.0, host_mem_used_bytes=-1)
     with pytest.raises(OverflowError):

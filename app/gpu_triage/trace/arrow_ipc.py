@@ -357,7 +357,10 @@ _ENCODERS: dict[int, tuple[Sequence[Col], list[Encoder]]] = {}
 
 def _encoders(columns: Sequence[Col]) -> list[Encoder]:
     """The columns' encoders, made on first use (kept by identity: hashing the nested layout costs more than
-    encoding a tick; the entry holds the columns, so their id is not reused while it is cached)."""
+    encoding a tick; the entry holds the columns, so their id is not reused while it is cached). Only a tuple
+    is kept: a list could change in place under the same identity."""
+    if type(columns) is not tuple:
+        return [_encoder(c) for c in columns]
     entry = _ENCODERS.get(id(columns))
     if entry is None or entry[0] is not columns:
         if len(_ENCODERS) >= 16:
